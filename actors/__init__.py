@@ -1,0 +1,1 @@
+"""actormq actors package."""

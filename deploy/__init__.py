@@ -1,0 +1,1 @@
+"""actormq deploy package."""

@@ -1,0 +1,1 @@
+"""actormq protocol package."""
