@@ -1,0 +1,1 @@
+"""Broker cores: config, state managers, processors and the controller (actor.py is the adapter)."""

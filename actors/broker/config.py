@@ -1,0 +1,123 @@
+"""Broker settings under RocketMQ's property names.
+
+Mirrors common/BrokerConfig.java, RocketMQ 4.9.x (plus brokerRole from MessageStoreConfig and a
+few names of our own, marked below). Attribute names are the camelCase property names so a
+RocketMQ broker.conf reads unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, fields
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Broker-level configuration (RocketMQ property names)."""
+
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    brokerId: int = 0
+    namesrvAddr: str = ""  # "host:port;host:port"
+    listenPort: int = 10911
+    brokerIP1: str = "127.0.0.1"
+    brokerIP2: str = ""  # HA address host; empty => brokerIP1
+    brokerRole: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    defaultTopicQueueNums: int = 8
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    waitTimeMillsInSendQueue: int = 200
+    waitTimeMillsInPullQueue: int = 5000
+    waitTimeMillsInHeartbeatQueue: int = 31000
+    waitTimeMillsInTransactionQueue: int = 3000
+    waitTimeMillsInOtherQueue: int = 3000  # ours: consumer_manage, query, admin groups
+    registerNameServerPeriod: int = 30000
+    registerBrokerTimeoutMills: int = 6000
+    flushConsumerOffsetInterval: int = 5000
+    disableConsumeIfConsumerReadSlowly: bool = False
+    consumerFallbehindThreshold: int = 17179869184
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    traceTopicEnable: bool = False
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    regionId: str = "DefaultRegion"
+    traceOn: bool = True
+    brokerPermission: int = 6
+    rejectTransactionMessage: bool = False
+    channelExpiredTimeout: int = 120000
+    notifyConsumerIdsChangedEnable: bool = True
+    slaveReadEnable: bool = False
+    enablePropertyFilter: bool = False
+    defaultQueryMaxNum: int = 32
+    forceRegister: bool = True
+    compressedRegister: bool = False
+    testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
+        """Build from a properties dict: typed conversion, unknown keys ignored."""
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in props:
+                continue
+            raw = str(props[f.name]).strip()
+            kwargs[f.name] = _convert(f.name, f.type, raw)
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        """Copy with some attributes changed."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def broker_addr(self) -> str:
+        """The address clients use: brokerIP1:listenPort."""
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        """brokerIP2:haListenPort (listenPort + 1)."""
+        return f"{self.brokerIP2 or self.brokerIP1}:{self.listenPort + 1}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """The name server addresses, split on ';'."""
+        return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]
+
+    @property
+    def is_slave(self) -> bool:
+        """True for brokerRole SLAVE."""
+        return self.brokerRole.upper() == "SLAVE"
+
+    def slow_processor_ms(self, group: str) -> int:
+        """Test-only per-request sleep for a processor group (from testSlowProcessorMs)."""
+        for part in self.testSlowProcessorMs.split(","):
+            name, _, ms = part.partition(":")
+            if name.strip() == group and ms.strip():
+                return int(ms)
+        return 0
+
+
+def _convert(key: str, typ: Any, raw: str) -> Any:
+    """Convert one property value to the field's type, ValueError naming the key."""
+    typ_name = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    if typ_name == "bool":
+        low = raw.lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise ValueError(f"broker config {key}: not a boolean: {raw!r}")
+    if typ_name == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"broker config {key}: not an integer: {raw!r}") from None
+    return raw

@@ -1,0 +1,262 @@
+"""Consumer groups registered by heartbeats: channels, client ids and subscriptions.
+
+Mirrors broker/client/ConsumerManager.java + ConsumerGroupInfo.java and
+common/protocol/heartbeat/SubscriptionData.java, RocketMQ 4.9.x. Channels are keyed by the
+RemotingServer's conn_id. The client_manage actor owns the channels; other actors hold
+ConsumerGroupInfo snapshots replicated through events.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.record import java_string_hash
+
+log = logging.getLogger(__name__)
+
+SUB_ALL = "*"
+
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+CONSUME_FROM_WHERE = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
+
+
+def enum_name(value: Any, names: tuple[str, ...], default: str) -> str:
+    """An enum given by name or ordinal (int or digit string) as its name."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
+        i = int(value)
+        return names[i] if 0 <= i < len(names) else default
+    s = str(value)
+    return s if s in names else default
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    """One subscribed topic with its tag filter."""
+
+    topic: str
+    sub_string: str = SUB_ALL
+    tags_set: tuple[str, ...] = ()
+    code_set: frozenset[int] = frozenset()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+
+    @property
+    def matches_all(self) -> bool:
+        """'*' (or an empty tag set for TAG type) passes every message."""
+        return self.sub_string.strip() in ("", SUB_ALL) or (
+            self.expression_type == "TAG" and not self.code_set
+        )
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """The fastjson member map."""
+        return {
+            "classFilterMode": self.class_filter_mode,
+            "codeSet": sorted(self.code_set),
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": list(self.tags_set),
+            "topic": self.topic,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: dict[str, Any]) -> SubscriptionData:
+        """Lenient read: numbers as strings, missing codeSet recomputed from tagsSet."""
+        topic = obj.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise ValueError("subscription without topic")
+        sub = str(obj.get("subString") or SUB_ALL)
+        tags = obj.get("tagsSet")
+        tags_t = tuple(str(t) for t in tags) if isinstance(tags, list) else ()
+        codes = obj.get("codeSet")
+        if isinstance(codes, list) and (codes or not tags_t):
+            code_set = frozenset(int(c) for c in codes)
+        else:
+            code_set = frozenset(java_string_hash(t) for t in tags_t)
+        return cls(
+            topic=topic,
+            sub_string=sub,
+            tags_set=tags_t,
+            code_set=code_set,
+            sub_version=int(obj.get("subVersion") or 0),
+            expression_type=str(obj.get("expressionType") or "TAG"),
+            class_filter_mode=bool(obj.get("classFilterMode", False)),
+        )
+
+    @classmethod
+    def build(
+        cls, topic: str, sub_string: str | None, sub_version: int = 0, expression_type: str = "TAG"
+    ) -> SubscriptionData:
+        """FilterAPI.build: parse 'TagA || TagB' (TAG type) into tags and codes."""
+        s = (sub_string or "").strip()
+        if not s or s == SUB_ALL or expression_type != "TAG":
+            return cls(topic, s or SUB_ALL, (), frozenset(), sub_version, expression_type)
+        tags = tuple(t.strip() for t in s.split("||") if t.strip())
+        return cls(
+            topic,
+            s,
+            tags,
+            frozenset(java_string_hash(t) for t in tags),
+            sub_version,
+            expression_type,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupInfo:
+    """A replicable snapshot of one consumer group."""
+
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: tuple[SubscriptionData, ...] = ()
+    client_ids: tuple[str, ...] = ()
+
+    def find_subscription(self, topic: str) -> SubscriptionData | None:
+        """The subscription for a topic, if any."""
+        for s in self.subscriptions:
+            if s.topic == topic:
+                return s
+        return None
+
+
+@dataclass(slots=True)
+class ClientChannel:
+    """One client connection registered for a group."""
+
+    conn_id: int
+    client_id: str
+    language: int
+    version: int
+    last_update_ms: int
+    peer: tuple[str, int] = ("", 0)
+
+
+@dataclass(slots=True)
+class _Group:
+    group: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    channels: dict[int, ClientChannel] = field(default_factory=dict)
+
+    def snapshot(self) -> ConsumerGroupInfo:
+        ids = tuple(sorted({c.client_id for c in self.channels.values()}))
+        return ConsumerGroupInfo(
+            self.group,
+            self.consume_type,
+            self.message_model,
+            self.consume_from_where,
+            tuple(self.subscriptions.values()),
+            ids,
+        )
+
+
+class ConsumerManager:
+    """Consumer channel table (authoritative in the client_manage actor)."""
+
+    def __init__(self, channel_expired_ms: int = 120_000) -> None:
+        self.channel_expired_ms = channel_expired_ms
+        self.groups: dict[str, _Group] = {}
+
+    def register(
+        self,
+        group: str,
+        channel: ClientChannel,
+        consume_type: str,
+        message_model: str,
+        consume_from_where: str,
+        subscriptions: list[SubscriptionData],
+    ) -> tuple[bool, bool]:
+        """registerConsumer: returns (group state changed, consumers should be notified)."""
+        g = self.groups.get(group)
+        if g is None:
+            g = _Group(group, consume_type, message_model, consume_from_where)
+            self.groups[group] = g
+        before = g.snapshot()
+        g.consume_type, g.message_model, g.consume_from_where = (
+            consume_type,
+            message_model,
+            consume_from_where,
+        )
+        old = g.channels.get(channel.conn_id)
+        new_channel = old is None or old.client_id != channel.client_id
+        g.channels[channel.conn_id] = channel
+        # updateSubscription: replace on newer subVersion, drop topics no longer sent.
+        topics_changed = False
+        new_subs: dict[str, SubscriptionData] = {}
+        for sub in subscriptions:
+            prev = g.subscriptions.get(sub.topic)
+            if prev is None:
+                topics_changed = True
+                new_subs[sub.topic] = sub
+            elif sub.sub_version > prev.sub_version:
+                new_subs[sub.topic] = sub
+            else:
+                new_subs[sub.topic] = prev
+        if set(g.subscriptions) - set(new_subs):
+            topics_changed = True
+        g.subscriptions = new_subs
+        changed = before != g.snapshot()
+        return changed, new_channel or topics_changed
+
+    def unregister(self, group: str, conn_id: int) -> bool:
+        """unregisterConsumer: True when the channel was removed."""
+        g = self.groups.get(group)
+        if g is None or g.channels.pop(conn_id, None) is None:
+            return False
+        if not g.channels:
+            del self.groups[group]
+            log.info("consumer group removed group=%s (no channels)", group)
+        return True
+
+    def on_connection_closed(self, conn_id: int) -> list[str]:
+        """doChannelCloseEvent: the groups that lost a channel."""
+        hit = [name for name, g in self.groups.items() if conn_id in g.channels]
+        for name in hit:
+            self.unregister(name, conn_id)
+        return hit
+
+    def scan_expired(self, now_ms: int) -> list[tuple[str, int]]:
+        """scanNotActiveChannel: remove channels silent past the expiry; (group, conn_id) list."""
+        gone: list[tuple[str, int]] = []
+        for name, g in list(self.groups.items()):
+            for conn_id, ch in list(g.channels.items()):
+                if now_ms - ch.last_update_ms > self.channel_expired_ms:
+                    log.warning(
+                        "consumer channel expired group=%s client=%s conn=%d",
+                        name,
+                        ch.client_id,
+                        conn_id,
+                    )
+                    gone.append((name, conn_id))
+        for name, conn_id in gone:
+            self.unregister(name, conn_id)
+        return gone
+
+    def info(self, group: str) -> ConsumerGroupInfo | None:
+        """The group's snapshot (None when it has no channels)."""
+        g = self.groups.get(group)
+        return g.snapshot() if g is not None else None
+
+    def channels(self, group: str) -> list[ClientChannel]:
+        """The group's live channels."""
+        g = self.groups.get(group)
+        return list(g.channels.values()) if g is not None else []

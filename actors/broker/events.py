@@ -1,0 +1,93 @@
+"""Shared-state change events replicated between a broker's processor actors.
+
+Mirrors the state RocketMQ's BrokerController shares between processors in one JVM
+(TopicConfigManager, SubscriptionGroupManager, ConsumerManager, ConsumerOffsetManager). Here
+each processor actor holds replicas; a core emits an event, the runtime sends the batch to the
+BrokerController actor, which applies and persists it and forwards it to the actors named in
+the event's AUDIENCE (except the origin). Events are small, frozen and picklable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from actors.broker.consumer_manager import ConsumerGroupInfo
+from actors.broker.subscription_group import SubscriptionGroupConfig
+from actors.broker.topic_config import TopicConfig
+
+ALL_GROUPS: frozenset[str] = frozenset(
+    {"send", "pull", "consumer_manage", "client_manage", "query", "admin"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigChanged:
+    """A topic was created or updated; register=True asks for a name-server registration."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
+    config: TopicConfig
+    register: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsDeleted:
+    """Topics were deleted (DELETE_TOPIC_IN_BROKER)."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupChanged:
+    """A subscription group was created (auto or admin) or updated."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
+    config: SubscriptionGroupConfig
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupDeleted:
+    """DELETE_SUBSCRIPTIONGROUP; remove_offset also drops the group's offsets."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
+    group: str
+    remove_offset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupChanged:
+    """A consumer group's channels or subscriptions changed (from heartbeats)."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"pull", "consumer_manage", "admin", "send"})
+    info: ConsumerGroupInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRemoved:
+    """A consumer group lost its last channel."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"pull", "consumer_manage", "admin", "send"})
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitted:
+    """A consumer offset was stored (UPDATE_CONSUMER_OFFSET or a pull's commit flag)."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"consumer_manage", "admin"})
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+
+
+BrokerEvent = (
+    TopicConfigChanged
+    | TopicsDeleted
+    | SubscriptionGroupChanged
+    | SubscriptionGroupDeleted
+    | ConsumerGroupChanged
+    | ConsumerGroupRemoved
+    | OffsetCommitted
+)

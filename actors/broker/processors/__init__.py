@@ -1,0 +1,163 @@
+"""The broker's processor groups: request codes -> isolated executor (one actor each).
+
+Mirrors broker/BrokerController.registerProcessor(), RocketMQ 4.9.x: each group is one of
+RocketMQ's executors (send, pull, consumer manage, client manage / heartbeat, query, admin =
+the default processor). The runtime creates one ProcessorActor per group and routes request
+codes by `codes`; unknown codes go to DEFAULT_GROUP.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from actors.broker.config import BrokerConfig
+from actors.broker.context import BrokerContext
+from actors.core import Outbox, ProcessorCore
+from protocol.codes import RequestCode as RC
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GROUP = "admin"
+
+
+@dataclass(frozen=True)
+class ProcessorGroup:
+    """One isolated executor: its request codes, fast-failure limit key and core factory."""
+
+    name: str
+    codes: frozenset[int]
+    max_wait_ms_key: str  # BrokerConfig attribute name
+    build: Callable[[BrokerContext], ProcessorCore]
+
+
+def _build_send(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.processors.send import SendMessageProcessor
+
+    return SendMessageProcessor(ctx)
+
+
+def _build_pull(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.processors.pull import PullMessageProcessor
+
+    return PullMessageProcessor(ctx)
+
+
+def _build_consumer_manage(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.processors.consumer_manage import ConsumerManageProcessor
+
+    return ConsumerManageProcessor(ctx)
+
+
+def _build_client_manage(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.processors.client_manage import ClientManageProcessor
+
+    return ClientManageProcessor(ctx)
+
+
+def _build_query(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.processors.query import QueryMessageProcessor
+
+    return QueryMessageProcessor(ctx)
+
+
+def _build_admin(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.processors.admin import AdminBrokerProcessor
+
+    return AdminBrokerProcessor(ctx)
+
+
+BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
+    ProcessorGroup(
+        "send",
+        frozenset(
+            {RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.CONSUMER_SEND_MSG_BACK}
+        ),
+        "waitTimeMillsInSendQueue",
+        _build_send,
+    ),
+    ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull),
+    ProcessorGroup(
+        "consumer_manage",
+        frozenset(
+            {RC.QUERY_CONSUMER_OFFSET, RC.UPDATE_CONSUMER_OFFSET, RC.GET_CONSUMER_LIST_BY_GROUP}
+        ),
+        "waitTimeMillsInOtherQueue",
+        _build_consumer_manage,
+    ),
+    ProcessorGroup(
+        "client_manage",
+        frozenset({RC.HEART_BEAT, RC.UNREGISTER_CLIENT}),
+        "waitTimeMillsInHeartbeatQueue",
+        _build_client_manage,
+    ),
+    ProcessorGroup(
+        "query",
+        frozenset({RC.QUERY_MESSAGE, RC.VIEW_MESSAGE_BY_ID}),
+        "waitTimeMillsInOtherQueue",
+        _build_query,
+    ),
+    ProcessorGroup(
+        "admin",
+        frozenset(
+            {
+                RC.UPDATE_AND_CREATE_TOPIC,
+                RC.DELETE_TOPIC_IN_BROKER,
+                RC.GET_ALL_TOPIC_CONFIG,
+                RC.GET_BROKER_RUNTIME_INFO,
+                RC.SEARCH_OFFSET_BY_TIMESTAMP,
+                RC.GET_MAX_OFFSET,
+                RC.GET_MIN_OFFSET,
+                RC.GET_EARLIEST_MSG_STORETIME,
+                RC.LOCK_BATCH_MQ,
+                RC.UNLOCK_BATCH_MQ,
+                RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                RC.DELETE_SUBSCRIPTIONGROUP,
+                RC.GET_ALL_CONSUMER_OFFSET,
+                RC.GET_CONSUMER_CONNECTION_LIST,
+                RC.GET_CONSUME_STATS,
+                RC.GET_TOPIC_STATS_INFO,
+            }
+        ),
+        "waitTimeMillsInOtherQueue",
+        _build_admin,
+    ),
+)
+
+GROUPS_BY_NAME: dict[str, ProcessorGroup] = {g.name: g for g in BROKER_PROCESSOR_GROUPS}
+
+
+def group_for_code(code: int) -> str:
+    """The processor group serving a request code (DEFAULT_GROUP when unknown)."""
+    for g in BROKER_PROCESSOR_GROUPS:
+        if code in g.codes:
+            return g.name
+    return DEFAULT_GROUP
+
+
+def make_context(
+    broker_config: BrokerConfig,
+    store_config: Any,
+    *,
+    group: str,
+    outbox: Outbox | None,
+    now_ms: int,
+) -> BrokerContext:
+    """A context for one actor: "send" opens the writer store, "controller" no store,
+    every other group a read-only MessageStoreReader."""
+    store: Any = None
+    if group == "send":
+        from store.message_store import DefaultMessageStore
+
+        store = DefaultMessageStore(store_config)
+        if not store.load(now_ms):
+            raise RuntimeError("message store failed to load")
+        store.start(now_ms)
+    elif group != "controller":
+        from store.message_store import MessageStoreReader
+
+        store = MessageStoreReader(store_config)
+    return BrokerContext(broker_config, store_config, group=group, outbox=outbox, store=store)
