@@ -1,0 +1,726 @@
+"""Messages, stored-record decode/encode, message ids and batch bodies.
+
+Mirrors common/message/Message.java, MessageExt.java, MessageDecoder.java, MessageConst.java,
+MessageClientIDSetter.java and common/sysflag/MessageSysFlag.java, RocketMQ 4.9.x.
+
+Decoding is the consumer's hot path (a pull body is up to 32 records), so `MessageExt` is lazy
+in three places, all invisible to callers:
+
+- `properties` stays as the raw UTF-8 properties string until first read;
+- `msg_id` (UNIQ_KEY, else offsetMsgId) and `offset_msg_id` are computed on first read.
+
+The trick: `decode_*` builds the object without setting those slots, and an unset slot falls
+through to `__getattr__`, which computes the value, stores it in the slot and returns it. Every
+later read is a plain slot read. `dataclasses` equality, repr, replace and pickling all read the
+attributes, so they see the computed values.
+
+Compressed bodies (sysflag bit 0): zlib (compression type 0 or 3 in bits 8-10) is inflated on
+decode and bit 0 is cleared, so re-encoding writes a plain body. LZ4 (1) and ZSTD (2) are not
+available here: such bodies are left as stored and bit 0 stays set (`is_compressed` tells), so
+nothing is lost and a caller with the codec can inflate them. A zlib body that does not inflate
+is a decode error (which ends a `decode_messages` batch, as in Java).
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import logging
+import os
+import random
+import socket
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from protocol.record import (
+    BORNHOST_V6_FLAG,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    PROPERTY_SEPARATOR,
+    STOREHOSTADDRESS_V6_FLAG,
+    V4_FIXED_SIZE,
+    RecordError,
+    decode_record_fields,
+    encode_record_into,
+    java_string_hash,
+    pack_host,
+    properties_to_string,
+    string_to_properties,
+    unpack_host,
+)
+
+log = logging.getLogger(__name__)
+
+# --- property names (MessageConst) -------------------------------------------------------------
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK: Final = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL: Final = "DELAY"
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID: Final = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED: Final = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP: Final = "PGROUP"
+PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
+PROPERTY_BUYER_ID: Final = "BUYER_ID"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+PROPERTY_TRANSFER_FLAG: Final = "TRANSFER_FLAG"
+PROPERTY_CORRECTION_FLAG: Final = "CORRECTION_FLAG"
+PROPERTY_MQ2_FLAG: Final = "MQ2_FLAG"
+PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
+PROPERTY_MSG_REGION: Final = "MSG_REGION"
+PROPERTY_TRACE_SWITCH: Final = "TRACE_ON"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
+PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP: Final = "CONSUME_START_TIME"
+PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_INSTANCE_ID: Final = "INSTANCE_ID"
+PROPERTY_CORRELATION_ID: Final = "CORRELATION_ID"
+PROPERTY_MESSAGE_REPLY_TO_CLIENT: Final = "REPLY_TO_CLIENT"
+PROPERTY_MESSAGE_TTL: Final = "TTL"
+PROPERTY_REPLY_MESSAGE_ARRIVE_TIME: Final = "ARRIVE_TIME"
+PROPERTY_PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
+PROPERTY_CLUSTER: Final = "CLUSTER"
+PROPERTY_MESSAGE_TYPE: Final = "MSG_TYPE"
+PROPERTY_INNER_MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"
+PROPERTY_INNER_MULTI_QUEUE_OFFSET: Final = "INNER_MULTI_QUEUE_OFFSET"
+PROPERTY_START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
+KEY_SEPARATOR: Final = " "
+
+# --- MessageSysFlag -----------------------------------------------------------------------------
+COMPRESSED_FLAG: Final = 0x1
+MULTI_TAGS_FLAG: Final = 0x2
+TRANSACTION_NOT_TYPE: Final = 0x0
+TRANSACTION_PREPARED_TYPE: Final = 0x4
+TRANSACTION_COMMIT_TYPE: Final = 0x8
+TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+TRANSACTION_TYPE_MASK: Final = 0xC
+NEED_UNWRAP_FLAG: Final = 0x40
+INNER_BATCH_FLAG: Final = 0x80
+COMPRESSION_TYPE_MASK: Final = 0x700
+COMPRESSION_LZ4: Final = 1
+COMPRESSION_ZSTD: Final = 2
+COMPRESSION_ZLIB: Final = 3
+# What a Java producer sets for a zlib-compressed body.
+COMPRESSED_ZLIB_SYSFLAG: Final = COMPRESSED_FLAG | (COMPRESSION_ZLIB << 8)
+COMPRESS_BODY_OVER: Final = 4096  # compressMsgBodyOverHowmuch
+COMPRESS_LEVEL: Final = 5
+
+
+def transaction_type(sys_flag: int) -> int:
+    """The transaction type bits (sys_flag & 0xC)."""
+    return sys_flag & TRANSACTION_TYPE_MASK
+
+
+def reset_transaction_type(sys_flag: int, tx_type: int) -> int:
+    """sys_flag with its transaction type replaced by tx_type."""
+    return (sys_flag & ~TRANSACTION_TYPE_MASK) | (tx_type & TRANSACTION_TYPE_MASK)
+
+
+def compression_type(sys_flag: int) -> int:
+    """Compression algorithm from bits 8-10; 0 (old clients) means zlib, returned as 3."""
+    ctype = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    return COMPRESSION_ZLIB if ctype == 0 else ctype
+
+
+def is_compressed(sys_flag: int) -> bool:
+    """Whether the body is stored compressed (bit 0)."""
+    return bool(sys_flag & COMPRESSED_FLAG)
+
+
+def needs_consume_queue(sys_flag: int) -> bool:
+    """Only NOT_TYPE and COMMIT_TYPE records are dispatched to a consume queue."""
+    t = sys_flag & TRANSACTION_TYPE_MASK
+    return t in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+
+
+def compress_body(body: bytes, level: int = COMPRESS_LEVEL) -> bytes:
+    """zlib-compress a body the way a Java producer does (send with COMPRESSED_ZLIB_SYSFLAG)."""
+    return zlib.compress(body, level)
+
+
+def tags_code(tags: str | None) -> int:
+    """Consume-queue tag hash: Java String.hashCode of the tag, 0 for no tag."""
+    return java_string_hash(tags) if tags else 0
+
+
+# --- errors -------------------------------------------------------------------------------------
+class MessageDecodeError(RecordError):
+    """A stored record or batch body that does not decode (a ValueError)."""
+
+
+# --- message classes ----------------------------------------------------------------------------
+_ZERO_HOST: Final = b"\x00\x00\x00\x00\x00\x00\x00\x00"
+
+
+@dataclass(slots=True)
+class Message:
+    """A message as a producer builds it: topic, body, flag and properties."""
+
+    topic: str = ""
+    body: bytes = b""
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> str | None:
+        """The TAGS property."""
+        return self.properties.get(PROPERTY_TAGS)
+
+    @tags.setter
+    def tags(self, value: str | None) -> None:
+        self._set(PROPERTY_TAGS, value)
+
+    @property
+    def keys(self) -> str | None:
+        """The KEYS property (business keys separated by a space)."""
+        return self.properties.get(PROPERTY_KEYS)
+
+    @keys.setter
+    def keys(self, value: str | Iterable[str] | None) -> None:
+        if value is not None and not isinstance(value, str):
+            value = KEY_SEPARATOR.join(value)
+        self._set(PROPERTY_KEYS, value)
+
+    @property
+    def key_list(self) -> list[str]:
+        """KEYS split on the key separator, empty pieces dropped."""
+        keys = self.properties.get(PROPERTY_KEYS)
+        return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
+
+    @property
+    def delay_time_level(self) -> int:
+        """The DELAY property as an int (0 when absent or malformed)."""
+        v = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+        try:
+            return int(v) if v else 0
+        except ValueError:
+            return 0
+
+    @delay_time_level.setter
+    def delay_time_level(self, level: int) -> None:
+        self._set(PROPERTY_DELAY_TIME_LEVEL, str(level) if level > 0 else None)
+
+    @property
+    def wait_store_msg_ok(self) -> bool:
+        """The WAIT property; absent means true."""
+        return self.properties.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"
+
+    @wait_store_msg_ok.setter
+    def wait_store_msg_ok(self, value: bool) -> None:
+        self._set(PROPERTY_WAIT_STORE_MSG_OK, "true" if value else "false")
+
+    @property
+    def uniq_key(self) -> str | None:
+        """The client-generated UNIQ_KEY property."""
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def _set(self, name: str, value: str | None) -> None:
+        if value is None:
+            self.properties.pop(name, None)
+        else:
+            self.properties[name] = value
+
+
+@dataclass(slots=True)
+class MessageExt(Message):
+    """A stored message as decoded from a record (see the module docstring on laziness)."""
+
+    queue_id: int = 0
+    queue_offset: int = 0
+    commit_log_offset: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = _ZERO_HOST  # pack_host() form: 4 or 16 byte ip + int port
+    store_timestamp: int = 0
+    store_host: bytes = _ZERO_HOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    body_crc: int = 0
+    store_size: int = 0
+    # "" means "derive on first read" (UNIQ_KEY else offsetMsgId / from store host + offset).
+    msg_id: str = field(default="", compare=False)
+    offset_msg_id: str = field(default="", compare=False)
+    _raw_properties: bytes | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.msg_id:
+            del self.msg_id
+        if not self.offset_msg_id:
+            del self.offset_msg_id
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name):
+            # Only reached when a lazy slot is still unset.
+            if name == "properties":
+                raw = self._raw_properties
+                props = string_to_properties(raw.decode("utf-8", "replace")) if raw else {}
+                self.properties = props
+                self._raw_properties = None
+                return props
+            if name == "offset_msg_id":
+                value = create_offset_msg_id(self.store_host, self.commit_log_offset)
+                self.offset_msg_id = value
+                return value
+            if name == "msg_id":
+                value = self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if not value:
+                    value = self.offset_msg_id
+                self.msg_id = value
+                return value
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def born_address(self) -> str:
+        """Born host as "ip:port"."""
+        return _host_str(self.born_host)
+
+    @property
+    def store_address(self) -> str:
+        """Store host as "ip:port"."""
+        return _host_str(self.store_host)
+
+    @property
+    def is_compressed(self) -> bool:
+        """True when the body is still compressed (an algorithm we could not inflate)."""
+        return bool(self.sys_flag & COMPRESSED_FLAG)
+
+    @property
+    def tags_code(self) -> int:
+        """Java hash of TAGS (0 when no tag)."""
+        return tags_code(self.properties.get(PROPERTY_TAGS))
+
+
+_PROPERTIES_SLOT = Message.__dict__["properties"]  # member descriptor; no __getattr__ fallback
+
+
+def _host_str(raw: bytes) -> str:
+    host, port = unpack_host(raw)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _raw_properties_of(msg: MessageExt) -> bytes:
+    """The properties string bytes, without parsing when the raw form is still current."""
+    raw = msg._raw_properties
+    if raw is not None:
+        try:
+            _PROPERTIES_SLOT.__get__(msg, type(msg))
+        except AttributeError:
+            return raw  # never parsed, never replaced
+    return properties_to_string(msg.properties).encode()
+
+
+# --- record decode ------------------------------------------------------------------------------
+_V4 = struct.Struct(
+    ">i"  # TOTALSIZE
+    "i"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "8s"  # BORNHOST (4-byte ip + int port)
+    "q"  # STORETIMESTAMP
+    "8s"  # STOREHOSTADDRESS
+    "i"  # RECONSUMETIMES
+    "q"  # PREPAREDTRANSACTIONOFFSET
+    "i"  # body length
+)
+assert _V4.size == V4_FIXED_SIZE
+_I16 = struct.Struct(">h")
+_V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_MIN_RECORD: Final = 91
+
+
+def _inflate(body: bytes, sys_flag: int) -> tuple[bytes, int]:
+    """Inflate a zlib body and clear bit 0; other algorithms are left as stored."""
+    ctype = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if ctype not in (0, COMPRESSION_ZLIB):
+        return body, sys_flag
+    try:
+        return zlib.decompress(body), sys_flag & ~COMPRESSED_FLAG
+    except zlib.error as exc:
+        raise MessageDecodeError(f"compressed body does not inflate: {exc}") from exc
+
+
+def _decode_at(
+    mv: memoryview, pos: int, end_buf: int, decompress: bool, check_crc: bool
+) -> MessageExt:
+    """Decode the record at mv[pos:]; raises MessageDecodeError."""
+    if pos + V4_FIXED_SIZE <= end_buf:
+        (total, magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, born_host, store_ts,
+         store_host, reconsume, prepared, blen) = _V4.unpack_from(mv, pos)  # fmt: skip
+    else:
+        raise MessageDecodeError("truncated record")
+    if magic != MESSAGE_MAGIC_CODE:
+        raise MessageDecodeError(f"bad magic code {magic}")
+    end = pos + total
+    if total < _MIN_RECORD or end > end_buf:
+        raise MessageDecodeError(f"bad total size {total}")
+    if sys_flag & _V6_FLAGS:
+        try:
+            f = decode_record_fields(mv, pos)
+        except RecordError as exc:
+            raise MessageDecodeError(str(exc)) from exc
+        born_host, store_ts, store_host = f.born_host, f.store_timestamp, f.store_host
+        reconsume, prepared = f.reconsume_times, f.prepared_transaction_offset
+        body = bytes(f.body)
+        topic = f.topic.decode("utf-8", "replace")
+        raw_props = f.properties
+    else:
+        p = pos + V4_FIXED_SIZE
+        tpos = p + blen
+        if blen < 0 or tpos + 3 > end:
+            raise MessageDecodeError(f"bad body length {blen}")
+        tlen = mv[tpos]
+        ppos = tpos + 1 + tlen
+        if ppos + 2 > end:
+            raise MessageDecodeError(f"bad topic length {tlen}")
+        plen = _I16.unpack_from(mv, ppos)[0]
+        if ppos + 2 + plen != end:
+            raise MessageDecodeError(f"bad properties length {plen}")
+        body = bytes(mv[p:tpos])
+        topic = str(mv[tpos + 1 : ppos], "utf-8", "replace")
+        raw_props = bytes(mv[ppos + 2 : end])
+    if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
+        raise MessageDecodeError(f"body crc mismatch at phy_offset={phy}")
+    if decompress and sys_flag & COMPRESSED_FLAG:
+        body, sys_flag = _inflate(body, sys_flag)
+    m = _new_ext(MessageExt)
+    m.topic = topic
+    m.body = body
+    m.flag = flag
+    m._raw_properties = raw_props
+    m.queue_id = qid
+    m.queue_offset = qoff
+    m.commit_log_offset = phy
+    m.sys_flag = sys_flag
+    m.born_timestamp = born_ts
+    m.born_host = born_host
+    m.store_timestamp = store_ts
+    m.store_host = store_host
+    m.reconsume_times = reconsume
+    m.prepared_transaction_offset = prepared
+    m.body_crc = crc
+    m.store_size = total
+    return m
+
+
+_new_ext = object.__new__
+
+
+def decode_message_ext(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    decompress: bool = True,
+    check_crc: bool = False,
+) -> MessageExt:
+    """Decode the stored record at buf[pos:] (its length is the result's store_size)."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    if pos < 0:
+        raise MessageDecodeError(f"negative position {pos}")
+    return _decode_at(mv, pos, len(mv), decompress, check_crc)
+
+
+def decode_messages(
+    buf: bytes | bytearray | memoryview, *, decompress: bool = True, check_crc: bool = False
+) -> list[MessageExt]:
+    """Decode concatenated records (a pull body); a record that fails ends the batch quietly."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    out: list[MessageExt] = []
+    append = out.append
+    n = len(mv)
+    pos = 0
+    while pos < n:
+        try:
+            m = _decode_at(mv, pos, n, decompress, check_crc)
+        except MessageDecodeError as exc:
+            log.debug("decode_messages stops at pos=%d of %d: %s", pos, n, exc)
+            break
+        append(m)
+        pos += m.store_size
+    return out
+
+
+def encode_message_ext(msg: MessageExt) -> bytes:
+    """Encode a MessageExt as a stored record (body as given; CRC recomputed from it)."""
+    topic = msg.topic.encode()
+    if not 0 < len(topic) <= MAX_TOPIC_LENGTH:
+        raise ValueError(f"topic length {len(topic)} not in 1..{MAX_TOPIC_LENGTH}")
+    props = _raw_properties_of(msg)
+    if len(props) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties length {len(props)} > {MAX_PROPERTIES_LENGTH}")
+    born, store = msg.born_host, msg.store_host
+    if len(born) not in (8, 20) or len(store) not in (8, 20):
+        raise ValueError("born_host/store_host must be pack_host() bytes (8 or 20)")
+    body = msg.body
+    size = _MIN_RECORD + len(body) + len(topic) + len(props) + len(born) - 8 + len(store) - 8
+    out = bytearray(size)
+    encode_record_into(
+        out, 0, body=body, topic=topic, properties=props, queue_id=msg.queue_id, flag=msg.flag,
+        queue_offset=msg.queue_offset, phy_offset=msg.commit_log_offset, sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp, born_host=born, store_timestamp=msg.store_timestamp,
+        store_host=store, reconsume_times=msg.reconsume_times,
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+    )  # fmt: skip
+    return bytes(out)
+
+
+# --- message ids --------------------------------------------------------------------------------
+def create_offset_msg_id(store_host: bytes, phy_offset: int) -> str:
+    """offsetMsgId: upper hex of store ip + int port + long commit-log offset (32 or 56 chars)."""
+    return (bytes(store_host) + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """Parse an offsetMsgId into (host, port, phy_offset); 32 chars is IPv4, 56 is IPv6."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"offset msg id must be 32 or 56 hex chars, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise ValueError(f"offset msg id is not hex: {msg_id!r}") from exc
+    host, port = unpack_host(raw[:-8])
+    return host, port, int.from_bytes(raw[-8:], "big", signed=True)
+
+
+def _month_start_ms(now_ms: int) -> tuple[int, int]:
+    """(start of this month, start of next month) in epoch ms, local time."""
+    now = datetime.datetime.fromtimestamp(now_ms / 1000.0)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    nxt = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
+
+
+def _local_ip() -> bytes:
+    """This host's IPv4 address as 4 bytes (127.0.0.1 when it cannot be found)."""
+    try:
+        addr = socket.gethostbyname(socket.gethostname())
+        if not addr.startswith("127."):
+            return socket.inet_aton(addr)
+    except OSError:
+        pass
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET: no packet is sent for a UDP connect
+            return socket.inet_aton(s.getsockname()[0])
+    except OSError:
+        return b"\x7f\x00\x00\x01"
+
+
+class UniqIdGenerator:
+    """UNIQ_KEY ids: ip, pid (short), class-loader hash (int), ms since month start, counter."""
+
+    __slots__ = ("_counter", "_next_start", "_prefix", "_start")
+
+    def __init__(self, ip: bytes, pid: int, class_loader_hash: int, counter_start: int = 0):
+        if len(ip) not in (4, 16):
+            raise ValueError("ip must be 4 or 16 bytes")
+        self._prefix = (
+            ip.hex() + f"{pid & 0xFFFF:04x}{class_loader_hash & 0xFFFFFFFF:08x}"
+        ).upper()
+        self._counter = itertools.count(counter_start)
+        self._start = 0
+        self._next_start = 0
+
+    @property
+    def prefix(self) -> str:
+        """The fixed hex prefix (ip, pid, class-loader hash)."""
+        return self._prefix
+
+    def next_id(self, now_ms: int | None = None) -> str:
+        """The next id; now_ms defaults to the wall clock."""
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        if now_ms >= self._next_start or now_ms < self._start:
+            self._start, self._next_start = _month_start_ms(now_ms)
+        diff = now_ms - self._start
+        return f"{self._prefix}{diff & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
+
+
+class _ProcessUniqIdGenerator(UniqIdGenerator):
+    """The per-process default generator (re-created after fork)."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        super().__init__(_local_ip(), self.pid, random.getrandbits(32))
+
+
+_default_generator: _ProcessUniqIdGenerator | None = None
+
+
+def create_uniq_id(now_ms: int | None = None) -> str:
+    """A new UNIQ_KEY for this process (32 upper hex chars for an IPv4 host)."""
+    global _default_generator
+    gen = _default_generator
+    if gen is None or gen.pid != os.getpid():
+        gen = _default_generator = _ProcessUniqIdGenerator()
+    return gen.next_id(now_ms)
+
+
+def uniq_id_time_ms(uniq_id: str, now_ms: int | None = None) -> int:
+    """Approximate store time encoded in an IPv4 UNIQ_KEY, relative to the month of now_ms."""
+    if len(uniq_id) != 32:
+        raise ValueError("only 32-char (IPv4) uniq ids carry a parsable time")
+    diff = int(uniq_id[20:28], 16)
+    if now_ms is None:
+        now_ms = time.time_ns() // 1_000_000
+    start, _ = _month_start_ms(now_ms)
+    return start + diff
+
+
+# --- batch bodies -------------------------------------------------------------------------------
+_BATCH_HEAD = struct.Struct(
+    ">i"  # TOTALSIZE (item, this field included)
+    "i"  # MAGICCODE (0, ignored)
+    "i"  # BODYCRC (0, ignored)
+    "i"  # FLAG
+    "i"  # body length
+)
+_BATCH_FIXED: Final = _BATCH_HEAD.size + 2  # + short properties length = 22
+
+
+@dataclass(slots=True)
+class BatchItem:
+    """One message of a SEND_BATCH_MESSAGE body."""
+
+    flag: int = 0
+    body: bytes = b""
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+def encode_batch(items: Iterable[BatchItem | Message]) -> bytes:
+    """Encode items as a batch body (each carries its own properties, e.g. UNIQ_KEY)."""
+    parts: list[bytes] = []
+    for it in items:
+        props = properties_to_string(it.properties).encode()
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise ValueError(f"batch item properties length {len(props)} > 32767")
+        body = bytes(it.body)
+        total = _BATCH_FIXED + len(body) + len(props)
+        parts.append(_BATCH_HEAD.pack(total, 0, 0, it.flag, len(body)))
+        parts.append(body)
+        parts.append(_I16.pack(len(props)))
+        parts.append(props)
+    return b"".join(parts)
+
+
+class RawBatchItem(NamedTuple):
+    """One batch item as the broker expands it: views into the body, properties as bytes."""
+
+    flag: int
+    body: memoryview
+    properties: bytes
+    body_crc: int
+
+
+def iter_batch_raw(body: bytes | bytearray | memoryview) -> Iterator[RawBatchItem]:
+    """Walk a batch body (fields read by their own lengths; TOTALSIZE is ignored, as in Java)."""
+    mv = body if isinstance(body, memoryview) else memoryview(body)
+    n = len(mv)
+    pos = 0
+    while pos < n:
+        if pos + _BATCH_HEAD.size > n:
+            raise MessageDecodeError(f"truncated batch item at {pos}")
+        _total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
+        p = pos + _BATCH_HEAD.size
+        if blen < 0 or p + blen + 2 > n:
+            raise MessageDecodeError(f"bad batch item body length {blen} at {pos}")
+        item_body = mv[p : p + blen]
+        p += blen
+        plen = _I16.unpack_from(mv, p)[0]
+        p += 2
+        if plen < 0 or p + plen > n:
+            raise MessageDecodeError(f"bad batch item properties length {plen} at {pos}")
+        yield RawBatchItem(
+            flag, item_body, bytes(mv[p : p + plen]), zlib.crc32(item_body) & 0x7FFFFFFF
+        )
+        pos = p + plen
+
+
+def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+    """Decode a batch body into items; raises MessageDecodeError on a malformed body."""
+    return [
+        BatchItem(
+            it.flag, bytes(it.body), string_to_properties(it.properties.decode("utf-8", "replace"))
+        )
+        for it in iter_batch_raw(body)
+    ]
+
+
+_SEP_BYTE: Final = PROPERTY_SEPARATOR.encode()
+
+
+def merge_batch_properties(item_properties: bytes, batch_properties: bytes) -> bytes:
+    """Item properties, then \\x02 unless either part is empty or the item already ends in it,
+    then the batch-level properties (CommitLog.MessageExtBatchEncoder)."""
+    if not batch_properties:
+        return item_properties
+    if not item_properties:
+        return batch_properties
+    if item_properties.endswith(_SEP_BYTE):
+        return item_properties + batch_properties
+    return item_properties + _SEP_BYTE + batch_properties
+
+
+def expand_batch(
+    body: bytes | bytearray | memoryview, batch_properties: bytes | str = b""
+) -> list[RawBatchItem]:
+    """Broker-side expansion: each item with merged properties and its body CRC."""
+    bp = batch_properties.encode() if isinstance(batch_properties, str) else batch_properties
+    out = []
+    for it in iter_batch_raw(body):
+        props = merge_batch_properties(it.properties, bp)
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise MessageDecodeError(f"merged properties length {len(props)} > 32767")
+        out.append(it._replace(properties=props))
+    return out
+
+
+__all__ = [
+    "BatchItem",
+    "Message",
+    "MessageDecodeError",
+    "MessageExt",
+    "RawBatchItem",
+    "UniqIdGenerator",
+    "compress_body",
+    "compression_type",
+    "create_offset_msg_id",
+    "create_uniq_id",
+    "decode_batch",
+    "decode_message_ext",
+    "decode_messages",
+    "decode_offset_msg_id",
+    "encode_batch",
+    "encode_message_ext",
+    "expand_batch",
+    "iter_batch_raw",
+    "merge_batch_properties",
+    "pack_host",
+    "tags_code",
+    "transaction_type",
+    "uniq_id_time_ms",
+]
