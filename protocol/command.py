@@ -1,0 +1,438 @@
+"""RemotingCommand and its three header codecs (JSON, ROCKETMQ binary, msgpack).
+
+Mirrors remoting/protocol/RemotingCommand.java and RocketMQSerializable.java, RocketMQ 4.9.x.
+
+Frame (big-endian)::
+
+    off  size  field
+    0    4     total_length   4 + header_length + body_length (not counting itself)
+    4    4     header_meta    serialize_type << 24 | header_length (low 24 bits)
+    8    H     header         JSON text, ROCKETMQ binary or msgpack (ours)
+    8+H  B     body           opaque bytes
+
+JSON header (type 0): what fastjson writes, compact, keys alphabetical, nulls omitted::
+
+    {"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque":1,
+     "serializeTypeCurrentRPC":"JSON","version":409}
+
+ROCKETMQ binary header (type 1)::
+
+    off    size  field
+    0      2     code        short
+    2      1     language    byte
+    3      2     version     short
+    5      4     opaque      int
+    9      4     flag        int
+    13     4     remark_len  int (0 => null)
+    17     R     remark      UTF-8
+    17+R   4     ext_len     int, byte length of the map block (0 => no extFields)
+    21+R   E     entries     short key_len, key, int val_len, value (UTF-8; empty => null)
+
+MSGPACK header (type 2, ours): one flat array, no keys::
+
+    [code, language, version, opaque, flag, remark | nil, {key: value} | nil]
+
+Decoding is strict about shapes (a wrong shape is BadHeaderError) and lenient about what real
+clients send (ali-ons and C++ put numbers and booleans into extFields; C++ sends remark "").
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from protocol.codes import (
+    CURRENT_VERSION,
+    RPC_ONEWAY,
+    RPC_TYPE_RESPONSE,
+    LanguageCode,
+    ResponseCode,
+    SerializeType,
+)
+from protocol.errors import (
+    BadHeaderError,
+    BadHeaderLengthError,
+    ProtocolError,
+    UnknownSerializeTypeError,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RemotingCommand", "next_opaque"]
+
+_PREFIX = struct.Struct(">ii")  # total_length, header_meta
+_META = struct.Struct(">i")  # header_meta alone (decode sees the frame after total_length)
+_BIN_FIXED = struct.Struct(
+    ">h"  # code
+    "B"  # language
+    "h"  # version
+    "i"  # opaque
+    "i"  # flag
+    "i"  # remark_len
+)
+_BIN_FIXED_SIZE: Final = _BIN_FIXED.size  # 17
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+BIN_MIN_HEADER_SIZE: Final = _BIN_FIXED_SIZE + _I32.size  # 21
+
+HEADER_LENGTH_MASK: Final = 0xFFFFFF
+_INT32_MIN: Final = -(1 << 31)
+_INT32_MAX: Final = (1 << 31) - 1
+
+_LANG_NAMES: Final[dict[int, str]] = {m.value: m.name for m in LanguageCode}
+_LANG_BY_NAME: Final[dict[str, int]] = {m.name: m.value for m in LanguageCode}
+
+_opaque_counter = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """Next request id from the process-wide counter (wraps inside the int32 range)."""
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"JSON constant {name} not allowed")
+
+
+_json_encode = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
+).encode
+_json_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+_msgpack_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+_msgpack_unpackb = msgpack.unpackb
+
+
+def _coerce_value(value: object) -> str | None:
+    """One extFields value as Java would see it: a string, or None for JSON null."""
+    if type(value) is str:
+        return value
+    if value is None:
+        return None
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return str(int(value)) if value.is_integer() else repr(value)
+    # Objects or arrays: keep their compact JSON text (fastjson would do the same).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _coerce_ext(raw: object) -> dict[str, str] | None:
+    """Validate a decoded JSON extFields member; coerce non-string values."""
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        raise BadHeaderError("extFields is not an object")
+    for v in raw.values():
+        if type(v) is not str:
+            break
+    else:
+        return raw  # fast path: all strings already
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        s = _coerce_value(v)
+        if s is not None:
+            out[k] = s
+    return out
+
+
+def _int_field(obj: dict[str, Any], key: str, default: int) -> int:
+    """An int32 member of a decoded JSON header (absent => default)."""
+    v = obj.get(key, default)
+    if type(v) is not int:
+        if v is None:
+            return default
+        raise BadHeaderError(f"header field {key} is not an integer: {v!r}")
+    if not _INT32_MIN <= v <= _INT32_MAX:
+        raise BadHeaderError(f"header field {key} out of int range: {v}")
+    return v
+
+
+def _language_from_json(v: object) -> int:
+    """JSON `language`: an enum name or an ordinal; unknown names read as OTHER."""
+    if type(v) is str:
+        code = _LANG_BY_NAME.get(v)
+        if code is None:
+            log.debug("unknown language name=%s, reading it as OTHER", v)
+            return LanguageCode.OTHER
+        return code
+    if type(v) is int and 0 <= v <= 0xFF:
+        return v
+    if v is None:
+        return LanguageCode.JAVA
+    raise BadHeaderError(f"header field language is invalid: {v!r}")
+
+
+def _decode_json(header: memoryview | bytes) -> tuple[int, int, int, int, int, Any, Any]:
+    try:
+        obj = _json_decode(str(header, "utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BadHeaderError(f"bad JSON header: {exc}") from None
+    if type(obj) is not dict:
+        raise BadHeaderError("JSON header is not an object")
+    remark = obj.get("remark")
+    if remark is not None and type(remark) is not str:
+        raise BadHeaderError("header field remark is not a string")
+    return (
+        _int_field(obj, "code", 0),
+        _language_from_json(obj.get("language")),
+        _int_field(obj, "version", 0),
+        _int_field(obj, "opaque", 0),
+        _int_field(obj, "flag", 0),
+        remark or None,
+        _coerce_ext(obj.get("extFields")),
+    )
+
+
+def _decode_binary(header: memoryview) -> tuple[int, int, int, int, int, Any, Any]:
+    hlen = len(header)
+    if hlen < BIN_MIN_HEADER_SIZE:
+        raise BadHeaderError(f"truncated binary header: {hlen} bytes")
+    code, language, version, opaque, flag, rlen = _BIN_FIXED.unpack_from(header, 0)
+    pos = _BIN_FIXED_SIZE
+    if rlen < 0 or rlen > hlen - BIN_MIN_HEADER_SIZE:
+        raise BadHeaderError(f"binary header remark length {rlen} out of range")
+    try:
+        remark = str(header[pos : pos + rlen], "utf-8") if rlen else None
+        pos += rlen
+        (elen,) = _I32.unpack_from(header, pos)
+        pos += 4
+        if elen < 0 or elen > hlen - pos:
+            raise BadHeaderError(f"binary header ext length {elen} out of range")
+        ext: dict[str, str] | None = None
+        if elen:
+            ext = {}
+            end = pos + elen
+            while pos < end:
+                if end - pos < 2:
+                    raise BadHeaderError("truncated binary header map key length")
+                (klen,) = _I16.unpack_from(header, pos)
+                pos += 2
+                if klen < 0 or klen > end - pos - 4:
+                    raise BadHeaderError(f"binary header map key length {klen} out of range")
+                key = str(header[pos : pos + klen], "utf-8")
+                pos += klen
+                (vlen,) = _I32.unpack_from(header, pos)
+                pos += 4
+                if vlen < 0 or vlen > end - pos:
+                    raise BadHeaderError(f"binary header map value length {vlen} out of range")
+                value = str(header[pos : pos + vlen], "utf-8")
+                pos += vlen
+                if key and value:  # Java reads empty strings as null; null means absent
+                    ext[key] = value
+    except UnicodeDecodeError as exc:
+        raise BadHeaderError(f"binary header string is not UTF-8: {exc}") from None
+    return code, language, version, opaque, flag, remark, ext
+
+
+def _decode_msgpack(header: memoryview) -> tuple[int, int, int, int, int, Any, Any]:
+    try:
+        h = _msgpack_unpackb(header)
+    except Exception as exc:  # msgpack raises many types on malformed input
+        raise BadHeaderError(f"bad msgpack header: {exc!r}") from None
+    if type(h) is not list or len(h) != 7:
+        raise BadHeaderError("msgpack header is not a 7-element array")
+    code, language, version, opaque, flag, remark, ext = h
+    for v in (code, version, opaque, flag):
+        if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
+            raise BadHeaderError(f"msgpack header integer field invalid: {v!r}")
+    if type(language) is not int or not 0 <= language <= 0xFF:
+        raise BadHeaderError(f"msgpack header language invalid: {language!r}")
+    if remark is not None and type(remark) is not str:
+        raise BadHeaderError("msgpack header remark is not a string")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise BadHeaderError("msgpack header extFields is not a map")
+        for k, v in ext.items():
+            if type(k) is not str or type(v) is not str:
+                raise BadHeaderError("msgpack header extFields entries must be strings")
+    return code, language, version, opaque, flag, remark or None, ext
+
+
+def _encode_binary_header(cmd: RemotingCommand) -> bytes:
+    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
+    parts: list[bytes] = []
+    ext = cmd.ext_fields
+    if ext:
+        for k, v in ext.items():
+            if k is None or v is None:
+                continue
+            kb = k.encode("utf-8")
+            vb = v.encode("utf-8")
+            parts.append(_I16.pack(len(kb)))
+            parts.append(kb)
+            parts.append(_I32.pack(len(vb)))
+            parts.append(vb)
+    ext_block = b"".join(parts)
+    return b"".join(
+        (
+            _BIN_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, len(remark)),
+            remark,
+            _I32.pack(len(ext_block)),
+            ext_block,
+        )
+    )
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    obj: dict[str, Any] = {"code": cmd.code}
+    ext = cmd.ext_fields
+    if ext is not None:
+        obj["extFields"] = ext
+    elif cmd.flag & RPC_TYPE_RESPONSE:
+        obj["extFields"] = {}  # Java's processSendResponse dereferences it unconditionally
+    obj["flag"] = cmd.flag
+    obj["language"] = _LANG_NAMES.get(cmd.language, cmd.language)
+    obj["opaque"] = cmd.opaque
+    if cmd.remark:
+        obj["remark"] = cmd.remark
+    obj["serializeTypeCurrentRPC"] = "JSON"
+    obj["version"] = cmd.version
+    return _json_encode(obj).encode("utf-8")
+
+
+def _encode_msgpack_header(cmd: RemotingCommand) -> bytes:
+    return _msgpack_packb(
+        [cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields]
+    )
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response: the header fields plus an uninterpreted body."""
+
+    code: int
+    language: int = LanguageCode.JAVA
+    version: int = CURRENT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None  # values always str after decode
+    body: bytes | memoryview = b""
+    serialize_type: int = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        """True when flag bit 0 (RPC_TYPE) is set."""
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        """True when flag bit 1 (RPC_ONEWAY) is set: never answer it."""
+        return bool(self.flag & RPC_ONEWAY)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | memoryview = b"",
+        *,
+        oneway: bool = False,
+        serialize_type: int = SerializeType.JSON,
+        opaque: int | None = None,
+    ) -> RemotingCommand:
+        """A new request; opaque=None takes the next process-wide request id."""
+        return cls(
+            code,
+            LanguageCode.JAVA,
+            CURRENT_VERSION,
+            next_opaque() if opaque is None else opaque,
+            RPC_ONEWAY if oneway else 0,
+            None,
+            ext_fields,
+            body,
+            serialize_type,
+        )
+
+    def make_response(
+        self,
+        code: int = ResponseCode.SUCCESS,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | memoryview = b"",
+    ) -> RemotingCommand:
+        """The response to this request: same opaque and serialize type, response flag set."""
+        return RemotingCommand(
+            code,
+            LanguageCode.JAVA,
+            CURRENT_VERSION,
+            self.opaque,
+            RPC_TYPE_RESPONSE,
+            remark,
+            ext_fields,
+            body,
+            self.serialize_type,
+        )
+
+    def _header_bytes(self) -> bytes:
+        st = self.serialize_type
+        try:
+            if st == SerializeType.MSGPACK:
+                return _encode_msgpack_header(self)
+            if st == SerializeType.JSON:
+                return _encode_json_header(self)
+            if st == SerializeType.ROCKETMQ:
+                return _encode_binary_header(self)
+        except (struct.error, TypeError, ValueError, OverflowError) as exc:
+            raise ProtocolError(f"cannot encode command code={self.code}: {exc}") from exc
+        raise UnknownSerializeTypeError(f"cannot encode serialize type {st}")
+
+    def encode_header(self) -> bytes:
+        """Length prefix + header_meta + header; the body is to be written right after."""
+        header = self._header_bytes()
+        hlen = len(header)
+        if hlen > HEADER_LENGTH_MASK:
+            raise ProtocolError(f"header too long to frame: {hlen} bytes")
+        return _PREFIX.pack(4 + hlen + len(self.body), (self.serialize_type << 24) | hlen) + header
+
+    def encode(self) -> bytes:
+        """The whole frame, the 4-byte total length included."""
+        body = self.body
+        if body:
+            return self.encode_header() + body
+        return self.encode_header()
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> RemotingCommand:
+        """Decode one frame without its 4-byte total length (as Netty strips it)."""
+        mv = frame if type(frame) is memoryview else memoryview(frame)
+        flen = len(mv)
+        if flen < 4:
+            raise BadHeaderLengthError(f"frame of {flen} bytes has no header length")
+        (meta,) = _META.unpack_from(mv, 0)
+        st = (meta >> 24) & 0xFF
+        hlen = meta & HEADER_LENGTH_MASK
+        end = 4 + hlen
+        if end > flen:
+            raise BadHeaderLengthError(f"header length {hlen} exceeds frame of {flen} bytes")
+        header = mv[4:end]
+        if st == SerializeType.MSGPACK:
+            fields = _decode_msgpack(header)
+        elif st == SerializeType.JSON:
+            fields = _decode_json(header)
+        elif st == SerializeType.ROCKETMQ:
+            fields = _decode_binary(header)
+        else:
+            raise UnknownSerializeTypeError(f"unknown serialize type {st}")
+        code, language, version, opaque, flag, remark, ext = fields
+        return cls(
+            code,
+            language,
+            version,
+            opaque,
+            flag,
+            remark,
+            ext,
+            mv[end:] if end < flen else b"",
+            st,
+        )
