@@ -1,0 +1,322 @@
+"""The name server's request processor (a ProcessorCore).
+
+Mirrors namesrv/processor/DefaultRequestProcessor.java, RocketMQ 4.9.x: decodes headers and
+bodies and calls into RouteInfoManager / KVConfigManager. Unknown codes get no reply (Java
+returns null); they are logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+import zlib
+from typing import Any, Final
+
+from actors.broker.fields import opt_bool, opt_int, opt_str, req_int, req_str
+from actors.core import Request
+from actors.namesrv.routes import (
+    BROKER_CHANNEL_EXPIRED_TIME_MS,
+    KVConfigManager,
+    RouteInfoManager,
+    TopicConfigItem,
+    dumps_compact,
+)
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
+
+log = logging.getLogger(__name__)
+
+SCAN_INTERVAL_MS: Final = 10_000
+ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
+V3_0_11: Final = 37
+V4_9_4: Final = 401
+FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+_INT = struct.Struct(">i")
+
+
+def _topic_item(name: str | None, obj: dict[str, Any]) -> TopicConfigItem:
+    return TopicConfigItem(
+        str(obj.get("topicName") or name),
+        int(obj.get("readQueueNums", 16)),
+        int(obj.get("writeQueueNums", 16)),
+        int(obj.get("perm", 6)),
+        int(obj.get("topicSysFlag", obj.get("topicSynFlag", 0))),
+    )
+
+
+def _loads(data: bytes | memoryview) -> Any:
+    text = bytes(data).decode("utf-8")
+    try:
+        return json.loads(text)
+    except ValueError:
+        from protocol.bodies import loads_lenient
+
+        return loads_lenient(text)
+
+
+def _data_version(obj: Any) -> tuple[int, int] | None:
+    if not isinstance(obj, dict):
+        return None
+    return int(obj.get("counter", 0)), int(obj.get("timestamp", 0))
+
+
+def parse_topic_wrapper(obj: Any) -> tuple[tuple[int, int] | None, list[TopicConfigItem]]:
+    """TopicConfigSerializeWrapper JSON object -> (data version, topic items)."""
+    if not isinstance(obj, dict):
+        raise ValueError("topicConfigSerializeWrapper is not an object")
+    table = obj.get("topicConfigTable") or {}
+    items = [_topic_item(k, v) for k, v in table.items() if isinstance(v, dict)]
+    return _data_version(obj.get("dataVersion")), items
+
+
+def decode_register_body(
+    body: bytes | memoryview, compressed: bool, version: int
+) -> tuple[tuple[int, int] | None, list[TopicConfigItem], list[str]]:
+    """RegisterBrokerBody (plain, zlib-compressed, or pre-V3_0_11 bare wrapper)."""
+    if not body:
+        return None, [], []
+    if compressed:
+        raw = zlib.decompress(bytes(body))
+        pos = 0
+
+        def chunk() -> bytes:
+            nonlocal pos
+            (n,) = _INT.unpack_from(raw, pos)
+            pos += 4
+            out = raw[pos : pos + n]
+            if n < 0 or len(out) != n:
+                raise ValueError("truncated compressed register body")
+            pos += n
+            return out
+
+        dv = _data_version(json.loads(chunk()))
+        (count,) = _INT.unpack_from(raw, pos)
+        pos += 4
+        items = []
+        for _ in range(count):
+            parts = chunk().decode().split(" ")
+            items.append(TopicConfigItem(parts[0], int(parts[1]), int(parts[2]), int(parts[3])))
+        filters = json.loads(chunk()) if pos < len(raw) else []
+        return dv, items, [str(f) for f in filters or []]
+    obj = _loads(body)
+    if version >= V3_0_11 and isinstance(obj, dict) and "topicConfigSerializeWrapper" in obj:
+        dv, items = parse_topic_wrapper(obj.get("topicConfigSerializeWrapper") or {})
+        return dv, items, [str(f) for f in obj.get("filterServerList") or []]
+    dv, items = parse_topic_wrapper(obj)
+    return dv, items, []
+
+
+class NamesrvProcessor:
+    """DefaultRequestProcessor over a RouteInfoManager (implements actors.core.ProcessorCore)."""
+
+    def __init__(
+        self,
+        routes: RouteInfoManager | None = None,
+        kv: KVConfigManager | None = None,
+        *,
+        order_message_enable: bool = False,
+        scan_interval_ms: int = SCAN_INTERVAL_MS,
+        broker_expired_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
+    ) -> None:
+        self.routes = routes or RouteInfoManager(broker_expired_ms)
+        self.kv = kv or KVConfigManager()
+        self.order_message_enable = order_message_enable
+        self.scan_interval_ms = scan_interval_ms
+        self._next_scan_ms: int | None = None
+        self.expired_conns: list[int] = []  # connections the runtime should close
+        self._handlers = {
+            RC.REGISTER_BROKER: self._register_broker,
+            RC.UNREGISTER_BROKER: self._unregister_broker,
+            RC.GET_ROUTEINFO_BY_TOPIC: self._get_route,
+            RC.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._all_topics,
+            RC.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+            RC.QUERY_DATA_VERSION: self._query_data_version,
+            RC.PUT_KV_CONFIG: self._put_kv,
+            RC.GET_KV_CONFIG: self._get_kv,
+            RC.DELETE_KV_CONFIG: self._delete_kv,
+            RC.GET_KVLIST_BY_NAMESPACE: self._kv_list,
+            RC.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            RC.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
+            RC.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
+            RC.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
+        }
+
+    # --- ProcessorCore --------------------------------------------------------------------
+
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """Handle one request; None for unknown codes and oneway requests."""
+        cmd = req.cmd
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            log.warning(
+                "name server: unsupported request code=%d from %s:%d (no reply)",
+                cmd.code,
+                req.peer[0],
+                req.peer[1],
+            )
+            return None
+        try:
+            resp = handler(req, now_ms)
+        except HeaderFieldError as e:
+            resp = cmd.make_response(e.code, e.remark)
+        except (ValueError, KeyError, TypeError, struct.error, zlib.error) as e:
+            log.warning("name server: bad request code=%d: %s", cmd.code, e)
+            resp = cmd.make_response(RS.SYSTEM_ERROR, f"bad request: {e}")
+        return None if cmd.is_oneway else resp
+
+    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
+        """Unregister the brokers registered over that connection."""
+        self.routes.on_connection_closed(conn_id)
+
+    def tick(self, now_ms: int) -> int | None:
+        """The 10 s liveness scan; expired connections are queued in expired_conns."""
+        if self._next_scan_ms is None:
+            self._next_scan_ms = now_ms + self.scan_interval_ms
+        if now_ms >= self._next_scan_ms:
+            for _addr, conn_id in self.routes.scan_not_active_broker(now_ms):
+                if conn_id is not None:
+                    self.expired_conns.append(conn_id)
+            self._next_scan_ms = now_ms + self.scan_interval_ms
+        return max(0, self._next_scan_ms - now_ms)
+
+    # --- handlers -------------------------------------------------------------------------
+
+    def _register_broker(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        ext = cmd.ext_fields
+        broker_name = req_str(ext, "brokerName")
+        broker_addr = req_str(ext, "brokerAddr")
+        cluster = req_str(ext, "clusterName")
+        ha_addr = req_str(ext, "haServerAddr")
+        broker_id = req_int(ext, "brokerId")
+        compressed = opt_bool(ext, "compressed")
+        crc = opt_int(ext, "bodyCrc32", 0) or 0
+        body = cmd.body
+        if crc != 0 and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
+            log.warning(
+                "register broker: crc32 mismatch broker=%s addr=%s", broker_name, broker_addr
+            )
+            return cmd.make_response(RS.SYSTEM_ERROR, "crc32 not match")
+        dv, items, filters = decode_register_body(body, compressed, cmd.version)
+        result = self.routes.register_broker(
+            cluster,
+            broker_addr,
+            broker_name,
+            broker_id,
+            ha_addr,
+            dv,
+            items if body else None,
+            filters,
+            req.conn_id,
+            now_ms,
+        )
+        out_ext: dict[str, str] = {}
+        if result.master_addr is not None:
+            out_ext["masterAddr"] = result.master_addr
+        if result.ha_server_addr is not None:
+            out_ext["haServerAddr"] = result.ha_server_addr
+        order_conf = self.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+        resp_body = dumps_compact({"table": order_conf}) if order_conf else b""
+        return cmd.make_response(RS.SUCCESS, None, out_ext, resp_body)
+
+    def _unregister_broker(self, req: Request, now_ms: int) -> RemotingCommand:
+        ext = req.cmd.ext_fields
+        self.routes.unregister_broker(
+            req_str(ext, "clusterName"),
+            req_str(ext, "brokerAddr"),
+            req_str(ext, "brokerName"),
+            req_int(ext, "brokerId"),
+        )
+        return req.cmd.make_response(RS.SUCCESS, None, {})
+
+    def _get_route(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        topic = req_str(cmd.ext_fields, "topic")
+        route = self.routes.pick_topic_route_data(topic)
+        if route is None:
+            return cmd.make_response(
+                RS.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}",
+            )
+        if self.order_message_enable:
+            conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
+            if conf:
+                route["orderTopicConf"] = conf
+        # Standard JSON (quoted brokerId keys) for every client version: every client parses it.
+        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(route))
+
+    def _cluster_info(self, req: Request, now_ms: int) -> RemotingCommand:
+        return req.cmd.make_response(
+            RS.SUCCESS, None, None, dumps_compact(self.routes.get_all_cluster_info())
+        )
+
+    def _all_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        body = dumps_compact({"topicList": self.routes.get_all_topic_list()})
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _system_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        topics = set(self.routes.cluster_addr_table)
+        for names in self.routes.cluster_addr_table.values():
+            topics.update(names)
+        body = dumps_compact({"topicList": sorted(topics)})
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
+        ext = req.cmd.ext_fields
+        self.routes.delete_topic(req_str(ext, "topic"), opt_str(ext, "clusterName"))
+        return req.cmd.make_response(RS.SUCCESS, None, {})
+
+    def _query_data_version(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        addr = req_str(cmd.ext_fields, "brokerAddr")
+        dv = _data_version(_loads(cmd.body)) if cmd.body else None
+        changed, stored = self.routes.query_data_version(addr, dv, now_ms)
+        body = dumps_compact({"counter": stored[0], "timestamp": stored[1]}) if stored else b""
+        return cmd.make_response(
+            RS.SUCCESS, None, {"changed": "true" if changed else "false"}, body
+        )
+
+    def _put_kv(self, req: Request, now_ms: int) -> RemotingCommand:
+        ext = req.cmd.ext_fields
+        self.kv.put(req_str(ext, "namespace"), req_str(ext, "key"), req_str(ext, "value"))
+        return req.cmd.make_response(RS.SUCCESS, None, {})
+
+    def _get_kv(self, req: Request, now_ms: int) -> RemotingCommand:
+        ext = req.cmd.ext_fields
+        ns, key = req_str(ext, "namespace"), req_str(ext, "key")
+        value = self.kv.get(ns, key)
+        if value is None:
+            return req.cmd.make_response(
+                RS.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}"
+            )
+        return req.cmd.make_response(RS.SUCCESS, None, {"value": value})
+
+    def _delete_kv(self, req: Request, now_ms: int) -> RemotingCommand:
+        ext = req.cmd.ext_fields
+        self.kv.delete(req_str(ext, "namespace"), req_str(ext, "key"))
+        return req.cmd.make_response(RS.SUCCESS, None, {})
+
+    def _kv_list(self, req: Request, now_ms: int) -> RemotingCommand:
+        ns = req_str(req.cmd.ext_fields, "namespace")
+        table = self.kv.list_namespace(ns)
+        if table is None:
+            return req.cmd.make_response(RS.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"table": table}))
+
+    def _topics_by_cluster(self, req: Request, now_ms: int) -> RemotingCommand:
+        cluster = req_str(req.cmd.ext_fields, "cluster")
+        body = dumps_compact({"topicList": self.routes.get_topics_by_cluster(cluster)})
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _wipe_write_perm(self, req: Request, now_ms: int) -> RemotingCommand:
+        n = self.routes.wipe_write_perm_of_broker(req_str(req.cmd.ext_fields, "brokerName"))
+        return req.cmd.make_response(RS.SUCCESS, None, {"wipeTopicCount": str(n)})
+
+    def _add_write_perm(self, req: Request, now_ms: int) -> RemotingCommand:
+        n = self.routes.add_write_perm_of_broker(req_str(req.cmd.ext_fields, "brokerName"))
+        return req.cmd.make_response(RS.SUCCESS, None, {"addTopicCount": str(n)})
