@@ -1,0 +1,592 @@
+"""Broker actors: ProcessorActor (one per processor group) and BrokerControllerActor.
+
+Mirrors broker/BrokerController.java (initialize/start/shutdown, registerProcessor with one
+executor per processor group, registerBrokerAll every registerNameServerPeriod, persisting
+consumer offsets every flushConsumerOffsetInterval) and the executor side of
+remoting/netty/NettyRemotingAbstract.java, RocketMQ 4.9.x. Requests reach a ProcessorActor
+over its direct channel (actors.runtime.channel), never as Thespian messages; Thespian carries
+only startup, replicated-state events, and shutdown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import time
+from typing import Any
+
+from actors.runtime.channel import (
+    Channel,
+    ChannelError,
+    accept_channels,
+    add_notices,
+    connect_channel,
+    listen_address,
+    listen_channel,
+)
+from actors.runtime.messages import (
+    BrokerEventBatch,
+    BrokerStarted,
+    BrokerStartFailed,
+    BrokerStopped,
+    ConnectNotices,
+    ProcessorReady,
+    ProcessorStartFailed,
+    RemotingReady,
+    RemotingStartFailed,
+    RemotingStopped,
+    ShutdownStore,
+    StartBroker,
+    StartProcessor,
+    StartRemoting,
+    StopBroker,
+    StopRemoting,
+    StoreShutdownDone,
+)
+from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
+from actors.runtime.tcp import ClientConn
+from actors.runtime.watch import WatchingActor
+
+log = logging.getLogger(__name__)
+
+REAL_PERSONALITY = "actors.broker.actor"
+MAX_TICK_MS = 1000.0
+FLUSH_RETRY_MS = 1.0
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+# -- personalities: where groups, contexts and the controller core come from ------------------
+def load_personality(name: str | None) -> Any:
+    """The module providing GROUPS, DEFAULT_GROUP, make_context, make_controller."""
+    if not name or name == REAL_PERSONALITY:
+        return _RealPersonality()
+    return importlib.import_module(name)
+
+
+class _RealPersonality:
+    """The real broker: actors.broker.processors + actors.broker.controller (H5's cores)."""
+
+    @property
+    def GROUPS(self) -> Any:
+        from actors.broker.processors import BROKER_PROCESSOR_GROUPS
+
+        return BROKER_PROCESSOR_GROUPS
+
+    @property
+    def DEFAULT_GROUP(self) -> str:
+        from actors.broker.processors import DEFAULT_GROUP
+
+        return str(DEFAULT_GROUP)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        from actors.broker.processors import make_context
+
+        return make_context(*args, **kwargs)
+
+    def make_controller(self, broker_config: Any, store_config: Any, now: int) -> Any:
+        from actors.broker.controller import BrokerControllerCore
+
+        return BrokerControllerCore(broker_config, store_config, now_ms=now)
+
+
+# -- processor actor -----------------------------------------------------------------------
+class ProcessorActor(WatchingActor):
+    """Hosts one processor core: reads its channel in batches, writes replies back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group = ""
+        self.host: ProcessorHost | None = None
+        self.ctx: Any = None
+        self.core: Any = None
+        self.outbox = ChannelOutbox()
+        self.listener: Any = None
+        self.listen_fd = -1
+        self.channels: dict[int, Channel] = {}
+        self.notice_ch: Channel | None = None
+        self.controller: Any = None
+        self.store_closed = False
+
+    def on_control(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, StartProcessor):
+            try:
+                self._start(msg)
+            except Exception as exc:
+                log.exception("processor group=%s failed to start", msg.group)
+                self.send(sender, ProcessorStartFailed(msg.group, f"{type(exc).__name__}: {exc}"))
+                return
+            self.send(sender, ProcessorReady(msg.group, listen_address(self.listener)))
+        elif isinstance(msg, BrokerEventBatch):
+            if self.ctx is not None:
+                t = now_ms()
+                for event in msg.events:
+                    try:
+                        self.ctx.apply(event, t)
+                    except Exception:
+                        log.exception("group=%s failed applying %r", self.group, event)
+                self._after_batch()
+        elif isinstance(msg, ConnectNotices):
+            self.notice_ch = connect_channel(msg.channel_addr, name="notices")
+        elif isinstance(msg, ShutdownStore):
+            ok, detail = self._shutdown_store()
+            self.send(sender, StoreShutdownDone(ok, detail))
+
+    def _start(self, msg: StartProcessor) -> None:
+        personality = load_personality(msg.personality)
+        groups = {g.name: g for g in personality.GROUPS}
+        group = groups[msg.group]
+        self.group = group.name
+        self.controller = msg.controller
+        self.ctx = personality.make_context(
+            msg.broker_config, msg.store_config, group=group.name, outbox=self.outbox,
+            now_ms=now_ms(),
+        )
+        if msg.snapshot is not None:
+            self.ctx.load_snapshot(msg.snapshot)
+        self.core = group.build(self.ctx)
+        bc = msg.broker_config
+        max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
+        slow_fn = getattr(bc, "slow_processor_ms", None)
+        slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
+        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0)
+        if hasattr(self.core, "on_arrival"):
+            self.host.on_notices = self._on_notices
+        self.listener = listen_channel(msg.channel_addr)
+        self.listen_fd = self.listener.fileno()
+        self._watch_fds = [self.listen_fd]
+        log.info("processor group=%s ready (max wait %d ms)", group.name, max_wait)
+        self._tick()
+
+    def _on_notices(self, notices: list[Any], t: int) -> None:
+        woken = self.core.on_arrival(notices, t)
+        if woken:  # a core may also return (conn_id, cmd) pairs instead of using the outbox
+            for conn_id, cmd in woken:
+                self.outbox.send(conn_id, cmd)
+
+    def on_ready(self, fds: list[int]) -> None:
+        host = self.host
+        if host is None:
+            return
+        for fd in fds:
+            if fd == self.listen_fd:
+                for ch in accept_channels(self.listener, name=self.group):
+                    self.channels[ch.fd] = ch
+                    if self.outbox.default is None:
+                        self.outbox.default = ch
+                continue
+            ch = self.channels.get(fd)
+            if ch is None:
+                continue
+            try:
+                records = ch.read_records()
+            except ChannelError as exc:
+                log.error("group=%s corrupt channel: %s", self.group, exc)
+                records = None
+            if records is None:
+                self._drop_channel(ch)
+                continue
+            if records:
+                host.handle(ch, records)
+            if ch.closed:
+                self._drop_channel(ch)
+        self._after_batch()
+
+    def _drop_channel(self, ch: Channel) -> None:
+        ch.close()
+        self.channels.pop(ch.fd, None)
+        if self.outbox.default is ch:
+            self.outbox.default = next(iter(self.channels.values()), None)
+
+    def _after_batch(self) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        events = ctx.drain_events()
+        if events and self.controller is not None:
+            self.send(self.controller, BrokerEventBatch(self.group, events))
+        if self.notice_ch is not None:
+            arrivals = ctx.drain_arrivals()
+            if arrivals:
+                add_notices(self.notice_ch.out, [list(a) for a in arrivals])
+                self.outbox.dirty.add(self.notice_ch)
+        self._flush()
+
+    def _flush(self) -> None:
+        outbox = self.outbox
+        if not outbox.dirty:
+            self._watch_fds = [self.listen_fd, *self.channels]
+            return
+        still = {ch for ch in outbox.dirty if not ch.flush()}
+        outbox.dirty = still
+        if still:
+            self.schedule("flush", FLUSH_RETRY_MS)
+        self._watch_fds = [self.listen_fd, *self.channels]
+
+    def _tick(self) -> None:
+        delay = MAX_TICK_MS
+        if self.core is not None:
+            try:
+                nxt = self.core.tick(now_ms())
+            except Exception:
+                log.exception("group=%s tick failed", self.group)
+                nxt = None
+            if nxt is not None:
+                delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
+        self.schedule("tick", delay)
+
+    def on_timer(self, key: str) -> None:
+        if key == "tick" and not self.store_closed:
+            self._tick()
+        self._after_batch()
+
+    def _shutdown_store(self) -> tuple[bool, str]:
+        if self.store_closed:
+            return True, "already closed"
+        self.store_closed = True
+        store = getattr(self.ctx, "store", None)
+        if store is None or not hasattr(store, "shutdown"):
+            return True, "no store"
+        try:
+            self._after_batch()
+            store.shutdown(now_ms())
+        except Exception as exc:
+            log.exception("group=%s store shutdown failed", self.group)
+            return False, f"{type(exc).__name__}: {exc}"
+        log.info("group=%s store shut down cleanly", self.group)
+        return True, "ok"
+
+    def on_exit(self) -> None:
+        if self.group == "send":
+            self._shutdown_store()
+        else:
+            store = getattr(self.ctx, "store", None)
+            close = getattr(store, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.exception("group=%s store close failed", self.group)
+        for ch in list(self.channels.values()):
+            ch.close()
+        if self.notice_ch is not None:
+            self.notice_ch.close()
+        if self.listener is not None:
+            addr = listen_address(self.listener)
+            self.listener.close()
+            if isinstance(addr, str):
+                try:
+                    os.unlink(addr)
+                except OSError:
+                    pass
+
+
+# -- controller actor --------------------------------------------------------------------------
+class BrokerControllerActor(WatchingActor):
+    """Starts the broker's actors, owns its authoritative state, talks to name servers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.start_msg: StartBroker | None = None
+        self.requester: Any = None
+        self.personality: Any = None
+        self.core: Any = None
+        self.groups: list[Any] = []
+        self.processors: dict[str, Any] = {}  # group -> ActorAddress
+        self.by_addr: dict[Any, str] = {}
+        self.channel_addrs: dict[str, Any] = {}
+        self.remoting: Any = None
+        self.port = 0
+        self.state = "idle"
+        self.stop_requester: Any = None
+        self.ns_conns: dict[str, ClientConn] = {}
+        self.pending_unregister = 0
+        self.store_ok = True
+        self.store_detail = ""
+
+    # startup: send first (it recovers the store), then the others, then remoting
+    def on_control(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, StartBroker):
+            self.requester = sender
+            try:
+                self._begin(msg)
+            except Exception as exc:
+                log.exception("broker start failed")
+                self._fail(f"{type(exc).__name__}: {exc}")
+        elif isinstance(msg, ProcessorReady):
+            self.channel_addrs[msg.group] = msg.channel_addr
+            if self.state == "starting-send":
+                self._start_others()
+            elif self.state == "starting-others" and len(self.channel_addrs) == len(self.groups):
+                self._start_remoting()
+        elif isinstance(msg, ProcessorStartFailed):
+            self._fail(f"processor {msg.group}: {msg.reason}")
+        elif isinstance(msg, RemotingReady):
+            self.port = msg.port
+            self.state = "running"
+            self._register(first=True)
+            bc = self.start_msg.broker_config if self.start_msg else None
+            host = getattr(bc, "brokerIP1", "127.0.0.1")
+            self.send(self.requester, BrokerStarted(f"{host}:{msg.port}", msg.port))
+            self._tick()
+        elif isinstance(msg, RemotingStartFailed):
+            self._fail(f"remoting: {msg.reason}")
+        elif isinstance(msg, BrokerEventBatch):
+            self._on_events(msg)
+        elif isinstance(msg, StopBroker):
+            self._stop(sender)
+        elif isinstance(msg, RemotingStopped):
+            self._shutdown_store()
+        elif isinstance(msg, StoreShutdownDone):
+            self._after_store(msg)
+
+    def _begin(self, msg: StartBroker) -> None:
+        self.start_msg = msg
+        self.personality = load_personality(msg.personality)
+        self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms())
+        self.groups = list(self.personality.GROUPS)
+        os.makedirs(msg.runtime_dir, mode=0o700, exist_ok=True)
+        for group in self.groups:
+            addr = self.createActor(ProcessorActor)
+            self.processors[group.name] = addr
+            self.by_addr[str(addr)] = group.name
+        self.state = "starting-send"
+        first = "send" if "send" in self.processors else self.groups[0].name
+        self._start_processor(first)
+
+    def _start_processor(self, group: str) -> None:
+        msg = self.start_msg
+        assert msg is not None
+        path = os.path.join(msg.runtime_dir, f"{group}.sock")
+        self.send(self.processors[group], StartProcessor(
+            group, msg.broker_config, msg.store_config, path, self._snapshot(), self.myAddress,
+            msg.personality))
+
+    def _snapshot(self) -> Any:
+        snap = getattr(self.core, "snapshot", None)
+        return snap() if callable(snap) else None
+
+    def _start_others(self) -> None:
+        self.state = "starting-others"
+        started = set(self.channel_addrs)
+        rest = [g.name for g in self.groups if g.name not in started]
+        if not rest:
+            self._start_remoting()
+            return
+        for name in rest:
+            self._start_processor(name)
+
+    def _start_remoting(self) -> None:
+        msg = self.start_msg
+        assert msg is not None
+        self.state = "starting-remoting"
+        if "send" in self.processors and "pull" in self.channel_addrs:
+            self.send(self.processors["send"], ConnectNotices(self.channel_addrs["pull"]))
+        code_groups = {code: g.name for g in self.groups for code in g.codes}
+        self.remoting = self.createActor("actors.remoting.actor.RemotingServer")
+        bc = msg.broker_config
+        self.send(self.remoting, StartRemoting(
+            msg.host, int(getattr(bc, "listenPort", 0)), dict(self.channel_addrs), code_groups,
+            self.personality.DEFAULT_GROUP, msg.idle_s, msg.max_frame))
+
+    def _fail(self, reason: str) -> None:
+        log.error("broker start failed: %s", reason)
+        if self.state != "failed" and self.requester is not None:
+            self.send(self.requester, BrokerStartFailed(reason))
+        self.state = "failed"
+
+    # replicated state
+    def _on_events(self, msg: BrokerEventBatch) -> None:
+        t = now_ms()
+        try:
+            topics_changed = self.core.apply_events(msg.events, t)
+        except Exception:
+            log.exception("controller failed applying events from %s", msg.origin)
+            topics_changed = False
+        per_target: dict[str, list[Any]] = {}
+        for event in msg.events:
+            for group in getattr(event, "AUDIENCE", ()):
+                if group != msg.origin and group in self.processors:
+                    per_target.setdefault(group, []).append(event)
+        for group, events in per_target.items():
+            self.send(self.processors[group], BrokerEventBatch(msg.origin, events))
+        if topics_changed and self.state == "running":
+            self._register(first=False)
+
+    # name servers
+    def _register(self, first: bool) -> None:
+        try:
+            requests = self.core.register_requests(now_ms())
+        except Exception:
+            log.exception("building REGISTER_BROKER failed")
+            return
+        self._send_ns(requests)
+
+    def _send_ns(self, requests: list[tuple[str, Any]]) -> int:
+        sent = 0
+        for addr, cmd in requests:
+            conn = self.ns_conns.get(addr)
+            if conn is None or conn.closed:
+                host, _, port = addr.rpartition(":")
+                try:
+                    conn = ClientConn((host, int(port)))
+                except (OSError, ValueError) as exc:
+                    log.warning("name server %s unreachable: %s", addr, exc)
+                    continue
+                self.ns_conns[addr] = conn
+            conn.out += cmd.encode()
+            sent += 1
+        self._flush_ns()
+        return sent
+
+    def _flush_ns(self) -> None:
+        pending = False
+        for addr, conn in list(self.ns_conns.items()):
+            if not conn.flush():
+                pending = True
+            if conn.closed:
+                log.warning("name server %s connection lost", addr)
+                self.ns_conns.pop(addr, None)
+        if pending:
+            self.schedule("ns-flush", 20)
+        self._watch_fds = [c.fd for c in self.ns_conns.values()]
+
+    def on_ready(self, fds: list[int]) -> None:
+        for addr, conn in list(self.ns_conns.items()):
+            if conn.fd not in fds:
+                continue
+            frames = conn.read_frames()
+            if frames is None:
+                conn.close()
+                self.ns_conns.pop(addr, None)
+                continue
+            for frame in frames:
+                self._on_ns_response(addr, frame)
+        self._flush_ns()
+
+    def _on_ns_response(self, addr: str, frame: Any) -> None:
+        from protocol.command import RemotingCommand
+
+        try:
+            cmd = RemotingCommand.decode(frame)
+        except Exception as exc:
+            log.warning("bad frame from name server %s: %s", addr, exc)
+            return
+        handler = getattr(self.core, "on_namesrv_response", None)
+        if callable(handler):
+            handler(addr, cmd, now_ms())
+        elif cmd.code != 0:
+            log.warning("name server %s answered code=%d remark=%s", addr, cmd.code, cmd.remark)
+        if self.state == "stopping-unregister":
+            self.pending_unregister -= 1
+            if self.pending_unregister <= 0:
+                self._finish_stop()
+
+    # periodic work
+    def _tick(self) -> None:
+        bc = self.start_msg.broker_config if self.start_msg else None
+        period = float(getattr(bc, "registerNameServerPeriod", 30000))
+        period = min(60000.0, max(10000.0, period))
+        self.schedule("register", period)
+        self.schedule("persist", float(getattr(bc, "flushConsumerOffsetInterval", 5000)))
+        self.schedule("core", MAX_TICK_MS)
+
+    def on_timer(self, key: str) -> None:
+        bc = self.start_msg.broker_config if self.start_msg else None
+        if key == "ns-flush":
+            self._flush_ns()
+            return
+        if key == "stop-timeout":
+            if self.state.startswith("stopping"):
+                log.warning("shutdown step %s timed out", self.state)
+                if self.state == "stopping-remoting":
+                    self._shutdown_store()
+                elif self.state == "stopping-store":
+                    self._after_store(StoreShutdownDone(False, "timeout"))
+                else:
+                    self._finish_stop()
+            return
+        if self.state != "running":
+            return
+        if key == "register":
+            self._register(first=False)
+            period = float(getattr(bc, "registerNameServerPeriod", 30000))
+            self.schedule("register", min(60000.0, max(10000.0, period)))
+        elif key == "persist":
+            try:
+                self.core.persist(now_ms())
+            except Exception:
+                log.exception("persisting consumer offsets failed")
+            self.schedule("persist", float(getattr(bc, "flushConsumerOffsetInterval", 5000)))
+        elif key == "core":
+            delay = MAX_TICK_MS
+            try:
+                nxt = self.core.tick(now_ms())
+                if nxt is not None:
+                    delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
+            except Exception:
+                log.exception("controller tick failed")
+            self.schedule("core", delay)
+
+    # shutdown: remoting -> store -> persist -> unregister -> reply
+    def _stop(self, sender: Any) -> None:
+        self.stop_requester = sender
+        if self.state != "running":
+            self.state = "stopping-store"
+            self._shutdown_store()
+            return
+        self.state = "stopping-remoting"
+        self.send(self.remoting, StopRemoting())
+        self.schedule("stop-timeout", 3000)
+
+    def _shutdown_store(self) -> None:
+        if "send" in self.processors and self.state in ("stopping-remoting", "stopping-store"):
+            self.state = "stopping-store"
+            self.send(self.processors["send"], ShutdownStore())
+            self._timer_due.pop("stop-timeout", None)
+            self.schedule("stop-timeout", 10000)
+        elif self.state.startswith("stopping"):
+            self._after_store(StoreShutdownDone(True, "no store"))
+
+    def _after_store(self, msg: StoreShutdownDone) -> None:
+        if self.state != "stopping-store":
+            return
+        self.store_ok = msg.ok
+        self.store_detail = msg.detail
+        try:
+            if self.core is not None:
+                self.core.persist(now_ms())
+        except Exception:
+            log.exception("persisting at shutdown failed")
+        requests: list[tuple[str, Any]] = []
+        try:
+            if self.core is not None:
+                requests = self.core.unregister_requests()
+        except Exception:
+            log.exception("building UNREGISTER_BROKER failed")
+        self.state = "stopping-unregister"
+        self.pending_unregister = self._send_ns(requests)
+        if self.pending_unregister == 0:
+            self._finish_stop()
+        else:
+            self._timer_due.pop("stop-timeout", None)
+            self.schedule("stop-timeout", 3000)
+
+    def _finish_stop(self) -> None:
+        if self.state == "stopped":
+            return
+        self.state = "stopped"
+        for conn in self.ns_conns.values():
+            conn.close()
+        self.ns_conns.clear()
+        self._watch_fds = []
+        if self.stop_requester is not None:
+            self.send(self.stop_requester, BrokerStopped(self.store_ok, self.store_detail))
+
+    def on_exit(self) -> None:
+        for conn in self.ns_conns.values():
+            conn.close()

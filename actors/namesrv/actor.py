@@ -1,0 +1,163 @@
+"""NameServer actor: owns its listen socket and runs the NamesrvProcessor core inline.
+
+Mirrors namesrv/NamesrvController.java + NettyRemotingServer, RocketMQ 4.9.x: requests are
+answered by DefaultRequestProcessor (actors.namesrv.processor), the RouteInfoManager scan
+runs every 10 s (first after 5 s), and a closed broker connection unregisters that broker
+(BrokerHousekeepingService.onChannelClose). Traffic is low, so there is no channel hop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from actors.core import Request
+from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
+from actors.runtime.processor_host import REQUEST_CODE_NOT_SUPPORTED, RPC_ONEWAY, SYSTEM_ERROR
+from actors.runtime.tcp import Conn, FrameServer
+from actors.runtime.watch import WatchingActor
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError, ProtocolError
+
+log = logging.getLogger(__name__)
+
+SCAN_FIRST_MS = 5000.0
+SCAN_PERIOD_MS = 10000.0
+FLUSH_RETRY_MS = 1.0
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class _ServerOutbox:
+    """actors.core.Outbox writing straight to this actor's connections."""
+
+    def __init__(self) -> None:
+        self.server: FrameServer | None = None
+
+    def send(self, conn_id: int, cmd: RemotingCommand) -> None:
+        if self.server is not None:
+            self.server.send(conn_id, cmd.encode())
+
+    def close_conn(self, conn_id: int) -> None:
+        if self.server is not None:
+            self.server.close(conn_id, "processor asked")
+
+
+def build_namesrv_core(config: Any) -> Any:
+    """Construct the NamesrvProcessor core (config: optional dict of keyword overrides)."""
+    from actors.namesrv.processor import NamesrvProcessor
+
+    return NamesrvProcessor(**(config or {}))
+
+
+class NameServerActor(WatchingActor):
+    """Serves the name server protocol on one TCP port."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.server: FrameServer | None = None
+        self.core: Any = None
+        self.outbox = _ServerOutbox()
+
+    def on_control(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, StartNamesrv):
+            try:
+                self.core = build_namesrv_core(msg.namesrv_config)
+                self.server = FrameServer(self._on_frames, self._on_closed,
+                                          max_frame=msg.max_frame, idle_s=msg.idle_s,
+                                          name="namesrv")
+                self.outbox.server = self.server
+                port = self.server.listen(msg.host, msg.port)
+            except Exception as exc:
+                log.exception("name server start failed")
+                if self.server is not None:
+                    self.server.close_all()
+                    self.server = None
+                self.send(sender, NamesrvStartFailed(f"{type(exc).__name__}: {exc}"))
+                return
+            self.schedule("scan", SCAN_FIRST_MS)
+            self.schedule("idle", max(10.0, min(10_000.0, msg.idle_s * 250.0)))
+            self._watch_fds = self.server.fds()
+            self.send(sender, NamesrvStarted(port))
+
+    def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
+        core = self.core
+        server = self.server
+        assert server is not None
+        for frame in frames:
+            try:
+                cmd = RemotingCommand.decode(frame)
+            except ProtocolError as exc:
+                log.warning("conn=%d undecodable request, closing: %s", conn.id, exc)
+                conn.closed = True
+                return
+            if cmd.flag & 1:
+                continue
+            oneway = cmd.flag & RPC_ONEWAY
+            try:
+                resp = core.process(Request(conn.id, conn.peer, cmd, recv_ns), now_ms())
+            except HeaderFieldError as exc:
+                resp = cmd.make_response(exc.code, exc.remark)
+            except Exception as exc:
+                log.exception("name server code=%d failed", cmd.code)
+                resp = cmd.make_response(SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:200])
+            if resp is None or (oneway and resp.code != REQUEST_CODE_NOT_SUPPORTED):
+                continue
+            try:
+                server.send(conn.id, resp.encode())
+            except ProtocolError:
+                log.exception("name server reply to code=%d not encodable", cmd.code)
+
+    def _on_closed(self, conn: Conn) -> None:
+        if self.core is not None:
+            self.core.on_connection_closed(conn.id, now_ms())
+
+    def on_ready(self, fds: list[int]) -> None:
+        server = self.server
+        if server is None:
+            return
+        now = time.monotonic()
+        for fd in fds:
+            if server.owns(fd):
+                server.handle_ready(fd, now, time.monotonic_ns())
+        self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        if self.server is None:
+            self._watch_fds = []
+            return
+        if not self.server.flush(now):
+            self.schedule("flush", FLUSH_RETRY_MS)
+        self._watch_fds = self.server.fds()
+
+    def on_timer(self, key: str) -> None:
+        server = self.server
+        if server is None:
+            return
+        now = time.monotonic()
+        if key == "scan":
+            delay = SCAN_PERIOD_MS
+            try:
+                nxt = self.core.tick(now_ms())
+                if nxt is not None:
+                    delay = max(1.0, float(nxt))
+            except Exception:
+                log.exception("name server scan failed")
+            expired = getattr(self.core, "expired_conns", None)
+            while expired:
+                server.close(expired.pop(), "broker expired")
+            self.schedule("scan", delay)
+        elif key == "idle":
+            server.sweep_idle(now)
+            self.schedule("idle", max(10.0, min(10_000.0, server.idle_s * 250.0)))
+        self._flush(now)
+
+    def on_exit(self) -> None:
+        if self.server is not None:
+            self.server.on_closed = lambda conn: None
+            self.server.close_all()
+            self.server = None

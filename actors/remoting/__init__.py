@@ -1,0 +1,1 @@
+"""remoting package."""

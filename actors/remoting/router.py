@@ -1,0 +1,91 @@
+"""Request-code extraction and the code -> processor-group table of the RemotingServer.
+
+Mirrors remoting/netty/NettyRemotingAbstract.java processorTable + defaultRequestProcessor,
+RocketMQ 4.9.x: the server looks at a request's code only, hands the untouched frame to the
+processor registered for it and falls back to the default processor. Decoding the rest of
+the header is the processor's job.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Final
+
+import msgpack
+
+JSON: Final = 0
+ROCKETMQ: Final = 1
+MSGPACK: Final = 2
+_META = struct.Struct(">I")
+_CODE = struct.Struct(">h")
+_JSON_PREFIX: Final = b'{"code":'
+
+
+class RouteError(Exception):
+    """The frame's header cannot be read far enough to find the request code."""
+
+
+def request_code(frame: Any) -> int:
+    """The request code of a frame (everything after the 4-byte total length)."""
+    if len(frame) < 4:
+        raise RouteError("frame shorter than its header length field")
+    (meta,) = _META.unpack_from(frame, 0)
+    stype = meta >> 24
+    hlen = meta & 0xFFFFFF
+    if hlen > len(frame) - 4:
+        raise RouteError(f"header length {hlen} beyond frame of {len(frame)} bytes")
+    if stype == ROCKETMQ:
+        if hlen < 21:
+            raise RouteError("binary header shorter than 21 bytes")
+        return int(_CODE.unpack_from(frame, 4)[0])
+    header = bytes(frame[4 : 4 + hlen])
+    if stype == JSON:
+        if header.startswith(_JSON_PREFIX):
+            # fast path: Java, Go and Node all write "code" first
+            end = 8
+            while end < len(header) and header[end] in b"-0123456789":
+                end += 1
+            if end > 8 and end < len(header) and header[end] in b",}":
+                return int(header[8:end])
+        try:
+            obj = json.loads(header)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RouteError(f"invalid JSON header: {exc}") from None
+        if not isinstance(obj, dict):
+            raise RouteError("JSON header is not an object")
+        return _as_code(obj.get("code", 0))
+    if stype == MSGPACK:
+        try:
+            obj = msgpack.unpackb(header, raw=False, strict_map_key=False)
+        except Exception as exc:
+            raise RouteError(f"invalid msgpack header: {exc}") from None
+        if isinstance(obj, dict):
+            return _as_code(obj.get("code", obj.get(0, 0)))
+        if isinstance(obj, list | tuple) and obj:
+            return _as_code(obj[0])
+        raise RouteError("msgpack header has no code")
+    raise RouteError(f"unknown serialize type {stype}")
+
+
+def _as_code(value: Any) -> int:
+    if isinstance(value, bool):
+        raise RouteError("boolean code")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise RouteError(f"bad code {value!r}") from None
+
+
+class RouteTable:
+    """Request code -> processor group name, with a default group."""
+
+    __slots__ = ("by_code", "default")
+
+    def __init__(self, code_groups: dict[int, str], default: str) -> None:
+        self.by_code = dict(code_groups)
+        self.default = default
+
+    def group_for(self, code: int) -> str:
+        """The group that serves `code`."""
+        return self.by_code.get(code, self.default)

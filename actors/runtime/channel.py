@@ -1,0 +1,304 @@
+"""Direct data-plane channels between co-located actors (Unix sockets, or TCP across hosts).
+
+Mirrors the role of remoting/netty/NettyRemotingServer.java's executor hand-off, RocketMQ 4.9.x:
+where Java passes a RemotingCommand to a processor's thread pool, we write a length-prefixed
+record on a socket owned by the processor actor. Thespian only sets the channels up.
+
+Record layout (big-endian), one after another on a stream socket:
+
+    offset size field
+    0      4    rest_len   bytes after this field (type byte + payload)
+    4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, NOTICES 5
+    5      ...  payload:
+       REQUEST     q conn_id | q recv_ns | I peer IPv4 | H peer port | frame (no length prefix)
+       REPLY       q conn_id | encoded frame (with its 4-byte length: written to TCP as is)
+       CONN_CLOSED q conn_id                 (RemotingServer -> processors)
+       CLOSE_CONN  q conn_id                 (processor -> RemotingServer: drop that client)
+       NOTICES     msgpack list of arrival tuples (send actor -> pull actor)
+
+Readers take everything available in one readiness pass; writers append to an out buffer
+and flush it with one send per pass. Sockets are non-blocking both ways: what the kernel
+does not take stays in the out buffer for the next pass.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import struct
+from typing import Any, Final
+
+import msgpack
+
+log = logging.getLogger(__name__)
+
+REQUEST: Final = 1
+REPLY: Final = 2
+CONN_CLOSED: Final = 3
+CLOSE_CONN: Final = 4
+NOTICES: Final = 5
+
+REC_LEN = struct.Struct(">I")
+REQUEST_HDR = struct.Struct(
+    ">I"  # rest_len
+    "B"  # rtype = REQUEST
+    "q"  # conn_id
+    "q"  # recv_ns (time.monotonic_ns(), system-wide clock on Linux)
+    "I"  # peer IPv4 as an unsigned int
+    "H"  # peer port
+)
+CONN_HDR = struct.Struct(
+    ">I"  # rest_len
+    "B"  # rtype
+    "q"  # conn_id
+)
+TYPE_HDR = struct.Struct(">IB")
+REQUEST_FIXED: Final = REQUEST_HDR.size - REC_LEN.size  # type byte + fixed fields
+CONN_FIXED: Final = CONN_HDR.size - REC_LEN.size
+MAX_RECORD: Final = 64 * 1024 * 1024  # a record beyond this means a corrupt stream
+SOCK_BUF: Final = 4 * 1024 * 1024
+READ_CHUNK: Final = 1024 * 1024
+
+ChannelAddr = str | tuple[str, int]  # a Unix socket path, or (host, port) for TCP
+
+
+class ChannelError(Exception):
+    """The peer wrote something that is not a channel record stream."""
+
+
+def add_request(
+    out: bytearray, conn_id: int, recv_ns: int, peer_ip: int, peer_port: int, frame: Any
+) -> None:
+    """Append a REQUEST record carrying `frame` (a frame without its length prefix)."""
+    out += REQUEST_HDR.pack(
+        REQUEST_FIXED + len(frame), REQUEST, conn_id, recv_ns, peer_ip, peer_port
+    )
+    out += frame
+
+
+def add_reply(out: bytearray, conn_id: int, encoded: Any) -> None:
+    """Append a REPLY record carrying a whole encoded frame (length prefix included)."""
+    out += CONN_HDR.pack(CONN_FIXED + len(encoded), REPLY, conn_id)
+    out += encoded
+
+
+def add_conn_record(out: bytearray, rtype: int, conn_id: int) -> None:
+    """Append a CONN_CLOSED or CLOSE_CONN record."""
+    out += CONN_HDR.pack(CONN_FIXED, rtype, conn_id)
+
+
+def add_notices(out: bytearray, notices: list[Any]) -> None:
+    """Append a NOTICES record (a msgpack list)."""
+    payload = msgpack.packb(notices, use_bin_type=True)
+    out += TYPE_HDR.pack(1 + len(payload), NOTICES)
+    out += payload
+
+
+def ip_to_int(ip: str) -> int:
+    """Pack a dotted IPv4 string (IPv4-mapped IPv6 accepted) as an unsigned int."""
+    if ip.startswith("::ffff:"):
+        ip = ip[7:]
+    try:
+        return int.from_bytes(socket.inet_aton(ip), "big")
+    except OSError:
+        return 0
+
+
+def int_to_ip(value: int) -> str:
+    """Inverse of ip_to_int."""
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
+
+
+class RecordDecoder:
+    """Splits a channel byte stream into records; keeps the partial tail between feeds."""
+
+    __slots__ = ("_peers", "_rest")
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self._peers: dict[tuple[int, int], tuple[str, int]] = {}
+
+    def feed(self, data: bytes) -> list[tuple[Any, ...]]:
+        """Return complete records as tuples; frames are memoryviews over immutable bytes.
+
+        REQUEST -> (1, conn_id, recv_ns, (ip, port), frame); REPLY -> (2, conn_id, frame);
+        CONN_CLOSED / CLOSE_CONN -> (rtype, conn_id); NOTICES -> (5, list).
+        """
+        buf = self._rest + data if self._rest else data
+        view = memoryview(buf)
+        size = len(buf)
+        pos = 0
+        records: list[tuple[Any, ...]] = []
+        append = records.append
+        peers = self._peers
+        while size - pos >= 5:
+            (rest_len,) = REC_LEN.unpack_from(buf, pos)
+            end = pos + 4 + rest_len
+            if rest_len < 1 or rest_len > MAX_RECORD:
+                raise ChannelError(f"bad record length {rest_len}")
+            if end > size:
+                break
+            rtype = buf[pos + 4]
+            if rtype == REQUEST:
+                if rest_len < REQUEST_FIXED:
+                    raise ChannelError("short REQUEST record")
+                _, _, conn_id, recv_ns, ip, port = REQUEST_HDR.unpack_from(buf, pos)
+                peer = peers.get((ip, port))
+                if peer is None:
+                    if len(peers) > 65536:
+                        peers.clear()
+                    peer = peers[(ip, port)] = (int_to_ip(ip), port)
+                append((REQUEST, conn_id, recv_ns, peer, view[pos + REQUEST_HDR.size : end]))
+            elif rtype == REPLY:
+                if rest_len < CONN_FIXED:
+                    raise ChannelError("short REPLY record")
+                _, _, conn_id = CONN_HDR.unpack_from(buf, pos)
+                append((REPLY, conn_id, view[pos + CONN_HDR.size : end]))
+            elif rtype in (CONN_CLOSED, CLOSE_CONN):
+                if rest_len != CONN_FIXED:
+                    raise ChannelError("bad connection record")
+                _, _, conn_id = CONN_HDR.unpack_from(buf, pos)
+                append((rtype, conn_id))
+            elif rtype == NOTICES:
+                append((NOTICES, msgpack.unpackb(view[pos + 5 : end], use_list=True)))
+            else:
+                raise ChannelError(f"unknown record type {rtype}")
+            pos = end
+        self._rest = bytes(view[pos:]) if pos < size else b""
+        return records
+
+
+def _tune(sock: socket.socket) -> None:
+    sock.setblocking(False)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, SOCK_BUF)
+        except OSError:
+            pass
+    if sock.family != socket.AF_UNIX:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Channel:
+    """One end of a channel: non-blocking socket, record decoder, out buffer."""
+
+    __slots__ = ("closed", "decoder", "fd", "name", "out", "sock")
+
+    def __init__(self, sock: socket.socket, name: str = "") -> None:
+        _tune(sock)
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.name = name
+        self.out = bytearray()
+        self.decoder = RecordDecoder()
+        self.closed = False
+
+    def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[tuple[Any, ...]] | None:
+        """Read what is available now (bounded); None when the peer has closed."""
+        chunks: list[bytes] = []
+        total = 0
+        eof = False
+        while total < max_bytes:
+            try:
+                chunk = self.sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                log.warning("channel=%s recv failed: %s", self.name, exc)
+                eof = True
+                break
+            if not chunk:
+                eof = True
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if len(chunk) < READ_CHUNK:
+                break
+        records = self.decoder.feed(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if eof and not records:
+            return None
+        if eof:
+            self.closed = True
+        return records
+
+    def flush(self) -> bool:
+        """Send as much of the out buffer as the kernel takes; True when it is empty."""
+        out = self.out
+        while out:
+            try:
+                sent = self.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+                    log.warning("channel=%s send failed: %s", self.name, exc)
+                self.closed = True
+                out.clear()
+                return True
+            if sent == len(out):
+                out.clear()
+                return True
+            del out[:sent]
+        return True
+
+    def close(self) -> None:
+        """Close the socket (idempotent)."""
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def listen_channel(addr: ChannelAddr) -> socket.socket:
+    """Open a listening socket for `addr` (Unix path, or TCP (host, port); port 0 = any)."""
+    if isinstance(addr, str):
+        try:
+            os.unlink(addr)
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(addr)
+        os.chmod(addr, 0o600)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def listen_address(sock: socket.socket) -> ChannelAddr:
+    """The address others connect to for a socket from listen_channel."""
+    name = sock.getsockname()
+    return name if isinstance(name, str) else (name[0], name[1])
+
+
+def connect_channel(addr: ChannelAddr, name: str = "", timeout_s: float = 5.0) -> Channel:
+    """Connect (blocking, bounded) to a channel listener and return the non-blocking Channel."""
+    if isinstance(addr, str):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(addr)
+    except OSError:
+        sock.close()
+        raise
+    return Channel(sock, name)
+
+
+def accept_channels(listener: socket.socket, name: str = "") -> list[Channel]:
+    """Accept every pending connection on a channel listener."""
+    accepted: list[Channel] = []
+    for _ in range(64):
+        try:
+            sock, _addr = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            break
+        accepted.append(Channel(sock, name))
+    return accepted

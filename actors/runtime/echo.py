@@ -1,0 +1,171 @@
+"""A tiny stand-in broker personality (echo cores) for runtime tests and benchmarks.
+
+Mirrors nothing in RocketMQ: it exists so the runtime (channels, RemotingServer, processor
+actors, fast failure, error handling) can be exercised without the real processors. A
+personality module provides GROUPS, DEFAULT_GROUP, make_context(...) and make_controller(...).
+
+Codes (chosen from RocketMQ's request codes so real frames route the same way):
+- "send" group: 10, 310, 320, 36: echo the body back, code SUCCESS.
+- "pull" group: 11: echo; arrival notices from "send" are counted.
+- "admin" group (default): 9999 raises (-> SYSTEM_ERROR), 9998 answers ext {"seen": n}
+  (notices seen by the pull actor, relayed as an event), anything else unknown ->
+  REQUEST_CODE_NOT_SUPPORTED with " request type <code> not supported".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from actors.core import Outbox, ProcessorCore, Request
+from protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+RAISE_CODE = 9999
+STATS_CODE = 9998
+
+
+@dataclass(frozen=True)
+class EchoGroup:
+    """Same shape as actors.broker.processors.ProcessorGroup."""
+
+    name: str
+    codes: frozenset[int]
+    max_wait_ms_key: str
+    build: Callable[[Any], ProcessorCore]
+
+
+@dataclass(frozen=True)
+class EchoNoticeCount:
+    """Event: how many arrival notices the pull actor has seen."""
+
+    AUDIENCE = frozenset({"admin"})
+    count: int
+
+
+class EchoContext:
+    """Minimal BrokerContext stand-in."""
+
+    def __init__(self, broker_config: Any, store_config: Any, group: str, outbox: Outbox) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.group = group
+        self.outbox = outbox
+        self.store = None
+        self.events: list[Any] = []
+        self.arrivals: list[tuple[Any, ...]] = []
+        self.applied: list[Any] = []
+        self.snapshot: Any = None
+
+    def emit(self, event: Any) -> None:
+        """Queue an event for the controller."""
+        self.events.append(event)
+
+    def drain_events(self) -> list[Any]:
+        """Events since the last drain."""
+        out, self.events = self.events, []
+        return out
+
+    def drain_arrivals(self) -> list[tuple[Any, ...]]:
+        """Arrival notices since the last drain."""
+        out, self.arrivals = self.arrivals, []
+        return out
+
+    def apply(self, event: Any, now_ms: int) -> None:
+        """Apply a forwarded event."""
+        self.applied.append(event)
+
+    def load_snapshot(self, snapshot: Any) -> None:
+        """Keep the controller snapshot."""
+        self.snapshot = snapshot
+
+
+class EchoCore:
+    """Echoes requests; see the module docstring for the special codes."""
+
+    def __init__(self, ctx: EchoContext) -> None:
+        self.ctx = ctx
+        self.notices = 0
+
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """Answer one request."""
+        cmd = req.cmd
+        group = self.ctx.group
+        if group == "send":
+            self.ctx.arrivals.append(("EchoTopic", 0, 1, 0, now_ms))
+            return cmd.make_response(0, None, {"peer": f"{req.peer[0]}:{req.peer[1]}"}, cmd.body)
+        if group == "pull":
+            return cmd.make_response(0, None, None, cmd.body)
+        if cmd.code == RAISE_CODE:
+            raise RuntimeError("echo core asked to fail")
+        if cmd.code == STATS_CODE:
+            seen = max((e.count for e in self.ctx.applied if isinstance(e, EchoNoticeCount)),
+                       default=0)
+            return cmd.make_response(0, None, {"seen": str(seen)})
+        return cmd.make_response(3, f" request type {cmd.code} not supported")
+
+    def on_arrival(self, notices: list[Any], now_ms: int) -> None:
+        """Count notices and tell the admin group."""
+        self.notices += len(notices)
+        self.ctx.emit(EchoNoticeCount(self.notices))
+
+    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
+        """Nothing to forget."""
+
+    def tick(self, now_ms: int) -> int | None:
+        """No timers."""
+        return None
+
+
+GROUPS: tuple[EchoGroup, ...] = (
+    EchoGroup("send", frozenset({10, 310, 320, 36}), "waitTimeMillsInSendQueue", EchoCore),
+    EchoGroup("pull", frozenset({11}), "waitTimeMillsInPullQueue", EchoCore),
+    EchoGroup("admin", frozenset({RAISE_CODE, STATS_CODE}), "waitTimeMillsInOtherQueue",
+              EchoCore),
+)
+DEFAULT_GROUP = "admin"
+
+
+def make_context(
+    broker_config: Any, store_config: Any, *, group: str, outbox: Outbox, now_ms: int
+) -> EchoContext:
+    """Build the stand-in context."""
+    return EchoContext(broker_config, store_config, group, outbox)
+
+
+class EchoController:
+    """Controller core stand-in: no files, no name servers."""
+
+    def __init__(self, broker_config: Any, store_config: Any, now_ms: int) -> None:
+        self.broker_config = broker_config
+
+    def snapshot(self) -> Any:
+        """Nothing to replicate."""
+        return None
+
+    def apply_events(self, events: list[Any], now_ms: int) -> bool:
+        """Nothing to apply; no topic changes."""
+        return False
+
+    def register_requests(self, now_ms: int) -> list[tuple[str, RemotingCommand]]:
+        """No name servers."""
+        return []
+
+    def unregister_requests(self) -> list[tuple[str, RemotingCommand]]:
+        """No name servers."""
+        return []
+
+    def persist(self, now_ms: int) -> None:
+        """Nothing to persist."""
+
+    def tick(self, now_ms: int) -> int | None:
+        """No timers."""
+        return None
+
+
+def make_controller(broker_config: Any, store_config: Any, now_ms: int) -> EchoController:
+    """Build the stand-in controller core."""
+    return EchoController(broker_config, store_config, now_ms)

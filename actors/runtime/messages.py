@@ -1,0 +1,171 @@
+"""Thespian control messages of the broker and name server runtime (never per request).
+
+Mirrors the start/stop choreography of broker/BrokerController.java and
+namesrv/NamesrvController.java, RocketMQ 4.9.x (initialize, start, shutdown). Class names are
+unique across the project (Thespian dispatch matches bare class names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StartBroker:
+    """Launcher -> BrokerControllerActor: bring the whole broker up."""
+
+    broker_config: Any  # actors.broker.config.BrokerConfig
+    store_config: Any  # store.config.StoreConfig
+    runtime_dir: str  # where the Unix channel sockets live (mode 0700)
+    host: str = "127.0.0.1"  # listen address of the RemotingServer
+    idle_s: float = 120.0
+    max_frame: int = 16 * 1024 * 1024
+    personality: str | None = None  # module with GROUPS etc.; None = the real broker
+
+
+@dataclass(frozen=True)
+class BrokerStarted:
+    """Controller -> launcher: the broker serves clients on addr."""
+
+    addr: str
+    port: int
+
+
+@dataclass(frozen=True)
+class BrokerStartFailed:
+    """Controller -> launcher: startup failed."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StopBroker:
+    """Launcher -> controller: stop accepting, shut the store down, persist, unregister."""
+
+
+@dataclass(frozen=True)
+class BrokerStopped:
+    """Controller -> launcher: clean shutdown done."""
+
+    ok: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StartProcessor:
+    """Controller -> ProcessorActor: host the core of `group`."""
+
+    group: str
+    broker_config: Any
+    store_config: Any
+    channel_addr: Any  # ChannelAddr to listen on
+    snapshot: Any  # controller snapshot, applied before any request
+    controller: Any  # controller ActorAddress (events go there)
+    personality: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcessorReady:
+    """ProcessorActor -> controller: listening on channel_addr."""
+
+    group: str
+    channel_addr: Any
+
+
+@dataclass(frozen=True)
+class ProcessorStartFailed:
+    """ProcessorActor -> controller."""
+
+    group: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ConnectNotices:
+    """Controller -> send ProcessorActor: write arrival notices to the pull actor's channel."""
+
+    channel_addr: Any
+
+
+@dataclass(frozen=True)
+class BrokerEventBatch:
+    """Processor -> controller (origin set) and controller -> processors: replicated events."""
+
+    origin: str
+    events: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ShutdownStore:
+    """Controller -> send ProcessorActor: flush, checkpoint, remove abort, close."""
+
+
+@dataclass(frozen=True)
+class StoreShutdownDone:
+    """Send ProcessorActor -> controller."""
+
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StartRemoting:
+    """Controller -> RemotingServer: listen and route by code to processor channels."""
+
+    host: str
+    port: int
+    routes: dict[str, Any]  # group name -> ChannelAddr
+    code_groups: dict[int, str]  # request code -> group name
+    default_group: str
+    idle_s: float = 120.0
+    max_frame: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RemotingReady:
+    """RemotingServer -> controller: bound port."""
+
+    port: int
+
+
+@dataclass(frozen=True)
+class RemotingStartFailed:
+    """RemotingServer -> controller."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StopRemoting:
+    """Controller -> RemotingServer: close the listener and every client connection."""
+
+
+@dataclass(frozen=True)
+class RemotingStopped:
+    """RemotingServer -> controller."""
+
+
+@dataclass(frozen=True)
+class StartNamesrv:
+    """Launcher -> NameServerActor."""
+
+    host: str
+    port: int
+    namesrv_config: Any = None
+    idle_s: float = 120.0
+    max_frame: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class NamesrvStarted:
+    """NameServerActor -> launcher."""
+
+    port: int
+
+
+@dataclass(frozen=True)
+class NamesrvStartFailed:
+    """NameServerActor -> launcher."""
+
+    reason: str

@@ -1,0 +1,174 @@
+"""Runs one processor core over channel records: batching, fast failure, errors, outbox.
+
+Mirrors remoting/netty/NettyRemotingAbstract.java processRequestCommand + broker/latency/
+BrokerFastFailure.java, RocketMQ 4.9.x: a request that waited in the queue longer than the
+group's limit is answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]..." without running the
+processor; a processor exception becomes SYSTEM_ERROR; oneway requests are never answered
+(except REQUEST_CODE_NOT_SUPPORTED, as the shared design asks). No Thespian here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Final
+
+from actors.core import ProcessorCore, Request
+from actors.runtime.channel import (
+    CLOSE_CONN,
+    CONN_CLOSED,
+    NOTICES,
+    REQUEST,
+    Channel,
+    add_conn_record,
+    add_reply,
+)
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError, ProtocolError
+
+log = logging.getLogger(__name__)
+
+SUCCESS: Final = 0
+SYSTEM_ERROR: Final = 1
+SYSTEM_BUSY: Final = 2
+REQUEST_CODE_NOT_SUPPORTED: Final = 3
+RPC_TYPE_RESPONSE: Final = 1
+RPC_ONEWAY: Final = 2
+
+
+def parse_slow_spec(spec: str | None, group: str) -> float:
+    """testSlowProcessorMs "send:300,pull:50" -> seconds to sleep per request in `group`."""
+    if not spec:
+        return 0.0
+    for part in str(spec).split(","):
+        name, _, ms = part.strip().partition(":")
+        if name.strip() == group and ms.strip():
+            try:
+                return max(0.0, float(ms) / 1000.0)
+            except ValueError:
+                return 0.0
+    return 0.0
+
+
+class ChannelOutbox:
+    """actors.core.Outbox over channels: replies go back where the connection's requests came."""
+
+    __slots__ = ("conn_channel", "default", "dirty")
+
+    def __init__(self) -> None:
+        self.conn_channel: dict[int, Channel] = {}
+        self.default: Channel | None = None
+        self.dirty: set[Channel] = set()
+
+    def send(self, conn_id: int, cmd: RemotingCommand) -> None:
+        """Queue `cmd` for the connection; dropped when the connection is unknown."""
+        ch = self.conn_channel.get(conn_id) or self.default
+        if ch is None or ch.closed:
+            return
+        add_reply(ch.out, conn_id, cmd.encode())
+        self.dirty.add(ch)
+
+    def close_conn(self, conn_id: int) -> None:
+        """Ask the RemotingServer to drop a client connection."""
+        ch = self.conn_channel.get(conn_id) or self.default
+        if ch is not None and not ch.closed:
+            add_conn_record(ch.out, CLOSE_CONN, conn_id)
+            self.dirty.add(ch)
+
+    def forget(self, conn_id: int) -> None:
+        """The connection is gone."""
+        self.conn_channel.pop(conn_id, None)
+
+
+class ProcessorHost:
+    """Feeds channel records to a core and collects what goes back (no I/O of its own)."""
+
+    def __init__(
+        self,
+        group: str,
+        core: ProcessorCore,
+        outbox: ChannelOutbox,
+        max_wait_ms: int,
+        slow_s: float = 0.0,
+    ) -> None:
+        self.group = group
+        self.core = core
+        self.outbox = outbox
+        self.max_wait_ns = int(max_wait_ms) * 1_000_000
+        self.slow_s = slow_s
+        self.on_notices: Any = None  # callable(list, now_ms) for the pull group
+        self.served = 0
+        self.busy = 0
+        self.errors = 0
+
+    def handle(self, ch: Channel, records: list[tuple[Any, ...]]) -> None:
+        """Run one batch of records that arrived on channel `ch`."""
+        outbox = self.outbox
+        conn_channel = outbox.conn_channel
+        core = self.core
+        out = ch.out
+        n = len(records)
+        for i, rec in enumerate(records):
+            rtype = rec[0]
+            if rtype == REQUEST:
+                _, conn_id, recv_ns, peer, frame = rec
+                if conn_channel.get(conn_id) is not ch:
+                    conn_channel[conn_id] = ch
+                try:
+                    cmd = RemotingCommand.decode(frame)
+                except ProtocolError as exc:
+                    log.warning("group=%s conn=%d undecodable request, closing: %s",
+                                self.group, conn_id, exc)
+                    add_conn_record(out, CLOSE_CONN, conn_id)
+                    continue
+                flag = cmd.flag
+                if flag & RPC_TYPE_RESPONSE:
+                    continue  # a client's answer to a server request: nothing waits for it here
+                oneway = flag & RPC_ONEWAY
+                waited_ns = time.monotonic_ns() - recv_ns
+                if waited_ns > self.max_wait_ns:
+                    self.busy += 1
+                    if not oneway:
+                        remark = (
+                            "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
+                            f"period in queue: {waited_ns // 1_000_000}ms, "
+                            f"size of queue: {n - i - 1}"
+                        )
+                        add_reply(out, conn_id, cmd.make_response(SYSTEM_BUSY, remark).encode())
+                    continue
+                if self.slow_s:
+                    time.sleep(self.slow_s)
+                now_ms = time.time_ns() // 1_000_000
+                try:
+                    resp = core.process(Request(conn_id, peer, cmd, recv_ns), now_ms)
+                except HeaderFieldError as exc:
+                    resp = cmd.make_response(exc.code, exc.remark)
+                except Exception as exc:
+                    self.errors += 1
+                    log.exception("group=%s code=%d processor failed", self.group, cmd.code)
+                    resp = cmd.make_response(SYSTEM_ERROR, _short(exc))
+                self.served += 1
+                if resp is not None and (not oneway or resp.code == REQUEST_CODE_NOT_SUPPORTED):
+                    add_reply(out, conn_id, resp.encode())
+            elif rtype == CONN_CLOSED:
+                conn_id = rec[1]
+                outbox.forget(conn_id)
+                try:
+                    core.on_connection_closed(conn_id, time.time_ns() // 1_000_000)
+                except Exception:
+                    log.exception("group=%s on_connection_closed failed", self.group)
+            elif rtype == NOTICES:
+                if self.on_notices is not None:
+                    try:
+                        self.on_notices(rec[1], time.time_ns() // 1_000_000)
+                    except Exception:
+                        log.exception("group=%s on_arrival failed", self.group)
+            else:
+                log.warning("group=%s unexpected record type %d", self.group, rtype)
+        if out:
+            outbox.dirty.add(ch)
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else text[:197] + "..."

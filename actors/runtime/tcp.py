@@ -1,0 +1,333 @@
+"""Client-facing TCP: listen socket, connections, frame splitting, idle close, out buffers.
+
+Mirrors remoting/netty/NettyRemotingServer.java (+ NettyDecoder, NettyConnectManageHandler),
+RocketMQ 4.9.x: one length-field frame decoder per connection (max frame 16 MiB, any decode
+error closes the channel), TCP_NODELAY, and a channel with no read and no write for
+serverChannelMaxIdleTimeSeconds (120 s) is closed. No Thespian here: the owning actor feeds
+readiness in and flushes once per pass.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any, Final
+
+from actors.runtime.channel import ip_to_int
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_FRAME: Final = 16 * 1024 * 1024
+DEFAULT_IDLE_S: Final = 120.0
+READ_CHUNK: Final = 256 * 1024
+MAX_READ_PER_PASS: Final = 4 * 1024 * 1024
+MAX_PENDING_OUT: Final = 64 * 1024 * 1024  # a client that reads nothing gets dropped
+MAX_ACCEPT_PER_PASS: Final = 256
+
+
+class Conn:
+    """One TCP connection: socket, frame decoder, out buffer, activity time."""
+
+    __slots__ = (
+        "closed",
+        "decoder",
+        "fd",
+        "id",
+        "last_active",
+        "out",
+        "peer",
+        "peer_ip",
+        "peer_port",
+        "sock",
+    )
+
+    def __init__(
+        self, conn_id: int, sock: socket.socket, peer: tuple[str, int], max_frame: int, now: float
+    ) -> None:
+        self.id = conn_id
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.peer_ip = ip_to_int(peer[0])
+        self.peer_port = peer[1] & 0xFFFF
+        self.decoder = FrameDecoder(max_frame)
+        self.out = bytearray()
+        self.last_active = now
+        self.closed = False
+
+    def read_frames(self) -> list[Any] | None:
+        """Read what is available (bounded) and return whole frames; None = close it."""
+        chunks: list[bytes] = []
+        total = 0
+        eof = False
+        while total < MAX_READ_PER_PASS:
+            try:
+                chunk = self.sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                eof = True
+                break
+            if not chunk:
+                eof = True
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if len(chunk) < READ_CHUNK:
+                break
+        if not chunks:
+            return None if eof else []
+        try:
+            frames = self.decoder.feed(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        except ProtocolError as exc:
+            log.warning("conn=%d peer=%s:%d undecodable input, closing: %s",
+                        self.id, self.peer[0], self.peer[1], exc)
+            return None
+        if eof:
+            # deliver what was complete; the caller closes after this pass
+            self.closed = True
+        return frames
+
+    def flush(self) -> bool:
+        """Write what the kernel takes; True when the out buffer is empty (or conn is dead)."""
+        out = self.out
+        while out:
+            try:
+                sent = self.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN):
+                    log.warning("conn=%d send failed: %s", self.id, exc)
+                out.clear()
+                self.closed = True
+                return True
+            if sent == len(out):
+                out.clear()
+                return True
+            del out[:sent]
+        return True
+
+
+class FrameServer:
+    """Accepts clients and splits their frames; the owner routes frames and writes replies."""
+
+    def __init__(
+        self,
+        on_frames: Callable[[Conn, list[Any], int], None],
+        on_closed: Callable[[Conn], None],
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        idle_s: float = DEFAULT_IDLE_S,
+        name: str = "remoting",
+    ) -> None:
+        self.on_frames = on_frames
+        self.on_closed = on_closed
+        self.max_frame = max_frame
+        self.idle_s = idle_s
+        self.name = name
+        self.listener: socket.socket | None = None
+        self.listen_fd = -1
+        self.conns: dict[int, Conn] = {}  # conn_id -> Conn
+        self.by_fd: dict[int, Conn] = {}
+        self.dirty: dict[int, Conn] = {}  # conn_id -> Conn with pending output
+        self._next_id = 1
+
+    def listen(self, host: str, port: int) -> int:
+        """Bind and listen; return the bound port."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.setblocking(False)
+        self.listener = sock
+        self.listen_fd = sock.fileno()
+        bound: int = sock.getsockname()[1]
+        log.info("%s listening on %s:%d", self.name, host, bound)
+        return bound
+
+    def fds(self) -> list[int]:
+        """File descriptors to watch."""
+        fds = list(self.by_fd)
+        if self.listen_fd >= 0:
+            fds.append(self.listen_fd)
+        return fds
+
+    def owns(self, fd: int) -> bool:
+        """True for the listen socket and client sockets."""
+        return fd == self.listen_fd or fd in self.by_fd
+
+    def handle_ready(self, fd: int, now: float, recv_ns: int) -> None:
+        """Accept or read one ready descriptor."""
+        if fd == self.listen_fd:
+            self._accept(now)
+            return
+        conn = self.by_fd.get(fd)
+        if conn is None:
+            return
+        frames = conn.read_frames()
+        if frames is None:
+            self.close(conn.id, "peer closed or bad input")
+            return
+        conn.last_active = now
+        if frames:
+            try:
+                self.on_frames(conn, frames, recv_ns)
+            except Exception:
+                log.exception("conn=%d frame handling failed, closing", conn.id)
+                self.close(conn.id, "handler error")
+                return
+        if conn.closed:
+            self.close(conn.id, "peer closed")
+
+    def _accept(self, now: float) -> None:
+        assert self.listener is not None
+        for _ in range(MAX_ACCEPT_PER_PASS):
+            try:
+                sock, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # EMFILE and friends: try again on the next pass
+                log.warning("%s accept failed: %s", self.name, exc)
+                return
+            sock.setblocking(False)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            conn_id = self._next_id
+            self._next_id += 1
+            conn = Conn(conn_id, sock, (addr[0], addr[1]), self.max_frame, now)
+            self.conns[conn_id] = conn
+            self.by_fd[conn.fd] = conn
+            log.debug("conn=%d accepted from %s:%d", conn_id, addr[0], addr[1])
+
+    def send(self, conn_id: int, data: Any) -> bool:
+        """Queue encoded bytes for a connection; False when it is gone."""
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            return False
+        conn.out += data
+        self.dirty[conn_id] = conn
+        if len(conn.out) > MAX_PENDING_OUT:
+            log.warning("conn=%d not reading (%d bytes pending), closing", conn_id, len(conn.out))
+            self.close(conn_id, "output backlog")
+            return False
+        return True
+
+    def flush(self, now: float) -> bool:
+        """Flush every connection with pending output; True when nothing is left pending."""
+        if not self.dirty:
+            return True
+        pending: dict[int, Conn] = {}
+        dead: list[int] = []
+        for conn_id, conn in self.dirty.items():
+            if not conn.flush():
+                pending[conn_id] = conn
+            elif conn.closed:
+                dead.append(conn_id)
+            conn.last_active = now
+        self.dirty = pending
+        for conn_id in dead:
+            self.close(conn_id, "write failed")
+        return not pending
+
+    def close(self, conn_id: int, reason: str) -> None:
+        """Close a connection and tell the owner."""
+        conn = self.conns.pop(conn_id, None)
+        if conn is None:
+            return
+        self.by_fd.pop(conn.fd, None)
+        self.dirty.pop(conn_id, None)
+        conn.closed = True
+        log.debug("conn=%d closed: %s", conn_id, reason)
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+        try:
+            self.on_closed(conn)
+        except Exception:
+            log.exception("conn=%d close handler failed", conn_id)
+
+    def sweep_idle(self, now: float) -> int:
+        """Close connections idle longer than idle_s; return how many were closed."""
+        limit = now - self.idle_s
+        idle = [c.id for c in self.conns.values() if c.last_active < limit]
+        for conn_id in idle:
+            self.close(conn_id, "idle")
+        return len(idle)
+
+    def close_all(self) -> None:
+        """Close the listener and every connection."""
+        for conn_id in list(self.conns):
+            self.close(conn_id, "shutdown")
+        if self.listener is not None:
+            try:
+                self.listener.close()
+            except OSError:
+                pass
+            self.listener = None
+            self.listen_fd = -1
+
+
+class ClientConn:
+    """An outbound non-blocking connection (broker -> name server) with a frame decoder."""
+
+    def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.addr = addr
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.fd = self.sock.fileno()
+        self.decoder = FrameDecoder(max_frame)
+        self.out = bytearray()
+        self.closed = False
+        err = self.sock.connect_ex(addr)
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            self.closed = True
+
+    def flush(self) -> bool:
+        """Write what the kernel takes; True when nothing is pending."""
+        while self.out and not self.closed:
+            try:
+                sent = self.sock.send(self.out)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as exc:
+                if exc.errno == errno.ENOTCONN:  # still connecting
+                    return False
+                self.closed = True
+                return True
+            del self.out[:sent]
+        return True
+
+    def read_frames(self) -> list[Any] | None:
+        """Whole frames available now; None when the connection is gone."""
+        try:
+            chunk = self.sock.recv(READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError:
+            self.closed = True
+            return None
+        if not chunk:
+            self.closed = True
+            return None
+        try:
+            return self.decoder.feed(chunk)
+        except ProtocolError:
+            self.closed = True
+            return None
+
+    def close(self) -> None:
+        """Close the socket (idempotent)."""
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
