@@ -84,7 +84,8 @@ def test_json_response_always_has_ext_fields_and_remark_when_set() -> None:
 
 
 def test_json_ext_keys_sorted_and_strings() -> None:
-    resp = RemotingCommand(0, flag=1, ext_fields={"queueOffset": "5", "msgId": "AB", "queueId": "1"})
+    ext = {"queueOffset": "5", "msgId": "AB", "queueId": "1"}
+    resp = RemotingCommand(0, flag=1, ext_fields=ext)
     obj = json.loads(resp.encode()[8:])
     assert list(obj["extFields"]) == ["msgId", "queueId", "queueOffset"]
     assert all(isinstance(v, str) for v in obj["extFields"].values())
@@ -148,7 +149,10 @@ def test_json_unknown_language_name_reads_as_other() -> None:
 
 
 def test_json_trailing_newline_from_cpp_is_accepted() -> None:
-    raw = b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"CPP","opaque":0,"remark":"","version":333}\n'
+    raw = (
+        b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"CPP","opaque":0,'
+        b'"remark":"","version":333}\n'
+    )
     cmd = RemotingCommand.decode(_json_frame(raw))
     assert (cmd.language, cmd.version, cmd.remark) == (LanguageCode.CPP, 333, None)
 

@@ -35,9 +35,7 @@ def _stream() -> bytes:
 
 
 def _norm(cmds: list[RemotingCommand]) -> list[tuple]:
-    return [
-        (c.code, c.opaque, c.flag, c.ext_fields, bytes(c.body), c.serialize_type) for c in cmds
-    ]
+    return [(c.code, c.opaque, c.flag, c.ext_fields, bytes(c.body), c.serialize_type) for c in cmds]
 
 
 def test_default_limit_is_16_mib_including_length_field() -> None:
