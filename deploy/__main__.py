@@ -1,0 +1,7 @@
+"""`python -m deploy`: the actormq command line."""
+
+import sys
+
+from deploy.cli import main
+
+sys.exit(main())

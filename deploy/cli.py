@@ -1,0 +1,187 @@
+"""`actormq` command line: up, namesrv, broker -c broker.conf, bench.
+
+Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.x: `-c` reads
+a Java properties file with RocketMQ's property names, command-line options override it, a
+bad configuration prints a clear message and exits (code 2 here), and a shutdown hook stops
+everything cleanly on SIGTERM / Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from deploy.config import ConfigError, load_properties
+
+log = logging.getLogger(__name__)
+
+EXIT_BAD_CONFIG = 2
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range: {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every sub-command."""
+    p = argparse.ArgumentParser(prog="actormq", description="RocketMQ 4.x as Thespian actors")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="name server + one broker on this host")
+    up.add_argument("--data", default="./data", help="data directory (store, logs)")
+    up.add_argument("--namesrv-port", type=_port, default=9876)
+    up.add_argument("--broker-port", type=_port, default=10911)
+    up.add_argument("--host", default="127.0.0.1", help="listen address for client ports")
+    up.add_argument("--admin-port", type=_port, default=None, help="Thespian Admin Port")
+    up.add_argument("-c", "--config", default=None, help="optional broker.conf")
+    up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
+
+    ns = sub.add_parser("namesrv", help="a name server")
+    ns.add_argument("-p", "--port", type=_port, default=9876)
+    ns.add_argument("--host", default="127.0.0.1")
+    ns.add_argument("--data", default="./data-namesrv")
+    ns.add_argument("--admin-port", type=_port, default=None)
+
+    br = sub.add_parser("broker", help="a broker from a broker.conf")
+    br.add_argument("-c", "--config", required=True, help="broker.conf (Java properties)")
+    br.add_argument("-n", "--namesrvAddr", default=None)
+    br.add_argument("--listenPort", type=_port, default=None)
+    br.add_argument("--host", default="127.0.0.1")
+    br.add_argument("--admin-port", type=_port, default=None)
+
+    bench = sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py)")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    return p
+
+
+def _configs(props: dict[str, str], overrides: dict[str, str]) -> tuple[Any, Any]:
+    from actors.broker.config import BrokerConfig
+    from store.config import StoreConfig
+
+    merged = dict(props)
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        bc = BrokerConfig.from_properties(merged)
+        sc = StoreConfig.from_properties(merged)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
+    if not 0 <= int(bc.listenPort) <= 65535:
+        raise ConfigError(f"listenPort out of range: {bc.listenPort}")
+    return bc, sc
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    while not stop.wait(1.0):
+        pass
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Name server and one broker in one actor system, until SIGTERM / Ctrl-C."""
+    from deploy import launch
+
+    data = os.path.abspath(args.data)
+    props = load_properties(args.config) if args.config else {}
+    bc, sc = _configs(props, {
+        "listenPort": str(args.broker_port),
+        "namesrvAddr": props.get("namesrvAddr") or f"127.0.0.1:{args.namesrv_port}",
+        "storePathRootDir": props.get("storePathRootDir") or os.path.join(data, "store"),
+    })
+    if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
+        bc = bc.replace(brokerIP1=args.host)
+    cluster = launch.start_system(data, admin_port=args.admin_port, host=args.host)
+    try:
+        ns_port = launch.start_namesrv(cluster, port=args.namesrv_port, host=args.host)
+        _say(f"name server listening on {args.host}:{ns_port}")
+        port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
+        _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
+             f"(store {sc.storePathRootDir}, logs {data})")
+        _wait_for_signal()
+        _say("shutting down")
+    finally:
+        launch.stop_cluster(cluster)
+    return 0
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    """A name server until SIGTERM / Ctrl-C."""
+    from deploy import launch
+
+    cluster = launch.start_system(os.path.abspath(args.data), admin_port=args.admin_port,
+                                  host=args.host)
+    try:
+        port = launch.start_namesrv(cluster, port=args.port, host=args.host)
+        _say(f"name server listening on {args.host}:{port}")
+        _wait_for_signal()
+    finally:
+        launch.stop_cluster(cluster)
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """A broker from broker.conf until SIGTERM / Ctrl-C."""
+    from deploy import launch
+
+    props = load_properties(args.config)
+    bc, sc = _configs(props, {
+        "namesrvAddr": args.namesrvAddr,
+        "listenPort": None if args.listenPort is None else str(args.listenPort),
+    })
+    data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
+    cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port,
+                                  host=args.host)
+    try:
+        port = launch.start_broker(cluster, bc, sc, host=args.host)
+        _say(f"broker {bc.brokerName} listening on {args.host}:{port}")
+        _wait_for_signal()
+    finally:
+        launch.stop_cluster(cluster)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `actormq` and `python -m deploy`."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    try:
+        if args.command == "up":
+            return cmd_up(args)
+        if args.command == "namesrv":
+            return cmd_namesrv(args)
+        if args.command == "broker":
+            return cmd_broker(args)
+        if args.command == "bench":
+            from tests.bench.broker_bench import main as bench_main
+
+            return int(bench_main(args.rest) or 0)
+    except ConfigError as exc:
+        sys.stderr.write(f"actormq: bad configuration: {exc}\n")
+        return EXIT_BAD_CONFIG
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

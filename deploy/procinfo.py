@@ -1,0 +1,135 @@
+"""Linux /proc helpers: who listens where, which processes belong to an actor system.
+
+Mirrors nothing in RocketMQ (its scripts use `jps`/`kill`); used by tests and tooling to prove
+that a stopped system leaves no process and that only the requested ports face the network.
+psutil-free: reads /proc/net/tcp and /proc/<pid>/{stat,fd,environ}.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+
+log = logging.getLogger(__name__)
+
+TCP_LISTEN = "0A"
+
+
+def listening_sockets() -> dict[int, tuple[str, int]]:
+    """inode -> (ip, port) of every IPv4 TCP socket in LISTEN state."""
+    out: dict[int, tuple[str, int]] = {}
+    try:
+        with open("/proc/net/tcp", encoding="ascii") as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                if len(parts) < 10 or parts[3] != TCP_LISTEN:
+                    continue
+                ip_hex, port_hex = parts[1].split(":")
+                ip = socket.inet_ntoa(struct.pack("<I", int(ip_hex, 16)))
+                out[int(parts[9])] = (ip, int(port_hex, 16))
+    except OSError:
+        pass
+    return out
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """Socket inodes held open by a process."""
+    inodes: set[int] = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    except OSError:
+        pass
+    return inodes
+
+
+def all_pids() -> list[int]:
+    """Every process id visible in /proc."""
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def pid_listening_on(port: int) -> int | None:
+    """The process that holds a listening socket on `port`, if we can see it."""
+    inodes = {i for i, (_ip, p) in listening_sockets().items() if p == port}
+    if not inodes:
+        return None
+    for pid in all_pids():
+        if socket_inodes(pid) & inodes:
+            return pid
+    return None
+
+
+def session_id(pid: int) -> int | None:
+    """The session id (field 6 of /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[3])
+
+
+def pids_in_session(sid: int) -> list[int]:
+    """Live (non-zombie) processes of a session."""
+    pids = []
+    for pid in all_pids():
+        if session_id(pid) == sid and not is_zombie(pid):
+            pids.append(pid)
+    return pids
+
+
+def is_zombie(pid: int) -> bool:
+    """True for a zombie or a vanished process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2 :].split()[0] in ("Z", "X")
+
+
+def pids_with_env(marker: str) -> list[int]:
+    """Processes whose initial environment contains `marker` (e.g. 'ACTORMQ_TEST=abc')."""
+    needle = marker.encode()
+    found = []
+    for pid in all_pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and not is_zombie(pid):
+            found.append(pid)
+    return found
+
+
+def listeners_of(pids: list[int]) -> list[tuple[int, str, int]]:
+    """(pid, ip, port) of every listening TCP socket held by `pids`."""
+    table = listening_sockets()
+    out = []
+    for pid in pids:
+        for inode in socket_inodes(pid):
+            if inode in table:
+                ip, port = table[inode]
+                out.append((pid, ip, port))
+    return out
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process in clock ticks (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])

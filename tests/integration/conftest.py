@@ -1,0 +1,90 @@
+"""Integration fixtures: a one-host cluster started exactly as `actormq up` starts it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from deploy import launch, procinfo
+
+ECHO = "actors.runtime.echo"
+
+
+def cluster_pids(cluster: launch.LocalCluster) -> list[int]:
+    """Every live process of the cluster's actor system (same session as its admin)."""
+    admin = procinfo.pid_listening_on(cluster.admin_port)
+    if admin is None:
+        return []
+    sid = procinfo.session_id(admin)
+    return procinfo.pids_in_session(sid) if sid is not None else [admin]
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """Wait (bounded) until none of `pids` lives; return the survivors."""
+    deadline = time.monotonic() + timeout_s
+    alive = [p for p in pids if not procinfo.is_zombie(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if not procinfo.is_zombie(p)]
+    return alive
+
+
+def kill_pids(pids: list[int]) -> None:
+    """SIGKILL by PID (last resort in teardown)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Any) -> Iterator[Callable[..., launch.LocalCluster]]:
+    """Factory: start name server + broker like `actormq up`; everything stopped by PID after."""
+    from actors.broker.config import BrokerConfig
+    from store.config import StoreConfig
+
+    started: list[tuple[launch.LocalCluster, list[int]]] = []
+
+    def start(
+        personality: str | None = ECHO,
+        broker_props: dict[str, str] | None = None,
+        *,
+        namesrv: bool = True,
+        idle_s: float = 120.0,
+        max_frame: int = 16 * 1024 * 1024,
+    ) -> launch.LocalCluster:
+        data = str(tmp_path / f"data{len(started)}")
+        cluster = launch.start_system(data)
+        started.append((cluster, []))
+        try:
+            props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store")}
+            if namesrv:
+                port = launch.start_namesrv(cluster, port=0, idle_s=idle_s)
+                props["namesrvAddr"] = f"127.0.0.1:{port}"
+            props.update(broker_props or {})
+            bc = BrokerConfig.from_properties(props)
+            sc = StoreConfig.from_properties(props)
+            launch.start_broker(cluster, bc, sc, idle_s=idle_s, max_frame=max_frame,
+                                personality=personality)
+        finally:
+            started[-1] = (cluster, cluster_pids(cluster))
+        return cluster
+
+    yield start
+
+    survivors: list[int] = []
+    for cluster, pids in started:
+        pids = sorted(set(pids) | set(cluster_pids(cluster)))
+        try:
+            launch.stop_cluster(cluster)
+        finally:
+            left = wait_gone(pids, 15.0)
+            kill_pids(left)
+            survivors.extend(left)
+    assert not survivors, f"actor processes outlived the cluster: {survivors}"
