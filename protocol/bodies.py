@@ -59,15 +59,15 @@ def loads_lenient(text: str | bytes | bytearray | memoryview) -> object:
         raise BodyError(f"body is not UTF-8: {exc}") from exc
     try:
         return json.loads(s)
-    except json.JSONDecodeError as first:
-        try:
-            return json.loads(_BARE_KEY.sub(_quote_bare_key, s))
-        except json.JSONDecodeError:
-            raise BodyError(f"body is not JSON: {first}") from first
-        except RecursionError as exc:
-            raise BodyError("body nests too deeply") from exc
     except RecursionError as exc:
         raise BodyError("body nests too deeply") from exc
+    except ValueError as first:  # JSONDecodeError, or an over-long integer literal
+        try:
+            return json.loads(_BARE_KEY.sub(_quote_bare_key, s))
+        except RecursionError as exc:
+            raise BodyError("body nests too deeply") from exc
+        except ValueError:
+            raise BodyError(f"body is not JSON: {first}") from first
 
 
 def dumps_compact(obj: object) -> bytes:
@@ -133,8 +133,10 @@ def _to_enum(v: object, cls: type[E], where: str) -> E:
         name = v.strip()
         if name in cls.__members__:
             return cls[name]
-        if name.lstrip("-").isdigit():
+        try:
             v = int(name)
+        except ValueError:
+            pass
     if isinstance(v, int) and not isinstance(v, bool):
         try:
             return cls(v)
