@@ -88,3 +88,71 @@ def local_cluster(tmp_path: Any) -> Iterator[Callable[..., launch.LocalCluster]]
             kill_pids(left)
             survivors.extend(left)
     assert not survivors, f"actor processes outlived the cluster: {survivors}"
+
+
+class UpProcess:
+    """`python -m deploy up` as a subprocess, output to files, tracked by an env marker."""
+
+    def __init__(self, tmp_path: Any, host: str, personality: str | None) -> None:
+        import subprocess
+        import sys
+        import uuid
+
+        self.marker = f"ACTORMQ_TEST_MARKER={uuid.uuid4().hex}"
+        self.ns_port = launch.free_port()
+        self.broker_port = launch.free_port()
+        self.out_path = tmp_path / "up.out"
+        self.err_path = tmp_path / "up.err"
+        env = dict(os.environ)
+        key, _, value = self.marker.partition("=")
+        env[key] = value
+        cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
+               "--namesrv-port", str(self.ns_port), "--broker-port", str(self.broker_port),
+               "--host", host]
+        if personality:
+            cmd += ["--personality", personality]
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                         env=env, cwd=os.getcwd())
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Until the broker line is printed (bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if b"broker " in self.out_path.read_bytes():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"actormq up not ready: {self.err_path.read_text()[-2000:]}")
+
+    def pids(self) -> list[int]:
+        """Every live process started for this run (launcher, admin, actors)."""
+        return procinfo.pids_with_env(self.marker)
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM the launcher and wait for it (bounded); its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait(5)
+            return None
+
+
+@pytest.fixture
+def up_process(tmp_path: Any) -> Iterator[Callable[..., UpProcess]]:
+    """Factory for `actormq up` subprocesses; every process is stopped by PID afterwards."""
+    made: list[UpProcess] = []
+
+    def start(host: str = "127.0.0.1", personality: str | None = ECHO) -> UpProcess:
+        up = UpProcess(tmp_path, host, personality)
+        made.append(up)
+        return up
+
+    yield start
+    for up in made:
+        up.stop()
+        kill_pids(wait_gone(up.pids(), 10.0))

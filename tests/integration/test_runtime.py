@@ -7,8 +7,8 @@ import time
 import pytest
 
 from deploy.wire import BlockingClient
-from protocol.command import RemotingCommand
 from protocol.codes import SerializeType
+from protocol.command import RemotingCommand
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,28 @@
+"""Only the ports the user asked for listen beyond loopback (Thespian's stay on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deploy import procinfo
+
+pytestmark = pytest.mark.integration
+
+
+def test_only_requested_ports_face_the_network(up_process) -> None:
+    up = up_process(host="0.0.0.0")
+    up.wait_ready()
+    listeners = procinfo.listeners_of(up.pids())
+    ports = {port for _pid, _ip, port in listeners}
+    assert {up.ns_port, up.broker_port} <= ports
+    assert len(listeners) >= 4  # admin + actor ports + the two client ports
+    exposed = {(ip, port) for _pid, ip, port in listeners if not ip.startswith("127.")}
+    assert exposed == {("0.0.0.0", up.ns_port), ("0.0.0.0", up.broker_port)}, listeners
+
+
+def test_loopback_host_exposes_nothing(up_process) -> None:
+    up = up_process(host="127.0.0.1")
+    up.wait_ready()
+    listeners = procinfo.listeners_of(up.pids())
+    assert listeners
+    assert all(ip.startswith("127.") for _pid, ip, _port in listeners), listeners
