@@ -149,7 +149,12 @@ class ProcessorHost:
                     resp = cmd.make_response(SYSTEM_ERROR, _short(exc))
                 self.served += 1
                 if resp is not None and (not oneway or resp.code == REQUEST_CODE_NOT_SUPPORTED):
-                    add_reply(out, conn_id, resp.encode())
+                    try:
+                        encoded = resp.encode()
+                    except ProtocolError as exc:
+                        log.exception("group=%s code=%d reply not encodable", self.group, cmd.code)
+                        encoded = cmd.make_response(SYSTEM_ERROR, _short(exc)).encode()
+                    add_reply(out, conn_id, encoded)
             elif rtype == CONN_CLOSED:
                 conn_id = rec[1]
                 outbox.forget(conn_id)

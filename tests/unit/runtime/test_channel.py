@@ -1,0 +1,145 @@
+"""Channel record codec, code routing and the processor host, without Thespian."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.core import Request
+from actors.remoting.router import RouteError, RouteTable, request_code
+from actors.runtime.channel import (
+    CLOSE_CONN,
+    CONN_CLOSED,
+    NOTICES,
+    REPLY,
+    REQUEST,
+    Channel,
+    RecordDecoder,
+    add_conn_record,
+    add_notices,
+    add_reply,
+    add_request,
+    ip_to_int,
+)
+from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
+from protocol.codes import SerializeType
+from protocol.command import RemotingCommand
+
+
+def _stream() -> tuple[bytes, list[tuple]]:
+    out = bytearray()
+    add_request(out, 7, 123456789, ip_to_int("10.1.2.3"), 4567, b"\x00\x00\x00\x02{}body")
+    add_reply(out, 7, b"\x00\x00\x00\x04abcd")
+    add_conn_record(out, CONN_CLOSED, 7)
+    add_conn_record(out, CLOSE_CONN, 8)
+    add_notices(out, [["T", 1, 5, 42, 1000]])
+    expected = [
+        (REQUEST, 7, 123456789, ("10.1.2.3", 4567), b"\x00\x00\x00\x02{}body"),
+        (REPLY, 7, b"\x00\x00\x00\x04abcd"),
+        (CONN_CLOSED, 7),
+        (CLOSE_CONN, 8),
+        (NOTICES, [["T", 1, 5, 42, 1000]]),
+    ]
+    return bytes(out), expected
+
+
+def _norm(recs: list[tuple]) -> list[tuple]:
+    return [tuple(bytes(x) if isinstance(x, memoryview) else x for x in r) for r in recs]
+
+
+def test_records_round_trip() -> None:
+    data, expected = _stream()
+    assert _norm(RecordDecoder().feed(data)) == expected
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
+def test_records_split_anywhere(cuts: list[int]) -> None:
+    data, expected = _stream()
+    dec = RecordDecoder()
+    got: list[tuple] = []
+    pos = 0
+    for c in cuts:
+        got += _norm(dec.feed(data[pos : pos + c]))
+        pos += c
+    got += _norm(dec.feed(data[pos:]))
+    assert got == expected
+
+
+def test_request_code_all_serializations() -> None:
+    for stype in (SerializeType.JSON, SerializeType.ROCKETMQ, SerializeType.MSGPACK):
+        frame = RemotingCommand.request(310, {"a": "1"}, b"x", serialize_type=stype).encode()[4:]
+        assert request_code(frame) == 310
+    # JSON with code not first still routes
+    hdr = b'{"opaque":1,"code":105}'
+    assert request_code(len(hdr).to_bytes(4, "big") + hdr) == 105
+
+
+def test_request_code_rejects_garbage() -> None:
+    for frame in (b"\x00\x00", b"\x00\x00\x10\x00{}", b"\x00\x00\x00\x03{,}", b"\x07\x00\x00\x00"):
+        try:
+            request_code(frame)
+        except RouteError:
+            continue
+        raise AssertionError(f"accepted {frame!r}")
+    assert RouteTable({10: "send"}, "admin").group_for(99) == "admin"
+
+
+class _Core:
+    def __init__(self) -> None:
+        self.closed: list[int] = []
+
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        if req.cmd.code == 1:
+            raise ValueError("boom")
+        return req.cmd.make_response(0, None, None, req.cmd.body)
+
+    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
+        self.closed.append(conn_id)
+
+    def tick(self, now_ms: int) -> int | None:
+        return None
+
+
+def test_processor_host_batch() -> None:
+    a, b = socket.socketpair()
+    try:
+        ch = Channel(a, "t")
+        outbox = ChannelOutbox()
+        core = _Core()
+        host = ProcessorHost("send", core, outbox, max_wait_ms=200)
+        now = time.monotonic_ns()
+        reqs = [
+            RemotingCommand.request(310, None, b"ok"),
+            RemotingCommand.request(1),
+            RemotingCommand.request(310, oneway=True),
+            RemotingCommand.request(310),  # stale: waited 10 s
+        ]
+        recs = [
+            (REQUEST, 1, now, ("1.2.3.4", 5), memoryview(reqs[0].encode()[4:])),
+            (REQUEST, 1, now, ("1.2.3.4", 5), memoryview(reqs[1].encode()[4:])),
+            (REQUEST, 1, now, ("1.2.3.4", 5), memoryview(reqs[2].encode()[4:])),
+            (REQUEST, 1, now - 10_000_000_000, ("1.2.3.4", 5), memoryview(reqs[3].encode()[4:])),
+            (CONN_CLOSED, 1),
+        ]
+        host.handle(ch, recs)
+        replies = [
+            RemotingCommand.decode(bytes(r[2])[4:]) for r in RecordDecoder().feed(bytes(ch.out))
+        ]
+        assert [(r.opaque, r.code) for r in replies] == [
+            (reqs[0].opaque, 0), (reqs[1].opaque, 1), (reqs[3].opaque, 2)
+        ]
+        assert bytes(replies[0].body) == b"ok"
+        assert "ValueError: boom" in replies[1].remark
+        assert replies[2].remark.startswith("[TIMEOUT_CLEAN_QUEUE]broker busy")
+        assert replies[2].remark.endswith("size of queue: 1")
+        assert core.closed == [1]
+        assert ch in outbox.dirty
+        assert ch.flush()
+        assert len(b.recv(65536)) > 0
+    finally:
+        a.close()
+        b.close()
