@@ -1,0 +1,312 @@
+"""The BrokerController core: authoritative topic/group/offset tables, their config files,
+event fan-out to processor actors, and name-server registration commands.
+
+Mirrors broker/BrokerController.java (registerBrokerAll, persist timers),
+broker/topic/TopicConfigManager.java (topics.json, DataVersion),
+broker/subscription/SubscriptionGroupManager.java and broker/offset/ConsumerOffsetManager.java
+(persistence), broker/out/BrokerOuterAPI.java (REGISTER_BROKER / UNREGISTER_BROKER), RocketMQ
+4.9.x. Pure: the actor adapter sends what this returns and calls tick().
+
+How the runtime uses it:
+    core = BrokerControllerCore(broker_config, store_config); core.load(now_ms)
+    snap = core.snapshot()                       # -> every processor actor: ctx.load_snapshot
+    fwd = core.apply_events(events, origin, now) # -> {group: [events]} to forward (origin excluded)
+    if core.take_register_needed(): send core.build_register_requests(now)   # [(addr, cmd)]
+    core.tick(now) -> ms until next wanted tick (offset persist, periodic register via
+                      core.register_due(now))
+    core.shutdown(now); send core.build_unregister_requests()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import zlib
+from typing import Any
+
+from actors.broker.config import BrokerConfig
+from actors.broker.consumer_manager import ConsumerGroupInfo
+from actors.broker.context import BrokerSnapshot
+from actors.broker.events import (
+    ALL_GROUPS,
+    BrokerEvent,
+    ConsumerGroupChanged,
+    ConsumerGroupRemoved,
+    OffsetCommitted,
+    SubscriptionGroupChanged,
+    SubscriptionGroupDeleted,
+    TopicConfigChanged,
+    TopicsDeleted,
+)
+from actors.broker.offsets import ConsumerOffsetManager, loads_config
+from actors.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from actors.broker.topic_config import TopicConfig, TopicConfigManager
+from protocol.codes import RequestCode as RC
+from protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+
+class BrokerControllerCore:
+    """Owns the authoritative broker state and its persistence."""
+
+    def __init__(self, broker_config: BrokerConfig, store_config: Any) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        root = str(getattr(store_config, "storePathRootDir", "") or ".")
+        self.config_dir = os.path.join(os.path.expanduser(root), "config")
+        self.topics = TopicConfigManager(broker_config)
+        self.groups = SubscriptionGroupManager(broker_config)
+        self.offsets = ConsumerOffsetManager()
+        self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
+        self.topic_version: tuple[int, int] = (0, 0)
+        self.group_version: tuple[int, int] = (0, 0)
+        self._register_needed = False
+        self._next_offset_flush_ms: int | None = None
+        self._next_register_ms: int | None = None
+
+    # --- paths ------------------------------------------------------------------------------
+
+    def path(self, name: str) -> str:
+        """config/<name> under storePathRootDir."""
+        return os.path.join(self.config_dir, name)
+
+    # --- load / persist ---------------------------------------------------------------------
+
+    def load(self, now_ms: int) -> None:
+        """Read topics.json, subscriptionGroup.json, consumerOffset.json (with .bak)."""
+        from store.config_files import read_json_with_bak
+
+        text = read_json_with_bak(self.path("topics.json"))
+        if text:
+            obj = loads_config(text)
+            for name, t in (obj.get("topicConfigTable") or {}).items():
+                self.topics.put(TopicConfig.from_json_obj(t, name))
+            dv = obj.get("dataVersion") or {}
+            self.topic_version = (int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        text = read_json_with_bak(self.path("subscriptionGroup.json"))
+        if text:
+            obj = loads_config(text)
+            for name, g in (obj.get("subscriptionGroupTable") or {}).items():
+                self.groups.put(SubscriptionGroupConfig.from_json_obj(g, name))
+            dv = obj.get("dataVersion") or {}
+            self.group_version = (int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        text = read_json_with_bak(self.path("consumerOffset.json"))
+        if text:
+            self.offsets.decode(text)
+        if self.topic_version == (0, 0):
+            self.topic_version = (1, now_ms)
+        self._register_needed = True
+        log.info(
+            "broker config loaded topics=%d groups=%d offsets=%d",
+            len(self.topics.table),
+            len(self.groups.table),
+            len(self.offsets.table),
+        )
+
+    def topics_json(self, pretty: bool = True) -> str:
+        """TopicConfigSerializeWrapper text (topics.json / GET_ALL_TOPIC_CONFIG)."""
+        obj = {
+            "dataVersion": {"counter": self.topic_version[0], "timestamp": self.topic_version[1]},
+            "topicConfigTable": {n: t.to_json_obj() for n, t in sorted(self.topics.table.items())},
+        }
+        if pretty:
+            return json.dumps(obj, indent="\t", sort_keys=True)
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+    def groups_json(self) -> str:
+        """subscriptionGroup.json text."""
+        obj = {
+            "dataVersion": {"counter": self.group_version[0], "timestamp": self.group_version[1]},
+            "subscriptionGroupTable": {
+                n: g.to_json_obj() for n, g in sorted(self.groups.table.items())
+            },
+        }
+        return json.dumps(obj, indent="\t", sort_keys=True)
+
+    def _write(self, name: str, text: str) -> None:
+        from store.config_files import write_json_atomic
+
+        os.makedirs(self.config_dir, exist_ok=True)
+        write_json_atomic(self.path(name), text)
+
+    def persist_topics(self) -> None:
+        """Write topics.json."""
+        self._write("topics.json", self.topics_json())
+
+    def persist_groups(self) -> None:
+        """Write subscriptionGroup.json."""
+        self._write("subscriptionGroup.json", self.groups_json())
+
+    def persist_offsets(self) -> None:
+        """Write consumerOffset.json (only when something changed)."""
+        if self.offsets.dirty:
+            self._write("consumerOffset.json", self.offsets.encode(pretty=True))
+            self.offsets.dirty = False
+
+    # --- snapshot and events ----------------------------------------------------------------
+
+    def snapshot(self) -> BrokerSnapshot:
+        """The state every processor actor starts from."""
+        return BrokerSnapshot(
+            topics=tuple(self.topics.table.values()),
+            groups=tuple(self.groups.table.values()),
+            offsets={k: dict(v) for k, v in self.offsets.table.items()},
+            consumer_groups=tuple(self.consumer_groups.values()),
+        )
+
+    def apply_events(
+        self, events: list[BrokerEvent], origin: str, now_ms: int
+    ) -> dict[str, list[BrokerEvent]]:
+        """Apply a batch from one actor; persist; the events to forward per processor group."""
+        topics_changed = groups_changed = False
+        forward: dict[str, list[BrokerEvent]] = {}
+        for ev in events:
+            if isinstance(ev, TopicConfigChanged):
+                if self.topics.get(ev.config.topic_name) != ev.config:
+                    self.topics.put(ev.config)
+                    topics_changed = True
+                    self._register_needed = self._register_needed or ev.register
+            elif isinstance(ev, TopicsDeleted):
+                for t in ev.topics:
+                    if self.topics.delete(t):
+                        topics_changed = True
+                    self.offsets.remove_topic(t)
+                self._register_needed = True
+            elif isinstance(ev, SubscriptionGroupChanged):
+                if self.groups.get(ev.config.group_name) != ev.config:
+                    self.groups.put(ev.config)
+                    groups_changed = True
+            elif isinstance(ev, SubscriptionGroupDeleted):
+                groups_changed = self.groups.delete(ev.group) or groups_changed
+                if ev.remove_offset:
+                    self.offsets.remove_group(ev.group)
+            elif isinstance(ev, ConsumerGroupChanged):
+                self.consumer_groups[ev.info.group] = ev.info
+            elif isinstance(ev, ConsumerGroupRemoved):
+                self.consumer_groups.pop(ev.group, None)
+            elif isinstance(ev, OffsetCommitted):
+                self.offsets.commit_offset(ev.group, ev.topic, ev.queue_id, ev.offset)
+            else:
+                log.warning("controller: unknown event %r", ev)
+                continue
+            for group in ev.AUDIENCE & ALL_GROUPS:
+                if group != origin:
+                    forward.setdefault(group, []).append(ev)
+        if topics_changed:
+            self.topic_version = (self.topic_version[0] + 1, now_ms)
+            self.persist_topics()
+        if groups_changed:
+            self.group_version = (self.group_version[0] + 1, now_ms)
+            self.persist_groups()
+        return forward
+
+    # --- name-server registration -------------------------------------------------------------
+
+    def take_register_needed(self) -> bool:
+        """True once after a change that needs a registration with every name server."""
+        needed = self._register_needed
+        self._register_needed = False
+        return needed
+
+    def register_due(self, now_ms: int) -> bool:
+        """True every registerNameServerPeriod (clamped to 10-60 s)."""
+        period = min(60_000, max(10_000, self.broker_config.registerNameServerPeriod))
+        if self._next_register_ms is None or now_ms >= self._next_register_ms:
+            self._next_register_ms = now_ms + period
+            return True
+        return False
+
+    def register_body(self) -> bytes:
+        """RegisterBrokerBody (uncompressed) with every topic, TBW102 included."""
+        obj = {
+            "filterServerList": [],
+            "topicConfigSerializeWrapper": {
+                "dataVersion": {
+                    "counter": self.topic_version[0],
+                    "timestamp": self.topic_version[1],
+                },
+                "topicConfigTable": {
+                    n: self._registered_config(t).to_json_obj()
+                    for n, t in sorted(self.topics.table.items())
+                },
+            },
+        }
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+    def _registered_config(self, tc: TopicConfig) -> TopicConfig:
+        """A broker without write/read permission advertises its topics with that perm."""
+        bp = self.broker_config.brokerPermission
+        if bp & 6 == 6:
+            return tc
+        from dataclasses import replace
+
+        return replace(tc, perm=tc.perm & bp)
+
+    def build_register_requests(self, now_ms: int) -> list[tuple[str, RemotingCommand]]:
+        """REGISTER_BROKER for every name server: [(namesrv addr, command)]."""
+        bc = self.broker_config
+        body = self.register_body()
+        ext = {
+            "brokerName": bc.brokerName,
+            "brokerAddr": bc.broker_addr,
+            "clusterName": bc.brokerClusterName,
+            "haServerAddr": bc.ha_server_addr,
+            "brokerId": str(bc.brokerId),
+            "compressed": "false",
+            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+        }
+        return [
+            (addr, RemotingCommand.request(RC.REGISTER_BROKER, dict(ext), body))
+            for addr in bc.namesrv_addrs
+        ]
+
+    def build_unregister_requests(self) -> list[tuple[str, RemotingCommand]]:
+        """UNREGISTER_BROKER for every name server."""
+        bc = self.broker_config
+        ext = {
+            "brokerName": bc.brokerName,
+            "brokerAddr": bc.broker_addr,
+            "clusterName": bc.brokerClusterName,
+            "brokerId": str(bc.brokerId),
+        }
+        return [
+            (addr, RemotingCommand.request(RC.UNREGISTER_BROKER, dict(ext)))
+            for addr in bc.namesrv_addrs
+        ]
+
+    def on_register_response(self, addr: str, resp: RemotingCommand) -> None:
+        """Log the outcome of a registration (a slave learns its master's HA address)."""
+        if resp.code != 0:
+            log.warning(
+                "register broker to name server %s failed code=%d remark=%s",
+                addr,
+                resp.code,
+                resp.remark,
+            )
+            return
+        master = (resp.ext_fields or {}).get("masterAddr")
+        log.info("registered with name server %s master=%s", addr, master)
+
+    # --- timers -------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> int:
+        """Persist offsets every flushConsumerOffsetInterval; ms until the next tick."""
+        interval = self.broker_config.flushConsumerOffsetInterval
+        if self._next_offset_flush_ms is None:
+            self._next_offset_flush_ms = now_ms + interval
+        if now_ms >= self._next_offset_flush_ms:
+            self.persist_offsets()
+            self._next_offset_flush_ms = now_ms + interval
+        waits = [self._next_offset_flush_ms - now_ms]
+        if self._next_register_ms is not None:
+            waits.append(self._next_register_ms - now_ms)
+        return max(0, min(waits))
+
+    def shutdown(self, now_ms: int) -> None:
+        """Persist everything."""
+        self.offsets.dirty = True
+        self.persist_offsets()
+        self.persist_topics()
+        self.persist_groups()

@@ -1,0 +1,192 @@
+"""The client_manage group: HEART_BEAT (34) and UNREGISTER_CLIENT (35), plus channel
+housekeeping and NOTIFY_CONSUMER_IDS_CHANGED (40, oneway, server-initiated).
+
+Mirrors broker/processor/ClientManageProcessor.java, broker/client/ClientHousekeepingService
+.java and DefaultConsumerIdsChangeListener.java, RocketMQ 4.9.x (spec §9.2). This actor owns
+the consumer and producer channel tables; consumer group snapshots go to other actors as events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Final
+
+from actors.broker.consumer_manager import (
+    CONSUME_FROM_WHERE,
+    CONSUME_TYPES,
+    MESSAGE_MODELS,
+    ClientChannel,
+    ConsumerManager,
+    SubscriptionData,
+    enum_name,
+)
+from actors.broker.context import BrokerContext
+from actors.broker.events import (
+    ConsumerGroupChanged,
+    ConsumerGroupRemoved,
+    SubscriptionGroupChanged,
+    TopicConfigChanged,
+)
+from actors.broker.fields import opt_str, req_str
+from actors.broker.producer_manager import ProducerManager
+from actors.broker.topic_config import PERM_READ, PERM_WRITE, retry_topic
+from actors.core import Request
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL_MS: Final = 10_000
+
+
+def _loads(body: Any) -> Any:
+    text = bytes(body).decode("utf-8")
+    try:
+        return json.loads(text)
+    except ValueError:
+        from protocol.bodies import loads_lenient
+
+        return loads_lenient(text)
+
+
+class ClientManageProcessor:
+    """The client_manage core (ProcessorCore)."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        expiry = ctx.broker_config.channelExpiredTimeout
+        self.consumers = ConsumerManager(expiry)
+        self.producers = ProducerManager(expiry)
+        self._next_scan_ms: int | None = None
+
+    # --- ProcessorCore --------------------------------------------------------------------
+
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """Dispatch on the request code."""
+        cmd = req.cmd
+        try:
+            if cmd.code == RC.HEART_BEAT:
+                resp = self._heartbeat(req, now_ms)
+            elif cmd.code == RC.UNREGISTER_CLIENT:
+                resp = self._unregister(req, now_ms)
+            else:
+                resp = cmd.make_response(
+                    RS.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
+                )
+        except HeaderFieldError as e:
+            resp = cmd.make_response(e.code, e.remark)
+        return None if cmd.is_oneway else resp
+
+    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
+        """Remove the channel from every group and notify the remaining consumers."""
+        self.producers.on_connection_closed(conn_id)
+        for group in self.consumers.on_connection_closed(conn_id):
+            self._group_changed(group, notify=True)
+
+    def tick(self, now_ms: int) -> int | None:
+        """ClientHousekeepingService: every 10 s drop channels silent for 120 s."""
+        if self._next_scan_ms is None:
+            self._next_scan_ms = now_ms + HOUSEKEEPING_INTERVAL_MS
+        if now_ms >= self._next_scan_ms:
+            self._next_scan_ms = now_ms + HOUSEKEEPING_INTERVAL_MS
+            self.producers.scan_expired(now_ms)
+            for group in {g for g, _ in self.consumers.scan_expired(now_ms)}:
+                self._group_changed(group, notify=True)
+        return max(0, self._next_scan_ms - now_ms)
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _group_changed(self, group: str, *, notify: bool) -> None:
+        info = self.consumers.info(group)
+        if info is None:
+            self.ctx.emit(ConsumerGroupRemoved(group))
+            return
+        self.ctx.emit(ConsumerGroupChanged(info))
+        if notify:
+            self._notify(group)
+
+    def _notify(self, group: str) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every channel of the group."""
+        if not self.ctx.broker_config.notifyConsumerIdsChangedEnable:
+            return
+        cfg = self.ctx.groups.get(group)
+        if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
+            return
+        outbox = self.ctx.outbox
+        if outbox is None:
+            return
+        for ch in self.consumers.channels(group):
+            outbox.send(
+                ch.conn_id,
+                RemotingCommand.request(
+                    RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+                ),
+            )
+
+    # --- HEART_BEAT -----------------------------------------------------------------------
+
+    def _heartbeat(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        try:
+            data = _loads(cmd.body) if cmd.body else {}
+            if not isinstance(data, dict):
+                raise ValueError("heartbeat body is not an object")
+            client_id = str(data.get("clientID") or "")
+            channel = ClientChannel(
+                req.conn_id, client_id, cmd.language, cmd.version, now_ms, req.peer
+            )
+            consumers = []
+            for cd in data.get("consumerDataSet") or []:
+                subs = [
+                    SubscriptionData.from_json_obj(s) for s in cd.get("subscriptionDataSet") or []
+                ]
+                consumers.append(
+                    (
+                        str(cd["groupName"]),
+                        enum_name(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
+                        enum_name(cd.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
+                        enum_name(
+                            cd.get("consumeFromWhere"),
+                            CONSUME_FROM_WHERE,
+                            "CONSUME_FROM_LAST_OFFSET",
+                        ),
+                        subs,
+                    )
+                )
+            producers = [str(pd["groupName"]) for pd in data.get("producerDataSet") or []]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("bad heartbeat body from %s:%d: %s", req.peer[0], req.peer[1], e)
+            return cmd.make_response(RS.SYSTEM_ERROR, f"bad heartbeat body: {e}")
+        for group, ctype, model, cfw, subs in consumers:
+            cfg, created = self.ctx.groups.find_or_create(group)
+            if created and cfg is not None:
+                self.ctx.emit(SubscriptionGroupChanged(cfg))
+            if cfg is not None:
+                rt, made = self.ctx.topics.create_in_send_back(
+                    retry_topic(group), cfg.retry_queue_nums, PERM_READ | PERM_WRITE
+                )
+                if made:
+                    self.ctx.emit(TopicConfigChanged(rt, register=True))
+            changed, notify = self.consumers.register(group, channel, ctype, model, cfw, subs)
+            if changed or notify:
+                self._group_changed(group, notify=notify)
+        for group in producers:
+            self.producers.register(group, channel)
+        return cmd.make_response(RS.SUCCESS, None, None)
+
+    # --- UNREGISTER_CLIENT ----------------------------------------------------------------
+
+    def _unregister(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        ext = cmd.ext_fields
+        req_str(ext, "clientID")
+        producer_group = opt_str(ext, "producerGroup")
+        consumer_group = opt_str(ext, "consumerGroup")
+        if producer_group:
+            self.producers.unregister(producer_group, req.conn_id)
+        if consumer_group and self.consumers.unregister(consumer_group, req.conn_id):
+            self._group_changed(consumer_group, notify=True)
+        return cmd.make_response(RS.SUCCESS, None, {})

@@ -1,0 +1,298 @@
+"""The pull group: PULL_MESSAGE (11) with long polling.
+
+Mirrors broker/processor/PullMessageProcessor.java and broker/longpolling/
+PullRequestHoldService.java + NotifyMessageArrivingListener.java, RocketMQ 4.9.x (spec §9.3).
+The hold service lives in the same actor, so an arrival notice from the send actor
+(`on_arrival`) re-runs the held pulls and replies through the outbox with no extra hop.
+Not done here: the OFFSET_MOVED_EVENT message Java stores on code 21 (this actor has a
+read-only store).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Final
+
+from actors.broker.consumer_manager import SubscriptionData
+from actors.broker.context import ArrivalNotice, BrokerContext
+from actors.broker.events import OffsetCommitted, SubscriptionGroupChanged
+from actors.broker.fields import opt_str, req_int, req_str
+from actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from actors.broker.topic_config import is_readable
+from actors.core import Request
+from protocol.codes import ResponseCode as RS
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
+
+log = logging.getLogger(__name__)
+
+FLAG_COMMIT_OFFSET: Final = 0x1
+FLAG_SUSPEND: Final = 0x2
+FLAG_SUBSCRIPTION: Final = 0x4
+MASTER_ID: Final = 0
+
+# GetMessageStatus name -> response code (None: 21 when the requested offset != 0, else 19)
+GET_STATUS_CODES: Final[dict[str, int | None]] = {
+    "FOUND": RS.SUCCESS,
+    "MESSAGE_WAS_REMOVING": RS.PULL_RETRY_IMMEDIATELY,
+    "NO_MATCHED_MESSAGE": RS.PULL_RETRY_IMMEDIATELY,
+    "NO_MATCHED_LOGIC_QUEUE": None,
+    "NO_MESSAGE_IN_QUEUE": None,
+    "OFFSET_FOUND_NULL": RS.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_ONE": RS.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_BADLY": RS.PULL_OFFSET_MOVED,
+    "OFFSET_TOO_SMALL": RS.PULL_OFFSET_MOVED,
+}
+
+
+def _int32(v: int) -> int:
+    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+class SubscriptionFilter:
+    """ExpressionMessageFilter for TAG subscriptions: (int) tagsCode in codeSet, '*' passes."""
+
+    __slots__ = ("code_set",)
+
+    def __init__(self, code_set: frozenset[int] | None) -> None:
+        self.code_set = code_set or None
+
+    def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
+        """Consume-queue level check on the tag hash."""
+        if self.code_set is None or tags_code is None:
+            return True
+        return _int32(tags_code) in self.code_set
+
+
+@dataclass(slots=True)
+class PullHeader:
+    """PullMessageRequestHeader."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    subscription: str | None
+    sub_version: int
+    expression_type: str
+
+    @classmethod
+    def from_ext(cls, ext: dict[str, str] | None) -> PullHeader:
+        """Decode (HeaderFieldError on a missing/malformed field)."""
+        return cls(
+            req_str(ext, "consumerGroup"),
+            req_str(ext, "topic"),
+            req_int(ext, "queueId"),
+            req_int(ext, "queueOffset"),
+            req_int(ext, "maxMsgNums"),
+            req_int(ext, "sysFlag"),
+            req_int(ext, "commitOffset"),
+            req_int(ext, "suspendTimeoutMillis"),
+            opt_str(ext, "subscription"),
+            req_int(ext, "subVersion"),
+            opt_str(ext, "expressionType", "TAG") or "TAG",
+        )
+
+
+class _Reject(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class PullMessageProcessor:
+    """The pull group core (ProcessorCore) with its PullRequestHoldService."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.bc = ctx.broker_config
+        self.store = ctx.store
+        sweep = 5_000 if self.bc.longPollingEnable else self.bc.shortPollingTimeMills
+        self.hold = PullRequestHoldService(sweep)
+
+    # --- ProcessorCore --------------------------------------------------------------------
+
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """First processing of a pull: may be held (returns None)."""
+        resp = self.process_pull(req, now_ms, allow_suspend=True)
+        if resp is None or req.cmd.is_oneway:
+            return None
+        return resp
+
+    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
+        """Forget held pulls of the connection."""
+        self.hold.drop_connection(conn_id)
+
+    def tick(self, now_ms: int) -> int | None:
+        """The hold sweep (every 5 s, or shortPollingTimeMills without long polling)."""
+        if self.hold.due(now_ms) and len(self.hold):
+            self._wake(self.hold.check_hold_request(now_ms, self._max_offset), now_ms)
+        return self.hold.ms_until_sweep(now_ms)
+
+    def on_arrival(self, notices: list[ArrivalNotice], now_ms: int) -> int:
+        """Arrival notices from the writer: wake matching held pulls; the number replied."""
+        if not len(self.hold) or not self.bc.longPollingEnable or self.bc.is_slave:
+            return 0
+        n = 0
+        for topic, queue_id, max_offset, tags_code, _ts in notices:
+            woken = self.hold.notify_message_arriving(
+                topic, queue_id, max_offset, tags_code, now_ms, self._max_offset
+            )
+            n += self._wake(woken, now_ms)
+        return n
+
+    def _max_offset(self, topic: str, queue_id: int) -> int:
+        return int(self.store.get_max_offset_in_queue(topic, queue_id))
+
+    def _wake(self, woken: list[HeldPull], now_ms: int) -> int:
+        outbox = self.ctx.outbox
+        for h in woken:
+            resp = self.process_pull(h.req, now_ms, allow_suspend=False)
+            if resp is not None and outbox is not None and not h.req.cmd.is_oneway:
+                outbox.send(h.req.conn_id, resp)
+        return len(woken)
+
+    # --- the pull -------------------------------------------------------------------------
+
+    def process_pull(
+        self, req: Request, now_ms: int, *, allow_suspend: bool
+    ) -> RemotingCommand | None:
+        """PullMessageProcessor.processRequest(request, brokerAllowSuspend)."""
+        cmd = req.cmd
+        try:
+            h = PullHeader.from_ext(cmd.ext_fields)
+        except HeaderFieldError as e:
+            return cmd.make_response(e.code, e.remark)
+        try:
+            sub_filter = self._check(h, req)
+        except _Reject as r:
+            return cmd.make_response(r.code, r.remark)
+        result = self.store.get_message(
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.queue_offset,
+            h.max_msg_nums,
+            None,
+            sub_filter,
+            now_ms,
+        )
+        status = result.status.name
+        code = GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
+        if code is None:
+            code = RS.PULL_OFFSET_MOVED if h.queue_offset != 0 else RS.PULL_NOT_FOUND
+        suggest = MASTER_ID
+        if result.suggest_pull_from_slave and not self.bc.is_slave:
+            cfg = self.ctx.groups.get(h.consumer_group)
+            suggest = cfg.which_broker_when_consume_slowly if cfg is not None else MASTER_ID
+        ext = {
+            "suggestWhichBrokerId": str(suggest),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        resp: RemotingCommand | None
+        if code == RS.SUCCESS:
+            resp = cmd.make_response(code, status, ext, result.buffer)
+            if self.bc.disableConsumeIfConsumerReadSlowly:
+                self._check_slow(h, result)
+        elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
+            timeout = (
+                h.suspend_timeout_millis
+                if self.bc.longPollingEnable
+                else self.bc.shortPollingTimeMills
+            )
+            self.hold.suspend(
+                HeldPull(req, h.topic, h.queue_id, h.queue_offset, now_ms, timeout, sub_filter)
+            )
+            resp = None
+        else:
+            resp = cmd.make_response(code, status, ext)
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.bc.is_slave:
+            self.ctx.emit(OffsetCommitted(h.consumer_group, h.topic, h.queue_id, h.commit_offset))
+        return resp
+
+    def _check(self, h: PullHeader, req: Request) -> SubscriptionFilter:
+        bc = self.bc
+        if not is_readable(bc.brokerPermission):
+            raise _Reject(
+                RS.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pulling message is forbidden"
+            )
+        cfg, created = self.ctx.groups.find_or_create(h.consumer_group)
+        if cfg is None:
+            raise _Reject(
+                RS.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist",
+            )
+        if created:
+            self.ctx.emit(SubscriptionGroupChanged(cfg))
+        if not cfg.consume_enable:
+            raise _Reject(RS.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+        tc = self.ctx.topics.get(h.topic)
+        if tc is None:
+            raise _Reject(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        if not is_readable(tc.perm):
+            raise _Reject(RS.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+            raise _Reject(
+                RS.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                f"[{tc.read_queue_nums}] consumer:[{req.peer[0]}:{req.peer[1]}]",
+            )
+        sub: SubscriptionData | None
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            try:
+                sub = SubscriptionData.build(
+                    h.topic, h.subscription, h.sub_version, h.expression_type
+                )
+            except ValueError as e:
+                raise _Reject(
+                    RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+                ) from e
+        else:
+            info = self.ctx.consumer_groups.get(h.consumer_group)
+            if info is None:
+                raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+            if not cfg.consume_broadcast_enable and info.message_model == "BROADCASTING":
+                raise _Reject(
+                    RS.NO_PERMISSION,
+                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
+                )
+            sub = info.find_subscription(h.topic)
+            if sub is None:
+                raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+            if sub.sub_version < h.sub_version:
+                raise _Reject(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        if sub.expression_type != "TAG":
+            if not bc.enablePropertyFilter:
+                raise _Reject(
+                    RS.SYSTEM_ERROR,
+                    f"The broker does not support consumer to filter message by "
+                    f"{sub.expression_type}",
+                )
+            return SubscriptionFilter(None)
+        return SubscriptionFilter(None if sub.matches_all else sub.code_set)
+
+    def _check_slow(self, h: PullHeader, result: Any) -> None:
+        """Slow-consumer protection: disable a group that fell behind past the threshold."""
+        try:
+            last = result.next_begin_offset - 1
+            phy = self.store.get_commit_log_offset_in_queue(h.topic, h.queue_id, last)
+            behind = int(self.store.max_phy_offset) - int(phy)
+        except (AttributeError, TypeError, ValueError):
+            return
+        if behind > self.bc.consumerFallbehindThreshold:
+            cfg = self.ctx.groups.get(h.consumer_group)
+            if cfg is not None and cfg.consume_enable:
+                from dataclasses import replace
+
+                log.warning(
+                    "group=%s falls behind %d bytes; consume disabled", h.consumer_group, behind
+                )
+                self.ctx.emit(SubscriptionGroupChanged(replace(cfg, consume_enable=False)))
