@@ -6,10 +6,10 @@ personality module provides GROUPS, DEFAULT_GROUP, make_context(...) and make_co
 
 Codes (chosen from RocketMQ's request codes so real frames route the same way):
 - "send" group: 10, 310, 320, 36: echo the body back, code SUCCESS.
-- "pull" group: 11: echo; arrival notices from "send" are counted.
-- "admin" group (default): 9999 raises (-> SYSTEM_ERROR), 9998 answers ext {"seen": n}
-  (notices seen by the pull actor, relayed as an event), anything else unknown ->
-  REQUEST_CODE_NOT_SUPPORTED with " request type <code> not supported".
+- "pull" group: 11: echo, ext {"seen": arrival notices counted, "pings": EchoPing events}.
+- "admin" group (default): 9999 raises (-> SYSTEM_ERROR), 9998 emits an EchoPing event
+  (controller -> pull actor), anything else unknown -> REQUEST_CODE_NOT_SUPPORTED with
+  " request type <code> not supported".
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ class EchoGroup:
 
 
 @dataclass(frozen=True)
-class EchoNoticeCount:
-    """Event: how many arrival notices the pull actor has seen."""
+class EchoPing:
+    """Event from the admin group to the pull group."""
 
-    AUDIENCE = frozenset({"admin"})
-    count: int
+    AUDIENCE = frozenset({"pull"})
+    n: int
 
 
 class EchoContext:
@@ -98,19 +98,19 @@ class EchoCore:
             self.ctx.arrivals.append(("EchoTopic", 0, 1, 0, now_ms))
             return cmd.make_response(0, None, {"peer": f"{req.peer[0]}:{req.peer[1]}"}, cmd.body)
         if group == "pull":
-            return cmd.make_response(0, None, None, cmd.body)
+            pings = sum(1 for e in self.ctx.applied if isinstance(e, EchoPing))
+            ext = {"seen": str(self.notices), "pings": str(pings)}
+            return cmd.make_response(0, None, ext, cmd.body)
         if cmd.code == RAISE_CODE:
             raise RuntimeError("echo core asked to fail")
         if cmd.code == STATS_CODE:
-            seen = max((e.count for e in self.ctx.applied if isinstance(e, EchoNoticeCount)),
-                       default=0)
-            return cmd.make_response(0, None, {"seen": str(seen)})
+            self.ctx.emit(EchoPing(1))
+            return cmd.make_response(0, None, {})
         return cmd.make_response(3, f" request type {cmd.code} not supported")
 
     def on_arrival(self, notices: list[Any], now_ms: int) -> None:
-        """Count notices and tell the admin group."""
+        """Count notices."""
         self.notices += len(notices)
-        self.ctx.emit(EchoNoticeCount(self.notices))
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Nothing to forget."""

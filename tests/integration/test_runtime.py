@@ -92,18 +92,20 @@ def test_fast_failure_leaves_other_groups_unaffected(local_cluster) -> None:
     assert pull_latency < 0.3 * len(reqs)  # not serialized behind the slow sends
 
 
-def test_arrival_notices_reach_pull_and_events_reach_admin(local_cluster) -> None:
+def test_arrival_notices_reach_pull_and_events_reach_audience(local_cluster) -> None:
     cluster = local_cluster()
     with BlockingClient(_addr(cluster)) as cl:
         for _ in range(5):
             assert cl.invoke(RemotingCommand.request(310, None, b"m"), 10).code == 0
-        seen = 0
+        assert cl.invoke(RemotingCommand.request(9998), 10).code == 0  # admin emits a ping
+        ext: dict[str, str] = {}
         deadline = time.monotonic() + 10
-        while seen < 5 and time.monotonic() < deadline:
-            seen = int(cl.invoke(RemotingCommand.request(9998), 10).ext_fields["seen"])
-            if seen < 5:
-                time.sleep(0.05)
-        assert seen == 5
+        while time.monotonic() < deadline:
+            ext = cl.invoke(RemotingCommand.request(11), 10).ext_fields
+            if ext["seen"] == "5" and ext["pings"] == "1":
+                break
+            time.sleep(0.05)
+        assert ext == {"seen": "5", "pings": "1"}
 
 
 def test_idle_connection_closed(local_cluster) -> None:
