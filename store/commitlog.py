@@ -1,0 +1,350 @@
+"""Commit log: the append-only record files every message goes through.
+
+Mirrors store/CommitLog.java (DefaultAppendMessageCallback, checkMessageAndReturnSize,
+recoverNormally / recoverAbnormally), RocketMQ 4.9.x. Record layout: protocol/record.py.
+
+A record that does not fit (`size + 8 > remaining`) is replaced by an END_FILE blank
+(`int remaining, int BLANK_MAGIC_CODE`) and goes to the start of the next file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Final, NamedTuple
+
+from protocol.record import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    V4_FIXED_SIZE,
+    RecordError,
+    decode_record_fields,
+    encode_record_into,
+)
+from store.config import StoreConfig
+from store.mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+# The IPv4/IPv4 fixed part of a record (protocol/record.py) with each host as raw 8 bytes, so
+# the hot path packs a whole header in one call from pack_host() output.
+RECORD_V4 = struct.Struct(
+    ">i"  # TOTALSIZE
+    "i"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "8s"  # BORNHOST ip + port
+    "q"  # STORETIMESTAMP
+    "8s"  # STOREHOSTADDRESS ip + port
+    "i"  # RECONSUMETIMES
+    "q"  # PREPAREDTRANSACTIONOFFSET
+    "i"  # body length
+)
+assert RECORD_V4.size == V4_FIXED_SIZE
+_HEAD = struct.Struct(">iiiiiqqiq")  # totalsize .. borntimestamp
+_TOTAL_MAGIC = struct.Struct(">ii")
+_BLANK = struct.Struct(">ii")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+END_FILE_MIN_BLANK_LENGTH: Final = 8
+TRANSACTION_TYPE_MASK: Final = 0xC
+TRANSACTION_PREPARED_TYPE: Final = 0x4
+TRANSACTION_COMMIT_TYPE: Final = 0x8
+TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+SEP: Final = b"\x02"
+
+
+def prop_value(props: bytes, name: bytes) -> bytes | None:
+    """Value of property `name` (given as b'NAME\\x01') in an encoded properties string."""
+    if props.startswith(name):
+        i = len(name)
+    else:
+        i = props.find(SEP + name)
+        if i < 0:
+            return None
+        i += len(name) + 1
+    j = props.find(SEP, i)
+    return props[i:] if j < 0 else props[i:j]
+
+
+class DispatchRequest(NamedTuple):
+    """What the CQ and index dispatchers need from one record."""
+
+    topic: str
+    queue_id: int
+    phy_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    queue_offset: int
+    sys_flag: int
+    properties: bytes
+
+
+class AppendError(Exception):
+    """A record that cannot be stored (too large, bad topic)."""
+
+
+class CommitLog:
+    """The commit log files and the append / read / recover operations on them."""
+
+    def __init__(self, cfg: StoreConfig, *, writable: bool = True) -> None:
+        self.cfg = cfg
+        self.file_size = cfg.mappedFileSizeCommitLog
+        self.path = os.path.join(cfg.storePathRootDir, "commitlog")
+        self.mfq = MappedFileQueue(self.path, self.file_size, writable=writable, warm=cfg.warmMapedFileEnable)
+        self.writable = writable
+        self._cur: MappedFile | None = None
+        self.last_store_timestamp = 0
+        self.on_new_file: object = None  # callable() when a file is created
+
+    # ---- append --------------------------------------------------------------------------
+    def _current(self, need: int) -> MappedFile:
+        """The file to write a record of `need` bytes into (blank-pads and rolls if needed)."""
+        mf = self._cur
+        if mf is None:
+            mf = self.mfq.get_last_mapped_file(0)
+            assert mf is not None
+            self._cur = mf
+        remaining = mf.file_size - mf.wrote_position
+        if need + END_FILE_MIN_BLANK_LENGTH > remaining:
+            if need + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                raise AppendError(f"record of {need} bytes cannot fit a {self.file_size}-byte file")
+            if remaining >= END_FILE_MIN_BLANK_LENGTH:
+                _BLANK.pack_into(mf.mm, mf.wrote_position, remaining, BLANK_MAGIC_CODE)
+            mf.wrote_position = mf.file_size
+            mf = self.mfq.get_last_mapped_file(mf.file_end_offset)
+            assert mf is not None
+            self._cur = mf
+            if callable(self.on_new_file):
+                self.on_new_file()
+        return mf
+
+    def append(
+        self,
+        topic_tb: bytes,
+        body: bytes | memoryview,
+        props: bytes,
+        queue_id: int,
+        flag: int,
+        queue_offset: int,
+        sys_flag: int,
+        born_ts: int,
+        born_host: bytes,
+        store_ts: int,
+        store_host: bytes,
+        reconsume_times: int,
+        prepared_offset: int,
+    ) -> tuple[int, int]:
+        """Write one record; topic_tb is the length byte + topic. Returns (phy, size)."""
+        blen = len(body)
+        plen = len(props)
+        tl = len(topic_tb)
+        if len(born_host) == 8 and len(store_host) == 8:
+            total = 90 + blen + tl + plen
+            mf = self._cur
+            if mf is None or total + 8 > mf.file_size - mf.wrote_position:
+                mf = self._current(total)
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            mm = mf.mm
+            RECORD_V4.pack_into(
+                mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                queue_offset, phy, sys_flag & ~0x30, born_ts, born_host, store_ts, store_host,
+                reconsume_times, prepared_offset, blen,
+            )  # fmt: skip
+            p = pos + 88
+            mm[p : p + blen] = body
+            p += blen
+            mm[p : p + tl] = topic_tb
+            p += tl
+            _I16.pack_into(mm, p, plen)
+            mm[p + 2 : p + 2 + plen] = props
+        else:
+            total = 90 + blen + tl + plen + len(born_host) - 8 + len(store_host) - 8
+            mf = self._current(total)
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            encode_record_into(
+                mf.mm, pos, body=body, topic=topic_tb[1:], properties=props, queue_id=queue_id,
+                flag=flag, queue_offset=queue_offset, phy_offset=phy, sys_flag=sys_flag,
+                born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
+                store_host=store_host, reconsume_times=reconsume_times,
+                prepared_transaction_offset=prepared_offset,
+            )  # fmt: skip
+        mf.wrote_position = pos + total
+        self.last_store_timestamp = store_ts
+        return phy, total
+
+    # ---- positions -----------------------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        """Offset one past the last written byte."""
+        mf = self._cur
+        if mf is not None:
+            return mf.file_from_offset + mf.wrote_position
+        return self.mfq.get_max_offset()
+
+    @property
+    def min_offset(self) -> int:
+        """Start offset of the first file (0 when empty)."""
+        m = self.mfq.get_min_offset()
+        return 0 if m < 0 else m
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync written bytes; returns the flushed offset."""
+        self.mfq.flush(least_pages)
+        return self.mfq.flushed_where
+
+    @property
+    def flushed_offset(self) -> int:
+        """Offset known to be on disk."""
+        return self.mfq.flushed_where
+
+    def roll_next_file(self, offset: int) -> int:
+        """Start of the file after the one holding offset."""
+        return offset + self.file_size - offset % self.file_size
+
+    # ---- read ----------------------------------------------------------------------------
+    def get_data(self, phy: int, size: int) -> memoryview | None:
+        """A view of size bytes at phy, or None when that file is gone."""
+        mf = self.mfq.find_mapped_file_by_offset(phy)
+        if mf is None:
+            return None
+        p = phy - mf.file_from_offset
+        if p + size > len(mf.mv):
+            return None
+        return mf.mv[p : p + size]
+
+    def record_size_at(self, phy: int) -> int:
+        """TOTALSIZE of the message record at phy, or -1."""
+        mf = self.mfq.find_mapped_file_by_offset(phy)
+        if mf is None:
+            return -1
+        p = phy - mf.file_from_offset
+        if p + 8 > len(mf.mv):
+            return -1
+        total, magic = _TOTAL_MAGIC.unpack_from(mf.mv, p)
+        return total if magic == MESSAGE_MAGIC_CODE else -1
+
+    def store_timestamp_at(self, phy: int, size: int) -> int:
+        """STORETIMESTAMP of the record at phy, or -1."""
+        data = self.get_data(phy, size)
+        if data is None or len(data) < 64:
+            return -1
+        sys_flag = _I32.unpack_from(data, 36)[0]
+        return int(_I64.unpack_from(data, 68 if sys_flag & 0x10 else 56)[0])
+
+    # ---- recovery walk -------------------------------------------------------------------
+    def check_record(self, mv: memoryview, pos: int, check_crc: bool) -> tuple[int, DispatchRequest | None]:
+        """Validate the record at mv[pos:]; returns (size, request). size 0 = blank/end, -1 = bad."""
+        if pos + 8 > len(mv):
+            return 0, None
+        total, magic = _TOTAL_MAGIC.unpack_from(mv, pos)
+        if magic == BLANK_MAGIC_CODE:
+            return 0, None
+        if magic != MESSAGE_MAGIC_CODE:
+            return (0 if total == 0 and magic == 0 else -1), None
+        try:
+            f = decode_record_fields(mv, pos)
+        except (RecordError, IndexError, struct.error):
+            return -1, None
+        if check_crc and (zlib.crc32(f.body) & 0x7FFFFFFF) != f.body_crc:
+            return -1, None
+        props = f.properties
+        try:
+            topic = f.topic.decode()
+        except UnicodeDecodeError:
+            return -1, None
+        tags_code = 0
+        if topic == SCHEDULE_TOPIC:
+            lvl = prop_value(props, b"DELAY\x01")
+            delays = self.cfg.delay_levels_ms
+            if lvl is not None and lvl.isdigit():
+                n = min(max(int(lvl), 1), len(delays))
+                tags_code = f.store_timestamp + delays[n - 1]
+            else:
+                tags_code = f.store_timestamp
+        else:
+            tags = prop_value(props, b"TAGS\x01")
+            if tags:
+                from store.index import java_hash_bytes
+
+                tags_code = java_hash_bytes(tags)
+        req = DispatchRequest(topic, f.queue_id, f.phy_offset, total, tags_code, f.store_timestamp,
+                              f.queue_offset, f.sys_flag, props)  # fmt: skip
+        return total, req
+
+    def walk(self, start: int, check_crc: bool) -> Iterator[DispatchRequest]:
+        """Yield valid records from start; afterwards self.walk_end is the valid end offset."""
+        self.walk_end = start
+        idx = next((i for i, mf in enumerate(self.mfq.files) if mf.file_from_offset <= start < mf.file_end_offset), None)
+        if idx is None:
+            return
+        files = self.mfq.files
+        pos = start - files[idx].file_from_offset
+        while idx < len(files):
+            mf = files[idx]
+            mv = mf.mv
+            while True:
+                size, req = self.check_record(mv, pos, check_crc)
+                if size > 0 and req is not None:
+                    if req.phy_offset != mf.file_from_offset + pos:
+                        log.warning("phy offset mismatch at=%d", mf.file_from_offset + pos)
+                        return
+                    pos += size
+                    self.walk_end = mf.file_from_offset + pos
+                    yield req
+                    continue
+                if size == 0 and pos + 8 <= len(mv):
+                    _total, magic = _TOTAL_MAGIC.unpack_from(mv, pos)
+                    if magic == BLANK_MAGIC_CODE and idx + 1 < len(files):
+                        idx += 1
+                        pos = 0
+                        self.walk_end = files[idx].file_from_offset
+                        break
+                return
+            continue
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop everything at or after offset."""
+        self.mfq.truncate_dirty_files(offset)
+        self._cur = None
+        if self.mfq.files:
+            last = self.mfq.files[-1]
+            self._cur = last if last.wrote_position < last.file_size else None
+        self.mfq.flushed_where = min(self.mfq.flushed_where, offset)
+
+    def set_recovered(self, end: int) -> None:
+        """After recovery: positions of every file from the valid end offset."""
+        for mf in self.mfq.files:
+            if mf.file_end_offset <= end:
+                mf.wrote_position = mf.file_size
+                mf.flushed_position = mf.file_size
+            else:
+                mf.wrote_position = max(0, end - mf.file_from_offset)
+                mf.flushed_position = mf.wrote_position
+        self.mfq.flushed_where = end
+        self._cur = None
+        if self.mfq.files and self.mfq.files[-1].wrote_position < self.file_size:
+            self._cur = self.mfq.files[-1]
+
+    def first_store_timestamp(self, mf: MappedFile) -> int:
+        """Store time of the first record in mf (-1 if none)."""
+        size, req = self.check_record(mf.mv, 0, False)
+        return req.store_timestamp if size > 0 and req is not None else -1
+
+    def close(self) -> None:
+        """Unmap every file."""
+        self.mfq.close()
+        self._cur = None

@@ -1,0 +1,152 @@
+"""Store configuration with RocketMQ's property names.
+
+Mirrors store/config/MessageStoreConfig.java, RocketMQ 4.9.x. Attribute names are the Java
+property names (camelCase) so a broker.conf maps onto them one to one; `from_properties`
+converts strings to the field types, ignores unknown keys and names the key of a bad value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+log = logging.getLogger(__name__)
+
+ASYNC_FLUSH: Final = "ASYNC_FLUSH"
+SYNC_FLUSH: Final = "SYNC_FLUSH"
+FLUSH_TYPES: Final = (ASYNC_FLUSH, SYNC_FLUSH)
+BROKER_ROLES: Final = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _physical_memory() -> int:
+    """Total physical memory in bytes (fixed fact of the host, not a clock)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """Parse '1s 5s 1m ...' into delays in ms (level n is index n-1)."""
+    out: list[int] = []
+    for tok in text.split():
+        unit = tok[-1:]
+        if unit not in _UNIT_MS or not tok[:-1].isdigit():
+            raise ValueError(f"messageDelayLevel: bad level {tok!r}")
+        out.append(int(tok[:-1]) * _UNIT_MS[unit])
+    if not out:
+        raise ValueError("messageDelayLevel: no levels")
+    return out
+
+
+@dataclass(slots=True)
+class StoreConfig:
+    """Message store settings; names and defaults follow MessageStoreConfig."""
+
+    storePathRootDir: str = os.path.join(os.path.expanduser("~"), "store")
+    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    mappedFileSizeConsumeQueue: int = 300_000 * 20
+    maxHashSlotNum: int = 5_000_000
+    maxIndexNum: int = 5_000_000 * 4
+    maxMsgsNumBatch: int = 64
+    messageIndexEnable: bool = True
+    messageIndexSafe: bool = False
+    flushDiskType: str = ASYNC_FLUSH
+    brokerRole: str = "ASYNC_MASTER"
+    flushIntervalCommitLog: int = 500
+    flushCommitLogLeastPages: int = 4
+    flushCommitLogThoroughInterval: int = 10_000
+    flushIntervalConsumeQueue: int = 1000
+    flushConsumeQueueLeastPages: int = 2
+    flushConsumeQueueThoroughInterval: int = 60_000
+    syncFlushTimeout: int = 5000
+    fileReservedTime: int = 72  # hours
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    cleanResourceInterval: int = 10_000
+    deleteCommitLogFilesInterval: int = 100
+    deleteConsumeQueueFilesInterval: int = 100
+    destroyMapedFileIntervalForcibly: int = 120_000
+    cleanFileForciblyEnable: bool = True
+    maxMessageSize: int = 1024 * 1024 * 4
+    checkCRCOnRecover: bool = True
+    warmMapedFileEnable: bool = True
+    accessMessageInMemoryMaxRatio: int = 40
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024
+    maxTransferCountOnMessageInMemory: int = 32
+    maxTransferBytesOnMessageInDisk: int = 64 * 1024
+    maxTransferCountOnMessageInDisk: int = 8
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    duplicationEnable: bool = False
+    # Not RocketMQ names: facts the Java store reads from the JVM / OS.
+    totalPhysicalMemory: int = field(default_factory=_physical_memory)
+    diskSpaceWarningLevelRatio: int = 90  # Java: -Drocketmq.broker.diskSpaceWarningLevelRatio
+    diskSpaceCleanForciblyRatio: int = 85  # Java: -Drocketmq.broker.diskSpaceCleanForciblyRatio
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad setting."""
+        if self.flushDiskType not in FLUSH_TYPES:
+            raise ValueError(f"flushDiskType: expected one of {FLUSH_TYPES}, got {self.flushDiskType!r}")
+        if self.brokerRole not in BROKER_ROLES:
+            raise ValueError(f"brokerRole: expected one of {BROKER_ROLES}, got {self.brokerRole!r}")
+        if self.mappedFileSizeCommitLog < 4096:
+            raise ValueError("mappedFileSizeCommitLog: must be at least 4096")
+        if self.mappedFileSizeConsumeQueue < 20 or self.mappedFileSizeConsumeQueue % 20:
+            raise ValueError("mappedFileSizeConsumeQueue: must be a positive multiple of 20")
+        if self.maxHashSlotNum < 1 or self.maxIndexNum < 2:
+            raise ValueError("maxHashSlotNum/maxIndexNum: must be positive")
+        if not 0 < self.diskMaxUsedSpaceRatio <= 100:
+            raise ValueError("diskMaxUsedSpaceRatio: must be in (0, 100]")
+        for part in self.deleteWhen.split(";"):
+            if not part.strip().isdigit() or not 0 <= int(part) <= 23:
+                raise ValueError(f"deleteWhen: bad hour {part!r}")
+        parse_delay_levels(self.messageDelayLevel)
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        """Delay of each level in ms (index = level - 1)."""
+        return parse_delay_levels(self.messageDelayLevel)
+
+    @property
+    def is_sync_flush(self) -> bool:
+        """True for SYNC_FLUSH."""
+        return self.flushDiskType == SYNC_FLUSH
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], **overrides: Any) -> StoreConfig:
+        """Build from string properties; unknown keys ignored, bad values raise ValueError."""
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in props:
+                continue
+            raw = props[f.name].strip()
+            kwargs[f.name] = _convert(f.name, f.type, raw)
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+def _convert(name: str, typ: object, raw: str) -> object:
+    """Convert one property string to the field's type."""
+    t = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    if t == "bool":
+        low = raw.lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise ValueError(f"{name}: expected true/false, got {raw!r}")
+    if t == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+    return raw

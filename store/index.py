@@ -1,0 +1,351 @@
+"""Index files: hash index of message keys to commit-log offsets.
+
+Mirrors store/index/IndexFile.java, IndexHeader.java and IndexService.java, RocketMQ 4.9.x.
+
+File layout (big-endian)::
+
+    header (40 bytes): beginTimestamp q, endTimestamp q, beginPhyOffset q, endPhyOffset q,
+                       hashSlotCount i, indexCount i (starts at 1; entry 0 is never used)
+    slots:   maxHashSlotNum x int  (newest entry index of the bucket, 0 = empty)
+    entries: maxIndexNum x 20 bytes: keyHash i, phyOffset q, timeDiff i (s), prevIndex i
+
+Keys are `topic#UNIQ_KEY` and `topic#k` for each KEYS entry; keyHash = abs(Java hashCode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import struct
+import time
+from typing import Final
+
+from protocol.record import java_string_hash
+
+log = logging.getLogger(__name__)
+
+INDEX_HEADER = struct.Struct(
+    ">q"  # beginTimestamp
+    "q"  # endTimestamp
+    "q"  # beginPhyOffset
+    "q"  # endPhyOffset
+    "i"  # hashSlotCount
+    "i"  # indexCount
+)
+INDEX_HEADER_SIZE: Final = INDEX_HEADER.size  # 40
+INDEX_ENTRY = struct.Struct(
+    ">i"  # keyHash
+    "q"  # phyOffset
+    "i"  # timeDiff (seconds since beginTimestamp)
+    "i"  # prevIndex
+)
+INDEX_ENTRY_SIZE: Final = INDEX_ENTRY.size  # 20
+_SLOT = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+_INT_MAX: Final = 0x7FFFFFFF
+
+# Java String.hashCode for ASCII bytes in two C calls: write each byte c as 31*q + r and parse
+# the r digits and q digits as base-31 numerals; hash = R + 31*Q (mod 2**32).
+_D31 = b"0123456789abcdefghijklmnopqrstu"
+_TR = bytes(_D31[c % 31] for c in range(128)) + bytes(128)
+_TQ = bytes(_D31[c // 31] for c in range(128)) + bytes(128)
+
+
+def java_hash_bytes(b: bytes) -> int:
+    """Java String.hashCode of UTF-8 bytes (fast path for ASCII), signed 32-bit."""
+    if b.isascii():
+        h = (int(b"0" + b.translate(_TR), 31) + 31 * int(b"0" + b.translate(_TQ), 31)) & 0xFFFFFFFF
+        return h - 0x100000000 if h & 0x80000000 else h
+    return java_string_hash(b.decode("utf-8", "replace"))
+
+
+def key_hash(key: bytes) -> int:
+    """abs(hashCode) as IndexFile.indexKeyHashMethod (Integer.MIN_VALUE -> 0)."""
+    h = java_hash_bytes(key)
+    return 0 if h == -0x80000000 else abs(h)
+
+
+def index_file_name(now_ms: int) -> str:
+    """yyyyMMddHHmmssSSS in local time."""
+    t = time.localtime(now_ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{now_ms % 1000:03d}"
+
+
+class IndexFile:
+    """One index file."""
+
+    def __init__(self, path: str, slot_num: int, index_num: int, *, writable: bool = True) -> None:
+        self.path = path
+        self.file_name = os.path.basename(path)
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.file_size = INDEX_HEADER_SIZE + slot_num * 4 + index_num * INDEX_ENTRY_SIZE
+        self.entries_base = INDEX_HEADER_SIZE + slot_num * 4
+        self.writable = writable
+        if writable:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if os.fstat(fd).st_size < self.file_size:
+                    os.ftruncate(fd, self.file_size)
+                self.mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_WRITE)
+            finally:
+                os.close(fd)
+        else:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                self.mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+        self.mv = memoryview(self.mm)
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
+         self.index_count) = INDEX_HEADER.unpack_from(self.mv, 0)  # fmt: skip
+        if self.index_count <= 0:
+            self.index_count = 1
+
+    def reload_header(self) -> None:
+        """Reader: re-read the header."""
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
+         self.index_count) = INDEX_HEADER.unpack_from(self.mv, 0)  # fmt: skip
+        if self.index_count <= 0:
+            self.index_count = 1
+
+    def is_write_full(self) -> bool:
+        """True when no entry fits."""
+        return self.index_count >= self.index_num
+
+    def put_key(self, kh: int, phy: int, store_ts: int) -> bool:
+        """Add one entry for key hash kh; False when the file is full."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        mm = self.mm
+        slot_pos = INDEX_HEADER_SIZE + (kh % self.slot_num) * 4
+        prev = _SLOT.unpack_from(mm, slot_pos)[0]
+        if prev <= 0 or prev >= count:
+            prev = 0
+        if count <= 1:
+            self.begin_phy = phy
+            self.begin_ts = store_ts
+        begin = self.begin_ts
+        if begin <= 0:
+            diff = 0
+        else:
+            diff = (store_ts - begin) // 1000
+            diff = 0 if diff < 0 else (_INT_MAX if diff > _INT_MAX else diff)
+        INDEX_ENTRY.pack_into(mm, self.entries_base + count * INDEX_ENTRY_SIZE, kh, phy, diff, prev)
+        _SLOT.pack_into(mm, slot_pos, count)
+        if prev == 0:
+            self.slot_count += 1
+        self.index_count = count + 1
+        self.end_phy = phy
+        self.end_ts = store_ts
+        INDEX_HEADER.pack_into(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count + 1)
+        return True
+
+    def select_phy_offsets(self, kh: int, max_num: int, begin_ms: int, end_ms: int, out: list[int]) -> None:
+        """Append phy offsets of entries with this hash stored in [begin_ms, end_ms]."""
+        mv = self.mv
+        count = self.index_count
+        cur = _SLOT.unpack_from(mv, INDEX_HEADER_SIZE + (kh % self.slot_num) * 4)[0]
+        steps = 0
+        while 0 < cur < count and len(out) < max_num and steps < count:
+            steps += 1
+            h, phy, diff, prev = INDEX_ENTRY.unpack_from(mv, self.entries_base + cur * INDEX_ENTRY_SIZE)
+            ts = self.begin_ts + diff * 1000
+            if ts < begin_ms:
+                break
+            if h == kh and ts <= end_ms:
+                out.append(phy)
+            if prev <= 0 or prev >= cur:
+                break
+            cur = prev
+
+    def is_time_matched(self, begin_ms: int, end_ms: int) -> bool:
+        """True when the file's time range overlaps [begin_ms, end_ms]."""
+        return not (self.end_ts < begin_ms or self.begin_ts > end_ms) or self.index_count <= 1
+
+    def truncate_from_phy(self, phy_offset: int) -> int:
+        """Drop entries with phy >= phy_offset (entries are in phy order); returns kept count."""
+        count = self.index_count
+        keep = count
+        while keep > 1:
+            phy = _Q.unpack_from(self.mv, self.entries_base + (keep - 1) * INDEX_ENTRY_SIZE + 4)[0]
+            if phy < phy_offset:
+                break
+            keep -= 1
+        if keep == count:
+            return keep
+        for i in range(count - 1, keep - 1, -1):  # unlink removed entries from their slots
+            h, _phy, _d, prev = INDEX_ENTRY.unpack_from(self.mv, self.entries_base + i * INDEX_ENTRY_SIZE)
+            slot_pos = INDEX_HEADER_SIZE + (h % self.slot_num) * 4
+            cur = _SLOT.unpack_from(self.mm, slot_pos)[0]
+            if cur == i:
+                _SLOT.pack_into(self.mm, slot_pos, prev if 0 < prev < keep else 0)
+                if not 0 < prev < keep:
+                    self.slot_count = max(0, self.slot_count - 1)
+        zero_start = self.entries_base + keep * INDEX_ENTRY_SIZE
+        zero_end = self.entries_base + count * INDEX_ENTRY_SIZE
+        self.mm[zero_start:zero_end] = bytes(zero_end - zero_start)
+        self.index_count = keep
+        if keep > 1:
+            _h, phy, diff, _p = INDEX_ENTRY.unpack_from(self.mv, self.entries_base + (keep - 1) * INDEX_ENTRY_SIZE)
+            self.end_phy = phy
+            self.end_ts = self.begin_ts + diff * 1000
+        else:
+            self.end_phy = self.begin_phy
+            self.end_ts = self.begin_ts
+        INDEX_HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+                               self.slot_count, keep)  # fmt: skip
+        log.warning("truncated index file=%s entries=%d->%d", self.file_name, count, keep)
+        return keep
+
+    def flush(self) -> None:
+        """msync the whole file."""
+        if self.writable:
+            self.mm.flush()
+
+    def close(self) -> None:
+        """Unmap."""
+        self.mv.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            log.debug("index mapping still exported path=%s", self.path)
+
+    def destroy(self) -> None:
+        """Unmap and delete."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        log.info("deleted index file path=%s", self.path)
+
+
+class IndexService:
+    """The index files of a store: build on dispatch, query by key, roll when full."""
+
+    def __init__(self, root: str, slot_num: int, index_num: int, *, writable: bool = True) -> None:
+        self.path = os.path.join(root, "index")
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.writable = writable
+        self.files: list[IndexFile] = []
+        self._last_name = ""
+
+    def load(self) -> None:
+        """Map existing index files (oldest first)."""
+        if self.writable:
+            os.makedirs(self.path, exist_ok=True)
+        if not os.path.isdir(self.path):
+            return
+        for name in sorted(os.listdir(self.path)):
+            if len(name) == 17 and name.isdigit():
+                try:
+                    self.files.append(
+                        IndexFile(os.path.join(self.path, name), self.slot_num, self.index_num,
+                                  writable=self.writable)  # fmt: skip
+                    )
+                except (ValueError, OSError):
+                    log.warning("skipping unreadable index file=%s", name)
+        if self.files:
+            self._last_name = self.files[-1].file_name
+
+    def refresh(self) -> None:
+        """Reader: pick up new/deleted files and reload headers."""
+        if not os.path.isdir(self.path):
+            return
+        have = {f.file_name: f for f in self.files}
+        files: list[IndexFile] = []
+        for name in sorted(os.listdir(self.path)):
+            if len(name) != 17 or not name.isdigit():
+                continue
+            f = have.pop(name, None)
+            if f is None:
+                try:
+                    f = IndexFile(os.path.join(self.path, name), self.slot_num, self.index_num, writable=False)
+                except (ValueError, OSError):
+                    continue
+            else:
+                f.reload_header()
+            files.append(f)
+        for g in have.values():
+            g.close()
+        self.files = files
+
+    @property
+    def end_phy(self) -> int:
+        """Last indexed phy offset (-1 when nothing indexed)."""
+        for f in reversed(self.files):
+            if f.index_count > 1:
+                return f.end_phy
+        return -1
+
+    def _new_file(self, now_ms: int) -> IndexFile:
+        name = index_file_name(now_ms)
+        while name <= self._last_name:  # keep names unique and increasing
+            now_ms += 1
+            name = index_file_name(now_ms)
+        self._last_name = name
+        prev = self.files[-1] if self.files else None
+        f = IndexFile(os.path.join(self.path, name), self.slot_num, self.index_num)
+        if prev is not None:
+            # seed the header from the previous file's end values
+            f.begin_ts, f.end_ts, f.begin_phy, f.end_phy = prev.end_ts, prev.end_ts, prev.end_phy, prev.end_phy
+            INDEX_HEADER.pack_into(f.mm, 0, f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, 0, 1)
+        self.files.append(f)
+        log.info("created index file=%s", name)
+        return f
+
+    def put_keys(self, keys: list[bytes], phy: int, store_ts: int, now_ms: int) -> None:
+        """Index each key (already `topic#key` bytes) for the record at phy."""
+        files = self.files
+        f = files[-1] if files else self._new_file(now_ms)
+        for k in keys:
+            kh = key_hash(k)
+            if not f.put_key(kh, phy, store_ts):
+                f.flush()
+                f = self._new_file(now_ms)
+                f.put_key(kh, phy, store_ts)
+
+    def query(self, key: bytes, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Phy offsets of records whose key hashes like `key`, newest files first."""
+        kh = key_hash(key)
+        out: list[int] = []
+        for f in reversed(self.files):
+            if len(out) >= max_num:
+                break
+            if f.is_time_matched(begin_ms, end_ms):
+                f.select_phy_offsets(kh, max_num, begin_ms, end_ms, out)
+        return out
+
+    def truncate_from_phy(self, phy_offset: int) -> None:
+        """Drop index entries at or beyond phy_offset (whole newer files included)."""
+        while self.files and self.files[-1].begin_phy >= phy_offset and self.files[-1].index_count > 1:
+            self.files.pop().destroy()
+        for f in reversed(self.files):
+            if f.index_count <= 1:
+                continue
+            if f.end_phy < phy_offset:
+                break
+            f.truncate_from_phy(phy_offset)
+
+    def delete_expired(self, min_phy: int) -> int:
+        """Delete files (never the last) whose entries all lie below min_phy."""
+        n = 0
+        while len(self.files) > 1 and self.files[0].end_phy < min_phy:
+            self.files.pop(0).destroy()
+            n += 1
+        return n
+
+    def flush(self) -> None:
+        """msync every file."""
+        for f in self.files:
+            f.flush()
+
+    def close(self) -> None:
+        """Unmap every file."""
+        for f in self.files:
+            f.close()
+        self.files = []

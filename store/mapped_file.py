@@ -1,0 +1,335 @@
+"""Memory-mapped store files and the queue of them.
+
+Mirrors store/MappedFile.java and store/MappedFileQueue.java, RocketMQ 4.9.x.
+
+A MappedFile is one preallocated segment named by its 20-digit start offset. The writer maps it
+read-write and pre-touches every page (RocketMQ's warmMappedFile) so appends never take a
+first-touch page fault; readers in other processes map the same file read-only. There is no
+transient store pool here, so the committed position always equals the wrote position.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = mmap.PAGESIZE
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+
+
+def offset2file_name(offset: int) -> str:
+    """20-digit zero-padded file name (UtilAll.offset2FileName)."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size mmap'd segment of a store file queue."""
+
+    __slots__ = (
+        "file_from_offset",
+        "file_name",
+        "file_size",
+        "flushed_position",
+        "mm",
+        "mv",
+        "path",
+        "store_timestamp",
+        "writable",
+        "wrote_position",
+    )
+
+    def __init__(self, path: str, file_size: int, *, writable: bool = True, create: bool = False) -> None:
+        self.path = path
+        self.file_name = os.path.basename(path)
+        self.file_from_offset = int(self.file_name)
+        self.file_size = file_size
+        self.writable = writable
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0
+        if writable:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size != file_size:
+                    if size > file_size:
+                        raise ValueError(f"{path}: size {size} larger than configured {file_size}")
+                    if not create:
+                        log.warning("extending short store file path=%s size=%d", path, size)
+                    os.ftruncate(fd, file_size)
+                    with contextlib.suppress(OSError):
+                        os.posix_fallocate(fd, size, file_size - size)
+                self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE)
+            finally:
+                os.close(fd)
+        else:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                self.mm = mmap.mmap(fd, min(size, file_size), access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+        self.mv = memoryview(self.mm)
+
+    def warm(self) -> None:
+        """Touch every page so later appends take no page faults (warmMappedFile)."""
+        if not self.writable:
+            return
+        try:
+            self.mm.madvise(_MADV_POPULATE_WRITE)
+            return
+        except (OSError, ValueError):
+            pass
+        # Write one zero byte per page above the wrote position (a C-level strided copy).
+        start = (self.wrote_position + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE * OS_PAGE_SIZE
+        n = len(range(start, self.file_size, OS_PAGE_SIZE))
+        if n:
+            self.mm[start : self.file_size : OS_PAGE_SIZE] = bytes(n)
+
+    @property
+    def file_end_offset(self) -> int:
+        """Global offset one past this file."""
+        return self.file_from_offset + self.file_size
+
+    @property
+    def committed_position(self) -> int:
+        """Committed position (no transient pool: equals the wrote position)."""
+        return self.wrote_position
+
+    def is_full(self) -> bool:
+        """True when nothing more fits."""
+        return self.wrote_position >= self.file_size
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the dirty range if at least least_pages pages are dirty; returns flushed position."""
+        wrote = self.wrote_position
+        flushed = self.flushed_position
+        if wrote <= flushed:
+            return flushed
+        if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
+            return flushed
+        start = flushed // OS_PAGE_SIZE * OS_PAGE_SIZE
+        self.mm.flush(start, wrote - start)
+        self.flushed_position = wrote
+        return wrote
+
+    def zero_from(self, pos: int) -> None:
+        """Zero stale bytes from pos on (a dirty tail after truncation).
+
+        Walks 1 MiB chunks and stops after 4 consecutive chunks that are already zero, so a
+        preallocated file is not rewritten end to end.
+        """
+        if not self.writable or pos >= self.file_size:
+            return
+        chunk = 1 << 20
+        zeros = bytes(chunk)
+        clean_run = 0
+        mv = self.mv
+        while pos < self.file_size and clean_run < 4:
+            end = min(pos + chunk, self.file_size)
+            n = end - pos
+            if mv[pos:end] == zeros[:n]:
+                clean_run += 1
+            else:
+                clean_run = 0
+                self.mm[pos:end] = zeros[:n]
+            pos = end
+
+    def close(self) -> None:
+        """Unmap; a still-exported memoryview keeps the mapping alive until collected."""
+        self.mv.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            log.debug("mapping still exported, left to GC path=%s", self.path)
+
+    def destroy(self) -> None:
+        """Unmap and delete the file."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        log.info("deleted store file path=%s", self.path)
+
+
+class MappedFileQueue:
+    """The ordered segments of one store directory (commitlog or one consume queue)."""
+
+    def __init__(self, store_path: str, file_size: int, *, writable: bool = True, warm: bool = True) -> None:
+        self.store_path = store_path
+        self.file_size = file_size
+        self.writable = writable
+        self.warm_files = warm
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.store_timestamp = 0
+
+    # ---- loading -------------------------------------------------------------------------
+    def load(self) -> bool:
+        """Map every existing segment in order; returns False on a bad file name or size."""
+        if not os.path.isdir(self.store_path):
+            if self.writable:
+                os.makedirs(self.store_path, exist_ok=True)
+            return True
+        names = sorted(n for n in os.listdir(self.store_path) if len(n) == 20 and n.isdigit())
+        for name in names:
+            path = os.path.join(self.store_path, name)
+            if not self.writable and os.path.getsize(path) < self.file_size:
+                log.warning("short store file path=%s", path)
+            mf = MappedFile(path, self.file_size, writable=self.writable)
+            mf.wrote_position = self.file_size
+            mf.flushed_position = self.file_size
+            self.files.append(mf)
+        return True
+
+    def refresh(self) -> None:
+        """Reader: pick up segments created or deleted since the last look."""
+        if not os.path.isdir(self.store_path):
+            return
+        names = sorted(n for n in os.listdir(self.store_path) if len(n) == 20 and n.isdigit())
+        have = {mf.file_name: mf for mf in self.files}
+        files: list[MappedFile] = []
+        for name in names:
+            mf = have.pop(name, None)
+            if mf is None:
+                try:
+                    mf = MappedFile(os.path.join(self.store_path, name), self.file_size, writable=False)
+                except (FileNotFoundError, ValueError):
+                    continue
+                mf.wrote_position = self.file_size
+            files.append(mf)
+        for gone in have.values():
+            gone.close()
+        self.files = files
+
+    # ---- positions -----------------------------------------------------------------------
+    def get_min_offset(self) -> int:
+        """Global start offset of the first file, or -1 when empty."""
+        return self.files[0].file_from_offset if self.files else -1
+
+    def get_max_offset(self) -> int:
+        """Global offset one past the last written byte."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+        """The file being appended to; creates the first/next one when needed."""
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full():
+            return last
+        if not need_create:
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.file_size
+        else:
+            create_offset = last.file_end_offset
+        return self._create(create_offset)
+
+    def _create(self, offset: int) -> MappedFile:
+        path = os.path.join(self.store_path, offset2file_name(offset))
+        os.makedirs(self.store_path, exist_ok=True)
+        mf = MappedFile(path, self.file_size, writable=True, create=True)
+        if self.warm_files:
+            mf.warm()
+        self.files.append(mf)
+        log.info("created mapped file path=%s size=%d", path, self.file_size)
+        return mf
+
+    def preallocate_next(self) -> None:
+        """Create and warm the segment after the last one ahead of time (AllocateMappedFileService)."""
+        if not self.files:
+            return
+        nxt = self.files[-1].file_end_offset
+        path = os.path.join(self.store_path, offset2file_name(nxt))
+        if not os.path.exists(path):
+            mf = MappedFile(path, self.file_size, writable=True, create=True)
+            if self.warm_files:
+                mf.warm()
+            mf.close()
+
+    def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
+        """The segment holding global offset, or None."""
+        files = self.files
+        if not files:
+            return None
+        first = files[0].file_from_offset
+        idx = (offset - first) // self.file_size
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            if mf.file_from_offset <= offset < mf.file_end_offset:
+                return mf
+        for mf in files:
+            if mf.file_from_offset <= offset < mf.file_end_offset:
+                return mf
+        return None
+
+    def __iter__(self) -> Iterator[MappedFile]:
+        return iter(self.files)
+
+    # ---- flushing ------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the file holding flushed_where onward; returns True when something was flushed."""
+        mf = self.find_mapped_file_by_offset(self.flushed_where)
+        if mf is None:
+            mf = self.files[-1] if self.files else None
+            if mf is None or mf.file_from_offset > self.flushed_where:
+                if mf is not None:
+                    self.flushed_where = mf.file_from_offset
+                else:
+                    return False
+        before = self.flushed_where
+        pos = mf.flush(least_pages)
+        where = mf.file_from_offset + pos
+        self.flushed_where = where
+        if pos >= mf.file_size:
+            # finished this file: continue with the next one if it has data
+            nxt = self.find_mapped_file_by_offset(where)
+            if nxt is not None and nxt.wrote_position > nxt.flushed_position:
+                return self.flush(least_pages) or where != before
+        return where != before
+
+    # ---- truncation / deletion -----------------------------------------------------------
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Drop everything at or after global offset (zero the partial file's tail)."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_end_offset > offset:
+                if mf.file_from_offset <= offset:
+                    pos = offset - mf.file_from_offset
+                    mf.wrote_position = pos
+                    mf.flushed_position = min(mf.flushed_position, pos)
+                    mf.zero_from(pos)
+                    keep.append(mf)
+                else:
+                    mf.destroy()
+            else:
+                keep.append(mf)
+        self.files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def delete_first(self, count: int) -> list[MappedFile]:
+        """Remove and destroy the first count files."""
+        gone = self.files[:count]
+        self.files = self.files[count:]
+        for mf in gone:
+            mf.destroy()
+        return gone
+
+    def reset_offset(self, offset: int) -> None:
+        """Start an empty queue at offset (files named from there)."""
+        for mf in self.files:
+            mf.destroy()
+        self.files = []
+        self.flushed_where = offset
+
+    def close(self) -> None:
+        """Unmap every file."""
+        for mf in self.files:
+            mf.close()
+        self.files = []

@@ -1,0 +1,1313 @@
+"""The message store facade: one writer process, any number of read-only reader processes.
+
+Mirrors store/DefaultMessageStore.java (putMessage, getMessage, recover, CleanCommitLogService,
+CleanConsumeQueueService, ReputMessageService dispatch), RocketMQ 4.9.x.
+
+The writer appends to the commit log and dispatches each record synchronously to its consume
+queue and the index, then publishes the new max offset in the shared state page (after the
+bytes), then calls `arrival_listener`. Readers map the same files read-only and trust only data
+below the published max offset. Time is always a parameter (`now_ms`); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from protocol.record import (
+    MESSAGE_MAGIC_CODE,
+    decode_record_fields,
+    properties_to_string,
+)
+from store.checkpoint import StoreCheckpoint
+from store.commitlog import (
+    SCHEDULE_TOPIC,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    AppendError,
+    CommitLog,
+    DispatchRequest,
+    prop_value,
+)
+from store.config import StoreConfig
+from store.consume_queue import (
+    CQ_UNIT,
+    CQ_UNIT_SIZE,
+    PRE_BLANK_SIZE,
+    ConsumeQueue,
+    ConsumeQueueView,
+    units_struct,
+)
+from store.index import IndexService, java_hash_bytes
+from store.state_page import OFF_FLUSHED_PHY, OFF_MAX_PHY, OFF_MIN_PHY, OFF_WRITER_PID, StatePage
+
+log = logging.getLogger(__name__)
+
+LOCALHOST: Final = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+_ROLLBACK_OR_PREPARED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+DELETE_FILES_BATCH_MAX: Final = 10
+
+
+# ---- message types --------------------------------------------------------------------------
+@dataclass(slots=True)
+class MessageExtBrokerInner:
+    """A message to store (MessageExtBrokerInner)."""
+
+    topic: str
+    body: bytes | memoryview
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    queue_id: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = LOCALHOST
+    store_host: bytes = LOCALHOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    tags_code: int | None = None
+    properties_string: str | None = None
+
+
+@dataclass(slots=True)
+class MessageExtBatch:
+    """A SEND_BATCH_MESSAGE body to expand into records (MessageExtBatch)."""
+
+    topic: str
+    body: bytes | memoryview
+    queue_id: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = LOCALHOST
+    store_host: bytes = LOCALHOST
+    reconsume_times: int = 0
+    batch_properties: str = ""
+
+
+class PutMessageStatus(enum.Enum):
+    """PutMessageStatus."""
+
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+def offset_msg_id(store_host: bytes, phy_offset: int) -> str:
+    """Upper-case hex of store ip + port + 8-byte phy offset (§5.5)."""
+    return (store_host + phy_offset.to_bytes(8, "big")).hex().upper()
+
+
+class PutMessageResult:
+    """Result of a put; msg_ids are computed on first access."""
+
+    __slots__ = ("_ids", "end_offset", "logics_offset", "msg_num", "offsets", "status", "store_host",
+                 "store_timestamp", "wrote_bytes", "wrote_offset")  # fmt: skip
+
+    def __init__(self, status: PutMessageStatus, wrote_offset: int = 0, wrote_bytes: int = 0,
+                 logics_offset: int = 0, store_timestamp: int = 0, msg_num: int = 0,
+                 end_offset: int = 0, store_host: bytes = LOCALHOST,
+                 offsets: list[int] | None = None) -> None:  # fmt: skip
+        self.status = status
+        self.wrote_offset = wrote_offset
+        self.wrote_bytes = wrote_bytes
+        self.logics_offset = logics_offset
+        self.store_timestamp = store_timestamp
+        self.msg_num = msg_num
+        self.end_offset = end_offset
+        self.store_host = store_host
+        self.offsets = offsets
+        self._ids: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True for PUT_OK."""
+        return self.status is PutMessageStatus.PUT_OK
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """Offset message ids of the stored records."""
+        if self._ids is None:
+            offs = self.offsets if self.offsets is not None else ([self.wrote_offset] if self.ok else [])
+            self._ids = [offset_msg_id(self.store_host, o) for o in offs]
+        return self._ids
+
+    def __repr__(self) -> str:
+        return (f"PutMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
+                f"logics_offset={self.logics_offset}, msg_num={self.msg_num})")  # fmt: skip
+
+
+class GetMessageStatus(enum.Enum):
+    """GetMessageStatus."""
+
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+class GetMessageResult:
+    """Result of get_message; `buffers` are zero-copy views, `buffer` joins them once."""
+
+    __slots__ = ("buffer_total_size", "buffers", "max_offset", "message_count", "message_queue_offsets",
+                 "min_offset", "next_begin_offset", "status", "suggest_pull_from_slave")  # fmt: skip
+
+    def __init__(self, status: GetMessageStatus, next_begin_offset: int, min_offset: int, max_offset: int) -> None:
+        self.status = status
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.message_count = 0
+        self.buffer_total_size = 0
+        self.buffers: list[memoryview] = []
+        self.message_queue_offsets: list[int] = []
+        self.suggest_pull_from_slave = False
+
+    @property
+    def buffer(self) -> bytes:
+        """All returned records concatenated."""
+        return b"".join(self.buffers)
+
+    def release(self) -> None:
+        """Drop the views into the mapped files."""
+        for b in self.buffers:
+            b.release()
+        self.buffers = []
+
+    def __repr__(self) -> str:
+        return (f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
+                f"min={self.min_offset}, max={self.max_offset}, count={self.message_count})")  # fmt: skip
+
+
+class MessageFilter(Protocol):
+    """Consume-queue level filter (MessageFilter)."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        """True when a unit with this tags code should be returned."""
+        ...
+
+
+class TagFilter:
+    """Tag-hash filter: None or an empty set means '*'."""
+
+    __slots__ = ("code_set",)
+
+    def __init__(self, code_set: set[int] | None) -> None:
+        self.code_set = code_set or None
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        """(int) tagsCode must be in the code set."""
+        cs = self.code_set
+        if cs is None:
+            return True
+        tc = tags_code & 0xFFFFFFFF
+        return (tc - 0x100000000 if tc & 0x80000000 else tc) in cs
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    """QUERY_MESSAGE result: matching records and the index bounds."""
+
+    buffers: list[memoryview] = field(default_factory=list)
+    phy_offsets: list[int] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+    @property
+    def buffer(self) -> bytes:
+        """Matching records concatenated."""
+        return b"".join(self.buffers)
+
+    @property
+    def buffer_total_size(self) -> int:
+        """Bytes in buffer."""
+        return sum(len(b) for b in self.buffers)
+
+
+def _look_decode(data: memoryview) -> Any:
+    try:
+        from protocol.message import decode_message_ext
+    except ImportError:
+        return decode_record_fields(data, 0)
+    return decode_message_ext(bytes(data), 0)
+
+
+# ---- shared read side ------------------------------------------------------------------------
+class _StoreReadMixin:
+    """Read operations common to the writer and read-only views."""
+
+    cfg: StoreConfig
+    commitlog: CommitLog
+    index: IndexService
+
+    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        raise NotImplementedError
+
+    def _max_phy(self) -> int:
+        raise NotImplementedError
+
+    def _min_phy(self) -> int:
+        raise NotImplementedError
+
+    def _refresh_index(self) -> None:
+        """Reader hook."""
+
+    def _cl_data(self, phy: int, size: int) -> memoryview | None:
+        return self.commitlog.get_data(phy, size)
+
+    @property
+    def max_phy_offset(self) -> int:
+        """Commit-log max offset."""
+        return self._max_phy()
+
+    @property
+    def min_phy_offset(self) -> int:
+        """Commit-log min offset."""
+        return self._min_phy()
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next queue offset to be written (0 for a missing queue)."""
+        cq = self._cq(topic, queue_id)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First readable queue offset (-1 for a missing queue)."""
+        cq = self._cq(topic, queue_id)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        """Phy offset of the unit at queue offset, or 0."""
+        cq = self._cq(topic, queue_id)
+        u = cq.get_unit(offset) if cq is not None else None
+        return u[0] if u is not None and u[1] != PRE_BLANK_SIZE else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, ts_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (§9.8)."""
+        cq = self._cq(topic, queue_id)
+        if cq is None:
+            return 0
+        min_phy = self._min_phy()
+
+        def store_time(phy: int, size: int) -> int:
+            if phy < min_phy:
+                return -1
+            return self.commitlog.store_timestamp_at(phy, size)
+
+        return cq.get_offset_in_queue_by_time(ts_ms, store_time)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at queue offset, -1 if unavailable."""
+        cq = self._cq(topic, queue_id)
+        u = cq.get_unit(offset) if cq is not None else None
+        if u is None or u[1] == PRE_BLANK_SIZE or u[0] < self._min_phy():
+            return -1
+        return self.commitlog.store_timestamp_at(u[0], u[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the message at the queue's min offset, -1 if unavailable."""
+        cq = self._cq(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
+
+    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
+        """The stored record at phy_offset (its bytes), or None."""
+        if phy_offset < self._min_phy() or phy_offset >= self._max_phy():
+            return None
+        if size is None:
+            size = self.commitlog.record_size_at(phy_offset)
+            if size <= 0 or phy_offset + size > self._max_phy():
+                return None
+        return self._cl_data(phy_offset, size)
+
+    def look_message_by_offset(self, phy_offset: int) -> Any:
+        """The decoded message at phy_offset (protocol.message.MessageExt), or None."""
+        data = self.select_one_message_by_offset(phy_offset)
+        if data is None:
+            return None
+        try:
+            return _look_decode(data)
+        except Exception:
+            log.warning("undecodable record phy_offset=%d", phy_offset)
+            return None
+
+    def check_in_disk_by_commit_offset(self, phy_offset: int) -> bool:
+        """True when the record is farther behind the max than the in-memory share of RAM."""
+        memory = self.cfg.totalPhysicalMemory * self.cfg.accessMessageInMemoryMaxRatio // 100
+        return (self._max_phy() - phy_offset) > memory
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
+        """Records indexed under topic#key stored in [begin_ms, end_ms] (hash matches)."""
+        self._refresh_index()
+        res = QueryMessageResult()
+        kb = f"{topic}#{key}".encode()
+        max_phy, min_phy = self._max_phy(), self._min_phy()
+        for phy in self.index.query(kb, max_num, begin_ms, end_ms):
+            if phy < min_phy or phy >= max_phy:
+                continue
+            data = self.select_one_message_by_offset(phy)
+            if data is not None:
+                res.buffers.append(data)
+                res.phy_offsets.append(phy)
+        if self.index.files:
+            last = self.index.files[-1]
+            res.index_last_update_timestamp = last.end_ts
+            res.index_last_update_phyoffset = last.end_phy
+        return res
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        max_bytes: int | None = None,
+        filter: MessageFilter | None = None,  # noqa: A002 - RocketMQ's parameter name
+        now_ms: int = 0,
+    ) -> GetMessageResult:
+        """DefaultMessageStore.getMessage: read up to max_msgs records from a queue (§9.3)."""
+        G = GetMessageStatus  # noqa: N806
+        cq = self._cq(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(G.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_off = cq.get_min_offset_in_queue()
+        max_off = cq.get_max_offset_in_queue()
+        if max_off == 0:
+            return GetMessageResult(G.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+        if offset < min_off:
+            return GetMessageResult(G.OFFSET_TOO_SMALL, min_off, min_off, max_off)
+        if offset == max_off:
+            return GetMessageResult(G.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+        if offset > max_off:
+            return GetMessageResult(G.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off, min_off, max_off)
+        ib = cq.get_index_buffer(offset)
+        if ib is None:
+            return GetMessageResult(G.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_off, max_off)
+        buf, n_units = ib
+        cfg = self.cfg
+        max_phy = self._max_phy()
+        min_phy = self._min_phy()
+        memory = cfg.totalPhysicalMemory * cfg.accessMessageInMemoryMaxRatio // 100
+        max_filter = max(16000, max_msgs * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+        n = min(n_units, max_filter, max_off - offset)
+        units = units_struct(n).unpack_from(buf, 0) if n > 0 else ()
+        buf.release()
+        res = GetMessageResult(G.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        buffers = res.buffers
+        qoffs = res.message_queue_offsets
+        total = 0
+        count = 0
+        next_phy_file_start = -1
+        max_phy_pulling = 0
+        status = G.NO_MATCHED_MESSAGE
+        mem_bytes, mem_count = cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory
+        disk_bytes, disk_count = cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk
+        byte_cap = max_bytes if max_bytes is not None else 1 << 62
+        commitlog = self.commitlog
+        find = commitlog.mfq.find_mapped_file_by_offset
+        # coalesce adjacent records into one view: (file, start, end)
+        span_mf = None
+        span_start = span_end = 0
+        i = 0
+        for i in range(n):  # noqa: B007 - i is used after the loop
+            j = i * 3
+            phy = units[j]
+            size = units[j + 1]
+            tags = units[j + 2]
+            max_phy_pulling = phy
+            if next_phy_file_start >= 0 and phy < next_phy_file_start:
+                continue
+            if size == PRE_BLANK_SIZE:
+                continue
+            if count:
+                if count >= max_msgs:
+                    break
+                if max_phy - phy > memory:
+                    if total + size > disk_bytes or count >= disk_count:
+                        break
+                elif total + size > mem_bytes or count >= mem_count:
+                    break
+                if total + size > byte_cap:
+                    break
+            if filter is not None and not filter.is_matched_by_consume_queue(tags):
+                continue
+            if phy < min_phy or phy + size > max_phy:
+                mf = None
+            else:
+                mf = span_mf if span_mf is not None and span_mf.file_from_offset <= phy and \
+                    phy + size <= span_mf.file_end_offset else find(phy)  # fmt: skip
+            if mf is None:
+                if count == 0:
+                    status = G.MESSAGE_WAS_REMOVING
+                next_phy_file_start = commitlog.roll_next_file(phy)
+                continue
+            p = phy - mf.file_from_offset
+            if mf is span_mf and p == span_end:
+                span_end = p + size
+            else:
+                if span_mf is not None:
+                    buffers.append(span_mf.mv[span_start:span_end])
+                span_mf, span_start, span_end = mf, p, p + size
+            total += size
+            count += 1
+            qoffs.append(offset + i)
+            status = G.FOUND
+            next_phy_file_start = -1
+        else:
+            i = n
+        if span_mf is not None:
+            buffers.append(span_mf.mv[span_start:span_end])
+        res.status = status
+        res.next_begin_offset = offset + i
+        res.message_count = count
+        res.buffer_total_size = total
+        res.suggest_pull_from_slave = (max_phy - max_phy_pulling) > memory
+        return res
+
+
+# ---- the writer -------------------------------------------------------------------------------
+class DefaultMessageStore(_StoreReadMixin):
+    """The single writer of one store directory."""
+
+    def __init__(self, cfg: StoreConfig) -> None:
+        self.cfg = cfg
+        self.root = cfg.storePathRootDir
+        os.makedirs(self.root, exist_ok=True)
+        self.commitlog = CommitLog(cfg)
+        self.commitlog.on_new_file = self._on_new_file
+        self.cq_root = os.path.join(self.root, "consumequeue")
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.state: StatePage | None = None
+        self.arrival_listener: Callable[[str, int, int, int, int], None] | None = None
+        self.disk_usage: Callable[[str], float] = _disk_usage_ratio
+        self._lock_fd: int | None = None
+        self._topic_cache: dict[str, bytes] = {}
+        self._tags_cache: dict[str, int] = {}
+        self._delays = cfg.delay_levels_ms
+        self._running = False
+        self._last_flush_ms = 0
+        self._last_thorough_ms = 0
+        self._last_cq_flush_ms = 0
+        self._last_clean_ms = 0
+        self._last_cq_store_ts = 0
+        self.manual_delete = False
+        self.put_lock = threading.Lock()  # only GroupCommit uses it; the broker is one thread
+        self.recovered_abnormally = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def _lock(self) -> None:
+        path = os.path.join(self.root, "lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RuntimeError("Lock failed,MQ already started") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, b"lock")
+        self._lock_fd = fd
+
+    def load(self, now_ms: int = 0) -> bool:
+        """Map every file and recover (normal, or abnormal when the abort marker exists)."""
+        self._lock()
+        abort_path = os.path.join(self.root, "abort")
+        abnormal = os.path.exists(abort_path)
+        self.recovered_abnormally = abnormal
+        state_path = os.path.join(self.root, "state")
+        clean_end = -1
+        if not abnormal and os.path.exists(state_path):
+            sp = StatePage(state_path, writable=False)
+            if sp.get(OFF_WRITER_PID) == 0 and sp.get(0) != 0:
+                clean_end = sp.max_phy
+            sp.close()
+        self.state = StatePage(state_path, writable=True)
+        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"))
+        self.commitlog.mfq.load()
+        self._load_consume_queues()
+        self.index.load()
+        if abnormal:
+            log.warning("abort file found: abnormal recovery root=%s", self.root)
+        self._recover(abnormal, clean_end, now_ms)
+        with open(abort_path, "wb") as f:
+            f.flush()
+        self.state.set(OFF_WRITER_PID, os.getpid())
+        self._publish()
+        self.state.bump_generation()
+        return True
+
+    def start(self, now_ms: int = 0) -> None:
+        """Begin accepting puts."""
+        if self.state is None:
+            self.load(now_ms)
+        self._running = True
+        self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
+        self._last_thorough_ms = now_ms
+        self.commitlog.mfq.preallocate_next()
+
+    def shutdown(self, now_ms: int = 0) -> None:
+        """Flush everything, write the checkpoint, remove the abort marker, unlock."""
+        if self.state is None:
+            return
+        self._running = False
+        self.flush(now_ms)
+        for cq in self.consume_queues.values():
+            cq.flush()
+        self.index.flush()
+        cp = self.checkpoint
+        assert cp is not None
+        cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, self.commitlog.last_store_timestamp)
+        cp.flush()
+        self._publish()
+        self.state.set(OFF_WRITER_PID, 0)
+        self.state.mm.flush()
+        self.commitlog.close()
+        for cq in self.consume_queues.values():
+            cq.close()
+        self.index.close()
+        cp.close()
+        self.state.close()
+        self.state = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.root, "abort"))
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        log.info("store shut down root=%s", self.root)
+
+    def close_abruptly(self) -> None:
+        """Test helper: drop everything without flushing (the abort marker stays)."""
+        self.commitlog.close()
+        for cq in self.consume_queues.values():
+            cq.close()
+        self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if self.state is not None:
+            self.state.close()
+            self.state = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ---- recovery --------------------------------------------------------------------------
+    def _load_consume_queues(self) -> None:
+        if not os.path.isdir(self.cq_root):
+            os.makedirs(self.cq_root, exist_ok=True)
+            return
+        for topic in os.listdir(self.cq_root):
+            tdir = os.path.join(self.cq_root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for q in os.listdir(tdir):
+                if not q.lstrip("-").isdigit():
+                    continue
+                cq = ConsumeQueue(self.cq_root, topic, int(q), self.cfg.mappedFileSizeConsumeQueue)
+                cq.load()
+                cq.recover()
+                self.consume_queues[(topic, int(q))] = cq
+
+    def _recover(self, abnormal: bool, clean_end: int, now_ms: int) -> None:
+        cl = self.commitlog
+        files = cl.mfq.files
+        check_crc = self.cfg.checkCRCOnRecover
+        reput_from: int
+        last_ts = -1
+        if not files:
+            end = 0
+            reput_from = 0
+        elif not abnormal and clean_end >= 0 and self._clean_end_plausible(clean_end):
+            end = clean_end
+            reput_from = max((cq.max_phy_offset for cq in self.consume_queues.values()), default=0)
+            reput_from = min(max(reput_from, cl.min_offset), end)
+        else:
+            if abnormal:
+                assert self.checkpoint is not None
+                ts = self.checkpoint.min_timestamp(self.cfg.messageIndexSafe)
+                idx = 0
+                for i in range(len(files) - 1, -1, -1):
+                    t = cl.first_store_timestamp(files[i])
+                    if 0 <= t <= ts:
+                        idx = i
+                        break
+            else:
+                idx = max(0, len(files) - 3)
+            start = files[idx].file_from_offset
+            for req in cl.walk(start, check_crc):
+                last_ts = req.store_timestamp
+            end = cl.walk_end
+            if abnormal:
+                reput_from = start
+            else:
+                reput_from = max((cq.max_phy_offset for cq in self.consume_queues.values()), default=0)
+                reput_from = min(max(reput_from, cl.min_offset), end)
+        if files:
+            cl.truncate_dirty(end)
+            cl.set_recovered(end)
+        for cq in self.consume_queues.values():
+            cq.truncate_dirty(end)
+        self.index.truncate_from_phy(end)
+        min_phy = cl.min_offset
+        for cq in self.consume_queues.values():
+            cq.correct_min_offset(min_phy)
+        # re-dispatch what the consume queues / index are missing
+        index_end = self.index.end_phy
+        if abnormal and index_end >= 0:
+            reput_from = min(reput_from, max(index_end, min_phy))
+        self._rebuild_queue_table()
+        n = 0
+        if reput_from < end:
+            for req in cl.walk(reput_from, False):
+                if req.phy_offset >= end:
+                    break
+                self._dispatch(req, index_end, now_ms, notify=False)
+                last_ts = req.store_timestamp
+                n += 1
+        self._rebuild_queue_table()
+        if last_ts >= 0:
+            cl.last_store_timestamp = last_ts
+        else:
+            assert self.checkpoint is not None
+            cl.last_store_timestamp = self.checkpoint.physic_msg_timestamp if end > 0 else 0
+        log.info("recovered store root=%s abnormal=%s end=%d redispatched=%d", self.root, abnormal, end, n)
+
+    def _clean_end_plausible(self, end: int) -> bool:
+        cl = self.commitlog
+        mf = cl.mfq.find_mapped_file_by_offset(end)
+        if mf is None:
+            return end == cl.mfq.files[-1].file_end_offset or end == cl.mfq.files[0].file_from_offset
+        p = end - mf.file_from_offset
+        if p + 8 > mf.file_size:
+            return True
+        total, magic = int.from_bytes(mf.mv[p : p + 4], "big"), int.from_bytes(mf.mv[p + 4 : p + 8], "big")
+        return total == 0 and magic == 0
+
+    def _rebuild_queue_table(self) -> None:
+        self.topic_queue_table = {k: cq.get_max_offset_in_queue() for k, cq in self.consume_queues.items()}
+
+    def _dispatch(self, req: DispatchRequest, index_end: int, now_ms: int, notify: bool = True) -> None:
+        """Build the CQ unit and index entries of one record (recovery path)."""
+        tran = req.sys_flag & 0xC
+        if tran not in _ROLLBACK_OR_PREPARED:
+            cq = self._find_or_create_cq(req.topic, req.queue_id)
+            cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
+        if self.cfg.messageIndexEnable and tran != TRANSACTION_ROLLBACK_TYPE and req.phy_offset > index_end:
+            keys = self._index_keys(req.topic.encode(), req.properties)
+            if keys:
+                self.index.put_keys(keys, req.phy_offset, req.store_timestamp, now_ms)
+
+    @staticmethod
+    def _index_keys(topic_b: bytes, props: bytes) -> list[bytes]:
+        out = []
+        prefix = topic_b + b"#"
+        uniq = prop_value(props, b"UNIQ_KEY\x01")
+        if uniq:
+            out.append(prefix + uniq)
+        keys = prop_value(props, b"KEYS\x01")
+        if keys:
+            out.extend(prefix + k for k in keys.split(b" ") if k)
+        return out
+
+    # ---- consume queues ----------------------------------------------------------------------
+    def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.consume_queues.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self.cq_root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue)
+            cq.load()
+            self.consume_queues[key] = cq
+            if self.state is not None:
+                self.state.bump_generation()
+        return cq
+
+    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queues.get((topic, queue_id))
+
+    def _max_phy(self) -> int:
+        return self.commitlog.max_offset
+
+    def _min_phy(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Commit-log offset known to be on disk."""
+        return self.commitlog.flushed_offset
+
+    def _on_new_file(self) -> None:
+        if self.state is not None:
+            self.state.bump_generation()
+
+    def _publish(self) -> None:
+        st = self.state
+        if st is not None:
+            st.set(OFF_MIN_PHY, self.commitlog.min_offset)
+            st.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
+            st.set(OFF_MAX_PHY, self.commitlog.max_offset)
+
+    # ---- put -----------------------------------------------------------------------------
+    def _topic_bytes(self, topic: str) -> bytes | None:
+        tb = self._topic_cache.get(topic)
+        if tb is None:
+            raw = topic.encode()
+            if not raw or len(raw) > 127:
+                return None
+            tb = self._topic_cache[topic] = bytes((len(raw),)) + raw
+        return tb
+
+    def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
+        """Append one message and dispatch it (CommitLog.putMessage + reput)."""
+        if not self._running or self.cfg.brokerRole == "SLAVE":
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        props = msg.properties
+        tran = msg.sys_flag & 0xC
+        if tran != 4 and tran != 12 and "DELAY" in props:  # noqa: PLR1714
+            self._apply_delay(msg)
+        topic = msg.topic
+        tb = self._topic_cache.get(topic) or self._topic_bytes(topic)
+        if tb is None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        body = msg.body
+        if len(body) > self.cfg.maxMessageSize:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        ps = msg.properties_string
+        if ps is None:
+            ps = msg.properties_string = properties_to_string(props)
+        pb = ps.encode()
+        if len(pb) > 32767:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        qid = msg.queue_id
+        key = (topic, qid)
+        dispatch_cq = tran != 4 and tran != 12  # noqa: PLR1714
+        qoff = self.topic_queue_table.get(key, 0) if dispatch_cq else 0
+        store_ts = now_ms
+        try:
+            phy, size = self.commitlog.append(
+                tb, body, pb, qid, msg.flag, qoff, msg.sys_flag, msg.born_timestamp, msg.born_host,
+                store_ts, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset,
+            )  # fmt: skip
+        except AppendError:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        tags_code = msg.tags_code
+        if topic == SCHEDULE_TOPIC:
+            tags_code = self._deliver_time(props, store_ts)
+        elif tags_code is None:
+            tags = props.get("TAGS")
+            if tags:
+                tags_code = self._tags_cache.get(tags)
+                if tags_code is None:
+                    tags_code = self._tags_cache[tags] = java_hash_bytes(tags.encode())
+            else:
+                tags_code = 0
+        if dispatch_cq:
+            cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+            cq.put(phy, size, tags_code, qoff)
+            self.topic_queue_table[key] = qoff + 1
+        if self.cfg.messageIndexEnable and tran != 12:
+            uniq = props.get("UNIQ_KEY")
+            keys = props.get("KEYS")
+            if uniq or keys:
+                prefix = tb[1:] + b"#"
+                kl = [prefix + uniq.encode()] if uniq else []
+                if keys:
+                    kl.extend(prefix + k.encode() for k in keys.split(" ") if k)
+                self.index.put_keys(kl, phy, store_ts, now_ms)
+        end = phy + size
+        st = self.state
+        if st is not None:
+            st.set(OFF_MAX_PHY, end)
+        listener = self.arrival_listener
+        if listener is not None and dispatch_cq:
+            listener(topic, qid, qoff + 1, tags_code, store_ts)
+        return PutMessageResult(PutMessageStatus.PUT_OK, phy, size, qoff, store_ts, 1, end, msg.store_host)
+
+    def _deliver_time(self, props: dict[str, str], store_ts: int) -> int:
+        lvl = props.get("DELAY", "")
+        delays = self._delays
+        n = min(max(int(lvl), 1), len(delays)) if lvl.isdigit() else 1
+        return store_ts + delays[n - 1]
+
+    def _apply_delay(self, msg: MessageExtBrokerInner) -> None:
+        """Park a delayed message in SCHEDULE_TOPIC_XXXX (CommitLog.asyncPutMessage)."""
+        props = msg.properties
+        raw = props.get("DELAY", "0")
+        try:
+            level = int(raw)
+        except ValueError:
+            return
+        if level <= 0:
+            return
+        level = min(level, len(self._delays))
+        props["DELAY"] = str(level)
+        props["REAL_TOPIC"] = msg.topic
+        props["REAL_QID"] = str(msg.queue_id)
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+        msg.properties_string = None
+
+    def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
+        """Expand a batch body into consecutive records of one queue (MessageExtBatchEncoder)."""
+        if not self._running or self.cfg.brokerRole == "SLAVE":
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        if batch.sys_flag & 0xC:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        topic = batch.topic
+        tb = self._topic_bytes(topic)
+        body = batch.body
+        if tb is None or len(body) > self.cfg.maxMessageSize or topic == SCHEDULE_TOPIC:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        mv = memoryview(body)
+        items: list[tuple[int, memoryview, bytes]] = []
+        pos = 0
+        blen_total = len(mv)
+        bp = batch.batch_properties.encode()
+        try:
+            while pos < blen_total:
+                total = int.from_bytes(mv[pos : pos + 4], "big")
+                flag = int.from_bytes(mv[pos + 12 : pos + 16], "big", signed=True)
+                bl = int.from_bytes(mv[pos + 16 : pos + 20], "big")
+                b = mv[pos + 20 : pos + 20 + bl]
+                p = pos + 20 + bl
+                pl = int.from_bytes(mv[p : p + 2], "big")
+                ip = bytes(mv[p + 2 : p + 2 + pl])
+                if total != 22 + bl + pl or len(b) != bl or p + 2 + pl > blen_total:
+                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+                if ip.find(b"DELAY\x01") >= 0 and prop_value(ip, b"DELAY\x01") not in (None, b"0"):
+                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+                if bp:
+                    if ip and not ip.endswith(b"\x02"):
+                        ip = ip + b"\x02" + bp
+                    else:
+                        ip = ip + bp
+                if len(ip) > 32767:
+                    return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+                items.append((flag, b, ip))
+                pos += total
+        except (ValueError, IndexError):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        if not items:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        qid = batch.queue_id
+        key = (topic, qid)
+        qoff0 = qoff = self.topic_queue_table.get(key, 0)
+        cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+        append = self.commitlog.append
+        cq_put = cq.put
+        sys_flag, born_ts, born_host, store_host, recon = (
+            batch.sys_flag, batch.born_timestamp, batch.born_host, batch.store_host, batch.reconsume_times)  # fmt: skip
+        index_on = self.cfg.messageIndexEnable
+        put_keys = self.index.put_keys
+        tags_cache = self._tags_cache
+        prefix = tb[1:] + b"#"
+        offsets: list[int] = []
+        listener = self.arrival_listener
+        first_phy = -1
+        end = 0
+        for flag, b, ip in items:
+            try:
+                phy, size = append(tb, b, ip, qid, flag, qoff, sys_flag, born_ts, born_host, now_ms,
+                                   store_host, recon, 0)  # fmt: skip
+            except AppendError:
+                if first_phy < 0:
+                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+                break
+            if first_phy < 0:
+                first_phy = phy
+            tags = prop_value(ip, b"TAGS\x01")
+            if tags:
+                tc = tags_cache.get(tags)  # type: ignore[call-overload]
+                if tc is None:
+                    tc = java_hash_bytes(tags)
+                    tags_cache[tags] = tc  # type: ignore[index]
+            else:
+                tc = 0
+            cq_put(phy, size, tc, qoff)
+            if index_on:
+                kl = []
+                uniq = prop_value(ip, b"UNIQ_KEY\x01")
+                if uniq:
+                    kl.append(prefix + uniq)
+                keys = prop_value(ip, b"KEYS\x01")
+                if keys:
+                    kl.extend(prefix + k for k in keys.split(b" ") if k)
+                if kl:
+                    put_keys(kl, phy, now_ms, now_ms)
+            offsets.append(phy)
+            qoff += 1
+            end = phy + size
+            if listener is not None:
+                listener(topic, qid, qoff, tc, now_ms)
+        self.topic_queue_table[key] = qoff
+        st = self.state
+        if st is not None:
+            st.set(OFF_MAX_PHY, end)
+        return PutMessageResult(PutMessageStatus.PUT_OK, first_phy, end - first_phy, qoff0, now_ms,
+                                len(offsets), end, store_host, offsets)  # fmt: skip
+
+    # ---- flush / tick ----------------------------------------------------------------------
+    def flush(self, now_ms: int = 0) -> int:
+        """Flush the commit log; returns the flushed offset."""
+        off = self.commitlog.flush(0)
+        self._after_flush()
+        return off
+
+    def _after_flush(self) -> None:
+        cp = self.checkpoint
+        if cp is not None and self.commitlog.last_store_timestamp:
+            cp.physic_msg_timestamp = self.commitlog.last_store_timestamp
+        if self.state is not None:
+            self.state.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
+
+    def tick(self, now_ms: int) -> int:
+        """Periodic work: async flush, CQ flush + checkpoint, retention; returns ms to next tick."""
+        cfg = self.cfg
+        if not cfg.is_sync_flush and now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
+            thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
+            if thorough:
+                self._last_thorough_ms = now_ms
+            self.commitlog.flush(0 if thorough else cfg.flushCommitLogLeastPages)
+            self._after_flush()
+            self._last_flush_ms = now_ms
+        if cfg.is_sync_flush and self.commitlog.flushed_offset < self.commitlog.max_offset:
+            self.flush(now_ms)
+        if now_ms - self._last_cq_flush_ms >= cfg.flushIntervalConsumeQueue:
+            self._last_cq_flush_ms = now_ms
+            for cq in self.consume_queues.values():
+                cq.flush(cfg.flushConsumeQueueLeastPages)
+            cp = self.checkpoint
+            if cp is not None:
+                cp.logics_msg_timestamp = self.commitlog.last_store_timestamp
+                full = [f for f in self.index.files[:-1]]
+                if full:
+                    cp.index_msg_timestamp = max(cp.index_msg_timestamp, full[-1].end_ts)
+                cp.flush()
+        if now_ms - self._last_clean_ms >= cfg.cleanResourceInterval:
+            self._last_clean_ms = now_ms
+            self.clean_expired(now_ms)
+            self.commitlog.mfq.preallocate_next()
+        waits = [
+            cfg.flushIntervalCommitLog - (now_ms - self._last_flush_ms),
+            cfg.flushIntervalConsumeQueue - (now_ms - self._last_cq_flush_ms),
+            cfg.cleanResourceInterval - (now_ms - self._last_clean_ms),
+        ]
+        return max(1, min(waits))
+
+    # ---- retention ---------------------------------------------------------------------------
+    def _is_time_to_delete(self, now_ms: int) -> bool:
+        hour = time.localtime(now_ms // 1000).tm_hour
+        return any(int(h) == hour for h in self.cfg.deleteWhen.split(";") if h.strip())
+
+    def _file_last_ts(self, i: int) -> int:
+        files = self.commitlog.mfq.files
+        if i + 1 < len(files):
+            t = self.commitlog.first_store_timestamp(files[i + 1])
+            if t >= 0:
+                return t
+        try:
+            return int(os.path.getmtime(files[i].path) * 1000)
+        except OSError:
+            return 0
+
+    def clean_expired(self, now_ms: int) -> int:
+        """CleanCommitLogService + CleanConsumeQueueService; returns commit-log files deleted."""
+        cfg = self.cfg
+        ratio = self.disk_usage(self.commitlog.path) * 100
+        clean_immediately = ratio >= cfg.diskSpaceCleanForciblyRatio
+        space_full = ratio >= cfg.diskMaxUsedSpaceRatio or clean_immediately
+        if not (self._is_time_to_delete(now_ms) or space_full or self.manual_delete):
+            return 0
+        self.manual_delete = False
+        at_once = cfg.cleanFileForciblyEnable and clean_immediately
+        expired_ms = cfg.fileReservedTime * 3_600_000
+        files = self.commitlog.mfq.files
+        n = 0
+        for i in range(len(files) - 1):  # never the file being written
+            if n >= DELETE_FILES_BATCH_MAX:
+                break
+            if at_once or now_ms >= self._file_last_ts(i) + expired_ms:
+                n += 1
+            else:
+                break
+        if n:
+            self.commitlog.mfq.delete_first(n)
+            log.info("retention deleted commitlog files=%d min_offset=%d", n, self.commitlog.min_offset)
+            self._clean_logics()
+            self._publish()
+            if self.state is not None:
+                self.state.bump_generation()
+        return n
+
+    def _clean_logics(self) -> None:
+        min_phy = self.commitlog.min_offset
+        for cq in self.consume_queues.values():
+            cq.delete_expired_files(min_phy)
+        self.index.delete_expired(min_phy)
+
+    def delete_topics(self, topics: set[str] | list[str]) -> None:
+        """Drop the consume queues of these topics."""
+        for key in [k for k in self.consume_queues if k[0] in topics]:
+            cq = self.consume_queues.pop(key)
+            cq.destroy()
+            self.topic_queue_table.pop(key, None)
+        for t in topics:
+            shutil.rmtree(os.path.join(self.cq_root, t), ignore_errors=True)
+        if self.state is not None:
+            self.state.bump_generation()
+
+    # ---- check -------------------------------------------------------------------------------
+    def check(self) -> list[str]:
+        """Cross-validate commit log, consume queues, index and checkpoint; list problems."""
+        return check_store(self)
+
+
+def _disk_usage_ratio(path: str) -> float:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0.0
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return 0.0
+    return (total - st.f_bavail * st.f_frsize) / total
+
+
+def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
+    """Problems found walking every record and every consume-queue unit."""
+    problems: list[str] = []
+    cl = store.commitlog
+    min_phy, max_phy = store.min_phy_offset, store.max_phy_offset
+    per_queue: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    count = 0
+    if cl.mfq.files:
+        for req in cl.walk(min_phy, True):
+            if req.phy_offset >= max_phy:
+                break
+            count += 1
+            if req.sys_flag & 0xC not in _ROLLBACK_OR_PREPARED:
+                per_queue.setdefault((req.topic, req.queue_id), []).append(
+                    (req.queue_offset, req.phy_offset, req.size)
+                )
+        if cl.walk_end < max_phy:
+            problems.append(f"commitlog: valid records end at {cl.walk_end}, max offset is {max_phy}")
+    for (topic, qid), recs in per_queue.items():
+        cq = store._cq(topic, qid)
+        if cq is None:
+            problems.append(f"consumequeue {topic}/{qid}: missing ({len(recs)} records)")
+            continue
+        prev = -1
+        for qoff, phy, size in recs:
+            if prev >= 0 and qoff != prev + 1:
+                problems.append(f"commitlog {topic}/{qid}: queue offset {qoff} follows {prev}")
+            prev = qoff
+            if qoff < cq.get_min_offset_in_queue():
+                continue
+            u = cq.get_unit(qoff)
+            if u is None or u[0] != phy or u[1] != size:
+                problems.append(f"consumequeue {topic}/{qid}: unit {qoff} is {u}, record at {phy} size {size}")
+                break
+        if recs and cq.get_max_offset_in_queue() != recs[-1][0] + 1:
+            problems.append(
+                f"consumequeue {topic}/{qid}: max offset {cq.get_max_offset_in_queue()}, "
+                f"commitlog says {recs[-1][0] + 1}"
+            )
+    queues = store.consume_queues if isinstance(store, DefaultMessageStore) else {}
+    for (topic, qid), cq in queues.items():
+        lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+        for off in range(lo, hi):
+            u = cq.get_unit(off)
+            if u is None:
+                problems.append(f"consumequeue {topic}/{qid}: unit {off} unreadable")
+                break
+            if u[1] == PRE_BLANK_SIZE:
+                continue
+            if u[0] + u[1] > max_phy:
+                problems.append(f"consumequeue {topic}/{qid}: unit {off} points past the commitlog ({u[0]})")
+                break
+            if u[0] >= min_phy and cl.record_size_at(u[0]) != u[1]:
+                problems.append(f"consumequeue {topic}/{qid}: unit {off} does not point at a record")
+                break
+    for f in store.index.files:
+        if f.index_count > 1 and f.end_phy >= max_phy:
+            problems.append(f"index {f.file_name}: end phy {f.end_phy} beyond commitlog max {max_phy}")
+        if f.index_count > f.index_num:
+            problems.append(f"index {f.file_name}: count {f.index_count} beyond capacity")
+    if isinstance(store, DefaultMessageStore) and store.checkpoint is not None:
+        cp = store.checkpoint
+        last = cl.last_store_timestamp
+        if last and cp.physic_msg_timestamp > last:
+            problems.append(f"checkpoint: physic timestamp {cp.physic_msg_timestamp} after last record {last}")
+    if isinstance(store, DefaultMessageStore):
+        for key, nxt in store.topic_queue_table.items():
+            cq = store.consume_queues.get(key)
+            if cq is not None and cq.get_max_offset_in_queue() != nxt:
+                problems.append(f"queue table {key}: next offset {nxt} != cq max {cq.get_max_offset_in_queue()}")
+    _ = count
+    return problems
+
+
+# ---- read-only view in another process --------------------------------------------------------
+class MessageStoreReader(_StoreReadMixin):
+    """A read-only view of a store written by another process."""
+
+    def __init__(self, cfg: StoreConfig) -> None:
+        self.cfg = cfg
+        self.root = cfg.storePathRootDir
+        self.commitlog = CommitLog(cfg, writable=False)
+        self.cq_root = os.path.join(self.root, "consumequeue")
+        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, writable=False)
+        self.state = StatePage(os.path.join(self.root, "state"), writable=False)
+        self._queues: dict[tuple[str, int], ConsumeQueueView] = {}
+        self._generation = -1
+        self._cl_generation = -1
+        self.commitlog.mfq.refresh()
+        self.index.refresh()
+
+    def _sync_generation(self) -> bool:
+        g = self.state.generation
+        if g != self._generation:
+            self._generation = g
+            return True
+        return False
+
+    def _cl_data(self, phy: int, size: int) -> memoryview | None:
+        data = self.commitlog.get_data(phy, size)
+        if data is None:
+            self.commitlog.mfq.refresh()
+            data = self.commitlog.get_data(phy, size)
+        return data
+
+    def _max_phy(self) -> int:
+        return self.state.max_phy
+
+    def _min_phy(self) -> int:
+        return self.state.min_phy
+
+    @property
+    def flushed_offset(self) -> int:
+        """Published flushed offset."""
+        return self.state.flushed_phy
+
+    def _refresh_index(self) -> None:
+        self.index.refresh()
+
+    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        changed = self._sync_generation()
+        if changed:
+            self.commitlog.mfq.refresh()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            if not os.path.isdir(os.path.join(self.cq_root, topic, str(queue_id))):
+                return None
+            cq = ConsumeQueueView(self.cq_root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue)
+            self._queues[(topic, queue_id)] = cq
+            changed = True
+        max_phy = self.state.max_phy
+        cq.sync(max_phy, self.state.min_phy, changed)
+        return cq
+
+    @property
+    def consume_queues(self) -> dict[tuple[str, int], ConsumeQueueView]:
+        """Queues opened so far."""
+        return self._queues
+
+    def check(self) -> list[str]:
+        """check_store on this view."""
+        return check_store(self)
+
+    def close(self) -> None:
+        """Unmap everything."""
+        self.commitlog.close()
+        for cq in self._queues.values():
+            cq.close()
+        self.index.close()
+        self.state.close()
+
+
+# ---- group commit -----------------------------------------------------------------------------
+class GroupCommit:
+    """Thread-safe SYNC_FLUSH helper: writers block until one shared fsync covers their record."""
+
+    def __init__(self, store: DefaultMessageStore, timeout_s: float | None = None) -> None:
+        self.store = store
+        self.timeout_s = timeout_s if timeout_s is not None else store.cfg.syncFlushTimeout / 1000
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._flushed = store.flushed_offset
+        self._stop = False
+        self.fsyncs = 0
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
+
+    def put_and_wait(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
+        """Put under the store lock, then wait until the flushed offset covers the record."""
+        with self.store.put_lock:
+            res = self.store.put_message(msg, now_ms)
+        if not res.ok:
+            return res
+        if not self.wait_flushed(res.end_offset):
+            res.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return res
+
+    def wait_flushed(self, end_offset: int) -> bool:
+        """Block until flushed >= end_offset (or timeout)."""
+        with self._cond:
+            if end_offset > self._requested:
+                self._requested = end_offset
+                self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._flushed >= end_offset or self._stop, self.timeout_s) and \
+                self._flushed >= end_offset  # fmt: skip
+
+    def _run(self) -> None:
+        store = self.store
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._requested > self._flushed or self._stop)
+                if self._stop:
+                    return
+            with store.put_lock:
+                target = store.commitlog.max_offset
+                files = list(store.commitlog.mfq.files)
+            # msync outside the put lock: writers keep appending meanwhile
+            for mf in files:
+                if mf.flushed_position < mf.wrote_position and mf.file_from_offset < target:
+                    upto = min(mf.wrote_position, target - mf.file_from_offset)
+                    start = mf.flushed_position // 4096 * 4096
+                    mf.mm.flush(start, upto - start)
+                    mf.flushed_position = upto
+            self.fsyncs += 1
+            with store.put_lock:
+                store.commitlog.mfq.flushed_where = max(store.commitlog.mfq.flushed_where, target)
+                store._after_flush()
+            with self._cond:
+                self._flushed = target
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop the flusher thread."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)

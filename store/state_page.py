@@ -1,0 +1,84 @@
+"""Shared state page: the durable limits a reader process may rely on.
+
+Not a RocketMQ file (RocketMQ readers live in the writer's JVM). Mirrors the role of
+DefaultMessageStore's in-memory getMaxPhyOffset / flushed position for other processes.
+
+Layout (native byte order, 8-byte aligned so each store is one machine word and atomic)::
+
+    0   magic          STATE_MAGIC
+    8   generation     bumped whenever files are created or deleted (readers rescan dirs)
+    16  max_phy        commit-log offset up to which records AND their CQ units are written
+    24  flushed_phy    commit-log offset known to be on disk
+    32  min_phy        first commit-log offset still stored
+    40  writer_pid     pid of the writer (0 after a clean shutdown)
+
+The writer publishes max_phy only after writing the bytes and the consume-queue units; a reader
+reads max_phy first and then only trusts data below it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Final
+
+STATE_MAGIC: Final = 0x41434D5153544154
+_Q = struct.Struct("@q")
+STATE_PAGE_SIZE: Final = 4096
+OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER_PID = 0, 8, 16, 24, 32, 40
+
+
+class StatePage:
+    """Writer or reader view of `<root>/state`."""
+
+    def __init__(self, path: str, *, writable: bool) -> None:
+        self.path = path
+        self.writable = writable
+        fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
+        try:
+            if writable and os.fstat(fd).st_size < STATE_PAGE_SIZE:
+                os.ftruncate(fd, STATE_PAGE_SIZE)
+            self.mm = mmap.mmap(
+                fd, STATE_PAGE_SIZE, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            )
+        finally:
+            os.close(fd)
+        if writable:
+            _Q.pack_into(self.mm, OFF_MAGIC, STATE_MAGIC)
+
+    def get(self, off: int) -> int:
+        """Read one word."""
+        return int(_Q.unpack_from(self.mm, off)[0])
+
+    def set(self, off: int, value: int) -> None:
+        """Write one word (a single aligned 8-byte store)."""
+        _Q.pack_into(self.mm, off, value)
+
+    @property
+    def max_phy(self) -> int:
+        """Published commit-log max offset."""
+        return self.get(OFF_MAX_PHY)
+
+    @property
+    def flushed_phy(self) -> int:
+        """Published flushed offset."""
+        return self.get(OFF_FLUSHED_PHY)
+
+    @property
+    def min_phy(self) -> int:
+        """Published min offset."""
+        return self.get(OFF_MIN_PHY)
+
+    @property
+    def generation(self) -> int:
+        """File-set generation."""
+        return self.get(OFF_GENERATION)
+
+    def bump_generation(self) -> None:
+        """Tell readers to rescan directories."""
+        self.set(OFF_GENERATION, self.get(OFF_GENERATION) + 1)
+
+    def close(self) -> None:
+        """Unmap."""
+        self.mm.close()

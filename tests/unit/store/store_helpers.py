@@ -1,0 +1,54 @@
+"""Shared helpers for the store tests."""
+
+from __future__ import annotations
+
+from store.config import StoreConfig
+from store.message_store import DefaultMessageStore, MessageExtBrokerInner
+
+
+def small_config(root: str, **kw: object) -> StoreConfig:
+    """A store config with tiny files so tests roll often."""
+    base: dict[str, object] = dict(
+        storePathRootDir=root,
+        mappedFileSizeCommitLog=16 * 1024,
+        mappedFileSizeConsumeQueue=20 * 64,
+        maxHashSlotNum=32,
+        maxIndexNum=64,
+        totalPhysicalMemory=1 << 30,
+    )
+    base.update(kw)
+    return StoreConfig(**base)  # type: ignore[arg-type]
+
+
+def open_store(cfg: StoreConfig, now_ms: int = 1_000) -> DefaultMessageStore:
+    """Load and start a writer."""
+    s = DefaultMessageStore(cfg)
+    s.load(now_ms)
+    s.start(now_ms)
+    return s
+
+
+def msg(topic: str = "T", body: bytes = b"hello", qid: int = 0, tags: str | None = "A",
+        keys: str | None = None, uniq: str | None = None, **props: str) -> MessageExtBrokerInner:
+    """Build a message."""
+    p = dict(props)
+    if tags:
+        p["TAGS"] = tags
+    if keys:
+        p["KEYS"] = keys
+    if uniq:
+        p["UNIQ_KEY"] = uniq
+    return MessageExtBrokerInner(topic=topic, body=body, properties=p, queue_id=qid, born_timestamp=1)
+
+
+def split_records(buf: bytes) -> list[tuple[int, bytes]]:
+    """(queue_offset, body) of each record in a pull buffer."""
+    from protocol.record import decode_record_fields
+
+    out = []
+    pos = 0
+    while pos < len(buf):
+        f = decode_record_fields(buf, pos)
+        out.append((f.queue_offset, bytes(f.body)))
+        pos += f.total_size
+    return out

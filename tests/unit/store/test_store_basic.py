@@ -1,0 +1,351 @@
+"""Unit tests for the message store (put/get, statuses, index, time search, recovery)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from protocol.record import decode_record_fields, java_string_hash
+from store.commitlog import SCHEDULE_TOPIC
+from store.config import StoreConfig
+from store.consume_queue import CQ_UNIT_SIZE
+from store.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, java_hash_bytes
+from store.message_store import (
+    DefaultMessageStore,
+    GetMessageStatus,
+    MessageExtBatch,
+    MessageStoreReader,
+    PutMessageStatus,
+    TagFilter,
+)
+from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
+
+G = GetMessageStatus
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = open_store(small_config(str(tmp_path)))
+    yield s
+    if s.state is not None:
+        s.shutdown(10_000)
+
+
+def test_struct_sizes():
+    assert CQ_UNIT_SIZE == 20 and INDEX_HEADER_SIZE == 40 and INDEX_ENTRY_SIZE == 20
+
+
+@pytest.mark.parametrize("s", ["", "a", "TopicTest#KEY-1", "é中文", "x" * 300, "~\x7f"])
+def test_fast_java_hash_matches_reference(s):
+    assert java_hash_bytes(s.encode()) == java_string_hash(s)
+
+
+def test_put_get_roll_and_blank(store):
+    bodies = [bytes([i % 251]) * (100 + i * 7 % 900) for i in range(120)]
+    for i, b in enumerate(bodies):
+        r = store.put_message(msg(body=b, qid=0), 1_000 + i)
+        assert r.status is PutMessageStatus.PUT_OK and r.logics_offset == i
+    assert len(store.commitlog.mfq.files) > 3
+    got = []
+    off = 0
+    for _ in range(100):
+        res = store.get_message("g", "T", 0, off, 32)
+        if res.status is not G.FOUND:
+            break
+        got += split_records(res.buffer)
+        off = res.next_begin_offset
+    assert [b for _, b in got] == bodies
+    assert [q for q, _ in got] == list(range(120))
+    # file names are 20-digit start offsets and the blank sits at each file end
+    names = sorted(os.listdir(os.path.join(store.root, "commitlog")))
+    assert all(len(n) == 20 and int(n) % store.cfg.mappedFileSizeCommitLog == 0 for n in names)
+    assert store.check() == []
+
+
+def test_get_message_statuses(store):
+    assert store.get_message("g", "T", 0, 0, 32).status is G.NO_MATCHED_LOGIC_QUEUE
+    for i in range(5):
+        store.put_message(msg(qid=1, tags="A" if i % 2 else "B"), 1_000)
+    r = store.get_message("g", "T", 1, 5, 32)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_ONE, 5)
+    r = store.get_message("g", "T", 1, 9, 32)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_BADLY, 0)
+    r = store.get_message("g", "T", 1, 0, 32, filter=TagFilter({java_string_hash("A")}))
+    assert r.status is G.FOUND and r.message_queue_offsets == [1, 3] and r.next_begin_offset == 5
+    r = store.get_message("g", "T", 1, 0, 32, filter=TagFilter({java_string_hash("C")}))
+    assert (r.status, r.next_begin_offset) == (G.NO_MATCHED_MESSAGE, 5)
+    r = store.get_message("g", "T", 1, 0, 2)
+    assert r.message_count == 2 and r.next_begin_offset == 2
+    size = len(store.select_one_message_by_offset(store.get_commit_log_offset_in_queue("T", 1, 0)))
+    r = store.get_message("g", "T", 1, 0, 32, max_bytes=size * 3 - 1)
+    assert r.message_count == 2
+    assert TagFilter(None).is_matched_by_consume_queue(123)
+
+
+def test_no_message_in_queue_and_too_small_and_found_null(tmp_path):
+    s = open_store(small_config(str(tmp_path)))
+    cq = s._find_or_create_cq("E", 0)
+    assert s.get_message("g", "E", 0, 3, 32).status is G.NO_MESSAGE_IN_QUEUE
+    assert cq.get_max_offset_in_queue() == 0
+    for _ in range(200):
+        s.put_message(msg(topic="E", body=b"z" * 200), 5_000)
+    # force retention of everything but the last commit-log file
+    s.manual_delete = True
+    s.cfg.fileReservedTime = 0
+    assert s.clean_expired(10_000) > 0
+    lo = s.get_min_offset_in_queue("E", 0)
+    assert lo > 0
+    r = s.get_message("g", "E", 0, 0, 32)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_TOO_SMALL, lo)
+    # a missing CQ file inside [min, max) gives OFFSET_FOUND_NULL
+    cq.min_logic_offset = 0
+    r = s.get_message("g", "E", 0, 0, 32)
+    assert r.status is G.OFFSET_FOUND_NULL and r.next_begin_offset == 64
+    cq.correct_min_offset(s.min_phy_offset)
+    assert s.check() == []
+    s.shutdown(20_000)
+
+
+def test_message_was_removing(tmp_path):
+    s = open_store(small_config(str(tmp_path)))
+    for _ in range(120):
+        s.put_message(msg(body=b"q" * 300), 1_000)
+    cq = s._cq("T", 0)
+    first_phy_file = s.commitlog.mfq.files[0]
+    s.commitlog.mfq.delete_first(1)  # commit log gone, CQ not yet cleaned
+    assert s.min_phy_offset == first_phy_file.file_end_offset
+    r = s.get_message("g", "T", 0, 0, 32)
+    assert r.status in (G.MESSAGE_WAS_REMOVING, G.FOUND)
+    assert r.status is G.MESSAGE_WAS_REMOVING or r.message_queue_offsets[0] > 0
+    assert cq is not None
+    s.shutdown(2_000)
+
+
+def test_suggest_slave_and_in_disk(tmp_path):
+    s = open_store(small_config(str(tmp_path), totalPhysicalMemory=10_000, accessMessageInMemoryMaxRatio=40))
+    for _ in range(40):
+        s.put_message(msg(body=b"m" * 500), 1_000)
+    r = s.get_message("g", "T", 0, 0, 32)
+    assert r.suggest_pull_from_slave
+    assert r.message_count == s.cfg.maxTransferCountOnMessageInDisk
+    assert s.check_in_disk_by_commit_offset(0)
+    assert not s.check_in_disk_by_commit_offset(s.max_phy_offset - 10)
+    s.shutdown(2_000)
+
+
+def test_batch_put(store):
+    from protocol.record import properties_to_string
+
+    items = []
+    for i in range(10):
+        b = f"body{i}".encode()
+        p = properties_to_string({"UNIQ_KEY": f"U{i:031d}", "KEYS": f"bk{i}", "TAGS": "T1"}).encode()
+        items.append((22 + len(b) + len(p)).to_bytes(4, "big") + bytes(8) + (7).to_bytes(4, "big")
+                     + len(b).to_bytes(4, "big") + b + len(p).to_bytes(2, "big") + p)
+    batch = MessageExtBatch(topic="B", body=b"".join(items), queue_id=2, batch_properties="CLUSTER\x01c1")
+    r = store.put_messages(batch, 2_000)
+    assert r.ok and r.msg_num == 10 and r.logics_offset == 0 and len(r.msg_ids) == 10
+    assert all(len(i) == 32 for i in r.msg_ids)
+    g = store.get_message("g", "B", 2, 0, 32)
+    assert g.message_count == 10
+    f = decode_record_fields(g.buffer)
+    assert f.flag == 7 and f.properties.endswith(b"\x02CLUSTER\x01c1")
+    q = store.query_message("B", "bk3", 10, 0, 10**13)
+    assert q.phy_offsets == [r.offsets[3]]
+    bad = MessageExtBatch(topic="B", body=b"\x00\x00\x00\x05xx", queue_id=2)
+    assert store.put_messages(bad, 2_000).status is PutMessageStatus.MESSAGE_ILLEGAL
+
+
+def test_delay_rewrite_and_transactions(store):
+    m = msg(topic="D", qid=3, DELAY="3")
+    r = store.put_message(m, 10_000)
+    assert r.ok
+    cq = store._cq(SCHEDULE_TOPIC, 2)
+    assert cq is not None and cq.get_unit(0)[2] == 10_000 + 10_000
+    f = decode_record_fields(store.select_one_message_by_offset(r.wrote_offset))
+    assert b"REAL_TOPIC\x01D" in f.properties and b"REAL_QID\x013" in f.properties
+    # PREPARED and ROLLBACK: queue offset 0, no CQ unit
+    for flag in (0x4, 0xC):
+        m = msg(topic="TX")
+        m.sys_flag = flag
+        r = store.put_message(m, 10_000)
+        assert r.ok and r.logics_offset == 0
+    assert store._cq("TX", 0) is None
+    m = msg(topic="TX")
+    m.sys_flag = 0x8
+    assert store.put_message(m, 10_000).logics_offset == 0
+    assert store.get_max_offset_in_queue("TX", 0) == 1
+    assert store.check() == []
+
+
+def test_query_by_key_time_range_and_index_roll(tmp_path):
+    s = open_store(small_config(str(tmp_path), maxIndexNum=20, maxHashSlotNum=4))
+    offs = []
+    for i in range(50):
+        r = s.put_message(msg(keys=f"k{i % 5} other", uniq=f"U{i:031d}"), 100_000 + i * 1000)
+        offs.append(r.wrote_offset)
+    assert len(s.index.files) >= 5  # 3 keys per message, 19 entries per file
+    q = s.query_message("T", "k2", 100, 0, 10**13)
+    assert sorted(q.phy_offsets) == [offs[i] for i in range(2, 50, 5)]
+    q = s.query_message("T", "k2", 3, 0, 10**13)
+    assert len(q.phy_offsets) == 3 and q.phy_offsets[0] == offs[47]
+    q = s.query_message("T", "k2", 100, 100_000 + 10_000, 100_000 + 20_000)
+    assert sorted(q.phy_offsets) == [offs[12], offs[17]]
+    q = s.query_message("T", f"U{7:031d}", 10, 0, 10**13)
+    assert q.phy_offsets == [offs[7]]
+    assert decode_record_fields(q.buffer).phy_offset == offs[7]
+    s.shutdown(200_000)
+
+
+def test_search_by_time(store):
+    for i in range(10):
+        store.put_message(msg(), 1_000 + i * 100)
+    assert store.get_offset_in_queue_by_time("T", 0, 1_300) == 3
+    assert store.get_offset_in_queue_by_time("T", 0, 1_340) == 3
+    assert store.get_offset_in_queue_by_time("T", 0, 1_360) == 4
+    assert store.get_offset_in_queue_by_time("T", 0, 0) == 0
+    assert store.get_offset_in_queue_by_time("T", 0, 99_999) == 9
+    assert store.get_offset_in_queue_by_time("X", 0, 1) == 0
+    assert store.get_earliest_message_time("T", 0) == 1_000
+    assert store.get_message_store_timestamp("T", 0, 2) == 1_200
+
+
+def test_look_message_and_offsets(store):
+    r = store.put_message(msg(body=b"look"), 1_000)
+    m = store.look_message_by_offset(r.wrote_offset)
+    assert m is not None and bytes(m.body) == b"look"
+    assert store.look_message_by_offset(r.wrote_offset + 1) is None
+    assert store.get_min_offset_in_queue("nope", 0) == -1
+    assert store.get_commit_log_offset_in_queue("T", 0, 0) == r.wrote_offset
+
+
+def test_illegal_messages(store):
+    assert store.put_message(msg(topic="x" * 128), 1).status is PutMessageStatus.MESSAGE_ILLEGAL
+    big = msg(body=b"x" * (store.cfg.maxMessageSize + 1))
+    assert store.put_message(big, 1).status is PutMessageStatus.MESSAGE_ILLEGAL
+    m = msg(P="v" * 40000)
+    assert store.put_message(m, 1).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    too_big_for_file = msg(body=b"x" * 20_000)
+    assert store.put_message(too_big_for_file, 1).status is PutMessageStatus.MESSAGE_ILLEGAL
+
+
+def test_arrival_listener(store):
+    seen = []
+    store.arrival_listener = lambda *a: seen.append(a)
+    store.put_message(msg(qid=2, tags="A"), 7)
+    store.put_message(msg(qid=2, tags=None), 8)
+    assert seen == [("T", 2, 1, java_string_hash("A"), 7), ("T", 2, 2, 0, 8)]
+
+
+def test_lock_file(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    with pytest.raises(RuntimeError, match="Lock failed,MQ already started"):
+        DefaultMessageStore(cfg).load(1)
+    s.shutdown(2)
+    s2 = open_store(cfg)
+    s2.shutdown(3)
+
+
+def test_clean_restart_and_abnormal_recovery_redispatch(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    for i in range(100):
+        s.put_message(msg(body=bytes(50 + i), qid=i % 2, keys=f"K{i}"), 1_000 + i)
+    s.shutdown(5_000)
+    assert not os.path.exists(os.path.join(str(tmp_path), "abort"))
+    s = open_store(cfg, 6_000)
+    assert not s.recovered_abnormally and s.get_max_offset_in_queue("T", 1) == 50
+    assert s.check() == []
+    # lose the consume queue of queue 1 and the index, then crash: rebuilt from the commit log
+    s.close_abruptly()
+    import shutil
+
+    shutil.rmtree(os.path.join(str(tmp_path), "consumequeue", "T", "1"))
+    shutil.rmtree(os.path.join(str(tmp_path), "index"))
+    s = open_store(cfg, 7_000)
+    assert s.recovered_abnormally
+    assert s.get_max_offset_in_queue("T", 1) == 50
+    assert s.query_message("T", "K77", 5, 0, 10**13).phy_offsets
+    assert s.check() == []
+    s.shutdown(8_000)
+
+
+def test_normal_recovery_without_state_page_walks(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    for i in range(60):
+        s.put_message(msg(body=bytes(200)), 1_000 + i)
+    end = s.max_phy_offset
+    s.shutdown(2_000)
+    os.unlink(os.path.join(str(tmp_path), "state"))
+    s = open_store(cfg, 3_000)
+    assert s.max_phy_offset == end and s.check() == []
+    s.shutdown(4_000)
+
+
+def test_check_reports_corruption(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    for _ in range(10):
+        s.put_message(msg(body=b"abc" * 10), 1_000)
+    assert s.check() == []
+    mf = s.commitlog.mfq.files[0]
+    f = decode_record_fields(mf.mv, 0)
+    body_pos = f.total_size - 2 - len(f.properties) - 1 - len(f.topic) - len(f.body)
+    mf.mm[body_pos] ^= 0xFF
+    problems = s.check()
+    assert problems and "commitlog" in problems[0]
+    s.shutdown(2_000)
+
+
+def test_reader_view_sees_published_data_and_new_queues(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    rd = MessageStoreReader(cfg)
+    assert rd.get_message("g", "T", 0, 0, 32).status is G.NO_MATCHED_LOGIC_QUEUE
+    for i in range(100):
+        s.put_message(msg(body=bytes([i]) * 300, keys=f"r{i}"), 1_000 + i)
+    res = rd.get_message("g", "T", 0, 0, 32)
+    assert res.status is G.FOUND and res.max_offset == 100
+    seen = []
+    off = 0
+    for _ in range(50):
+        res = rd.get_message("g", "T", 0, off, 32)
+        if res.status is not G.FOUND:
+            break
+        seen += split_records(res.buffer)
+        off = res.next_begin_offset
+    assert [q for q, _ in seen] == list(range(100))
+    assert rd.query_message("T", "r42", 5, 0, 10**13).phy_offsets
+    # a unit written but not yet published stays invisible
+    from store.state_page import OFF_MAX_PHY
+
+    published = s.state.max_phy
+    s.put_message(msg(body=b"late"), 2_000)
+    s.state.set(OFF_MAX_PHY, published)
+    assert rd.get_max_offset_in_queue("T", 0) == 100
+    s.state.set(OFF_MAX_PHY, s.max_phy_offset)
+    assert rd.get_max_offset_in_queue("T", 0) == 101
+    assert rd.check() == []
+    rd.close()
+    s.shutdown(3_000)
+
+
+def test_store_config_from_properties():
+    cfg = StoreConfig.from_properties({
+        "storePathRootDir": "/x", "mappedFileSizeCommitLog": "65536", "flushDiskType": "SYNC_FLUSH",
+        "checkCRCOnRecover": "false", "unknownKey": "whatever", "deleteWhen": "04;05",
+    })
+    assert cfg.storePathRootDir == "/x" and cfg.mappedFileSizeCommitLog == 65536
+    assert cfg.is_sync_flush and cfg.checkCRCOnRecover is False
+    with pytest.raises(ValueError, match="mappedFileSizeCommitLog"):
+        StoreConfig.from_properties({"mappedFileSizeCommitLog": "big"})
+    with pytest.raises(ValueError, match="flushDiskType"):
+        StoreConfig.from_properties({"flushDiskType": "SOMETIMES"})
+    with pytest.raises(ValueError, match="checkCRCOnRecover"):
+        StoreConfig.from_properties({"checkCRCOnRecover": "maybe"})
+    with pytest.raises(ValueError, match="deleteWhen"):
+        StoreConfig.from_properties({"deleteWhen": "25"})
+    assert StoreConfig().delay_levels_ms[:3] == [1000, 5000, 10000]
