@@ -200,6 +200,9 @@ class PullMessageProcessor:
         resp: RemotingCommand | None
         if code == RS.SUCCESS:
             resp = cmd.make_response(code, status, ext, result.buffer)
+            release = getattr(result, "release", None)
+            if release is not None:
+                release()
             if self.bc.disableConsumeIfConsumerReadSlowly:
                 self._check_slow(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
