@@ -206,6 +206,10 @@ def start_broker(
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     name = str(getattr(broker_config, "brokerName", "broker"))
+    if int(getattr(broker_config, "listenPort", 0)) == 0 and hasattr(broker_config, "replace"):
+        # the port is advertised (name server routes, msgId store host): fix it before start
+        broker_config = broker_config.replace(listenPort=free_port(host if host != "0.0.0.0"
+                                                                   else LOOPBACK))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
     addr = cluster.asys.createActor(BrokerControllerActor)
     cluster.asys.tell(addr, StartBroker(broker_config, store_config, rdir, host, idle_s,

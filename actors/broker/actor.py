@@ -91,7 +91,42 @@ class _RealPersonality:
     def make_controller(self, broker_config: Any, store_config: Any, now: int) -> Any:
         from actors.broker.controller import BrokerControllerCore
 
-        return BrokerControllerCore(broker_config, store_config, now_ms=now)
+        core = BrokerControllerCore(broker_config, store_config)
+        core.load(now)
+        return _ControllerAdapter(core)
+
+
+class _ControllerAdapter:
+    """The controller core seen through the runtime's calls (see actors.runtime.echo)."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+
+    def snapshot(self) -> Any:
+        return self.core.snapshot()
+
+    def route_events(self, events: list[Any], origin: str, t: int
+                     ) -> tuple[dict[str, list[Any]], bool]:
+        forward = self.core.apply_events(events, origin, t)
+        return forward, bool(self.core.take_register_needed())
+
+    def register_requests(self, t: int) -> list[tuple[str, Any]]:
+        return list(self.core.build_register_requests(t))
+
+    def unregister_requests(self) -> list[tuple[str, Any]]:
+        return list(self.core.build_unregister_requests())
+
+    def persist(self, t: int) -> None:
+        self.core.persist_offsets()
+
+    def shutdown(self, t: int) -> None:
+        self.core.shutdown(t)
+
+    def on_namesrv_response(self, addr: str, cmd: Any, t: int) -> None:
+        self.core.on_register_response(addr, cmd)
+
+    def tick(self, t: int) -> int | None:
+        return self.core.tick(t)  # type: ignore[no-any-return]
 
 
 # -- processor actor -----------------------------------------------------------------------
@@ -143,7 +178,10 @@ class ProcessorActor(WatchingActor):
         self.group = group.name
         self.controller = msg.controller
         self.ctx = personality.make_context(
-            msg.broker_config, msg.store_config, group=group.name, outbox=self.outbox,
+            msg.broker_config,
+            msg.store_config,
+            group=group.name,
+            outbox=self.outbox,
             now_ms=now_ms(),
         )
         if msg.snapshot is not None:
@@ -164,7 +202,7 @@ class ProcessorActor(WatchingActor):
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
         woken = self.core.on_arrival(notices, t)
-        if woken:  # a core may also return (conn_id, cmd) pairs instead of using the outbox
+        if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
 
@@ -362,9 +400,18 @@ class BrokerControllerActor(WatchingActor):
         msg = self.start_msg
         assert msg is not None
         path = os.path.join(msg.runtime_dir, f"{group}.sock")
-        self.send(self.processors[group], StartProcessor(
-            group, msg.broker_config, msg.store_config, path, self._snapshot(), self.myAddress,
-            msg.personality))
+        self.send(
+            self.processors[group],
+            StartProcessor(
+                group,
+                msg.broker_config,
+                msg.store_config,
+                path,
+                self._snapshot(),
+                self.myAddress,
+                msg.personality,
+            ),
+        )
 
     def _snapshot(self) -> Any:
         snap = getattr(self.core, "snapshot", None)
@@ -389,9 +436,18 @@ class BrokerControllerActor(WatchingActor):
         code_groups = {code: g.name for g in self.groups for code in g.codes}
         self.remoting = self.createActor("actors.remoting.actor.RemotingServer")
         bc = msg.broker_config
-        self.send(self.remoting, StartRemoting(
-            msg.host, int(getattr(bc, "listenPort", 0)), dict(self.channel_addrs), code_groups,
-            self.personality.DEFAULT_GROUP, msg.idle_s, msg.max_frame))
+        self.send(
+            self.remoting,
+            StartRemoting(
+                msg.host,
+                int(getattr(bc, "listenPort", 0)),
+                dict(self.channel_addrs),
+                code_groups,
+                self.personality.DEFAULT_GROUP,
+                msg.idle_s,
+                msg.max_frame,
+            ),
+        )
 
     def _fail(self, reason: str) -> None:
         log.error("broker start failed: %s", reason)
@@ -403,18 +459,14 @@ class BrokerControllerActor(WatchingActor):
     def _on_events(self, msg: BrokerEventBatch) -> None:
         t = now_ms()
         try:
-            topics_changed = self.core.apply_events(msg.events, t)
+            forward, register = self.core.route_events(msg.events, msg.origin, t)
         except Exception:
             log.exception("controller failed applying events from %s", msg.origin)
-            topics_changed = False
-        per_target: dict[str, list[Any]] = {}
-        for event in msg.events:
-            for group in getattr(event, "AUDIENCE", ()):
-                if group != msg.origin and group in self.processors:
-                    per_target.setdefault(group, []).append(event)
-        for group, events in per_target.items():
-            self.send(self.processors[group], BrokerEventBatch(msg.origin, events))
-        if topics_changed and self.state == "running":
+            return
+        for group, events in forward.items():
+            if group in self.processors and events:
+                self.send(self.processors[group], BrokerEventBatch(msg.origin, events))
+        if register and self.state == "running":
             self._register(first=False)
 
     # name servers
@@ -559,7 +611,7 @@ class BrokerControllerActor(WatchingActor):
         self.store_detail = msg.detail
         try:
             if self.core is not None:
-                self.core.persist(now_ms())
+                self.core.shutdown(now_ms())
         except Exception:
             log.exception("persisting at shutdown failed")
         requests: list[tuple[str, Any]] = []

@@ -146,9 +146,18 @@ class EchoController:
         """Nothing to replicate."""
         return None
 
-    def apply_events(self, events: list[Any], now_ms: int) -> bool:
-        """Nothing to apply; no topic changes."""
-        return False
+    def route_events(self, events: list[Any], origin: str, now_ms: int
+                     ) -> tuple[dict[str, list[Any]], bool]:
+        """Forward each event to its AUDIENCE (not the origin); never re-register."""
+        forward: dict[str, list[Any]] = {}
+        for ev in events:
+            for group in getattr(ev, "AUDIENCE", ()):
+                if group != origin:
+                    forward.setdefault(group, []).append(ev)
+        return forward, False
+
+    def shutdown(self, now_ms: int) -> None:
+        """Nothing to persist."""
 
     def register_requests(self, now_ms: int) -> list[tuple[str, RemotingCommand]]:
         """No name servers."""

@@ -114,3 +114,25 @@ def test_idle_connection_closed(local_cluster) -> None:
         assert cl.invoke(RemotingCommand.request(11), 10).code == 0
         with pytest.raises(ConnectionError):
             cl.read_for(5.0)
+
+
+def test_real_broker_send_registers_and_routes(local_cluster) -> None:
+    from tests.bench.broker_bench import send_request
+
+    cluster = local_cluster(personality=None)
+    port = cluster.broker_port()
+    with BlockingClient(("127.0.0.1", port)) as cl:
+        resp = cl.invoke(send_request("RtTopic", 0), 10)
+        assert resp.code == 0, resp.remark
+        assert resp.ext_fields["queueOffset"] == "0"
+        assert cl.invoke(RemotingCommand.request(4321), 10).code == 3
+    body = b""
+    deadline = time.monotonic() + 10
+    with BlockingClient(("127.0.0.1", cluster.namesrv_port)) as ns:
+        while time.monotonic() < deadline:
+            r = ns.invoke(RemotingCommand.request(105, {"topic": "RtTopic"}), 10)
+            if r.code == 0:
+                body = bytes(r.body)
+                break
+            time.sleep(0.1)
+    assert f'"127.0.0.1:{port}"'.encode() in body
