@@ -1,0 +1,200 @@
+"""Pull processor: checks in order, every status => code, long-poll hold/wake/timeout."""
+
+from __future__ import annotations
+
+from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
+
+from actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from protocol.message import decode_messages
+
+SUB_ALL = 2 | 4  # suspend + subscription (ali-ons / C++)
+
+
+def put(b: Broker, topic: str, n: int, tags: str | None = None, qid: int = 0) -> None:
+    props = "WAIT\x01true" + (f"\x02TAGS\x01{tags}" if tags else "")
+    for i in range(n):
+        r = b.call(RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=qid, props=props), b"m%d" % i)
+        assert r.code == RS.SUCCESS
+
+
+def pull(b: Broker, topic: str, offset: int = 0, conn_id: int = 1, **kw):
+    kw.setdefault("sys_flag", SUB_ALL)
+    kw.setdefault("sub", "*")
+    return b.call(
+        RC.PULL_MESSAGE,
+        pull_ext(topic, offset=offset, **kw),
+        language="CPP",
+        version=333,
+        conn_id=conn_id,
+    )
+
+
+def test_found_header_and_body(broker: Broker) -> None:
+    put(broker, "T", 3)
+    r = pull(broker, "T")
+    assert r.code == RS.SUCCESS and r.remark == "FOUND"
+    assert r.ext_fields == {
+        "suggestWhichBrokerId": "0",
+        "nextBeginOffset": "3",
+        "minOffset": "0",
+        "maxOffset": "3",
+    }
+    assert [m.body for m in decode_messages(r.body)] == [b"m0", b"m1", b"m2"]
+
+
+def test_status_codes(broker: Broker) -> None:
+    put(broker, "T", 2)
+    r = pull(broker, "T", offset=2, sys_flag=4)  # no suspend flag: answered
+    assert (r.code, r.remark) == (RS.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
+    assert r.ext_fields["nextBeginOffset"] == "2"
+    r = pull(broker, "T", offset=9)
+    assert (r.code, r.remark) == (RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY")
+    assert r.ext_fields["nextBeginOffset"] == "0"  # Java: min offset when it is 0
+    # queue 1 exists in the topic but never written: NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE
+    r = pull(broker, "T", queue_id=1, offset=0, sys_flag=4)
+    assert r.code == RS.PULL_NOT_FOUND
+    r = pull(broker, "T", queue_id=1, offset=5, sys_flag=4)
+    assert r.code == RS.PULL_OFFSET_MOVED
+
+
+def test_tag_filter_no_match_is_20(broker: Broker) -> None:
+    put(broker, "T", 2, tags="TagB")
+    r = pull(broker, "T", sub="TagA")
+    assert (r.code, r.remark) == (RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")
+    assert r.ext_fields["nextBeginOffset"] == "2"
+    r = pull(broker, "T", sub="TagA || TagB")
+    assert r.code == RS.SUCCESS
+
+
+def test_check_order(broker: Broker) -> None:
+    put(broker, "T", 1)
+    r = pull(broker, "Unknown")
+    assert r.code == RS.TOPIC_NOT_EXIST
+    r = pull(broker, "T", queue_id=7)
+    assert r.code == RS.SYSTEM_ERROR and "queueId[7] is illegal" in r.remark
+    # no subscription flag and no heartbeat => 24
+    r = pull(broker, "T", sys_flag=2, sub=None)
+    assert r.code == RS.SUBSCRIPTION_NOT_EXIST
+    assert r.remark == "the consumer's group info not exist"
+    ext = pull_ext("T")
+    del ext["queueOffset"]
+    r = broker.call(RC.PULL_MESSAGE, ext)
+    assert r.code == RS.SYSTEM_ERROR and "queueOffset" in r.remark
+
+
+def test_heartbeat_subscription_rules(broker: Broker) -> None:
+    put(broker, "T", 1)
+    r = broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T", sub_version=5))
+    assert r.code == RS.SUCCESS
+    r = pull(broker, "T", sys_flag=2, sub=None, sub_version=5)
+    assert r.code == RS.SUCCESS
+    r = pull(broker, "Other", sys_flag=2, sub=None)
+    assert r.code == RS.TOPIC_NOT_EXIST
+    put(broker, "Other", 1)
+    r = pull(broker, "Other", sys_flag=2, sub=None)
+    assert (r.code, r.remark) == (
+        RS.SUBSCRIPTION_NOT_EXIST,
+        "the consumer's subscription not exist",
+    )
+    r = pull(broker, "T", sys_flag=2, sub=None, sub_version=6)
+    assert r.code == RS.SUBSCRIPTION_NOT_LATEST
+
+
+def test_group_disabled_and_no_auto_create(tmp_path) -> None:
+    b = Broker(str(tmp_path / "s"), autoCreateSubscriptionGroup=False)
+    try:
+        put(b, "T", 1)
+        r = pull(b, "T", group="NoSuchGroup")
+        assert r.code == RS.SUBSCRIPTION_GROUP_NOT_EXIST
+        body = b'{"groupName":"Off","consumeEnable":false}'
+        assert b.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body).code == RS.SUCCESS
+        r = pull(b, "T", group="Off")
+        assert r.code == RS.NO_PERMISSION
+    finally:
+        b.close()
+
+
+def test_commit_offset_flag_emits_offset(broker: Broker) -> None:
+    put(broker, "T", 1)
+    pull(broker, "T", sys_flag=SUB_ALL | 1, commit=1)
+    assert broker.ctxs["consumer_manage"].offsets.query_offset("CG", "T", 0) == 1
+    assert broker.controller.offsets.query_offset("CG", "T", 0) == 1
+
+
+def test_long_poll_hold_then_arrival_wakes(broker: Broker) -> None:
+    put(broker, "T", 1)
+    assert pull(broker, "T", offset=1, conn_id=9) is None  # held
+    assert len(broker.cores["pull"].hold) == 1
+    put(broker, "T", 1)  # arrival -> woken within the same pump
+    sent = broker.outbox.take()
+    assert len(sent) == 1
+    conn, resp = sent[0]
+    assert conn == 9 and resp.code == RS.SUCCESS and resp.opaque == 7
+    assert [m.body for m in decode_messages(resp.body)] == [b"m0"]
+    assert len(broker.cores["pull"].hold) == 0
+
+
+def test_arrival_with_non_matching_tag_keeps_hold(broker: Broker) -> None:
+    put(broker, "T", 1, tags="TagA")
+    assert pull(broker, "T", offset=1, sub="TagA") is None
+    put(broker, "T", 1, tags="TagB")
+    assert broker.outbox.take() == []
+    put(broker, "T", 1, tags="TagA")
+    ((_conn, resp),) = broker.outbox.take()
+    assert resp.code == RS.SUCCESS
+
+
+def test_hold_times_out_on_sweep(broker: Broker) -> None:
+    core = broker.cores["pull"]
+    put(broker, "T", 1)
+    assert core.tick(0) == 5000
+    assert (
+        broker.call(
+            RC.PULL_MESSAGE,
+            pull_ext("T", offset=1, sys_flag=SUB_ALL, sub="*", suspend=15000),
+            now_ms=0,
+        )
+        is None
+    )
+    core.tick(5000)
+    core.tick(10000)
+    assert broker.outbox.take() == []
+    core.tick(15000)
+    ((_conn, resp),) = broker.outbox.take()
+    assert resp.code == RS.PULL_NOT_FOUND and resp.ext_fields["nextBeginOffset"] == "1"
+
+
+def test_short_polling(tmp_path) -> None:
+    b = Broker(str(tmp_path / "s"), longPollingEnable=False)
+    try:
+        put(b, "T", 1)
+        core = b.cores["pull"]
+        core.tick(0)
+        assert b.call(RC.PULL_MESSAGE, pull_ext("T", offset=1, sys_flag=SUB_ALL, sub="*")) is None
+        put(b, "T", 1)  # no arrival wake-up without long polling
+        assert b.outbox.take() == []
+        core.tick(1000)
+        ((_conn, resp),) = b.outbox.take()
+        assert resp.code == RS.SUCCESS
+    finally:
+        b.close()
+
+
+def test_held_pull_dropped_on_close(broker: Broker) -> None:
+    put(broker, "T", 1)
+    assert pull(broker, "T", offset=1, conn_id=4) is None
+    broker.cores["pull"].on_connection_closed(4, 0)
+    put(broker, "T", 1)
+    assert broker.outbox.take() == []
+
+
+def test_hold_service_sweep_uses_max_offset() -> None:
+    svc = PullRequestHoldService(5000)
+    h = HeldPull(None, "T", 0, 3, 0, 15000, None)  # type: ignore[arg-type]
+    svc.suspend(h)
+    assert svc.check_hold_request(1000, lambda t, q: 3) == []
+    assert svc.check_hold_request(2000, lambda t, q: 4) == [h]
+    svc.suspend(h)
+    assert svc.check_hold_request(15000, lambda t, q: 3) == [h]
