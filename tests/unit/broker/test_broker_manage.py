@@ -1,0 +1,252 @@
+"""client_manage, consumer_manage, admin, query processors and the controller core."""
+
+from __future__ import annotations
+
+import json
+
+from broker_kit import Broker, heartbeat_body, send_ext
+
+from actors.broker.config import BrokerConfig
+from actors.broker.controller import BrokerControllerCore
+from actors.broker.lock_manager import RebalanceLockManager
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from store.config import StoreConfig
+
+
+def test_heartbeat_creates_retry_topic_and_notifies(broker: Broker) -> None:
+    r = broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T"), conn_id=1)
+    assert r.code == RS.SUCCESS and r.version == 409
+    assert broker.ctxs["pull"].topics.get("%RETRY%CG").write_queue_nums == 1
+    assert broker.controller.take_register_needed()
+    sent = broker.outbox.take()
+    assert [(c, cmd.code, cmd.is_oneway, cmd.ext_fields) for c, cmd in sent] == [
+        (1, RC.NOTIFY_CONSUMER_IDS_CHANGED, True, {"consumerGroup": "CG"})
+    ]
+    # same heartbeat again: nothing changed, no notify
+    broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T"), conn_id=1)
+    assert broker.outbox.take() == []
+    # a second consumer: every channel of the group is notified
+    broker.call(RC.HEART_BEAT, None, heartbeat_body("c2", "CG", "T"), conn_id=2)
+    assert sorted(c for c, _ in broker.outbox.take()) == [1, 2]
+    r = broker.call(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"})
+    assert json.loads(r.body) == {"consumerIdList": ["c1", "c2"]}
+
+
+def test_cpp_heartbeat_ordinal_enums(broker: Broker) -> None:
+    body = (
+        b'{"clientID":"127.0.0.1@1#DEFAULT","consumerDataSet":[{"groupName":"G",'
+        b'"consumeType":1,"messageModel":1,"consumeFromWhere":0,"subscriptionDataSet":'
+        b'[{"topic":"T","subString":"TagA","tagsSet":["TagA"],"subVersion":"17"}]}],'
+        b'"producerDataSet":[]}\n'
+    )
+    r = broker.call(RC.HEART_BEAT, {"AccessKey": "", "Signature": "s"}, body, language="CPP")
+    assert r.code == RS.SUCCESS
+    info = broker.ctxs["pull"].consumer_groups["G"]
+    assert info.message_model == "CLUSTERING" and info.consume_type == "CONSUME_PASSIVELY"
+    sub = info.find_subscription("T")
+    assert sub.sub_version == 17 and sub.code_set == frozenset({2598919})
+
+
+def test_bad_heartbeat_body(broker: Broker) -> None:
+    r = broker.call(RC.HEART_BEAT, None, b"{not json")
+    assert r.code == RS.SYSTEM_ERROR
+
+
+def test_unregister_and_close_notify_remaining(broker: Broker) -> None:
+    broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T"), conn_id=1)
+    broker.call(RC.HEART_BEAT, None, heartbeat_body("c2", "CG", "T"), conn_id=2)
+    broker.outbox.take()
+    r = broker.call(RC.UNREGISTER_CLIENT, {"clientID": "c2", "consumerGroup": "CG"}, conn_id=2)
+    assert r.code == RS.SUCCESS
+    assert [c for c, _ in broker.outbox.take()] == [1]
+    broker.cores["client_manage"].on_connection_closed(1, 0)
+    broker.pump()
+    r = broker.call(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"})
+    assert r.code == RS.SYSTEM_ERROR and r.remark == "no consumer for this group, CG"
+
+
+def test_channel_expiry_in_tick(broker: Broker) -> None:
+    core = broker.cores["client_manage"]
+    core.tick(0)
+    broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T"), conn_id=1, now_ms=0)
+    core.tick(110_000)
+    assert "CG" in broker.ctxs["client_manage"].consumer_groups
+    core.tick(130_000)
+    broker.pump()
+    assert "CG" not in broker.ctxs["consumer_manage"].consumer_groups
+
+
+def test_query_offset_rules(broker: Broker) -> None:
+    q = {"consumerGroup": "CG", "topic": "T", "queueId": 0}
+    # unknown queue (min offset -1) => 0 with code 0 (new-group rule)
+    r = broker.call(RC.QUERY_CONSUMER_OFFSET, q)
+    assert (r.code, r.ext_fields) == (RS.SUCCESS, {"offset": "0"})
+    broker.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x")
+    r = broker.call(RC.QUERY_CONSUMER_OFFSET, q)
+    assert (r.code, r.ext_fields) == (RS.SUCCESS, {"offset": "0"})
+    assert broker.call(RC.UPDATE_CONSUMER_OFFSET, dict(q, commitOffset=1), oneway=True) is None
+    r = broker.call(RC.QUERY_CONSUMER_OFFSET, q)
+    assert r.ext_fields == {"offset": "1"}
+    assert broker.controller.offsets.query_offset("CG", "T", 0) == 1
+
+
+def test_admin_topics_and_system_topic_rejected(broker: Broker) -> None:
+    ext = {
+        "topic": "AccBasic",
+        "defaultTopic": "TBW102",
+        "order": False,
+        "perm": 6,
+        "readQueueNums": 4,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "writeQueueNums": 4,
+    }
+    assert broker.call(RC.UPDATE_AND_CREATE_TOPIC, ext, version=121).code == RS.SUCCESS
+    assert broker.ctxs["send"].topics.get("AccBasic").read_queue_nums == 4
+    r = broker.call(RC.UPDATE_AND_CREATE_TOPIC, dict(ext, topic="SCHEDULE_TOPIC_XXXX"))
+    assert r.code == RS.SYSTEM_ERROR
+    r = broker.call(RC.UPDATE_AND_CREATE_TOPIC, dict(ext, topic="a b"))
+    assert r.code == RS.SYSTEM_ERROR
+    assert broker.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "AccBasic"}).code == RS.SUCCESS
+    assert broker.ctxs["pull"].topics.get("AccBasic") is None
+    assert "AccBasic" not in broker.controller.topics_json()
+
+
+def test_admin_offsets_by_queue(broker: Broker) -> None:
+    for _ in range(3):
+        broker.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x")
+    q = {"topic": "T", "queueId": 0}
+    assert broker.call(RC.GET_MAX_OFFSET, q).ext_fields == {"offset": "3"}
+    assert broker.call(RC.GET_MIN_OFFSET, q).ext_fields == {"offset": "0"}
+    assert int(broker.call(RC.GET_EARLIEST_MSG_STORETIME, q).ext_fields["timestamp"]) >= 0
+    r = broker.call(RC.SEARCH_OFFSET_BY_TIMESTAMP, dict(q, timestamp=0))
+    assert r.code == RS.SUCCESS and "offset" in r.ext_fields
+    r = broker.call(RC.GET_BROKER_RUNTIME_INFO, {})
+    assert "msgPutTotalTodayNow" in json.loads(r.body)["table"]
+
+
+def test_unknown_code_not_supported_even_oneway(broker: Broker) -> None:
+    r = broker.call(4242, {})
+    assert (r.code, r.remark) == (RS.REQUEST_CODE_NOT_SUPPORTED, " request type 4242 not supported")
+    r = broker.call(4242, {}, oneway=True)
+    assert r is not None and r.code == RS.REQUEST_CODE_NOT_SUPPORTED
+
+
+def test_lock_batch_and_expiry(broker: Broker) -> None:
+    mq = {"brokerName": "broker-a", "queueId": 0, "topic": "T"}
+
+    def body(cid):
+        return json.dumps(
+            {
+                "clientId": cid,
+                "consumerGroup": "G",
+                "mqSet": [mq],
+            }
+        ).encode()
+
+    r = broker.call(RC.LOCK_BATCH_MQ, None, body("a"), now_ms=0)
+    assert json.loads(r.body) == {"lockOKMQSet": [mq]}
+    r = broker.call(RC.LOCK_BATCH_MQ, None, body("b"), now_ms=30_000)
+    assert json.loads(r.body) == {"lockOKMQSet": []}
+    r = broker.call(RC.LOCK_BATCH_MQ, None, body("b"), now_ms=60_001)
+    assert json.loads(r.body) == {"lockOKMQSet": [mq]}
+    assert broker.call(RC.UNLOCK_BATCH_MQ, None, body("b"), oneway=True) is None
+    r = broker.call(RC.LOCK_BATCH_MQ, None, body("a"), now_ms=60_002)
+    assert json.loads(r.body) == {"lockOKMQSet": [mq]}
+
+
+def test_lock_manager_refresh() -> None:
+    m = RebalanceLockManager(60_000)
+    mq = ("T", "b", 0)
+    assert m.try_lock_batch("G", [mq], "a", 0) == [mq]
+    assert m.try_lock_batch("G", [mq], "a", 50_000) == [mq]  # refresh
+    assert m.try_lock_batch("G", [mq], "b", 100_000) == []
+    assert m.is_locked("G", mq, "a", 100_000)
+
+
+def test_subscription_group_admin(broker: Broker) -> None:
+    body = b'{"groupName":"SG","retryMaxTimes":3}'
+    assert broker.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body).code == RS.SUCCESS
+    r = broker.call(RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+    assert json.loads(r.body)["subscriptionGroupTable"]["SG"]["retryMaxTimes"] == 3
+    assert broker.ctxs["send"].groups.get("SG").retry_max_times == 3
+    broker.call(RC.DELETE_SUBSCRIPTIONGROUP, {"groupName": "SG", "removeOffset": True})
+    assert broker.ctxs["send"].groups.get("SG") is None
+
+
+def test_query_and_view_message(broker: Broker) -> None:
+    r = broker.call(
+        RC.SEND_MESSAGE_V2, send_ext("T", props="KEYS\x01order-1\x02UNIQ_KEY\x01U1"), b"body"
+    )
+    from protocol.message import decode_offset_msg_id
+
+    phy = decode_offset_msg_id(r.ext_fields["msgId"])[2]
+    r = broker.call(RC.VIEW_MESSAGE_BY_ID, {"offset": phy})
+    assert r.code == RS.SUCCESS and b"body" in r.body
+    r = broker.call(RC.VIEW_MESSAGE_BY_ID, {"offset": 123456})
+    assert r.code == RS.SYSTEM_ERROR
+    q = {"topic": "T", "key": "order-1", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62}
+    r = broker.call(RC.QUERY_MESSAGE, q)
+    assert r.code == RS.SUCCESS and b"body" in r.body
+    r = broker.call(RC.QUERY_MESSAGE, dict(q, key="nope", _UNIQUE_KEY_QUERY="true"))
+    assert (r.code, r.remark) == (
+        RS.QUERY_NOT_FOUND,
+        "can not find message, maybe time range not correct",
+    )
+
+
+def test_controller_persists_and_reloads(tmp_path) -> None:
+    root = str(tmp_path / "s")
+    b = Broker(root)
+    try:
+        b.call(RC.SEND_MESSAGE_V2, send_ext("Persist"), b"x")
+        b.call(
+            RC.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": "CG", "topic": "Persist", "queueId": 0, "commitOffset": 1},
+        )
+        b.controller.tick(0)
+        b.controller.tick(5000)  # 5 s offset persist
+    finally:
+        b.close()
+    c = BrokerControllerCore(BrokerConfig(), StoreConfig(storePathRootDir=root))
+    c.load(0)
+    assert c.topics.get("Persist") is not None
+    assert c.offsets.query_offset("CG", "Persist", 0) == 1
+    snap = c.snapshot()
+    assert any(t.topic_name == "Persist" for t in snap.topics)
+
+
+def test_controller_register_commands(broker: Broker) -> None:
+    import zlib
+
+    ((addr, cmd),) = broker.controller.build_register_requests(0)
+    assert addr == "127.0.0.1:9876" and cmd.code == RC.REGISTER_BROKER
+    ext = cmd.ext_fields
+    assert ext["brokerAddr"] == "127.0.0.1:10911" and ext["haServerAddr"] == "127.0.0.1:10912"
+    assert ext["brokerId"] == "0" and ext["compressed"] == "false"
+    assert int(ext["bodyCrc32"]) == zlib.crc32(cmd.body) & 0x7FFFFFFF
+    table = json.loads(cmd.body)["topicConfigSerializeWrapper"]["topicConfigTable"]
+    assert table["TBW102"]["perm"] == 7 and "DefaultCluster" in table
+    ((addr, un),) = broker.controller.build_unregister_requests()
+    assert un.code == RC.UNREGISTER_BROKER and un.ext_fields["brokerName"] == "broker-a"
+
+
+def test_broker_config_from_properties() -> None:
+    bc = BrokerConfig.from_properties(
+        {
+            "brokerName": "b1",
+            "listenPort": "10921",
+            "autoCreateTopicEnable": "false",
+            "unknownKey": "x",
+            "testSlowProcessorMs": "send:300",
+        }
+    )
+    assert (bc.brokerName, bc.listenPort, bc.autoCreateTopicEnable) == ("b1", 10921, False)
+    assert bc.slow_processor_ms("send") == 300 and bc.slow_processor_ms("pull") == 0
+    import pytest
+
+    with pytest.raises(ValueError, match="listenPort"):
+        BrokerConfig.from_properties({"listenPort": "abc"})
+    with pytest.raises(ValueError, match="longPollingEnable"):
+        BrokerConfig.from_properties({"longPollingEnable": "maybe"})
