@@ -79,14 +79,19 @@ _BIN_FIXED = struct.Struct(
 _BIN_FIXED_SIZE: Final = _BIN_FIXED.size  # 17
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_MSGPACK_INTS = struct.Struct(">iBiii")  # code, language, version, opaque, flag: validation only
 BIN_MIN_HEADER_SIZE: Final = _BIN_FIXED_SIZE + _I32.size  # 21
 
 HEADER_LENGTH_MASK: Final = 0xFFFFFF
+# Plain ints for dispatch on the hot path (comparing with IntEnum members costs more).
+_JSON: Final = int(SerializeType.JSON)
+_ROCKETMQ: Final = int(SerializeType.ROCKETMQ)
+_MSGPACK: Final = int(SerializeType.MSGPACK)
 _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 
-_LANG_NAMES: Final[dict[int, str]] = {m.value: m.name for m in LanguageCode}
 _LANG_BY_NAME: Final[dict[str, int]] = {m.name: m.value for m in LanguageCode}
+_LANG_JSON: Final[dict[int, str]] = {m.value: f'"{m.name}"' for m in LanguageCode}
 
 _opaque_counter = itertools.count(1)
 
@@ -103,6 +108,7 @@ def _reject_constant(name: str) -> Any:
 _json_encode = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
 ).encode
+_json_string = json.encoder.encode_basestring  # the C version when available
 _json_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 _msgpack_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 _msgpack_unpackb = msgpack.unpackb
@@ -194,17 +200,22 @@ def _decode_json(header: memoryview | bytes) -> tuple[int, int, int, int, int, A
 
 
 def _decode_binary(header: memoryview) -> tuple[int, int, int, int, int, Any, Any]:
-    hlen = len(header)
+    # One copy of the (small) header to bytes: unpack_from and slice+decode on bytes measured
+    # about 2x faster than on a memoryview here (no view object per field).
+    hb = bytes(header)
+    hlen = len(hb)
     if hlen < BIN_MIN_HEADER_SIZE:
         raise BadHeaderError(f"truncated binary header: {hlen} bytes")
-    code, language, version, opaque, flag, rlen = _BIN_FIXED.unpack_from(header, 0)
+    code, language, version, opaque, flag, rlen = _BIN_FIXED.unpack_from(hb, 0)
     pos = _BIN_FIXED_SIZE
     if rlen < 0 or rlen > hlen - BIN_MIN_HEADER_SIZE:
         raise BadHeaderError(f"binary header remark length {rlen} out of range")
+    i16 = _I16.unpack_from
+    i32 = _I32.unpack_from
     try:
-        remark = str(header[pos : pos + rlen], "utf-8") if rlen else None
+        remark = hb[pos : pos + rlen].decode() if rlen else None
         pos += rlen
-        (elen,) = _I32.unpack_from(header, pos)
+        (elen,) = i32(hb, pos)
         pos += 4
         if elen < 0 or elen > hlen - pos:
             raise BadHeaderError(f"binary header ext length {elen} out of range")
@@ -213,22 +224,20 @@ def _decode_binary(header: memoryview) -> tuple[int, int, int, int, int, Any, An
             ext = {}
             end = pos + elen
             while pos < end:
-                if end - pos < 2:
-                    raise BadHeaderError("truncated binary header map key length")
-                (klen,) = _I16.unpack_from(header, pos)
-                pos += 2
-                if klen < 0 or klen > end - pos - 4:
+                if end - pos < 6:
+                    raise BadHeaderError("truncated binary header map entry")
+                (klen,) = i16(hb, pos)
+                kpos = pos + 2
+                pos = kpos + klen
+                if klen < 0 or pos > end - 4:
                     raise BadHeaderError(f"binary header map key length {klen} out of range")
-                key = str(header[pos : pos + klen], "utf-8")
-                pos += klen
-                (vlen,) = _I32.unpack_from(header, pos)
-                pos += 4
-                if vlen < 0 or vlen > end - pos:
+                (vlen,) = i32(hb, pos)
+                vpos = pos + 4
+                pos = vpos + vlen
+                if vlen < 0 or pos > end:
                     raise BadHeaderError(f"binary header map value length {vlen} out of range")
-                value = str(header[pos : pos + vlen], "utf-8")
-                pos += vlen
-                if key and value:  # Java reads empty strings as null; null means absent
-                    ext[key] = value
+                if klen and vlen:  # Java reads empty strings as null; null means absent
+                    ext[hb[kpos : kpos + klen].decode()] = hb[vpos:pos].decode()
     except UnicodeDecodeError as exc:
         raise BadHeaderError(f"binary header string is not UTF-8: {exc}") from None
     return code, language, version, opaque, flag, remark, ext
@@ -242,19 +251,17 @@ def _decode_msgpack(header: memoryview) -> tuple[int, int, int, int, int, Any, A
     if type(h) is not list or len(h) != 7:
         raise BadHeaderError("msgpack header is not a 7-element array")
     code, language, version, opaque, flag, remark, ext = h
-    for v in (code, version, opaque, flag):
-        if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
-            raise BadHeaderError(f"msgpack header integer field invalid: {v!r}")
-    if type(language) is not int or not 0 <= language <= 0xFF:
-        raise BadHeaderError(f"msgpack header language invalid: {language!r}")
-    if remark is not None and type(remark) is not str:
-        raise BadHeaderError("msgpack header remark is not a string")
-    if ext is not None:
-        if type(ext) is not dict:
-            raise BadHeaderError("msgpack header extFields is not a map")
-        for k, v in ext.items():
-            if type(k) is not str or type(v) is not str:
-                raise BadHeaderError("msgpack header extFields entries must be strings")
+    try:
+        # One C call checks the five integers' types and ranges (as the binary codec would).
+        _MSGPACK_INTS.pack(code, language, version, opaque, flag)
+        if remark is not None:
+            remark.encode()  # AttributeError unless a str
+        if ext is not None:
+            # str.join type-checks every key and value at C speed (TypeError otherwise).
+            "".join(ext)
+            "".join(ext.values())
+    except (struct.error, AttributeError, TypeError, UnicodeEncodeError):
+        raise BadHeaderError(f"msgpack header field of the wrong type: {h!r:.200}") from None
     return code, language, version, opaque, flag, remark or None, ext
 
 
@@ -264,7 +271,7 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
     ext = cmd.ext_fields
     if ext:
         for k, v in ext.items():
-            if k is None or v is None:
+            if not k or not v:  # null or empty: Java would read it back as null anyway
                 continue
             kb = k.encode("utf-8")
             vb = v.encode("utf-8")
@@ -284,20 +291,24 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
-    obj: dict[str, Any] = {"code": cmd.code}
+    # Members in fastjson's (alphabetical) order, assembled by hand: only extFields and
+    # remark need the JSON encoder. The :d spec keeps IntEnum members numeric.
     ext = cmd.ext_fields
     if ext is not None:
-        obj["extFields"] = ext
+        ext_part = '"extFields":' + _json_encode(ext) + ","
     elif cmd.flag & RPC_TYPE_RESPONSE:
-        obj["extFields"] = {}  # Java's processSendResponse dereferences it unconditionally
-    obj["flag"] = cmd.flag
-    obj["language"] = _LANG_NAMES.get(cmd.language, cmd.language)
-    obj["opaque"] = cmd.opaque
-    if cmd.remark:
-        obj["remark"] = cmd.remark
-    obj["serializeTypeCurrentRPC"] = "JSON"
-    obj["version"] = cmd.version
-    return _json_encode(obj).encode("utf-8")
+        ext_part = '"extFields":{},'  # Java's processSendResponse dereferences it
+    else:
+        ext_part = ""
+    lang = _LANG_JSON.get(cmd.language)
+    if lang is None:
+        lang = f"{cmd.language:d}"
+    remark_part = '"remark":' + _json_string(cmd.remark) + "," if cmd.remark else ""
+    return (
+        f'{{"code":{cmd.code:d},{ext_part}"flag":{cmd.flag:d},"language":{lang},'
+        f'"opaque":{cmd.opaque:d},{remark_part}"serializeTypeCurrentRPC":"JSON",'
+        f'"version":{cmd.version:d}}}'
+    ).encode()
 
 
 def _encode_msgpack_header(cmd: RemotingCommand) -> bytes:
@@ -377,11 +388,11 @@ class RemotingCommand:
     def _header_bytes(self) -> bytes:
         st = self.serialize_type
         try:
-            if st == SerializeType.MSGPACK:
+            if st == _MSGPACK:
                 return _encode_msgpack_header(self)
-            if st == SerializeType.JSON:
+            if st == _JSON:
                 return _encode_json_header(self)
-            if st == SerializeType.ROCKETMQ:
+            if st == _ROCKETMQ:
                 return _encode_binary_header(self)
         except (struct.error, TypeError, ValueError, OverflowError) as exc:
             raise ProtocolError(f"cannot encode command code={self.code}: {exc}") from exc
@@ -416,11 +427,11 @@ class RemotingCommand:
         if end > flen:
             raise BadHeaderLengthError(f"header length {hlen} exceeds frame of {flen} bytes")
         header = mv[4:end]
-        if st == SerializeType.MSGPACK:
+        if st == _MSGPACK:
             fields = _decode_msgpack(header)
-        elif st == SerializeType.JSON:
+        elif st == _JSON:
             fields = _decode_json(header)
-        elif st == SerializeType.ROCKETMQ:
+        elif st == _ROCKETMQ:
             fields = _decode_binary(header)
         else:
             raise UnknownSerializeTypeError(f"unknown serialize type {st}")

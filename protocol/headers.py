@@ -61,33 +61,11 @@ def _missing(key: str) -> HeaderFieldError:
     return HeaderFieldError(ResponseCode.SYSTEM_ERROR, f"the custom field <{key}> is null")
 
 
-def _parse_number(value: str, key: str, lo: int, hi: int, java_type: str) -> int:
-    try:
-        n = int(value)
-    except (ValueError, TypeError):
-        raise HeaderFieldError(
-            ResponseCode.SYSTEM_ERROR,
-            f"the custom field <{key}> is not a valid {java_type}: {value!r}",
-        ) from None
-    if not lo <= n <= hi:
-        raise HeaderFieldError(
-            ResponseCode.SYSTEM_ERROR,
-            f"the custom field <{key}> is out of {java_type} range: {value!r}",
-        )
-    return n
-
-
-def _p_int(value: str, key: str) -> int:
-    return _parse_number(value, key, _INT32_MIN, _INT32_MAX, "int")
-
-
-def _p_long(value: str, key: str) -> int:
-    return _parse_number(value, key, _INT64_MIN, _INT64_MAX, "long")
-
-
-def _p_bool(value: str) -> bool:
-    # Java Boolean.parseBoolean ("true", any case); C++ sends "0"/"1" for some booleans.
-    return value == "true" or value == "1" or value.lower() == "true"
+def _bad_number(key: str, value: object, java_type: str) -> HeaderFieldError:
+    return HeaderFieldError(
+        ResponseCode.SYSTEM_ERROR,
+        f"the custom field <{key}> is not a valid {java_type}: {value!r}",
+    )
 
 
 def _camel(name: str) -> str:
@@ -108,14 +86,8 @@ def _specs(cls: type, keys: Mapping[str, str]) -> tuple[FieldSpec, ...]:
 
 
 def _build_from_ext(cls: type, specs: tuple[FieldSpec, ...]) -> Callable[..., Any]:
-    """Generate `from_ext(cls, ext)` for one key set."""
-    ns: dict[str, Any] = {
-        "_p_int": _p_int,
-        "_p_long": _p_long,
-        "_p_bool": _p_bool,
-        "_missing": _missing,
-        "_EMPTY": _EMPTY,
-    }
+    """Generate `from_ext(cls, ext)` for one key set (number parsing inlined: hot path)."""
+    ns: dict[str, Any] = {"_bad_number": _bad_number, "_missing": _missing, "_EMPTY": _EMPTY}
     lines = ["def from_ext(cls, ext):", "    if ext is None: ext = _EMPTY", "    g = ext.get"]
     args = []
     for i, s in enumerate(specs):
@@ -124,19 +96,26 @@ def _build_from_ext(cls: type, specs: tuple[FieldSpec, ...]) -> Callable[..., An
         lines.append(f"    {a} = g({s.key!r})")
         if s.required:
             lines.append(f"    if {a} is None: raise _missing({s.key!r})")
+            ind = "    "
         else:
             ns[f"d{i}"] = s.default
             lines.append(f"    if {a} is None: {a} = d{i}")
             lines.append("    else:")
-        indent = "    " if s.required else "        "
-        if s.kind == "int":
-            lines.append(f"{indent}{a} = _p_int({a}, {s.key!r})")
-        elif s.kind == "Long":
-            lines.append(f"{indent}{a} = _p_long({a}, {s.key!r})")
+            ind = "        "
+        if s.kind in ("int", "Long"):
+            lo, hi = (_INT32_MIN, _INT32_MAX) if s.kind == "int" else (_INT64_MIN, _INT64_MAX)
+            java = "int" if s.kind == "int" else "long"
+            lines += [
+                f"{ind}try: {a} = int({a})",
+                f"{ind}except (ValueError, TypeError): {a} = None",
+                f"{ind}if {a} is None or not {lo} <= {a} <= {hi}:",
+                f"{ind}    raise _bad_number({s.key!r}, g({s.key!r}), {java!r})",
+            ]
         elif s.kind == "bool":
-            lines.append(f"{indent}{a} = _p_bool({a})")
+            # Java Boolean.parseBoolean ("true", any case); C++ sends "0"/"1" for some.
+            lines.append(f'{ind}{a} = {a} == "true" or {a} == "1" or {a}.lower() == "true"')
         elif not s.required:
-            lines.append(f"{indent}pass")
+            lines.append(f"{ind}pass")
     lines.append(f"    return cls({', '.join(args)})")
     exec("\n".join(lines), ns)  # code generated from our own field specs
     fn: Callable[..., Any] = ns["from_ext"]

@@ -288,7 +288,7 @@ def header_instances(draw: st.DrawFn) -> h.CommandCustomHeader:
     kwargs = {}
     for f in cls.FIELDS:
         strat = _KIND_STRATEGY[f.kind]
-        kwargs[f.attr] = draw(strat if f.required else st.none() | strat)
+        kwargs[f.attr] = draw(strat if f.required else st.just(f.default) | strat)
     return cls(**kwargs)
 
 
