@@ -1,0 +1,185 @@
+"""Helpers for the end-to-end broker tests: request builders and bounded waits.
+
+Requests are written the way RocketMQ 4.9.x clients write them (spec §3, §14): header fields
+by their wire names, every value a string. Nothing here starts a process; the clusters come
+from tests/integration/conftest.py's `local_cluster` fixture (real personality).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from deploy import launch
+from deploy.wire import BlockingClient
+from protocol.codes import SerializeType
+from protocol.command import RemotingCommand
+from protocol.message import BatchItem, create_uniq_id, encode_batch
+from protocol.record import java_string_hash, properties_to_string
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# small files: tests must not map 1 GiB commit logs or 420 MB index files
+SMALL_STORE: dict[str, str] = {
+    "mappedFileSizeCommitLog": str(4 * 1024 * 1024),
+    "mappedFileSizeConsumeQueue": str(6000 * 20),
+    "maxHashSlotNum": "4096",
+    "maxIndexNum": "16384",
+}
+SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ, SerializeType.MSGPACK)
+RPC_TIMEOUT_S = 10.0
+
+
+def start_real(local_cluster: Callable[..., launch.LocalCluster], **props: str
+               ) -> launch.LocalCluster:
+    """A name server + the REAL broker (H5's cores) with small store files."""
+    merged = dict(SMALL_STORE)
+    merged.update(props)
+    return local_cluster(personality=None, broker_props=merged)
+
+
+def broker_addr(cluster: launch.LocalCluster) -> tuple[str, int]:
+    """The broker's client address."""
+    return ("127.0.0.1", cluster.broker_port())
+
+
+def namesrv_addr(cluster: launch.LocalCluster) -> tuple[str, int]:
+    """The name server's address."""
+    assert cluster.namesrv_port is not None
+    return ("127.0.0.1", cluster.namesrv_port)
+
+
+def wait_until(fn: Callable[[], T | None], timeout_s: float, step_s: float = 0.1) -> T | None:
+    """Call fn until it returns something truthy or timeout_s passes (bounded); last value."""
+    deadline = time.monotonic() + timeout_s
+    value = fn()
+    while not value and time.monotonic() < deadline:
+        time.sleep(step_s)
+        value = fn()
+    return value
+
+
+# -- request builders --------------------------------------------------------------------------
+def msg_props(tags: str | None = None, keys: str | None = None, uniq: str | None = None,
+              wait: bool = True) -> dict[str, str]:
+    """A producer's properties: UNIQ_KEY, WAIT, TAGS, KEYS."""
+    props = {"UNIQ_KEY": uniq or create_uniq_id(), "WAIT": "true" if wait else "false"}
+    if tags:
+        props["TAGS"] = tags
+    if keys:
+        props["KEYS"] = keys
+    return props
+
+
+def send_cmd(topic: str, body: bytes, props: dict[str, str], *, queue_id: int = 0,
+             code: int = 310, serialize_type: int = SerializeType.JSON,
+             group: str = "e2e_pg", default_topic: str = "TBW102", flag: int = 0,
+             batch: bool = False, oneway: bool = False) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (310/320, one-letter keys) or SEND_MESSAGE (10, long names)."""
+    fields = {
+        "producerGroup": group, "topic": topic, "defaultTopic": default_topic,
+        "defaultTopicQueueNums": "4", "queueId": str(queue_id), "sysFlag": "0",
+        "bornTimestamp": str(int(time.time() * 1000)), "flag": str(flag),
+        "properties": properties_to_string(props), "reconsumeTimes": "0",
+        "unitMode": "false",
+    }
+    if code == 10:
+        ext = fields
+    else:
+        letters = "abcdefghijk"
+        ext = {letters[i]: v for i, v in enumerate(fields.values())}
+        ext["m"] = "true" if batch else "false"
+    return RemotingCommand.request(code, ext, body, serialize_type=serialize_type, oneway=oneway)
+
+
+def batch_cmd(topic: str, items: list[BatchItem], *, queue_id: int = 0,
+              serialize_type: int = SerializeType.JSON) -> RemotingCommand:
+    """SEND_BATCH_MESSAGE (320) with `m`=true, batch-level properties WAIT=true."""
+    return send_cmd(topic, encode_batch(items), {"WAIT": "true"}, queue_id=queue_id, code=320,
+                    serialize_type=serialize_type, batch=True)
+
+
+def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
+             sys_flag: int = 4, subscription: str | None = "*", suspend_ms: int = 0,
+             commit_offset: int = 0, serialize_type: int = SerializeType.JSON
+             ) -> RemotingCommand:
+    """PULL_MESSAGE (11); sysFlag bit 2 (0x4) means the subscription rides in the request."""
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+           "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
+           "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
+           "subVersion": "0", "expressionType": "TAG"}
+    if subscription is not None:
+        ext["subscription"] = subscription
+    return RemotingCommand.request(11, ext, serialize_type=serialize_type)
+
+
+def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes = b"",
+               oneway: bool = False, **ext: Any) -> RemotingCommand:
+    """Any request with string-valued header fields."""
+    return RemotingCommand.request(code, {k: str(v) for k, v in ext.items()} or None, body,
+                                   serialize_type=serialize_type, oneway=oneway)
+
+
+def heartbeat_cmd(client_id: str, group: str, topics: dict[str, str],
+                  serialize_type: int = SerializeType.JSON) -> RemotingCommand:
+    """HEART_BEAT (34) as a Java push consumer writes it; topics maps topic -> subString."""
+    subs = []
+    for topic, sub in topics.items():
+        tags = [] if sub == "*" else [t.strip() for t in sub.split("||") if t.strip()]
+        subs.append({"classFilterMode": False, "codeSet": [java_string_hash(t) for t in tags],
+                     "expressionType": "TAG", "subString": sub, "subVersion": 1,
+                     "tagsSet": tags, "topic": topic})
+    body = {"clientID": client_id,
+            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
+                                 "messageModel": "CLUSTERING", "subscriptionDataSet": subs,
+                                 "unitMode": False}],
+            "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}]}
+    data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    return RemotingCommand.request(34, None, data, serialize_type=serialize_type)
+
+
+def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC (17) as mqadmin writes it."""
+    return simple_cmd(17, topic=topic, defaultTopic="TBW102", readQueueNums=queues,
+                      writeQueueNums=queues, perm=perm, topicFilterType="SINGLE_TAG",
+                      topicSysFlag=0, order="false")
+
+
+def get_route(ns: tuple[str, int], topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC (105) at a name server (fresh connection)."""
+    with BlockingClient(ns) as cl:
+        return cl.invoke(simple_cmd(105, topic=topic), RPC_TIMEOUT_S)
+
+
+def wait_route(ns: tuple[str, int], topic: str, want: bool, timeout_s: float
+               ) -> RemotingCommand:
+    """Poll GET_ROUTEINFO_BY_TOPIC until it succeeds (want) / fails (not want); last answer."""
+    last: list[RemotingCommand] = []
+
+    def probe() -> bool:
+        r = get_route(ns, topic)
+        last[:] = [r]
+        return (r.code == 0) == want
+
+    wait_until(probe, timeout_s, 0.2)
+    return last[0]
+
+
+def start_namesrv_with(cluster: launch.LocalCluster, config: dict[str, Any],
+                       idle_s: float = 120.0) -> int:
+    """A second NameServer actor in `cluster` with NamesrvProcessor keyword overrides."""
+    from actors.namesrv.actor import NameServerActor
+    from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
+
+    addr = cluster.asys.createActor(NameServerActor)
+    cluster.asys.tell(addr, StartNamesrv("127.0.0.1", 0, config, idle_s))
+    reply = launch._await(cluster.asys, (NamesrvStarted, NamesrvStartFailed), 60.0)
+    if not isinstance(reply, NamesrvStarted):
+        raise RuntimeError(f"name server failed to start: {reply!r}")
+    return int(reply.port)
