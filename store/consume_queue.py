@@ -313,6 +313,13 @@ class ConsumeQueueView(ConsumeQueue):
                 lo = mid + 1
             else:
                 hi = mid
+        if lo == self.units_per_file and not refresh:
+            # the last known file is full: the writer may have rolled to a new one
+            n = len(files)
+            self.mfq.refresh()
+            if len(self.mfq.files) != n:
+                self.sync(cl_max, cl_min, False)
+                return
         if lo == 0 and len(files) > 1:
             # an empty freshly created file: the previous one is full
             self._max_pos = last.file_from_offset
