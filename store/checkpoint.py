@@ -49,7 +49,11 @@ class StoreCheckpoint:
     def flush(self) -> None:
         """Write the three timestamps and msync."""
         CHECKPOINT.pack_into(
-            self.mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp
+            self.mm,
+            0,
+            self.physic_msg_timestamp,
+            self.logics_msg_timestamp,
+            self.index_msg_timestamp,
         )
         self.mm.flush()
 

@@ -102,7 +102,9 @@ class CommitLog:
         self.cfg = cfg
         self.file_size = cfg.mappedFileSizeCommitLog
         self.path = os.path.join(cfg.storePathRootDir, "commitlog")
-        self.mfq = MappedFileQueue(self.path, self.file_size, writable=writable, warm=cfg.warmMapedFileEnable)
+        self.mfq = MappedFileQueue(
+            self.path, self.file_size, writable=writable, warm=cfg.warmMapedFileEnable
+        )
         self.writable = writable
         self._cur: MappedFile | None = None
         self.last_store_timestamp = 0
@@ -159,10 +161,24 @@ class CommitLog:
             phy = mf.file_from_offset + pos
             mm = mf.mm
             RECORD_V4.pack_into(
-                mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag,
-                queue_offset, phy, sys_flag & ~0x30, born_ts, born_host, store_ts, store_host,
-                reconsume_times, prepared_offset, blen,
-            )  # fmt: skip
+                mm,
+                pos,
+                total,
+                MESSAGE_MAGIC_CODE,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                flag,
+                queue_offset,
+                phy,
+                sys_flag & ~0x30,
+                born_ts,
+                born_host,
+                store_ts,
+                store_host,
+                reconsume_times,
+                prepared_offset,
+                blen,
+            )
             p = pos + 88
             mm[p : p + blen] = body
             p += blen
@@ -176,12 +192,23 @@ class CommitLog:
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
             encode_record_into(
-                mf.mm, pos, body=body, topic=topic_tb[1:], properties=props, queue_id=queue_id,
-                flag=flag, queue_offset=queue_offset, phy_offset=phy, sys_flag=sys_flag,
-                born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-                store_host=store_host, reconsume_times=reconsume_times,
+                mf.mv,
+                pos,
+                body=body,
+                topic=topic_tb[1:],
+                properties=props,
+                queue_id=queue_id,
+                flag=flag,
+                queue_offset=queue_offset,
+                phy_offset=phy,
+                sys_flag=sys_flag,
+                born_timestamp=born_ts,
+                born_host=born_host,
+                store_timestamp=store_ts,
+                store_host=store_host,
+                reconsume_times=reconsume_times,
                 prepared_transaction_offset=prepared_offset,
-            )  # fmt: skip
+            )
         mf.wrote_position = pos + total
         self.last_store_timestamp = store_ts
         return phy, total
@@ -246,8 +273,10 @@ class CommitLog:
         return int(_I64.unpack_from(data, 68 if sys_flag & 0x10 else 56)[0])
 
     # ---- recovery walk -------------------------------------------------------------------
-    def check_record(self, mv: memoryview, pos: int, check_crc: bool) -> tuple[int, DispatchRequest | None]:
-        """Validate the record at mv[pos:]; returns (size, request). size 0 = blank/end, -1 = bad."""
+    def check_record(
+        self, mv: memoryview, pos: int, check_crc: bool
+    ) -> tuple[int, DispatchRequest | None]:
+        """Validate the record at mv[pos:]; returns (size, request); 0 = end, -1 = bad."""
         if pos + 8 > len(mv):
             return 0, None
         total, magic = _TOTAL_MAGIC.unpack_from(mv, pos)
@@ -281,14 +310,30 @@ class CommitLog:
                 from store.index import java_hash_bytes
 
                 tags_code = java_hash_bytes(tags)
-        req = DispatchRequest(topic, f.queue_id, f.phy_offset, total, tags_code, f.store_timestamp,
-                              f.queue_offset, f.sys_flag, props)  # fmt: skip
+        req = DispatchRequest(
+            topic,
+            f.queue_id,
+            f.phy_offset,
+            total,
+            tags_code,
+            f.store_timestamp,
+            f.queue_offset,
+            f.sys_flag,
+            props,
+        )
         return total, req
 
     def walk(self, start: int, check_crc: bool) -> Iterator[DispatchRequest]:
         """Yield valid records from start; afterwards self.walk_end is the valid end offset."""
         self.walk_end = start
-        idx = next((i for i, mf in enumerate(self.mfq.files) if mf.file_from_offset <= start < mf.file_end_offset), None)
+        idx = next(
+            (
+                i
+                for i, mf in enumerate(self.mfq.files)
+                if mf.file_from_offset <= start < mf.file_end_offset
+            ),
+            None,
+        )
         if idx is None:
             return
         files = self.mfq.files

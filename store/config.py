@@ -95,7 +95,9 @@ class StoreConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
         if self.flushDiskType not in FLUSH_TYPES:
-            raise ValueError(f"flushDiskType: expected one of {FLUSH_TYPES}, got {self.flushDiskType!r}")
+            raise ValueError(
+                f"flushDiskType: expected one of {FLUSH_TYPES}, got {self.flushDiskType!r}"
+            )
         if self.brokerRole not in BROKER_ROLES:
             raise ValueError(f"brokerRole: expected one of {BROKER_ROLES}, got {self.brokerRole!r}")
         if self.mappedFileSizeCommitLog < 4096:

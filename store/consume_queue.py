@@ -47,13 +47,15 @@ def units_struct(n: int) -> struct.Struct:
 class ConsumeQueue:
     """One topic/queue's consume queue."""
 
-    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool = True) -> None:
+    def __init__(
+        self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool = True
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
         self.units_per_file = file_size // CQ_UNIT_SIZE
         self.path = os.path.join(root, topic, str(queue_id))
-        self.mfq = MappedFileQueue(self.path, file_size, writable=writable, warm=False)
+        self.mfq = MappedFileQueue(self.path, file_size, writable=writable, warm=writable)
         self.writable = writable
         self.min_logic_offset = 0  # byte offset
         self.max_phy_offset = 0  # end (phy + size) of the last unit
@@ -133,7 +135,12 @@ class ConsumeQueue:
             self.min_logic_offset = pos
             self._max_pos = start
             if pos > start:
-                log.info("pre-blank consume queue topic=%s qid=%d upto=%d", self.topic, self.queue_id, pos)
+                log.info(
+                    "pre-blank consume queue topic=%s qid=%d upto=%d",
+                    self.topic,
+                    self.queue_id,
+                    pos,
+                )
         while self._max_pos < pos:  # pre-blank / gap fill
             mf = self._file_for_append()
             p = self._max_pos - mf.file_from_offset
@@ -237,9 +244,9 @@ class ConsumeQueue:
         n = 0
         for mf in files[:-1]:
             last = CQ_UNIT.unpack_from(mf.mv, self.file_size - CQ_UNIT_SIZE)
-            if last[1] != PRE_BLANK_SIZE and last[0] + last[1] <= min_phy:
-                n += 1
-            elif last[1] == PRE_BLANK_SIZE:
+            if (last[1] != PRE_BLANK_SIZE and last[0] + last[1] <= min_phy) or last[
+                1
+            ] == PRE_BLANK_SIZE:
                 n += 1
             else:
                 break

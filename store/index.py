@@ -100,15 +100,30 @@ class IndexFile:
             finally:
                 os.close(fd)
         self.mv = memoryview(self.mm)
-        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
-         self.index_count) = INDEX_HEADER.unpack_from(self.mv, 0)  # fmt: skip
+        (
+            self.begin_ts,
+            self.end_ts,
+            self.begin_phy,
+            self.end_phy,
+            self.slot_count,
+            self.index_count,
+        ) = INDEX_HEADER.unpack_from(self.mv, 0)
         if self.index_count <= 0:
             self.index_count = 1
+        if writable:
+            with contextlib.suppress(OSError, ValueError):
+                self.mm.madvise(23)  # MADV_POPULATE_WRITE: no page faults on the put path
 
     def reload_header(self) -> None:
         """Reader: re-read the header."""
-        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
-         self.index_count) = INDEX_HEADER.unpack_from(self.mv, 0)  # fmt: skip
+        (
+            self.begin_ts,
+            self.end_ts,
+            self.begin_phy,
+            self.end_phy,
+            self.slot_count,
+            self.index_count,
+        ) = INDEX_HEADER.unpack_from(self.mv, 0)
         if self.index_count <= 0:
             self.index_count = 1
 
@@ -142,10 +157,53 @@ class IndexFile:
         self.index_count = count + 1
         self.end_phy = phy
         self.end_ts = store_ts
-        INDEX_HEADER.pack_into(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count + 1)
+        INDEX_HEADER.pack_into(
+            mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count + 1
+        )
         return True
 
-    def select_phy_offsets(self, kh: int, max_num: int, begin_ms: int, end_ms: int, out: list[int]) -> None:
+    def put_hashes(self, hashes: list[int], phy: int, store_ts: int) -> int:
+        """Add entries for several key hashes of one record; returns how many fitted."""
+        count = self.index_count
+        room = self.index_num - count
+        if room <= 0:
+            return 0
+        if count <= 1:
+            self.begin_phy = phy
+            self.begin_ts = store_ts
+        begin = self.begin_ts
+        if begin <= 0:
+            diff = 0
+        else:
+            diff = (store_ts - begin) // 1000
+            diff = 0 if diff < 0 else (_INT_MAX if diff > _INT_MAX else diff)
+        mm = self.mm
+        slot_num = self.slot_num
+        base = self.entries_base
+        n = 0
+        for kh in hashes:
+            if n >= room:
+                break
+            slot_pos = INDEX_HEADER_SIZE + (kh % slot_num) * 4
+            prev = _SLOT.unpack_from(mm, slot_pos)[0]
+            if prev <= 0 or prev >= count:
+                prev = 0
+                self.slot_count += 1
+            INDEX_ENTRY.pack_into(mm, base + count * INDEX_ENTRY_SIZE, kh, phy, diff, prev)
+            _SLOT.pack_into(mm, slot_pos, count)
+            count += 1
+            n += 1
+        self.index_count = count
+        self.end_phy = phy
+        self.end_ts = store_ts
+        INDEX_HEADER.pack_into(
+            mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count
+        )
+        return n
+
+    def select_phy_offsets(
+        self, kh: int, max_num: int, begin_ms: int, end_ms: int, out: list[int]
+    ) -> None:
         """Append phy offsets of entries with this hash stored in [begin_ms, end_ms]."""
         mv = self.mv
         count = self.index_count
@@ -153,7 +211,9 @@ class IndexFile:
         steps = 0
         while 0 < cur < count and len(out) < max_num and steps < count:
             steps += 1
-            h, phy, diff, prev = INDEX_ENTRY.unpack_from(mv, self.entries_base + cur * INDEX_ENTRY_SIZE)
+            h, phy, diff, prev = INDEX_ENTRY.unpack_from(
+                mv, self.entries_base + cur * INDEX_ENTRY_SIZE
+            )
             ts = self.begin_ts + diff * 1000
             if ts < begin_ms:
                 break
@@ -179,7 +239,9 @@ class IndexFile:
         if keep == count:
             return keep
         for i in range(count - 1, keep - 1, -1):  # unlink removed entries from their slots
-            h, _phy, _d, prev = INDEX_ENTRY.unpack_from(self.mv, self.entries_base + i * INDEX_ENTRY_SIZE)
+            h, _phy, _d, prev = INDEX_ENTRY.unpack_from(
+                self.mv, self.entries_base + i * INDEX_ENTRY_SIZE
+            )
             slot_pos = INDEX_HEADER_SIZE + (h % self.slot_num) * 4
             cur = _SLOT.unpack_from(self.mm, slot_pos)[0]
             if cur == i:
@@ -191,14 +253,24 @@ class IndexFile:
         self.mm[zero_start:zero_end] = bytes(zero_end - zero_start)
         self.index_count = keep
         if keep > 1:
-            _h, phy, diff, _p = INDEX_ENTRY.unpack_from(self.mv, self.entries_base + (keep - 1) * INDEX_ENTRY_SIZE)
+            _h, phy, diff, _p = INDEX_ENTRY.unpack_from(
+                self.mv, self.entries_base + (keep - 1) * INDEX_ENTRY_SIZE
+            )
             self.end_phy = phy
             self.end_ts = self.begin_ts + diff * 1000
         else:
             self.end_phy = self.begin_phy
             self.end_ts = self.begin_ts
-        INDEX_HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
-                               self.slot_count, keep)  # fmt: skip
+        INDEX_HEADER.pack_into(
+            self.mm,
+            0,
+            self.begin_ts,
+            self.end_ts,
+            self.begin_phy,
+            self.end_phy,
+            self.slot_count,
+            keep,
+        )
         log.warning("truncated index file=%s entries=%d->%d", self.file_name, count, keep)
         return keep
 
@@ -244,8 +316,12 @@ class IndexService:
             if len(name) == 17 and name.isdigit():
                 try:
                     self.files.append(
-                        IndexFile(os.path.join(self.path, name), self.slot_num, self.index_num,
-                                  writable=self.writable)  # fmt: skip
+                        IndexFile(
+                            os.path.join(self.path, name),
+                            self.slot_num,
+                            self.index_num,
+                            writable=self.writable,
+                        )
                     )
                 except (ValueError, OSError):
                     log.warning("skipping unreadable index file=%s", name)
@@ -264,7 +340,9 @@ class IndexService:
             f = have.pop(name, None)
             if f is None:
                 try:
-                    f = IndexFile(os.path.join(self.path, name), self.slot_num, self.index_num, writable=False)
+                    f = IndexFile(
+                        os.path.join(self.path, name), self.slot_num, self.index_num, writable=False
+                    )
                 except (ValueError, OSError):
                     continue
             else:
@@ -292,7 +370,12 @@ class IndexService:
         f = IndexFile(os.path.join(self.path, name), self.slot_num, self.index_num)
         if prev is not None:
             # seed the header from the previous file's end values
-            f.begin_ts, f.end_ts, f.begin_phy, f.end_phy = prev.end_ts, prev.end_ts, prev.end_phy, prev.end_phy
+            f.begin_ts, f.end_ts, f.begin_phy, f.end_phy = (
+                prev.end_ts,
+                prev.end_ts,
+                prev.end_phy,
+                prev.end_phy,
+            )
             INDEX_HEADER.pack_into(f.mm, 0, f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, 0, 1)
         self.files.append(f)
         log.info("created index file=%s", name)
@@ -302,12 +385,20 @@ class IndexService:
         """Index each key (already `topic#key` bytes) for the record at phy."""
         files = self.files
         f = files[-1] if files else self._new_file(now_ms)
+        hashes = []
         for k in keys:
-            kh = key_hash(k)
-            if not f.put_key(kh, phy, store_ts):
-                f.flush()
-                f = self._new_file(now_ms)
-                f.put_key(kh, phy, store_ts)
+            if k.isascii():
+                h = (
+                    int(b"0" + k.translate(_TR), 31) + 31 * int(b"0" + k.translate(_TQ), 31)
+                ) & 0xFFFFFFFF
+                hashes.append(0 if h == 0x80000000 else (0x100000000 - h if h & 0x80000000 else h))
+            else:
+                hashes.append(key_hash(k))
+        done = f.put_hashes(hashes, phy, store_ts)
+        while done < len(hashes):
+            f.flush()
+            f = self._new_file(now_ms)
+            done += f.put_hashes(hashes[done:], phy, store_ts)
 
     def query(self, key: bytes, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Phy offsets of records whose key hashes like `key`, newest files first."""
@@ -322,7 +413,9 @@ class IndexService:
 
     def truncate_from_phy(self, phy_offset: int) -> None:
         """Drop index entries at or beyond phy_offset (whole newer files included)."""
-        while self.files and self.files[-1].begin_phy >= phy_offset and self.files[-1].index_count > 1:
+        while (
+            self.files and self.files[-1].begin_phy >= phy_offset and self.files[-1].index_count > 1
+        ):
             self.files.pop().destroy()
         for f in reversed(self.files):
             if f.index_count <= 1:

@@ -43,7 +43,9 @@ class MappedFile:
         "wrote_position",
     )
 
-    def __init__(self, path: str, file_size: int, *, writable: bool = True, create: bool = False) -> None:
+    def __init__(
+        self, path: str, file_size: int, *, writable: bool = True, create: bool = False
+    ) -> None:
         self.path = path
         self.file_name = os.path.basename(path)
         self.file_from_offset = int(self.file_name)
@@ -106,7 +108,7 @@ class MappedFile:
         return self.wrote_position >= self.file_size
 
     def flush(self, least_pages: int = 0) -> int:
-        """msync the dirty range if at least least_pages pages are dirty; returns flushed position."""
+        """msync the dirty range if >= least_pages pages are dirty; returns the flushed position."""
         wrote = self.wrote_position
         flushed = self.flushed_position
         if wrote <= flushed:
@@ -159,7 +161,9 @@ class MappedFile:
 class MappedFileQueue:
     """The ordered segments of one store directory (commitlog or one consume queue)."""
 
-    def __init__(self, store_path: str, file_size: int, *, writable: bool = True, warm: bool = True) -> None:
+    def __init__(
+        self, store_path: str, file_size: int, *, writable: bool = True, warm: bool = True
+    ) -> None:
         self.store_path = store_path
         self.file_size = file_size
         self.writable = writable
@@ -197,7 +201,9 @@ class MappedFileQueue:
             mf = have.pop(name, None)
             if mf is None:
                 try:
-                    mf = MappedFile(os.path.join(self.store_path, name), self.file_size, writable=False)
+                    mf = MappedFile(
+                        os.path.join(self.store_path, name), self.file_size, writable=False
+                    )
                 except (FileNotFoundError, ValueError):
                     continue
                 mf.wrote_position = self.file_size
@@ -218,7 +224,9 @@ class MappedFileQueue:
         last = self.files[-1]
         return last.file_from_offset + last.wrote_position
 
-    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+    def get_last_mapped_file(
+        self, start_offset: int = 0, need_create: bool = True
+    ) -> MappedFile | None:
         """The file being appended to; creates the first/next one when needed."""
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full():
@@ -242,7 +250,7 @@ class MappedFileQueue:
         return mf
 
     def preallocate_next(self) -> None:
-        """Create and warm the segment after the last one ahead of time (AllocateMappedFileService)."""
+        """Create and warm the next segment ahead of time (AllocateMappedFileService)."""
         if not self.files:
             return
         nxt = self.files[-1].file_end_offset

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from protocol.record import (
-    MESSAGE_MAGIC_CODE,
     decode_record_fields,
     properties_to_string,
 )
@@ -40,7 +39,6 @@ from store.commitlog import (
 )
 from store.config import StoreConfig
 from store.consume_queue import (
-    CQ_UNIT,
     CQ_UNIT_SIZE,
     PRE_BLANK_SIZE,
     ConsumeQueue,
@@ -115,13 +113,31 @@ def offset_msg_id(store_host: bytes, phy_offset: int) -> str:
 class PutMessageResult:
     """Result of a put; msg_ids are computed on first access."""
 
-    __slots__ = ("_ids", "end_offset", "logics_offset", "msg_num", "offsets", "status", "store_host",
-                 "store_timestamp", "wrote_bytes", "wrote_offset")  # fmt: skip
+    __slots__ = (
+        "_ids",
+        "end_offset",
+        "logics_offset",
+        "msg_num",
+        "offsets",
+        "status",
+        "store_host",
+        "store_timestamp",
+        "wrote_bytes",
+        "wrote_offset",
+    )
 
-    def __init__(self, status: PutMessageStatus, wrote_offset: int = 0, wrote_bytes: int = 0,
-                 logics_offset: int = 0, store_timestamp: int = 0, msg_num: int = 0,
-                 end_offset: int = 0, store_host: bytes = LOCALHOST,
-                 offsets: list[int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        status: PutMessageStatus,
+        wrote_offset: int = 0,
+        wrote_bytes: int = 0,
+        logics_offset: int = 0,
+        store_timestamp: int = 0,
+        msg_num: int = 0,
+        end_offset: int = 0,
+        store_host: bytes = LOCALHOST,
+        offsets: list[int] | None = None,
+    ) -> None:
         self.status = status
         self.wrote_offset = wrote_offset
         self.wrote_bytes = wrote_bytes
@@ -142,13 +158,19 @@ class PutMessageResult:
     def msg_ids(self) -> list[str]:
         """Offset message ids of the stored records."""
         if self._ids is None:
-            offs = self.offsets if self.offsets is not None else ([self.wrote_offset] if self.ok else [])
+            offs = (
+                self.offsets
+                if self.offsets is not None
+                else ([self.wrote_offset] if self.ok else [])
+            )
             self._ids = [offset_msg_id(self.store_host, o) for o in offs]
         return self._ids
 
     def __repr__(self) -> str:
-        return (f"PutMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
-                f"logics_offset={self.logics_offset}, msg_num={self.msg_num})")  # fmt: skip
+        return (
+            f"PutMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
+            f"logics_offset={self.logics_offset}, msg_num={self.msg_num})"
+        )
 
 
 class GetMessageStatus(enum.Enum):
@@ -168,10 +190,21 @@ class GetMessageStatus(enum.Enum):
 class GetMessageResult:
     """Result of get_message; `buffers` are zero-copy views, `buffer` joins them once."""
 
-    __slots__ = ("buffer_total_size", "buffers", "max_offset", "message_count", "message_queue_offsets",
-                 "min_offset", "next_begin_offset", "status", "suggest_pull_from_slave")  # fmt: skip
+    __slots__ = (
+        "buffer_total_size",
+        "buffers",
+        "max_offset",
+        "message_count",
+        "message_queue_offsets",
+        "min_offset",
+        "next_begin_offset",
+        "status",
+        "suggest_pull_from_slave",
+    )
 
-    def __init__(self, status: GetMessageStatus, next_begin_offset: int, min_offset: int, max_offset: int) -> None:
+    def __init__(
+        self, status: GetMessageStatus, next_begin_offset: int, min_offset: int, max_offset: int
+    ) -> None:
         self.status = status
         self.next_begin_offset = next_begin_offset
         self.min_offset = min_offset
@@ -194,8 +227,10 @@ class GetMessageResult:
         self.buffers = []
 
     def __repr__(self) -> str:
-        return (f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
-                f"min={self.min_offset}, max={self.max_offset}, count={self.message_count})")  # fmt: skip
+        return (
+            f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
+            f"min={self.min_offset}, max={self.max_offset}, count={self.message_count})"
+        )
 
 
 class MessageFilter(Protocol):
@@ -329,7 +364,9 @@ class _StoreReadMixin:
             return -1
         return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
 
-    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
+    def select_one_message_by_offset(
+        self, phy_offset: int, size: int | None = None
+    ) -> memoryview | None:
         """The stored record at phy_offset (its bytes), or None."""
         if phy_offset < self._min_phy() or phy_offset >= self._max_phy():
             return None
@@ -355,7 +392,9 @@ class _StoreReadMixin:
         memory = self.cfg.totalPhysicalMemory * self.cfg.accessMessageInMemoryMaxRatio // 100
         return (self._max_phy() - phy_offset) > memory
 
-    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> QueryMessageResult:
         """Records indexed under topic#key stored in [begin_ms, end_ms] (hash matches)."""
         self._refresh_index()
         res = QueryMessageResult()
@@ -382,11 +421,11 @@ class _StoreReadMixin:
         offset: int,
         max_msgs: int,
         max_bytes: int | None = None,
-        filter: MessageFilter | None = None,  # noqa: A002 - RocketMQ's parameter name
+        filter: MessageFilter | None = None,
         now_ms: int = 0,
     ) -> GetMessageResult:
         """DefaultMessageStore.getMessage: read up to max_msgs records from a queue (§9.3)."""
-        G = GetMessageStatus  # noqa: N806
+        G = GetMessageStatus
         cq = self._cq(topic, queue_id)
         if cq is None:
             return GetMessageResult(G.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -399,10 +438,14 @@ class _StoreReadMixin:
         if offset == max_off:
             return GetMessageResult(G.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
         if offset > max_off:
-            return GetMessageResult(G.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off, min_off, max_off)
+            return GetMessageResult(
+                G.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off, min_off, max_off
+            )
         ib = cq.get_index_buffer(offset)
         if ib is None:
-            return GetMessageResult(G.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_off, max_off)
+            return GetMessageResult(
+                G.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_off, max_off
+            )
         buf, n_units = ib
         cfg = self.cfg
         max_phy = self._max_phy()
@@ -420,8 +463,14 @@ class _StoreReadMixin:
         next_phy_file_start = -1
         max_phy_pulling = 0
         status = G.NO_MATCHED_MESSAGE
-        mem_bytes, mem_count = cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory
-        disk_bytes, disk_count = cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk
+        mem_bytes, mem_count = (
+            cfg.maxTransferBytesOnMessageInMemory,
+            cfg.maxTransferCountOnMessageInMemory,
+        )
+        disk_bytes, disk_count = (
+            cfg.maxTransferBytesOnMessageInDisk,
+            cfg.maxTransferCountOnMessageInDisk,
+        )
         byte_cap = max_bytes if max_bytes is not None else 1 << 62
         commitlog = self.commitlog
         find = commitlog.mfq.find_mapped_file_by_offset
@@ -429,7 +478,7 @@ class _StoreReadMixin:
         span_mf = None
         span_start = span_end = 0
         i = 0
-        for i in range(n):  # noqa: B007 - i is used after the loop
+        for i in range(n):
             j = i * 3
             phy = units[j]
             size = units[j + 1]
@@ -454,8 +503,13 @@ class _StoreReadMixin:
             if phy < min_phy or phy + size > max_phy:
                 mf = None
             else:
-                mf = span_mf if span_mf is not None and span_mf.file_from_offset <= phy and \
-                    phy + size <= span_mf.file_end_offset else find(phy)  # fmt: skip
+                mf = (
+                    span_mf
+                    if span_mf is not None
+                    and span_mf.file_from_offset <= phy
+                    and phy + size <= span_mf.file_end_offset
+                    else find(phy)
+                )
             if mf is None:
                 if count == 0:
                     status = G.MESSAGE_WAS_REMOVING
@@ -662,7 +716,9 @@ class DefaultMessageStore(_StoreReadMixin):
             if abnormal:
                 reput_from = start
             else:
-                reput_from = max((cq.max_phy_offset for cq in self.consume_queues.values()), default=0)
+                reput_from = max(
+                    (cq.max_phy_offset for cq in self.consume_queues.values()), default=0
+                )
                 reput_from = min(max(reput_from, cl.min_offset), end)
         if files:
             cl.truncate_dirty(end)
@@ -692,29 +748,48 @@ class DefaultMessageStore(_StoreReadMixin):
         else:
             assert self.checkpoint is not None
             cl.last_store_timestamp = self.checkpoint.physic_msg_timestamp if end > 0 else 0
-        log.info("recovered store root=%s abnormal=%s end=%d redispatched=%d", self.root, abnormal, end, n)
+        log.info(
+            "recovered store root=%s abnormal=%s end=%d redispatched=%d",
+            self.root,
+            abnormal,
+            end,
+            n,
+        )
 
     def _clean_end_plausible(self, end: int) -> bool:
         cl = self.commitlog
         mf = cl.mfq.find_mapped_file_by_offset(end)
         if mf is None:
-            return end == cl.mfq.files[-1].file_end_offset or end == cl.mfq.files[0].file_from_offset
+            return (
+                end == cl.mfq.files[-1].file_end_offset or end == cl.mfq.files[0].file_from_offset
+            )
         p = end - mf.file_from_offset
         if p + 8 > mf.file_size:
             return True
-        total, magic = int.from_bytes(mf.mv[p : p + 4], "big"), int.from_bytes(mf.mv[p + 4 : p + 8], "big")
+        total, magic = (
+            int.from_bytes(mf.mv[p : p + 4], "big"),
+            int.from_bytes(mf.mv[p + 4 : p + 8], "big"),
+        )
         return total == 0 and magic == 0
 
     def _rebuild_queue_table(self) -> None:
-        self.topic_queue_table = {k: cq.get_max_offset_in_queue() for k, cq in self.consume_queues.items()}
+        self.topic_queue_table = {
+            k: cq.get_max_offset_in_queue() for k, cq in self.consume_queues.items()
+        }
 
-    def _dispatch(self, req: DispatchRequest, index_end: int, now_ms: int, notify: bool = True) -> None:
+    def _dispatch(
+        self, req: DispatchRequest, index_end: int, now_ms: int, notify: bool = True
+    ) -> None:
         """Build the CQ unit and index entries of one record (recovery path)."""
         tran = req.sys_flag & 0xC
         if tran not in _ROLLBACK_OR_PREPARED:
             cq = self._find_or_create_cq(req.topic, req.queue_id)
             cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
-        if self.cfg.messageIndexEnable and tran != TRANSACTION_ROLLBACK_TYPE and req.phy_offset > index_end:
+        if (
+            self.cfg.messageIndexEnable
+            and tran != TRANSACTION_ROLLBACK_TYPE
+            and req.phy_offset > index_end
+        ):
             keys = self._index_keys(req.topic.encode(), req.properties)
             if keys:
                 self.index.put_keys(keys, req.phy_offset, req.store_timestamp, now_ms)
@@ -784,7 +859,7 @@ class DefaultMessageStore(_StoreReadMixin):
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         props = msg.properties
         tran = msg.sys_flag & 0xC
-        if tran != 4 and tran != 12 and "DELAY" in props:  # noqa: PLR1714
+        if tran != 4 and tran != 12 and "DELAY" in props:
             self._apply_delay(msg)
         topic = msg.topic
         tb = self._topic_cache.get(topic) or self._topic_bytes(topic)
@@ -801,14 +876,25 @@ class DefaultMessageStore(_StoreReadMixin):
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         qid = msg.queue_id
         key = (topic, qid)
-        dispatch_cq = tran != 4 and tran != 12  # noqa: PLR1714
+        dispatch_cq = tran != 4 and tran != 12
         qoff = self.topic_queue_table.get(key, 0) if dispatch_cq else 0
         store_ts = now_ms
         try:
             phy, size = self.commitlog.append(
-                tb, body, pb, qid, msg.flag, qoff, msg.sys_flag, msg.born_timestamp, msg.born_host,
-                store_ts, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset,
-            )  # fmt: skip
+                tb,
+                body,
+                pb,
+                qid,
+                msg.flag,
+                qoff,
+                msg.sys_flag,
+                msg.born_timestamp,
+                msg.born_host,
+                store_ts,
+                msg.store_host,
+                msg.reconsume_times,
+                msg.prepared_transaction_offset,
+            )
         except AppendError:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         tags_code = msg.tags_code
@@ -842,7 +928,9 @@ class DefaultMessageStore(_StoreReadMixin):
         listener = self.arrival_listener
         if listener is not None and dispatch_cq:
             listener(topic, qid, qoff + 1, tags_code, store_ts)
-        return PutMessageResult(PutMessageStatus.PUT_OK, phy, size, qoff, store_ts, 1, end, msg.store_host)
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK, phy, size, qoff, store_ts, 1, end, msg.store_host
+        )
 
     def _deliver_time(self, props: dict[str, str], store_ts: int) -> int:
         lvl = props.get("DELAY", "")
@@ -898,10 +986,8 @@ class DefaultMessageStore(_StoreReadMixin):
                 if ip.find(b"DELAY\x01") >= 0 and prop_value(ip, b"DELAY\x01") not in (None, b"0"):
                     return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
                 if bp:
-                    if ip and not ip.endswith(b"\x02"):
-                        ip = ip + b"\x02" + bp
-                    else:
-                        ip = ip + bp
+                    sep = b"\x02" if ip and not ip.endswith(b"\x02") else b""
+                    ip = ip + sep + bp
                 if len(ip) > 32767:
                     return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
                 items.append((flag, b, ip))
@@ -917,7 +1003,12 @@ class DefaultMessageStore(_StoreReadMixin):
         append = self.commitlog.append
         cq_put = cq.put
         sys_flag, born_ts, born_host, store_host, recon = (
-            batch.sys_flag, batch.born_timestamp, batch.born_host, batch.store_host, batch.reconsume_times)  # fmt: skip
+            batch.sys_flag,
+            batch.born_timestamp,
+            batch.born_host,
+            batch.store_host,
+            batch.reconsume_times,
+        )
         index_on = self.cfg.messageIndexEnable
         put_keys = self.index.put_keys
         tags_cache = self._tags_cache
@@ -928,8 +1019,21 @@ class DefaultMessageStore(_StoreReadMixin):
         end = 0
         for flag, b, ip in items:
             try:
-                phy, size = append(tb, b, ip, qid, flag, qoff, sys_flag, born_ts, born_host, now_ms,
-                                   store_host, recon, 0)  # fmt: skip
+                phy, size = append(
+                    tb,
+                    b,
+                    ip,
+                    qid,
+                    flag,
+                    qoff,
+                    sys_flag,
+                    born_ts,
+                    born_host,
+                    now_ms,
+                    store_host,
+                    recon,
+                    0,
+                )
             except AppendError:
                 if first_phy < 0:
                     return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
@@ -964,8 +1068,17 @@ class DefaultMessageStore(_StoreReadMixin):
         st = self.state
         if st is not None:
             st.set(OFF_MAX_PHY, end)
-        return PutMessageResult(PutMessageStatus.PUT_OK, first_phy, end - first_phy, qoff0, now_ms,
-                                len(offsets), end, store_host, offsets)  # fmt: skip
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            first_phy,
+            end - first_phy,
+            qoff0,
+            now_ms,
+            len(offsets),
+            end,
+            store_host,
+            offsets,
+        )
 
     # ---- flush / tick ----------------------------------------------------------------------
     def flush(self, now_ms: int = 0) -> int:
@@ -1053,7 +1166,9 @@ class DefaultMessageStore(_StoreReadMixin):
                 break
         if n:
             self.commitlog.mfq.delete_first(n)
-            log.info("retention deleted commitlog files=%d min_offset=%d", n, self.commitlog.min_offset)
+            log.info(
+                "retention deleted commitlog files=%d min_offset=%d", n, self.commitlog.min_offset
+            )
             self._clean_logics()
             self._publish()
             if self.state is not None:
@@ -1111,7 +1226,9 @@ def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
                     (req.queue_offset, req.phy_offset, req.size)
                 )
         if cl.walk_end < max_phy:
-            problems.append(f"commitlog: valid records end at {cl.walk_end}, max offset is {max_phy}")
+            problems.append(
+                f"commitlog: valid records end at {cl.walk_end}, max offset is {max_phy}"
+            )
     for (topic, qid), recs in per_queue.items():
         cq = store._cq(topic, qid)
         if cq is None:
@@ -1126,7 +1243,9 @@ def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
                 continue
             u = cq.get_unit(qoff)
             if u is None or u[0] != phy or u[1] != size:
-                problems.append(f"consumequeue {topic}/{qid}: unit {qoff} is {u}, record at {phy} size {size}")
+                problems.append(
+                    f"consumequeue {topic}/{qid}: unit {qoff} is {u}, record at {phy} size {size}"
+                )
                 break
         if recs and cq.get_max_offset_in_queue() != recs[-1][0] + 1:
             problems.append(
@@ -1144,26 +1263,36 @@ def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
             if u[1] == PRE_BLANK_SIZE:
                 continue
             if u[0] + u[1] > max_phy:
-                problems.append(f"consumequeue {topic}/{qid}: unit {off} points past the commitlog ({u[0]})")
+                problems.append(
+                    f"consumequeue {topic}/{qid}: unit {off} points past the commitlog ({u[0]})"
+                )
                 break
             if u[0] >= min_phy and cl.record_size_at(u[0]) != u[1]:
-                problems.append(f"consumequeue {topic}/{qid}: unit {off} does not point at a record")
+                problems.append(
+                    f"consumequeue {topic}/{qid}: unit {off} does not point at a record"
+                )
                 break
     for f in store.index.files:
         if f.index_count > 1 and f.end_phy >= max_phy:
-            problems.append(f"index {f.file_name}: end phy {f.end_phy} beyond commitlog max {max_phy}")
+            problems.append(
+                f"index {f.file_name}: end phy {f.end_phy} beyond commitlog max {max_phy}"
+            )
         if f.index_count > f.index_num:
             problems.append(f"index {f.file_name}: count {f.index_count} beyond capacity")
     if isinstance(store, DefaultMessageStore) and store.checkpoint is not None:
         cp = store.checkpoint
         last = cl.last_store_timestamp
         if last and cp.physic_msg_timestamp > last:
-            problems.append(f"checkpoint: physic timestamp {cp.physic_msg_timestamp} after last record {last}")
+            problems.append(
+                f"checkpoint: physic timestamp {cp.physic_msg_timestamp} after last record {last}"
+            )
     if isinstance(store, DefaultMessageStore):
         for key, nxt in store.topic_queue_table.items():
             cq = store.consume_queues.get(key)
             if cq is not None and cq.get_max_offset_in_queue() != nxt:
-                problems.append(f"queue table {key}: next offset {nxt} != cq max {cq.get_max_offset_in_queue()}")
+                problems.append(
+                    f"queue table {key}: next offset {nxt} != cq max {cq.get_max_offset_in_queue()}"
+                )
     _ = count
     return problems
 
@@ -1221,7 +1350,9 @@ class MessageStoreReader(_StoreReadMixin):
         if cq is None:
             if not os.path.isdir(os.path.join(self.cq_root, topic, str(queue_id))):
                 return None
-            cq = ConsumeQueueView(self.cq_root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue)
+            cq = ConsumeQueueView(
+                self.cq_root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue
+            )
             self._queues[(topic, queue_id)] = cq
             changed = True
         max_phy = self.state.max_phy
@@ -1277,8 +1408,12 @@ class GroupCommit:
             if end_offset > self._requested:
                 self._requested = end_offset
                 self._cond.notify_all()
-            return self._cond.wait_for(lambda: self._flushed >= end_offset or self._stop, self.timeout_s) and \
-                self._flushed >= end_offset  # fmt: skip
+            return (
+                self._cond.wait_for(
+                    lambda: self._flushed >= end_offset or self._stop, self.timeout_s
+                )
+                and self._flushed >= end_offset
+            )
 
     def _run(self) -> None:
         store = self.store

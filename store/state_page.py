@@ -26,7 +26,14 @@ from typing import Final
 STATE_MAGIC: Final = 0x41434D5153544154
 _Q = struct.Struct("@q")
 STATE_PAGE_SIZE: Final = 4096
-OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER_PID = 0, 8, 16, 24, 32, 40
+OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER_PID = (
+    0,
+    8,
+    16,
+    24,
+    32,
+    40,
+)
 
 
 class StatePage:

@@ -23,9 +23,15 @@ ROUNDS = int(os.environ.get("STORE_CRASH_ROUNDS", "20"))
 
 
 def _cfg(root: str) -> StoreConfig:
-    return StoreConfig(storePathRootDir=root, flushDiskType="SYNC_FLUSH",
-                       mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=20 * 500,
-                       maxHashSlotNum=64, maxIndexNum=2000, totalPhysicalMemory=1 << 30)
+    return StoreConfig(
+        storePathRootDir=root,
+        flushDiskType="SYNC_FLUSH",
+        mappedFileSizeCommitLog=64 * 1024,
+        mappedFileSizeConsumeQueue=20 * 500,
+        maxHashSlotNum=64,
+        maxIndexNum=2000,
+        totalPhysicalMemory=1 << 30,
+    )
 
 
 def writer_main(root: str, round_no: int) -> None:
@@ -37,8 +43,12 @@ def writer_main(root: str, round_no: int) -> None:
     seq = 0
     while True:
         body = f"{round_no}:{seq}:".encode() * (1 + seq % 20)
-        r = s.put_message(MessageExtBrokerInner("C", body, properties={"KEYS": f"{round_no}-{seq}"},
-                                                queue_id=seq % 2), round_no * 100_000 + seq)
+        r = s.put_message(
+            MessageExtBrokerInner(
+                "C", body, properties={"KEYS": f"{round_no}-{seq}"}, queue_id=seq % 2
+            ),
+            round_no * 100_000 + seq,
+        )
         assert r.ok
         if s.flush(0) >= r.end_offset:
             out.write(f"{seq}\n")
@@ -77,7 +87,10 @@ def test_sigkill_rounds(tmp_path):
         with open(ack_path, "wb") as ack:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.integration.test_store_crash", root, str(round_no)],
-                stdout=ack, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
+                stdout=ack,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
             try:
                 # wait for the first ack (bounded), then let it run a random while

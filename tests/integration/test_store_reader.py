@@ -1,4 +1,6 @@
-"""A reader process follows a writer appending 200,000 records: every record exactly once, none torn.
+"""A reader process follows a writer appending 200,000 records.
+
+The reader must see every record exactly once and never a torn one.
 
 Run as a module (`python -m tests.integration.test_store_reader ROOT N`) it is the reader.
 """
@@ -21,9 +23,14 @@ QUEUES = 2
 
 
 def _cfg(root: str) -> StoreConfig:
-    return StoreConfig(storePathRootDir=root, mappedFileSizeCommitLog=1 << 20,
-                       mappedFileSizeConsumeQueue=20 * 20_000, maxHashSlotNum=1024,
-                       maxIndexNum=50_000, totalPhysicalMemory=1 << 30)
+    return StoreConfig(
+        storePathRootDir=root,
+        mappedFileSizeCommitLog=1 << 20,
+        mappedFileSizeConsumeQueue=20 * 20_000,
+        maxHashSlotNum=1024,
+        maxIndexNum=50_000,
+        totalPhysicalMemory=1 << 30,
+    )
 
 
 def reader_main(root: str, n: int) -> None:
@@ -76,7 +83,10 @@ def test_reader_follows_writer(tmp_path):
     with open(out, "wb") as f:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.test_store_reader", root, str(N)],
-            stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
     try:
         seqs = [0] * QUEUES

@@ -28,8 +28,15 @@ def open_store(cfg: StoreConfig, now_ms: int = 1_000) -> DefaultMessageStore:
     return s
 
 
-def msg(topic: str = "T", body: bytes = b"hello", qid: int = 0, tags: str | None = "A",
-        keys: str | None = None, uniq: str | None = None, **props: str) -> MessageExtBrokerInner:
+def msg(
+    topic: str = "T",
+    body: bytes = b"hello",
+    qid: int = 0,
+    tags: str | None = "A",
+    keys: str | None = None,
+    uniq: str | None = None,
+    **props: str,
+) -> MessageExtBrokerInner:
     """Build a message."""
     p = dict(props)
     if tags:
@@ -38,7 +45,9 @@ def msg(topic: str = "T", body: bytes = b"hello", qid: int = 0, tags: str | None
         p["KEYS"] = keys
     if uniq:
         p["UNIQ_KEY"] = uniq
-    return MessageExtBrokerInner(topic=topic, body=body, properties=p, queue_id=qid, born_timestamp=1)
+    return MessageExtBrokerInner(
+        topic=topic, body=body, properties=p, queue_id=qid, born_timestamp=1
+    )
 
 
 def split_records(buf: bytes) -> list[tuple[int, bytes]]:

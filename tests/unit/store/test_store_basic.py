@@ -123,7 +123,9 @@ def test_message_was_removing(tmp_path):
 
 
 def test_suggest_slave_and_in_disk(tmp_path):
-    s = open_store(small_config(str(tmp_path), totalPhysicalMemory=10_000, accessMessageInMemoryMaxRatio=40))
+    s = open_store(
+        small_config(str(tmp_path), totalPhysicalMemory=10_000, accessMessageInMemoryMaxRatio=40)
+    )
     for _ in range(40):
         s.put_message(msg(body=b"m" * 500), 1_000)
     r = s.get_message("g", "T", 0, 0, 32)
@@ -140,10 +142,21 @@ def test_batch_put(store):
     items = []
     for i in range(10):
         b = f"body{i}".encode()
-        p = properties_to_string({"UNIQ_KEY": f"U{i:031d}", "KEYS": f"bk{i}", "TAGS": "T1"}).encode()
-        items.append((22 + len(b) + len(p)).to_bytes(4, "big") + bytes(8) + (7).to_bytes(4, "big")
-                     + len(b).to_bytes(4, "big") + b + len(p).to_bytes(2, "big") + p)
-    batch = MessageExtBatch(topic="B", body=b"".join(items), queue_id=2, batch_properties="CLUSTER\x01c1")
+        p = properties_to_string(
+            {"UNIQ_KEY": f"U{i:031d}", "KEYS": f"bk{i}", "TAGS": "T1"}
+        ).encode()
+        items.append(
+            (22 + len(b) + len(p)).to_bytes(4, "big")
+            + bytes(8)
+            + (7).to_bytes(4, "big")
+            + len(b).to_bytes(4, "big")
+            + b
+            + len(p).to_bytes(2, "big")
+            + p
+        )
+    batch = MessageExtBatch(
+        topic="B", body=b"".join(items), queue_id=2, batch_properties="CLUSTER\x01c1"
+    )
     r = store.put_messages(batch, 2_000)
     assert r.ok and r.msg_num == 10 and r.logics_offset == 0 and len(r.msg_ids) == 10
     assert all(len(i) == 32 for i in r.msg_ids)
@@ -334,10 +347,16 @@ def test_reader_view_sees_published_data_and_new_queues(tmp_path):
 
 
 def test_store_config_from_properties():
-    cfg = StoreConfig.from_properties({
-        "storePathRootDir": "/x", "mappedFileSizeCommitLog": "65536", "flushDiskType": "SYNC_FLUSH",
-        "checkCRCOnRecover": "false", "unknownKey": "whatever", "deleteWhen": "04;05",
-    })
+    cfg = StoreConfig.from_properties(
+        {
+            "storePathRootDir": "/x",
+            "mappedFileSizeCommitLog": "65536",
+            "flushDiskType": "SYNC_FLUSH",
+            "checkCRCOnRecover": "false",
+            "unknownKey": "whatever",
+            "deleteWhen": "04;05",
+        }
+    )
     assert cfg.storePathRootDir == "/x" and cfg.mappedFileSizeCommitLog == 65536
     assert cfg.is_sync_flush and cfg.checkCRCOnRecover is False
     with pytest.raises(ValueError, match="mappedFileSizeCommitLog"):

@@ -72,7 +72,8 @@ def test_config_files_atomic_with_bak(tmp_path):
     write_json_atomic(p, '{"a": 1}')
     write_json_atomic(p, '{"a": 2}')
     assert read_json_with_bak(p) == '{"a": 2}'
-    assert open(p + ".bak").read() == '{"a": 1}'
+    with open(p + ".bak") as f:
+        assert f.read() == '{"a": 1}'
     with open(p, "w") as f:
         f.write('{"a": ')  # corrupt main file
     assert read_json_with_bak(p) == '{"a": 1}'

@@ -21,8 +21,14 @@ def _batch_body(bodies: list[bytes]) -> bytes:
     out = []
     for b in bodies:
         p = properties_to_string({"TAGS": "B"}).encode()
-        out.append((22 + len(b) + len(p)).to_bytes(4, "big") + bytes(12) + len(b).to_bytes(4, "big")
-                   + b + len(p).to_bytes(2, "big") + p)
+        out.append(
+            (22 + len(b) + len(p)).to_bytes(4, "big")
+            + bytes(12)
+            + len(b).to_bytes(4, "big")
+            + b
+            + len(p).to_bytes(2, "big")
+            + p
+        )
     return b"".join(out)
 
 
@@ -32,8 +38,9 @@ class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.root = tempfile.mkdtemp(prefix="h3-store-")
-        self.cfg = small_config(self.root, mappedFileSizeCommitLog=8 * 1024,
-                                mappedFileSizeConsumeQueue=20 * 16)
+        self.cfg = small_config(
+            self.root, mappedFileSizeCommitLog=8 * 1024, mappedFileSizeConsumeQueue=20 * 16
+        )
         self.store = open_store(self.cfg)
         self.model: list[tuple[int, bytes]] = []
         self.durable = 0  # model prefix acknowledged as flushed
@@ -57,11 +64,15 @@ class StoreMachine(RuleBasedStateMachine):
         assert r.ok
         self.model.append((qid, body))
 
-    @rule(qid=st.integers(0, QUEUES - 1), sizes=st.lists(st.integers(0, 500), min_size=1, max_size=6))
+    @rule(
+        qid=st.integers(0, QUEUES - 1), sizes=st.lists(st.integers(0, 500), min_size=1, max_size=6)
+    )
     def append_batch(self, qid: int, sizes: list[int]) -> None:
         self.now += 1
         bodies = [self._body(s) for s in sizes]
-        r = self.store.put_messages(MessageExtBatch("T", _batch_body(bodies), queue_id=qid), self.now)
+        r = self.store.put_messages(
+            MessageExtBatch("T", _batch_body(bodies), queue_id=qid), self.now
+        )
         assert r.ok and r.msg_num == len(bodies)
         self.model.extend((qid, b) for b in bodies)
 
@@ -131,6 +142,8 @@ class StoreMachine(RuleBasedStateMachine):
 
 TestStoreMachine = StoreMachine.TestCase
 TestStoreMachine.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
