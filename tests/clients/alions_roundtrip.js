@@ -39,6 +39,22 @@ async function createTopic() {
     }, 5000);
   }
   out({ event: 'topic_created', masters });
+  // A Java broker answers UPDATE_AND_CREATE_TOPIC only after it re-registered with the name
+  // servers, so the route is there at once. Count the probes (bounded: 10 s) so the test can
+  // check that, and still go on to produce and consume when the route comes late.
+  const started = Date.now();
+  let probes = 0;
+  let routed = false;
+  while (!routed && Date.now() - started < 10000) {
+    probes += 1;
+    try {
+      await api.getTopicRouteInfoFromNameServer(topic, 3000);
+      routed = true;
+    } catch (err) {
+      await new Promise(resolve => setTimeout(resolve, 100));
+    }
+  }
+  out({ event: 'route_ready', routed, probes, waitedMs: Date.now() - started });
   await api.close();
 }
 
@@ -54,6 +70,26 @@ async function produce() {
   }
   await producer.close();
 }
+
+// A Java broker knows a consumer from its first HEART_BEAT on, so the rebalance ali-ons runs
+// right after it finds the group. When GET_CONSUMER_LIST_BY_GROUP says "no consumer for this
+// group", ali-ons fails consumer.ready() for good (the Java client would log and rebalance
+// 20 s later). Retry that call (bounded: 50 x 100 ms) and count the retries, so the test can
+// check the requirement and still exercise the rest of the round trip.
+const MQClient = require('ali-ons/lib/mq_client');
+let consumerListRetries = 0;
+const originalGetConsumerIdList = MQClient.prototype.getConsumerIdListByGroup;
+MQClient.prototype.getConsumerIdListByGroup = async function(addr, group, timeout) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await originalGetConsumerIdList.call(this, addr, group, timeout);
+    } catch (err) {
+      if (attempt >= 50 || !/no consumer for this group/.test(String(err && err.message))) throw err;
+      consumerListRetries += 1;
+      await new Promise(resolve => setTimeout(resolve, 100));
+    }
+  }
+};
 
 async function consume() {
   const consumer = new Consumer({
@@ -72,6 +108,7 @@ async function consume() {
   });
   consumer.on('error', err => console.error('[consumer error]', err && err.message));
   await consumer.ready();
+  out({ event: 'consumer_ready', consumerListRetries });
   const timer = new Promise((_, reject) => setTimeout(() => reject(new Error('consume timeout')), timeoutMs));
   await Promise.race([ done, timer ]);
   await consumer.close();
