@@ -17,6 +17,7 @@ from protocol.framing import FrameDecoder
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0
+RECV_BUF = 256 * 1024
 
 
 def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
@@ -39,6 +40,8 @@ class BlockingClient:
         self.decoder = FrameDecoder(max_frame)
         self.pending: dict[int, RemotingCommand] = {}  # responses read while waiting for others
         self.requests: list[RemotingCommand] = []  # server-initiated requests received
+        self._buf = bytearray(RECV_BUF)  # recv_into: recv(n) would allocate n bytes per call
+        self._view = memoryview(self._buf)
 
     def connect(self) -> None:
         """Open the connection (done lazily by invoke)."""
@@ -111,13 +114,13 @@ class BlockingClient:
             raise ConnectionError("connection closed")
         sock.settimeout(timeout_s)
         try:
-            data = sock.recv(1 << 20)
+            n = sock.recv_into(self._view)
         except TimeoutError:
             return
-        if not data:
+        if not n:
             self.close()
             raise ConnectionError(f"connection closed by {self.addr}")
-        for frame in self.decoder.feed(data):
+        for frame in self.decoder.feed(self._view[:n].tobytes()):
             cmd = RemotingCommand.decode(frame)
             if cmd.flag & 1:
                 self.pending[cmd.opaque] = cmd

@@ -17,9 +17,11 @@ import time
 from typing import Any
 
 from actors.runtime.channel import (
+    HOLDS,
     Channel,
     ChannelError,
     accept_channels,
+    add_holds,
     add_notices,
     connect_channel,
     listen_address,
@@ -133,6 +135,9 @@ class _ControllerAdapter:
 class ProcessorActor(WatchingActor):
     """Hosts one processor core: reads its channel in batches, writes replies back."""
 
+    LINGER_IDLE_MS = 5.0
+    LINGER_CAP_MS = 50.0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.group = ""
@@ -143,7 +148,9 @@ class ProcessorActor(WatchingActor):
         self.listener: Any = None
         self.listen_fd = -1
         self.channels: dict[int, Channel] = {}
-        self.notice_ch: Channel | None = None
+        self.notice_ch: Channel | None = None  # send actor: to the pull actor
+        self.pull_holding = True  # send actor: the pull actor may hold pulls (notices needed)
+        self.reported_holding = True  # pull actor: what the send actor was last told
         self.controller: Any = None
         self.store_closed = False
 
@@ -167,6 +174,10 @@ class ProcessorActor(WatchingActor):
                 self._after_batch()
         elif isinstance(msg, ConnectNotices):
             self.notice_ch = connect_channel(msg.channel_addr, name="notices")
+            add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
+            self.outbox.dirty.add(self.notice_ch)
+            self.set_watch_fds([self.listen_fd, *self.channels, self.notice_ch.fd])
+            self._flush()
         elif isinstance(msg, ShutdownStore):
             ok, detail = self._shutdown_store()
             self.send(sender, StoreShutdownDone(ok, detail))
@@ -196,26 +207,78 @@ class ProcessorActor(WatchingActor):
             self.host.on_notices = self._on_notices
         self.listener = listen_channel(msg.channel_addr)
         self.listen_fd = self.listener.fileno()
-        self._watch_fds = [self.listen_fd]
+        self.set_watch_fds([self.listen_fd])
         log.info("processor group=%s ready (max wait %d ms)", group.name, max_wait)
         self._tick()
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
+        if not notices:  # re-check request: every held queue against the store now
+            notices = self._held_queue_notices()
+            if not notices:
+                return
         woken = self.core.on_arrival(notices, t)
         if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
+
+    def _held_queue_notices(self) -> list[Any]:
+        """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
+        table = getattr(getattr(self.core, "hold", None), "table", None)
+        store = getattr(self.ctx, "store", None)
+        if not table or store is None:
+            return []
+        notices = []
+        for key in list(table):
+            topic, _, qid = key.rpartition("@")
+            try:
+                notices.append((topic, int(qid), store.get_max_offset_in_queue(topic, int(qid)),
+                                None, 0))
+            except Exception:
+                log.exception("group=%s re-check of %s failed", self.group, key)
+        return notices
+
+    def _holding(self) -> bool:
+        """True when the pull core holds pulls (or when that cannot be known)."""
+        hold = getattr(self.core, "hold", None)
+        table = getattr(hold, "table", None)
+        return True if table is None else bool(table)
+
+    def _read_notice_channel(self, ch: Channel) -> None:
+        """Send actor: HOLDS records from the pull actor."""
+        try:
+            records = ch.read_records()
+        except ChannelError as exc:
+            log.error("group=%s corrupt notice channel: %s", self.group, exc)
+            records = None
+        if records is None:
+            log.error("group=%s notice channel closed", self.group)
+            ch.close()
+            self.notice_ch = None
+            self.set_watch_fds([self.listen_fd, *self.channels])
+            return
+        for rec in records:
+            if rec[0] == HOLDS:
+                holding = bool(rec[1])
+                if holding and not self.pull_holding:
+                    # appends made before this record carried no notice: ask for a re-check
+                    add_notices(ch.out, [])
+                    self.outbox.dirty.add(ch)
+                self.pull_holding = holding
 
     def on_ready(self, fds: list[int]) -> None:
         host = self.host
         if host is None:
             return
         for fd in fds:
+            if self.notice_ch is not None and fd == self.notice_ch.fd:
+                self._read_notice_channel(self.notice_ch)
+                continue
             if fd == self.listen_fd:
                 for ch in accept_channels(self.listener, name=self.group):
                     self.channels[ch.fd] = ch
                     if self.outbox.default is None:
                         self.outbox.default = ch
+                self.set_watch_fds([self.listen_fd, *self.channels])
                 continue
             ch = self.channels.get(fd)
             if ch is None:
@@ -239,6 +302,7 @@ class ProcessorActor(WatchingActor):
         self.channels.pop(ch.fd, None)
         if self.outbox.default is ch:
             self.outbox.default = next(iter(self.channels.values()), None)
+        self.set_watch_fds([self.listen_fd, *self.channels])
 
     def _after_batch(self) -> None:
         ctx = self.ctx
@@ -249,21 +313,26 @@ class ProcessorActor(WatchingActor):
             self.send(self.controller, BrokerEventBatch(self.group, events))
         if self.notice_ch is not None:
             arrivals = ctx.drain_arrivals()
-            if arrivals:
-                add_notices(self.notice_ch.out, [list(a) for a in arrivals])
+            if arrivals and self.pull_holding:
+                add_notices(self.notice_ch.out, _coalesce(arrivals))
                 self.outbox.dirty.add(self.notice_ch)
+        elif self.host is not None and self.host.on_notices is not None:
+            holding = self._holding()
+            src = self.host.notice_channel
+            if holding != self.reported_holding and src is not None and not src.closed:
+                add_holds(src.out, holding)
+                self.outbox.dirty.add(src)
+                self.reported_holding = holding
         self._flush()
 
     def _flush(self) -> None:
         outbox = self.outbox
         if not outbox.dirty:
-            self._watch_fds = [self.listen_fd, *self.channels]
             return
         still = {ch for ch in outbox.dirty if not ch.flush()}
         outbox.dirty = still
         if still:
             self.schedule("flush", FLUSH_RETRY_MS)
-        self._watch_fds = [self.listen_fd, *self.channels]
 
     def _tick(self) -> None:
         delay = MAX_TICK_MS
@@ -321,6 +390,16 @@ class ProcessorActor(WatchingActor):
                     os.unlink(addr)
                 except OSError:
                     pass
+
+
+def _coalesce(arrivals: list[Any]) -> list[list[Any]]:
+    """One notice per (topic, queue, tags code): the newest offset wakes whatever an older would."""
+    if len(arrivals) == 1:
+        return [list(arrivals[0])]
+    last: dict[tuple[Any, Any, Any], list[Any]] = {}
+    for a in arrivals:
+        last[(a[0], a[1], a[3])] = list(a)
+    return list(last.values())
 
 
 # -- controller actor --------------------------------------------------------------------------

@@ -41,6 +41,9 @@ FLUSH_RETRY_MS = 1.0
 class RemotingServer(WatchingActor):
     """TCP gateway of one broker (or any server with processor channels)."""
 
+    LINGER_IDLE_MS = 5.0
+    LINGER_CAP_MS = 50.0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.server: FrameServer | None = None
@@ -49,6 +52,7 @@ class RemotingServer(WatchingActor):
         self.by_fd: dict[int, Channel] = {}
         self.dirty: set[Channel] = set()
         self.sweep_ms = 10_000.0
+        self._seen_changes = -1
 
     # -- control ------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -92,13 +96,17 @@ class RemotingServer(WatchingActor):
             ch.close()
         self.group_channel.clear()
         self.by_fd.clear()
-        self._watch_fds = []
+        self.set_watch_fds([])
 
-    def _refresh_fds(self) -> None:
+    def _refresh_fds(self, force: bool = False) -> None:
+        server = self.server
+        if server is not None and server.changes == self._seen_changes and not force:
+            return
         fds = list(self.by_fd)
-        if self.server is not None:
-            fds.extend(self.server.fds())
-        self._watch_fds = fds
+        if server is not None:
+            fds.extend(server.fds())
+            self._seen_changes = server.changes
+        self.set_watch_fds(fds)
 
     # -- data plane -----------------------------------------------------------------------------
     def on_ready(self, fds: list[int]) -> None:
@@ -154,6 +162,7 @@ class RemotingServer(WatchingActor):
             log.error("processor channel %s closed", ch.name)
             ch.close()
             self.by_fd.pop(ch.fd, None)
+            self._refresh_fds(force=True)
             return
         for rec in records:
             rtype = rec[0]
@@ -163,6 +172,7 @@ class RemotingServer(WatchingActor):
                 server.close(rec[1], "processor asked")
         if ch.closed:
             self.by_fd.pop(ch.fd, None)
+            self._refresh_fds(force=True)
 
     def _flush(self, now: float) -> None:
         pending = False

@@ -97,6 +97,7 @@ class ProcessorHost:
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
         self.slow_s = slow_s
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
+        self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -163,6 +164,7 @@ class ProcessorHost:
                 except Exception:
                     log.exception("group=%s on_connection_closed failed", self.group)
             elif rtype == NOTICES:
+                self.notice_channel = ch
                 if self.on_notices is not None:
                     try:
                         self.on_notices(rec[1], time.time_ns() // 1_000_000)

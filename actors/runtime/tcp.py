@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final
 
-from actors.runtime.channel import ip_to_int
+from actors.runtime.channel import ip_to_int, recv_available
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 
@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME: Final = 16 * 1024 * 1024
 DEFAULT_IDLE_S: Final = 120.0
-READ_CHUNK: Final = 256 * 1024
 MAX_READ_PER_PASS: Final = 4 * 1024 * 1024
 MAX_PENDING_OUT: Final = 64 * 1024 * 1024  # a client that reads nothing gets dropped
 MAX_ACCEPT_PER_PASS: Final = 256
@@ -61,28 +60,11 @@ class Conn:
 
     def read_frames(self) -> list[Any] | None:
         """Read what is available (bounded) and return whole frames; None = close it."""
-        chunks: list[bytes] = []
-        total = 0
-        eof = False
-        while total < MAX_READ_PER_PASS:
-            try:
-                chunk = self.sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                eof = True
-                break
-            if not chunk:
-                eof = True
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if len(chunk) < READ_CHUNK:
-                break
-        if not chunks:
+        data, eof, _err = recv_available(self.sock, MAX_READ_PER_PASS)
+        if not data:
             return None if eof else []
         try:
-            frames = self.decoder.feed(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            frames = self.decoder.feed(data)
         except ProtocolError as exc:
             log.warning("conn=%d peer=%s:%d undecodable input, closing: %s",
                         self.id, self.peer[0], self.peer[1], exc)
@@ -135,6 +117,7 @@ class FrameServer:
         self.conns: dict[int, Conn] = {}  # conn_id -> Conn
         self.by_fd: dict[int, Conn] = {}
         self.dirty: dict[int, Conn] = {}  # conn_id -> Conn with pending output
+        self.changes = 0  # bumped on every accept/close (the owner re-reads fds())
         self._next_id = 1
 
     def listen(self, host: str, port: int) -> int:
@@ -146,6 +129,7 @@ class FrameServer:
         sock.setblocking(False)
         self.listener = sock
         self.listen_fd = sock.fileno()
+        self.changes += 1
         bound: int = sock.getsockname()[1]
         log.info("%s listening on %s:%d", self.name, host, bound)
         return bound
@@ -204,6 +188,7 @@ class FrameServer:
             conn = Conn(conn_id, sock, (addr[0], addr[1]), self.max_frame, now)
             self.conns[conn_id] = conn
             self.by_fd[conn.fd] = conn
+            self.changes += 1
             log.debug("conn=%d accepted from %s:%d", conn_id, addr[0], addr[1])
 
     def send(self, conn_id: int, data: Any) -> bool:
@@ -243,6 +228,7 @@ class FrameServer:
             return
         self.by_fd.pop(conn.fd, None)
         self.dirty.pop(conn_id, None)
+        self.changes += 1
         conn.closed = True
         log.debug("conn=%d closed: %s", conn_id, reason)
         try:
@@ -308,18 +294,17 @@ class ClientConn:
 
     def read_frames(self) -> list[Any] | None:
         """Whole frames available now; None when the connection is gone."""
-        try:
-            chunk = self.sock.recv(READ_CHUNK)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except OSError:
+        chunk, eof, _err = recv_available(self.sock, MAX_READ_PER_PASS)
+        if eof and not chunk:
             self.closed = True
             return None
         if not chunk:
-            self.closed = True
-            return None
+            return []
         try:
-            return self.decoder.feed(chunk)
+            frames = self.decoder.feed(chunk)
+            if eof:
+                self.closed = True
+            return frames
         except ProtocolError:
             self.closed = True
             return None

@@ -35,7 +35,7 @@ def _echo_server(sock: socket.socket) -> None:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = b""
     while True:
-        data = conn.recv(1 << 20)
+        data = conn.recv(65536)
         if not data:
             return
         buf += data
@@ -69,7 +69,7 @@ def raw_echo_rate(n: int) -> float:
             c.sendall(frame)
             need = len(frame)
             while need:
-                need -= len(c.recv(need))
+                need -= len(c.recv(65536))
         rate = n / (time.perf_counter() - t0)
         c.close()
         return rate
