@@ -133,3 +133,15 @@ def cpu_ticks(pid: int) -> int:
         return 0
     fields = stat[stat.rindex(")") + 2 :].split()
     return int(fields[11]) + int(fields[12])
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of a process in nanoseconds (/proc/<pid>/schedstat; 0 when gone).
+
+    Falls back to utime + stime ticks when schedstat is not available.
+    """
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return cpu_ticks(pid) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))

@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 REAL_PERSONALITY = "actors.broker.actor"
 MAX_TICK_MS = 1000.0
 FLUSH_RETRY_MS = 1.0
+HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
 
 
 def now_ms() -> int:
@@ -308,6 +309,12 @@ class ProcessorActor(WatchingActor):
         ctx = self.ctx
         if ctx is None:
             return
+        release = getattr(self.core, "flush_and_release", None)
+        if release is not None and getattr(self.core, "waiting", None):
+            try:  # SYNC_FLUSH group commit: one flush for the batch, then the replies
+                release(now_ms())
+            except Exception:
+                log.exception("group=%s flush_and_release failed", self.group)
         events = ctx.drain_events()
         if events and self.controller is not None:
             self.send(self.controller, BrokerEventBatch(self.group, events))
@@ -318,12 +325,19 @@ class ProcessorActor(WatchingActor):
                 self.outbox.dirty.add(self.notice_ch)
         elif self.host is not None and self.host.on_notices is not None:
             holding = self._holding()
-            src = self.host.notice_channel
-            if holding != self.reported_holding and src is not None and not src.closed:
-                add_holds(src.out, holding)
-                self.outbox.dirty.add(src)
-                self.reported_holding = holding
+            if holding != self.reported_holding:
+                if holding:
+                    self._report_holding(True)
+                else:  # hysteresis: a consumer that re-polls at once keeps notices flowing
+                    self.schedule("holds-off", HOLDS_OFF_DELAY_MS)
         self._flush()
+
+    def _report_holding(self, holding: bool) -> None:
+        src = self.host.notice_channel if self.host is not None else None
+        if src is not None and not src.closed:
+            add_holds(src.out, holding)
+            self.outbox.dirty.add(src)
+            self.reported_holding = holding
 
     def _flush(self) -> None:
         outbox = self.outbox
@@ -349,6 +363,8 @@ class ProcessorActor(WatchingActor):
     def on_timer(self, key: str) -> None:
         if key == "tick" and not self.store_closed:
             self._tick()
+        elif key == "holds-off" and self.reported_holding and not self._holding():
+            self._report_holding(False)
         self._after_batch()
 
     def _shutdown_store(self) -> tuple[bool, str]:

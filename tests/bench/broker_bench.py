@@ -5,8 +5,8 @@ A: one connection, one SEND_MESSAGE_V2 (1 KiB) in flight, vs a raw Python loopba
 B: send 100, wait for the 100 responses, repeat (goal >= 100,000 msgs/s).
 C: pull 200,000 stored messages, 32 per pull (goal >= 150,000 msgs/s).   [real cores only]
 D: 500 msgs/s with a long-polling consumer, end-to-end p50 <= 1 ms, p99 <= 5 ms. [real cores]
-Broker CPU microseconds per message (utime+stime of the actor system's processes from
-/proc/<pid>/stat) for A, B, C. Each figure is the median of --runs runs.
+Broker CPU microseconds per message (CPU time of the actor system's processes from
+/proc/<pid>/schedstat) for A, B, C. The table shows the median and min-max of --runs runs.
 """
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ def send_request(topic: str, queue_id: int, serialize_type: int = 0) -> Any:
 
 
 def cpu_us(pids: list[int]) -> float:
-    """CPU time of the processes in microseconds."""
+    """CPU time of the processes in microseconds (schedstat nanoseconds when available)."""
     from deploy import procinfo
 
-    return sum(procinfo.cpu_ticks(p) for p in pids) * TICK_US
+    return sum(procinfo.cpu_ns(p) for p in pids) / 1000.0
 
 
 def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float]:
@@ -118,6 +118,7 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int]) -> tuple[float,
     from deploy.wire import BlockingClient
 
     with BlockingClient(addr) as cl:
+        cl.invoke(send_request("BenchB", 0), 10)
         c0 = cpu_us(pids)
         t0 = time.perf_counter()
         for _ in range(rounds):
@@ -130,12 +131,57 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int]) -> tuple[float,
         return n / dt, (cpu_us(pids) - c0) / n
 
 
-def bench_c(addr: tuple[str, int], total: int, pids: list[int]) -> tuple[float, float]:
-    """Pull `total` stored messages from one queue, 32 per pull: (msgs/s, CPU us/msg)."""
-    from deploy.wire import BlockingClient
+def heartbeat_request(client_id: str, group: str, topic: str) -> Any:
+    """HEART_BEAT (34) of a push consumer subscribed to `topic` with '*'."""
+    import json
+
     from protocol.command import RemotingCommand
 
-    topic = "BenchC"
+    sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
+           "subVersion": 1, "tagsSet": [], "topic": topic}
+    body = {"clientID": client_id,
+            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
+                                 "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
+                                 "unitMode": False}],
+            "producerDataSet": []}
+    data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    return RemotingCommand.request(34, None, data)
+
+
+def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int,
+                 suspend_ms: int = 0) -> Any:
+    """PULL_MESSAGE (11); sysFlag 0x4 (subscription in the request) | 0x2 when suspending."""
+    from protocol.command import RemotingCommand
+
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+           "queueOffset": str(offset), "maxMsgNums": str(max_nums),
+           "sysFlag": str(4 | (2 if suspend_ms else 0)), "commitOffset": "0",
+           "suspendTimeoutMillis": str(suspend_ms), "subVersion": "0",
+           "expressionType": "TAG", "subscription": "*"}
+    return RemotingCommand.request(11, ext)
+
+
+def _subscribe(cl: Any, group: str, topic: str) -> None:
+    """Heartbeat the consumer group, then wait (bounded) until its replica accepts pulls."""
+    r = cl.invoke(heartbeat_request(f"bench@{os.getpid()}", group, topic), 10)
+    if r.code != 0:
+        raise RuntimeError(f"heartbeat failed: {r.code} {r.remark}")
+    for _ in range(200):  # the group reaches the pull actor one replication hop later
+        r = cl.invoke(pull_request(group, topic, 0, 0, 1), 10)
+        if r.code in (0, 19, 20, 21):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"pull never accepted for {group}/{topic}: {r.code} {r.remark}")
+
+
+def bench_c(addr: tuple[str, int], total: int, pids: list[int], run: int = 0
+            ) -> tuple[float, float]:
+    """Pull `total` stored messages from one queue, 32 per pull: (msgs/s, CPU us/msg)."""
+    from deploy.wire import BlockingClient
+
+    topic = f"BenchC{run}"
+    group = f"bench_cg{run}"
     with BlockingClient(addr) as cl:
         sent = 0
         while sent < total:
@@ -144,34 +190,95 @@ def bench_c(addr: tuple[str, int], total: int, pids: list[int]) -> tuple[float, 
                 if r.code != 0:
                     raise RuntimeError(f"send failed: {r.code} {r.remark}")
             sent += k
-        time.sleep(0.5)  # let the consume queue catch up
+        _subscribe(cl, group, topic)
         offset = 0
         got = 0
         c0 = cpu_us(pids)
         t0 = time.perf_counter()
-        while got < total:
-            ext = {"consumerGroup": "bench_cg", "topic": topic, "queueId": "0",
-                   "queueOffset": str(offset), "maxMsgNums": "32", "sysFlag": "0",
-                   "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
-                   "expressionType": "TAG", "subscription": "*"}
-            r = cl.invoke(RemotingCommand.request(11, ext), 30)
+        for _ in range(total):  # bounded: every pull moves at least one message
+            if got >= total:
+                break
+            r = cl.invoke(pull_request(group, topic, 0, offset, 32), 30)
             if r.code != 0:
                 raise RuntimeError(f"pull failed at {offset}: {r.code} {r.remark}")
             nxt = int(r.ext_fields["nextBeginOffset"])
             got += nxt - offset
             offset = nxt
         dt = time.perf_counter() - t0
-        return got / dt, (cpu_us(pids) - c0) / got
+        return got / dt, (cpu_us(pids) - c0) / max(got, 1)
+
+
+def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
+    """Child process: send n messages at `rate`/s, each body starting with monotonic_ns."""
+    from deploy.wire import BlockingClient
+
+    period = 1.0 / rate
+    with BlockingClient(addr) as cl:
+        t_next = time.monotonic()
+        for _ in range(n):
+            delay = t_next - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t_next += period
+            req = send_request(topic, 0)
+            req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
+            cl.invoke(req, 10)
+
+
+def bench_d(addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
+            ) -> tuple[float, float, int]:
+    """Long-polling consumer, sender at `rate`/s: (p50 ms, p99 ms, messages received)."""
+    from deploy.wire import BlockingClient
+    from protocol.message import decode_messages
+
+    topic = f"BenchD{run}"
+    group = f"bench_dg{run}"
+    lat_ns: list[int] = []
+    with BlockingClient(addr) as cl:
+        r = cl.invoke(send_request(topic, 0), 10)  # creates the topic
+        if r.code != 0:
+            raise RuntimeError(f"send failed: {r.code} {r.remark}")
+        _subscribe(cl, group, topic)
+        offset = 1
+        ctx = multiprocessing.get_context("fork")
+        proc = ctx.Process(target=_d_sender, args=(addr, topic, n, rate), daemon=True)
+        proc.start()
+        try:
+            deadline = time.monotonic() + n / rate + 30
+            while len(lat_ns) < n and time.monotonic() < deadline:
+                r = cl.invoke(pull_request(group, topic, 0, offset, 32, suspend_ms=15000), 20)
+                now = time.monotonic_ns()
+                if r.code == 0:
+                    for m in decode_messages(bytes(r.body)):
+                        lat_ns.append(now - struct.unpack_from(">q", bytes(m.body), 0)[0])
+                if r.ext_fields and "nextBeginOffset" in r.ext_fields:
+                    offset = int(r.ext_fields["nextBeginOffset"])
+        finally:
+            proc.join(n / rate + 30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+    if not lat_ns:
+        raise RuntimeError("D: no message received")
+    lat_ns.sort()
+    p50 = lat_ns[len(lat_ns) // 2] / 1e6
+    p99 = lat_ns[min(len(lat_ns) - 1, int(len(lat_ns) * 0.99))] / 1e6
+    return p50, p99, len(lat_ns)
 
 
 def run(args: argparse.Namespace) -> dict[str, list[float]]:
-    """Start a cluster like `actormq up`, run the scenarios, stop it."""
+    """Start a cluster like `actormq up`, run the scenarios --runs times, stop it."""
     from actors.broker.config import BrokerConfig
     from deploy import launch
     from store.config import StoreConfig
     from tests.integration.conftest import cluster_pids
 
+    real = args.personality is None
     results: dict[str, list[float]] = {}
+
+    def add(key: str, val: float) -> None:
+        results.setdefault(key, []).append(val)
+
     with tempfile.TemporaryDirectory(prefix="amq-bench-") as data:
         cluster = launch.start_system(data, log_level="WARNING")
         try:
@@ -180,38 +287,81 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
             sc = StoreConfig.from_properties(props)
             port = launch.start_broker(cluster, bc, sc, personality=args.personality)
             addr = ("127.0.0.1", port)
-            pids = cluster_pids(cluster)
-            for _ in range(args.runs):
+            pids = [p for p in cluster_pids(cluster) if p != os.getpid()]
+            for i in range(args.runs):
                 raw = raw_echo_rate(args.a)
-                a_rate, a_cpu = bench_a(addr, args.a, pids)
-                b_rate, b_cpu = bench_b(addr, args.b, pids)
-                for key, val in (("raw_echo", raw), ("A_msgs_s", a_rate), ("A_ratio", a_rate / raw),
-                                 ("A_cpu_us", a_cpu), ("B_msgs_s", b_rate), ("B_cpu_us", b_cpu)):
-                    results.setdefault(key, []).append(val)
-                if args.personality is None and args.c:
-                    c_rate, c_cpu = bench_c(addr, args.c, pids)
-                    results.setdefault("C_msgs_s", []).append(c_rate)
-                    results.setdefault("C_cpu_us", []).append(c_cpu)
+                add("raw", raw)
+                if args.a:
+                    rate, cpu = bench_a(addr, args.a, pids)
+                    add("A", rate)
+                    add("A_ratio", rate / raw)
+                    add("A_cpu", cpu)
+                if args.b:
+                    rate, cpu = bench_b(addr, args.b, pids)
+                    add("B", rate)
+                    add("B_cpu", cpu)
+                if real and args.c:
+                    rate, cpu = bench_c(addr, args.c, pids, i)
+                    add("C", rate)
+                    add("C_cpu", cpu)
+                if real and args.d:
+                    p50, p99, _n = bench_d(addr, args.d, i)
+                    add("D_p50", p50)
+                    add("D_p99", p99)
         finally:
             launch.stop_cluster(cluster)
     return results
+
+
+ROWS = (  # scenario, rate key, ratio key, cpu key, goal
+    ("raw echo (1 KiB, 1 in flight)", "raw", None, None, "baseline, round trips/s"),
+    ("A send, 1 in flight", "A", "A_ratio", "A_cpu", ">= 0.4x raw"),
+    ("B send, 100 in flight", "B", None, "B_cpu", ">= 100,000 msgs/s"),
+    ("C pull 32/pull", "C", None, "C_cpu", ">= 150,000 msgs/s"),
+)
+
+
+def _cell(vals: list[float] | None, fmt: str) -> str:
+    if not vals:
+        return "-"
+    med = statistics.median(vals)
+    return f"{med:{fmt}} ({min(vals):{fmt}}-{max(vals):{fmt}})"
+
+
+def format_table(results: dict[str, list[float]]) -> str:
+    """Per scenario: median (min-max) over the runs, ratio to raw echo, broker CPU us/msg."""
+    runs = max((len(v) for v in results.values()), default=0)
+    lines = [f"broker benchmark, {runs} run(s); median (min-max)",
+             f"{'scenario':32s} {'msgs/s':>26s} {'x raw echo':>18s} {'CPU us/msg':>18s}  goal"]
+    for name, rate, ratio, cpu, goal in ROWS:
+        if rate not in results:
+            continue
+        lines.append(f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
+                     f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
+                     f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}")
+    if "D_p50" in results:
+        lines.append(f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
+                     f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry."""
     p = argparse.ArgumentParser(prog="broker_bench")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--a", type=int, default=2000, help="A: requests")
-    p.add_argument("--b", type=int, default=100, help="B: rounds of 100")
-    p.add_argument("--c", type=int, default=0, help="C: messages to pull (0 = skip)")
+    p.add_argument("--a", type=int, default=2000, help="A: requests (0 = skip)")
+    p.add_argument("--b", type=int, default=100, help="B: rounds of 100 (0 = skip)")
+    p.add_argument("--c", type=int, default=200_000, help="C: messages to pull (0 = skip)")
+    p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
     p.add_argument("--personality", default=None,
-                   help="actors.runtime.echo to measure the runtime alone")
+                   help="actors.runtime.echo to measure the runtime alone (A and B only)")
     args = p.parse_args(argv)
+    if args.runs < 1:
+        p.error("--runs must be >= 1")
+    if not args.a:
+        args.a = 1000  # the raw echo still needs a count
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    results = run(args)
-    for key, vals in results.items():
-        sys.stdout.write(f"{key:10s} median {statistics.median(vals):12.2f}   runs "
-                         + " ".join(f"{v:.2f}" for v in vals) + "\n")
+    sys.stdout.write(format_table(run(args)))
     return 0
 
 

@@ -1,0 +1,146 @@
+"""WatchingActor linger loop without an actor system: passes, inline timers, hand-back rules."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from thespian.actors import ActorAddress, ThespianWatch, WakeupMessage, WatchMessage
+
+from actors.runtime.channel import HOLDS, RecordDecoder, add_holds
+from actors.runtime.watch import WatchingActor
+
+
+class _Ref:
+    """Stands in for Thespian's ActorManager: records sends and wakeups, has no transport."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self.wakeups: list[Any] = []
+
+    def actor_send(self, target: Any, msg: Any) -> None:
+        self.sent.append(msg)
+
+    def wakeupAfter(self, period: Any, payload: Any) -> None:
+        self.wakeups.append(payload)
+
+
+class _PingActor(WatchingActor):
+    """Reads one byte per pass and writes the next one until `limit` passes were served."""
+
+    LINGER_IDLE_MS = 50.0
+    LINGER_CAP_MS = 10_000.0
+
+    def __init__(self, sock: socket.socket, peer: socket.socket, limit: int) -> None:
+        super().__init__()
+        self._myRef = _Ref()
+        self.sock = sock
+        self.peer = peer
+        self.limit = limit
+        self.passes = 0
+        self.timers: list[str] = []
+        self.send_at = -1
+        self.timer_at = -1
+        self.set_watch_fds([sock.fileno()])
+
+    def on_ready(self, fds: list[int]) -> None:
+        self.sock.recv(16)
+        self.passes += 1
+        if self.passes == self.timer_at:
+            self.schedule("t", 0.0)
+        if self.passes == self.send_at:
+            self.send(ActorAddress(1), "control")
+        if self.passes < self.limit:
+            self.peer.send(b"x")  # more traffic: the loop must serve it without Thespian
+
+    def on_timer(self, key: str) -> None:
+        self.timers.append(key)
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    return a, b
+
+
+def test_linger_serves_traffic_then_returns_when_idle() -> None:
+    a, b = _pair()
+    try:
+        actor = _PingActor(a, b, limit=20)
+        b.send(b"x")
+        ret = actor.receiveMessage(WatchMessage([a.fileno()]), None)
+        assert isinstance(ret, ThespianWatch)
+        assert ret.filenos == [a.fileno()]
+        assert actor.passes == 20
+        assert actor.linger_passes == 19  # all but the first came from our own epoll
+    finally:
+        a.close()
+        b.close()
+
+
+def test_due_timer_runs_inside_linger_and_its_wakeup_is_ignored() -> None:
+    a, b = _pair()
+    try:
+        actor = _PingActor(a, b, limit=5)
+        actor.timer_at = 2
+        b.send(b"x")
+        actor.receiveMessage(WatchMessage([a.fileno()]), None)
+        assert actor.timers == ["t"]
+        payload = actor._myRef.wakeups[-1]
+        actor.receiveMessage(WakeupMessage(None, payload), None)  # the late Thespian wakeup
+        assert actor.timers == ["t"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_thespian_send_hands_control_back_at_once() -> None:
+    a, b = _pair()
+    try:
+        actor = _PingActor(a, b, limit=50)
+        actor.send_at = 3
+        b.send(b"x")
+        actor.receiveMessage(WatchMessage([a.fileno()]), None)
+        assert actor.passes == 3
+        assert actor._myRef.sent == ["control"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_no_linger_when_disabled() -> None:
+    a, b = _pair()
+    try:
+        actor = _PingActor(a, b, limit=50)
+        actor.LINGER_IDLE_MS = 0.0
+        b.send(b"x")
+        actor.receiveMessage(WatchMessage([a.fileno()]), None)
+        assert actor.passes == 1
+        assert actor.linger_passes == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_watch_set_change_rebuilds_epoll() -> None:
+    a, b = _pair()
+    c, d = _pair()
+    try:
+        actor = _PingActor(a, b, limit=1)
+        ep1 = actor._sync_epoll()
+        assert actor._sync_epoll() is ep1
+        actor.set_watch_fds([a.fileno(), c.fileno()])
+        ep2 = actor._sync_epoll()
+        assert ep2 is not ep1
+        d.send(b"y")
+        assert [fd for fd, _ in ep2.poll(1.0)] == [c.fileno()]
+    finally:
+        for s in (a, b, c, d):
+            s.close()
+
+
+def test_holds_record_round_trip() -> None:
+    out = bytearray()
+    add_holds(out, True)
+    add_holds(out, False)
+    assert RecordDecoder().feed(bytes(out)) == [(HOLDS, True), (HOLDS, False)]
