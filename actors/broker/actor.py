@@ -108,8 +108,9 @@ class _ControllerAdapter:
     def snapshot(self) -> Any:
         return self.core.snapshot()
 
-    def route_events(self, events: list[Any], origin: str, t: int
-                     ) -> tuple[dict[str, list[Any]], bool]:
+    def route_events(
+        self, events: list[Any], origin: str, t: int
+    ) -> tuple[dict[str, list[Any]], bool]:
         forward = self.core.apply_events(events, origin, t)
         return forward, bool(self.core.take_register_needed())
 
@@ -177,7 +178,7 @@ class ProcessorActor(WatchingActor):
             self.notice_ch = connect_channel(msg.channel_addr, name="notices")
             add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
             self.outbox.dirty.add(self.notice_ch)
-            self.set_watch_fds([self.listen_fd, *self.channels, self.notice_ch.fd])
+            self._update_watch()
             self._flush()
         elif isinstance(msg, ShutdownStore):
             ok, detail = self._shutdown_store()
@@ -222,6 +223,12 @@ class ProcessorActor(WatchingActor):
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
 
+    def _update_watch(self) -> None:
+        fds = [self.listen_fd, *self.channels]
+        if self.notice_ch is not None and not self.notice_ch.closed:
+            fds.append(self.notice_ch.fd)
+        self.set_watch_fds(fds)
+
     def _held_queue_notices(self) -> list[Any]:
         """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
         table = getattr(getattr(self.core, "hold", None), "table", None)
@@ -232,8 +239,9 @@ class ProcessorActor(WatchingActor):
         for key in list(table):
             topic, _, qid = key.rpartition("@")
             try:
-                notices.append((topic, int(qid), store.get_max_offset_in_queue(topic, int(qid)),
-                                None, 0))
+                notices.append(
+                    (topic, int(qid), store.get_max_offset_in_queue(topic, int(qid)), None, 0)
+                )
             except Exception:
                 log.exception("group=%s re-check of %s failed", self.group, key)
         return notices
@@ -255,7 +263,7 @@ class ProcessorActor(WatchingActor):
             log.error("group=%s notice channel closed", self.group)
             ch.close()
             self.notice_ch = None
-            self.set_watch_fds([self.listen_fd, *self.channels])
+            self._update_watch()
             return
         for rec in records:
             if rec[0] == HOLDS:
@@ -279,7 +287,7 @@ class ProcessorActor(WatchingActor):
                     self.channels[ch.fd] = ch
                     if self.outbox.default is None:
                         self.outbox.default = ch
-                self.set_watch_fds([self.listen_fd, *self.channels])
+                self._update_watch()
                 continue
             ch = self.channels.get(fd)
             if ch is None:
@@ -303,7 +311,7 @@ class ProcessorActor(WatchingActor):
         self.channels.pop(ch.fd, None)
         if self.outbox.default is ch:
             self.outbox.default = next(iter(self.channels.values()), None)
-        self.set_watch_fds([self.listen_fd, *self.channels])
+        self._update_watch()
 
     def _after_batch(self) -> None:
         ctx = self.ctx

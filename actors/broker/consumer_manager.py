@@ -1,8 +1,8 @@
 """Consumer groups registered by heartbeats: channels, client ids and subscriptions.
 
-Mirrors broker/client/ConsumerManager.java + ConsumerGroupInfo.java and
-common/protocol/heartbeat/SubscriptionData.java, RocketMQ 4.9.x. Channels are keyed by the
-RemotingServer's conn_id. The client_manage actor owns the channels; other actors hold
+Mirrors broker/client/ConsumerManager.java + ConsumerGroupInfo.java, RocketMQ 4.9.x
+(subscriptions are protocol.bodies.SubscriptionData, as heartbeats carry them). Channels are
+keyed by the RemotingServer's conn_id. The client_manage actor owns the channels; other actors hold
 ConsumerGroupInfo snapshots replicated through events.
 """
 
@@ -10,111 +10,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
-from protocol.record import java_string_hash
+from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
 
 log = logging.getLogger(__name__)
 
-SUB_ALL = "*"
 
-CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
-MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
-CONSUME_FROM_WHERE = (
-    "CONSUME_FROM_LAST_OFFSET",
-    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-    "CONSUME_FROM_MIN_OFFSET",
-    "CONSUME_FROM_MAX_OFFSET",
-    "CONSUME_FROM_FIRST_OFFSET",
-    "CONSUME_FROM_TIMESTAMP",
-)
-
-
-def enum_name(value: Any, names: tuple[str, ...], default: str) -> str:
-    """An enum given by name or ordinal (int or digit string) as its name."""
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
-        i = int(value)
-        return names[i] if 0 <= i < len(names) else default
-    s = str(value)
-    return s if s in names else default
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionData:
-    """One subscribed topic with its tag filter."""
-
-    topic: str
-    sub_string: str = SUB_ALL
-    tags_set: tuple[str, ...] = ()
-    code_set: frozenset[int] = frozenset()
-    sub_version: int = 0
-    expression_type: str = "TAG"
-    class_filter_mode: bool = False
-
-    @property
-    def matches_all(self) -> bool:
-        """'*' (or an empty tag set for TAG type) passes every message."""
-        return self.sub_string.strip() in ("", SUB_ALL) or (
-            self.expression_type == "TAG" and not self.code_set
-        )
-
-    def to_json_obj(self) -> dict[str, Any]:
-        """The fastjson member map."""
-        return {
-            "classFilterMode": self.class_filter_mode,
-            "codeSet": sorted(self.code_set),
-            "expressionType": self.expression_type,
-            "subString": self.sub_string,
-            "subVersion": self.sub_version,
-            "tagsSet": list(self.tags_set),
-            "topic": self.topic,
-        }
-
-    @classmethod
-    def from_json_obj(cls, obj: dict[str, Any]) -> SubscriptionData:
-        """Lenient read: numbers as strings, missing codeSet recomputed from tagsSet."""
-        topic = obj.get("topic")
-        if not isinstance(topic, str) or not topic:
-            raise ValueError("subscription without topic")
-        sub = str(obj.get("subString") or SUB_ALL)
-        tags = obj.get("tagsSet")
-        tags_t = tuple(str(t) for t in tags) if isinstance(tags, list) else ()
-        codes = obj.get("codeSet")
-        if isinstance(codes, list) and (codes or not tags_t):
-            code_set = frozenset(int(c) for c in codes)
-        else:
-            code_set = frozenset(java_string_hash(t) for t in tags_t)
-        return cls(
-            topic=topic,
-            sub_string=sub,
-            tags_set=tags_t,
-            code_set=code_set,
-            sub_version=int(obj.get("subVersion") or 0),
-            expression_type=str(obj.get("expressionType") or "TAG"),
-            class_filter_mode=bool(obj.get("classFilterMode", False)),
-        )
-
-    @classmethod
-    def build(
-        cls, topic: str, sub_string: str | None, sub_version: int = 0, expression_type: str = "TAG"
-    ) -> SubscriptionData:
-        """FilterAPI.build: parse 'TagA || TagB' (TAG type) into tags and codes."""
-        s = (sub_string or "").strip()
-        if not s or s == SUB_ALL or expression_type != "TAG":
-            return cls(topic, s or SUB_ALL, (), frozenset(), sub_version, expression_type)
-        tags = tuple(t.strip() for t in s.split("||") if t.strip())
-        return cls(
-            topic,
-            s,
-            tags,
-            frozenset(java_string_hash(t) for t in tags),
-            sub_version,
-            expression_type,
-        )
+def matches_all(sub: SubscriptionData) -> bool:
+    """'*' (or a TAG subscription without tag codes) passes every message."""
+    return sub.is_all or (sub.expression_type == EXPRESSION_TYPE_TAG and not sub.code_set)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ processor actor has its own BrokerContext; shared state changes travel as events
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from actors.broker.events import (
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
     OffsetCommitted,
+    OffsetMoved,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
@@ -69,6 +71,7 @@ class BrokerContext:
         self._events: list[BrokerEvent] = []
         self._offset_events: dict[tuple[str, str, int], OffsetCommitted] = {}
         self._arrivals: list[ArrivalNotice] = []
+        self._handlers: dict[type, Callable[[Any, int], None]] = {}
         if store is not None and group == "send" and hasattr(store, "arrival_listener"):
             store.arrival_listener = self._on_arrival
 
@@ -95,6 +98,14 @@ class BrokerContext:
     def apply(self, event: BrokerEvent, now_ms: int) -> None:
         """Apply an event forwarded by the controller from another actor."""
         self._apply_local(event)
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event, now_ms)
+
+    def on_event(self, event_type: type, handler: Callable[[Any, int], None]) -> None:
+        """Have `handler(event, now_ms)` run for each forwarded event of that type (a core's
+        reaction to another actor's change, e.g. the send core storing OFFSET_MOVED_EVENT)."""
+        self._handlers[event_type] = handler
 
     def _apply_local(self, event: BrokerEvent) -> None:
         if isinstance(event, OffsetCommitted):
@@ -115,6 +126,8 @@ class BrokerContext:
             self.consumer_groups[event.info.group] = event.info
         elif isinstance(event, ConsumerGroupRemoved):
             self.consumer_groups.pop(event.group, None)
+        elif isinstance(event, OffsetMoved):
+            pass  # no replica: the send core stores it (on_event)
         else:
             log.warning("unknown broker event %r", event)
 

@@ -34,6 +34,7 @@ from actors.broker.events import (
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
     OffsetCommitted,
+    OffsetMoved,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
@@ -188,6 +189,8 @@ class BrokerControllerCore:
                 self.consumer_groups.pop(ev.group, None)
             elif isinstance(ev, OffsetCommitted):
                 self.offsets.commit_offset(ev.group, ev.topic, ev.queue_id, ev.offset)
+            elif isinstance(ev, OffsetMoved):
+                pass  # nothing to keep: forwarded to the single writer
             else:
                 log.warning("controller: unknown event %r", ev)
                 continue

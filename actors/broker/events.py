@@ -82,6 +82,22 @@ class OffsetCommitted:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetMoved:
+    """A master answered a pull PULL_OFFSET_MOVED (21); the single writer stores the event."""
+
+    # The pull actor's store is read-only, so the send actor writes the OFFSET_MOVED_EVENT
+    # message (PullMessageProcessor.generateOffsetMovedEvent).
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
+    group: str
+    topic: str
+    queue_id: int
+    broker_name: str
+    offset_request: int
+    offset_new: int
+
+
 BrokerEvent = (
     TopicConfigChanged
     | TopicsDeleted
@@ -90,4 +106,5 @@ BrokerEvent = (
     | ConsumerGroupChanged
     | ConsumerGroupRemoved
     | OffsetCommitted
+    | OffsetMoved
 )

@@ -7,60 +7,34 @@ processor actor; the BrokerController actor owns the authoritative copy and topi
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from actors.broker.config import BrokerConfig
+from protocol.codes import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    REPLY_TOPIC_POSTFIX,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    SCHEDULE_QUEUE_NUMS,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    PermName,
+)
 
 log = logging.getLogger(__name__)
 
-PERM_PRIORITY: Final = 8
-PERM_READ: Final = 4
-PERM_WRITE: Final = 2
-PERM_INHERIT: Final = 1
-
-AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
-SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC: Final = "BenchmarkTest"
-OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
-RMQ_SYS_TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
-SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
-REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
-SCHEDULE_QUEUE_NUMS: Final = 18
+# Plain ints (IntFlag arithmetic is slow on the send path).
+PERM_PRIORITY: Final = int(PermName.PERM_PRIORITY)
+PERM_READ: Final = int(PermName.PERM_READ)
+PERM_WRITE: Final = int(PermName.PERM_WRITE)
+PERM_INHERIT: Final = int(PermName.PERM_INHERIT)
+TRANS_HALF_TOPIC: Final = RMQ_SYS_TRANS_HALF_TOPIC
 MAX_TOPIC_LENGTH: Final = 127
-
-NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-    }
-)
-SYSTEM_TOPICS: Final = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        SCHEDULE_TOPIC,
-        BENCHMARK_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        RMQ_SYS_TRACE_TOPIC,
-        OFFSET_MOVED_EVENT,
-        SELF_TEST_TOPIC,
-    }
-)
 
 _TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
@@ -91,24 +65,9 @@ def validate_topic(topic: str | None) -> str | None:
     return None
 
 
-def is_system_topic(topic: str) -> bool:
-    """TopicValidator.isSystemTopic."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
-
-
 def is_not_allowed_send_topic(topic: str) -> bool:
     """TopicValidator.isNotAllowedSendTopic."""
     return topic in NOT_ALLOWED_SEND_TOPICS
-
-
-def retry_topic(group: str) -> str:
-    """MixAll.getRetryTopic."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """MixAll.getDLQTopic."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,11 +115,6 @@ def _as_bool(v: Any) -> bool:
     if isinstance(v, str):
         return v.lower() in ("true", "1")
     return bool(v)
-
-
-def dumps_compact(obj: Any) -> bytes:
-    """fastjson-like compact, alphabetical, ASCII-safe JSON."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
 def startup_topics(bc: BrokerConfig) -> list[TopicConfig]:

@@ -13,19 +13,37 @@ import struct
 import zlib
 from typing import Any, Final
 
-from actors.broker.fields import opt_bool, opt_int, opt_str, req_int, req_str
+from actors.broker.dispatch import CodeDispatchCore
 from actors.core import Request
 from actors.namesrv.routes import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
     KVConfigManager,
     RouteInfoManager,
     TopicConfigItem,
-    dumps_compact,
 )
+from protocol.bodies import dumps_compact, loads_lenient
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
+from protocol.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +64,6 @@ def _topic_item(name: str | None, obj: dict[str, Any]) -> TopicConfigItem:
         int(obj.get("perm", 6)),
         int(obj.get("topicSysFlag", obj.get("topicSynFlag", 0))),
     )
-
-
-def _loads(data: bytes | memoryview) -> Any:
-    text = bytes(data).decode("utf-8")
-    try:
-        return json.loads(text)
-    except ValueError:
-        from protocol.bodies import loads_lenient
-
-        return loads_lenient(text)
 
 
 def _data_version(obj: Any) -> tuple[int, int] | None:
@@ -102,7 +110,7 @@ def decode_register_body(
             items.append(TopicConfigItem(parts[0], int(parts[1]), int(parts[2]), int(parts[3])))
         filters = json.loads(chunk()) if pos < len(raw) else []
         return dv, items, [str(f) for f in filters or []]
-    obj = _loads(body)
+    obj = loads_lenient(body)
     if version >= V3_0_11 and isinstance(obj, dict) and "topicConfigSerializeWrapper" in obj:
         dv, items = parse_topic_wrapper(obj.get("topicConfigSerializeWrapper") or {})
         return dv, items, [str(f) for f in obj.get("filterServerList") or []]
@@ -110,8 +118,12 @@ def decode_register_body(
     return dv, items, []
 
 
-class NamesrvProcessor:
+class NamesrvProcessor(CodeDispatchCore):
     """DefaultRequestProcessor over a RouteInfoManager (implements actors.core.ProcessorCore)."""
+
+    REPLY_UNKNOWN = False  # Java returns null: no reply
+    BAD_REQUEST_ERRORS = (ValueError, KeyError, TypeError, struct.error, zlib.error)
+    BAD_REQUEST_REMARK = "bad request"
 
     def __init__(
         self,
@@ -128,7 +140,7 @@ class NamesrvProcessor:
         self.scan_interval_ms = scan_interval_ms
         self._next_scan_ms: int | None = None
         self.expired_conns: list[int] = []  # connections the runtime should close
-        self._handlers = {
+        self.handlers = {
             RC.REGISTER_BROKER: self._register_broker,
             RC.UNREGISTER_BROKER: self._unregister_broker,
             RC.GET_ROUTEINFO_BY_TOPIC: self._get_route,
@@ -147,27 +159,6 @@ class NamesrvProcessor:
         }
 
     # --- ProcessorCore --------------------------------------------------------------------
-
-    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """Handle one request; None for unknown codes and oneway requests."""
-        cmd = req.cmd
-        handler = self._handlers.get(cmd.code)
-        if handler is None:
-            log.warning(
-                "name server: unsupported request code=%d from %s:%d (no reply)",
-                cmd.code,
-                req.peer[0],
-                req.peer[1],
-            )
-            return None
-        try:
-            resp = handler(req, now_ms)
-        except HeaderFieldError as e:
-            resp = cmd.make_response(e.code, e.remark)
-        except (ValueError, KeyError, TypeError, struct.error, zlib.error) as e:
-            log.warning("name server: bad request code=%d: %s", cmd.code, e)
-            resp = cmd.make_response(RS.SYSTEM_ERROR, f"bad request: {e}")
-        return None if cmd.is_oneway else resp
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Unregister the brokers registered over that connection."""
@@ -188,55 +179,42 @@ class NamesrvProcessor:
 
     def _register_broker(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
-        ext = cmd.ext_fields
-        broker_name = req_str(ext, "brokerName")
-        broker_addr = req_str(ext, "brokerAddr")
-        cluster = req_str(ext, "clusterName")
-        ha_addr = req_str(ext, "haServerAddr")
-        broker_id = req_int(ext, "brokerId")
-        compressed = opt_bool(ext, "compressed")
-        crc = opt_int(ext, "bodyCrc32", 0) or 0
+        h = RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+        broker_name = h.broker_name
+        broker_addr = h.broker_addr
+        crc = h.body_crc32 or 0
         body = cmd.body
         if crc != 0 and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             log.warning(
                 "register broker: crc32 mismatch broker=%s addr=%s", broker_name, broker_addr
             )
             return cmd.make_response(RS.SYSTEM_ERROR, "crc32 not match")
-        dv, items, filters = decode_register_body(body, compressed, cmd.version)
+        dv, items, filters = decode_register_body(body, bool(h.compressed), cmd.version)
         result = self.routes.register_broker(
-            cluster,
+            h.cluster_name,
             broker_addr,
             broker_name,
-            broker_id,
-            ha_addr,
+            h.broker_id,
+            h.ha_server_addr,
             dv,
             items if body else None,
             filters,
             req.conn_id,
             now_ms,
         )
-        out_ext: dict[str, str] = {}
-        if result.master_addr is not None:
-            out_ext["masterAddr"] = result.master_addr
-        if result.ha_server_addr is not None:
-            out_ext["haServerAddr"] = result.ha_server_addr
+        out_ext = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr).to_ext()
         order_conf = self.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
         resp_body = dumps_compact({"table": order_conf}) if order_conf else b""
         return cmd.make_response(RS.SUCCESS, None, out_ext, resp_body)
 
     def _unregister_broker(self, req: Request, now_ms: int) -> RemotingCommand:
-        ext = req.cmd.ext_fields
-        self.routes.unregister_broker(
-            req_str(ext, "clusterName"),
-            req_str(ext, "brokerAddr"),
-            req_str(ext, "brokerName"),
-            req_int(ext, "brokerId"),
-        )
+        h = UnRegisterBrokerRequestHeader.from_ext(req.cmd.ext_fields)
+        self.routes.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return req.cmd.make_response(RS.SUCCESS, None, {})
 
     def _get_route(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
-        topic = req_str(cmd.ext_fields, "topic")
+        topic = GetRouteInfoRequestHeader.from_ext(cmd.ext_fields).topic
         route = self.routes.pick_topic_route_data(topic)
         if route is None:
             return cmd.make_response(
@@ -267,56 +245,66 @@ class NamesrvProcessor:
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
-        ext = req.cmd.ext_fields
-        self.routes.delete_topic(req_str(ext, "topic"), opt_str(ext, "clusterName"))
+        h = DeleteTopicFromNamesrvRequestHeader.from_ext(req.cmd.ext_fields)
+        self.routes.delete_topic(h.topic, h.cluster_name or None)
         return req.cmd.make_response(RS.SUCCESS, None, {})
 
     def _query_data_version(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
-        addr = req_str(cmd.ext_fields, "brokerAddr")
-        dv = _data_version(_loads(cmd.body)) if cmd.body else None
+        # Only brokerAddr is used; the other QueryDataVersionRequestHeader fields are not required
+        # here (lenient towards partial headers).
+        addr = (cmd.ext_fields or {}).get("brokerAddr")
+        if addr is None:
+            raise HeaderFieldError(RS.SYSTEM_ERROR, "the custom field <brokerAddr> is null")
+        dv = _data_version(loads_lenient(cmd.body)) if cmd.body else None
         changed, stored = self.routes.query_data_version(addr, dv, now_ms)
         body = dumps_compact({"counter": stored[0], "timestamp": stored[1]}) if stored else b""
         return cmd.make_response(
-            RS.SUCCESS, None, {"changed": "true" if changed else "false"}, body
+            RS.SUCCESS, None, QueryDataVersionResponseHeader(changed).to_ext(), body
         )
 
     def _put_kv(self, req: Request, now_ms: int) -> RemotingCommand:
-        ext = req.cmd.ext_fields
-        self.kv.put(req_str(ext, "namespace"), req_str(ext, "key"), req_str(ext, "value"))
+        h = PutKVConfigRequestHeader.from_ext(req.cmd.ext_fields)
+        self.kv.put(h.namespace, h.key, h.value)
         return req.cmd.make_response(RS.SUCCESS, None, {})
 
     def _get_kv(self, req: Request, now_ms: int) -> RemotingCommand:
-        ext = req.cmd.ext_fields
-        ns, key = req_str(ext, "namespace"), req_str(ext, "key")
+        h = GetKVConfigRequestHeader.from_ext(req.cmd.ext_fields)
+        ns, key = h.namespace, h.key
         value = self.kv.get(ns, key)
         if value is None:
             return req.cmd.make_response(
                 RS.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}"
             )
-        return req.cmd.make_response(RS.SUCCESS, None, {"value": value})
+        return req.cmd.make_response(RS.SUCCESS, None, GetKVConfigResponseHeader(value).to_ext())
 
     def _delete_kv(self, req: Request, now_ms: int) -> RemotingCommand:
-        ext = req.cmd.ext_fields
-        self.kv.delete(req_str(ext, "namespace"), req_str(ext, "key"))
+        h = DeleteKVConfigRequestHeader.from_ext(req.cmd.ext_fields)
+        self.kv.delete(h.namespace, h.key)
         return req.cmd.make_response(RS.SUCCESS, None, {})
 
     def _kv_list(self, req: Request, now_ms: int) -> RemotingCommand:
-        ns = req_str(req.cmd.ext_fields, "namespace")
+        ns = GetKVListByNamespaceRequestHeader.from_ext(req.cmd.ext_fields).namespace
         table = self.kv.list_namespace(ns)
         if table is None:
             return req.cmd.make_response(RS.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
         return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"table": table}))
 
     def _topics_by_cluster(self, req: Request, now_ms: int) -> RemotingCommand:
-        cluster = req_str(req.cmd.ext_fields, "cluster")
+        cluster = GetTopicsByClusterRequestHeader.from_ext(req.cmd.ext_fields).cluster
         body = dumps_compact({"topicList": self.routes.get_topics_by_cluster(cluster)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _wipe_write_perm(self, req: Request, now_ms: int) -> RemotingCommand:
-        n = self.routes.wipe_write_perm_of_broker(req_str(req.cmd.ext_fields, "brokerName"))
-        return req.cmd.make_response(RS.SUCCESS, None, {"wipeTopicCount": str(n)})
+        h = WipeWritePermOfBrokerRequestHeader.from_ext(req.cmd.ext_fields)
+        n = self.routes.wipe_write_perm_of_broker(h.broker_name)
+        return req.cmd.make_response(
+            RS.SUCCESS, None, WipeWritePermOfBrokerResponseHeader(n).to_ext()
+        )
 
     def _add_write_perm(self, req: Request, now_ms: int) -> RemotingCommand:
-        n = self.routes.add_write_perm_of_broker(req_str(req.cmd.ext_fields, "brokerName"))
-        return req.cmd.make_response(RS.SUCCESS, None, {"addTopicCount": str(n)})
+        h = AddWritePermOfBrokerRequestHeader.from_ext(req.cmd.ext_fields)
+        n = self.routes.add_write_perm_of_broker(h.broker_name)
+        return req.cmd.make_response(
+            RS.SUCCESS, None, AddWritePermOfBrokerResponseHeader(n).to_ext()
+        )

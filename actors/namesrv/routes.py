@@ -89,11 +89,6 @@ class RegisterResult:
     ha_server_addr: str | None = None
 
 
-def dumps_compact(obj: Any) -> bytes:
-    """Compact, alphabetical, ASCII-safe JSON (what Go's route parser needs)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
 class RouteInfoManager:
     """topicQueueTable, brokerAddrTable, clusterAddrTable, brokerLiveTable, filterServerTable."""
 

@@ -6,61 +6,67 @@ Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, 
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from actors.broker.context import BrokerContext
+from actors.broker.dispatch import BAD_BODY_ERRORS, CodeDispatchCore
 from actors.broker.events import (
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
     TopicsDeleted,
 )
-from actors.broker.fields import opt_bool, opt_int, req_int, req_str
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.subscription_group import SubscriptionGroupConfig
-from actors.broker.topic_config import TopicConfig, is_system_topic, validate_topic
+from actors.broker.topic_config import TopicConfig, validate_topic
 from actors.core import Request
+from protocol.bodies import (
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+    dumps_compact,
+    loads_lenient,
+)
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.codes import is_system_topic
 from protocol.command import RemotingCommand
-from protocol.errors import HeaderFieldError
+from protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+)
 
 log = logging.getLogger(__name__)
 
 
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
+    return [(m.topic, m.broker_name, m.queue_id) for m in mqs]
 
 
-def _loads(body: Any) -> Any:
-    text = bytes(body).decode("utf-8")
-    try:
-        return json.loads(text)
-    except ValueError:
-        from protocol.bodies import loads_lenient
-
-        return loads_lenient(text)
-
-
-def _mq_list(obj: Any) -> list[MessageQueueKey]:
-    return [(str(m["topic"]), str(m["brokerName"]), int(m["queueId"])) for m in obj or []]
-
-
-def _mq_json(mq: MessageQueueKey) -> dict[str, Any]:
-    return {"brokerName": mq[1], "queueId": mq[2], "topic": mq[0]}
-
-
-class AdminBrokerProcessor:
+class AdminBrokerProcessor(CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
+
+    UNKNOWN_EVEN_ONEWAY = True
+    BAD_REQUEST_ERRORS = BAD_BODY_ERRORS
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
         self.locks = RebalanceLockManager()
-        self.handlers: dict[int, Callable[[RemotingCommand, int], RemotingCommand]] = {
+        self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
             RC.DELETE_TOPIC_IN_BROKER: self._delete_topic,
             RC.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
@@ -79,36 +85,12 @@ class AdminBrokerProcessor:
             RC.GET_CONSUME_STATS: self._consume_stats,
         }
 
-    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """Dispatch on the request code; unknown codes get code 3 (even when oneway)."""
-        cmd = req.cmd
-        handler = self.handlers.get(cmd.code)
-        if handler is None:
-            log.warning("request type %d not supported", cmd.code)
-            return cmd.make_response(
-                RS.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
-            )
-        try:
-            resp = handler(cmd, now_ms)
-        except HeaderFieldError as e:
-            resp = cmd.make_response(e.code, e.remark)
-        except (ValueError, KeyError, TypeError) as e:
-            log.warning("bad admin request code=%d: %s", cmd.code, e)
-            resp = cmd.make_response(RS.SYSTEM_ERROR, f"bad request body: {e}")
-        return None if cmd.is_oneway else resp
-
-    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
-        """Nothing per connection (locks expire by time)."""
-
-    def tick(self, now_ms: int) -> int | None:
-        """No timers."""
-        return None
-
     # --- topics ---------------------------------------------------------------------------
 
-    def _create_topic(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        topic = req_str(ext, "topic")
+    def _create_topic(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        h = CreateTopicRequestHeader.from_ext(cmd.ext_fields)
+        topic = h.topic
         bad = validate_topic(topic)
         if bad is not None:
             return cmd.make_response(RS.SYSTEM_ERROR, bad)
@@ -116,21 +98,21 @@ class AdminBrokerProcessor:
             return cmd.make_response(
                 RS.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
             )
-        req_str(ext, "defaultTopic")
         tc = TopicConfig(
             topic,
-            read_queue_nums=req_int(ext, "readQueueNums"),
-            write_queue_nums=req_int(ext, "writeQueueNums"),
-            perm=req_int(ext, "perm"),
-            topic_filter_type=req_str(ext, "topicFilterType"),
-            topic_sys_flag=opt_int(ext, "topicSysFlag", 0) or 0,
-            order=opt_bool(ext, "order"),
+            read_queue_nums=h.read_queue_nums,
+            write_queue_nums=h.write_queue_nums,
+            perm=h.perm,
+            topic_filter_type=h.topic_filter_type,
+            topic_sys_flag=h.topic_sys_flag or 0,
+            order=h.order,
         )
         self.ctx.emit(TopicConfigChanged(tc, register=True))
         return cmd.make_response(RS.SUCCESS, None, {})
 
-    def _delete_topic(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        topic = req_str(cmd.ext_fields, "topic")
+    def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        topic = DeleteTopicRequestHeader.from_ext(cmd.ext_fields).topic
         if is_system_topic(topic):
             return cmd.make_response(
                 RS.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
@@ -144,12 +126,13 @@ class AdminBrokerProcessor:
             "topicConfigTable": {n: t.to_json_obj() for n, t in self.ctx.topics.table.items()},
         }
 
-    def _all_topic_config(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
+    def _all_topic_config(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
         if not self.ctx.topics.table:
             return cmd.make_response(RS.SYSTEM_ERROR, "No topic in this broker")
-        return cmd.make_response(RS.SUCCESS, None, None, _dumps(self._topic_wrapper()))
+        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(self._topic_wrapper()))
 
-    def _runtime_info(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
+    def _runtime_info(self, req: Request, now_ms: int) -> RemotingCommand:
         bc = self.ctx.broker_config
         st = self.store
         table = {
@@ -165,78 +148,78 @@ class AdminBrokerProcessor:
             "topicCount": str(len(self.ctx.topics.table)),
             "subscriptionGroupCount": str(len(self.ctx.groups.table)),
         }
-        return cmd.make_response(RS.SUCCESS, None, None, _dumps({"table": table}))
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"table": table}))
 
     # --- offsets by queue -----------------------------------------------------------------
 
-    def _max_offset(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        off = self.store.get_max_offset_in_queue(req_str(ext, "topic"), req_int(ext, "queueId"))
-        return cmd.make_response(RS.SUCCESS, None, {"offset": str(int(off))})
+    def _max_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+        h = GetMaxOffsetRequestHeader.from_ext(req.cmd.ext_fields)
+        off = int(self.store.get_max_offset_in_queue(h.topic, h.queue_id))
+        return req.cmd.make_response(RS.SUCCESS, None, GetMaxOffsetResponseHeader(off).to_ext())
 
-    def _min_offset(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        off = self.store.get_min_offset_in_queue(req_str(ext, "topic"), req_int(ext, "queueId"))
-        return cmd.make_response(RS.SUCCESS, None, {"offset": str(int(off))})
+    def _min_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+        h = GetMinOffsetRequestHeader.from_ext(req.cmd.ext_fields)
+        off = int(self.store.get_min_offset_in_queue(h.topic, h.queue_id))
+        return req.cmd.make_response(RS.SUCCESS, None, GetMinOffsetResponseHeader(off).to_ext())
 
-    def _earliest_time(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        ts = self.store.get_earliest_message_time(req_str(ext, "topic"), req_int(ext, "queueId"))
-        return cmd.make_response(RS.SUCCESS, None, {"timestamp": str(int(ts))})
-
-    def _search_offset(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        off = self.store.get_offset_in_queue_by_time(
-            req_str(ext, "topic"), req_int(ext, "queueId"), req_int(ext, "timestamp")
+    def _earliest_time(self, req: Request, now_ms: int) -> RemotingCommand:
+        h = GetEarliestMsgStoretimeRequestHeader.from_ext(req.cmd.ext_fields)
+        ts = int(self.store.get_earliest_message_time(h.topic, h.queue_id))
+        return req.cmd.make_response(
+            RS.SUCCESS, None, GetEarliestMsgStoretimeResponseHeader(ts).to_ext()
         )
-        return cmd.make_response(RS.SUCCESS, None, {"offset": str(int(off))})
+
+    def _search_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.from_ext(req.cmd.ext_fields)
+        off = int(self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp))
+        return req.cmd.make_response(RS.SUCCESS, None, SearchOffsetResponseHeader(off).to_ext())
 
     # --- locks ----------------------------------------------------------------------------
 
-    def _lock(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        body = _loads(cmd.body)
+    def _lock(self, req: Request, now_ms: int) -> RemotingCommand:
+        body = LockBatchRequestBody.from_json(req.cmd.body)
         ok = self.locks.try_lock_batch(
-            str(body["consumerGroup"]), _mq_list(body.get("mqSet")), str(body["clientId"]), now_ms
+            body.consumer_group, _mq_keys(body.mq_set), body.client_id, now_ms
         )
-        return cmd.make_response(
-            RS.SUCCESS, None, None, _dumps({"lockOKMQSet": [_mq_json(m) for m in ok]})
-        )
+        resp_body = LockBatchResponseBody([MessageQueue(t, b, q) for t, b, q in ok]).to_json()
+        return req.cmd.make_response(RS.SUCCESS, None, None, resp_body)
 
-    def _unlock(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        body = _loads(cmd.body)
-        self.locks.unlock_batch(
-            str(body["consumerGroup"]), _mq_list(body.get("mqSet")), str(body["clientId"])
-        )
-        return cmd.make_response(RS.SUCCESS, None, {})
+    def _unlock(self, req: Request, now_ms: int) -> RemotingCommand:
+        body = UnlockBatchRequestBody.from_json(req.cmd.body)
+        self.locks.unlock_batch(body.consumer_group, _mq_keys(body.mq_set), body.client_id)
+        return req.cmd.make_response(RS.SUCCESS, None, {})
 
     # --- subscription groups ----------------------------------------------------------------
 
-    def _create_group(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        cfg = SubscriptionGroupConfig.from_json_obj(_loads(cmd.body))
+    def _create_group(self, req: Request, now_ms: int) -> RemotingCommand:
+        obj = loads_lenient(req.cmd.body)
+        if not isinstance(obj, dict):
+            raise ValueError("SubscriptionGroupConfig body is not an object")
+        cfg = SubscriptionGroupConfig.from_json_obj(obj)
         self.ctx.emit(SubscriptionGroupChanged(cfg))
-        return cmd.make_response(RS.SUCCESS, None, {})
+        return req.cmd.make_response(RS.SUCCESS, None, {})
 
-    def _delete_group(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        self.ctx.emit(
-            SubscriptionGroupDeleted(req_str(ext, "groupName"), opt_bool(ext, "removeOffset"))
-        )
-        return cmd.make_response(RS.SUCCESS, None, {})
+    def _delete_group(self, req: Request, now_ms: int) -> RemotingCommand:
+        h = DeleteSubscriptionGroupRequestHeader.from_ext(req.cmd.ext_fields)
+        self.ctx.emit(SubscriptionGroupDeleted(h.group_name, h.remove_offset))
+        return req.cmd.make_response(RS.SUCCESS, None, {})
 
-    def _all_groups(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
+    def _all_groups(self, req: Request, now_ms: int) -> RemotingCommand:
         body = {
             "dataVersion": {"counter": 0, "timestamp": 0},
             "subscriptionGroupTable": {
                 n: g.to_json_obj() for n, g in self.ctx.groups.table.items()
             },
         }
-        return cmd.make_response(RS.SUCCESS, None, None, _dumps(body))
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
 
-    def _all_offsets(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        return cmd.make_response(RS.SUCCESS, None, None, self.ctx.offsets.encode().encode())
+    def _all_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
+        body = self.ctx.offsets.encode().encode()
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
-    def _connections(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        group = req_str(cmd.ext_fields, "consumerGroup")
+    def _connections(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        group = GetConsumerConnectionListRequestHeader.from_ext(cmd.ext_fields).consumer_group
         info = self.ctx.consumer_groups.get(group)
         if info is None or not info.client_ids:
             return cmd.make_response(
@@ -247,14 +230,14 @@ class AdminBrokerProcessor:
             "consumeFromWhere": info.consume_from_where,
             "consumeType": info.consume_type,
             "messageModel": info.message_model,
-            "subscriptionTable": {s.topic: s.to_json_obj() for s in info.subscriptions},
+            "subscriptionTable": {s.topic: s.to_obj() for s in info.subscriptions},
         }
-        return cmd.make_response(RS.SUCCESS, None, None, _dumps(body))
+        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
 
-    def _consume_stats(self, cmd: RemotingCommand, now_ms: int) -> RemotingCommand:
-        ext = cmd.ext_fields
-        group = req_str(ext, "consumerGroup")
-        only = ext.get("topic") if ext else None
+    def _consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_ext(req.cmd.ext_fields)
+        group = h.consumer_group
+        only = h.topic
         topics = [only] if only else sorted(self.ctx.offsets.topics_of_group(group))
         offset_table = []
         total_diff = 0
@@ -281,4 +264,4 @@ class AdminBrokerProcessor:
                     }
                 )
         body = {"consumeTps": 0.0, "offsetTable": offset_table, "totalDiff": total_diff}
-        return cmd.make_response(RS.SUCCESS, None, None, _dumps(body))
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))

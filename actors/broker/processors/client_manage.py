@@ -8,51 +8,34 @@ the consumer and producer channel tables; consumer group snapshots go to other a
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any, Final
+from typing import Final
 
-from actors.broker.consumer_manager import (
-    CONSUME_FROM_WHERE,
-    CONSUME_TYPES,
-    MESSAGE_MODELS,
-    ClientChannel,
-    ConsumerManager,
-    SubscriptionData,
-    enum_name,
-)
+from actors.broker.consumer_manager import ClientChannel, ConsumerManager
 from actors.broker.context import BrokerContext
+from actors.broker.dispatch import CodeDispatchCore
 from actors.broker.events import (
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
     SubscriptionGroupChanged,
     TopicConfigChanged,
 )
-from actors.broker.fields import opt_str, req_str
 from actors.broker.producer_manager import ProducerManager
-from actors.broker.topic_config import PERM_READ, PERM_WRITE, retry_topic
+from actors.broker.topic_config import PERM_READ, PERM_WRITE
 from actors.core import Request
+from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.codes import retry_topic
 from protocol.command import RemotingCommand
-from protocol.errors import HeaderFieldError
+from protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
 
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS: Final = 10_000
 
 
-def _loads(body: Any) -> Any:
-    text = bytes(body).decode("utf-8")
-    try:
-        return json.loads(text)
-    except ValueError:
-        from protocol.bodies import loads_lenient
-
-        return loads_lenient(text)
-
-
-class ClientManageProcessor:
+class ClientManageProcessor(CodeDispatchCore):
     """The client_manage core (ProcessorCore)."""
 
     def __init__(self, ctx: BrokerContext) -> None:
@@ -61,24 +44,9 @@ class ClientManageProcessor:
         self.consumers = ConsumerManager(expiry)
         self.producers = ProducerManager(expiry)
         self._next_scan_ms: int | None = None
+        self.handlers = {RC.HEART_BEAT: self._heartbeat, RC.UNREGISTER_CLIENT: self._unregister}
 
     # --- ProcessorCore --------------------------------------------------------------------
-
-    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """Dispatch on the request code."""
-        cmd = req.cmd
-        try:
-            if cmd.code == RC.HEART_BEAT:
-                resp = self._heartbeat(req, now_ms)
-            elif cmd.code == RC.UNREGISTER_CLIENT:
-                resp = self._unregister(req, now_ms)
-            else:
-                resp = cmd.make_response(
-                    RS.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
-                )
-        except HeaderFieldError as e:
-            resp = cmd.make_response(e.code, e.remark)
-        return None if cmd.is_oneway else resp
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Remove the channel from every group and notify the remaining consumers."""
@@ -119,11 +87,10 @@ class ClientManageProcessor:
         if outbox is None:
             return
         for ch in self.consumers.channels(group):
+            ext = NotifyConsumerIdsChangedRequestHeader(group).to_ext()
             outbox.send(
                 ch.conn_id,
-                RemotingCommand.request(
-                    RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
-                ),
+                RemotingCommand.request(RC.NOTIFY_CONSUMER_IDS_CHANGED, ext, oneway=True),
             )
 
     # --- HEART_BEAT -----------------------------------------------------------------------
@@ -131,36 +98,17 @@ class ClientManageProcessor:
     def _heartbeat(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
         try:
-            data = _loads(cmd.body) if cmd.body else {}
-            if not isinstance(data, dict):
-                raise ValueError("heartbeat body is not an object")
-            client_id = str(data.get("clientID") or "")
-            channel = ClientChannel(
-                req.conn_id, client_id, cmd.language, cmd.version, now_ms, req.peer
-            )
-            consumers = []
-            for cd in data.get("consumerDataSet") or []:
-                subs = [
-                    SubscriptionData.from_json_obj(s) for s in cd.get("subscriptionDataSet") or []
-                ]
-                consumers.append(
-                    (
-                        str(cd["groupName"]),
-                        enum_name(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
-                        enum_name(cd.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
-                        enum_name(
-                            cd.get("consumeFromWhere"),
-                            CONSUME_FROM_WHERE,
-                            "CONSUME_FROM_LAST_OFFSET",
-                        ),
-                        subs,
-                    )
-                )
-            producers = [str(pd["groupName"]) for pd in data.get("producerDataSet") or []]
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            data = HeartbeatData.from_json(cmd.body) if cmd.body else HeartbeatData()
+        except ValueError as e:
             log.warning("bad heartbeat body from %s:%d: %s", req.peer[0], req.peer[1], e)
             return cmd.make_response(RS.SYSTEM_ERROR, f"bad heartbeat body: {e}")
-        for group, ctype, model, cfw, subs in consumers:
+        channel = ClientChannel(
+            req.conn_id, data.client_id, cmd.language, cmd.version, now_ms, req.peer
+        )
+        for cd in data.consumer_data_set:
+            group = cd.group_name
+            if not group:
+                continue
             cfg, created = self.ctx.groups.find_or_create(group)
             if created and cfg is not None:
                 self.ctx.emit(SubscriptionGroupChanged(cfg))
@@ -170,21 +118,28 @@ class ClientManageProcessor:
                 )
                 if made:
                     self.ctx.emit(TopicConfigChanged(rt, register=True))
-            changed, notify = self.consumers.register(group, channel, ctype, model, cfw, subs)
+            changed, notify = self.consumers.register(
+                group,
+                channel,
+                cd.consume_type.name,
+                cd.message_model.name,
+                cd.consume_from_where.name,
+                [s for s in cd.subscription_data_set if s.topic],
+            )
             if changed or notify:
                 self._group_changed(group, notify=notify)
-        for group in producers:
-            self.producers.register(group, channel)
+        for pd in data.producer_data_set:
+            if pd.group_name:
+                self.producers.register(pd.group_name, channel)
         return cmd.make_response(RS.SUCCESS, None, None)
 
     # --- UNREGISTER_CLIENT ----------------------------------------------------------------
 
     def _unregister(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
-        ext = cmd.ext_fields
-        req_str(ext, "clientID")
-        producer_group = opt_str(ext, "producerGroup")
-        consumer_group = opt_str(ext, "consumerGroup")
+        h = UnregisterClientRequestHeader.from_ext(cmd.ext_fields)
+        producer_group = h.producer_group
+        consumer_group = h.consumer_group
         if producer_group:
             self.producers.unregister(producer_group, req.conn_id)
         if consumer_group and self.consumers.unregister(consumer_group, req.conn_id):

@@ -4,26 +4,28 @@ Mirrors broker/processor/PullMessageProcessor.java and broker/longpolling/
 PullRequestHoldService.java + NotifyMessageArrivingListener.java, RocketMQ 4.9.x (spec §9.3).
 The hold service lives in the same actor, so an arrival notice from the send actor
 (`on_arrival`) re-runs the held pulls and replies through the outbox with no extra hop.
-Not done here: the OFFSET_MOVED_EVENT message Java stores on code 21 (this actor has a
-read-only store).
+The OFFSET_MOVED_EVENT message Java stores on code 21 is written by the send actor (the single
+writer): this core emits an OffsetMoved event for it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Final
 
-from actors.broker.consumer_manager import SubscriptionData
+from actors.broker.consumer_manager import matches_all
 from actors.broker.context import ArrivalNotice, BrokerContext
-from actors.broker.events import OffsetCommitted, SubscriptionGroupChanged
-from actors.broker.fields import opt_str, req_int, req_str
+from actors.broker.events import OffsetCommitted, OffsetMoved, SubscriptionGroupChanged
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from actors.broker.topic_config import is_readable
 from actors.core import Request
+from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
+from protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from store.message_store import GetMessageStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +33,23 @@ FLAG_COMMIT_OFFSET: Final = 0x1
 FLAG_SUSPEND: Final = 0x2
 FLAG_SUBSCRIPTION: Final = 0x4
 MASTER_ID: Final = 0
+CACHE_LIMIT: Final = 10_000  # filters cached per subscription before the cache is reset
 
-# GetMessageStatus name -> response code (None: 21 when the requested offset != 0, else 19)
-GET_STATUS_CODES: Final[dict[str, int | None]] = {
-    "FOUND": RS.SUCCESS,
-    "MESSAGE_WAS_REMOVING": RS.PULL_RETRY_IMMEDIATELY,
-    "NO_MATCHED_MESSAGE": RS.PULL_RETRY_IMMEDIATELY,
-    "NO_MATCHED_LOGIC_QUEUE": None,
-    "NO_MESSAGE_IN_QUEUE": None,
-    "OFFSET_FOUND_NULL": RS.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_ONE": RS.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_BADLY": RS.PULL_OFFSET_MOVED,
-    "OFFSET_TOO_SMALL": RS.PULL_OFFSET_MOVED,
+# PullMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
+RESPONSE_KEYS: Final = tuple(f.key for f in PullMessageResponseHeader.FIELDS)
+
+_GS = GetMessageStatus
+# GetMessageStatus -> response code (None: 21 when the requested offset != 0, else 19)
+GET_STATUS_CODES: Final[dict[GetMessageStatus, int | None]] = {
+    _GS.FOUND: RS.SUCCESS,
+    _GS.MESSAGE_WAS_REMOVING: RS.PULL_RETRY_IMMEDIATELY,
+    _GS.NO_MATCHED_MESSAGE: RS.PULL_RETRY_IMMEDIATELY,
+    _GS.NO_MATCHED_LOGIC_QUEUE: None,
+    _GS.NO_MESSAGE_IN_QUEUE: None,
+    _GS.OFFSET_FOUND_NULL: RS.PULL_NOT_FOUND,
+    _GS.OFFSET_OVERFLOW_ONE: RS.PULL_NOT_FOUND,
+    _GS.OFFSET_OVERFLOW_BADLY: RS.PULL_OFFSET_MOVED,
+    _GS.OFFSET_TOO_SMALL: RS.PULL_OFFSET_MOVED,
 }
 
 
@@ -65,38 +72,14 @@ class SubscriptionFilter:
         return _int32(tags_code) in self.code_set
 
 
-@dataclass(slots=True)
-class PullHeader:
-    """PullMessageRequestHeader."""
+MATCH_ALL: Final = SubscriptionFilter(None)
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    max_msg_nums: int
-    sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    subscription: str | None
-    sub_version: int
-    expression_type: str
 
-    @classmethod
-    def from_ext(cls, ext: dict[str, str] | None) -> PullHeader:
-        """Decode (HeaderFieldError on a missing/malformed field)."""
-        return cls(
-            req_str(ext, "consumerGroup"),
-            req_str(ext, "topic"),
-            req_int(ext, "queueId"),
-            req_int(ext, "queueOffset"),
-            req_int(ext, "maxMsgNums"),
-            req_int(ext, "sysFlag"),
-            req_int(ext, "commitOffset"),
-            req_int(ext, "suspendTimeoutMillis"),
-            opt_str(ext, "subscription"),
-            req_int(ext, "subVersion"),
-            opt_str(ext, "expressionType", "TAG") or "TAG",
-        )
+def filter_for(sub: SubscriptionData) -> SubscriptionFilter:
+    """The consume-queue filter of a TAG subscription."""
+    if matches_all(sub):
+        return MATCH_ALL
+    return SubscriptionFilter(frozenset(_int32(c) for c in sub.code_set))
 
 
 class _Reject(Exception):
@@ -111,17 +94,23 @@ class PullMessageProcessor:
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
-        self.bc = ctx.broker_config
+        self.bc = bc = ctx.broker_config
         self.store = ctx.store
-        sweep = 5_000 if self.bc.longPollingEnable else self.bc.shortPollingTimeMills
+        sweep = 5_000 if bc.longPollingEnable else bc.shortPollingTimeMills
         self.hold = PullRequestHoldService(sweep)
+        self.broker_readable = is_readable(bc.brokerPermission)
+        self.is_slave = bc.is_slave
+        # (subscription, expression type) of FLAG_SUBSCRIPTION pulls -> filter
+        self._request_filters: dict[tuple[str | None, str], SubscriptionFilter] = {}
+        # the heartbeat-registered SubscriptionData (by identity) -> its filter
+        self._registered_filters: dict[int, tuple[SubscriptionData, SubscriptionFilter]] = {}
 
     # --- ProcessorCore --------------------------------------------------------------------
 
     def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """First processing of a pull: may be held (returns None)."""
         resp = self.process_pull(req, now_ms, allow_suspend=True)
-        if resp is None or req.cmd.is_oneway:
+        if resp is None or req.cmd.flag & 2:  # RPC_ONEWAY
             return None
         return resp
 
@@ -137,7 +126,7 @@ class PullMessageProcessor:
 
     def on_arrival(self, notices: list[ArrivalNotice], now_ms: int) -> int:
         """Arrival notices from the writer: wake matching held pulls; the number replied."""
-        if not len(self.hold) or not self.bc.longPollingEnable or self.bc.is_slave:
+        if not len(self.hold) or not self.bc.longPollingEnable or self.is_slave:
             return 0
         n = 0
         for topic, queue_id, max_offset, tags_code, _ts in notices:
@@ -166,7 +155,7 @@ class PullMessageProcessor:
         """PullMessageProcessor.processRequest(request, brokerAllowSuspend)."""
         cmd = req.cmd
         try:
-            h = PullHeader.from_ext(cmd.ext_fields)
+            h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
         except HeaderFieldError as e:
             return cmd.make_response(e.code, e.remark)
         try:
@@ -183,14 +172,15 @@ class PullMessageProcessor:
             sub_filter,
             now_ms,
         )
-        status = result.status.name
+        status = result.status
         code = GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
         if code is None:
             code = RS.PULL_OFFSET_MOVED if h.queue_offset != 0 else RS.PULL_NOT_FOUND
         suggest = MASTER_ID
-        if result.suggest_pull_from_slave and not self.bc.is_slave:
+        if result.suggest_pull_from_slave and not self.is_slave:
             cfg = self.ctx.groups.get(h.consumer_group)
             suggest = cfg.which_broker_when_consume_slowly if cfg is not None else MASTER_ID
+        # PullMessageResponseHeader.to_ext(), inlined (hot path)
         ext = {
             "suggestWhichBrokerId": str(suggest),
             "nextBeginOffset": str(result.next_begin_offset),
@@ -199,10 +189,8 @@ class PullMessageProcessor:
         }
         resp: RemotingCommand | None
         if code == RS.SUCCESS:
-            resp = cmd.make_response(code, status, ext, result.buffer)
-            release = getattr(result, "release", None)
-            if release is not None:
-                release()
+            resp = cmd.make_response(code, status.name, ext, result.buffer)
+            result.release()
             if self.bc.disableConsumeIfConsumerReadSlowly:
                 self._check_slow(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
@@ -216,28 +204,50 @@ class PullMessageProcessor:
             )
             resp = None
         else:
-            resp = cmd.make_response(code, status, ext)
-        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.bc.is_slave:
+            resp = cmd.make_response(code, status.name, ext)
+            if code == RS.PULL_OFFSET_MOVED and not self.is_slave:
+                self.ctx.emit(
+                    OffsetMoved(
+                        h.consumer_group,
+                        h.topic,
+                        h.queue_id,
+                        self.bc.brokerName,
+                        h.queue_offset,
+                        result.next_begin_offset,
+                    )
+                )
+                log.warning(
+                    "PULL_OFFSET_MOVED group=%s topic=%s qid=%d request=%d new=%d",
+                    h.consumer_group,
+                    h.topic,
+                    h.queue_id,
+                    h.queue_offset,
+                    result.next_begin_offset,
+                )
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
             self.ctx.emit(OffsetCommitted(h.consumer_group, h.topic, h.queue_id, h.commit_offset))
         return resp
 
-    def _check(self, h: PullHeader, req: Request) -> SubscriptionFilter:
+    def _check(self, h: PullMessageRequestHeader, req: Request) -> SubscriptionFilter:
         bc = self.bc
-        if not is_readable(bc.brokerPermission):
+        if not self.broker_readable:
             raise _Reject(
                 RS.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pulling message is forbidden"
             )
-        cfg, created = self.ctx.groups.find_or_create(h.consumer_group)
+        group = h.consumer_group
+        cfg = self.ctx.groups.table.get(group)
         if cfg is None:
-            raise _Reject(
-                RS.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if created:
-            self.ctx.emit(SubscriptionGroupChanged(cfg))
+            cfg, created = self.ctx.groups.find_or_create(group)
+            if cfg is None:
+                raise _Reject(
+                    RS.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{group}] does not exist",
+                )
+            if created:
+                self.ctx.emit(SubscriptionGroupChanged(cfg))
         if not cfg.consume_enable:
-            raise _Reject(RS.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
-        tc = self.ctx.topics.get(h.topic)
+            raise _Reject(RS.NO_PERMISSION, f"subscription group no permission, {group}")
+        tc = self.ctx.topics.table.get(h.topic)
         if tc is None:
             raise _Reject(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         if not is_readable(tc.perm):
@@ -248,41 +258,61 @@ class PullMessageProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                 f"[{tc.read_queue_nums}] consumer:[{req.peer[0]}:{req.peer[1]}]",
             )
-        sub: SubscriptionData | None
         if h.sys_flag & FLAG_SUBSCRIPTION:
-            try:
-                sub = SubscriptionData.build(
-                    h.topic, h.subscription, h.sub_version, h.expression_type
-                )
-            except ValueError as e:
-                raise _Reject(
-                    RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
-                ) from e
-        else:
-            info = self.ctx.consumer_groups.get(h.consumer_group)
-            if info is None:
-                raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
-            if not cfg.consume_broadcast_enable and info.message_model == "BROADCASTING":
-                raise _Reject(
-                    RS.NO_PERMISSION,
-                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
-                )
-            sub = info.find_subscription(h.topic)
-            if sub is None:
-                raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
-            if sub.sub_version < h.sub_version:
-                raise _Reject(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-        if sub.expression_type != "TAG":
-            if not bc.enablePropertyFilter:
-                raise _Reject(
-                    RS.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by "
-                    f"{sub.expression_type}",
-                )
-            return SubscriptionFilter(None)
-        return SubscriptionFilter(None if sub.matches_all else sub.code_set)
+            expr = h.expression_type or EXPRESSION_TYPE_TAG
+            key = (h.subscription, expr)
+            flt = self._request_filters.get(key)
+            if flt is None:
+                flt = self._request_filter(h.subscription, expr)
+                if len(self._request_filters) >= CACHE_LIMIT:
+                    self._request_filters.clear()
+                self._request_filters[key] = flt
+            return flt
+        info = self.ctx.consumer_groups.get(group)
+        if info is None:
+            raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+        if not cfg.consume_broadcast_enable and info.message_model == "BROADCASTING":
+            raise _Reject(
+                RS.NO_PERMISSION,
+                f"the consumer group[{group}] can not consume by broadcast way",
+            )
+        sub = info.find_subscription(h.topic)
+        if sub is None:
+            raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+        if sub.sub_version < h.sub_version:
+            raise _Reject(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        if sub.expression_type != EXPRESSION_TYPE_TAG:
+            return self._non_tag_filter(sub.expression_type)
+        hit = self._registered_filters.get(id(sub))
+        if hit is not None and hit[0] is sub:
+            return hit[1]
+        flt = filter_for(sub)
+        if len(self._registered_filters) >= CACHE_LIMIT:
+            self._registered_filters.clear()
+        self._registered_filters[id(sub)] = (sub, flt)
+        return flt
 
-    def _check_slow(self, h: PullHeader, result: Any) -> None:
+    def _request_filter(self, subscription: str | None, expr: str) -> SubscriptionFilter:
+        """FilterAPI.build for a subscription carried in the pull (FLAG_SUBSCRIPTION)."""
+        if expr != EXPRESSION_TYPE_TAG:
+            return self._non_tag_filter(expr)
+        try:
+            sub = SubscriptionData.build("", subscription)
+        except ValueError as e:
+            raise _Reject(
+                RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+            ) from e
+        return filter_for(sub)
+
+    def _non_tag_filter(self, expr: str) -> SubscriptionFilter:
+        """SQL92 and other expression types: refused unless property filtering is on."""
+        if not self.bc.enablePropertyFilter:
+            raise _Reject(
+                RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
+            )
+        return MATCH_ALL
+
+    def _check_slow(self, h: PullMessageRequestHeader, result: Any) -> None:
         """Slow-consumer protection: disable a group that fell behind past the threshold."""
         try:
             last = result.next_begin_offset - 1
@@ -293,8 +323,6 @@ class PullMessageProcessor:
         if behind > self.bc.consumerFallbehindThreshold:
             cfg = self.ctx.groups.get(h.consumer_group)
             if cfg is not None and cfg.consume_enable:
-                from dataclasses import replace
-
                 log.warning(
                     "group=%s falls behind %d bytes; consume disabled", h.consumer_group, behind
                 )

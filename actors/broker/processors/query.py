@@ -8,62 +8,41 @@ from __future__ import annotations
 import logging
 
 from actors.broker.context import BrokerContext
-from actors.broker.fields import opt_bool, req_int, req_str
+from actors.broker.dispatch import CodeDispatchCore
 from actors.core import Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
-from protocol.errors import HeaderFieldError
+from protocol.headers import (
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    ViewMessageRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 
-
-class QueryMessageProcessor:
+class QueryMessageProcessor(CodeDispatchCore):
     """The query core (ProcessorCore)."""
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
+        self.handlers = {RC.QUERY_MESSAGE: self._query, RC.VIEW_MESSAGE_BY_ID: self._view}
 
-    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """Dispatch on the request code."""
+    def _query(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
-        try:
-            if cmd.code == RC.QUERY_MESSAGE:
-                resp = self._query(cmd)
-            elif cmd.code == RC.VIEW_MESSAGE_BY_ID:
-                resp = self._view(cmd)
-            else:
-                resp = cmd.make_response(
-                    RS.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
-                )
-        except HeaderFieldError as e:
-            resp = cmd.make_response(e.code, e.remark)
-        return None if cmd.is_oneway else resp
-
-    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
-        """Nothing per connection."""
-
-    def tick(self, now_ms: int) -> int | None:
-        """No timers."""
-        return None
-
-    def _query(self, cmd: RemotingCommand) -> RemotingCommand:
-        ext = cmd.ext_fields
-        topic = req_str(ext, "topic")
-        key = req_str(ext, "key")
-        max_num = req_int(ext, "maxNum")
-        begin = req_int(ext, "beginTimestamp")
-        end = req_int(ext, "endTimestamp")
-        if opt_bool(ext, UNIQUE_KEY_QUERY):
+        h = QueryMessageRequestHeader.from_ext(cmd.ext_fields)
+        max_num = h.max_num
+        if h.unique_key_query:
             max_num = self.ctx.broker_config.defaultQueryMaxNum
-        result = self.store.query_message(topic, key, max_num, begin, end)
-        out_ext = {
-            "indexLastUpdateTimestamp": str(getattr(result, "index_last_update_timestamp", 0)),
-            "indexLastUpdatePhyoffset": str(getattr(result, "index_last_update_phyoffset", 0)),
-        }
+        result = self.store.query_message(
+            h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
+        )
+        out_ext = QueryMessageResponseHeader(
+            int(getattr(result, "index_last_update_timestamp", 0)),
+            int(getattr(result, "index_last_update_phyoffset", 0)),
+        ).to_ext()
         body = _result_body(result)
         if not body:
             return cmd.make_response(
@@ -71,8 +50,9 @@ class QueryMessageProcessor:
             )
         return cmd.make_response(RS.SUCCESS, None, out_ext, body)
 
-    def _view(self, cmd: RemotingCommand) -> RemotingCommand:
-        offset = req_int(cmd.ext_fields, "offset")
+    def _view(self, req: Request, now_ms: int) -> RemotingCommand:
+        cmd = req.cmd
+        offset = ViewMessageRequestHeader.from_ext(cmd.ext_fields).offset
         data = self.store.select_one_message_by_offset(offset)
         if not data:
             return cmd.make_response(

@@ -18,26 +18,36 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.broker.context import BrokerContext
-from actors.broker.events import SubscriptionGroupChanged, TopicConfigChanged
-from actors.broker.fields import opt_bool, opt_int, opt_str, req_int, req_str
+from actors.broker.events import OffsetMoved, SubscriptionGroupChanged, TopicConfigChanged
 from actors.broker.topic_config import (
     PERM_READ,
     PERM_WRITE,
-    RETRY_GROUP_TOPIC_PREFIX,
     TRANS_HALF_TOPIC,
     TopicConfig,
-    dlq_topic,
     is_not_allowed_send_topic,
     is_writeable,
-    retry_topic,
     validate_topic,
 )
 from actors.core import Request
+from protocol.bodies import MessageQueue, dumps_compact
+from protocol.codes import OFFSET_MOVED_EVENT, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
+from protocol.headers import (
+    V2_SEND_CODES,
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from protocol.record import java_string_hash, pack_host, properties_to_string, string_to_properties
+from store.message_store import (
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    PutMessageStatus,
+    offset_msg_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +56,7 @@ FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further deta
 PROPERTY_WAIT: Final = "WAIT"
 PROPERTY_CLUSTER: Final = "CLUSTER"
 PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_KEYS: Final = "KEYS"
 PROPERTY_DELAY: Final = "DELAY"
 PROPERTY_TRAN_MSG: Final = "TRAN_MSG"
 PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
@@ -54,83 +65,44 @@ PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 MULTI_TAGS_FLAG: Final = 0x2
 TRANSACTION_TYPE_MASK: Final = 0xC
-TRANSACTION_PREPARED_TYPE: Final = 0x4
 RW: Final = PERM_READ | PERM_WRITE
+CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
-# store PutMessageStatus name -> (response code, remark or None)
+# SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
+RESPONSE_KEYS: Final = tuple(f.key for f in SendMessageResponseHeader.FIELDS)
+
+# store PutMessageStatus -> (response code, remark or None)
 _SNA = (
     "service not available now. It may be caused by one of the following reasons: the broker's"
     " disk is full, messages are put to the slave, message store has been shut down, etc."
 )
-PUT_STATUS_CODES: Final[dict[str, tuple[int, str | None]]] = {
-    "PUT_OK": (RS.SUCCESS, None),
-    "FLUSH_DISK_TIMEOUT": (RS.FLUSH_DISK_TIMEOUT, None),
-    "FLUSH_SLAVE_TIMEOUT": (RS.FLUSH_SLAVE_TIMEOUT, None),
-    "SLAVE_NOT_AVAILABLE": (RS.SLAVE_NOT_AVAILABLE, None),
-    "CREATE_MAPEDFILE_FAILED": (RS.SYSTEM_ERROR, "create mapped file failed"),
-    "MESSAGE_ILLEGAL": (RS.MESSAGE_ILLEGAL, "the message is illegal"),
-    "PROPERTIES_SIZE_EXCEEDED": (RS.MESSAGE_ILLEGAL, "the message properties exceed 32k"),
-    "SERVICE_NOT_AVAILABLE": (RS.SERVICE_NOT_AVAILABLE, _SNA),
-    "OS_PAGECACHE_BUSY": (
+_PS = PutMessageStatus
+PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
+    _PS.PUT_OK: (RS.SUCCESS, None),
+    _PS.FLUSH_DISK_TIMEOUT: (RS.FLUSH_DISK_TIMEOUT, None),
+    _PS.FLUSH_SLAVE_TIMEOUT: (RS.FLUSH_SLAVE_TIMEOUT, None),
+    _PS.SLAVE_NOT_AVAILABLE: (RS.SLAVE_NOT_AVAILABLE, None),
+    _PS.CREATE_MAPEDFILE_FAILED: (RS.SYSTEM_ERROR, "create mapped file failed"),
+    _PS.MESSAGE_ILLEGAL: (RS.MESSAGE_ILLEGAL, "the message is illegal"),
+    _PS.PROPERTIES_SIZE_EXCEEDED: (RS.MESSAGE_ILLEGAL, "the message properties exceed 32k"),
+    _PS.SERVICE_NOT_AVAILABLE: (RS.SERVICE_NOT_AVAILABLE, _SNA),
+    _PS.OS_PAGECACHE_BUSY: (
         RS.SYSTEM_ERROR,
         "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
     ),
-    "UNKNOWN_ERROR": (RS.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+    _PS.UNKNOWN_ERROR: (RS.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
+# Codes whose response carries msgId/queueId/queueOffset (§9.1).
+_WITH_IDS: Final = frozenset(
+    {RS.SUCCESS, RS.FLUSH_DISK_TIMEOUT, RS.FLUSH_SLAVE_TIMEOUT, RS.SLAVE_NOT_AVAILABLE}
+)
 
 
-@dataclass(slots=True)
-class SendHeader:
-    """SendMessageRequestHeader (V1 long names or V2 one-letter keys)."""
-
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str | None
-    reconsume_times: int | None
-    unit_mode: bool
-    max_reconsume_times: int | None
-    batch: bool
-
-
-def decode_send_header(code: int, ext: dict[str, str] | None) -> SendHeader:
+def decode_send_header(code: int, ext: dict[str, str] | None) -> SendMessageRequestHeader:
     """V2 (one-letter keys) for codes 310/320, V1 for code 10."""
-    if code == RC.SEND_MESSAGE:
-        return SendHeader(
-            req_str(ext, "producerGroup"),
-            req_str(ext, "topic"),
-            req_str(ext, "defaultTopic"),
-            req_int(ext, "defaultTopicQueueNums"),
-            req_int(ext, "queueId"),
-            req_int(ext, "sysFlag"),
-            req_int(ext, "bornTimestamp"),
-            req_int(ext, "flag"),
-            opt_str(ext, "properties"),
-            opt_int(ext, "reconsumeTimes"),
-            opt_bool(ext, "unitMode"),
-            opt_int(ext, "maxReconsumeTimes"),
-            opt_bool(ext, "batch"),
-        )
-    return SendHeader(
-        req_str(ext, "a"),
-        req_str(ext, "b"),
-        req_str(ext, "c"),
-        req_int(ext, "d"),
-        req_int(ext, "e"),
-        req_int(ext, "f"),
-        req_int(ext, "g"),
-        req_int(ext, "h"),
-        opt_str(ext, "i"),
-        opt_int(ext, "j"),
-        opt_bool(ext, "k"),
-        opt_int(ext, "l"),
-        opt_bool(ext, "m"),
-    )
+    if code in V2_SEND_CODES:
+        return SendMessageRequestHeader.from_ext_v2(ext)
+    return SendMessageRequestHeader.from_ext(ext)
 
 
 @dataclass(slots=True)
@@ -155,22 +127,24 @@ class SendMessageProcessor:
 
     def __init__(self, ctx: BrokerContext, rng: random.Random | None = None) -> None:
         self.ctx = ctx
-        self.bc = ctx.broker_config
+        self.bc = bc = ctx.broker_config
         self.store = ctx.store
         self.rng = rng or random.Random()
-        self.store_host = pack_host(self.bc.brokerIP1, self.bc.listenPort)
+        self.store_host = pack_host(bc.brokerIP1, bc.listenPort)
         sc = ctx.store_config
         self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
         self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
         self.waiting: list[_Waiting] = []
-        self._resp_ext_base = {
-            "MSG_REGION": self.bc.regionId,
-            "TRACE_ON": "true" if self.bc.traceOn else "false",
-        }
-        from store.message_store import MessageExtBatch, MessageExtBrokerInner
+        self.region = bc.regionId
+        self.trace_on = "true" if bc.traceOn else "false"
+        self.broker_writable = is_writeable(bc.brokerPermission)
+        self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
+        self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
+        ctx.on_event(OffsetMoved, self._on_offset_moved)
 
-        self._inner_cls: Any = MessageExtBrokerInner
-        self._batch_cls: Any = MessageExtBatch
+    def _base_ext(self) -> dict[str, str]:
+        """MSG_REGION and TRACE_ON: on every send response (§9.1)."""
+        return {"MSG_REGION": self.region, "TRACE_ON": self.trace_on}
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -183,8 +157,8 @@ class SendMessageProcessor:
             else:
                 resp = self._send(req, now_ms)
         except HeaderFieldError as e:
-            resp = cmd.make_response(e.code, e.remark, dict(self._resp_ext_base))
-        if resp is None or cmd.is_oneway:
+            resp = cmd.make_response(e.code, e.remark, self._base_ext())
+        if resp is None or cmd.flag & 2:  # RPC_ONEWAY
             return None
         return resp
 
@@ -228,48 +202,75 @@ class SendMessageProcessor:
     def _emit_topic(self, tc: TopicConfig) -> None:
         self.ctx.emit(TopicConfigChanged(tc, register=True))
 
-    def _msg_check(self, h: SendHeader, peer: tuple[str, int]) -> tuple[TopicConfig, int]:
+    def _born_host(self, peer: tuple[str, int]) -> bytes:
+        host = self._hosts.get(peer)
+        if host is None:
+            if len(self._hosts) >= CACHE_LIMIT:
+                self._hosts.clear()
+            host = self._hosts[peer] = pack_host(peer[0], peer[1])
+        return host
+
+    def _check_name(self, topic: str) -> tuple[int, str] | None:
+        """TopicValidator checks, cached per topic name: None or (code, remark)."""
+        try:
+            return self._checked[topic]
+        except KeyError:
+            pass
+        verdict: tuple[int, str] | None = None
+        bad = validate_topic(topic)
+        if bad is not None:
+            verdict = (RS.SYSTEM_ERROR, bad)
+        elif is_not_allowed_send_topic(topic):
+            verdict = (RS.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        if len(self._checked) >= CACHE_LIMIT:
+            self._checked.clear()
+        self._checked[topic] = verdict
+        return verdict
+
+    def _msg_check(
+        self, h: SendMessageRequestHeader, peer: tuple[str, int]
+    ) -> tuple[TopicConfig, int]:
+        topic = h.topic
         topics = self.ctx.topics
-        tc = topics.get(h.topic)
-        if not is_writeable(self.bc.brokerPermission) and tc is not None and tc.order:
+        tc = topics.table.get(topic)
+        if not self.broker_writable and tc is not None and tc.order:
             raise _Reject(
                 RS.NO_PERMISSION, f"the broker[{self.bc.brokerIP1}] sending message is forbidden"
             )
-        bad = validate_topic(h.topic)
-        if bad is not None:
-            raise _Reject(RS.SYSTEM_ERROR, bad)
-        if is_not_allowed_send_topic(h.topic):
-            raise _Reject(RS.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
+        verdict = self._check_name(topic)
+        if verdict is not None:
+            raise _Reject(*verdict)
         if tc is None:
-            topic_sys_flag = 0
             tc = topics.create_in_send_message_method(
-                h.topic, h.default_topic, h.default_topic_queue_nums, topic_sys_flag
+                topic, h.default_topic, h.default_topic_queue_nums, 0
             )
-            if tc is None and h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                tc, _ = topics.create_in_send_back(h.topic, 1, RW, topic_sys_flag)
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc, _ = topics.create_in_send_back(topic, 1, RW, 0)
             if tc is None:
                 raise _Reject(
                     RS.TOPIC_NOT_EXIST,
-                    f"topic[{h.topic}] not exist, apply first please!{FAQ_SUFFIX}",
+                    f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}",
                 )
             self._emit_topic(tc)
         queue_id = h.queue_id
-        id_valid = max(tc.write_queue_nums, tc.read_queue_nums)
-        if queue_id >= id_valid:
+        if queue_id < 0:
+            queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
+        elif queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:
             raise _Reject(
                 RS.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, {tc} Producer: {peer[0]}:{peer[1]}",
             )
-        if queue_id < 0:
-            queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
         return tc, queue_id
 
     def _retry_dlq(
-        self, h: SendHeader, version: int, topic: str, queue_id: int, props: dict[str, str]
+        self,
+        h: SendMessageRequestHeader,
+        version: int,
+        topic: str,
+        queue_id: int,
+        props: dict[str, str],
     ) -> tuple[str, int]:
         """handleRetryAndDLQ: redirect a %RETRY% send past max reconsume times to %DLQ%."""
-        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return topic, queue_id
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         cfg, created = self.ctx.groups.find_or_create(group)
         if cfg is None:
@@ -293,21 +294,26 @@ class SendMessageProcessor:
 
     def _send(self, req: Request, now_ms: int) -> RemotingCommand | None:
         cmd = req.cmd
-        h = decode_send_header(cmd.code, cmd.ext_fields)
-        ext = dict(self._resp_ext_base)
+        if cmd.code in V2_SEND_CODES:
+            h = SendMessageRequestHeader.from_ext_v2(cmd.ext_fields)
+        else:
+            h = SendMessageRequestHeader.from_ext(cmd.ext_fields)
+        if h.batch:
+            return self._send_batch(req, h, now_ms)
         try:
-            if h.batch:
-                return self._send_batch(req, h, ext, now_ms)
             tc, queue_id = self._msg_check(h, req.peer)
             props = string_to_properties(h.properties)
-            topic, queue_id = self._retry_dlq(h, cmd.version, h.topic, queue_id, props)
+            topic = h.topic
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                topic, queue_id = self._retry_dlq(h, cmd.version, topic, queue_id, props)
             sys_flag = h.sys_flag
             if tc.topic_filter_type == "MULTI_TAG":
                 sys_flag |= MULTI_TAGS_FLAG
             wait = props.pop(PROPERTY_WAIT, "true").lower() != "false"
             props[PROPERTY_CLUSTER] = self.bc.brokerClusterName
             resp_qid = queue_id
-            if props.get(PROPERTY_TRAN_MSG, "").lower() == "true":
+            tran = props.get(PROPERTY_TRAN_MSG)
+            if tran is not None and tran.lower() == "true":
                 if self.bc.rejectTransactionMessage:
                     raise _Reject(
                         RS.NO_PERMISSION,
@@ -321,26 +327,41 @@ class SendMessageProcessor:
                     self._emit_topic(half)
                 topic, queue_id = TRANS_HALF_TOPIC, 0
         except _Reject as r:
-            return cmd.make_response(r.code, r.remark, ext)
-        tags = props.get(PROPERTY_TAGS)
-        inner = self._inner_cls(
-            topic=topic,
-            body=bytes(cmd.body),
-            flag=h.flag,
-            properties=props,
-            queue_id=queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=pack_host(req.peer[0], req.peer[1]),
-            store_host=self.store_host,
-            reconsume_times=h.reconsume_times or 0,
-            tags_code=java_string_hash(tags) if tags else 0,
+            return cmd.make_response(r.code, r.remark, self._base_ext())
+        # tags_code None: the store hashes TAGS itself (with a per-tag cache)
+        result = self.store.put_message(
+            MessageExtBrokerInner(
+                topic,
+                cmd.body,  # copied into the commit log by the put; not kept
+                h.flag,
+                props,
+                queue_id,
+                sys_flag,
+                h.born_timestamp,
+                self._born_host(req.peer),
+                self.store_host,
+                h.reconsume_times or 0,
+            ),
+            now_ms,
         )
-        result = self.store.put_message(inner, now_ms)
-        return self._put_response(req, result, resp_qid, ext, wait, now_ms)
+        if result.status is _PS.PUT_OK:
+            # SendMessageResponseHeader.to_ext(), inlined: msgId, queueId, queueOffset + 2
+            resp = cmd.make_response(
+                RS.SUCCESS,
+                None,
+                {
+                    "msgId": offset_msg_id(self.store_host, result.wrote_offset),
+                    "queueId": str(resp_qid),
+                    "queueOffset": str(result.logics_offset),
+                    "MSG_REGION": self.region,
+                    "TRACE_ON": self.trace_on,
+                },
+            )
+            return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
+        return self._put_response(req, result, resp_qid, wait, now_ms)
 
     def _send_batch(
-        self, req: Request, h: SendHeader, ext: dict[str, str], now_ms: int
+        self, req: Request, h: SendMessageRequestHeader, now_ms: int
     ) -> RemotingCommand | None:
         cmd = req.cmd
         try:
@@ -352,52 +373,54 @@ class SendMessageProcessor:
                 )
             tc, queue_id = self._msg_check(h, req.peer)
         except _Reject as r:
-            return cmd.make_response(r.code, r.remark, ext)
+            return cmd.make_response(r.code, r.remark, self._base_ext())
         props = string_to_properties(h.properties)
         wait = props.get(PROPERTY_WAIT, "true").lower() != "false"
         props[PROPERTY_CLUSTER] = self.bc.brokerClusterName
         sys_flag = h.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        batch = self._batch_cls(
+        batch = MessageExtBatch(
             topic=h.topic,
             queue_id=queue_id,
             sys_flag=sys_flag,
             born_timestamp=h.born_timestamp,
-            born_host=pack_host(req.peer[0], req.peer[1]),
+            born_host=self._born_host(req.peer),
             store_host=self.store_host,
             reconsume_times=h.reconsume_times or 0,
-            body=bytes(cmd.body),
+            body=cmd.body,
             batch_properties=properties_to_string(props),
         )
         result = self.store.put_messages(batch, now_ms)
-        return self._put_response(req, result, queue_id, ext, wait, now_ms)
+        return self._put_response(req, result, queue_id, wait, now_ms)
 
     def _put_response(
-        self, req: Request, result: Any, queue_id: int, ext: dict[str, str], wait: bool, now_ms: int
+        self, req: Request, result: Any, queue_id: int, wait: bool, now_ms: int
     ) -> RemotingCommand | None:
-        cmd = req.cmd
-        status = result.status.name
-        code, remark = PUT_STATUS_CODES.get(status, (RS.SYSTEM_ERROR, status))
-        if code in (
-            RS.SUCCESS,
-            RS.FLUSH_DISK_TIMEOUT,
-            RS.FLUSH_SLAVE_TIMEOUT,
-            RS.SLAVE_NOT_AVAILABLE,
-        ):
+        """The response for any put status (batches, errors)."""
+        code, remark = PUT_STATUS_CODES.get(result.status, (RS.SYSTEM_ERROR, result.status.name))
+        ext = self._base_ext()
+        if code in _WITH_IDS:
             ext["msgId"] = ",".join(result.msg_ids)
             ext["queueId"] = str(queue_id)
             ext["queueOffset"] = str(result.logics_offset)
-        resp = cmd.make_response(code, remark, ext)
+        resp = req.cmd.make_response(code, remark, ext)
+        if code != RS.SUCCESS:
+            return resp
+        return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
+
+    def _maybe_wait(
+        self, req: Request, resp: RemotingCommand, end_offset: int, wait: bool, now_ms: int
+    ) -> RemotingCommand | None:
+        """SYNC_FLUSH with WAIT: park the reply until a flush covers end_offset (None)."""
         if (
-            code == RS.SUCCESS
-            and self.sync_flush
+            self.sync_flush
             and wait
-            and not cmd.is_oneway
-            and result.end_offset > getattr(self.store, "flushed_offset", 0)
+            and not req.cmd.is_oneway
+            and end_offset > self.store.flushed_offset
         ):
             self.waiting.append(
-                _Waiting(result.end_offset, now_ms + self.sync_flush_timeout_ms, req.conn_id, resp)
+                _Waiting(end_offset, now_ms + self.sync_flush_timeout_ms, req.conn_id, resp)
             )
             return None
         return resp
@@ -406,12 +429,9 @@ class SendMessageProcessor:
 
     def _send_back(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
-        ext = cmd.ext_fields
-        offset = req_int(ext, "offset")
-        group = req_str(ext, "group")
-        delay_level = req_int(ext, "delayLevel")
-        origin_msg_id = opt_str(ext, "originMsgId")
-        max_header = opt_int(ext, "maxReconsumeTimes")
+        h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext_fields)
+        group = h.group
+        delay_level = h.delay_level
         cfg, created = self.ctx.groups.find_or_create(group)
         if cfg is None:
             return cmd.make_response(
@@ -420,7 +440,7 @@ class SendMessageProcessor:
             )
         if created:
             self.ctx.emit(SubscriptionGroupChanged(cfg))
-        if not is_writeable(self.bc.brokerPermission):
+        if not self.broker_writable:
             return cmd.make_response(
                 RS.NO_PERMISSION, f"the broker[{self.bc.brokerIP1}] sending message is forbidden"
             )
@@ -435,15 +455,15 @@ class SendMessageProcessor:
             return cmd.make_response(
                 RS.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden"
             )
-        msg = self.store.look_message_by_offset(offset)
+        msg = self.store.look_message_by_offset(h.offset)
         if msg is None:
-            return cmd.make_response(RS.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+            return cmd.make_response(RS.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         props = dict(msg.properties)
         if PROPERTY_RETRY_TOPIC not in props:
             props[PROPERTY_RETRY_TOPIC] = msg.topic
         max_times = cfg.retry_max_times
-        if cmd.version >= V3_4_9 and max_header is not None:
-            max_times = max_header
+        if cmd.version >= V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
         if msg.reconsume_times >= max_times or delay_level < 0:
             new_topic = dlq_topic(group)
             queue_id = 0
@@ -455,26 +475,64 @@ class SendMessageProcessor:
             if delay_level == 0:
                 delay_level = 3 + msg.reconsume_times
             props[PROPERTY_DELAY] = str(delay_level)
-        origin = props.get(PROPERTY_ORIGIN_MESSAGE_ID)
-        if not origin:
-            props[PROPERTY_ORIGIN_MESSAGE_ID] = msg.offset_msg_id or origin_msg_id or ""
+        if not props.get(PROPERTY_ORIGIN_MESSAGE_ID):
+            props[PROPERTY_ORIGIN_MESSAGE_ID] = msg.offset_msg_id or h.origin_msg_id or ""
         props.pop(PROPERTY_WAIT, None)
         tags = props.get(PROPERTY_TAGS)
-        inner = self._inner_cls(
-            topic=new_topic,
-            body=bytes(msg.body),
-            flag=msg.flag,
-            properties=props,
-            queue_id=queue_id,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=self.store_host,
-            reconsume_times=msg.reconsume_times + 1,
-            tags_code=java_string_hash(tags) if tags else 0,
+        result = self.store.put_message(
+            MessageExtBrokerInner(
+                topic=new_topic,
+                body=bytes(msg.body),
+                flag=msg.flag,
+                properties=props,
+                queue_id=queue_id,
+                sys_flag=msg.sys_flag,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=self.store_host,
+                reconsume_times=msg.reconsume_times + 1,
+                tags_code=java_string_hash(tags) if tags else 0,
+            ),
+            now_ms,
         )
-        result = self.store.put_message(inner, now_ms)
-        status = result.status.name
-        if status == "PUT_OK":
+        if result.status is _PS.PUT_OK:
             return cmd.make_response(RS.SUCCESS)
-        return cmd.make_response(RS.SYSTEM_ERROR, status)
+        return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
+
+    # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
+
+    def _on_offset_moved(self, ev: OffsetMoved, now_ms: int) -> None:
+        """PullMessageProcessor.generateOffsetMovedEvent, run by the single writer."""
+        body = dumps_compact(
+            {
+                "consumerGroup": ev.group,
+                "messageQueue": MessageQueue(ev.topic, ev.broker_name, ev.queue_id).to_obj(),
+                "offsetNew": ev.offset_new,
+                "offsetRequest": ev.offset_request,
+            }
+        )
+        props = {PROPERTY_TAGS: ev.group, PROPERTY_DELAY: "0", PROPERTY_KEYS: ev.group}
+        result = self.store.put_message(
+            MessageExtBrokerInner(
+                OFFSET_MOVED_EVENT,
+                body,
+                0,
+                props,
+                0,
+                0,
+                now_ms,
+                self.store_host,
+                self.store_host,
+                0,
+                tags_code=java_string_hash(ev.group),
+            ),
+            now_ms,
+        )
+        if result.status is not _PS.PUT_OK:
+            log.warning(
+                "offset moved event not stored group=%s topic=%s qid=%d status=%s",
+                ev.group,
+                ev.topic,
+                ev.queue_id,
+                result.status.name,
+            )
