@@ -20,6 +20,7 @@ MSGPACK: Final = 2
 _META = struct.Struct(">I")
 _CODE = struct.Struct(">h")
 _JSON_PREFIX: Final = b'{"code":'
+_DIGITS: Final = frozenset(b"-0123456789")
 
 
 class RouteError(Exception):
@@ -39,15 +40,17 @@ def request_code(frame: Any) -> int:
         if hlen < 21:
             raise RouteError("binary header shorter than 21 bytes")
         return int(_CODE.unpack_from(frame, 4)[0])
+    if stype == JSON and hlen > 9:
+        # fast path: Java, Go and Node all write "code" first; look at 20 bytes, copy nothing else
+        head = bytes(frame[4 : 4 + min(hlen, 20)])
+        if head.startswith(_JSON_PREFIX):
+            end = 8
+            while end < len(head) and head[end] in _DIGITS:
+                end += 1
+            if 8 < end < len(head) and head[end] in b",}":
+                return int(head[8:end])
     header = bytes(frame[4 : 4 + hlen])
     if stype == JSON:
-        if header.startswith(_JSON_PREFIX):
-            # fast path: Java, Go and Node all write "code" first
-            end = 8
-            while end < len(header) and header[end] in b"-0123456789":
-                end += 1
-            if end > 8 and end < len(header) and header[end] in b",}":
-                return int(header[8:end])
         try:
             obj = json.loads(header)
         except (ValueError, UnicodeDecodeError) as exc:

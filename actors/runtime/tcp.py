@@ -196,6 +196,17 @@ class FrameServer:
         conn = self.conns.get(conn_id)
         if conn is None:
             return False
+        if not conn.out and conn_id not in self.dirty:
+            # nothing queued: try the socket first, buffer only what it does not take
+            try:
+                sent = conn.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                sent = 0  # flush() sees the error again and closes the connection
+            if sent == len(data):
+                return True
+            data = data[sent:]
         conn.out += data
         self.dirty[conn_id] = conn
         if len(conn.out) > MAX_PENDING_OUT:

@@ -49,6 +49,7 @@ class WatchingActor(Actor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._timer_due: dict[str, float] = {}
+        self._next_due = float("inf")  # lower bound of the pending due times
         self._watch_fds: list[int] = []
         self._watch_version = 0
         self._ep: Any = None  # select.epoll over _watch_fds (linger only)
@@ -91,6 +92,8 @@ class WatchingActor(Actor):
         if current is not None and current <= due:
             return
         self._timer_due[key] = due
+        if due < self._next_due:
+            self._next_due = due
         self.wakeupAfter(timedelta(milliseconds=max(delay_ms, 0.5)), payload=(key, due))
 
     def _fire(self, payload: Any) -> None:
@@ -104,15 +107,19 @@ class WatchingActor(Actor):
 
     def _run_due_timers(self, now: float) -> float:
         """Run timers due by `now` inline; return the next due time (inf when none)."""
+        if now < self._next_due:
+            return self._next_due
         timers = self._timer_due
         if not timers:
-            return float("inf")
+            self._next_due = float("inf")
+            return self._next_due
         due_keys = [k for k, due in timers.items() if due <= now]
         for key in due_keys:
             if timers.get(key, now + 1) <= now:
                 del timers[key]
                 self.on_timer(key)
-        return min(timers.values()) if timers else float("inf")
+        self._next_due = min(timers.values()) if timers else float("inf")
+        return self._next_due
 
     # -- linger loop ------------------------------------------------------------------------------
     def _sync_epoll(self) -> Any:
