@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 
+from actors.broker.events import OffsetMoved
+from actors.broker.processors.pull import RESPONSE_KEYS
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.headers import PullMessageResponseHeader
 from protocol.message import decode_messages
 
 SUB_ALL = 2 | 4  # suspend + subscription (ali-ons / C++)
@@ -198,3 +203,60 @@ def test_hold_service_sweep_uses_max_offset() -> None:
     assert svc.check_hold_request(2000, lambda t, q: 4) == [h]
     svc.suspend(h)
     assert svc.check_hold_request(15000, lambda t, q: 3) == [h]
+
+
+def _offset_moved_messages(b: Broker) -> list:
+    res = b.store.get_message("T", "OFFSET_MOVED_EVENT", 0, 0, 32)
+    return decode_messages(res.buffer) if res.message_count else []
+
+
+def test_offset_moved_event_written_by_the_send_core(broker: Broker) -> None:
+    put(broker, "T", 2)
+    assert _offset_moved_messages(broker) == []
+    r = pull(broker, "T", offset=9)
+    assert r.code == RS.PULL_OFFSET_MOVED
+    msgs = _offset_moved_messages(broker)  # the kit pumped the event: controller -> send core
+    assert len(msgs) == 1
+    m = msgs[0]
+    assert m.topic == "OFFSET_MOVED_EVENT" and m.queue_id == 0
+    assert m.properties["TAGS"] == "CG" and m.properties["KEYS"] == "CG"
+    assert json.loads(m.body) == {
+        "consumerGroup": "CG",
+        "messageQueue": {"brokerName": "broker-a", "queueId": 0, "topic": "T"},
+        "offsetNew": 0,
+        "offsetRequest": 9,
+    }
+    assert m.body.startswith(b'{"consumerGroup":"CG","messageQueue":{"brokerName"')
+    assert m.born_address.startswith("127.0.0.1:10911")
+    # answered codes other than 21 write nothing more
+    pull(broker, "T", offset=0)
+    assert len(_offset_moved_messages(broker)) == 1
+
+
+def test_offset_moved_event_goes_to_the_writer_only(broker: Broker) -> None:
+    ev = OffsetMoved("CG", "T", 1, "broker-a", 5, 0)
+    forward = broker.controller.apply_events([ev], "pull", 0)
+    assert forward == {"send": [ev]}
+    # applied at the origin (no handler there) it is a no-op
+    broker.ctxs["pull"].apply(ev, 0)
+    assert _offset_moved_messages(broker) == []
+    broker.ctxs["send"].apply(ev, 0)
+    assert len(_offset_moved_messages(broker)) == 1
+
+
+def test_no_offset_moved_event_on_a_slave(tmp_path) -> None:
+    b = Broker(str(tmp_path / "s"), brokerRole="SLAVE")
+    try:
+        put(b, "T", 1)
+        assert pull(b, "T", offset=9).code == RS.PULL_OFFSET_MOVED
+        assert _offset_moved_messages(b) == []
+    finally:
+        b.close()
+
+
+def test_pull_response_keys_are_the_typed_headers(broker: Broker) -> None:
+    put(broker, "T", 1)
+    for offset in (0, 1, 7):
+        r = pull(broker, "T", offset=offset, sys_flag=4)
+        assert tuple(r.ext_fields) == RESPONSE_KEYS
+        assert PullMessageResponseHeader.from_ext(r.ext_fields).to_ext() == r.ext_fields

@@ -6,8 +6,10 @@ import json
 
 from broker_kit import Broker, send_ext
 
+from actors.broker.processors.send import RESPONSE_KEYS
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.headers import SendMessageResponseHeader
 from protocol.message import BatchItem, decode_messages, decode_offset_msg_id, encode_batch
 
 
@@ -208,3 +210,34 @@ def test_all_topic_config_after_send(broker: Broker) -> None:
     r = broker.call(RC.GET_ALL_TOPIC_CONFIG, {})
     table = json.loads(r.body)["topicConfigTable"]
     assert "ZZ" in table and table["TBW102"]["perm"] == 7
+
+
+def test_send_response_keys_are_the_typed_header(broker: Broker) -> None:
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("Keys"), b"x")
+    assert set(r.ext_fields) == set(RESPONSE_KEYS) - {"transactionId"}
+    hdr = SendMessageResponseHeader.from_ext(r.ext_fields)
+    assert hdr.to_ext() == r.ext_fields and hdr.queue_offset == 0
+    # the batch / error path builds the same keys through the shared helper
+    items = [BatchItem(0, b"b", {"UNIQ_KEY": "K"})]
+    r = broker.call(RC.SEND_BATCH_MESSAGE, send_ext("Keys", m=True), encode_batch(items))
+    assert set(r.ext_fields) == set(RESPONSE_KEYS) - {"transactionId"}
+
+
+def test_cached_topic_checks_stay_correct(broker: Broker) -> None:
+    for _ in range(2):  # second round is served from the per-core caches
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext("bad topic!"), b"x")
+        assert r.code == RS.SYSTEM_ERROR and "illegal characters" in r.remark
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext("OFFSET_MOVED_EVENT"), b"x")
+        assert r.code == RS.NO_PERMISSION
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext("Fine"), b"x", peer=("10.0.0.9", 5))
+        assert r.code == RS.SUCCESS
+        phy = decode_offset_msg_id(r.ext_fields["msgId"])[2]
+        m = decode_messages(broker.store.select_one_message_by_offset(phy))[0]
+        assert m.born_address.startswith("10.0.0.9:5")
+
+
+def test_bad_optional_number_names_the_field(broker: Broker) -> None:
+    # Java's Integer.parseInt: an empty or malformed optional number is an error too
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("T", j="x"), b"x")
+    assert r.code == RS.SYSTEM_ERROR and "<j>" in r.remark
+    assert r.ext_fields["MSG_REGION"] == "DefaultRegion" and r.ext_fields["TRACE_ON"] == "true"
