@@ -72,6 +72,9 @@ class BrokerContext:
         self._offset_events: dict[tuple[str, str, int], OffsetCommitted] = {}
         self._arrivals: list[ArrivalNotice] = []
         self._handlers: dict[type, Callable[[Any, int], None]] = {}
+        # Set by a runtime that implements the registration barrier (controller.take_barriers
+        # -> the origin core's release(token)); off, replies are never held.
+        self.registration_barrier = False
         if store is not None and group == "send" and hasattr(store, "arrival_listener"):
             store.arrival_listener = self._on_arrival
 

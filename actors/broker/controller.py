@@ -64,6 +64,7 @@ class BrokerControllerCore:
         self.topic_version: tuple[int, int] = (0, 0)
         self.group_version: tuple[int, int] = (0, 0)
         self._register_needed = False
+        self._barriers: list[tuple[str, int]] = []  # (origin group, token) awaiting a register
         self._next_offset_flush_ms: int | None = None
         self._next_register_ms: int | None = None
 
@@ -169,6 +170,9 @@ class BrokerControllerCore:
                     self.topics.put(ev.config)
                     topics_changed = True
                     self._register_needed = self._register_needed or ev.register
+                if ev.barrier:
+                    self._barriers.append((origin, ev.barrier))
+                    self._register_needed = True
             elif isinstance(ev, TopicsDeleted):
                 for t in ev.topics:
                     if self.topics.delete(t):
@@ -212,6 +216,16 @@ class BrokerControllerCore:
         needed = self._register_needed
         self._register_needed = False
         return needed
+
+    def take_barriers(self) -> list[tuple[str, int]]:
+        """(origin group, token) of replies held until the registration now needed is done.
+
+        The runtime sends the REGISTER_BROKER requests (take_register_needed() is True whenever
+        this is non-empty), waits for their responses (or registerBrokerTimeoutMills), then
+        calls the origin core's release(token, now_ms).
+        """
+        out, self._barriers = self._barriers, []
+        return out
 
     def register_due(self, now_ms: int) -> bool:
         """True every registerNameServerPeriod (clamped to 10-60 s)."""

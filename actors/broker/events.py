@@ -28,6 +28,9 @@ class TopicConfigChanged:
     AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
     config: TopicConfig
     register: bool = True
+    # != 0: the origin core holds its reply under this token until the controller has
+    # re-registered with every name server (UPDATE_AND_CREATE_TOPIC, spec §3.4)
+    barrier: int = 0
 
 
 @dataclass(frozen=True, slots=True)

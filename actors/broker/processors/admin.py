@@ -7,6 +7,7 @@ Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from actors.broker.context import BrokerContext
@@ -56,6 +57,15 @@ def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
     return [(m.topic, m.broker_name, m.queue_id) for m in mqs]
 
 
+@dataclass(slots=True)
+class HeldReply:
+    """A reply waiting for the name-server registration (UPDATE_AND_CREATE_TOPIC)."""
+
+    conn_id: int
+    resp: RemotingCommand
+    deadline_ms: int
+
+
 class AdminBrokerProcessor(CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
 
@@ -66,6 +76,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
         self.ctx = ctx
         self.store = ctx.store
         self.locks = RebalanceLockManager()
+        self.held: dict[int, HeldReply] = {}
+        self._next_token = 1
         self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
             RC.DELETE_TOPIC_IN_BROKER: self._delete_topic,
@@ -107,8 +119,45 @@ class AdminBrokerProcessor(CodeDispatchCore):
             topic_sys_flag=h.topic_sys_flag or 0,
             order=h.order,
         )
-        self.ctx.emit(TopicConfigChanged(tc, register=True))
-        return cmd.make_response(RS.SUCCESS, None, {})
+        resp = cmd.make_response(RS.SUCCESS, None, {})
+        if not self.ctx.registration_barrier or cmd.is_oneway:
+            self.ctx.emit(TopicConfigChanged(tc, register=True))
+            return resp
+        # registerIncrementBrokerData is synchronous in Java: answer once the name servers
+        # have the route (release), or after registerBrokerTimeoutMills anyway (tick).
+        token = self._next_token
+        self._next_token += 1
+        deadline = now_ms + self.ctx.broker_config.registerBrokerTimeoutMills
+        self.held[token] = HeldReply(req.conn_id, resp, deadline)
+        self.ctx.emit(TopicConfigChanged(tc, register=True, barrier=token))
+        return None
+
+    # --- the registration barrier -------------------------------------------------------------
+
+    def release(self, token: int, now_ms: int) -> bool:
+        """The controller re-registered: send the reply held under `token` (False if gone)."""
+        held = self.held.pop(token, None)
+        if held is None:
+            return False
+        if self.ctx.outbox is not None:
+            self.ctx.outbox.send(held.conn_id, held.resp)
+        return True
+
+    def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
+        """Forget replies held for the connection (locks expire by time)."""
+        for token in [t for t, h in self.held.items() if h.conn_id == conn_id]:
+            del self.held[token]
+
+    def tick(self, now_ms: int) -> int | None:
+        """Answer held replies whose registration did not complete in time."""
+        if not self.held:
+            return None
+        for token in [t for t, h in self.held.items() if now_ms >= h.deadline_ms]:
+            log.warning("name server registration not confirmed in time; replying token=%d", token)
+            self.release(token, now_ms)
+        if not self.held:
+            return None
+        return max(0, min(h.deadline_ms for h in self.held.values()) - now_ms)
 
     def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd

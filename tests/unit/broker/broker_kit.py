@@ -96,6 +96,9 @@ class Broker:
                 for target, evs in fwd.items():
                     for ev in evs:
                         self.ctxs[target].apply(ev, now_ms)
+                # registration "done" at once: release replies held for it
+                for origin, token in self.controller.take_barriers():
+                    self.cores[origin].release(token, now_ms)
         arrivals = self.ctxs["send"].drain_arrivals()
         if arrivals:
             self.cores["pull"].on_arrival(arrivals, now_ms)

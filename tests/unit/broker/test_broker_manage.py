@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from broker_kit import Broker, heartbeat_body, send_ext
+from broker_kit import Broker, heartbeat_body, send_ext, wire_cmd
 
 from actors.broker.config import BrokerConfig
 from actors.broker.controller import BrokerControllerCore
 from actors.broker.lock_manager import RebalanceLockManager
+from actors.core import Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from store.config import StoreConfig
@@ -250,3 +251,57 @@ def test_broker_config_from_properties() -> None:
         BrokerConfig.from_properties({"listenPort": "abc"})
     with pytest.raises(ValueError, match="longPollingEnable"):
         BrokerConfig.from_properties({"longPollingEnable": "maybe"})
+
+
+def _create_topic_ext(topic: str) -> dict:
+    return {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": 2,
+        "writeQueueNums": 2,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+    }
+
+
+def test_create_topic_reply_waits_for_registration(broker: Broker) -> None:
+    broker.ctxs["admin"].registration_barrier = True
+    core = broker.cores["admin"]
+    req = Request(
+        9, ("127.0.0.1", 1), wire_cmd(RC.UPDATE_AND_CREATE_TOPIC, _create_topic_ext("B")), 0
+    )
+    assert core.process(req, 0) is None  # held
+    assert broker.outbox.take() == []
+    events = broker.ctxs["admin"].drain_events()
+    broker.controller.apply_events(events, "admin", 0)
+    assert broker.controller.take_register_needed()
+    barriers = broker.controller.take_barriers()
+    assert barriers == [("admin", events[0].barrier)]
+    assert core.release(barriers[0][1], 5)
+    [(conn_id, resp)] = broker.outbox.take()
+    assert conn_id == 9 and resp.code == RS.SUCCESS and resp.opaque == req.cmd.opaque
+    assert not core.release(barriers[0][1], 5)  # only once
+
+
+def test_create_topic_held_reply_times_out_and_drops_on_close(broker: Broker) -> None:
+    broker.ctxs["admin"].registration_barrier = True
+    core = broker.cores["admin"]
+    for conn in (1, 2):
+        req = Request(
+            conn,
+            ("127.0.0.1", 1),
+            wire_cmd(RC.UPDATE_AND_CREATE_TOPIC, _create_topic_ext(f"C{conn}")),
+            0,
+        )
+        assert core.process(req, 1000) is None
+    core.on_connection_closed(2, 1000)
+    assert core.tick(1000) == 6000
+    assert broker.outbox.take() == []
+    assert core.tick(7000) is None  # registerBrokerTimeoutMills passed: reply anyway
+    assert [c for c, r in broker.outbox.take()] == [1]
+
+
+def test_create_topic_without_barrier_answers_at_once(broker: Broker) -> None:
+    r = broker.call(RC.UPDATE_AND_CREATE_TOPIC, _create_topic_ext("D"))
+    assert r is not None and r.code == RS.SUCCESS
+    assert broker.controller.take_barriers() == []
