@@ -60,21 +60,33 @@ _HEAD = struct.Struct(
     "i"  # SYSFLAG
     "q"  # BORNTIMESTAMP
 )
+HEAD = _HEAD  # totalsize .. borntimestamp, public for walkers
 HEAD_SIZE: Final = _HEAD.size  # 48
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _U8 = struct.Struct(">B")
 # The whole fixed layout for the common IPv4/IPv4 case, packed in one call on the hot path.
-_V4 = struct.Struct(
-    ">iiiiiqqiq"  # head
-    "4si"  # BORNHOST ip, port
+# Each host is the raw 8 bytes pack_host() returns (4-byte ip + int port), so the store packs a
+# record header straight from a message's fields. Public: the commit log writes with it too.
+RECORD_V4_HEAD = struct.Struct(
+    ">i"  # TOTALSIZE
+    "i"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "8s"  # BORNHOST ip + port
     "q"  # STORETIMESTAMP
-    "4si"  # STOREHOSTADDRESS ip, port
+    "8s"  # STOREHOSTADDRESS ip + port
     "i"  # RECONSUMETIMES
     "q"  # PREPAREDTRANSACTIONOFFSET
     "i"  # body length
 )
+_V4 = RECORD_V4_HEAD
 V4_FIXED_SIZE: Final = _V4.size  # 88; + B + 1 + T + 2 + P = 91 + B + T + P
 
 QUEUE_OFFSET_POS: Final = 20
@@ -194,9 +206,8 @@ def encode_record_into(
     if len(born_host) == 8 and len(store_host) == 8:
         _V4.pack_into(
             buf, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, queue_offset, phy_offset,
-            sys_flag, born_timestamp, born_host[:4], _I32.unpack_from(born_host, 4)[0],
-            store_timestamp, store_host[:4], _I32.unpack_from(store_host, 4)[0],
-            reconsume_times, prepared_transaction_offset, blen,
+            sys_flag, born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+            prepared_transaction_offset, blen,
         )  # fmt: skip
         p = pos + V4_FIXED_SIZE
     else:

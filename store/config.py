@@ -19,6 +19,7 @@ ASYNC_FLUSH: Final = "ASYNC_FLUSH"
 SYNC_FLUSH: Final = "SYNC_FLUSH"
 FLUSH_TYPES: Final = (ASYNC_FLUSH, SYNC_FLUSH)
 BROKER_ROLES: Final = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+INDEX_DISPATCH_MODES: Final = ("sync", "tick", "process")
 
 DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -84,6 +85,10 @@ class StoreConfig:
     maxTransferCountOnMessageInDisk: int = 8
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     duplicationEnable: bool = False
+    # Not a RocketMQ name: who builds IndexFile entries. "sync": inside put (default); "tick":
+    # the writer's tick() catches up from the commit log (ReputMessageService style); "process":
+    # a separate `python -m store.index_dispatch` process started by start() owns the index files.
+    messageIndexDispatch: str = "sync"
     # Not RocketMQ names: facts the Java store reads from the JVM / OS.
     totalPhysicalMemory: int = field(default_factory=_physical_memory)
     diskSpaceWarningLevelRatio: int = 90  # Java: -Drocketmq.broker.diskSpaceWarningLevelRatio
@@ -100,6 +105,11 @@ class StoreConfig:
             )
         if self.brokerRole not in BROKER_ROLES:
             raise ValueError(f"brokerRole: expected one of {BROKER_ROLES}, got {self.brokerRole!r}")
+        if self.messageIndexDispatch not in INDEX_DISPATCH_MODES:
+            raise ValueError(
+                f"messageIndexDispatch: expected one of {INDEX_DISPATCH_MODES}, "
+                f"got {self.messageIndexDispatch!r}"
+            )
         if self.mappedFileSizeCommitLog < 4096:
             raise ValueError("mappedFileSizeCommitLog: must be at least 4096")
         if self.mappedFileSizeConsumeQueue < 20 or self.mappedFileSizeConsumeQueue % 20:

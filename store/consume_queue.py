@@ -124,6 +124,27 @@ class ConsumeQueue:
         self.max_phy_offset = phy + size
         return True
 
+    def put_many(self, units: list[int], first_queue_offset: int) -> None:
+        """Append consecutive units (flat phy, size, tagsCode triples) in one pack when they fit."""
+        n = len(units) // 3
+        pos = first_queue_offset * CQ_UNIT_SIZE
+        cur = self._cur
+        if (
+            n
+            and pos == self._max_pos
+            and cur is not None
+            and pos + n * CQ_UNIT_SIZE <= cur.file_from_offset + self.file_size
+        ):
+            p = pos - cur.file_from_offset
+            units_struct(n).pack_into(cur.mm, p, *units)
+            cur.wrote_position = p + n * CQ_UNIT_SIZE
+            self._max_pos = pos + n * CQ_UNIT_SIZE
+            self.max_phy_offset = units[-3] + units[-2]
+            return
+        for i in range(n):
+            j = 3 * i
+            self.put(units[j], units[j + 1], units[j + 2], first_queue_offset + i)
+
     def _prepare(self, pos: int) -> MappedFile:
         """Slow path: first file, roll, or a gap before pos."""
         mfq = self.mfq

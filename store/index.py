@@ -62,6 +62,27 @@ def java_hash_bytes(b: bytes) -> int:
     return java_string_hash(b.decode("utf-8", "replace"))
 
 
+_POW31: Final = [pow(31, i, 1 << 32) for i in range(1024)]
+
+
+def index_key_hash(prefix_h: int, key: bytes) -> int:
+    """abs(hashCode(prefix + key)) from hashCode(prefix) (unsigned); -1 when not ASCII/too long.
+
+    Java's hash is a polynomial in 31, so hash(a + b) = hash(a) * 31**len(b) + hash(b): the
+    `topic#` prefix is hashed once per topic and only the key bytes per record.
+    """
+    n = len(key)
+    if n >= 1024 or not key.isascii():
+        return -1
+    h = (
+        prefix_h * _POW31[n] + int(b"0" + key.translate(_TR), 31)
+        + 31 * int(b"0" + key.translate(_TQ), 31)
+    ) & 0xFFFFFFFF  # fmt: skip
+    if h == 0x80000000:
+        return 0
+    return 0x100000000 - h if h & 0x80000000 else h
+
+
 def key_hash(key: bytes) -> int:
     """abs(hashCode) as IndexFile.indexKeyHashMethod (Integer.MIN_VALUE -> 0)."""
     h = java_hash_bytes(key)
@@ -198,6 +219,51 @@ class IndexFile:
         self.end_ts = store_ts
         INDEX_HEADER.pack_into(
             mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count
+        )
+        return n
+
+    def put_hash_batch(
+        self, hashes: list[int], phys: list[int], tss: list[int], start: int
+    ) -> int:
+        """Add entries hashes[start:] (phys/tss per entry); header written once; how many fitted."""
+        count = self.index_count
+        n = min(len(hashes) - start, self.index_num - count)
+        if n <= 0:
+            return 0
+        if count <= 1:
+            self.begin_phy = phys[start]
+            self.begin_ts = tss[start]
+        begin = self.begin_ts
+        mm = self.mm
+        slot_num = self.slot_num
+        pos = self.entries_base + count * INDEX_ENTRY_SIZE
+        slot_count = self.slot_count
+        unpack_slot = _SLOT.unpack_from
+        pack_slot = _SLOT.pack_into
+        pack_entry = INDEX_ENTRY.pack_into
+        for i in range(start, start + n):
+            kh = hashes[i]
+            slot_pos = INDEX_HEADER_SIZE + (kh % slot_num) * 4
+            prev = unpack_slot(mm, slot_pos)[0]
+            if prev <= 0 or prev >= count:
+                prev = 0
+                slot_count += 1
+            if begin <= 0:
+                diff = 0
+            else:
+                diff = (tss[i] - begin) // 1000
+                diff = 0 if diff < 0 else (_INT_MAX if diff > _INT_MAX else diff)
+            pack_entry(mm, pos, kh, phys[i], diff, prev)
+            pack_slot(mm, slot_pos, count)
+            count += 1
+            pos += INDEX_ENTRY_SIZE
+        last = start + n - 1
+        self.slot_count = slot_count
+        self.index_count = count
+        self.end_phy = phys[last]
+        self.end_ts = tss[last]
+        INDEX_HEADER.pack_into(
+            mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, slot_count, count
         )
         return n
 
@@ -399,6 +465,28 @@ class IndexService:
             f.flush()
             f = self._new_file(now_ms)
             done += f.put_hashes(hashes[done:], phy, store_ts)
+
+    def put_hashes(self, hashes: list[int], phy: int, store_ts: int, now_ms: int) -> None:
+        """Index pre-computed key hashes of the record at phy."""
+        files = self.files
+        f = files[-1] if files else self._new_file(now_ms)
+        done = f.put_hashes(hashes, phy, store_ts)
+        while done < len(hashes):
+            f.flush()
+            f = self._new_file(now_ms)
+            done += f.put_hashes(hashes[done:], phy, store_ts)
+
+    def put_hash_batch(
+        self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int
+    ) -> None:
+        """Index pre-hashed entries (one per key) in phy order; rolls files when full."""
+        files = self.files
+        f = files[-1] if files else self._new_file(now_ms)
+        done = f.put_hash_batch(hashes, phys, tss, 0)
+        while done < len(hashes):
+            f.flush()
+            f = self._new_file(now_ms)
+            done += f.put_hash_batch(hashes, phys, tss, done)
 
     def query(self, key: bytes, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Phy offsets of records whose key hashes like `key`, newest files first."""

@@ -17,15 +17,23 @@ import fcntl
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from struct import Struct
+from struct import error as struct_error
 from typing import Any, Final, Protocol
+from zlib import crc32
 
 from protocol.record import (
+    MESSAGE_MAGIC_CODE,
+    RECORD_V4_HEAD,
     decode_record_fields,
     properties_to_string,
+    string_to_properties,
 )
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import (
@@ -45,14 +53,29 @@ from store.consume_queue import (
     ConsumeQueueView,
     units_struct,
 )
-from store.index import IndexService, java_hash_bytes
-from store.state_page import OFF_FLUSHED_PHY, OFF_MAX_PHY, OFF_MIN_PHY, OFF_WRITER_PID, StatePage
+from store.index import IndexService, index_key_hash, java_hash_bytes, key_hash
+from store.index_dispatch import IndexDispatcher
+from store.state_page import (
+    OFF_FLUSHED_PHY,
+    OFF_INDEX_PHY,
+    OFF_MAX_PHY,
+    OFF_MIN_PHY,
+    OFF_WRITER_PID,
+    StatePage,
+)
 
 log = logging.getLogger(__name__)
 
 LOCALHOST: Final = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 _ROLLBACK_OR_PREPARED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 DELETE_FILES_BATCH_MAX: Final = 10
+_REC_PACK = RECORD_V4_HEAD.pack_into
+_I16_PACK = Struct(">h").pack_into
+_I32_UNPACK = Struct(">i").unpack_from
+_U16_UNPACK = Struct(">H").unpack_from
+_Q_PACK = Struct("@q").pack_into  # state page words (native order, see store/state_page.py)
+# A batch item (§5.2): TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length; body; short props len.
+_BATCH_ITEM = Struct(">iiiii")
 
 
 # ---- message types --------------------------------------------------------------------------
@@ -558,10 +581,17 @@ class DefaultMessageStore(_StoreReadMixin):
         self.arrival_listener: Callable[[str, int, int, int, int], None] | None = None
         self.disk_usage: Callable[[str], float] = _disk_usage_ratio
         self._lock_fd: int | None = None
-        self._topic_cache: dict[str, bytes] = {}
-        self._tags_cache: dict[str, int] = {}
+        self._topic_cache: dict[str, tuple[bytes, bytes, int]] = {}
+        self._tags_cache: dict[bytes, int] = {}
         self._delays = cfg.delay_levels_ms
         self._running = False
+        self._accepting = False  # running and not a slave
+        self._max_msg_size = cfg.maxMessageSize
+        self._index_mode = cfg.messageIndexDispatch if cfg.messageIndexEnable else "off"
+        self._index_inline = self._index_mode == "sync"
+        self._index_disp: IndexDispatcher | None = None  # "tick" mode
+        self._index_proc: subprocess.Popen[bytes] | None = None  # "process" mode
+        self._index_lock_fd: int | None = None
         self._last_flush_ms = 0
         self._last_thorough_ms = 0
         self._last_cq_flush_ms = 0
@@ -592,19 +622,24 @@ class DefaultMessageStore(_StoreReadMixin):
         self.recovered_abnormally = abnormal
         state_path = os.path.join(self.root, "state")
         clean_end = -1
-        if not abnormal and os.path.exists(state_path):
+        indexed_word = -1
+        if os.path.exists(state_path):
             sp = StatePage(state_path, writable=False)
-            if sp.get(OFF_WRITER_PID) == 0 and sp.get(0) != 0:
+            if not abnormal and sp.get(OFF_WRITER_PID) == 0 and sp.get(0) != 0:
                 clean_end = sp.max_phy
+                indexed_word = sp.get(OFF_INDEX_PHY)
             sp.close()
         self.state = StatePage(state_path, writable=True)
         self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"))
         self.commitlog.mfq.load()
         self._load_consume_queues()
+        if self._index_mode == "process":
+            self._index_lock()
         self.index.load()
         if abnormal:
             log.warning("abort file found: abnormal recovery root=%s", self.root)
         self._recover(abnormal, clean_end, now_ms)
+        self._setup_index_dispatch(indexed_word)
         with open(abort_path, "wb") as f:
             f.flush()
         self.state.set(OFF_WRITER_PID, os.getpid())
@@ -612,20 +647,130 @@ class DefaultMessageStore(_StoreReadMixin):
         self.state.bump_generation()
         return True
 
+    def _setup_index_dispatch(self, indexed_word: int) -> None:
+        """After recovery: where the lagging index dispatch resumes ("tick" / "process")."""
+        if self._index_mode not in ("tick", "process"):
+            return
+        cl = self.commitlog
+        end = cl.max_offset
+        idx_end = self.index.end_phy
+        if idx_end >= 0 and idx_end >= cl.min_offset:
+            size = cl.record_size_at(idx_end)
+            resume = idx_end + size if size > 0 else idx_end
+        else:
+            resume = cl.min_offset
+        if cl.min_offset <= indexed_word <= end:  # clean restart: the owner's own progress
+            resume = max(resume, indexed_word)
+        resume = min(resume, end)
+        assert self.state is not None
+        self.state.set(OFF_INDEX_PHY, resume)
+        if self._index_mode == "tick":
+            self._index_disp = IndexDispatcher(cl, self.index, resume, idx_end)
+            return
+        # "process": the index process owns the files from now on; this writer only reads them
+        self.index.flush()
+        self.index.close()
+        self.index = IndexService(
+            self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=False
+        )
+        self.index.refresh()
+        self._index_unlock()
+
     def start(self, now_ms: int = 0) -> None:
         """Begin accepting puts."""
         if self.state is None:
             self.load(now_ms)
         self._running = True
+        self._accepting = self.cfg.brokerRole != "SLAVE"
         self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
         self._last_thorough_ms = now_ms
         self.commitlog.mfq.preallocate_next()
+        if self._index_mode == "process" and self._index_proc is None:
+            self._spawn_index_process()
+
+    # ---- index dispatch modes ------------------------------------------------------------------
+    def _index_lock(self) -> None:
+        """Wait for any index process of an earlier writer to be gone (it holds this flock)."""
+        os.makedirs(self.index.path, exist_ok=True)
+        fd = os.open(os.path.join(self.index.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._index_lock_fd = fd
+
+    def _index_unlock(self) -> None:
+        if self._index_lock_fd is not None:
+            fcntl.flock(self._index_lock_fd, fcntl.LOCK_UN)
+            os.close(self._index_lock_fd)
+            self._index_lock_fd = None
+
+    def _spawn_index_process(self) -> None:
+        """Start `python -m store.index_dispatch` as the owner of the index files."""
+        cfg = self.cfg
+        args = [
+            sys.executable, "-m", "store.index_dispatch", self.root,
+            f"maxHashSlotNum={cfg.maxHashSlotNum}", f"maxIndexNum={cfg.maxIndexNum}",
+            f"mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog}",
+        ]  # fmt: skip
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+        self._index_proc = subprocess.Popen(
+            args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True
+        )
+        log.info("started index process pid=%d root=%s", self._index_proc.pid, self.root)
+
+    def _stop_index_process(self, kill: bool = False) -> None:
+        proc = self._index_proc
+        if proc is None:
+            return
+        self._index_proc = None
+        if proc.poll() is None:
+            if kill:
+                proc.kill()
+            else:
+                proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        log.info("index process stopped pid=%d code=%s", proc.pid, proc.returncode)
+
+    @property
+    def indexed_offset(self) -> int:
+        """Commit-log offset below which every record's index entries are written."""
+        if self._index_mode in ("sync", "off"):
+            return self.commitlog.max_offset
+        if self._index_disp is not None:
+            return self._index_disp.next_phy
+        return self.state.get(OFF_INDEX_PHY) if self.state is not None else 0
+
+    def dispatch_index(self, now_ms: int, max_records: int = 1 << 30) -> int:
+        """"tick" mode: index records appended since the last call; returns records walked."""
+        disp = self._index_disp
+        if disp is None:
+            return 0
+        limit = self.commitlog.max_offset
+        if disp.next_phy >= limit:
+            return 0
+        n = disp.catch_up(limit, now_ms, max_records)
+        if self.state is not None:
+            self.state.set(OFF_INDEX_PHY, disp.next_phy)
+        return n
+
+    def _refresh_index(self) -> None:
+        if self._index_mode == "process":
+            self.index.refresh()
+        elif self._index_disp is not None:
+            self.dispatch_index(self.commitlog.last_store_timestamp)
 
     def shutdown(self, now_ms: int = 0) -> None:
         """Flush everything, write the checkpoint, remove the abort marker, unlock."""
         if self.state is None:
             return
         self._running = False
+        self._accepting = False
+        self.dispatch_index(now_ms)
+        self._stop_index_process()
         self.flush(now_ms)
         for cq in self.consume_queues.values():
             cq.flush()
@@ -654,6 +799,9 @@ class DefaultMessageStore(_StoreReadMixin):
 
     def close_abruptly(self) -> None:
         """Test helper: drop everything without flushing (the abort marker stays)."""
+        self._running = self._accepting = False
+        self._stop_index_process(kill=True)
+        self._index_unlock()
         self.commitlog.close()
         for cq in self.consume_queues.values():
             cq.close()
@@ -731,7 +879,9 @@ class DefaultMessageStore(_StoreReadMixin):
             cq.correct_min_offset(min_phy)
         # re-dispatch what the consume queues / index are missing
         index_end = self.index.end_phy
-        if abnormal and index_end >= 0:
+        if not self._index_inline:
+            index_end = 1 << 62  # the lagging index dispatch resumes on its own
+        elif abnormal and index_end >= 0:
             reput_from = min(reput_from, max(index_end, min_phy))
         self._rebuild_queue_table()
         n = 0
@@ -786,7 +936,7 @@ class DefaultMessageStore(_StoreReadMixin):
             cq = self._find_or_create_cq(req.topic, req.queue_id)
             cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
         if (
-            self.cfg.messageIndexEnable
+            self._index_inline
             and tran != TRANSACTION_ROLLBACK_TYPE
             and req.phy_offset > index_end
         ):
@@ -842,236 +992,322 @@ class DefaultMessageStore(_StoreReadMixin):
             st.set(OFF_MIN_PHY, self.commitlog.min_offset)
             st.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
             st.set(OFF_MAX_PHY, self.commitlog.max_offset)
+            if self._index_mode in ("sync", "off"):
+                st.set(OFF_INDEX_PHY, self.commitlog.max_offset)
 
     # ---- put -----------------------------------------------------------------------------
-    def _topic_bytes(self, topic: str) -> bytes | None:
-        tb = self._topic_cache.get(topic)
-        if tb is None:
+    def _topic_info(self, topic: str) -> tuple[bytes, bytes, int] | None:
+        """(length byte + topic, b'topic#', hashCode('topic#') unsigned) or None if illegal."""
+        info = self._topic_cache.get(topic)
+        if info is None:
             raw = topic.encode()
             if not raw or len(raw) > 127:
                 return None
-            tb = self._topic_cache[topic] = bytes((len(raw),)) + raw
-        return tb
+            pre = raw + b"#"
+            info = self._topic_cache[topic] = (
+                bytes((len(raw),)) + raw,
+                pre,
+                java_hash_bytes(pre) & 0xFFFFFFFF,
+            )
+        return info
+
+    def _topic_bytes(self, topic: str) -> bytes | None:
+        info = self._topic_info(topic)
+        return None if info is None else info[0]
+
+    def _tags_code(self, pb: bytes) -> int:
+        """Tag hash of the TAGS property in encoded properties (0 without tags)."""
+        tags = prop_value(pb, b"TAGS\x01")
+        if not tags:
+            return 0
+        tc = self._tags_cache.get(tags)
+        if tc is None:
+            tc = self._tags_cache[tags] = java_hash_bytes(tags)
+        return tc
+
+    @staticmethod
+    def _key_hashes(pre: bytes, pre_h: int, pb: bytes) -> list[int]:
+        """Index key hashes (UNIQ_KEY, then each KEYS entry) of one record's properties."""
+        out: list[int] = []
+        uniq = prop_value(pb, b"UNIQ_KEY\x01")
+        if uniq:
+            h = index_key_hash(pre_h, uniq)
+            out.append(h if h >= 0 else key_hash(pre + uniq))
+        keys = prop_value(pb, b"KEYS\x01")
+        if keys:
+            for k in keys.split(b" "):
+                if k:
+                    h = index_key_hash(pre_h, k)
+                    out.append(h if h >= 0 else key_hash(pre + k))
+        return out
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
-        """Append one message and dispatch it (CommitLog.putMessage + reput)."""
-        if not self._running or self.cfg.brokerRole == "SLAVE":
+        """Append one message and dispatch it (CommitLog.putMessage + reput).
+
+        `msg.properties_string` (str or already-encoded bytes) is used as-is when set; only
+        TAGS / KEYS / UNIQ_KEY / DELAY are looked up in it, with bytes.find.
+        """
+        if not self._accepting:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        props = msg.properties
-        tran = msg.sys_flag & 0xC
-        if tran != 4 and tran != 12 and "DELAY" in props:
-            self._apply_delay(msg)
-        topic = msg.topic
-        tb = self._topic_cache.get(topic) or self._topic_bytes(topic)
-        if tb is None:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        body = msg.body
-        if len(body) > self.cfg.maxMessageSize:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         ps = msg.properties_string
         if ps is None:
-            ps = msg.properties_string = properties_to_string(props)
-        pb = ps.encode()
-        if len(pb) > 32767:
+            pb = properties_to_string(msg.properties).encode()
+        elif ps.__class__ is bytes:
+            pb = ps  # type: ignore[assignment]
+        else:
+            pb = ps.encode()  # type: ignore[union-attr]
+        sys_flag = msg.sys_flag
+        tran = sys_flag & 0xC
+        dispatch_cq = tran != 4 and tran != 12
+        if dispatch_cq and b"DELAY\x01" in pb:
+            pb = self._apply_delay(msg, pb)
+        topic = msg.topic
+        info = self._topic_cache.get(topic) or self._topic_info(topic)
+        if info is None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        tb = info[0]
+        body = msg.body
+        blen = len(body)
+        if blen > self._max_msg_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        plen = len(pb)
+        if plen > 32767:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         qid = msg.queue_id
         key = (topic, qid)
-        dispatch_cq = tran != 4 and tran != 12
         qoff = self.topic_queue_table.get(key, 0) if dispatch_cq else 0
-        store_ts = now_ms
-        try:
-            phy, size = self.commitlog.append(
-                tb,
-                body,
-                pb,
-                qid,
-                msg.flag,
-                qoff,
-                msg.sys_flag,
-                msg.born_timestamp,
-                msg.born_host,
-                store_ts,
-                msg.store_host,
-                msg.reconsume_times,
-                msg.prepared_transaction_offset,
-            )
-        except AppendError:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        tags_code = msg.tags_code
+        born_host = msg.born_host
+        store_host = msg.store_host
+        tl = len(tb)
+        size = 90 + blen + tl + plen
+        cl = self.commitlog
+        mf = cl._cur
+        if (
+            mf is not None
+            and size + 8 <= mf.file_size - mf.wrote_position
+            and len(born_host) == 8
+            and len(store_host) == 8
+        ):
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            mm = mf.mm
+            _REC_PACK(
+                mm, pos, size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, qid, msg.flag, qoff,
+                phy, sys_flag & ~0x30, msg.born_timestamp, born_host, now_ms, store_host,
+                msg.reconsume_times, msg.prepared_transaction_offset, blen,
+            )  # fmt: skip
+            p = pos + 88
+            mm[p : p + blen] = body
+            p += blen
+            mm[p : p + tl] = tb
+            p += tl
+            _I16_PACK(mm, p, plen)
+            mm[p + 2 : p + 2 + plen] = pb
+            mf.wrote_position = pos + size
+            cl.last_store_timestamp = now_ms
+        else:
+            try:
+                phy, size = cl.append(
+                    tb, body, pb, qid, msg.flag, qoff, sys_flag, msg.born_timestamp, born_host,
+                    now_ms, store_host, msg.reconsume_times, msg.prepared_transaction_offset,
+                )  # fmt: skip
+            except AppendError:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         if topic == SCHEDULE_TOPIC:
-            tags_code = self._deliver_time(props, store_ts)
-        elif tags_code is None:
-            tags = props.get("TAGS")
-            if tags:
-                tags_code = self._tags_cache.get(tags)
-                if tags_code is None:
-                    tags_code = self._tags_cache[tags] = java_hash_bytes(tags.encode())
-            else:
-                tags_code = 0
+            tags_code = self._deliver_time(pb, now_ms)
+        else:
+            tc = msg.tags_code
+            tags_code = tc if tc is not None else self._tags_code(pb)
         if dispatch_cq:
             cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
             cq.put(phy, size, tags_code, qoff)
             self.topic_queue_table[key] = qoff + 1
-        if self.cfg.messageIndexEnable and tran != 12:
-            uniq = props.get("UNIQ_KEY")
-            keys = props.get("KEYS")
-            if uniq or keys:
-                prefix = tb[1:] + b"#"
-                kl = [prefix + uniq.encode()] if uniq else []
-                if keys:
-                    kl.extend(prefix + k.encode() for k in keys.split(" ") if k)
-                self.index.put_keys(kl, phy, store_ts, now_ms)
+        if self._index_inline and tran != 12 and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
+            hashes = self._key_hashes(info[1], info[2], pb)
+            if hashes:
+                self.index.put_hashes(hashes, phy, now_ms, now_ms)
         end = phy + size
         st = self.state
         if st is not None:
-            st.set(OFF_MAX_PHY, end)
+            _Q_PACK(st.mm, OFF_MAX_PHY, end)
         listener = self.arrival_listener
         if listener is not None and dispatch_cq:
-            listener(topic, qid, qoff + 1, tags_code, store_ts)
+            listener(topic, qid, qoff + 1, tags_code, now_ms)
         return PutMessageResult(
-            PutMessageStatus.PUT_OK, phy, size, qoff, store_ts, 1, end, msg.store_host
+            PutMessageStatus.PUT_OK, phy, size, qoff, now_ms, 1, end, store_host
         )
 
-    def _deliver_time(self, props: dict[str, str], store_ts: int) -> int:
-        lvl = props.get("DELAY", "")
+    def _deliver_time(self, pb: bytes, store_ts: int) -> int:
+        lvl = prop_value(pb, b"DELAY\x01") or b""
         delays = self._delays
         n = min(max(int(lvl), 1), len(delays)) if lvl.isdigit() else 1
         return store_ts + delays[n - 1]
 
-    def _apply_delay(self, msg: MessageExtBrokerInner) -> None:
+    def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes) -> bytes:
         """Park a delayed message in SCHEDULE_TOPIC_XXXX (CommitLog.asyncPutMessage)."""
-        props = msg.properties
-        raw = props.get("DELAY", "0")
+        raw = prop_value(pb, b"DELAY\x01")
+        if raw is None:
+            return pb
         try:
             level = int(raw)
         except ValueError:
-            return
+            return pb
         if level <= 0:
-            return
+            return pb
+        props = (
+            msg.properties
+            if msg.properties_string is None
+            else string_to_properties(pb.decode("utf-8", "replace"))
+        )
         level = min(level, len(self._delays))
         props["DELAY"] = str(level)
         props["REAL_TOPIC"] = msg.topic
         props["REAL_QID"] = str(msg.queue_id)
+        msg.properties = props
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
         msg.properties_string = None
+        return properties_to_string(props).encode()
 
     def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
         """Expand a batch body into consecutive records of one queue (MessageExtBatchEncoder)."""
-        if not self._running or self.cfg.brokerRole == "SLAVE":
+        if not self._accepting:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         if batch.sys_flag & 0xC:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         topic = batch.topic
-        tb = self._topic_bytes(topic)
+        info = self._topic_info(topic)
         body = batch.body
-        if tb is None or len(body) > self.cfg.maxMessageSize or topic == SCHEDULE_TOPIC:
+        if info is None or len(body) > self.cfg.maxMessageSize or topic == SCHEDULE_TOPIC:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        mv = memoryview(body)
-        items: list[tuple[int, memoryview, bytes]] = []
+        raw = body if body.__class__ is bytes else bytes(body)
+        bprops = batch.batch_properties
+        bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
+        # pass 1: validate every item before writing any (a bad item rejects the whole batch)
+        n_raw = len(raw)
+        starts: list[int] = []
         pos = 0
-        blen_total = len(mv)
-        bp = batch.batch_properties.encode()
+        unpack_item = _BATCH_ITEM.unpack_from
         try:
-            while pos < blen_total:
-                total = int.from_bytes(mv[pos : pos + 4], "big")
-                flag = int.from_bytes(mv[pos + 12 : pos + 16], "big", signed=True)
-                bl = int.from_bytes(mv[pos + 16 : pos + 20], "big")
-                b = mv[pos + 20 : pos + 20 + bl]
-                p = pos + 20 + bl
-                pl = int.from_bytes(mv[p : p + 2], "big")
-                ip = bytes(mv[p + 2 : p + 2 + pl])
-                if total != 22 + bl + pl or len(b) != bl or p + 2 + pl > blen_total:
+            while pos < n_raw:
+                itotal, _magic, _crc, _flag, bl = unpack_item(raw, pos)
+                pp = pos + 20 + bl
+                if bl < 0 or pp + 2 > n_raw:
                     return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                if ip.find(b"DELAY\x01") >= 0 and prop_value(ip, b"DELAY\x01") not in (None, b"0"):
+                pl = _U16_UNPACK(raw, pp)[0]
+                if itotal != 22 + bl + pl or pp + 2 + pl > n_raw:
                     return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                if bp:
-                    sep = b"\x02" if ip and not ip.endswith(b"\x02") else b""
-                    ip = ip + sep + bp
-                if len(ip) > 32767:
+                d = raw.find(b"DELAY\x01", pp + 2, pp + 2 + pl)
+                if d >= 0 and prop_value(raw[pp + 2 : pp + 2 + pl], b"DELAY\x01") not in (
+                    None,
+                    b"0",
+                ):
+                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+                if pl + (len(bp) + 1 if bp else 0) > 32767:
                     return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-                items.append((flag, b, ip))
-                pos += total
-        except (ValueError, IndexError):
+                starts.append(pos)
+                pos += itotal
+        except (ValueError, IndexError, struct_error):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if not items:
+        if not starts:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        # pass 2: write the records straight from the body
+        tb, pre, pre_h = info
+        tl = len(tb)
         qid = batch.queue_id
         key = (topic, qid)
         qoff0 = qoff = self.topic_queue_table.get(key, 0)
-        cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
-        append = self.commitlog.append
-        cq_put = cq.put
         sys_flag, born_ts, born_host, store_host, recon = (
-            batch.sys_flag,
+            batch.sys_flag & ~0x30,
             batch.born_timestamp,
             batch.born_host,
             batch.store_host,
             batch.reconsume_times,
         )
-        index_on = self.cfg.messageIndexEnable
-        put_keys = self.index.put_keys
+        v4 = len(born_host) == 8 and len(store_host) == 8
+        index_on = self._index_inline
         tags_cache = self._tags_cache
-        prefix = tb[1:] + b"#"
+        mv = memoryview(raw)
+        cl = self.commitlog
+        mf = cl._cur
+        mm = mf.mm if mf is not None else None
+        units: list[int] = []
         offsets: list[int] = []
         listener = self.arrival_listener
-        first_phy = -1
-        end = 0
-        for flag, b, ip in items:
-            try:
-                phy, size = append(
-                    tb,
-                    b,
-                    ip,
-                    qid,
-                    flag,
-                    qoff,
-                    sys_flag,
-                    born_ts,
-                    born_host,
-                    now_ms,
-                    store_host,
-                    recon,
-                    0,
-                )
-            except AppendError:
-                if first_phy < 0:
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                break
-            if first_phy < 0:
-                first_phy = phy
-            tags = prop_value(ip, b"TAGS\x01")
-            if tags:
+        hashes: list[int] = []
+        hphys: list[int] = []
+        for start in starts:
+            bl = _I32_UNPACK(raw, start + 16)[0]
+            b = mv[start + 20 : start + 20 + bl]
+            pp = start + 20 + bl
+            ip = raw[pp + 2 : pp + 2 + _U16_UNPACK(raw, pp)[0]]
+            if bp:
+                ip = ip + bp if not ip or ip.endswith(b"\x02") else ip + b"\x02" + bp
+            plen = len(ip)
+            size = 90 + bl + tl + plen
+            if v4 and mf is not None and size + 8 <= mf.file_size - mf.wrote_position:
+                assert mm is not None
+                p = mf.wrote_position
+                phy = mf.file_from_offset + p
+                _REC_PACK(
+                    mm, p, size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid,
+                    _I32_UNPACK(raw, start + 12)[0], qoff, phy, sys_flag, born_ts, born_host,
+                    now_ms, store_host, recon, 0, bl,
+                )  # fmt: skip
+                q = p + 88
+                mm[q : q + bl] = b
+                q += bl
+                mm[q : q + tl] = tb
+                q += tl
+                _I16_PACK(mm, q, plen)
+                mm[q + 2 : q + 2 + plen] = ip
+                mf.wrote_position = p + size
+            else:
+                try:
+                    phy, size = cl.append(
+                        tb, b, ip, qid, _I32_UNPACK(raw, start + 12)[0], qoff, sys_flag,
+                        born_ts, born_host, now_ms, store_host, recon, 0,
+                    )  # fmt: skip
+                except AppendError:
+                    if not offsets:
+                        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+                    break
+                mf = cl._cur
+                mm = mf.mm if mf is not None else None
+            ti = ip.find(b"TAGS\x01")
+            if ti >= 0 and (ti == 0 or ip[ti - 1] == 2):
+                te = ip.find(b"\x02", ti + 5)
+                tags = ip[ti + 5 : te] if te >= 0 else ip[ti + 5 :]
                 tc = tags_cache.get(tags)  # type: ignore[call-overload]
                 if tc is None:
-                    tc = java_hash_bytes(tags)
-                    tags_cache[tags] = tc  # type: ignore[index]
+                    tc = tags_cache[tags] = java_hash_bytes(tags)  # type: ignore[index]
             else:
                 tc = 0
-            cq_put(phy, size, tc, qoff)
-            if index_on:
-                kl = []
-                uniq = prop_value(ip, b"UNIQ_KEY\x01")
-                if uniq:
-                    kl.append(prefix + uniq)
-                keys = prop_value(ip, b"KEYS\x01")
-                if keys:
-                    kl.extend(prefix + k for k in keys.split(b" ") if k)
-                if kl:
-                    put_keys(kl, phy, now_ms, now_ms)
+            units += (phy, size, tc)
+            if index_on and (b"KEYS\x01" in ip or b"UNIQ_KEY\x01" in ip):
+                hs = self._key_hashes(pre, pre_h, ip)
+                hashes += hs
+                hphys += [phy] * len(hs)
             offsets.append(phy)
             qoff += 1
-            end = phy + size
-            if listener is not None:
-                listener(topic, qid, qoff, tc, now_ms)
+        cl.last_store_timestamp = now_ms
+        cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+        cq.put_many(units, qoff0)
         self.topic_queue_table[key] = qoff
+        if hashes:
+            self.index.put_hash_batch(hashes, hphys, [now_ms] * len(hashes), now_ms)
+        last = offsets[-1]
+        end = last + units[-2]
         st = self.state
         if st is not None:
-            st.set(OFF_MAX_PHY, end)
+            _Q_PACK(st.mm, OFF_MAX_PHY, end)
+        if listener is not None:
+            for i in range(len(offsets)):
+                listener(topic, qid, qoff0 + i + 1, units[3 * i + 2], now_ms)
         return PutMessageResult(
             PutMessageStatus.PUT_OK,
-            first_phy,
-            end - first_phy,
+            offsets[0],
+            end - offsets[0],
             qoff0,
             now_ms,
             len(offsets),
@@ -1097,6 +1333,8 @@ class DefaultMessageStore(_StoreReadMixin):
     def tick(self, now_ms: int) -> int:
         """Periodic work: async flush, CQ flush + checkpoint, retention; returns ms to next tick."""
         cfg = self.cfg
+        if self._index_disp is not None:
+            self.dispatch_index(now_ms)
         if not cfg.is_sync_flush and now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
             thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
             if thorough:
@@ -1179,7 +1417,8 @@ class DefaultMessageStore(_StoreReadMixin):
         min_phy = self.commitlog.min_offset
         for cq in self.consume_queues.values():
             cq.delete_expired_files(min_phy)
-        self.index.delete_expired(min_phy)
+        if self._index_mode != "process":  # else the index process deletes its own files
+            self.index.delete_expired(min_phy)
 
     def delete_topics(self, topics: set[str] | list[str]) -> None:
         """Drop the consume queues of these topics."""

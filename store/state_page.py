@@ -11,6 +11,8 @@ Layout (native byte order, 8-byte aligned so each store is one machine word and 
     24  flushed_phy    commit-log offset known to be on disk
     32  min_phy        first commit-log offset still stored
     40  writer_pid     pid of the writer (0 after a clean shutdown)
+    48  index_phy      commit-log offset below which every record's index entries are written
+                       (written by whoever owns the index: the writer, or the index process)
 
 The writer publishes max_phy only after writing the bytes and the consume-queue units; a reader
 reads max_phy first and then only trusts data below it.
@@ -34,6 +36,7 @@ OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER
     32,
     40,
 )
+OFF_INDEX_PHY: Final = 48
 
 
 class StatePage:

@@ -1,0 +1,249 @@
+"""Index dispatch that follows the commit log: RocketMQ's ReputMessageService, index part.
+
+Mirrors store/DefaultMessageStore.java (ReputMessageService, CommitLogDispatcherBuildIndex) and
+store/index/IndexService.java (buildIndex), RocketMQ 4.9.x.
+
+The writer appends records and their consume-queue units synchronously; index entries may be
+built later by an `IndexDispatcher` that walks the records from `next_phy` up to a limit (the
+writer's max offset). It runs either inside the writer (`messageIndexDispatch=tick`, from
+`tick()`) or in its own process (`messageIndexDispatch=process`, `python -m store.index_dispatch
+<storePathRootDir> key=value ...`), which is then the only process that writes index files and
+the `index_phy` word of the state page (published after the entries, like max_phy).
+
+Key hashes: Java hashCode("topic#key") = hash("topic#") * 31**len(key) + hash(key) (mod 2**32),
+so the topic prefix is hashed once per topic and only the key bytes per record.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import struct
+import sys
+import time
+from typing import Any, Final
+
+from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, RECORD_V4_HEAD
+from store.commitlog import CommitLog, prop_value
+from store.config import StoreConfig
+from store.index import IndexService, index_key_hash, java_hash_bytes
+from store.state_page import OFF_INDEX_PHY, OFF_MAX_PHY, OFF_MIN_PHY, StatePage
+
+log = logging.getLogger(__name__)
+
+_TOTAL_MAGIC: Final = struct.Struct(">ii")
+_V6_FLAGS: Final = 0x30
+_ROLLBACK: Final = 0xC
+_UNIQ: Final = b"UNIQ_KEY\x01"
+_KEYS: Final = b"KEYS\x01"
+
+
+class IndexDispatcher:
+    """Walks commit-log records from next_phy and adds their keys to the index."""
+
+    def __init__(
+        self, commitlog: CommitLog, index: IndexService, next_phy: int, skip_upto: int = -1
+    ) -> None:
+        self.commitlog = commitlog
+        self.index = index
+        self.next_phy = next_phy
+        self.skip_upto = skip_upto  # records at or below this phy are already indexed
+        self._prefix: dict[bytes, tuple[bytes, int]] = {}
+        self.records = 0
+
+    def _topic_prefix(self, topic: bytes) -> tuple[bytes, int]:
+        pre = topic + b"#"
+        h = java_hash_bytes(pre) & 0xFFFFFFFF
+        self._prefix[topic] = (pre, h)
+        return pre, h
+
+    def catch_up(self, limit: int, now_ms: int, max_records: int = 1 << 30) -> int:
+        """Index records in [next_phy, limit); returns how many records were walked."""
+        cl = self.commitlog
+        done = 0
+        hashes: list[int] = []
+        phys: list[int] = []
+        tss: list[int] = []
+        prefixes = self._prefix
+        unpack = RECORD_V4_HEAD.unpack_from
+        skip = self.skip_upto
+        while self.next_phy < limit and done < max_records:
+            phy = self.next_phy
+            mf = cl.mfq.find_mapped_file_by_offset(phy)
+            if mf is None:
+                if not cl.writable:
+                    cl.mfq.refresh()
+                mf = cl.mfq.find_mapped_file_by_offset(phy)
+                if mf is None:
+                    nxt = cl.mfq.files[0].file_from_offset if cl.mfq.files else limit
+                    if nxt <= phy:
+                        break
+                    self.next_phy = nxt  # retention removed what we had not indexed
+                    continue
+            mm = mf.mm
+            base = mf.file_from_offset
+            p = phy - base
+            fend = min(limit - base, mf.file_size)
+            while p < fend and done < max_records:
+                if p + 8 > mf.file_size:
+                    p = mf.file_size
+                    break
+                if p + 88 > fend:
+                    # only a blank can start this close to the limit (a record is >= 91 bytes)
+                    total, magic = _TOTAL_MAGIC.unpack_from(mm, p)
+                    rec: tuple[Any, ...] = ()
+                else:
+                    rec = unpack(mm, p)
+                    total = rec[0]
+                    magic = rec[1]
+                if magic != MESSAGE_MAGIC_CODE:
+                    if magic == BLANK_MAGIC_CODE:
+                        p = mf.file_size
+                        break
+                    log.warning("index dispatch: no record at phy=%d magic=%d", base + p, magic)
+                    self.next_phy = base + p
+                    self._put(hashes, phys, tss, now_ms)
+                    return done
+                done += 1
+                rphy = base + p
+                sys_flag = rec[7]
+                if sys_flag & _ROLLBACK == _ROLLBACK or rphy <= skip:
+                    p += total
+                    continue
+                if sys_flag & _V6_FLAGS:
+                    self._slow(mf.mv, p, hashes, phys, tss)
+                    p += total
+                    continue
+                store_ts = rec[10]
+                q = p + 88 + rec[15]
+                tl = mm[q]
+                topic = mm[q + 1 : q + 1 + tl]
+                q += 1 + tl
+                ps = q + 2
+                pe = p + total
+                ui = mm.find(_UNIQ, ps, pe)
+                ki = mm.find(_KEYS, ps, pe)
+                if ui >= 0 or ki >= 0:
+                    ent = prefixes.get(topic) or self._topic_prefix(topic)
+                    ph = ent[1]
+                    if ui >= 0 and (ui == ps or mm[ui - 1] == 2):
+                        a = ui + 9
+                        b = mm.find(b"\x02", a, pe)
+                        v = mm[a : pe if b < 0 else b]
+                        if v:
+                            h = index_key_hash(ph, v)
+                            hashes.append(h if h >= 0 else self._full_hash(ent[0], v))
+                            phys.append(rphy)
+                            tss.append(store_ts)
+                    if ki >= 0 and (ki == ps or mm[ki - 1] == 2):
+                        a = ki + 5
+                        b = mm.find(b"\x02", a, pe)
+                        for k in mm[a : pe if b < 0 else b].split(b" "):
+                            if k:
+                                h = index_key_hash(ph, k)
+                                hashes.append(h if h >= 0 else self._full_hash(ent[0], k))
+                                phys.append(rphy)
+                                tss.append(store_ts)
+                p += total
+            self.next_phy = base + p
+            if p >= mf.file_size:
+                self.next_phy = mf.file_end_offset
+        self._put(hashes, phys, tss, now_ms)
+        self.records += done
+        return done
+
+    @staticmethod
+    def _full_hash(prefix: bytes, key: bytes) -> int:
+        from store.index import key_hash
+
+        return key_hash(prefix + key)
+
+    def _slow(
+        self, mv: memoryview, p: int, hashes: list[int], phys: list[int], tss: list[int]
+    ) -> None:
+        from protocol.record import decode_record_fields
+        from store.index import key_hash
+
+        f = decode_record_fields(mv, p)
+        pre = f.topic + b"#"
+        keys = []
+        uniq = prop_value(f.properties, _UNIQ)
+        if uniq:
+            keys.append(uniq)
+        kv = prop_value(f.properties, _KEYS)
+        if kv:
+            keys.extend(k for k in kv.split(b" ") if k)
+        for k in keys:
+            hashes.append(key_hash(pre + k))
+            phys.append(f.phy_offset)
+            tss.append(f.store_timestamp)
+
+    def _put(self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int) -> None:
+        if hashes:
+            # index file names need a time: without a clock, the newest store time will do
+            self.index.put_hash_batch(hashes, phys, tss, now_ms if now_ms > 0 else tss[-1])
+            hashes.clear()
+            phys.clear()
+            tss.clear()
+
+
+# ---- the index process ------------------------------------------------------------------------
+def run_process(cfg: StoreConfig, poll_s: float = 0.0005) -> int:
+    """Follow the writer's published max offset and build the index until told to stop."""
+    root = cfg.storePathRootDir
+    state = StatePage(os.path.join(root, "state"), writable=True)
+    cl = CommitLog(cfg, writable=False)
+    cl.mfq.refresh()
+    index = IndexService(root, cfg.maxHashSlotNum, cfg.maxIndexNum)
+    os.makedirs(index.path, exist_ok=True)
+    lock_fd = os.open(os.path.join(index.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one index writer: the store waits on this at load
+    index.load()
+    start = state.get(OFF_INDEX_PHY)
+    end_phy = index.end_phy
+    disp = IndexDispatcher(cl, index, start, end_phy)
+    stop = False
+
+    def _on_term(_sig: int, _frm: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    parent = os.getppid()
+    min_seen = state.get(OFF_MIN_PHY)
+    while os.getppid() == parent:
+        limit = state.get(OFF_MAX_PHY)
+        if disp.next_phy < limit:
+            disp.catch_up(limit, 0, 65536)
+            state.set(OFF_INDEX_PHY, disp.next_phy)
+            continue
+        if stop:
+            break
+        m = state.get(OFF_MIN_PHY)
+        if m != min_seen:  # retention moved the commit log's start: drop whole old index files
+            min_seen = m
+            index.delete_expired(m)
+        time.sleep(poll_s)
+    index.flush()
+    state.set(OFF_INDEX_PHY, disp.next_phy)
+    index.close()
+    cl.close()
+    state.close()
+    os.close(lock_fd)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m store.index_dispatch ROOT [key=value ...]` (StoreConfig property names)."""
+    args = sys.argv[1:] if argv is None else argv
+    props = dict(a.split("=", 1) for a in args[1:] if "=" in a)
+    props["storePathRootDir"] = args[0]
+    cfg = StoreConfig.from_properties(props)
+    return run_process(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
