@@ -1,8 +1,9 @@
 """In-process bench of the broker cores over the real store (python -m tests.bench.cores_bench).
 
 Scenarios (each timed --runs times; median and spread printed, in microseconds):
-- send1:   SEND_MESSAGE_V2 of one 1 KiB message (per message), plus the same message put
-           straight into the store (store_put) so the core's own cost shows as the difference
+- send1:   SEND_MESSAGE_V2 of one 1 KiB message (per message); send1_core: the same with the
+           store's put stubbed (the core's own cost, no response encode); store_put: the same
+           message put straight into the store
 - batch32: SEND_BATCH_MESSAGE of 32 x 1 KiB (per message)
 - pull32:  PULL_MESSAGE of 32 x 1 KiB from a MessageStoreReader (per message and per pull)
 - hb:      HEART_BEAT with one consumer group (per request)
@@ -176,6 +177,23 @@ class Bench:
         self.ctx.drain_events()
         return dt / n * 1e6
 
+    def run_send1_core(self, n: int) -> float:
+        """send1 with put_message stubbed by a fixed result: the core's own cost."""
+        from store.message_store import PutMessageResult, PutMessageStatus
+
+        res = PutMessageResult(PutMessageStatus.PUT_OK, 1000, 1200, 5, 0, 1, 2200)
+        real = self.store.put_message
+        self.store.put_message = lambda msg, now_ms: res
+        try:
+            req = Request(1, PEER, _send_cmd("BenchTopic"), 0)
+            proc = self.send.process
+            t0 = time.perf_counter()
+            for _ in range(n):
+                proc(req, self.now)
+            return (time.perf_counter() - t0) / n * 1e6
+        finally:
+            self.store.put_message = real
+
     def run_store_put(self, n: int) -> float:
         host = pack_host(*PEER)
         store_host = pack_host("127.0.0.1", 10911)
@@ -246,6 +264,10 @@ class Bench:
 
 SCENARIOS: dict[str, tuple[str, Callable[[Bench, int], float]]] = {
     "send1": ("SEND_MESSAGE_V2 1 KiB, us/msg", lambda b, n: b.run_send1(n)),
+    "send1_core": (
+        "SEND_MESSAGE_V2 core only (store stubbed), us/msg",
+        lambda b, n: b.run_send1_core(n),
+    ),
     "store_put": ("store.put_message 1 KiB alone, us/msg", lambda b, n: b.run_store_put(n)),
     "batch32": ("SEND_BATCH_MESSAGE 32 x 1 KiB, us/msg", lambda b, n: b.run_batch32(n // 32)),
     "pull32": ("PULL_MESSAGE 32 x 1 KiB, us/msg", lambda b, n: b.run_pull32(n)),
