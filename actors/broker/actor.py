@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import pickle
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ from actors.runtime.channel import (
     add_holds,
     add_notices,
     connect_channel,
+    events_record,
     listen_address,
     listen_channel,
 )
@@ -33,8 +35,10 @@ from actors.runtime.messages import (
     BrokerStartFailed,
     BrokerStopped,
     ConnectNotices,
+    EventsApplied,
     ProcessorReady,
     ProcessorStartFailed,
+    ReleaseBarrier,
     RemotingReady,
     RemotingStartFailed,
     RemotingStopped,
@@ -117,6 +121,10 @@ class _ControllerAdapter:
     def register_requests(self, t: int) -> list[tuple[str, Any]]:
         return list(self.core.build_register_requests(t))
 
+    def take_barriers(self) -> list[tuple[str, int]]:
+        take = getattr(self.core, "take_barriers", None)
+        return list(take()) if callable(take) else []
+
     def unregister_requests(self) -> list[tuple[str, Any]]:
         return list(self.core.build_unregister_requests())
 
@@ -174,6 +182,14 @@ class ProcessorActor(WatchingActor):
                     except Exception:
                         log.exception("group=%s failed applying %r", self.group, event)
                 self._after_batch()
+        elif isinstance(msg, ReleaseBarrier):
+            release = getattr(self.core, "release", None)
+            if callable(release):
+                try:
+                    release(msg.token, now_ms())
+                except Exception:
+                    log.exception("group=%s release(%d) failed", self.group, msg.token)
+            self._after_batch()
         elif isinstance(msg, ConnectNotices):
             self.notice_ch = connect_channel(msg.channel_addr, name="notices")
             add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
@@ -199,6 +215,8 @@ class ProcessorActor(WatchingActor):
         )
         if msg.snapshot is not None:
             self.ctx.load_snapshot(msg.snapshot)
+        if hasattr(self.ctx, "registration_barrier"):
+            self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
@@ -207,6 +225,7 @@ class ProcessorActor(WatchingActor):
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0)
         if hasattr(self.core, "on_arrival"):
             self.host.on_notices = self._on_notices
+        self.host.on_apply = self._on_apply
         self.listener = listen_channel(msg.channel_addr)
         self.listen_fd = self.listener.fileno()
         self.set_watch_fds([self.listen_fd])
@@ -222,6 +241,22 @@ class ProcessorActor(WatchingActor):
         if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
+
+    def _on_apply(self, blob: Any, t: int) -> None:
+        """Replicated events from another processor, in channel order with requests."""
+        for event in pickle.loads(blob):
+            try:
+                self.ctx.apply(event, t)
+            except Exception:
+                log.exception("group=%s failed applying %r", self.group, event)
+
+    def _rs_channel(self) -> Channel | None:
+        """A live channel to the RemotingServer (not the send actor's notice channel)."""
+        notice_src = self.host.notice_channel if self.host is not None else None
+        for ch in self.channels.values():
+            if ch is not notice_src and not ch.closed:
+                return ch
+        return None
 
     def _update_watch(self) -> None:
         fds = [self.listen_fd, *self.channels]
@@ -301,7 +336,13 @@ class ProcessorActor(WatchingActor):
                 self._drop_channel(ch)
                 continue
             if records:
+                mark = len(ch.out)
                 host.handle(ch, records)
+                if ch is not host.notice_channel:
+                    events = self.ctx.drain_events()
+                    if events:  # ahead of this batch's replies: causal order for clients
+                        ch.out[mark:mark] = events_record(self.group, events)
+                        self.outbox.dirty.add(ch)
             if ch.closed:
                 self._drop_channel(ch)
         self._after_batch()
@@ -324,8 +365,13 @@ class ProcessorActor(WatchingActor):
             except Exception:
                 log.exception("group=%s flush_and_release failed", self.group)
         events = ctx.drain_events()
-        if events and self.controller is not None:
-            self.send(self.controller, BrokerEventBatch(self.group, events))
+        if events:  # from timers, notices or control messages: no reply waits on them
+            rs = self._rs_channel()
+            if rs is not None:
+                rs.out += events_record(self.group, events)
+                self.outbox.dirty.add(rs)
+            elif self.controller is not None:
+                self.send(self.controller, BrokerEventBatch(self.group, events))
         if self.notice_ch is not None:
             arrivals = ctx.drain_arrivals()
             if arrivals and self.pull_holding:
@@ -446,6 +492,7 @@ class BrokerControllerActor(WatchingActor):
         self.stop_requester: Any = None
         self.ns_conns: dict[str, ClientConn] = {}
         self.pending_unregister = 0
+        self.barriers: list[tuple[list[tuple[Any, int]], list[tuple[str, int]]]] = []
         self.store_ok = True
         self.store_detail = ""
 
@@ -477,7 +524,14 @@ class BrokerControllerActor(WatchingActor):
         elif isinstance(msg, RemotingStartFailed):
             self._fail(f"remoting: {msg.reason}")
         elif isinstance(msg, BrokerEventBatch):
-            self._on_events(msg)
+            self._on_events(msg.origin, msg.events, forward_them=True)
+        elif isinstance(msg, EventsApplied):
+            try:
+                events = pickle.loads(msg.blob)
+            except Exception:
+                log.exception("undecodable events from %s", msg.origin)
+                return
+            self._on_events(msg.origin, events, forward_them=False)
         elif isinstance(msg, StopBroker):
             self._stop(sender)
         elif isinstance(msg, RemotingStopped):
@@ -559,27 +613,54 @@ class BrokerControllerActor(WatchingActor):
         self.state = "failed"
 
     # replicated state
-    def _on_events(self, msg: BrokerEventBatch) -> None:
+    def _on_events(self, origin: str, events: list[Any], forward_them: bool) -> None:
+        """Apply events; forward them unless the RemotingServer already delivered them."""
         t = now_ms()
         try:
-            forward, register = self.core.route_events(msg.events, msg.origin, t)
+            forward, register = self.core.route_events(events, origin, t)
         except Exception:
-            log.exception("controller failed applying events from %s", msg.origin)
+            log.exception("controller failed applying events from %s", origin)
             return
-        for group, events in forward.items():
-            if group in self.processors and events:
-                self.send(self.processors[group], BrokerEventBatch(msg.origin, events))
+        if forward_them:
+            for group, evs in forward.items():
+                if group in self.processors and evs:
+                    self.send(self.processors[group], BrokerEventBatch(origin, evs))
+        take = getattr(self.core, "take_barriers", None)
+        barriers = list(take()) if callable(take) else []
+        waits: list[tuple[Any, int]] = []
         if register and self.state == "running":
-            self._register(first=False)
+            waits = self._register(first=False)
+        if barriers:
+            self.barriers.append((waits, barriers))
+            self._check_barriers()
+
+    def _check_barriers(self) -> None:
+        """Release held replies whose registration every live name server has answered."""
+        if not self.barriers:
+            return
+        live = set(map(id, self.ns_conns.values()))
+        keep = []
+        for waits, tokens in self.barriers:
+            done = all(c.closed or id(c) not in live or c.answered >= n for c, n in waits)
+            if not done:
+                keep.append((waits, tokens))
+                continue
+            for origin, token in tokens:
+                if origin in self.processors:
+                    self.send(self.processors[origin], ReleaseBarrier(token))
+        self.barriers = keep
 
     # name servers
-    def _register(self, first: bool) -> None:
+    def _register(self, first: bool) -> list[tuple[Any, int]]:
+        """Send REGISTER_BROKER to every name server; (conn, its request count) to wait for."""
         try:
             requests = self.core.register_requests(now_ms())
         except Exception:
             log.exception("building REGISTER_BROKER failed")
-            return
+            return []
         self._send_ns(requests)
+        addrs = {addr for addr, _cmd in requests}
+        return [(c, c.sent) for a, c in self.ns_conns.items() if a in addrs]
 
     def _send_ns(self, requests: list[tuple[str, Any]]) -> int:
         sent = 0
@@ -594,6 +675,7 @@ class BrokerControllerActor(WatchingActor):
                     continue
                 self.ns_conns[addr] = conn
             conn.out += cmd.encode()
+            conn.sent += 1
             sent += 1
         self._flush_ns()
         return sent
@@ -609,6 +691,8 @@ class BrokerControllerActor(WatchingActor):
         if pending:
             self.schedule("ns-flush", 20)
         self._watch_fds = [c.fd for c in self.ns_conns.values()]
+        if self.barriers:
+            self._check_barriers()
 
     def on_ready(self, fds: list[int]) -> None:
         for addr, conn in list(self.ns_conns.items()):
@@ -620,8 +704,10 @@ class BrokerControllerActor(WatchingActor):
                 self.ns_conns.pop(addr, None)
                 continue
             for frame in frames:
+                conn.answered += 1
                 self._on_ns_response(addr, frame)
         self._flush_ns()
+        self._check_barriers()
 
     def _on_ns_response(self, addr: str, frame: Any) -> None:
         from protocol.command import RemotingCommand

@@ -16,14 +16,17 @@ from actors.remoting.router import RouteError, RouteTable, request_code
 from actors.runtime.channel import (
     CLOSE_CONN,
     CONN_CLOSED,
+    EVENTS,
     REPLY,
     Channel,
     ChannelError,
+    add_apply,
     add_conn_record,
     add_request,
     connect_channel,
 )
 from actors.runtime.messages import (
+    EventsApplied,
     RemotingReady,
     RemotingStartFailed,
     RemotingStopped,
@@ -36,6 +39,7 @@ from actors.runtime.watch import WatchingActor
 log = logging.getLogger(__name__)
 
 FLUSH_RETRY_MS = 1.0
+EVENTS_TO_CONTROLLER_MS = 5.0  # the controller only persists and registers: batch its copies
 
 
 class RemotingServer(WatchingActor):
@@ -53,10 +57,13 @@ class RemotingServer(WatchingActor):
         self.dirty: set[Channel] = set()
         self.sweep_ms = 10_000.0
         self._seen_changes = -1
+        self.controller: Any = None  # who sent StartRemoting: replicated events go there too
+        self.to_controller: list[EventsApplied] = []
 
     # -- control ------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartRemoting):
+            self.controller = sender
             try:
                 port = self._start(msg)
             except Exception as exc:
@@ -66,6 +73,7 @@ class RemotingServer(WatchingActor):
                 return
             self.send(sender, RemotingReady(port))
         elif isinstance(msg, StopRemoting):
+            self._send_events()
             self._close_everything()
             self.send(sender, RemotingStopped())
 
@@ -85,6 +93,7 @@ class RemotingServer(WatchingActor):
         return port
 
     def on_exit(self) -> None:
+        self._send_events()
         self._close_everything()
 
     def _close_everything(self) -> None:
@@ -170,9 +179,27 @@ class RemotingServer(WatchingActor):
                 server.send(rec[1], rec[2])
             elif rtype == CLOSE_CONN:
                 server.close(rec[1], "processor asked")
+            elif rtype == EVENTS:
+                self._forward_events(rec[1], rec[2], rec[3])
         if ch.closed:
             self.by_fd.pop(ch.fd, None)
             self._refresh_fds(force=True)
+
+    def _forward_events(self, origin: str, by_group: dict[str, bytes], full: bytes) -> None:
+        """Copy events into their audience's channels (ahead of the replies that follow)."""
+        for group, blob in by_group.items():
+            ch = self.group_channel.get(group)
+            if ch is not None and not ch.closed:
+                add_apply(ch.out, blob)
+                self.dirty.add(ch)
+        self.to_controller.append(EventsApplied(origin, bytes(full)))
+        self.schedule("events", EVENTS_TO_CONTROLLER_MS)
+
+    def _send_events(self) -> None:
+        if self.to_controller and self.controller is not None:
+            batch, self.to_controller = self.to_controller, []
+            for msg in batch:
+                self.send(self.controller, msg)
 
     def _flush(self, now: float) -> None:
         pending = False
@@ -190,6 +217,8 @@ class RemotingServer(WatchingActor):
 
     def on_timer(self, key: str) -> None:
         now = time.monotonic()
+        if key == "events":
+            self._send_events()
         if self.server is None:
             return
         if key == "idle":

@@ -18,6 +18,13 @@ Record layout (big-endian), one after another on a stream socket:
                    list means "re-check every held pull against the store now"
        HOLDS       B 1/0: the pull actor has / has no held pulls (pull actor -> send actor,
                    sent on change; the send actor skips notices while there are none)
+       EVENTS      msgpack [origin, {group: pickled event list}, pickled full list]
+                   (processor -> RemotingServer, written before the replies of its batch)
+       APPLY       pickled event list (RemotingServer -> the processors of its AUDIENCE)
+
+Causal replication: a processor writes the events of a batch ahead of that batch's replies;
+the RemotingServer copies them into the audience processors' channels before it writes those
+replies to the clients, so any later request of a client that saw a reply queues behind them.
 
 Readers take everything available in one readiness pass; writers append to an out buffer
 and flush it with one send per pass. Sockets are non-blocking both ways: what the kernel
@@ -29,6 +36,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import pickle
 import socket
 import struct
 from typing import Any, Final
@@ -43,6 +51,8 @@ CONN_CLOSED: Final = 3
 CLOSE_CONN: Final = 4
 NOTICES: Final = 5
 HOLDS: Final = 6
+EVENTS: Final = 7
+APPLY: Final = 8
 
 REC_LEN = struct.Struct(">I")
 REQUEST_HDR = struct.Struct(
@@ -138,6 +148,28 @@ def add_holds(out: bytearray, holding: bool) -> None:
     out.append(1 if holding else 0)
 
 
+def events_record(origin: str, events: list[Any]) -> bytes:
+    """An EVENTS record: the events grouped by audience (origin excluded) plus the full list."""
+    by_group: dict[str, list[Any]] = {}
+    for ev in events:
+        for group in getattr(ev, "AUDIENCE", ()):
+            if group != origin:
+                by_group.setdefault(group, []).append(ev)
+    payload = msgpack.packb(
+        [origin, {g: pickle.dumps(evs, protocol=pickle.HIGHEST_PROTOCOL)
+                  for g, evs in by_group.items()},
+         pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL)],
+        use_bin_type=True,
+    )
+    return TYPE_HDR.pack(1 + len(payload), EVENTS) + payload
+
+
+def add_apply(out: bytearray, blob: Any) -> None:
+    """Append an APPLY record carrying a pickled event list."""
+    out += TYPE_HDR.pack(1 + len(blob), APPLY)
+    out += blob
+
+
 def ip_to_int(ip: str) -> int:
     """Pack a dotted IPv4 string (IPv4-mapped IPv6 accepted) as an unsigned int."""
     if ip.startswith("::ffff:"):
@@ -166,7 +198,8 @@ class RecordDecoder:
         """Return complete records as tuples; frames are memoryviews over immutable bytes.
 
         REQUEST -> (1, conn_id, recv_ns, (ip, port), frame); REPLY -> (2, conn_id, frame);
-        CONN_CLOSED / CLOSE_CONN -> (rtype, conn_id); NOTICES -> (5, list).
+        CONN_CLOSED / CLOSE_CONN -> (rtype, conn_id); NOTICES -> (5, list); HOLDS -> (6, bool);
+        EVENTS -> (7, origin, {group: bytes}, bytes); APPLY -> (8, memoryview).
         """
         buf = self._rest + data if self._rest else data
         view = memoryview(buf)
@@ -205,6 +238,11 @@ class RecordDecoder:
                 append((rtype, conn_id))
             elif rtype == NOTICES:
                 append((NOTICES, msgpack.unpackb(view[pos + 5 : end], use_list=True)))
+            elif rtype == EVENTS:
+                origin, by_group, full = msgpack.unpackb(view[pos + 5 : end], raw=False)
+                append((EVENTS, origin, by_group, full))
+            elif rtype == APPLY:
+                append((APPLY, view[pos + 5 : end]))
             elif rtype == HOLDS:
                 if rest_len != 2:
                     raise ChannelError("bad HOLDS record")

@@ -97,6 +97,21 @@ class BrokerEventBatch:
 
 
 @dataclass(frozen=True)
+class EventsApplied:
+    """RemotingServer -> controller: events already delivered to their audience over channels."""
+
+    origin: str
+    blob: bytes  # pickled list of events
+
+
+@dataclass(frozen=True)
+class ReleaseBarrier:
+    """Controller -> origin ProcessorActor: the name servers have the change; reply now."""
+
+    token: int
+
+
+@dataclass(frozen=True)
 class ShutdownStore:
     """Controller -> send ProcessorActor: flush, checkpoint, remove abort, close."""
 

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from actors.core import ProcessorCore, Request
 from actors.runtime.channel import (
+    APPLY,
     CLOSE_CONN,
     CONN_CLOSED,
     NOTICES,
@@ -98,6 +99,7 @@ class ProcessorHost:
         self.slow_s = slow_s
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
+        self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -170,6 +172,12 @@ class ProcessorHost:
                         self.on_notices(rec[1], time.time_ns() // 1_000_000)
                     except Exception:
                         log.exception("group=%s on_arrival failed", self.group)
+            elif rtype == APPLY:
+                if self.on_apply is not None:
+                    try:
+                        self.on_apply(rec[1], time.time_ns() // 1_000_000)
+                    except Exception:
+                        log.exception("group=%s applying replicated events failed", self.group)
             else:
                 log.warning("group=%s unexpected record type %d", self.group, rtype)
         if out:

@@ -284,6 +284,8 @@ class ClientConn:
         self.decoder = FrameDecoder(max_frame)
         self.out = bytearray()
         self.closed = False
+        self.sent = 0  # requests written (the owner counts them)
+        self.answered = 0  # responses read
         err = self.sock.connect_ex(addr)
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             self.closed = True

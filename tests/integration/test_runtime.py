@@ -136,3 +136,12 @@ def test_real_broker_send_registers_and_routes(local_cluster) -> None:
                 break
             time.sleep(0.1)
     assert f'"127.0.0.1:{port}"'.encode() in body
+
+
+def test_replicated_event_precedes_the_reply_it_caused(local_cluster) -> None:
+    """Causal order: a request sent after an event's reply sees that event, with no waiting."""
+    cluster = local_cluster()
+    with BlockingClient(_addr(cluster)) as cl:
+        for n in range(1, 21):
+            assert cl.invoke(RemotingCommand.request(9998), 10).code == 0  # admin emits a ping
+            assert cl.invoke(RemotingCommand.request(11), 10).ext_fields["pings"] == str(n)

@@ -144,3 +144,25 @@ def test_holds_record_round_trip() -> None:
     add_holds(out, True)
     add_holds(out, False)
     assert RecordDecoder().feed(bytes(out)) == [(HOLDS, True), (HOLDS, False)]
+
+
+def test_events_record_groups_by_audience_and_skips_origin() -> None:
+    import pickle
+
+    from actors.runtime.channel import APPLY, EVENTS, add_apply, events_record
+    from actors.runtime.echo import EchoPing
+
+    rec = events_record("admin", [EchoPing(1), EchoPing(2)])
+    ((rtype, origin, by_group, full),) = RecordDecoder().feed(rec)
+    assert (rtype, origin) == (EVENTS, "admin")
+    assert set(by_group) == {"pull"}
+    assert pickle.loads(by_group["pull"]) == [EchoPing(1), EchoPing(2)]
+    assert pickle.loads(full) == [EchoPing(1), EchoPing(2)]
+    assert events_record("pull", [EchoPing(3)]) != rec
+    ((_, _, only_origin, _),) = RecordDecoder().feed(events_record("pull", [EchoPing(3)]))
+    assert only_origin == {}  # the origin already applied its own events
+    out = bytearray()
+    add_apply(out, by_group["pull"])
+    ((atype, blob),) = RecordDecoder().feed(bytes(out))
+    assert atype == APPLY
+    assert pickle.loads(blob) == [EchoPing(1), EchoPing(2)]
