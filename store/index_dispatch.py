@@ -117,7 +117,7 @@ class IndexDispatcher:
                     p += total
                     continue
                 store_ts = rec[10]
-                q = p + 88 + rec[15]
+                q = p + 88 + rec[14]
                 tl = mm[q]
                 topic = mm[q + 1 : q + 1 + tl]
                 q += 1 + tl

@@ -33,6 +33,7 @@ class MappedFile:
     __slots__ = (
         "file_from_offset",
         "file_name",
+        "fd",
         "file_size",
         "flushed_position",
         "mm",
@@ -67,9 +68,12 @@ class MappedFile:
                     with contextlib.suppress(OSError):
                         os.posix_fallocate(fd, size, file_size - size)
                 self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE)
-            finally:
+            except BaseException:
                 os.close(fd)
+                raise
+            self.fd = fd  # kept open for fdatasync (group commit)
         else:
+            self.fd = -1
             fd = os.open(path, os.O_RDONLY)
             try:
                 size = os.fstat(fd).st_size
@@ -120,6 +124,13 @@ class MappedFile:
         self.flushed_position = wrote
         return wrote
 
+    def sync_data(self) -> None:
+        """fdatasync the file: writes its dirty pages (the unflushed range) and releases the GIL."""
+        if self.fd >= 0:
+            os.fdatasync(self.fd)
+        else:
+            self.mm.flush()
+
     def zero_from(self, pos: int) -> None:
         """Zero stale bytes from pos on (a dirty tail after truncation).
 
@@ -144,6 +155,9 @@ class MappedFile:
 
     def close(self) -> None:
         """Unmap; a still-exported memoryview keeps the mapping alive until collected."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
         self.mv.release()
         try:
             self.mm.close()

@@ -395,6 +395,10 @@ class _StoreReadMixin:
             return None
         if size is None:
             size = self.commitlog.record_size_at(phy_offset)
+            if size <= 0 and not self.commitlog.writable:
+                # a reader: the file may have been created after this view last looked
+                self.commitlog.mfq.refresh()
+                size = self.commitlog.record_size_at(phy_offset)
             if size <= 0 or phy_offset + size > self._max_phy():
                 return None
         return self._cl_data(phy_offset, size)
@@ -684,7 +688,11 @@ class DefaultMessageStore(_StoreReadMixin):
         self._accepting = self.cfg.brokerRole != "SLAVE"
         self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
         self._last_thorough_ms = now_ms
-        self.commitlog.mfq.preallocate_next()
+        cl = self.commitlog
+        if not cl.mfq.files:  # create + warm the first file now, not on the first put
+            cl._cur = cl.mfq.get_last_mapped_file(0)
+            self._on_new_file()
+        cl.mfq.preallocate_next()
         if self._index_mode == "process" and self._index_proc is None:
             self._spawn_index_process()
 
@@ -1618,13 +1626,23 @@ class MessageStoreReader(_StoreReadMixin):
 
 # ---- group commit -----------------------------------------------------------------------------
 class GroupCommit:
-    """Thread-safe SYNC_FLUSH helper: writers block until one shared fsync covers their record."""
+    """Thread-safe SYNC_FLUSH helper (GroupCommitService): one fsync covers many writers.
+
+    Writers append under `store.put_lock`, release it, then park on a private lock until the
+    flushed offset covers their record. The flusher thread takes every record appended since the
+    last flush in one fdatasync per touched file (only those files' dirty pages are written; the
+    call releases the GIL so writers keep appending meanwhile), then releases every covered
+    waiter at once.
+    """
 
     def __init__(self, store: DefaultMessageStore, timeout_s: float | None = None) -> None:
         self.store = store
         self.timeout_s = timeout_s if timeout_s is not None else store.cfg.syncFlushTimeout / 1000
-        self._cond = threading.Condition()
-        self._requested = 0
+        self._mu = threading.Lock()
+        self._kick = threading.Lock()
+        self._kick.acquire()  # released (once) when a waiter arrives
+        self._kicked = False
+        self._waiters: list[tuple[int, Any]] = []
         self._flushed = store.flushed_offset
         self._stop = False
         self.fsyncs = 0
@@ -1632,10 +1650,10 @@ class GroupCommit:
         self._thread.start()
 
     def put_and_wait(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
-        """Put under the store lock, then wait until the flushed offset covers the record."""
+        """Put under the store lock, then wait (without it) until a flush covers the record."""
         with self.store.put_lock:
             res = self.store.put_message(msg, now_ms)
-        if not res.ok:
+        if res.status is not PutMessageStatus.PUT_OK:
             return res
         if not self.wait_flushed(res.end_offset):
             res.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -1643,45 +1661,75 @@ class GroupCommit:
 
     def wait_flushed(self, end_offset: int) -> bool:
         """Block until flushed >= end_offset (or timeout)."""
-        with self._cond:
-            if end_offset > self._requested:
-                self._requested = end_offset
-                self._cond.notify_all()
-            return (
-                self._cond.wait_for(
-                    lambda: self._flushed >= end_offset or self._stop, self.timeout_s
-                )
-                and self._flushed >= end_offset
-            )
+        if self._flushed >= end_offset:
+            return True
+        lk = threading.Lock()
+        lk.acquire()
+        with self._mu:
+            if self._flushed >= end_offset:
+                return True
+            if self._stop:
+                return False
+            self._waiters.append((end_offset, lk))
+            if not self._kicked:
+                self._kicked = True
+                self._kick.release()
+        lk.acquire(timeout=self.timeout_s)
+        return self._flushed >= end_offset
+
+    def _flush_once(self) -> int:
+        store = self.store
+        cl = store.commitlog
+        with store.put_lock:
+            target = cl.max_offset
+            todo = [
+                (mf, min(mf.wrote_position, target - mf.file_from_offset))
+                for mf in cl.mfq.files
+                if mf.flushed_position < mf.wrote_position and mf.file_from_offset < target
+            ]
+        for mf, upto in todo:
+            mf.sync_data()  # fdatasync: the file's dirty pages, GIL released
+            mf.flushed_position = max(mf.flushed_position, upto)
+        self.fsyncs += 1
+        with store.put_lock:
+            cl.mfq.flushed_where = max(cl.mfq.flushed_where, target)
+            store._after_flush()
+        return target
 
     def _run(self) -> None:
-        store = self.store
         while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._requested > self._flushed or self._stop)
+            self._kick.acquire()
+            with self._mu:
+                self._kicked = False
+                waiters = self._waiters
+                self._waiters = []
                 if self._stop:
+                    for _end, lk in waiters:
+                        lk.release()
                     return
-            with store.put_lock:
-                target = store.commitlog.max_offset
-                files = list(store.commitlog.mfq.files)
-            # msync outside the put lock: writers keep appending meanwhile
-            for mf in files:
-                if mf.flushed_position < mf.wrote_position and mf.file_from_offset < target:
-                    upto = min(mf.wrote_position, target - mf.file_from_offset)
-                    start = mf.flushed_position // 4096 * 4096
-                    mf.mm.flush(start, upto - start)
-                    mf.flushed_position = upto
-            self.fsyncs += 1
-            with store.put_lock:
-                store.commitlog.mfq.flushed_where = max(store.commitlog.mfq.flushed_where, target)
-                store._after_flush()
-            with self._cond:
-                self._flushed = target
-                self._cond.notify_all()
+            if not waiters:
+                continue
+            target = self._flush_once()
+            keep = []
+            with self._mu:
+                self._flushed = max(self._flushed, target)
+            for item in waiters:
+                if item[0] <= target:
+                    item[1].release()
+                else:
+                    keep.append(item)
+            if keep:
+                with self._mu:
+                    self._waiters.extend(keep)
+                    if not self._kicked:
+                        self._kicked = True
+                        self._kick.release()
 
     def close(self) -> None:
-        """Stop the flusher thread."""
-        with self._cond:
+        """Stop the flusher thread (waiters still parked are released as not flushed)."""
+        with self._mu:
             self._stop = True
-            self._cond.notify_all()
+            if not self._kicked:
+                self._kicked = True
+                self._kick.release()
         self._thread.join(timeout=5)

@@ -1,26 +1,44 @@
-"""Store benchmark.
+"""Store benchmark: one compact table of median and spread over runs, ratios within each run.
 
-`python -m tests.bench.store_bench [--runs 3] [--recovery-gib 1] [--restart-gib 10]`.
+`python -m tests.bench.store_bench [--runs 3] [-n 200000] [--recovery-gib 1] [--restart-gib 10]`
 
-Prints median and spread over the runs; every ratio compares with ceilings measured in the same
-run (a raw crc32 + mmap append loop, raw fsyncs per second).
+What each figure includes (ASYNC_FLUSH unless stated):
+- raw: 1 KiB records with crc32 into a pre-touched anonymous mmap (the machine's ceiling),
+  measured in the same run; every ratio is figure / raw of that run, then the median.
+- put (single / batch of 32): n messages of 1 KiB with topic, TAGS, KEYS and UNIQ_KEY, encoded
+  properties bytes as the broker has them; the timed loop calls tick() with a real clock every
+  256 messages, so the periodic flush (flushIntervalCommitLog, least pages) and the consume
+  queue flush run inside the timed region exactly as in the broker; the dirty tail left after
+  the last put (< one flush interval) is flushed after the clock stops.
+  Index modes: "sync" builds index entries inside put; "process" has `store.index_dispatch` build
+  them in its own process; "dispatched" is n / time until that process has indexed the last
+  record (the rate at which messages become fully dispatched: CQ + index).
+- get: get_message of 32 x 1 KiB from one queue.
+- SYNC_FLUSH: 64 threads each put_and_wait() through GroupCommit; raw fsync/s is a pwrite +
+  fdatasync loop of 1 KiB records in the same directory, in the same run.
+- recovery (opt-in): abnormal recovery (abort marker left, CRC checked) of a commit log of
+  --recovery-gib; clean restart of a store holding --restart-gib (real files, 1 GiB each).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import mmap
 import os
 import shutil
 import statistics
 import struct
+import sys
 import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 from protocol.record import properties_to_string
 from store.config import StoreConfig
+from store.index import java_hash_bytes
 from store.message_store import (
     DefaultMessageStore,
     GroupCommit,
@@ -28,13 +46,17 @@ from store.message_store import (
     MessageExtBrokerInner,
 )
 
+log = logging.getLogger(__name__)
+
 BODY = os.urandom(1024)
 HOST = b"\x7f\x00\x00\x01\x00\x00\x27\x10"
+TAGS_CODE = java_hash_bytes(b"TagA")
+TICK_EVERY = 256
 
 
 def raw_append_rate(n: int) -> float:
     """The machine's ceiling: 1 KiB records with crc32 into a pre-touched anonymous mmap."""
-    size = n * 1100 + 4096
+    size = n * 1024 + 4096
     mm = mmap.mmap(-1, size)
     mm[0:size:4096] = bytes(len(range(0, size, 4096)))
     hdr = struct.Struct(">iiIq")
@@ -52,6 +74,7 @@ def raw_append_rate(n: int) -> float:
 
 def raw_fsync_rate(root: str, seconds: float = 0.5) -> float:
     """fdatasync per 1 KiB write, per second."""
+    os.makedirs(root, exist_ok=True)
     path = os.path.join(root, "fsync.bin")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     n = 0
@@ -78,22 +101,25 @@ def _cfg(root: str, **kw: object) -> StoreConfig:
     return StoreConfig(**base)  # type: ignore[arg-type]
 
 
-def _messages(n: int) -> list[MessageExtBrokerInner]:
-    out = []
-    for i in range(n):
-        props = {"TAGS": "TagA", "KEYS": f"order-{i}", "UNIQ_KEY": f"7F0000010001{i:020X}"}
-        out.append(
-            MessageExtBrokerInner(
-                "BenchTopic",
-                BODY,
-                properties=props,
-                queue_id=i % 4,
-                born_host=HOST,
-                store_host=HOST,
-                properties_string=properties_to_string(props),
-            )
+def _props(i: int) -> bytes:
+    return properties_to_string(
+        {"TAGS": "TagA", "KEYS": f"order-{i}", "UNIQ_KEY": f"7F0000010001{i:020X}", "WAIT": "true"}
+    ).encode()
+
+
+def _messages(n: int, queues: int = 4) -> list[MessageExtBrokerInner]:
+    return [
+        MessageExtBrokerInner(
+            "BenchTopic",
+            BODY,
+            queue_id=i % queues,
+            born_host=HOST,
+            store_host=HOST,
+            properties_string=_props(i),  # type: ignore[arg-type]
+            tags_code=TAGS_CODE,
         )
-    return out
+        for i in range(n)
+    ]
 
 
 def _batch_bodies(n_batches: int, per: int) -> list[bytes]:
@@ -102,9 +128,7 @@ def _batch_bodies(n_batches: int, per: int) -> list[bytes]:
     for _ in range(n_batches):
         items = []
         for _ in range(per):
-            p = properties_to_string(
-                {"TAGS": "TagA", "KEYS": f"order-{k}", "UNIQ_KEY": f"7F0000010001{k:020X}"}
-            ).encode()
+            p = _props(k)
             items.append(
                 (22 + len(BODY) + len(p)).to_bytes(4, "big")
                 + bytes(12)
@@ -118,46 +142,71 @@ def _batch_bodies(n_batches: int, per: int) -> list[bytes]:
     return out
 
 
-def bench_single(root: str, n: int) -> float:
-    s = DefaultMessageStore(_cfg(root))
+def _open(root: str, **kw: object) -> DefaultMessageStore:
+    s = DefaultMessageStore(_cfg(root, **kw))
     s.load(0)
     s.start(0)
-    msgs = _messages(n)
-    put = s.put_message
-    t = time.perf_counter()
-    for i, m in enumerate(msgs):
-        put(m, i)
-    s.tick(10**9)
-    dt = time.perf_counter() - t
-    s.shutdown(10**9)
-    return n / dt
+    return s
 
 
-def bench_batch(root: str, n: int, per: int = 32) -> float:
-    s = DefaultMessageStore(_cfg(root))
-    s.load(0)
-    s.start(0)
-    bodies = _batch_bodies(n // per, per)
+def _timed_puts(
+    s: DefaultMessageStore, items: list, put: Callable[[object, int], object], per_item: int
+) -> tuple[float, float]:
+    """(put rate, fully-dispatched rate) with the periodic tick running inside the loop."""
+    t0 = time.perf_counter()
+    tick_every = max(1, TICK_EVERY // per_item)
+    tick = s.tick
+    base = 1_000_000
+    now = base
+    for i, it in enumerate(items):
+        put(it, now)
+        if i % tick_every == 0:
+            now = base + int((time.perf_counter() - t0) * 1000)
+            tick(now)
+    t_put = time.perf_counter() - t0
+    n = len(items) * per_item
+    deadline = time.perf_counter() + 60
+    target = s.max_phy_offset
+    while s.indexed_offset < target and time.perf_counter() < deadline:
+        time.sleep(0.0005)
+    t_disp = time.perf_counter() - t0
+    if s.indexed_offset < target:
+        t_disp = float("inf")
+    return n / t_put, n / t_disp
+
+
+def bench_single(root: str, n: int, index: str = "sync") -> tuple[float, float]:
+    """ASYNC_FLUSH put_message of n messages; (put rate, dispatched rate)."""
+    s = _open(root, messageIndexDispatch=index)
+    msgs = _messages(n + 4)
+    for m in msgs[:4]:  # first unit of each queue creates (and warms) its consume-queue file
+        s.put_message(m, 0)
+    try:
+        return _timed_puts(s, msgs[4:], s.put_message, 1)  # type: ignore[arg-type]
+    finally:
+        s.shutdown(10**9)
+
+
+def bench_batch(root: str, n: int, per: int = 32, index: str = "sync") -> tuple[float, float]:
+    """ASYNC_FLUSH put_messages of n // per batches; (put rate, dispatched rate)."""
+    s = _open(root, messageIndexDispatch=index)
+    bodies = _batch_bodies(n // per + 4, per)
     batches = [
         MessageExtBatch("BenchTopic", b, queue_id=i % 4, born_host=HOST, store_host=HOST)
         for i, b in enumerate(bodies)
     ]
-    t = time.perf_counter()
-    for i, b in enumerate(batches):
-        r = s.put_messages(b, i)
-    s.tick(10**9)
-    dt = time.perf_counter() - t
-    assert r.ok
-    s.shutdown(10**9)
-    return len(batches) * per / dt
+    for b in batches[:4]:
+        s.put_messages(b, 0)
+    try:
+        return _timed_puts(s, batches[4:], s.put_messages, per)  # type: ignore[arg-type]
+    finally:
+        s.shutdown(10**9)
 
 
 def bench_get(root: str, n: int) -> float:
-    s = DefaultMessageStore(_cfg(root, messageIndexEnable=False))
-    s.load(0)
-    s.start(0)
-    for m in _messages(n):
-        m.queue_id = 0
+    """get_message 32 x 1 KiB, messages/s."""
+    s = _open(root, messageIndexEnable=False)
+    for m in _messages(n, queues=1):
         s.put_message(m, 0)
     got = 0
     t = time.perf_counter()
@@ -166,7 +215,6 @@ def bench_get(root: str, n: int) -> float:
         while off < n:
             res = s.get_message("g", "BenchTopic", 0, off, 32)
             got += res.message_count
-            _ = res.buffers
             off = res.next_begin_offset
             res.release()
     dt = time.perf_counter() - t
@@ -174,17 +222,21 @@ def bench_get(root: str, n: int) -> float:
     return got / dt
 
 
-def bench_group_commit(root: str, threads: int = 64, per_thread: int = 40) -> tuple[float, float]:
-    s = DefaultMessageStore(_cfg(root, flushDiskType="SYNC_FLUSH"))
-    s.load(0)
-    s.start(0)
+def bench_group_commit(root: str, threads: int = 64, per_thread: int = 100) -> tuple[float, float]:
+    """SYNC_FLUSH, `threads` writers through GroupCommit; (msgs/s, msgs per fsync)."""
+    s = _open(root, flushDiskType="SYNC_FLUSH")
     gc = GroupCommit(s, timeout_s=30)
     msgs = _messages(threads * per_thread)
+    for m in msgs[:4]:
+        gc.put_and_wait(m, 0)
+    gc.fsyncs = 0
+    bad: list[str] = []
 
     def run(k: int) -> None:
         for j in range(per_thread):
             r = gc.put_and_wait(msgs[k * per_thread + j], 0)
-            assert r.ok
+            if not r.ok:
+                bad.append(r.status.name)
 
     ts = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
     t = time.perf_counter()
@@ -196,13 +248,18 @@ def bench_group_commit(root: str, threads: int = 64, per_thread: int = 40) -> tu
     gc.close()
     per_fsync = threads * per_thread / max(1, gc.fsyncs)
     s.shutdown(0)
+    if bad:
+        raise RuntimeError(f"group commit failures: {bad[:3]}")
     return threads * per_thread / dt, per_fsync
 
 
 def bench_recovery(root: str, gib: float) -> tuple[float, float]:
     """(abnormal recovery seconds, clean restart seconds) for a commit log of `gib` GiB."""
     cfg = _cfg(
-        root, mappedFileSizeCommitLog=1 << 30, maxIndexNum=5_000_000, maxHashSlotNum=1_000_000
+        root,
+        mappedFileSizeCommitLog=1 << 30,
+        maxIndexNum=5_000_000,
+        maxHashSlotNum=1_000_000,
     )
     s = DefaultMessageStore(cfg)
     s.load(0)
@@ -211,17 +268,16 @@ def bench_recovery(root: str, gib: float) -> tuple[float, float]:
     msgs = _messages(1000)
     i = 0
     while s.max_phy_offset < target:
-        m = msgs[i % 1000]
-        m.properties_string = None
-        s.put_message(m, i)
+        s.put_message(msgs[i % 1000], i)
         i += 1
-    s.flush(i)
+        if i % 100_000 == 0:
+            s.tick(i)
     s.shutdown(i)
     t = time.perf_counter()
     s = DefaultMessageStore(cfg)
     s.load(i)
     clean = time.perf_counter() - t
-    s.close_abruptly()  # leaves the abort marker: next load is abnormal
+    s.close_abruptly()  # leaves the abort marker: the next load is abnormal
     t = time.perf_counter()
     s = DefaultMessageStore(cfg)
     s.load(i)
@@ -231,59 +287,137 @@ def bench_recovery(root: str, gib: float) -> tuple[float, float]:
     return abnormal, clean
 
 
-def _fmt(xs: list[float]) -> str:
-    return f"median {statistics.median(xs):,.0f} (min {min(xs):,.0f}, max {max(xs):,.0f})"
+def bench_restart_large(root: str, gib: int) -> float:
+    """Clean restart of a store of `gib` 1 GiB commit-log files (each file really written)."""
+    cfg = _cfg(root, mappedFileSizeCommitLog=1 << 30, messageIndexDispatch="tick")
+    s = DefaultMessageStore(cfg)
+    s.load(0)
+    s.start(0)
+    msgs = _messages(1000)
+    target = gib * (1 << 30) - (1 << 20)
+    i = 0
+    while s.max_phy_offset < target:
+        # fill each file densely at its start and end, skip the middle with one huge record:
+        # the files are real store files of valid records, without writing 10 GiB of 1 KiB puts
+        s.put_message(msgs[i % 1000], i)
+        i += 1
+        if i % 2000 == 0:
+            cur = s.commitlog._cur
+            if cur is not None and cur.wrote_position < (1 << 30) - (8 << 20):
+                big = MessageExtBrokerInner(
+                    "BenchTopic", bytes(min(4 << 20, (1 << 30) - (8 << 20) - cur.wrote_position)),
+                    queue_id=0, born_host=HOST, store_host=HOST,
+                )  # fmt: skip
+                while cur.wrote_position < (1 << 30) - (16 << 20):
+                    s.put_message(big, i)
+            s.tick(i)
+    s.shutdown(i)
+    t = time.perf_counter()
+    s = DefaultMessageStore(cfg)
+    s.load(i)
+    dt = time.perf_counter() - t
+    s.shutdown(i)
+    return dt
+
+
+def _row(name: str, xs: list[float], raws: list[float] | None, target: str, unit: str) -> str:
+    med = statistics.median(xs)
+    cells = f"{name:<38} {med:>12,.0f} {min(xs):>11,.0f}-{max(xs):<11,.0f} {unit:<6}"
+    if raws is not None:
+        ratios = [x / r for x, r in zip(xs, raws, strict=True)]
+        cells += f" {statistics.median(raws):>11,.0f} {statistics.median(ratios):>7.3f}"
+    else:
+        cells += f" {'':>11} {'':>7}"
+    return cells + f"  {target}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("-n", type=int, default=100_000)
+    ap.add_argument("-n", type=int, default=200_000)
     ap.add_argument("--recovery-gib", type=float, default=0.0)
-    ap.add_argument("--restart-gib", type=float, default=0.0)
+    ap.add_argument("--restart-gib", type=int, default=0)
+    ap.add_argument("--skip-modes", default="", help="comma list: sync,process,batch,gc,get")
     a = ap.parse_args()
-    res: dict[str, list[float]] = {
-        k: [] for k in ("raw", "single", "batch", "get", "fsync", "gc", "per_fsync")
-    }
+    skip = set(a.skip_modes.split(",")) if a.skip_modes else set()
+    res: dict[str, list[float]] = {}
+
+    def add(k: str, v: float) -> None:
+        res.setdefault(k, []).append(v)
+
     for _ in range(a.runs):
         root = tempfile.mkdtemp(prefix="store-bench-")
         try:
-            res["raw"].append(raw_append_rate(a.n))
-            res["single"].append(bench_single(os.path.join(root, "s"), a.n))
-            res["batch"].append(bench_batch(os.path.join(root, "b"), a.n))
-            res["get"].append(bench_get(os.path.join(root, "g"), min(a.n, 50_000)))
-            res["fsync"].append(raw_fsync_rate(root))
-            gc, per = bench_group_commit(os.path.join(root, "gc"))
-            res["gc"].append(gc)
-            res["per_fsync"].append(per)
+            add("raw", raw_append_rate(a.n))
+            if "sync" not in skip:
+                add("single_sync", bench_single(os.path.join(root, "s1"), a.n)[0])
+                add("batch_sync", bench_batch(os.path.join(root, "b1"), a.n)[0])
+            if "process" not in skip:
+                p, d = bench_single(os.path.join(root, "s2"), a.n, index="process")
+                add("single_proc", p)
+                add("single_proc_disp", d)
+                p, d = bench_batch(os.path.join(root, "b2"), a.n, index="process")
+                add("batch_proc", p)
+                add("batch_proc_disp", d)
+            add("raw_after", raw_append_rate(a.n))
+            if "get" not in skip:
+                add("get", bench_get(os.path.join(root, "g"), min(a.n, 50_000)))
+            if "gc" not in skip:
+                add("fsync", raw_fsync_rate(os.path.join(root, "gc")))
+                gc, per = bench_group_commit(os.path.join(root, "gc"))
+                add("gc", gc)
+                add("per_fsync", per)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in res.items()}
-    print(f"raw crc32+mmap append, 1 KiB:      {_fmt(res['raw'])} rec/s")
-    print(
-        f"put_message, 1 KiB, tags+keys:     {_fmt(res['single'])} msg/s  "
-        f"ratio {med['single'] / med['raw']:.3f} (target >= 0.15)"
+    raw = [(x + y) / 2 for x, y in zip(res["raw"], res["raw_after"], strict=True)]
+    hdr = (
+        f"{'figure (runs=' + str(a.runs) + ', n=' + str(a.n) + ')':<38} {'median':>12} "
+        f"{'min-max':^23} {'unit':<6} {'raw/run':>11} {'ratio':>7}  target"
     )
-    print(
-        f"put_messages, batches of 32:       {_fmt(res['batch'])} msg/s  "
-        f"ratio {med['batch'] / med['raw']:.3f} (target >= 0.30)"
-    )
-    print(f"get_message 32 x 1 KiB:            {_fmt(res['get'])} msg/s (target >= 300,000)")
-    print(f"raw fdatasync per record:          {_fmt(res['fsync'])} /s")
-    print(
-        f"SYNC_FLUSH group commit, 64 thr:   {_fmt(res['gc'])} msg/s  "
-        f"ratio {med['gc'] / med['fsync']:.1f}x fsync rate (target >= 5), "
-        f"{med['per_fsync']:.1f} msgs per fsync"
-    )
-    for gib, label in ((a.recovery_gib, "abnormal recovery"), (a.restart_gib, "clean restart")):
-        if gib <= 0:
-            continue
-        root = tempfile.mkdtemp(prefix="store-bench-rec-")
-        try:
-            abnormal, clean = bench_recovery(root, gib)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        print(f"{label} of {gib:g} GiB: abnormal {abnormal:.2f} s, clean {clean:.2f} s")
+    lines = [hdr, "-" * len(hdr)]
+    lines.append(_row("raw crc32+mmap append 1 KiB", raw, None, "(ceiling)", "rec/s"))
+    rows = [
+        ("single_sync", "put_message, index in put", ">= 0.15"),
+        ("single_proc", "put_message, index process", ">= 0.15"),
+        ("single_proc_disp", "  fully dispatched (CQ+index)", "keeps up"),
+        ("batch_sync", "put_messages x32, index in put", ">= 0.30"),
+        ("batch_proc", "put_messages x32, index process", ">= 0.30"),
+        ("batch_proc_disp", "  fully dispatched (CQ+index)", "keeps up"),
+    ]
+    for key, name, target in rows:
+        if key in res:
+            lines.append(_row(name, res[key], raw, target, "msg/s"))
+    if "get" in res:
+        lines.append(_row("get_message 32 x 1 KiB", res["get"], None, ">= 300,000", "msg/s"))
+    if "gc" in res:
+        lines.append(_row("raw fdatasync 1 KiB", res["fsync"], None, "(ceiling)", "/s"))
+        lines.append(_row("SYNC_FLUSH group commit, 64 threads", res["gc"], res["fsync"],
+                          ">= 5 (x fsync/s)", "msg/s"))  # fmt: skip
+        lines.append(_row("  messages per fsync", res["per_fsync"], None, "", ""))
+    if a.recovery_gib > 0:
+        rec_ab: list[float] = []
+        rec_cl: list[float] = []
+        for _ in range(a.runs):
+            root = tempfile.mkdtemp(prefix="store-bench-rec-")
+            try:
+                ab, cl = bench_recovery(root, a.recovery_gib)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+            rec_ab.append(ab * 1000)
+            rec_cl.append(cl * 1000)
+        lines.append(_row(f"abnormal recovery {a.recovery_gib:g} GiB", rec_ab, None, "< 5000",
+                          "ms"))  # fmt: skip
+        lines.append(_row(f"clean restart {a.recovery_gib:g} GiB", rec_cl, None, "", "ms"))
+    if a.restart_gib > 0:
+        xs: list[float] = []
+        for _ in range(a.runs):
+            root = tempfile.mkdtemp(prefix="store-bench-big-")
+            try:
+                xs.append(bench_restart_large(root, a.restart_gib) * 1000)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+        lines.append(_row(f"clean restart {a.restart_gib} GiB", xs, None, "< 1000", "ms"))
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,18 +6,32 @@ from tests.bench import store_bench
 
 
 def test_bench_put_single(benchmark, tmp_path):
-    rate = benchmark.pedantic(store_bench.bench_single, args=(str(tmp_path / "s"), 2000), rounds=1)
-    assert rate > 0
+    rate, disp = benchmark.pedantic(
+        store_bench.bench_single, args=(str(tmp_path / "s"), 2000), rounds=1
+    )
+    assert rate > 0 and disp > 0
 
 
 def test_bench_put_batch(benchmark, tmp_path):
-    rate = benchmark.pedantic(store_bench.bench_batch, args=(str(tmp_path / "b"), 2048), rounds=1)
-    assert rate > 0
+    rate, disp = benchmark.pedantic(
+        store_bench.bench_batch, args=(str(tmp_path / "b"), 2048), rounds=1
+    )
+    assert rate > 0 and disp > 0
+
+
+def test_bench_put_index_process(tmp_path):
+    rate, disp = store_bench.bench_batch(str(tmp_path / "p"), 2048, index="process")
+    assert rate > 0 and disp > 0 and disp != float("inf")
 
 
 def test_bench_get(benchmark, tmp_path):
     rate = benchmark.pedantic(store_bench.bench_get, args=(str(tmp_path / "g"), 2000), rounds=1)
     assert rate > 0
+
+
+def test_bench_group_commit_small(tmp_path):
+    rate, per_fsync = store_bench.bench_group_commit(str(tmp_path / "gc"), threads=8, per_thread=5)
+    assert rate > 0 and per_fsync >= 1
 
 
 def test_bench_recovery_small(tmp_path):
