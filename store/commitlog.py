@@ -19,7 +19,7 @@ from typing import Final, NamedTuple
 from protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
-    V4_FIXED_SIZE,
+    RECORD_V4_HEAD,
     RecordError,
     decode_record_fields,
     encode_record_into,
@@ -29,27 +29,8 @@ from store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-# The IPv4/IPv4 fixed part of a record (protocol/record.py) with each host as raw 8 bytes, so
-# the hot path packs a whole header in one call from pack_host() output.
-RECORD_V4 = struct.Struct(
-    ">i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-    "8s"  # BORNHOST ip + port
-    "q"  # STORETIMESTAMP
-    "8s"  # STOREHOSTADDRESS ip + port
-    "i"  # RECONSUMETIMES
-    "q"  # PREPAREDTRANSACTIONOFFSET
-    "i"  # body length
-)
-assert RECORD_V4.size == V4_FIXED_SIZE
-_HEAD = struct.Struct(">iiiiiqqiq")  # totalsize .. borntimestamp
+# Record layout: protocol/record.py (RECORD_V4_HEAD packs the whole IPv4/IPv4 fixed part).
+RECORD_V4 = RECORD_V4_HEAD
 _TOTAL_MAGIC = struct.Struct(">ii")
 _BLANK = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
@@ -322,6 +303,81 @@ class CommitLog:
             props,
         )
         return total, req
+
+    def scan(self, start: int, check_crc: bool, ts_mark: int) -> tuple[int, int, int]:
+        """Validate records from start without building objects (abnormal recovery).
+
+        One unpack_from per record on the file's memoryview and crc32 of a zero-copy slice.
+        Returns (valid end offset, last store timestamp or -1, phy of the first record stored
+        at or after ts_mark, or the end when none is).
+        """
+        files = self.mfq.files
+        idx = next(
+            (i for i, mf in enumerate(files) if mf.file_from_offset <= start < mf.file_end_offset),
+            None,
+        )
+        if idx is None:
+            return start, -1, start
+        unpack = RECORD_V4_HEAD.unpack_from
+        unpack_tm = _TOTAL_MAGIC.unpack_from
+        i16 = _I16.unpack_from
+        i32 = _I32.unpack_from
+        i64 = _I64.unpack_from
+        last_ts = -1
+        mark = -1
+        pos = start - files[idx].file_from_offset
+        end = start
+        while idx < len(files):
+            mf = files[idx]
+            mv = mf.mv
+            size = len(mv)
+            base = mf.file_from_offset
+            next_file = False
+            while pos + 8 <= size:
+                total, magic = unpack_tm(mv, pos)
+                if magic != MESSAGE_MAGIC_CODE:
+                    next_file = magic == BLANK_MAGIC_CODE and idx + 1 < len(files)
+                    break
+                rend = pos + total
+                if total < 91 or rend > size:
+                    break
+                if pos + 88 <= size:
+                    rec = unpack(mv, pos)
+                    sys_flag = rec[7]
+                else:
+                    break
+                if rec[6] != base + pos:
+                    log.warning("phy offset mismatch at=%d", base + pos)
+                    break
+                if sys_flag & 0x30:
+                    p = pos + 48 + (20 if sys_flag & 0x10 else 8)
+                    ts = i64(mv, p)[0]
+                    p += 8 + (20 if sys_flag & 0x20 else 8)
+                    blen = i32(mv, p + 12)[0]
+                    p += 16
+                else:
+                    ts = rec[10]
+                    blen = rec[14]
+                    p = pos + 88
+                if blen < 0 or p + blen + 3 > rend:
+                    break
+                tl = mv[p + blen]
+                q = p + blen + 1 + tl
+                if q + 2 > rend or q + 2 + i16(mv, q)[0] != rend:
+                    break
+                if check_crc and zlib.crc32(mv[p : p + blen]) & 0x7FFFFFFF != rec[2]:
+                    break
+                if mark < 0 and ts >= ts_mark:
+                    mark = base + pos
+                last_ts = ts
+                pos = rend
+                end = base + pos
+            if not next_file:
+                break
+            idx += 1
+            pos = 0
+            end = files[idx].file_from_offset
+        return end, last_ts, (mark if mark >= 0 else end)
 
     def walk(self, start: int, check_crc: bool) -> Iterator[DispatchRequest]:
         """Yield valid records from start; afterwards self.walk_end is the valid end offset."""

@@ -31,9 +31,9 @@ class MappedFile:
     """One fixed-size mmap'd segment of a store file queue."""
 
     __slots__ = (
+        "fd",
         "file_from_offset",
         "file_name",
-        "fd",
         "file_size",
         "flushed_position",
         "mm",

@@ -866,11 +866,13 @@ class DefaultMessageStore(_StoreReadMixin):
             else:
                 idx = max(0, len(files) - 3)
             start = files[idx].file_from_offset
-            for req in cl.walk(start, check_crc):
-                last_ts = req.store_timestamp
-            end = cl.walk_end
+            assert self.checkpoint is not None
+            ts_mark = self.checkpoint.min_timestamp(self.cfg.messageIndexSafe)
+            end, last_ts, mark = cl.scan(start, check_crc, ts_mark)
             if abnormal:
-                reput_from = start
+                # units and index entries of records stored before the checkpoint time are on
+                # disk (StoreCheckpoint): re-dispatch only from there
+                reput_from = mark
             else:
                 reput_from = max(
                     (cq.max_phy_offset for cq in self.consume_queues.values()), default=0
