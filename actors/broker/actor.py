@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 REAL_PERSONALITY = "actors.broker.actor"
 MAX_TICK_MS = 1000.0
+SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
 HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
 
@@ -405,11 +406,15 @@ class ProcessorActor(WatchingActor):
     def _tick(self) -> None:
         delay = MAX_TICK_MS
         if self.core is not None:
+            t0 = time.monotonic()
             try:
                 nxt = self.core.tick(now_ms())
             except Exception:
                 log.exception("group=%s tick failed", self.group)
                 nxt = None
+            spent_ms = (time.monotonic() - t0) * 1000.0
+            if spent_ms > SLOW_TICK_MS:  # requests wait meanwhile (fast failure may answer busy)
+                log.warning("group=%s tick took %.0f ms", self.group, spent_ms)
             if nxt is not None:
                 delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
         self.schedule("tick", delay)
