@@ -731,6 +731,17 @@ class DefaultMessageStore(_StoreReadMixin):
         if proc is None:
             return
         self._index_proc = None
+        if not kill and self.state is not None:
+            # let it index everything written (bounded: ~60 s while it is alive)
+            target = self.commitlog.max_offset
+            for _ in range(12_000):
+                if self.state.get(OFF_INDEX_PHY) >= target:
+                    break
+                try:
+                    proc.wait(timeout=0.005)
+                    break  # it exited on its own; the next start resumes from its progress
+                except subprocess.TimeoutExpired:
+                    pass
         if proc.poll() is None:
             if kill:
                 proc.kill()

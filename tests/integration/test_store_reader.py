@@ -38,7 +38,7 @@ def reader_main(root: str, n: int) -> None:
     from protocol.record import decode_record_fields
     from store.message_store import MessageStoreReader
 
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 170  # bounded; the writer side waits at most 180 s
     while not os.path.exists(os.path.join(root, "state")) and time.monotonic() < deadline:
         time.sleep(0.01)
     rd = MessageStoreReader(_cfg(root))
@@ -69,6 +69,9 @@ def reader_main(root: str, n: int) -> None:
             progressed = True
         if not progressed:
             time.sleep(0.0005)
+    if seen < n:
+        print(f"TIMEOUT seen={seen} offsets={offsets}", flush=True)
+        return
     print(f"OK {seen}", flush=True)
 
 

@@ -1,0 +1,146 @@
+"""Index dispatch modes, encoded-properties puts, group commit and reader file discovery."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from store.message_store import (
+    GroupCommit,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageStoreReader,
+)
+from tests.unit.store.store_helpers import msg, open_store, small_config
+
+
+def _fill(s, n: int, start_ms: int = 1_000) -> list[int]:
+    phys = []
+    for i in range(n):
+        r = s.put_message(msg(keys=f"k{i} common", uniq=f"U{i:06d}", qid=i % 2), start_ms + i)
+        assert r.ok
+        phys.append(r.wrote_offset)
+    return phys
+
+
+@pytest.mark.parametrize("mode", ["sync", "tick", "process"])
+def test_query_by_key_in_every_index_mode(tmp_path, mode):
+    cfg = small_config(str(tmp_path), messageIndexDispatch=mode, maxIndexNum=400)
+    s = open_store(cfg)
+    phys = _fill(s, 60)
+    if mode == "tick":
+        assert s.indexed_offset < s.max_phy_offset  # lagging until tick / query
+        s.tick(5_000)
+    if mode == "process":
+        for _ in range(20_000):  # bounded: the index process catches up in milliseconds
+            if s.indexed_offset >= s.max_phy_offset:
+                break
+            threading.Event().wait(0.001)
+    assert s.indexed_offset == s.max_phy_offset
+    assert s.query_message("T", "k7", 10, 0, 10**13).phy_offsets == [phys[7]]
+    assert s.query_message("T", "U000042", 10, 0, 10**13).phy_offsets == [phys[42]]
+    assert sorted(s.query_message("T", "common", 100, 0, 10**13).phy_offsets) == phys
+    assert s.check() == []
+    s.shutdown(9_000)
+    s = open_store(cfg, 9_000)  # restart: nothing indexed twice, nothing lost
+    if mode == "tick":
+        s.tick(20_000)
+    if mode == "process":
+        for _ in range(20_000):
+            if s.indexed_offset >= s.max_phy_offset:
+                break
+            threading.Event().wait(0.001)
+    _fill(s, 5, 10_000)
+    s.shutdown(30_000)
+    s = open_store(cfg, 30_000)
+    s.tick(40_000)
+    assert s.indexed_offset == s.max_phy_offset  # the index process finished before shutdown
+    assert len(s.query_message("T", "common", 100, 0, 10**13).phy_offsets) == 65
+    assert s.check() == []
+    s.shutdown(40_000)
+
+
+def test_abnormal_recovery_tick_mode_rebuilds_lagging_index(tmp_path):
+    cfg = small_config(str(tmp_path), messageIndexDispatch="tick", maxIndexNum=400)
+    s = open_store(cfg)
+    phys = _fill(s, 40)
+    s.tick(2_000)
+    late = _fill(s, 10, 3_000)  # not indexed yet when the "crash" happens
+    s.close_abruptly()
+    s = open_store(cfg, 4_000)
+    assert s.recovered_abnormally
+    s.tick(50_000)
+    assert sorted(s.query_message("T", "k3", 10, 0, 10**13).phy_offsets) == [phys[3], late[3]]
+    assert len(s.query_message("T", "common", 100, 0, 10**13).phy_offsets) == 50
+    assert s.check() == []
+    s.shutdown(60_000)
+
+
+def test_encoded_properties_bytes_and_delay(tmp_path):
+    s = open_store(small_config(str(tmp_path)))
+    m = MessageExtBrokerInner(
+        "T", b"x", queue_id=0, properties_string=b"TAGS\x01A\x02KEYS\x01kk\x02DELAY\x013"
+    )
+    r = s.put_message(m, 1_000)
+    assert r.ok and m.topic == "SCHEDULE_TOPIC_XXXX" and m.queue_id == 2
+    cq = s.consume_queues[("SCHEDULE_TOPIC_XXXX", 2)]
+    assert cq.get_unit(0)[2] == 1_000 + 10_000  # tagsCode = deliver time of level 3
+    look = s.look_message_by_offset(r.wrote_offset)
+    assert look.properties["REAL_TOPIC"] == "T" and look.properties["KEYS"] == "kk"
+    plain = MessageExtBrokerInner("T", b"y", properties_string=b"TAGS\x01B\x02KEYS\x01z")
+    r2 = s.put_message(plain, 1_001)
+    assert r2.ok and s.look_message_by_offset(r2.wrote_offset).properties["TAGS"] == "B"
+    assert s.query_message("T", "z", 5, 0, 10**13).phy_offsets == [r2.wrote_offset]
+    assert s.check() == []
+    s.shutdown(2_000)
+
+
+def test_batch_rejects_bad_item_without_writing_any(tmp_path):
+    s = open_store(small_config(str(tmp_path)))
+    good = (22 + 1 + 0).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"a" + bytes(2)
+    bad = (99).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"b" + bytes(2)
+    r = s.put_messages(MessageExtBatch("T", good + bad), 1_000)
+    assert r.status.name == "MESSAGE_ILLEGAL"
+    assert s.max_phy_offset == 0 and s.get_max_offset_in_queue("T", 0) == 0
+    r = s.put_messages(MessageExtBatch("T", good * 40), 1_000)  # rolls 16 KiB files
+    assert r.ok and r.msg_num == 40 and len(r.msg_ids) == 40
+    assert s.get_max_offset_in_queue("T", 0) == 40
+    assert s.check() == []
+    s.shutdown(2_000)
+
+
+def test_group_commit_many_writers_share_fsyncs(tmp_path):
+    s = open_store(small_config(str(tmp_path), flushDiskType="SYNC_FLUSH",
+                                mappedFileSizeCommitLog=1 << 20))  # fmt: skip
+    gc = GroupCommit(s, timeout_s=30)
+    errors: list[str] = []
+
+    def run(k: int) -> None:
+        for j in range(20):
+            r = gc.put_and_wait(msg(body=b"%d-%d" % (k, j), qid=k % 2), 1_000)
+            if not r.ok or s.flushed_offset < r.end_offset:
+                errors.append(r.status.name)
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(16)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    gc.close()
+    assert not errors and not any(t.is_alive() for t in ts)
+    assert s.get_max_offset_in_queue("T", 0) + s.get_max_offset_in_queue("T", 1) == 320
+    assert 1 <= gc.fsyncs <= 320
+    s.shutdown(2_000)
+
+
+def test_reader_sees_commitlog_files_created_after_it_opened(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    rd = MessageStoreReader(cfg)
+    phys = _fill(s, 30)  # several 16 KiB files
+    for p in (phys[0], phys[-1]):
+        assert rd.select_one_message_by_offset(p) is not None
+    assert rd.query_message("T", "k29", 5, 0, 10**13).phy_offsets == [phys[-1]]
+    rd.close()
+    s.shutdown(9_000)
