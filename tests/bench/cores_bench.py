@@ -7,7 +7,11 @@ Scenarios (each timed --runs times; median and spread printed, in microseconds):
 - batch32: SEND_BATCH_MESSAGE of 32 x 1 KiB (per message)
 - pull32:  PULL_MESSAGE of 32 x 1 KiB from a MessageStoreReader (per message and per pull)
 - hb:      HEART_BEAT with one consumer group (per request)
-Requests are decoded once from real JSON frames; each figure includes encoding the response
+- wire_json / wire_rmq / wire_msgpack: what the send actor does per SEND_MESSAGE_V2 frame,
+           decode + process + encode of the whole response frame, with the store's put stubbed
+           (header in JSON as a Java producer writes it, ROCKETMQ binary, msgpack);
+           wire_json_put: the same in JSON with the real store
+Other requests are decoded once from real frames; each figure includes encoding the response
 header (what the runtime does next), so cheap response headers show up. `--profile NAME`
 prints a cProfile of one scenario instead.
 """
@@ -15,6 +19,7 @@ prints a cProfile of one scenario instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import logging
@@ -23,7 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from actors.broker.config import BrokerConfig
 from actors.broker.context import BrokerContext
@@ -37,7 +42,13 @@ from protocol.command import RemotingCommand
 from protocol.message import BatchItem, encode_batch
 from protocol.record import java_string_hash, pack_host
 from store.config import StoreConfig
-from store.message_store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreReader
+from store.message_store import (
+    DefaultMessageStore,
+    MessageExtBrokerInner,
+    MessageStoreReader,
+    PutMessageResult,
+    PutMessageStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +67,13 @@ def _frame(cmd: RemotingCommand) -> RemotingCommand:
     return RemotingCommand.decode(cmd.encode()[4:])
 
 
-def _send_cmd(topic: str, *, batch: bool = False, body: bytes = BODY) -> RemotingCommand:
+def _send_cmd(
+    topic: str,
+    *,
+    batch: bool = False,
+    body: bytes = BODY,
+    serialize_type: int = SerializeType.ROCKETMQ,
+) -> RemotingCommand:
     ext = {
         "a": "PG",
         "b": topic,
@@ -75,9 +92,7 @@ def _send_cmd(topic: str, *, batch: bool = False, body: bytes = BODY) -> Remotin
         ext["m"] = "true"
         ext["i"] = "WAIT\x01true\x02"
     code = RC.SEND_BATCH_MESSAGE if batch else RC.SEND_MESSAGE_V2
-    return _frame(
-        RemotingCommand.request(code, ext, body, serialize_type=SerializeType.ROCKETMQ, opaque=1)
-    )
+    return _frame(RemotingCommand.request(code, ext, body, serialize_type=serialize_type, opaque=1))
 
 
 def _pull_cmd(topic: str, offset: int) -> RemotingCommand:
@@ -177,22 +192,43 @@ class Bench:
         self.ctx.drain_events()
         return dt / n * 1e6
 
-    def run_send1_core(self, n: int) -> float:
-        """send1 with put_message stubbed by a fixed result: the core's own cost."""
-        from store.message_store import PutMessageResult, PutMessageStatus
-
+    @contextlib.contextmanager
+    def _stub_put(self) -> Iterator[None]:
+        """Replace the store's put_message by a fixed PUT_OK result."""
         res = PutMessageResult(PutMessageStatus.PUT_OK, 1000, 1200, 5, 0, 1, 2200)
         real = self.store.put_message
         self.store.put_message = lambda msg, now_ms: res
         try:
+            yield
+        finally:
+            self.store.put_message = real
+
+    def run_send1_core(self, n: int) -> float:
+        """send1 with put_message stubbed by a fixed result: the core's own cost."""
+        with self._stub_put():
             req = Request(1, PEER, _send_cmd("BenchTopic"), 0)
             proc = self.send.process
             t0 = time.perf_counter()
             for _ in range(n):
                 proc(req, self.now)
             return (time.perf_counter() - t0) / n * 1e6
-        finally:
-            self.store.put_message = real
+
+    def run_wire(self, n: int, serialize_type: int, stub: bool = True) -> float:
+        """Per frame: RemotingCommand.decode + process + encode, as the send actor does."""
+        frame = bytes(_send_cmd("BenchTopic", serialize_type=serialize_type).encode()[4:])
+        decode = RemotingCommand.decode
+        proc = self.send.process
+        now = self.now
+        with self._stub_put() if stub else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                r = proc(Request(1, PEER, decode(frame), 0), now)
+                r.encode()  # type: ignore[union-attr]
+            dt = time.perf_counter() - t0
+        assert r is not None and r.code == 0, r
+        self.ctx.drain_arrivals()
+        self.ctx.drain_events()
+        return dt / n * 1e6
 
     def run_store_put(self, n: int) -> float:
         host = pack_host(*PEER)
@@ -272,6 +308,22 @@ SCENARIOS: dict[str, tuple[str, Callable[[Bench, int], float]]] = {
     "batch32": ("SEND_BATCH_MESSAGE 32 x 1 KiB, us/msg", lambda b, n: b.run_batch32(n // 32)),
     "pull32": ("PULL_MESSAGE 32 x 1 KiB, us/msg", lambda b, n: b.run_pull32(n)),
     "hb": ("HEART_BEAT one group, us/request", lambda b, n: b.run_heartbeat(n // 4)),
+    "wire_json": (
+        "SEND_MESSAGE_V2 JSON decode+process+encode, store stubbed, us/msg",
+        lambda b, n: b.run_wire(n, SerializeType.JSON),
+    ),
+    "wire_rmq": (
+        "SEND_MESSAGE_V2 ROCKETMQ decode+process+encode, store stubbed, us/msg",
+        lambda b, n: b.run_wire(n, SerializeType.ROCKETMQ),
+    ),
+    "wire_msgpack": (
+        "SEND_MESSAGE_V2 msgpack decode+process+encode, store stubbed, us/msg",
+        lambda b, n: b.run_wire(n, SerializeType.MSGPACK),
+    ),
+    "wire_json_put": (
+        "SEND_MESSAGE_V2 JSON decode+process+encode with the store, us/msg",
+        lambda b, n: b.run_wire(n, SerializeType.JSON, stub=False),
+    ),
 }
 
 
