@@ -53,7 +53,7 @@ from store.consume_queue import (
     ConsumeQueueView,
     units_struct,
 )
-from store.index import IndexService, index_key_hash, java_hash_bytes, key_hash
+from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.index_dispatch import IndexDispatcher
 from store.state_page import (
     OFF_FLUSHED_PHY,
@@ -566,6 +566,72 @@ class _StoreReadMixin:
         return res
 
 
+# ---- put helpers ------------------------------------------------------------------------------
+_BatchItem = tuple[int, int, int, int, int]
+
+
+def _batch_items(
+    raw: bytes, bp: bytes, base: int
+) -> tuple[list[_BatchItem], int] | PutMessageStatus:
+    """Validate a batch body (§5.2) before anything is written.
+
+    Returns ([(start, flag, body len, props len, stored props len)], total record bytes) where
+    a record is `base + body len + stored props len` bytes; or the status rejecting the batch.
+    """
+    items: list[_BatchItem] = []
+    n_raw = len(raw)
+    extra = len(bp)
+    unpack_item = _BATCH_ITEM.unpack_from
+    u16 = _U16_UNPACK
+    pos = total = 0
+    try:
+        while pos < n_raw:
+            itotal, _magic, _crc, flag, bl = unpack_item(raw, pos)
+            pp = pos + 20 + bl
+            if bl < 0 or pp + 2 > n_raw:
+                return PutMessageStatus.MESSAGE_ILLEGAL
+            pl = u16(raw, pp)[0]
+            if itotal != 22 + bl + pl or pp + 2 + pl > n_raw:
+                return PutMessageStatus.MESSAGE_ILLEGAL
+            rpl = pl
+            if extra:  # item props + (separator) + batch props
+                rpl += extra + (1 if pl and raw[pp + 1 + pl] != 2 else 0)
+            if rpl > 32767:
+                return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            if raw.find(b"DELAY\x01", pp + 2, pp + 2 + pl) >= 0 and prop_value(
+                raw[pp + 2 : pp + 2 + pl], b"DELAY\x01"
+            ) not in (None, b"0"):
+                return PutMessageStatus.MESSAGE_ILLEGAL
+            items.append((pos, flag, bl, pl, rpl))
+            total += base + bl + rpl
+            pos += itotal
+    except (ValueError, IndexError, struct_error):
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    if not items:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    return items, total
+
+
+def _record_keys(pb: bytes) -> list[bytes]:
+    """Index keys of one record's encoded properties: UNIQ_KEY, then each KEYS entry."""
+    out = []
+    uniq = prop_value(pb, b"UNIQ_KEY\x01")
+    if uniq:
+        out.append(uniq)
+    keys = prop_value(pb, b"KEYS\x01")
+    if keys:
+        out += [k for k in keys.split(b" ") if k]
+    return out
+
+
+def _key_hashes(pre: bytes, pre_h: int, keys: list[bytes]) -> list[int]:
+    """abs(hashCode(pre + key)) of each key, hashed in one pass (pre_h = hashCode(pre))."""
+    hashes = index_key_hashes(pre_h, keys)
+    if -1 in hashes:
+        hashes = [h if h >= 0 else key_hash(pre + k) for h, k in zip(hashes, keys, strict=True)]
+    return hashes
+
+
 # ---- the writer -------------------------------------------------------------------------------
 class DefaultMessageStore(_StoreReadMixin):
     """The single writer of one store directory."""
@@ -967,15 +1033,8 @@ class DefaultMessageStore(_StoreReadMixin):
 
     @staticmethod
     def _index_keys(topic_b: bytes, props: bytes) -> list[bytes]:
-        out = []
         prefix = topic_b + b"#"
-        uniq = prop_value(props, b"UNIQ_KEY\x01")
-        if uniq:
-            out.append(prefix + uniq)
-        keys = prop_value(props, b"KEYS\x01")
-        if keys:
-            out.extend(prefix + k for k in keys.split(b" ") if k)
-        return out
+        return [prefix + k for k in _record_keys(props)]
 
     # ---- consume queues ----------------------------------------------------------------------
     def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -1042,25 +1101,15 @@ class DefaultMessageStore(_StoreReadMixin):
         if not tags:
             return 0
         tc = self._tags_cache.get(tags)
-        if tc is None:
-            tc = self._tags_cache[tags] = java_hash_bytes(tags)
-        return tc
+        return tc if tc is not None else self._tag_hash(tags)
 
-    @staticmethod
-    def _key_hashes(pre: bytes, pre_h: int, pb: bytes) -> list[int]:
-        """Index key hashes (UNIQ_KEY, then each KEYS entry) of one record's properties."""
-        out: list[int] = []
-        uniq = prop_value(pb, b"UNIQ_KEY\x01")
-        if uniq:
-            h = index_key_hash(pre_h, uniq)
-            out.append(h if h >= 0 else key_hash(pre + uniq))
-        keys = prop_value(pb, b"KEYS\x01")
-        if keys:
-            for k in keys.split(b" "):
-                if k:
-                    h = index_key_hash(pre_h, k)
-                    out.append(h if h >= 0 else key_hash(pre + k))
-        return out
+    def _tag_hash(self, tags: bytes) -> int:
+        """Hash a tag and remember it (the cache is bounded: clients may send any tag)."""
+        cache = self._tags_cache
+        if len(cache) >= 65536:
+            cache.clear()
+        tc = cache[tags] = java_hash_bytes(tags)
+        return tc
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
         """Append one message and dispatch it (CommitLog.putMessage + reput).
@@ -1144,9 +1193,9 @@ class DefaultMessageStore(_StoreReadMixin):
             cq.put(phy, size, tags_code, qoff)
             self.topic_queue_table[key] = qoff + 1
         if self._index_inline and tran != 12 and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
-            hashes = self._key_hashes(info[1], info[2], pb)
-            if hashes:
-                self.index.put_hashes(hashes, phy, now_ms, now_ms)
+            keys = _record_keys(pb)
+            if keys:
+                self.index.put_hashes(_key_hashes(info[1], info[2], keys), phy, now_ms, now_ms)
         end = phy + size
         st = self.state
         if st is not None:
@@ -1191,7 +1240,11 @@ class DefaultMessageStore(_StoreReadMixin):
         return properties_to_string(props).encode()
 
     def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
-        """Expand a batch body into consecutive records of one queue (MessageExtBatchEncoder)."""
+        """Expand a batch body into consecutive records of one queue (MessageExtBatchEncoder).
+
+        Every item is validated before any is written; when the whole batch fits the current
+        file each record is written with one header pack and three copies from the body.
+        """
         if not self._accepting:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         if batch.sys_flag & 0xC:
@@ -1204,37 +1257,12 @@ class DefaultMessageStore(_StoreReadMixin):
         raw = body if body.__class__ is bytes else bytes(body)
         bprops = batch.batch_properties
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
-        # pass 1: validate every item before writing any (a bad item rejects the whole batch)
-        n_raw = len(raw)
-        starts: list[int] = []
-        pos = 0
-        unpack_item = _BATCH_ITEM.unpack_from
-        try:
-            while pos < n_raw:
-                itotal, _magic, _crc, _flag, bl = unpack_item(raw, pos)
-                pp = pos + 20 + bl
-                if bl < 0 or pp + 2 > n_raw:
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                pl = _U16_UNPACK(raw, pp)[0]
-                if itotal != 22 + bl + pl or pp + 2 + pl > n_raw:
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                d = raw.find(b"DELAY\x01", pp + 2, pp + 2 + pl)
-                if d >= 0 and prop_value(raw[pp + 2 : pp + 2 + pl], b"DELAY\x01") not in (
-                    None,
-                    b"0",
-                ):
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                if pl + (len(bp) + 1 if bp else 0) > 32767:
-                    return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-                starts.append(pos)
-                pos += itotal
-        except (ValueError, IndexError, struct_error):
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if not starts:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        # pass 2: write the records straight from the body
         tb, pre, pre_h = info
         tl = len(tb)
+        checked = _batch_items(raw, bp, 90 + tl)
+        if isinstance(checked, PutMessageStatus):
+            return PutMessageResult(checked)
+        items, total_size = checked
         qid = batch.queue_id
         key = (topic, qid)
         qoff0 = qoff = self.topic_queue_table.get(key, 0)
@@ -1245,97 +1273,128 @@ class DefaultMessageStore(_StoreReadMixin):
             batch.store_host,
             batch.reconsume_times,
         )
-        v4 = len(born_host) == 8 and len(store_host) == 8
-        index_on = self._index_inline
+        bp_tags = prop_value(bp, b"TAGS\x01") if bp else None
+        tags: bytes | None
         tags_cache = self._tags_cache
         mv = memoryview(raw)
         cl = self.commitlog
         mf = cl._cur
-        mm = mf.mm if mf is not None else None
         units: list[int] = []
-        offsets: list[int] = []
-        listener = self.arrival_listener
-        hashes: list[int] = []
-        hphys: list[int] = []
-        for start in starts:
-            bl = _I32_UNPACK(raw, start + 16)[0]
-            b = mv[start + 20 : start + 20 + bl]
-            pp = start + 20 + bl
-            ip = raw[pp + 2 : pp + 2 + _U16_UNPACK(raw, pp)[0]]
-            if bp:
-                ip = ip + bp if not ip or ip.endswith(b"\x02") else ip + b"\x02" + bp
-            plen = len(ip)
-            size = 90 + bl + tl + plen
-            if v4 and mf is not None and size + 8 <= mf.file_size - mf.wrote_position:
-                assert mm is not None
-                p = mf.wrote_position
-                phy = mf.file_from_offset + p
-                _REC_PACK(
-                    mm, p, size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid,
-                    _I32_UNPACK(raw, start + 12)[0], qoff, phy, sys_flag, born_ts, born_host,
-                    now_ms, store_host, recon, 0, bl,
+        pack = _REC_PACK
+        if (
+            mf is not None
+            and total_size + 8 <= mf.file_size - mf.wrote_position
+            and len(born_host) == 8
+            and len(store_host) == 8
+        ):
+            # fast path: the record is [header][BODYLEN BODY] + topic + [PROPLEN PROPS] and the
+            # item is [TOTAL MAGIC CRC FLAG BODYLEN BODY][PROPLEN PROPS]: copy both pieces
+            mm = mf.mm
+            fbase = mf.file_from_offset
+            p = mf.wrote_position
+            sep_bp = b"\x02" + bp
+            for start, flag, bl, pl, rpl in items:
+                size = 90 + tl + bl + rpl
+                a = start + 20
+                b = mv[a : a + bl]
+                pack(
+                    mm, p, size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
+                    fbase + p, sys_flag, born_ts, born_host, now_ms, store_host, recon, 0, bl,
                 )  # fmt: skip
                 q = p + 88
                 mm[q : q + bl] = b
                 q += bl
                 mm[q : q + tl] = tb
                 q += tl
-                _I16_PACK(mm, q, plen)
-                mm[q + 2 : q + 2 + plen] = ip
-                mf.wrote_position = p + size
-            else:
+                a += bl
+                if rpl == pl:
+                    mm[q : q + 2 + pl] = mv[a : a + 2 + pl]
+                else:
+                    _I16_PACK(mm, q, rpl)
+                    q += 2
+                    mm[q : q + pl] = mv[a + 2 : a + 2 + pl]
+                    q += pl
+                    mm[q : q + rpl - pl] = sep_bp if rpl - pl > len(bp) else bp
+                tc = 0
+                a += 2
+                ti = raw.find(b"TAGS\x01", a, a + pl)
+                if ti >= 0 and (ti == a or raw[ti - 1] == 2):
+                    te = raw.find(b"\x02", ti + 5, a + pl)
+                    tags = raw[ti + 5 : te if te >= 0 else a + pl]
+                else:
+                    tags = bp_tags
+                if tags:
+                    c = tags_cache.get(tags)
+                    tc = c if c is not None else self._tag_hash(tags)
+                units += (fbase + p, size, tc)
+                p += size
+                qoff += 1
+            mf.wrote_position = p
+        else:
+            for start, flag, bl, pl, rpl in items:
+                a = start + 22 + bl
+                ip = raw[a : a + pl]
+                if rpl != pl:
+                    ip = ip + bp if rpl - pl == len(bp) else ip + b"\x02" + bp
                 try:
                     phy, size = cl.append(
-                        tb, b, ip, qid, _I32_UNPACK(raw, start + 12)[0], qoff, sys_flag,
+                        tb, mv[start + 20 : start + 20 + bl], ip, qid, flag, qoff, sys_flag,
                         born_ts, born_host, now_ms, store_host, recon, 0,
                     )  # fmt: skip
                 except AppendError:
-                    if not offsets:
+                    if not units:
                         return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
                     break
-                mf = cl._cur
-                mm = mf.mm if mf is not None else None
-            ti = ip.find(b"TAGS\x01")
-            if ti >= 0 and (ti == 0 or ip[ti - 1] == 2):
-                te = ip.find(b"\x02", ti + 5)
-                tags = ip[ti + 5 : te] if te >= 0 else ip[ti + 5 :]
-                tc = tags_cache.get(tags)  # type: ignore[call-overload]
-                if tc is None:
-                    tc = tags_cache[tags] = java_hash_bytes(tags)  # type: ignore[index]
-            else:
-                tc = 0
-            units += (phy, size, tc)
-            if index_on and (b"KEYS\x01" in ip or b"UNIQ_KEY\x01" in ip):
-                hs = self._key_hashes(pre, pre_h, ip)
-                hashes += hs
-                hphys += [phy] * len(hs)
-            offsets.append(phy)
-            qoff += 1
+                tags = prop_value(ip, b"TAGS\x01")
+                units += (phy, size, java_hash_bytes(tags) if tags else 0)
+                qoff += 1
         cl.last_store_timestamp = now_ms
+        n = qoff - qoff0
         cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
         cq.put_many(units, qoff0)
         self.topic_queue_table[key] = qoff
-        if hashes:
-            self.index.put_hash_batch(hashes, hphys, [now_ms] * len(hashes), now_ms)
-        last = offsets[-1]
-        end = last + units[-2]
+        offsets = units[0::3]
+        if self._index_inline:
+            self._index_batch(raw, bp, items[:n], offsets, pre, pre_h, now_ms)
+        end = offsets[-1] + units[-2]
         st = self.state
         if st is not None:
             _Q_PACK(st.mm, OFF_MAX_PHY, end)
+        listener = self.arrival_listener
         if listener is not None:
-            for i in range(len(offsets)):
-                listener(topic, qid, qoff0 + i + 1, units[3 * i + 2], now_ms)
+            # one notice per distinct tags code, with the queue's new max (what the holds need)
+            for tc in dict.fromkeys(units[2::3]):
+                listener(topic, qid, qoff, tc, now_ms)
         return PutMessageResult(
-            PutMessageStatus.PUT_OK,
-            offsets[0],
-            end - offsets[0],
-            qoff0,
-            now_ms,
-            len(offsets),
-            end,
-            store_host,
-            offsets,
-        )
+            PutMessageStatus.PUT_OK, offsets[0], end - offsets[0], qoff0, now_ms, n, end,
+            store_host, offsets,
+        )  # fmt: skip
+
+    def _index_batch(
+        self,
+        raw: bytes,
+        bp: bytes,
+        items: list[_BatchItem],
+        phys: list[int],
+        pre: bytes,
+        pre_h: int,
+        now_ms: int,
+    ) -> None:
+        """Index entries (UNIQ_KEY, then KEYS) of a batch's records, hashed in one pass."""
+        keys: list[bytes] = []
+        kphys: list[int] = []
+        for (start, _flag, bl, pl, rpl), phy in zip(items, phys, strict=True):
+            a = start + 22 + bl
+            ip = raw[a : a + pl]
+            if rpl != pl:
+                ip = ip + bp if rpl - pl == len(bp) else ip + b"\x02" + bp
+            ks = _record_keys(ip)
+            if ks:
+                keys += ks
+                kphys += [phy] * len(ks)
+        if keys:
+            hashes = _key_hashes(pre, pre_h, keys)
+            self.index.put_hash_batch(hashes, kphys, [now_ms] * len(hashes), now_ms)
 
     # ---- flush / tick ----------------------------------------------------------------------
     def flush(self, now_ms: int = 0) -> int:
