@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import json.encoder
+import json.scanner
 import logging
 import struct
 from dataclasses import dataclass
@@ -101,6 +103,10 @@ def next_opaque() -> int:
     return next(_opaque_counter) & 0x7FFFFFFF
 
 
+def _not_json(obj: object) -> Any:
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"JSON constant {name} not allowed")
 
@@ -109,7 +115,17 @@ _json_encode = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
 ).encode
 _json_string = json.encoder.encode_basestring  # the C version when available
-_json_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+_json_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_json_decode = _json_decoder.decode
+# The scanner json.loads runs, called directly (one object at index 0, no whitespace skipping).
+_json_scan = json.scanner.make_scanner(_json_decoder)  # type: ignore[arg-type]  # stub is off
+# A cached C encoder for extFields (JSONEncoder.encode builds one per call).
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_json_ext_chunks = (
+    _c_make_encoder(None, _not_json, _json_string, None, ":", ",", True, False, True)
+    if _c_make_encoder is not None
+    else None
+)
 _msgpack_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 _msgpack_unpackb = msgpack.unpackb
 
@@ -180,23 +196,44 @@ def _language_from_json(v: object) -> int:
 
 def _decode_json(header: memoryview | bytes) -> tuple[int, int, int, int, int, Any, Any]:
     try:
-        obj = _json_decode(str(header, "utf-8"))
+        text = str(header, "utf-8")
+        try:
+            obj, end = _json_scan(text, 0)  # C scanner, no wrapper frames
+        except StopIteration:  # e.g. leading whitespace: the full decoder decides
+            end = -1
+        if end != len(text):
+            obj = _json_decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadHeaderError(f"bad JSON header: {exc}") from None
     if type(obj) is not dict:
         raise BadHeaderError("JSON header is not an object")
-    remark = obj.get("remark")
+    get = obj.get
+    code = get("code", 0)
+    version = get("version", 0)
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+    ):
+        code = _int_field(obj, "code", 0)
+        version = _int_field(obj, "version", 0)
+        opaque = _int_field(obj, "opaque", 0)
+        flag = _int_field(obj, "flag", 0)
+    lang = get("language")
+    language = _LANG_BY_NAME.get(lang) if type(lang) is str else None
+    if language is None:
+        language = _language_from_json(lang)
+    remark = get("remark")
     if remark is not None and type(remark) is not str:
         raise BadHeaderError("header field remark is not a string")
-    return (
-        _int_field(obj, "code", 0),
-        _language_from_json(obj.get("language")),
-        _int_field(obj, "version", 0),
-        _int_field(obj, "opaque", 0),
-        _int_field(obj, "flag", 0),
-        remark or None,
-        _coerce_ext(obj.get("extFields")),
-    )
+    return code, language, version, opaque, flag, remark or None, _coerce_ext(get("extFields"))
 
 
 def _decode_binary(header: memoryview) -> tuple[int, int, int, int, int, Any, Any]:
@@ -290,12 +327,19 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
     )
 
 
+def _json_ext(ext: dict[str, str]) -> str:
+    """extFields as compact JSON with sorted keys (the cached C encoder when there is one)."""
+    if _json_ext_chunks is None:
+        return _json_encode(ext)
+    return "".join(_json_ext_chunks(ext, 0))
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     # Members in fastjson's (alphabetical) order, assembled by hand: only extFields and
     # remark need the JSON encoder. The :d spec keeps IntEnum members numeric.
     ext = cmd.ext_fields
     if ext is not None:
-        ext_part = '"extFields":' + _json_encode(ext) + ","
+        ext_part = '"extFields":' + _json_ext(ext) + ","
     elif cmd.flag & RPC_TYPE_RESPONSE:
         ext_part = '"extFields":{},'  # Java's processSendResponse dereferences it
     else:

@@ -233,6 +233,43 @@ _send_to_v2 = _build_to_ext(SendMessageRequestHeader, _SEND_V2_SPECS)
 V2_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 
 
+# (topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times)
+SendV2Fields = tuple[str, int, int, int, int, str | None, int]
+
+
+def send_v2_fields(ext: Mapping[str, str]) -> SendV2Fields | None:
+    """A plain (non-batch) SEND_MESSAGE_V2's hot fields, read straight from the one-letter keys.
+
+    None when it is a batch or anything is missing or malformed: from_ext_v2 then gives the
+    header or the HeaderFieldError (this accepts exactly what from_ext_v2 accepts).
+    """
+    try:
+        m = ext.get("m")
+        if m is not None and m != "false":
+            return None
+        topic = ext["b"]
+        ext["a"]  # required: producerGroup, defaultTopic
+        ext["c"]
+        nums = int(ext["d"])
+        queue_id = int(ext["e"])
+        sys_flag = int(ext["f"])
+        born = int(ext["g"])
+        flag = int(ext["h"])
+        j = ext.get("j")
+        reconsume = 0 if j is None else int(j)
+        lv = ext.get("l")
+        max_times = 0 if lv is None else int(lv)
+    except (KeyError, ValueError, TypeError):
+        return None
+    lo = min(nums, queue_id, sys_flag, flag, reconsume, max_times)
+    hi = max(nums, queue_id, sys_flag, flag, reconsume, max_times)
+    if lo < _INT32_MIN or hi > _INT32_MAX or not _INT64_MIN <= born <= _INT64_MAX:
+        return None
+    if type(topic) is not str:
+        return None
+    return topic, queue_id, sys_flag, born, flag, ext.get("i"), reconsume
+
+
 def decode_send_header(code: int, ext: Mapping[str, str] | None) -> SendMessageRequestHeader:
     """The send header for `code`: V2 one-letter keys for 310/320, long keys otherwise."""
     if code in V2_SEND_CODES:

@@ -36,12 +36,14 @@ from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
-    V2_SEND_CODES,
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
+    decode_send_header,
+    send_v2_fields,
 )
-from protocol.record import java_string_hash, pack_host, properties_to_string, string_to_properties
+from protocol.message import parse_properties
+from protocol.record import java_string_hash, pack_host, properties_to_string
 from store.message_store import (
     MessageExtBatch,
     MessageExtBrokerInner,
@@ -66,6 +68,8 @@ PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 MULTI_TAGS_FLAG: Final = 0x2
 TRANSACTION_TYPE_MASK: Final = 0xC
 RW: Final = PERM_READ | PERM_WRITE
+_SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
+_SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
 # SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
@@ -96,13 +100,6 @@ PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
 _WITH_IDS: Final = frozenset(
     {RS.SUCCESS, RS.FLUSH_DISK_TIMEOUT, RS.FLUSH_SLAVE_TIMEOUT, RS.SLAVE_NOT_AVAILABLE}
 )
-
-
-def decode_send_header(code: int, ext: dict[str, str] | None) -> SendMessageRequestHeader:
-    """V2 (one-letter keys) for codes 310/320, V1 for code 10."""
-    if code in V2_SEND_CODES:
-        return SendMessageRequestHeader.from_ext_v2(ext)
-    return SendMessageRequestHeader.from_ext(ext)
 
 
 @dataclass(slots=True)
@@ -136,6 +133,7 @@ class SendMessageProcessor:
         self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
         self.waiting: list[_Waiting] = []
         self.region = bc.regionId
+        self.cluster = bc.brokerClusterName
         self.trace_on = "true" if bc.traceOn else "false"
         self.broker_writable = is_writeable(bc.brokerPermission)
         self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
@@ -151,8 +149,9 @@ class SendMessageProcessor:
     def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """Handle one send request."""
         cmd = req.cmd
+        resp: RemotingCommand | None
         try:
-            if cmd.code == RC.CONSUMER_SEND_MSG_BACK:
+            if cmd.code == _SEND_BACK:
                 resp = self._send_back(req, now_ms)
             else:
                 resp = self._send(req, now_ms)
@@ -228,9 +227,9 @@ class SendMessageProcessor:
         return verdict
 
     def _msg_check(
-        self, h: SendMessageRequestHeader, peer: tuple[str, int]
+        self, cmd: RemotingCommand, topic: str, queue_id: int, peer: tuple[str, int]
     ) -> tuple[TopicConfig, int]:
-        topic = h.topic
+        """msgCheck: broker/topic permission, topic name, auto-create, queue id."""
         topics = self.ctx.topics
         tc = topics.table.get(topic)
         if not self.broker_writable and tc is not None and tc.order:
@@ -241,6 +240,7 @@ class SendMessageProcessor:
         if verdict is not None:
             raise _Reject(*verdict)
         if tc is None:
+            h = decode_send_header(cmd.code, cmd.ext_fields)
             tc = topics.create_in_send_message_method(
                 topic, h.default_topic, h.default_topic_queue_nums, 0
             )
@@ -252,7 +252,6 @@ class SendMessageProcessor:
                     f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}",
                 )
             self._emit_topic(tc)
-        queue_id = h.queue_id
         if queue_id < 0:
             queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
         elif queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:
@@ -294,23 +293,33 @@ class SendMessageProcessor:
 
     def _send(self, req: Request, now_ms: int) -> RemotingCommand | None:
         cmd = req.cmd
-        if cmd.code in V2_SEND_CODES:
-            h = SendMessageRequestHeader.from_ext_v2(cmd.ext_fields)
-        else:
-            h = SendMessageRequestHeader.from_ext(cmd.ext_fields)
-        if h.batch:
-            return self._send_batch(req, h, now_ms)
+        ext = cmd.ext_fields
+        fields = send_v2_fields(ext) if cmd.code == _SEND_V2 and ext is not None else None
+        if fields is None:  # V1, a batch, or something send_v2_fields leaves to the header
+            h = decode_send_header(cmd.code, ext)
+            if h.batch:
+                return self._send_batch(req, h, now_ms)
+            fields = (
+                h.topic,
+                h.queue_id,
+                h.sys_flag,
+                h.born_timestamp,
+                h.flag,
+                h.properties,
+                h.reconsume_times or 0,
+            )
+        topic, queue_id, sys_flag, born_timestamp, flag, props_string, reconsume = fields
         try:
-            tc, queue_id = self._msg_check(h, req.peer)
-            props = string_to_properties(h.properties)
-            topic = h.topic
+            tc, queue_id = self._msg_check(cmd, topic, queue_id, req.peer)
+            props = parse_properties(props_string) if props_string else {}
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                h = decode_send_header(cmd.code, ext)
                 topic, queue_id = self._retry_dlq(h, cmd.version, topic, queue_id, props)
-            sys_flag = h.sys_flag
             if tc.topic_filter_type == "MULTI_TAG":
                 sys_flag |= MULTI_TAGS_FLAG
-            wait = props.pop(PROPERTY_WAIT, "true").lower() != "false"
-            props[PROPERTY_CLUSTER] = self.bc.brokerClusterName
+            w = props.pop(PROPERTY_WAIT, None)
+            wait = w is None or w.lower() != "false"
+            props[PROPERTY_CLUSTER] = self.cluster
             resp_qid = queue_id
             tran = props.get(PROPERTY_TRAN_MSG)
             if tran is not None and tran.lower() == "true":
@@ -328,19 +337,21 @@ class SendMessageProcessor:
                 topic, queue_id = TRANS_HALF_TOPIC, 0
         except _Reject as r:
             return cmd.make_response(r.code, r.remark, self._base_ext())
+        peer = req.peer
+        born_host = self._hosts.get(peer) or self._born_host(peer)
         # tags_code None: the store hashes TAGS itself (with a per-tag cache)
         result = self.store.put_message(
             MessageExtBrokerInner(
                 topic,
                 cmd.body,  # copied into the commit log by the put; not kept
-                h.flag,
+                flag,
                 props,
                 queue_id,
                 sys_flag,
-                h.born_timestamp,
-                self._born_host(req.peer),
+                born_timestamp,
+                born_host,
                 self.store_host,
-                h.reconsume_times or 0,
+                reconsume,
             ),
             now_ms,
         )
@@ -357,6 +368,8 @@ class SendMessageProcessor:
                     "TRACE_ON": self.trace_on,
                 },
             )
+            if not self.sync_flush:
+                return resp
             return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
         return self._put_response(req, result, resp_qid, wait, now_ms)
 
@@ -371,12 +384,12 @@ class SendMessageProcessor:
                 raise _Reject(
                     RS.MESSAGE_ILLEGAL, f"batch request does not support retry group {h.topic}"
                 )
-            tc, queue_id = self._msg_check(h, req.peer)
+            tc, queue_id = self._msg_check(cmd, h.topic, h.queue_id, req.peer)
         except _Reject as r:
             return cmd.make_response(r.code, r.remark, self._base_ext())
-        props = string_to_properties(h.properties)
+        props = parse_properties(h.properties) if h.properties else {}
         wait = props.get(PROPERTY_WAIT, "true").lower() != "false"
-        props[PROPERTY_CLUSTER] = self.bc.brokerClusterName
+        props[PROPERTY_CLUSTER] = self.cluster
         sys_flag = h.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
