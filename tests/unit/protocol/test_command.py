@@ -157,6 +157,11 @@ def test_json_trailing_newline_from_cpp_is_accepted() -> None:
     assert (cmd.language, cmd.version, cmd.remark) == (LanguageCode.CPP, 333, None)
 
 
+def test_json_whitespace_around_the_header_is_accepted() -> None:
+    cmd = RemotingCommand.decode(_json_frame(b' \r\n{"code":7,"language":0,"opaque":9} '))
+    assert (cmd.code, cmd.language, cmd.opaque) == (7, 0, 9)
+
+
 def test_unknown_request_code_decodes_and_keeps_int() -> None:
     cmd = RemotingCommand.decode(_json_frame({"code": 9999, "opaque": 4}))
     assert cmd.code == 9999
@@ -178,6 +183,11 @@ def test_unknown_request_code_decodes_and_keeps_int() -> None:
         b"{\xff}",
         b"",
         b"{",
+        b'{"code":1}x',
+        b'{"code":1}{"code":2}',
+        b'{"flag":-2147483649}',
+        b'{"version":true}',
+        b'{"code":1,"language":7.5}',
     ],
 )
 def test_json_bad_headers_raise_bad_header(header: bytes) -> None:

@@ -330,3 +330,57 @@ def test_every_header_round_trips(hdr: h.CommandCustomHeader, serialize_type: in
 def test_send_header_v2_round_trip(hdr: h.SendMessageRequestHeader) -> None:
     assert h.SendMessageRequestHeader.from_ext_v2(hdr.to_ext_v2()) == hdr
     assert h.SendMessageRequestHeader.from_ext(hdr.to_ext()) == hdr
+
+
+# --- send_v2_fields: the send core's shortcut must accept exactly what from_ext_v2 accepts ---
+
+_V2_VALUES = st.one_of(
+    st.sampled_from(["0", "1", "-1", "4", "true", "false", "True", "1", "", " 7", "x",
+                     "2147483647", "2147483648", "-2147483649", "9223372036854775808"]),
+    st.text(max_size=6),
+)  # fmt: skip
+_V2_BASE = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+            "g": "1700000000000", "h": "0", "i": "WAIT\x01true\x02TAGS\x01a\x02"}  # fmt: skip
+
+
+def _v2_expected(ext: dict[str, str]) -> tuple[object, ...] | None:
+    try:
+        hdr = h.SendMessageRequestHeader.from_ext_v2(ext)
+    except HeaderFieldError:
+        return None
+    if hdr.batch:
+        return None
+    return (hdr.topic, hdr.queue_id, hdr.sys_flag, hdr.born_timestamp, hdr.flag,
+            hdr.properties, hdr.reconsume_times or 0)  # fmt: skip
+
+
+def test_send_v2_fields_reads_a_java_header() -> None:
+    assert h.send_v2_fields(_V2_BASE) == (
+        "T", 0, 0, 1700000000000, 0, "WAIT\x01true\x02TAGS\x01a\x02", 0
+    )
+    assert h.send_v2_fields({**_V2_BASE, "j": "3", "l": "16", "m": "false"}) == (
+        "T", 0, 0, 1700000000000, 0, "WAIT\x01true\x02TAGS\x01a\x02", 3
+    )
+
+
+@pytest.mark.parametrize("key", ["a", "b", "c", "d", "e", "f", "g", "h"])
+def test_send_v2_fields_leaves_a_missing_required_key_to_the_header(key: str) -> None:
+    ext = {k: v for k, v in _V2_BASE.items() if k != key}
+    assert h.send_v2_fields(ext) is None
+    with pytest.raises(HeaderFieldError):
+        h.SendMessageRequestHeader.from_ext_v2(ext)
+
+
+def test_send_v2_fields_leaves_batches_to_the_header() -> None:
+    assert h.send_v2_fields({**_V2_BASE, "m": "true"}) is None
+
+
+@given(st.dictionaries(st.sampled_from(list("abcdefghijklmn")), _V2_VALUES, max_size=6))
+def test_send_v2_fields_agrees_with_from_ext_v2(changes: dict[str, str]) -> None:
+    ext = {**_V2_BASE, **changes}
+    got = h.send_v2_fields(ext)
+    expected = _v2_expected(ext)
+    if got is not None:  # whatever the shortcut reads, the typed header reads the same
+        assert got == expected
+    elif expected is not None:  # a shortcut miss is only allowed for non-"false" batch flags
+        assert ext.get("m") not in (None, "false")
