@@ -90,21 +90,23 @@ _TR_SEP = _TR[:1] + b"," + _TR[2:]
 _TQ_SEP = _TQ[:1] + b"," + _TQ[2:]
 
 
-def index_key_hashes(prefix_h: int, keys: list[bytes]) -> list[int]:
+def index_key_hashes(prefix_h: int | list[int], keys: list[bytes]) -> list[int]:
     """index_key_hash of many keys at once (one join, two translates, two C-level int maps).
 
-    Keys must be non-empty and free of \x01; a non-ASCII or >= 1024-byte key gets -1.
+    prefix_h is one prefix hash for every key or one per key. Keys must be non-empty and free
+    of \x01; a non-ASCII or >= 1024-byte key gets -1.
     """
+    pres = repeat(prefix_h) if isinstance(prefix_h, int) else prefix_h
     joined = b"\x01".join(keys)
     if not joined.isascii() or max(map(len, keys)) >= 1024:
-        return [index_key_hash(prefix_h, k) for k in keys]
+        return [index_key_hash(ph, k) for ph, k in zip(pres, keys)]
     rs = map(int, joined.translate(_TR_SEP).split(b","), repeat(31))
     qs = map(int, joined.translate(_TQ_SEP).split(b","), repeat(31))
     p = _POW31
     return [
-        h if (h := (prefix_h * p[n] + r + 31 * q) & 0xFFFFFFFF) < 0x80000000
+        h if (h := (ph * p[n] + r + 31 * q) & 0xFFFFFFFF) < 0x80000000
         else (0x100000000 - h) & 0x7FFFFFFF
-        for n, r, q in zip(map(len, keys), rs, qs)
+        for ph, n, r, q in zip(pres, map(len, keys), rs, qs)
     ]  # fmt: skip
 
 

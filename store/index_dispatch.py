@@ -23,17 +23,19 @@ import signal
 import struct
 import sys
 import time
-from typing import Any, Final
+from typing import Final
 
-from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, RECORD_V4_HEAD
+from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from store.commitlog import CommitLog, prop_value
 from store.config import StoreConfig
-from store.index import IndexService, index_key_hash, java_hash_bytes
+from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.state_page import OFF_INDEX_PHY, OFF_MAX_PHY, OFF_MIN_PHY, StatePage
 
 log = logging.getLogger(__name__)
 
 _TOTAL_MAGIC: Final = struct.Struct(">ii")
+# TOTALSIZE, MAGICCODE, SYSFLAG (@36), STORETIMESTAMP (@56), BODYLEN (@84) of an IPv4 record
+_DISPATCH_HEAD: Final = struct.Struct(">ii28xi16xq20xi")
 _V6_FLAGS: Final = 0x30
 _ROLLBACK: Final = 0xC
 _UNIQ: Final = b"UNIQ_KEY\x01"
@@ -50,24 +52,26 @@ class IndexDispatcher:
         self.index = index
         self.next_phy = next_phy
         self.skip_upto = skip_upto  # records at or below this phy are already indexed
-        self._prefix: dict[bytes, tuple[bytes, int]] = {}
+        self._prefix: dict[bytes, int] = {}  # topic -> hashCode(topic + "#") unsigned
         self.records = 0
 
-    def _topic_prefix(self, topic: bytes) -> tuple[bytes, int]:
-        pre = topic + b"#"
-        h = java_hash_bytes(pre) & 0xFFFFFFFF
-        self._prefix[topic] = (pre, h)
-        return pre, h
+    def _topic_prefix(self, topic: bytes) -> int:
+        h = self._prefix[topic] = java_hash_bytes(topic + b"#") & 0xFFFFFFFF
+        return h
 
     def catch_up(self, limit: int, now_ms: int, max_records: int = 1 << 30) -> int:
-        """Index records in [next_phy, limit); returns how many records were walked."""
+        """Index records in [next_phy, limit); returns how many records were walked.
+
+        Keys are collected per call and hashed in one pass (index_key_hashes), then written.
+        """
         cl = self.commitlog
         done = 0
-        hashes: list[int] = []
+        keys: list[bytes] = []
+        pres: list[int] = []
         phys: list[int] = []
         tss: list[int] = []
         prefixes = self._prefix
-        unpack = RECORD_V4_HEAD.unpack_from
+        unpack = _DISPATCH_HEAD.unpack_from
         skip = self.skip_upto
         while self.next_phy < limit and done < max_records:
             phy = self.next_phy
@@ -83,6 +87,7 @@ class IndexDispatcher:
                     self.next_phy = nxt  # retention removed what we had not indexed
                     continue
             mm = mf.mm
+            find = mm.find
             base = mf.file_from_offset
             p = phy - base
             fend = min(limit - base, mf.file_size)
@@ -93,98 +98,103 @@ class IndexDispatcher:
                 if p + 88 > fend:
                     # only a blank can start this close to the limit (a record is >= 91 bytes)
                     total, magic = _TOTAL_MAGIC.unpack_from(mm, p)
-                    rec: tuple[Any, ...] = ()
+                    sys_flag = store_ts = blen = 0
                 else:
-                    rec = unpack(mm, p)
-                    total = rec[0]
-                    magic = rec[1]
+                    total, magic, sys_flag, store_ts, blen = unpack(mm, p)
                 if magic != MESSAGE_MAGIC_CODE:
                     if magic == BLANK_MAGIC_CODE:
                         p = mf.file_size
                         break
                     log.warning("index dispatch: no record at phy=%d magic=%d", base + p, magic)
                     self.next_phy = base + p
-                    self._put(hashes, phys, tss, now_ms)
+                    self._put(keys, pres, phys, tss, now_ms)
                     return done
                 done += 1
                 rphy = base + p
-                sys_flag = rec[7]
                 if sys_flag & _ROLLBACK == _ROLLBACK or rphy <= skip:
                     p += total
                     continue
                 if sys_flag & _V6_FLAGS:
-                    self._slow(mf.mv, p, hashes, phys, tss)
+                    self._slow(mf.mv, p, keys, pres, phys, tss)
                     p += total
                     continue
-                store_ts = rec[10]
-                q = p + 88 + rec[14]
+                q = p + 88 + blen
                 tl = mm[q]
-                topic = mm[q + 1 : q + 1 + tl]
-                q += 1 + tl
-                ps = q + 2
+                ps = q + 3 + tl
                 pe = p + total
-                ui = mm.find(_UNIQ, ps, pe)
-                ki = mm.find(_KEYS, ps, pe)
+                ui = find(_UNIQ, ps, pe)
+                ki = find(_KEYS, ps, pe)
                 if ui >= 0 or ki >= 0:
-                    ent = prefixes.get(topic) or self._topic_prefix(topic)
-                    ph = ent[1]
+                    topic = mm[q + 1 : q + 1 + tl]
+                    ph = prefixes.get(topic)
+                    if ph is None:
+                        ph = self._topic_prefix(topic)
                     if ui >= 0 and (ui == ps or mm[ui - 1] == 2):
                         a = ui + 9
-                        b = mm.find(b"\x02", a, pe)
+                        b = find(b"\x02", a, pe)
                         v = mm[a : pe if b < 0 else b]
                         if v:
-                            h = index_key_hash(ph, v)
-                            hashes.append(h if h >= 0 else self._full_hash(ent[0], v))
+                            keys.append(v)
+                            pres.append(ph)
                             phys.append(rphy)
                             tss.append(store_ts)
                     if ki >= 0 and (ki == ps or mm[ki - 1] == 2):
                         a = ki + 5
-                        b = mm.find(b"\x02", a, pe)
+                        b = find(b"\x02", a, pe)
                         for k in mm[a : pe if b < 0 else b].split(b" "):
                             if k:
-                                h = index_key_hash(ph, k)
-                                hashes.append(h if h >= 0 else self._full_hash(ent[0], k))
+                                keys.append(k)
+                                pres.append(ph)
                                 phys.append(rphy)
                                 tss.append(store_ts)
                 p += total
             self.next_phy = base + p
             if p >= mf.file_size:
                 self.next_phy = mf.file_end_offset
-        self._put(hashes, phys, tss, now_ms)
+        self._put(keys, pres, phys, tss, now_ms)
         self.records += done
         return done
 
-    @staticmethod
-    def _full_hash(prefix: bytes, key: bytes) -> int:
-        from store.index import key_hash
-
-        return key_hash(prefix + key)
-
     def _slow(
-        self, mv: memoryview, p: int, hashes: list[int], phys: list[int], tss: list[int]
+        self,
+        mv: memoryview,
+        p: int,
+        keys: list[bytes],
+        pres: list[int],
+        phys: list[int],
+        tss: list[int],
     ) -> None:
+        """Keys of a record with an IPv6 host (decoded field by field)."""
         from protocol.record import decode_record_fields
-        from store.index import key_hash
 
         f = decode_record_fields(mv, p)
-        pre = f.topic + b"#"
-        keys = []
-        uniq = prop_value(f.properties, _UNIQ)
-        if uniq:
-            keys.append(uniq)
+        ph = self._prefix.get(f.topic) or self._topic_prefix(f.topic)
+        ks = [prop_value(f.properties, _UNIQ) or b""]
         kv = prop_value(f.properties, _KEYS)
         if kv:
-            keys.extend(k for k in kv.split(b" ") if k)
-        for k in keys:
-            hashes.append(key_hash(pre + k))
-            phys.append(f.phy_offset)
-            tss.append(f.store_timestamp)
+            ks += kv.split(b" ")
+        for k in ks:
+            if k:
+                keys.append(k)
+                pres.append(ph)
+                phys.append(f.phy_offset)
+                tss.append(f.store_timestamp)
 
-    def _put(self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int) -> None:
-        if hashes:
+    def _put(
+        self, keys: list[bytes], pres: list[int], phys: list[int], tss: list[int], now_ms: int
+    ) -> None:
+        if keys:
+            hashes = index_key_hashes(pres, keys)
+            if -1 in hashes:  # non-ASCII keys: hash the whole "topic#key" string
+                topics = {h: t for t, h in self._prefix.items()}
+                hashes = [
+                    h if h >= 0 else key_hash(topics[ph] + b"#" + k)
+                    for h, ph, k in zip(hashes, pres, keys, strict=True)
+                ]
             # index file names need a time: without a clock, the newest store time will do
             self.index.put_hash_batch(hashes, phys, tss, now_ms if now_ms > 0 else tss[-1])
-            hashes.clear()
+            keys.clear()
+            pres.clear()
             phys.clear()
             tss.clear()
 
