@@ -452,10 +452,15 @@ class RemotingCommand:
 
     def encode(self) -> bytes:
         """The whole frame, the 4-byte total length included."""
+        header = self._header_bytes()
+        hlen = len(header)
+        if hlen > HEADER_LENGTH_MASK:
+            raise ProtocolError(f"header too long to frame: {hlen} bytes")
         body = self.body
+        prefix = _PREFIX.pack(4 + hlen + len(body), (self.serialize_type << 24) | hlen)
         if body:
-            return self.encode_header() + body
-        return self.encode_header()
+            return b"".join((prefix, header, body))
+        return prefix + header
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> RemotingCommand:
