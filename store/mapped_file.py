@@ -83,11 +83,12 @@ class MappedFile:
         self.mv = memoryview(self.mm)
 
     def warm(self) -> None:
-        """Touch every page so later appends take no page faults (warmMappedFile)."""
+        """Touch every page from the wrote position on: appends take no faults (warmMappedFile)."""
         if not self.writable:
             return
+        first = self.wrote_position // OS_PAGE_SIZE * OS_PAGE_SIZE  # written pages: leave them
         try:
-            self.mm.madvise(_MADV_POPULATE_WRITE)
+            self.mm.madvise(_MADV_POPULATE_WRITE, first, self.file_size - first)
             return
         except (OSError, ValueError):
             pass

@@ -758,7 +758,11 @@ class DefaultMessageStore(_StoreReadMixin):
         if not cl.mfq.files:  # create + warm the first file now, not on the first put
             cl._cur = cl.mfq.get_last_mapped_file(0)
             self._on_new_file()
+        elif cl._cur is not None and self.cfg.warmMapedFileEnable:
+            cl._cur.warm()  # after a restart: pre-touch the unwritten tail before serving
         cl.mfq.preallocate_next()
+        if self._index_mode in ("sync", "tick") and not self.index.files:
+            self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now
         if self._index_mode == "process" and self._index_proc is None:
             self._spawn_index_process()
 
