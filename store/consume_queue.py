@@ -55,7 +55,9 @@ class ConsumeQueue:
         self.file_size = file_size
         self.units_per_file = file_size // CQ_UNIT_SIZE
         self.path = os.path.join(root, topic, str(queue_id))
-        self.mfq = MappedFileQueue(self.path, file_size, writable=writable, warm=writable)
+        # not pre-touched: a 20-byte unit takes one first-touch fault per ~200 units, while
+        # populating each new queue's 6 MB file cost ~3 ms (7 us/msg for 2000 msgs per topic)
+        self.mfq = MappedFileQueue(self.path, file_size, writable=writable, warm=False)
         self.writable = writable
         self.min_logic_offset = 0  # byte offset
         self.max_phy_offset = 0  # end (phy + size) of the last unit
