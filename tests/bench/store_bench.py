@@ -14,8 +14,10 @@ What each figure includes (ASYNC_FLUSH unless stated):
   them in its own process; "dispatched" is n / time until that process has indexed the last
   record (the rate at which messages become fully dispatched: CQ + index).
 - get: get_message of 32 x 1 KiB from one queue.
-- SYNC_FLUSH: 64 threads each put_and_wait() through GroupCommit; raw fsync/s is a pwrite +
-  fdatasync loop of 1 KiB records in the same directory, in the same run.
+- SYNC_FLUSH: 64 threads each put_and_wait() through GroupCommit; and the broker's way: one
+  writer appends the 64 records that arrived (one per producer), flush() once, acks all (a
+  round per flush). raw fsync/s is a pwrite + fdatasync loop of 1 KiB records in the same
+  directory, in the same run.
 - recovery (opt-in): abnormal recovery (abort marker left, CRC checked) of a commit log of
   --recovery-gib; clean restart of a store holding --restart-gib (real files, 1 GiB each).
 """
@@ -253,6 +255,29 @@ def bench_group_commit(root: str, threads: int = 64, per_thread: int = 100) -> t
     return threads * per_thread / dt, per_fsync
 
 
+def bench_single_writer_commit(
+    root: str, producers: int = 64, rounds: int = 100
+) -> tuple[float, float]:
+    """SYNC_FLUSH as the broker does it: ONE writer (the send actor) appends every request that
+    arrived, flushes once, answers all. `producers` each keep one record outstanding, so every
+    round carries one record per producer; a record counts once flushed_offset covers it.
+    Returns (msgs/s, msgs per flush)."""
+    s = _open(root, flushDiskType="SYNC_FLUSH")
+    msgs = _messages(producers * rounds)
+    put, flush = s.put_message, s.flush
+    acked = 0
+    t = time.perf_counter()
+    for r in range(rounds):
+        ends = [put(m, r).end_offset for m in msgs[r * producers : (r + 1) * producers]]
+        flushed = flush(r)
+        acked += sum(1 for e in ends if e <= flushed)
+    dt = time.perf_counter() - t
+    s.shutdown(0)
+    if acked != producers * rounds:
+        raise RuntimeError(f"single-writer commit: {acked} of {producers * rounds} flushed")
+    return acked / dt, float(producers)
+
+
 def bench_recovery(root: str, gib: float) -> tuple[float, float]:
     """(abnormal recovery seconds, clean restart seconds) for a commit log of `gib` GiB."""
     cfg = _cfg(
@@ -367,6 +392,7 @@ def main() -> None:
                 gc, per = bench_group_commit(os.path.join(root, "gc"))
                 add("gc", gc)
                 add("per_fsync", per)
+                add("gc_writer", bench_single_writer_commit(os.path.join(root, "gw"))[0])
         finally:
             shutil.rmtree(root, ignore_errors=True)
     raw = [(x + y) / 2 for x, y in zip(res["raw"], res["raw_after"], strict=True)]
@@ -394,6 +420,8 @@ def main() -> None:
         lines.append(_row("SYNC_FLUSH group commit, 64 threads", res["gc"], res["fsync"],
                           ">= 5 (x fsync/s)", "msg/s"))  # fmt: skip
         lines.append(_row("  messages per fsync", res["per_fsync"], None, "", ""))
+        lines.append(_row("SYNC_FLUSH one writer, 64 producers", res["gc_writer"], res["fsync"],
+                          ">= 5 (x fsync/s)", "msg/s"))  # fmt: skip
     if a.recovery_gib > 0:
         rec_ab: list[float] = []
         rec_cl: list[float] = []

@@ -37,3 +37,10 @@ def test_bench_group_commit_small(tmp_path):
 def test_bench_recovery_small(tmp_path):
     abnormal, clean = store_bench.bench_recovery(str(tmp_path / "r"), 0.01)
     assert abnormal >= 0 and clean >= 0
+
+
+def test_bench_single_writer_commit_small(tmp_path):
+    rate, per_flush = store_bench.bench_single_writer_commit(
+        str(tmp_path / "gw"), producers=8, rounds=5
+    )
+    assert rate > 0 and per_flush == 8
