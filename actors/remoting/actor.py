@@ -47,6 +47,7 @@ class RemotingServer(WatchingActor):
 
     LINGER_IDLE_MS = 5.0
     LINGER_CAP_MS = 50.0
+    SPIN_US = 50.0  # catches a processor's reply without sleeping (A: ~+25%, same CPU/msg)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -9,6 +9,7 @@ the header is the processor's job.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import Any, Final
 
@@ -19,8 +20,7 @@ ROCKETMQ: Final = 1
 MSGPACK: Final = 2
 _META = struct.Struct(">I")
 _CODE = struct.Struct(">h")
-_JSON_PREFIX: Final = b'{"code":'
-_DIGITS: Final = frozenset(b"-0123456789")
+_JSON_CODE: Final = re.compile(rb'\{"code":(-?[0-9]{1,10})[,}]')
 
 
 class RouteError(Exception):
@@ -40,15 +40,11 @@ def request_code(frame: Any) -> int:
         if hlen < 21:
             raise RouteError("binary header shorter than 21 bytes")
         return int(_CODE.unpack_from(frame, 4)[0])
-    if stype == JSON and hlen > 9:
-        # fast path: Java, Go and Node all write "code" first; look at 20 bytes, copy nothing else
-        head = bytes(frame[4 : 4 + min(hlen, 20)])
-        if head.startswith(_JSON_PREFIX):
-            end = 8
-            while end < len(head) and head[end] in _DIGITS:
-                end += 1
-            if 8 < end < len(head) and head[end] in b",}":
-                return int(head[8:end])
+    if stype == JSON:
+        # fast path: Java, Go and Node all write "code" first; one match, nothing copied
+        m = _JSON_CODE.match(frame, 4, 4 + min(hlen, 24))
+        if m is not None:
+            return int(m.group(1))
     header = bytes(frame[4 : 4 + hlen])
     if stype == JSON:
         try:

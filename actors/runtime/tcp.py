@@ -192,21 +192,10 @@ class FrameServer:
             log.debug("conn=%d accepted from %s:%d", conn_id, addr[0], addr[1])
 
     def send(self, conn_id: int, data: Any) -> bool:
-        """Queue encoded bytes for a connection; False when it is gone."""
+        """Queue encoded bytes for a connection (written by flush(): one send per pass)."""
         conn = self.conns.get(conn_id)
         if conn is None:
             return False
-        if not conn.out and conn_id not in self.dirty:
-            # nothing queued: try the socket first, buffer only what it does not take
-            try:
-                sent = conn.sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError:
-                sent = 0  # flush() sees the error again and closes the connection
-            if sent == len(data):
-                return True
-            data = data[sent:]
         conn.out += data
         self.dirty[conn_id] = conn
         if len(conn.out) > MAX_PENDING_OUT:

@@ -12,14 +12,17 @@ after every read would pay that per request. With LINGER_IDLE_MS > 0, once a wat
 ready the actor keeps serving from its own persistent epoll over the same sockets, and returns
 to Thespian when no socket was ready for LINGER_IDLE_MS, after LINGER_CAP_MS in total, as soon
 as it sent a Thespian message (so control traffic leaves at once), or as soon as Thespian's own
-sockets have input (a control message for us). Due keyed timers run inside the loop (the later
-WakeupMessage is then ignored as superseded). Idle CPU stays ~0: outside traffic the actor
-blocks in Thespian's select as before.
+sockets have input (a control message for us). With SPIN_US > 0 the loop first polls without
+blocking (yielding the CPU between polls) for that long after each pass: a reply that comes
+back within the window is read without a sleep/wake-up cycle. Due keyed timers run inside the
+loop (the later WakeupMessage is then ignored as superseded). Idle CPU stays ~0: the spin only
+follows a pass that served something, and outside traffic the actor blocks in Thespian's select.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import select
 import time
 from datetime import timedelta
@@ -45,6 +48,7 @@ class WatchingActor(Actor):
 
     LINGER_IDLE_MS: float = 0.0  # 0 = return to Thespian after every pass
     LINGER_CAP_MS: float = 50.0
+    SPIN_US: float = 0.0  # after a pass, poll without sleeping this long (0 = block at once)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -166,16 +170,25 @@ class WatchingActor(Actor):
         start = time.monotonic()
         cap = start + self.LINGER_CAP_MS / 1000.0
         idle_until = start + idle_s
+        spin_s = self.SPIN_US / 1e6
+        spin_until = start + spin_s
+        poll = ep.poll
         try:
             while True:
                 now = time.monotonic()
                 next_due = self._run_due_timers(now)
                 if self._sent_control or now >= cap or now >= idle_until:
                     return
-                timeout = min(idle_until, cap, next_due) - now
-                events = ep.poll(timeout if timeout > 0 else 0)
-                if not events:
-                    continue
+                if now < spin_until:
+                    events = poll(0)
+                    if not events:
+                        os.sched_yield()  # a peer woken on this CPU runs first
+                        continue
+                else:
+                    timeout = min(idle_until, cap, next_due) - now
+                    events = poll(timeout if timeout > 0 else 0)
+                    if not events:
+                        continue
                 fds = [fd for fd, _ in events if fd != tep_fd]
                 if len(fds) != len(events):
                     return  # a Thespian message is waiting for us
@@ -185,7 +198,10 @@ class WatchingActor(Actor):
                     ep.unregister(tep_fd)
                     ep = self._sync_epoll()
                     ep.register(tep_fd, _EP_IN)
-                idle_until = time.monotonic() + idle_s
+                    poll = ep.poll
+                now = time.monotonic()
+                idle_until = now + idle_s
+                spin_until = now + spin_s
         finally:
             try:
                 ep.unregister(tep_fd)
