@@ -60,6 +60,7 @@ REAL_PERSONALITY = "actors.broker.actor"
 MAX_TICK_MS = 1000.0
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
+REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
 
 
@@ -336,14 +337,18 @@ class ProcessorActor(WatchingActor):
             if records is None:
                 self._drop_channel(ch)
                 continue
-            if records:
+            step = REPLY_FLUSH_EVERY
+            for start in range(0, len(records), step):
                 mark = len(ch.out)
-                host.handle(ch, records)
+                chunk = records[start : start + step]
+                host.handle(ch, chunk, len(records) - start - len(chunk))
                 if ch is not host.notice_channel:
                     events = self.ctx.drain_events()
                     if events:  # ahead of this batch's replies: causal order for clients
                         ch.out[mark:mark] = events_record(self.group, events)
                         self.outbox.dirty.add(ch)
+                if start + step < len(records):
+                    ch.flush()  # the client decodes these replies while we run the rest
             if ch.closed:
                 self._drop_channel(ch)
         self._after_batch()

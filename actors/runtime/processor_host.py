@@ -104,13 +104,13 @@ class ProcessorHost:
         self.busy = 0
         self.errors = 0
 
-    def handle(self, ch: Channel, records: list[tuple[Any, ...]]) -> None:
-        """Run one batch of records that arrived on channel `ch`."""
+    def handle(self, ch: Channel, records: list[tuple[Any, ...]], queued_after: int = 0) -> None:
+        """Run one batch of records from channel `ch` (queued_after more wait behind it)."""
         outbox = self.outbox
         conn_channel = outbox.conn_channel
         core = self.core
         out = ch.out
-        n = len(records)
+        n = len(records) + queued_after
         for i, rec in enumerate(records):
             rtype = rec[0]
             if rtype == REQUEST:
