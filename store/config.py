@@ -85,10 +85,14 @@ class StoreConfig:
     maxTransferCountOnMessageInDisk: int = 8
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     duplicationEnable: bool = False
-    # Not a RocketMQ name: who builds IndexFile entries. "sync": inside put (default); "tick":
-    # the writer's tick() catches up from the commit log (ReputMessageService style); "process":
-    # a separate `python -m store.index_dispatch` process started by start() owns the index files.
-    messageIndexDispatch: str = "sync"
+    # Not a RocketMQ name: who builds IndexFile entries. "sync": inside put; "tick": the writer's
+    # tick() catches up from the commit log (ReputMessageService style); "process": another
+    # process owns the index files (IndexFollower): `python -m store.index_dispatch` started by
+    # start(), or, with messageIndexProcessSpawn=false, one its host runs (the broker's
+    # IndexService actor). "" (default): the host decides: a bare store uses "sync", the broker
+    # "process" (see index_mode).
+    messageIndexDispatch: str = ""
+    messageIndexProcessSpawn: bool = True
     # Not RocketMQ names: facts the Java store reads from the JVM / OS.
     totalPhysicalMemory: int = field(default_factory=_physical_memory)
     diskSpaceWarningLevelRatio: int = 90  # Java: -Drocketmq.broker.diskSpaceWarningLevelRatio
@@ -105,7 +109,7 @@ class StoreConfig:
             )
         if self.brokerRole not in BROKER_ROLES:
             raise ValueError(f"brokerRole: expected one of {BROKER_ROLES}, got {self.brokerRole!r}")
-        if self.messageIndexDispatch not in INDEX_DISPATCH_MODES:
+        if self.messageIndexDispatch not in ("", *INDEX_DISPATCH_MODES):
             raise ValueError(
                 f"messageIndexDispatch: expected one of {INDEX_DISPATCH_MODES}, "
                 f"got {self.messageIndexDispatch!r}"
@@ -122,6 +126,13 @@ class StoreConfig:
             if not part.strip().isdigit() or not 0 <= int(part) <= 23:
                 raise ValueError(f"deleteWhen: bad hour {part!r}")
         parse_delay_levels(self.messageDelayLevel)
+
+    @property
+    def index_mode(self) -> str:
+        """The effective index dispatch mode: "off", "sync", "tick" or "process"."""
+        if not self.messageIndexEnable:
+            return "off"
+        return self.messageIndexDispatch or "sync"
 
     @property
     def delay_levels_ms(self) -> list[int]:

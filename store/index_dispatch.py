@@ -23,7 +23,7 @@ import signal
 import struct
 import sys
 import time
-from typing import Final
+from typing import Final, Protocol
 
 from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from store.commitlog import CommitLog, prop_value
@@ -42,11 +42,19 @@ _UNIQ: Final = b"UNIQ_KEY\x01"
 _KEYS: Final = b"KEYS\x01"
 
 
+class IndexSink(Protocol):
+    """Where a dispatcher puts (hash, phy, store time) entries: an IndexService, or a filter."""
+
+    def put_hash_batch(
+        self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int
+    ) -> object: ...
+
+
 class IndexDispatcher:
     """Walks commit-log records from next_phy and adds their keys to the index."""
 
     def __init__(
-        self, commitlog: CommitLog, index: IndexService, next_phy: int, skip_upto: int = -1
+        self, commitlog: CommitLog, index: IndexSink, next_phy: int, skip_upto: int = -1
     ) -> None:
         self.commitlog = commitlog
         self.index = index
@@ -199,21 +207,89 @@ class IndexDispatcher:
             tss.clear()
 
 
-# ---- the index process ------------------------------------------------------------------------
+# ---- the index owner outside the writer ---------------------------------------------------------
+class IndexFollower:
+    """Owns the index files of a store written by another process and follows its commit log.
+
+    Used by the `python -m store.index_dispatch` process and by the broker's IndexService actor:
+    `open()` waits (up to wait_s) for the index lock, `step()` indexes what the writer published,
+    `close()` drains to the writer's final max offset and publishes the progress.
+    """
+
+    def __init__(self, cfg: StoreConfig) -> None:
+        self.cfg = cfg
+        root = cfg.storePathRootDir
+        self.state = StatePage(os.path.join(root, "state"), writable=True)
+        self.commitlog = CommitLog(cfg, writable=False)
+        self.index = IndexService(root, cfg.maxHashSlotNum, cfg.maxIndexNum)
+        self.disp: IndexDispatcher | None = None
+        self._lock_fd = -1
+        self._min_seen = -1
+
+    def open(self, wait_s: float = 0.0) -> bool:
+        """Take the index lock (one index writer) and load; False if it stays taken."""
+        os.makedirs(self.index.path, exist_ok=True)
+        fd = os.open(os.path.join(self.index.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.01)
+        self._lock_fd = fd
+        self.commitlog.mfq.refresh()
+        self.index.load()
+        self.disp = IndexDispatcher(
+            self.commitlog, self.index, self.state.get(OFF_INDEX_PHY), self.index.end_phy
+        )
+        self._min_seen = self.state.get(OFF_MIN_PHY)
+        return True
+
+    @property
+    def next_phy(self) -> int:
+        """Commit-log offset below which every record is indexed."""
+        return self.disp.next_phy if self.disp is not None else 0
+
+    def step(self, max_records: int = 65536) -> int:
+        """Index up to max_records published records; returns how many were walked."""
+        disp = self.disp
+        if disp is None:
+            return 0
+        limit = self.state.get(OFF_MAX_PHY)
+        if disp.next_phy < limit:
+            n = disp.catch_up(limit, 0, max_records)
+            self.state.set(OFF_INDEX_PHY, disp.next_phy)
+            return n
+        m = self.state.get(OFF_MIN_PHY)
+        if m != self._min_seen:  # retention moved the commit log's start: drop old index files
+            self._min_seen = m
+            self.index.delete_expired(m)
+        return 0
+
+    def close(self, drain: bool = True) -> None:
+        """Index what is left (drain), flush, publish the progress, release everything."""
+        if self.disp is not None:
+            while drain and self.step() > 0:
+                pass
+            self.index.flush()
+            self.state.set(OFF_INDEX_PHY, self.disp.next_phy)
+            self.disp = None
+        self.index.close()
+        self.commitlog.close()
+        self.state.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = -1
+
+
 def run_process(cfg: StoreConfig, poll_s: float = 0.0005) -> int:
     """Follow the writer's published max offset and build the index until told to stop."""
-    root = cfg.storePathRootDir
-    state = StatePage(os.path.join(root, "state"), writable=True)
-    cl = CommitLog(cfg, writable=False)
-    cl.mfq.refresh()
-    index = IndexService(root, cfg.maxHashSlotNum, cfg.maxIndexNum)
-    os.makedirs(index.path, exist_ok=True)
-    lock_fd = os.open(os.path.join(index.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one index writer: the store waits on this at load
-    index.load()
-    start = state.get(OFF_INDEX_PHY)
-    end_phy = index.end_phy
-    disp = IndexDispatcher(cl, index, start, end_phy)
+    follower = IndexFollower(cfg)
+    follower.open(wait_s=1e9)  # the store waits on this lock at load: an earlier owner exits
     stop = False
 
     def _on_term(_sig: int, _frm: object) -> None:
@@ -223,26 +299,10 @@ def run_process(cfg: StoreConfig, poll_s: float = 0.0005) -> int:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     parent = os.getppid()
-    min_seen = state.get(OFF_MIN_PHY)
-    while os.getppid() == parent:
-        limit = state.get(OFF_MAX_PHY)
-        if disp.next_phy < limit:
-            disp.catch_up(limit, 0, 65536)
-            state.set(OFF_INDEX_PHY, disp.next_phy)
-            continue
-        if stop:
-            break
-        m = state.get(OFF_MIN_PHY)
-        if m != min_seen:  # retention moved the commit log's start: drop whole old index files
-            min_seen = m
-            index.delete_expired(m)
-        time.sleep(poll_s)
-    index.flush()
-    state.set(OFF_INDEX_PHY, disp.next_phy)
-    index.close()
-    cl.close()
-    state.close()
-    os.close(lock_fd)
+    while os.getppid() == parent and not stop:
+        if follower.step() == 0:
+            time.sleep(poll_s)
+    follower.close(drain=True)
     return 0
 
 

@@ -309,6 +309,33 @@ def _look_decode(data: memoryview) -> Any:
     return decode_message_ext(bytes(data), 0)
 
 
+QUERY_TAIL_SCAN_BYTES: Final = 32 << 20  # bound of the unindexed commit-log tail a query scans
+
+
+class _HashSink:
+    """Stands in for the index in a tail scan: keeps phy offsets whose key hash matches."""
+
+    def __init__(self, kh: int, begin_ms: int, end_ms: int) -> None:
+        self.kh, self.begin_ms, self.end_ms = kh, begin_ms, end_ms
+        self.phys: list[int] = []
+
+    def put_hash_batch(
+        self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int
+    ) -> None:
+        kh, b, e = self.kh, self.begin_ms, self.end_ms
+        hits = zip(hashes, phys, tss, strict=True)
+        self.phys += [p for h, p, t in hits if h == kh and b <= t <= e]
+
+
+def _scan_tail(
+    cl: CommitLog, kb: bytes, start: int, max_phy: int, begin_ms: int, end_ms: int
+) -> list[int]:
+    """Phy offsets of records in [start, max_phy) (bounded) with key topic#key = kb."""
+    sink = _HashSink(key_hash(kb), begin_ms, end_ms)
+    IndexDispatcher(cl, sink, start).catch_up(min(max_phy, start + QUERY_TAIL_SCAN_BYTES), 0)
+    return sink.phys
+
+
 # ---- shared read side ------------------------------------------------------------------------
 class _StoreReadMixin:
     """Read operations common to the writer and read-only views."""
@@ -328,6 +355,11 @@ class _StoreReadMixin:
 
     def _refresh_index(self) -> None:
         """Reader hook."""
+
+    @property
+    def indexed_offset(self) -> int:
+        """Commit-log offset below which every record's index entries are written."""
+        raise NotImplementedError
 
     def _cl_data(self, phy: int, size: int) -> memoryview | None:
         return self.commitlog.get_data(phy, size)
@@ -427,7 +459,14 @@ class _StoreReadMixin:
         res = QueryMessageResult()
         kb = f"{topic}#{key}".encode()
         max_phy, min_phy = self._max_phy(), self._min_phy()
-        for phy in self.index.query(kb, max_num, begin_ms, end_ms):
+        # records the index owner has not reached yet are found by scanning the commit-log tail
+        indexed = self.indexed_offset
+        phys = self.index.query(kb, max_num, begin_ms, end_ms)
+        if indexed < max_phy and len(phys) < max_num:
+            seen = set(phys)
+            tail = _scan_tail(self.commitlog, kb, indexed, max_phy, begin_ms, end_ms)
+            phys += [p for p in tail if p not in seen][: max_num - len(phys)]
+        for phy in phys:
             if phy < min_phy or phy >= max_phy:
                 continue
             data = self.select_one_message_by_offset(phy)
@@ -657,7 +696,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._running = False
         self._accepting = False  # running and not a slave
         self._max_msg_size = cfg.maxMessageSize
-        self._index_mode = cfg.messageIndexDispatch if cfg.messageIndexEnable else "off"
+        self._index_mode = cfg.index_mode
         self._index_inline = self._index_mode == "sync"
         self._index_disp: IndexDispatcher | None = None  # "tick" mode
         self._index_proc: subprocess.Popen[bytes] | None = None  # "process" mode
@@ -763,7 +802,8 @@ class DefaultMessageStore(_StoreReadMixin):
         cl.mfq.preallocate_next()
         if self._index_mode in ("sync", "tick") and not self.index.files:
             self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now
-        if self._index_mode == "process" and self._index_proc is None:
+        spawn = self.cfg.messageIndexProcessSpawn
+        if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
 
     # ---- index dispatch modes ------------------------------------------------------------------
@@ -1664,6 +1704,13 @@ class MessageStoreReader(_StoreReadMixin):
 
     def _refresh_index(self) -> None:
         self.index.refresh()
+
+    @property
+    def indexed_offset(self) -> int:
+        """What the index owner published ("tick"/"process"), else the max offset."""
+        if self.cfg.index_mode in ("tick", "process"):
+            return self.state.get(OFF_INDEX_PHY)
+        return self.state.max_phy
 
     def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         changed = self._sync_generation()
