@@ -4,15 +4,20 @@ Mirrors remoting/netty/NettyRemotingServer.java + NettyRemotingAbstract.java, Ro
 Frames are never decoded beyond their request code and never re-encoded: each one travels as
 raw bytes in a REQUEST record over the direct channel of its processor group, and REPLY
 records come back as encoded frames written to the client as they are.
+
+The VIP ("fast") channel of NettyServerConfig/BrokerStartup: a second listener on
+listenPort - 2 serving every code except PULL_MESSAGE (which falls to the default group and is
+answered REQUEST_CODE_NOT_SUPPORTED), for Java clients <= 4.4 (spec §1.1). Its connections
+travel on the same processor channels with ids offset by FAST_CONN_BASE.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Final
 
-from actors.remoting.router import RouteError, RouteTable, request_code
+from actors.remoting.router import RouteError, RouteTable, fast_route_table, request_code
 from actors.runtime.channel import (
     CLOSE_CONN,
     CONN_CLOSED,
@@ -40,6 +45,18 @@ log = logging.getLogger(__name__)
 
 FLUSH_RETRY_MS = 1.0
 EVENTS_TO_CONTROLLER_MS = 5.0  # the controller only persists and registers: batch its copies
+FAST_CONN_BASE: Final = 1 << 48  # VIP connections' ids on the channels (main ids stay below)
+FAST_PORT_OFFSET: Final = 2  # NettyServerConfig: fastListenPort = listenPort - 2
+
+
+def fast_port_for(port: int, configured: int | None) -> int | None:
+    """The VIP port to bind: `configured` (-1 = off, 0 = free) or port - 2; None = no VIP."""
+    if configured is not None:
+        return None if configured < 0 else configured
+    if port == 0:
+        return 0
+    fast = port - FAST_PORT_OFFSET
+    return fast if 0 < fast <= 65535 else None
 
 
 class RemotingServer(WatchingActor):
@@ -52,7 +69,10 @@ class RemotingServer(WatchingActor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.server: FrameServer | None = None
+        self.fast: FrameServer | None = None  # the VIP listener, None when off
+        self.fast_port = 0
         self.routes: RouteTable | None = None
+        self.fast_routes: RouteTable | None = None
         self.group_channel: dict[str, Channel] = {}
         self.by_fd: dict[int, Channel] = {}
         self.dirty: set[Channel] = set()
@@ -88,20 +108,48 @@ class RemotingServer(WatchingActor):
             self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s
         )
         port = self.server.listen(msg.host, msg.port)
+        self._start_fast(msg, port)
         self.sweep_ms = max(10.0, min(10_000.0, msg.idle_s * 1000.0 / 4))
         self.schedule("idle", self.sweep_ms)
         self._refresh_fds()
         return port
+
+    def _start_fast(self, msg: StartRemoting, port: int) -> None:
+        """Listen on the VIP port; a derived port already taken only disables the channel."""
+        configured = getattr(msg, "fast_port", None)
+        want = fast_port_for(msg.port, configured)
+        if want is None:
+            log.info("VIP channel off (listenPort %d, fastListenPort %s)", msg.port, configured)
+            return
+        free = want == 0
+        if free and port > FAST_PORT_OFFSET:
+            want = port - FAST_PORT_OFFSET  # any free port, port - 2 if it is free
+        assert self.routes is not None
+        self.fast_routes = fast_route_table(self.routes)
+        fast = FrameServer(self._on_fast_frames, self._on_fast_closed, max_frame=msg.max_frame,
+                           idle_s=msg.idle_s, name="remoting-vip")
+        try:
+            self.fast_port = fast.listen(msg.host, want)
+        except OSError as exc:
+            if free:
+                self.fast_port = fast.listen(msg.host, 0)
+            elif configured is not None:
+                raise
+            else:
+                log.warning("VIP channel off: cannot listen on %s:%d: %s", msg.host, want, exc)
+                return
+        self.fast = fast
 
     def on_exit(self) -> None:
         self._send_events()
         self._close_everything()
 
     def _close_everything(self) -> None:
-        if self.server is not None:
-            self.server.on_closed = lambda conn: None
-            self.server.close_all()
-            self.server = None
+        for server in (self.server, self.fast):
+            if server is not None:
+                server.on_closed = lambda conn: None
+                server.close_all()
+        self.server = self.fast = None
         for ch in self.group_channel.values():
             ch.close()
         self.group_channel.clear()
@@ -109,13 +157,17 @@ class RemotingServer(WatchingActor):
         self.set_watch_fds([])
 
     def _refresh_fds(self, force: bool = False) -> None:
-        server = self.server
-        if server is not None and server.changes == self._seen_changes and not force:
+        server, fast = self.server, self.fast
+        changes = (server.changes if server is not None else 0) + (
+            fast.changes if fast is not None else 0)
+        if server is not None and changes == self._seen_changes and not force:
             return
         fds = list(self.by_fd)
         if server is not None:
             fds.extend(server.fds())
-            self._seen_changes = server.changes
+        if fast is not None:
+            fds.extend(fast.fds())
+        self._seen_changes = changes
         self.set_watch_fds(fds)
 
     # -- data plane -----------------------------------------------------------------------------
@@ -130,12 +182,21 @@ class RemotingServer(WatchingActor):
                 self._read_channel(ch)
             elif server.owns(fd):
                 server.handle_ready(fd, now, time.monotonic_ns())
+            elif self.fast is not None and self.fast.owns(fd):
+                self.fast.handle_ready(fd, now, time.monotonic_ns())
         self._flush(now)
         self._refresh_fds()
 
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
-        routes = self.routes
-        assert routes is not None
+        assert self.routes is not None
+        self._route(conn, conn.id, self.routes, frames, recv_ns)
+
+    def _on_fast_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
+        assert self.fast_routes is not None
+        self._route(conn, FAST_CONN_BASE + conn.id, self.fast_routes, frames, recv_ns)
+
+    def _route(self, conn: Conn, conn_id: int, routes: RouteTable, frames: list[Any],
+               recv_ns: int) -> None:
         group_channel = self.group_channel
         dirty = self.dirty
         for frame in frames:
@@ -151,13 +212,19 @@ class RemotingServer(WatchingActor):
                 log.error("no live processor channel for code=%d, closing conn=%d", code, conn.id)
                 conn.closed = True
                 return
-            add_request(ch.out, conn.id, recv_ns, conn.peer_ip, conn.peer_port, frame)
+            add_request(ch.out, conn_id, recv_ns, conn.peer_ip, conn.peer_port, frame)
             dirty.add(ch)
 
     def _on_closed(self, conn: Conn) -> None:
+        self._conn_closed(conn.id)
+
+    def _on_fast_closed(self, conn: Conn) -> None:
+        self._conn_closed(FAST_CONN_BASE + conn.id)
+
+    def _conn_closed(self, conn_id: int) -> None:
         for ch in self.group_channel.values():
             if not ch.closed:
-                add_conn_record(ch.out, CONN_CLOSED, conn.id)
+                add_conn_record(ch.out, CONN_CLOSED, conn_id)
                 self.dirty.add(ch)
 
     def _read_channel(self, ch: Channel) -> None:
@@ -174,12 +241,19 @@ class RemotingServer(WatchingActor):
             self.by_fd.pop(ch.fd, None)
             self._refresh_fds(force=True)
             return
+        fast = self.fast
         for rec in records:
             rtype = rec[0]
             if rtype == REPLY:
-                server.send(rec[1], rec[2])
+                if rec[1] < FAST_CONN_BASE:
+                    server.send(rec[1], rec[2])
+                elif fast is not None:
+                    fast.send(rec[1] - FAST_CONN_BASE, rec[2])
             elif rtype == CLOSE_CONN:
-                server.close(rec[1], "processor asked")
+                if rec[1] < FAST_CONN_BASE:
+                    server.close(rec[1], "processor asked")
+                elif fast is not None:
+                    fast.close(rec[1] - FAST_CONN_BASE, "processor asked")
             elif rtype == EVENTS:
                 self._forward_events(rec[1], rec[2], rec[3])
         if ch.closed:
@@ -213,6 +287,8 @@ class RemotingServer(WatchingActor):
             pending = bool(still)
         if self.server is not None and not self.server.flush(now):
             pending = True
+        if self.fast is not None and not self.fast.flush(now):
+            pending = True
         if pending:
             self.schedule("flush", FLUSH_RETRY_MS)
 
@@ -224,6 +300,8 @@ class RemotingServer(WatchingActor):
             return
         if key == "idle":
             closed = self.server.sweep_idle(now)
+            if self.fast is not None:
+                closed += self.fast.sweep_idle(now)
             if closed:
                 log.info("closed %d idle connections", closed)
             self.schedule("idle", self.sweep_ms)

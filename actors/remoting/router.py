@@ -15,6 +15,8 @@ from typing import Any, Final
 
 import msgpack
 
+from protocol.codes import RequestCode
+
 JSON: Final = 0
 ROCKETMQ: Final = 1
 MSGPACK: Final = 2
@@ -88,3 +90,14 @@ class RouteTable:
     def group_for(self, code: int) -> str:
         """The group that serves `code`."""
         return self.by_code.get(code, self.default)
+
+
+# What the VIP listener does not serve (BrokerController registers no pull processor there).
+NOT_ON_FAST_PORT: Final = frozenset({int(RequestCode.PULL_MESSAGE)})
+
+
+def fast_route_table(main: RouteTable) -> RouteTable:
+    """The VIP port's table: the main one without PULL_MESSAGE (it falls to the default)."""
+    return RouteTable(
+        {c: g for c, g in main.by_code.items() if c not in NOT_ON_FAST_PORT}, main.default
+    )

@@ -15,9 +15,14 @@ def test_only_requested_ports_face_the_network(up_process) -> None:
     listeners = procinfo.listeners_of(up.pids())
     ports = {port for _pid, _ip, port in listeners}
     assert {up.ns_port, up.broker_port} <= ports
-    assert len(listeners) >= 4  # admin + actor ports + the two client ports
+    assert len(listeners) >= 4  # admin + actor ports + the client ports
     exposed = {(ip, port) for _pid, ip, port in listeners if not ip.startswith("127.")}
-    assert exposed == {("0.0.0.0", up.ns_port), ("0.0.0.0", up.broker_port)}, listeners
+    # the broker's VIP channel (spec §1.1) listens on broker_port - 2 (unless it was taken)
+    vip = ("0.0.0.0", up.broker_port - 2)
+    assert exposed - {vip} == {("0.0.0.0", up.ns_port), ("0.0.0.0", up.broker_port)}, listeners
+    if up.broker_port - 2 not in ports:
+        log_file = up.out_path.parent / "data" / "actormq.log"
+        assert b"VIP channel off" in log_file.read_bytes()
 
 
 def test_loopback_host_exposes_nothing(up_process) -> None:
