@@ -13,8 +13,7 @@ import struct
 import zlib
 from typing import Any, Final
 
-from actors.broker.dispatch import CodeDispatchCore
-from actors.core import Request
+from actors.core import CodeDispatchCore, Request
 from actors.namesrv.routes import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
     KVConfigManager,

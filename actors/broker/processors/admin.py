@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.broker.context import BrokerContext
-from actors.broker.dispatch import BAD_BODY_ERRORS, CodeDispatchCore
 from actors.broker.events import (
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
@@ -21,7 +20,7 @@ from actors.broker.events import (
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.subscription_group import SubscriptionGroupConfig
 from actors.broker.topic_config import TopicConfig, validate_topic
-from actors.core import Request
+from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request
 from protocol.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,

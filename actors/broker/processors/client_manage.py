@@ -13,7 +13,6 @@ from typing import Final
 
 from actors.broker.consumer_manager import ClientChannel, ConsumerManager
 from actors.broker.context import BrokerContext
-from actors.broker.dispatch import CodeDispatchCore
 from actors.broker.events import (
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
@@ -22,7 +21,7 @@ from actors.broker.events import (
 )
 from actors.broker.producer_manager import ProducerManager
 from actors.broker.topic_config import PERM_READ, PERM_WRITE
-from actors.core import Request
+from actors.core import CodeDispatchCore, Request
 from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS

@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 
 from actors.broker.context import BrokerContext
-from actors.broker.dispatch import CodeDispatchCore
 from actors.broker.events import OffsetCommitted
-from actors.core import Request
+from actors.core import CodeDispatchCore, Request
 from protocol.bodies import GetConsumerListByGroupResponseBody
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS

@@ -8,8 +8,7 @@ from __future__ import annotations
 import logging
 
 from actors.broker.context import BrokerContext
-from actors.broker.dispatch import CodeDispatchCore
-from actors.core import Request
+from actors.core import CodeDispatchCore, Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
