@@ -10,26 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from actors.broker.config import BrokerConfig
-from actors.broker.consumer_manager import ConsumerGroupInfo
-from actors.broker.events import (
-    BrokerEvent,
-    ConsumerGroupChanged,
-    ConsumerGroupRemoved,
-    OffsetCommitted,
-    OffsetMoved,
-    SubscriptionGroupChanged,
-    SubscriptionGroupDeleted,
-    TopicConfigChanged,
-    TopicsDeleted,
-)
-from actors.broker.offsets import ConsumerOffsetManager
-from actors.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from actors.broker.topic_config import TopicConfig, TopicConfigManager
+from actors.broker.events import BrokerEvent, OffsetCommitted
+from actors.broker.state import BrokerSnapshot, BrokerState
 from actors.core import Outbox
+
+__all__ = ["ArrivalNotice", "BrokerContext", "BrokerSnapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +25,7 @@ log = logging.getLogger(__name__)
 ArrivalNotice = tuple[str, int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerSnapshot:
-    """The controller's state sent to each processor actor at startup."""
-
-    topics: tuple[TopicConfig, ...] = ()
-    groups: tuple[SubscriptionGroupConfig, ...] = ()
-    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
-    consumer_groups: tuple[ConsumerGroupInfo, ...] = ()
-
-
-class BrokerContext:
+class BrokerContext(BrokerState):
     """Per-actor broker state: replicas, store handle, outbox, pending events and arrivals."""
 
     def __init__(
@@ -59,15 +37,11 @@ class BrokerContext:
         outbox: Outbox | None,
         store: Any = None,
     ) -> None:
-        self.broker_config = broker_config
+        super().__init__(broker_config)
         self.store_config = store_config
         self.group = group
         self.outbox = outbox
         self.store = store
-        self.topics = TopicConfigManager(broker_config)
-        self.groups = SubscriptionGroupManager(broker_config)
-        self.offsets = ConsumerOffsetManager()
-        self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self._events: list[BrokerEvent] = []
         self._offset_events: dict[tuple[str, str, int], OffsetCommitted] = {}
         self._arrivals: list[ArrivalNotice] = []
@@ -111,37 +85,8 @@ class BrokerContext:
         self._handlers[event_type] = handler
 
     def _apply_local(self, event: BrokerEvent) -> None:
-        if isinstance(event, OffsetCommitted):
-            self.offsets.commit_offset(event.group, event.topic, event.queue_id, event.offset)
-        elif isinstance(event, TopicConfigChanged):
-            self.topics.put(event.config)
-        elif isinstance(event, TopicsDeleted):
-            for t in event.topics:
-                self.topics.delete(t)
-                self.offsets.remove_topic(t)
-        elif isinstance(event, SubscriptionGroupChanged):
-            self.groups.put(event.config)
-        elif isinstance(event, SubscriptionGroupDeleted):
-            self.groups.delete(event.group)
-            if event.remove_offset:
-                self.offsets.remove_group(event.group)
-        elif isinstance(event, ConsumerGroupChanged):
-            self.consumer_groups[event.info.group] = event.info
-        elif isinstance(event, ConsumerGroupRemoved):
-            self.consumer_groups.pop(event.group, None)
-        elif isinstance(event, OffsetMoved):
-            pass  # no replica: the send core stores it (on_event)
-        else:
+        if self.apply_state(event) is None:
             log.warning("unknown broker event %r", event)
-
-    def load_snapshot(self, snapshot: BrokerSnapshot) -> None:
-        """Replace the replicas with the controller's state."""
-        for t in snapshot.topics:
-            self.topics.put(t)
-        for g in snapshot.groups:
-            self.groups.put(g)
-        self.offsets.table = {k: dict(v) for k, v in snapshot.offsets.items()}
-        self.consumer_groups = {c.group: c for c in snapshot.consumer_groups}
 
     # --- arrivals (send group only) --------------------------------------------------------
 

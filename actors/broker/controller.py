@@ -26,41 +26,25 @@ import zlib
 from typing import Any
 
 from actors.broker.config import BrokerConfig
-from actors.broker.consumer_manager import ConsumerGroupInfo
-from actors.broker.context import BrokerSnapshot
-from actors.broker.events import (
-    ALL_GROUPS,
-    BrokerEvent,
-    ConsumerGroupChanged,
-    ConsumerGroupRemoved,
-    OffsetCommitted,
-    OffsetMoved,
-    SubscriptionGroupChanged,
-    SubscriptionGroupDeleted,
-    TopicConfigChanged,
-    TopicsDeleted,
-)
-from actors.broker.offsets import ConsumerOffsetManager, loads_config
-from actors.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from actors.broker.topic_config import TopicConfig, TopicConfigManager
+from actors.broker.events import ALL_GROUPS, BrokerEvent, TopicConfigChanged, TopicsDeleted
+from actors.broker.offsets import loads_config
+from actors.broker.state import GROUPS_CHANGED, TOPICS_CHANGED, BrokerState
+from actors.broker.subscription_group import SubscriptionGroupConfig
+from actors.broker.topic_config import TopicConfig
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
 
-class BrokerControllerCore:
+class BrokerControllerCore(BrokerState):
     """Owns the authoritative broker state and its persistence."""
 
     def __init__(self, broker_config: BrokerConfig, store_config: Any) -> None:
-        self.broker_config = broker_config
+        super().__init__(broker_config)
         self.store_config = store_config
         root = str(getattr(store_config, "storePathRootDir", "") or ".")
         self.config_dir = os.path.join(os.path.expanduser(root), "config")
-        self.topics = TopicConfigManager(broker_config)
-        self.groups = SubscriptionGroupManager(broker_config)
-        self.offsets = ConsumerOffsetManager()
-        self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.topic_version: tuple[int, int] = (0, 0)
         self.group_version: tuple[int, int] = (0, 0)
         self._register_needed = False
@@ -149,15 +133,6 @@ class BrokerControllerCore:
 
     # --- snapshot and events ----------------------------------------------------------------
 
-    def snapshot(self) -> BrokerSnapshot:
-        """The state every processor actor starts from."""
-        return BrokerSnapshot(
-            topics=tuple(self.topics.table.values()),
-            groups=tuple(self.groups.table.values()),
-            offsets={k: dict(v) for k, v in self.offsets.table.items()},
-            consumer_groups=tuple(self.consumer_groups.values()),
-        )
-
     def apply_events(
         self, events: list[BrokerEvent], origin: str, now_ms: int
     ) -> dict[str, list[BrokerEvent]]:
@@ -165,39 +140,20 @@ class BrokerControllerCore:
         topics_changed = groups_changed = False
         forward: dict[str, list[BrokerEvent]] = {}
         for ev in events:
+            changed = self.apply_state(ev)
+            if changed is None:
+                log.warning("controller: unknown event %r", ev)
+                continue
+            topics_changed = topics_changed or bool(changed & TOPICS_CHANGED)
+            groups_changed = groups_changed or bool(changed & GROUPS_CHANGED)
             if isinstance(ev, TopicConfigChanged):
-                if self.topics.get(ev.config.topic_name) != ev.config:
-                    self.topics.put(ev.config)
-                    topics_changed = True
+                if changed:
                     self._register_needed = self._register_needed or ev.register
                 if ev.barrier:
                     self._barriers.append((origin, ev.barrier))
                     self._register_needed = True
             elif isinstance(ev, TopicsDeleted):
-                for t in ev.topics:
-                    if self.topics.delete(t):
-                        topics_changed = True
-                    self.offsets.remove_topic(t)
                 self._register_needed = True
-            elif isinstance(ev, SubscriptionGroupChanged):
-                if self.groups.get(ev.config.group_name) != ev.config:
-                    self.groups.put(ev.config)
-                    groups_changed = True
-            elif isinstance(ev, SubscriptionGroupDeleted):
-                groups_changed = self.groups.delete(ev.group) or groups_changed
-                if ev.remove_offset:
-                    self.offsets.remove_group(ev.group)
-            elif isinstance(ev, ConsumerGroupChanged):
-                self.consumer_groups[ev.info.group] = ev.info
-            elif isinstance(ev, ConsumerGroupRemoved):
-                self.consumer_groups.pop(ev.group, None)
-            elif isinstance(ev, OffsetCommitted):
-                self.offsets.commit_offset(ev.group, ev.topic, ev.queue_id, ev.offset)
-            elif isinstance(ev, OffsetMoved):
-                pass  # nothing to keep: forwarded to the single writer
-            else:
-                log.warning("controller: unknown event %r", ev)
-                continue
             for group in ev.AUDIENCE & ALL_GROUPS:
                 if group != origin:
                     forward.setdefault(group, []).append(ev)

@@ -1,0 +1,102 @@
+"""The broker state every processor actor replicates and the controller owns.
+
+Mirrors the tables behind BrokerController.getTopicConfigManager(), getSubscriptionGroupManager(),
+getConsumerOffsetManager() and getConsumerManager() (broker/BrokerController.java, RocketMQ
+4.9.x). BrokerContext (a replica per processor actor) and BrokerControllerCore (the
+authoritative copy) both apply events through BrokerState.apply_state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from actors.broker.config import BrokerConfig
+from actors.broker.consumer_manager import ConsumerGroupInfo
+from actors.broker.events import (
+    BrokerEvent,
+    ConsumerGroupChanged,
+    ConsumerGroupRemoved,
+    OffsetCommitted,
+    OffsetMoved,
+    SubscriptionGroupChanged,
+    SubscriptionGroupDeleted,
+    TopicConfigChanged,
+    TopicsDeleted,
+)
+from actors.broker.offsets import ConsumerOffsetManager
+from actors.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from actors.broker.topic_config import TopicConfig, TopicConfigManager
+
+TOPICS_CHANGED: Final = 1  # apply_state bits: which persisted table changed
+GROUPS_CHANGED: Final = 2
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSnapshot:
+    """The controller's state sent to each processor actor at startup."""
+
+    topics: tuple[TopicConfig, ...] = ()
+    groups: tuple[SubscriptionGroupConfig, ...] = ()
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    consumer_groups: tuple[ConsumerGroupInfo, ...] = ()
+
+
+class BrokerState:
+    """Topic configs, subscription groups, consumer offsets and registered consumer groups."""
+
+    def __init__(self, broker_config: BrokerConfig) -> None:
+        self.broker_config = broker_config
+        self.topics = TopicConfigManager(broker_config)
+        self.groups = SubscriptionGroupManager(broker_config)
+        self.offsets = ConsumerOffsetManager()
+        self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
+
+    def apply_state(self, ev: BrokerEvent) -> int | None:
+        """Apply one event; TOPICS_CHANGED | GROUPS_CHANGED bits, None for an unknown event."""
+        changed = 0
+        if isinstance(ev, OffsetCommitted):
+            self.offsets.commit_offset(ev.group, ev.topic, ev.queue_id, ev.offset)
+        elif isinstance(ev, TopicConfigChanged):
+            if self.topics.get(ev.config.topic_name) != ev.config:
+                self.topics.put(ev.config)
+                changed = TOPICS_CHANGED
+        elif isinstance(ev, TopicsDeleted):
+            for t in ev.topics:
+                if self.topics.delete(t):
+                    changed = TOPICS_CHANGED
+                self.offsets.remove_topic(t)
+        elif isinstance(ev, SubscriptionGroupChanged):
+            if self.groups.get(ev.config.group_name) != ev.config:
+                self.groups.put(ev.config)
+                changed = GROUPS_CHANGED
+        elif isinstance(ev, SubscriptionGroupDeleted):
+            if self.groups.delete(ev.group):
+                changed = GROUPS_CHANGED
+            if ev.remove_offset:
+                self.offsets.remove_group(ev.group)
+        elif isinstance(ev, ConsumerGroupChanged):
+            self.consumer_groups[ev.info.group] = ev.info
+        elif isinstance(ev, ConsumerGroupRemoved):
+            self.consumer_groups.pop(ev.group, None)
+        elif not isinstance(ev, OffsetMoved):  # OffsetMoved: no table, the send core stores it
+            return None
+        return changed
+
+    def snapshot(self) -> BrokerSnapshot:
+        """The state as a snapshot (the controller sends it to every processor actor)."""
+        return BrokerSnapshot(
+            topics=tuple(self.topics.table.values()),
+            groups=tuple(self.groups.table.values()),
+            offsets={k: dict(v) for k, v in self.offsets.table.items()},
+            consumer_groups=tuple(self.consumer_groups.values()),
+        )
+
+    def load_snapshot(self, snapshot: BrokerSnapshot) -> None:
+        """Take over a snapshot's tables (built-in topics and groups stay)."""
+        for t in snapshot.topics:
+            self.topics.put(t)
+        for g in snapshot.groups:
+            self.groups.put(g)
+        self.offsets.table = {k: dict(v) for k, v in snapshot.offsets.items()}
+        self.consumer_groups = {c.group: c for c in snapshot.consumer_groups}
