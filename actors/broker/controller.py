@@ -29,7 +29,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.events import ALL_GROUPS, BrokerEvent, TopicConfigChanged, TopicsDeleted
 from actors.broker.offsets import loads_config
 from actors.broker.state import GROUPS_CHANGED, TOPICS_CHANGED, BrokerState
-from actors.broker.subscription_group import SubscriptionGroupConfig
+from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
@@ -75,7 +75,7 @@ class BrokerControllerCore(BrokerState):
         if text:
             obj = loads_config(text)
             for name, g in (obj.get("subscriptionGroupTable") or {}).items():
-                self.groups.put(SubscriptionGroupConfig.from_json_obj(g, name))
+                self.groups.put(group_config_from_obj(g, name))
             dv = obj.get("dataVersion") or {}
             self.group_version = (int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
         text = read_json_with_bak(self.path("consumerOffset.json"))
@@ -106,7 +106,7 @@ class BrokerControllerCore(BrokerState):
         obj = {
             "dataVersion": {"counter": self.group_version[0], "timestamp": self.group_version[1]},
             "subscriptionGroupTable": {
-                n: g.to_json_obj() for n, g in sorted(self.groups.table.items())
+                n: g.to_obj() for n, g in sorted(self.groups.table.items())
             },
         }
         return json.dumps(obj, indent="\t", sort_keys=True)

@@ -1,16 +1,20 @@
 """Subscription group configs (subscriptionGroup.json).
 
 Mirrors broker/subscription/SubscriptionGroupManager.java and
-common/subscription/SubscriptionGroupConfig.java, RocketMQ 4.9.x.
+common/subscription/SubscriptionGroupConfig.java, RocketMQ 4.9.x. The config itself is
+protocol.bodies.SubscriptionGroupConfig (the same JSON as the admin bodies).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from actors.broker.config import BrokerConfig
+from protocol.bodies import SubscriptionGroupConfig
+
+__all__ = ["STARTUP_GROUPS", "SubscriptionGroupConfig", "SubscriptionGroupManager",
+           "group_config_from_obj"]
 
 log = logging.getLogger(__name__)
 
@@ -27,59 +31,14 @@ STARTUP_GROUPS = (
 )
 
 
-def _b(v: Any, default: bool) -> bool:
-    if v is None:
-        return default
-    if isinstance(v, str):
-        return v.lower() in ("true", "1")
-    return bool(v)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    """One consumer group's broker-side settings (spec §4.5)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json_obj(self) -> dict[str, Any]:
-        """The fastjson member map."""
-        return {
-            "brokerId": self.broker_id,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "groupName": self.group_name,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-            "retryMaxTimes": self.retry_max_times,
-            "retryQueueNums": self.retry_queue_nums,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-        }
-
-    @classmethod
-    def from_json_obj(cls, obj: dict[str, Any], name: str | None = None) -> SubscriptionGroupConfig:
-        """Lenient read of a SubscriptionGroupConfig member map."""
-        group = obj.get("groupName") or name
-        if not group:
+def group_config_from_obj(obj: Any, name: str | None = None) -> SubscriptionGroupConfig:
+    """Lenient read of a SubscriptionGroupConfig member map; `name` when groupName is absent."""
+    cfg = SubscriptionGroupConfig.from_obj(obj)
+    if not cfg.group_name:
+        if not name:
             raise ValueError("SubscriptionGroupConfig without groupName")
-        return cls(
-            group_name=str(group),
-            consume_enable=_b(obj.get("consumeEnable"), True),
-            consume_from_min_enable=_b(obj.get("consumeFromMinEnable"), True),
-            consume_broadcast_enable=_b(obj.get("consumeBroadcastEnable"), True),
-            retry_queue_nums=int(obj.get("retryQueueNums", 1)),
-            retry_max_times=int(obj.get("retryMaxTimes", 16)),
-            broker_id=int(obj.get("brokerId", 0)),
-            which_broker_when_consume_slowly=int(obj.get("whichBrokerWhenConsumeSlowly", 1)),
-            notify_consumer_ids_changed_enable=_b(obj.get("notifyConsumerIdsChangedEnable"), True),
-        )
+        cfg.group_name = name
+    return cfg
 
 
 class SubscriptionGroupManager:

@@ -18,7 +18,7 @@ from actors.broker.events import (
     TopicsDeleted,
 )
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
-from actors.broker.subscription_group import SubscriptionGroupConfig
+from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
 from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request
 from protocol.bodies import (
@@ -243,7 +243,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         obj = loads_lenient(req.cmd.body)
         if not isinstance(obj, dict):
             raise ValueError("SubscriptionGroupConfig body is not an object")
-        cfg = SubscriptionGroupConfig.from_json_obj(obj)
+        cfg = group_config_from_obj(obj)
         self.ctx.emit(SubscriptionGroupChanged(cfg))
         return req.cmd.make_response(RS.SUCCESS, None, {})
 
@@ -256,7 +256,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         body = {
             "dataVersion": {"counter": 0, "timestamp": 0},
             "subscriptionGroupTable": {
-                n: g.to_json_obj() for n, g in self.ctx.groups.table.items()
+                n: g.to_obj() for n, g in self.ctx.groups.table.items()
             },
         }
         return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
