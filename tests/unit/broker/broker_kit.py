@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 from typing import Any
 
 from actors.broker.config import BrokerConfig
@@ -14,6 +13,7 @@ from actors.core import Request
 from protocol.command import RemotingCommand
 from store.config import StoreConfig
 from store.message_store import DefaultMessageStore
+from tests.unit.namesrv.namesrv_kit import wire_cmd as wire_cmd  # re-exported
 
 
 class FakeOutbox:
@@ -28,30 +28,6 @@ class FakeOutbox:
     def take(self) -> list[tuple[int, RemotingCommand]]:
         out, self.sent = self.sent, []
         return out
-
-
-def wire_cmd(
-    code: int,
-    ext: dict[str, Any] | None = None,
-    body: bytes = b"",
-    *,
-    version: int = 409,
-    language: str = "JAVA",
-    oneway: bool = False,
-    opaque: int = 7,
-) -> RemotingCommand:
-    """Frame a raw JSON header like a client (numbers/booleans allowed) and decode it."""
-    header: dict[str, Any] = {
-        "code": code,
-        "language": language,
-        "opaque": opaque,
-        "flag": 2 if oneway else 0,
-        "version": version,
-    }
-    if ext is not None:
-        header["extFields"] = ext
-    hb = json.dumps(header).encode()
-    return RemotingCommand.decode(struct.pack(">i", len(hb)) + hb + body)
 
 
 class Broker:
