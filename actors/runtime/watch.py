@@ -17,6 +17,10 @@ blocking (yielding the CPU between polls) for that long after each pass: a reply
 back within the window is read without a sleep/wake-up cycle. Due keyed timers run inside the
 loop (the later WakeupMessage is then ignored as superseded). Idle CPU stays ~0: the spin only
 follows a pass that served something, and outside traffic the actor blocks in Thespian's select.
+
+CPU affinity (an experiment knob, off by default): ACTORMQ_CPU_AFFINITY="RemotingServer:0,
+send:1" pins each named actor (its processor group, else its class name) to those CPUs
+("0+1" for several) when its first socket becomes ready.
 """
 
 from __future__ import annotations
@@ -41,6 +45,36 @@ from thespian.actors import (
 log = logging.getLogger(__name__)
 
 _EP_IN = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
+AFFINITY_ENV = "ACTORMQ_CPU_AFFINITY"
+
+
+def parse_affinity(spec: str | None) -> dict[str, set[int]]:
+    """Parse "RemotingServer:0,send:1+2" into {role: CPUs}; bad parts are skipped."""
+    table: dict[str, set[int]] = {}
+    for part in (spec or "").split(","):
+        role, _, cpus = part.strip().partition(":")
+        try:
+            ids = {int(c) for c in cpus.split("+") if c.strip()}
+        except ValueError:
+            log.warning("%s: bad part %r ignored", AFFINITY_ENV, part)
+            continue
+        if role.strip() and ids:
+            table[role.strip()] = ids
+    return table
+
+
+def pin_cpus(role: str, spec: str | None) -> set[int] | None:
+    """Pin this process to the CPUs `spec` names for `role`; the CPUs set, or None."""
+    cpus = parse_affinity(spec).get(role)
+    if not cpus:
+        return None
+    try:
+        os.sched_setaffinity(0, cpus)
+    except (OSError, ValueError) as exc:
+        log.warning("role=%s cannot pin to CPUs %s: %s", role, sorted(cpus), exc)
+        return None
+    log.info("role=%s pinned to CPUs %s", role, sorted(cpus))
+    return cpus
 
 
 class WatchingActor(Actor):
@@ -59,6 +93,7 @@ class WatchingActor(Actor):
         self._ep: Any = None  # select.epoll over _watch_fds (linger only)
         self._ep_version = -1
         self._sent_control = False
+        self._pinned = False
         self.linger_passes = 0  # passes served from our own epoll (diagnostics)
 
     # -- hooks for subclasses -------------------------------------------------------------
@@ -214,6 +249,11 @@ class WatchingActor(Actor):
         self._sent_control = False
         try:
             if isinstance(msg, WatchMessage):
+                if not self._pinned:
+                    self._pinned = True
+                    spec = os.environ.get(AFFINITY_ENV)
+                    if spec:
+                        pin_cpus(getattr(self, "group", "") or type(self).__name__, spec)
                 self.on_ready(msg.ready)
                 self._linger()
             elif isinstance(msg, WakeupMessage):

@@ -23,6 +23,8 @@ import tempfile
 import time
 from typing import Any
 
+from actors.runtime.watch import AFFINITY_ENV
+
 log = logging.getLogger(__name__)
 
 BODY = b"x" * 1024
@@ -329,6 +331,8 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
     def add(key: str, val: float) -> None:
         results.setdefault(key, []).append(val)
 
+    if args.affinity:  # inherited by the actor system's processes (see actors.runtime.watch)
+        os.environ[AFFINITY_ENV] = args.affinity
     with tempfile.TemporaryDirectory(prefix="amq-bench-") as data:
         cluster = launch.start_system(data, log_level="WARNING")
         try:
@@ -403,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--b", type=int, default=100, help="B: rounds of 100 (0 = skip)")
     p.add_argument("--c", type=int, default=200_000, help="C: messages to pull (0 = skip)")
     p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
+    p.add_argument("--affinity", default=None,
+                   help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--personality", default=None,
                    help="actors.runtime.echo to measure the runtime alone (A and B only)")
     args = p.parse_args(argv)

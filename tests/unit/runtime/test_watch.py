@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
 from thespian.actors import ActorAddress, ThespianWatch, WakeupMessage, WatchMessage
 
 from actors.runtime.channel import HOLDS, RecordDecoder, add_holds
-from actors.runtime.watch import WatchingActor
+from actors.runtime.watch import AFFINITY_ENV, WatchingActor, parse_affinity, pin_cpus
 
 
 class _Ref:
@@ -166,3 +167,36 @@ def test_events_record_groups_by_audience_and_skips_origin() -> None:
     ((atype, blob),) = RecordDecoder().feed(bytes(out))
     assert atype == APPLY
     assert pickle.loads(blob) == [EchoPing(1), EchoPing(2)]
+
+
+def test_parse_affinity_reads_roles_and_skips_bad_parts() -> None:
+    table = parse_affinity("RemotingServer:0, send:1+2,bad:x,:3,empty:")
+    assert table == {"RemotingServer": {0}, "send": {1, 2}}
+    assert parse_affinity(None) == {} and parse_affinity("") == {}
+
+
+def test_first_watch_message_pins_the_actor_by_group(monkeypatch: Any) -> None:
+    pinned: list[tuple[int, set[int]]] = []
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append((pid, cpus)))
+    monkeypatch.setenv(AFFINITY_ENV, "other:1,send:0")
+    a, b = socket.socketpair()
+    try:
+        actor = _PingActor(a, b, limit=1)
+        actor.LINGER_IDLE_MS = 0.0
+        actor.group = "send"  # type: ignore[attr-defined]
+        b.send(b"x")
+        actor.receiveMessage(WatchMessage([a.fileno()]), None)
+        b.send(b"x")
+        actor.receiveMessage(WatchMessage([a.fileno()]), None)
+        assert pinned == [(0, {0})]  # once, for its group
+    finally:
+        a.close()
+        b.close()
+
+
+def test_pin_cpus_without_a_matching_role_does_nothing(monkeypatch: Any) -> None:
+    pinned: list[Any] = []
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(cpus))
+    assert pin_cpus("RemotingServer", "send:1") is None
+    assert pin_cpus("send", "send:1") == {1}
+    assert pinned == [{1}]
