@@ -270,13 +270,15 @@ class IndexFollower:
             self.index.delete_expired(m)
         return 0
 
-    def close(self, drain: bool = True) -> None:
-        """Index what is left (drain), flush, publish the progress, release everything."""
+    def close(self, drain: bool = True) -> int:
+        """Index what is left (drain), flush, publish the progress, release; the progress."""
+        nxt = -1
         if self.disp is not None:
             while drain and self.step() > 0:
                 pass
             self.index.flush()
-            self.state.set(OFF_INDEX_PHY, self.disp.next_phy)
+            nxt = self.disp.next_phy
+            self.state.set(OFF_INDEX_PHY, nxt)
             self.disp = None
         self.index.close()
         self.commitlog.close()
@@ -284,6 +286,7 @@ class IndexFollower:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = -1
+        return nxt
 
 
 def run_process(cfg: StoreConfig, poll_s: float = 0.0005) -> int:

@@ -10,12 +10,16 @@ only startup, replicated-state events, and shutdown.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
 import pickle
 import time
+from dataclasses import dataclass
 from typing import Any
+
+from thespian.actors import ChildActorExited
 
 from actors.runtime.channel import (
     HOLDS,
@@ -61,6 +65,7 @@ MAX_TICK_MS = 1000.0
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
+MAX_INDEXER_STARTS = 10  # IndexService actor restarts before the broker gives up on it
 HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
 
 
@@ -482,6 +487,142 @@ def _coalesce(arrivals: list[Any]) -> list[list[Any]]:
     return list(last.values())
 
 
+# -- IndexService actor: builds the IndexFile entries beside the writer ---------------------------
+@dataclass(frozen=True)
+class StartIndexer:
+    """Controller -> IndexServiceActor: own the index files of this store and follow it."""
+
+    store_config: Any
+
+
+@dataclass(frozen=True)
+class IndexerReady:
+    """IndexServiceActor -> controller: the index lock is held, following from next_phy."""
+
+    next_phy: int
+
+
+@dataclass(frozen=True)
+class IndexerFailed:
+    """IndexServiceActor -> controller: it could not start."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StopIndexer:
+    """Controller -> IndexServiceActor: drain to the writer's final offset, close, reply."""
+
+
+@dataclass(frozen=True)
+class IndexerStopped:
+    """IndexServiceActor -> controller."""
+
+    ok: bool
+    next_phy: int = -1
+
+
+def broker_store_config(sc: Any) -> Any:
+    """The broker's store config: index built by the IndexService actor unless set otherwise."""
+    if not dataclasses.is_dataclass(sc) or not hasattr(sc, "index_mode"):
+        return sc  # a test personality's stand-in
+    if sc.messageIndexDispatch == "":
+        sc = dataclasses.replace(sc, messageIndexDispatch="process")
+    if sc.index_mode == "process" and sc.messageIndexProcessSpawn:
+        sc = dataclasses.replace(sc, messageIndexProcessSpawn=False)  # the actor owns it
+    return sc
+
+
+class IndexServiceActor(WatchingActor):
+    """RocketMQ's IndexService as a dispatcher role: store.index_dispatch.IndexFollower on ticks.
+
+    Mirrors store/index/IndexService.java + the index part of DefaultMessageStore's
+    ReputMessageService, RocketMQ 4.9.x.
+    """
+
+    BUSY_MS = 1.0  # next tick after a tick that indexed something
+    IDLE_MAX_MS = 10.0  # idle back-off cap (queries scan the unindexed tail meanwhile)
+    SLICE_MS = 20.0  # at most this much indexing per tick (control messages wait meanwhile)
+    OPEN_RETRIES = 500  # x 20 ms: a previous owner may still hold the index lock
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.follower: Any = None
+        self.cfg: Any = None
+        self.requester: Any = None
+        self.open_tries = 0
+        self.idle_ms = self.BUSY_MS
+
+    def on_control(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, StartIndexer):
+            self.cfg = msg.store_config
+            self.requester = sender
+            self._open()
+        elif isinstance(msg, StopIndexer):
+            ok, nxt = self._close(drain=True)
+            self.send(sender, IndexerStopped(ok, nxt))
+
+    def _open(self) -> None:
+        from store.index_dispatch import IndexFollower
+
+        try:
+            follower = IndexFollower(self.cfg)
+            if not follower.open():
+                follower.close(drain=False)
+                self.open_tries += 1
+                if self.open_tries < self.OPEN_RETRIES:
+                    self.schedule("open", 20.0)
+                    return
+                raise RuntimeError("index lock held by another process")
+        except Exception as exc:
+            log.exception("index service failed to start")
+            self.send(self.requester, IndexerFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.follower = follower
+        log.info("index service following from phy=%d", follower.next_phy)
+        self.send(self.requester, IndexerReady(follower.next_phy))
+        self.schedule("tick", self.BUSY_MS)
+
+    def on_timer(self, key: str) -> None:
+        if key == "open" and self.follower is None:
+            self._open()
+        elif key == "tick" and self.follower is not None:
+            self.schedule("tick", self._tick())
+
+    def _tick(self) -> float:
+        """Index what was published, for at most SLICE_MS; returns the next tick's delay."""
+        end = time.monotonic() + self.SLICE_MS / 1000.0
+        walked = 0
+        try:
+            while True:
+                n = self.follower.step(8192)
+                walked += n
+                if n == 0 or time.monotonic() >= end:
+                    break
+        except Exception:
+            log.exception("index dispatch failed")
+        if walked:
+            self.idle_ms = self.BUSY_MS
+        else:
+            self.idle_ms = min(self.IDLE_MAX_MS, self.idle_ms * 2)
+        return self.idle_ms
+
+    def _close(self, drain: bool) -> tuple[bool, int]:
+        follower, self.follower = self.follower, None
+        if follower is None:
+            return True, -1
+        try:
+            nxt = int(follower.close(drain=drain))
+        except Exception:
+            log.exception("index service close failed")
+            return False, -1
+        log.info("index service stopped at phy=%d", nxt)
+        return True, nxt
+
+    def on_exit(self) -> None:
+        self._close(drain=False)
+
+
 # -- controller actor --------------------------------------------------------------------------
 class BrokerControllerActor(WatchingActor):
     """Starts the broker's actors, owns its authoritative state, talks to name servers."""
@@ -505,6 +646,8 @@ class BrokerControllerActor(WatchingActor):
         self.barriers: list[tuple[list[tuple[Any, int]], list[tuple[str, int]]]] = []
         self.store_ok = True
         self.store_detail = ""
+        self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
+        self.indexer_starts = 0
 
     # startup: send first (it recovers the store), then the others, then remoting
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -518,6 +661,7 @@ class BrokerControllerActor(WatchingActor):
         elif isinstance(msg, ProcessorReady):
             self.channel_addrs[msg.group] = msg.channel_addr
             if self.state == "starting-send":
+                self._start_indexer()  # after the writer recovered the store
                 self._start_others()
             elif self.state == "starting-others" and len(self.channel_addrs) == len(self.groups):
                 self._start_remoting()
@@ -548,8 +692,19 @@ class BrokerControllerActor(WatchingActor):
             self._shutdown_store()
         elif isinstance(msg, StoreShutdownDone):
             self._after_store(msg)
+        elif isinstance(msg, IndexerReady):
+            log.info("index service ready at phy=%d", msg.next_phy)
+        elif isinstance(msg, IndexerFailed):
+            log.error("index service failed: %s (queries scan the commit log)", msg.reason)
+        elif isinstance(msg, IndexerStopped):
+            if self.state == "stopping-index":
+                self.indexer = None
+                self._after_index()
+        elif isinstance(msg, ChildActorExited):
+            self._on_child_exited(msg.childAddress)
 
     def _begin(self, msg: StartBroker) -> None:
+        msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))
         self.start_msg = msg
         self.personality = load_personality(msg.personality)
         self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms())
@@ -583,6 +738,29 @@ class BrokerControllerActor(WatchingActor):
     def _snapshot(self) -> Any:
         snap = getattr(self.core, "snapshot", None)
         return snap() if callable(snap) else None
+
+    def _start_indexer(self) -> None:
+        """Start (or restart) the IndexService actor when the index is built outside the writer."""
+        msg = self.start_msg
+        sc = msg.store_config if msg is not None else None
+        if "send" not in self.processors or getattr(sc, "index_mode", "") != "process":
+            return
+        if self.indexer_starts >= MAX_INDEXER_STARTS:
+            log.error("index service restarted %d times: giving up", self.indexer_starts)
+            return
+        self.indexer_starts += 1
+        self.indexer = self.createActor(IndexServiceActor)
+        self.send(self.indexer, StartIndexer(sc))
+
+    def _on_child_exited(self, addr: Any) -> None:
+        if self.indexer is None or addr != self.indexer:  # (local until the child confirms)
+            return
+        self.indexer = None
+        if self.state == "stopping-index":
+            self._after_index()
+        elif not self.state.startswith("stop") and self.state not in ("failed", "stopped"):
+            log.warning("index service exited: restarting it")
+            self._start_indexer()
 
     def _start_others(self) -> None:
         self.state = "starting-others"
@@ -758,6 +936,8 @@ class BrokerControllerActor(WatchingActor):
                     self._shutdown_store()
                 elif self.state == "stopping-store":
                     self._after_store(StoreShutdownDone(False, "timeout"))
+                elif self.state == "stopping-index":
+                    self._after_index()
                 else:
                     self._finish_stop()
             return
@@ -808,6 +988,15 @@ class BrokerControllerActor(WatchingActor):
             return
         self.store_ok = msg.ok
         self.store_detail = msg.detail
+        if self.indexer is not None:  # the writer is closed: index up to its final offset
+            self.state = "stopping-index"
+            self.send(self.indexer, StopIndexer())
+            self._timer_due.pop("stop-timeout", None)
+            self.schedule("stop-timeout", 30000)
+            return
+        self._after_index()
+
+    def _after_index(self) -> None:
         try:
             if self.core is not None:
                 self.core.shutdown(now_ms())
