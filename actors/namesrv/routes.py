@@ -12,13 +12,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from protocol.codes import PermName
+
 log = logging.getLogger(__name__)
 
 MASTER_ID: Final = 0
 BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 120_000
-PERM_WRITE: Final = 2
-PERM_READ: Final = 4
-PERM_INHERIT: Final = 1
+PERM_WRITE: Final = int(PermName.PERM_WRITE)
 
 
 @dataclass(slots=True)
