@@ -114,6 +114,29 @@ def recv_available(sock: socket.socket, max_bytes: int) -> tuple[bytes, bool, OS
     return b"".join(chunks), False, None
 
 
+PEER_GONE: Final = frozenset((errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN))
+
+
+def send_out(sock: socket.socket, out: bytearray) -> tuple[bool, OSError | None]:
+    """Send what a non-blocking socket takes of `out`, removing it from the buffer.
+
+    Returns (empty, error): on a socket error the buffer is dropped and the error returned.
+    """
+    while out:
+        try:
+            sent = sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            return False, None
+        except OSError as exc:
+            out.clear()
+            return True, exc
+        if sent == len(out):
+            out.clear()
+            return True, None
+        del out[:sent]
+    return True, None
+
+
 def add_request(
     out: bytearray, conn_id: int, recv_ns: int, peer_ip: int, peer_port: int, frame: Any
 ) -> None:
@@ -293,23 +316,14 @@ class Channel:
 
     def flush(self) -> bool:
         """Send as much of the out buffer as the kernel takes; True when it is empty."""
-        out = self.out
-        while out:
-            try:
-                sent = self.sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                return False
-            except OSError as exc:
-                if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
-                    log.warning("channel=%s send failed: %s", self.name, exc)
-                self.closed = True
-                out.clear()
-                return True
-            if sent == len(out):
-                out.clear()
-                return True
-            del out[:sent]
-        return True
+        if not self.out:
+            return True
+        done, err = send_out(self.sock, self.out)
+        if err is not None:
+            self.closed = True
+            if err.errno not in PEER_GONE:
+                log.warning("channel=%s send failed: %s", self.name, err)
+        return done
 
     def close(self) -> None:
         """Close the socket (idempotent)."""

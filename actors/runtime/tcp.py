@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final
 
-from actors.runtime.channel import ip_to_int, recv_available
+from actors.runtime.channel import PEER_GONE, ip_to_int, recv_available, send_out
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 
@@ -76,23 +76,14 @@ class Conn:
 
     def flush(self) -> bool:
         """Write what the kernel takes; True when the out buffer is empty (or conn is dead)."""
-        out = self.out
-        while out:
-            try:
-                sent = self.sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                return False
-            except OSError as exc:
-                if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN):
-                    log.warning("conn=%d send failed: %s", self.id, exc)
-                out.clear()
-                self.closed = True
-                return True
-            if sent == len(out):
-                out.clear()
-                return True
-            del out[:sent]
-        return True
+        if not self.out:
+            return True
+        done, err = send_out(self.sock, self.out)
+        if err is not None:
+            self.closed = True
+            if err.errno not in PEER_GONE:
+                log.warning("conn=%d send failed: %s", self.id, err)
+        return done
 
 
 class FrameServer:

@@ -42,7 +42,20 @@ from protocol.headers import (
     decode_send_header,
     send_v2_fields,
 )
-from protocol.message import parse_properties
+from protocol.message import (
+    MULTI_TAGS_FLAG,
+    PROPERTY_CLUSTER,
+    PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
+    parse_properties,
+)
+from protocol.message import PROPERTY_DELAY_TIME_LEVEL as PROPERTY_DELAY
+from protocol.message import PROPERTY_REAL_QUEUE_ID as PROPERTY_REAL_QID
+from protocol.message import PROPERTY_TRANSACTION_PREPARED as PROPERTY_TRAN_MSG
+from protocol.message import PROPERTY_WAIT_STORE_MSG_OK as PROPERTY_WAIT
 from protocol.record import java_string_hash, pack_host, properties_to_string
 from store.message_store import (
     MessageExtBatch,
@@ -55,17 +68,6 @@ log = logging.getLogger(__name__)
 
 V3_4_9: Final = 121
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-PROPERTY_WAIT: Final = "WAIT"
-PROPERTY_CLUSTER: Final = "CLUSTER"
-PROPERTY_TAGS: Final = "TAGS"
-PROPERTY_KEYS: Final = "KEYS"
-PROPERTY_DELAY: Final = "DELAY"
-PROPERTY_TRAN_MSG: Final = "TRAN_MSG"
-PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
-PROPERTY_REAL_QID: Final = "REAL_QID"
-PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
-MULTI_TAGS_FLAG: Final = 0x2
 TRANSACTION_TYPE_MASK: Final = 0xC
 RW: Final = PERM_READ | PERM_WRITE
 _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
