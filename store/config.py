@@ -147,14 +147,19 @@ class StoreConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str], **overrides: Any) -> StoreConfig:
         """Build from string properties; unknown keys ignored, bad values raise ValueError."""
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name not in props:
-                continue
-            raw = props[f.name].strip()
-            kwargs[f.name] = _convert(f.name, f.type, raw)
+        kwargs = typed_properties(cls, props)
         kwargs.update(overrides)
         return cls(**kwargs)
+
+
+def typed_properties(cls: Any, props: dict[str, str]) -> dict[str, Any]:
+    """The dataclass fields of cls found in props, converted to their types (ValueError names
+    the key); unknown keys are ignored. Shared by StoreConfig and the broker's BrokerConfig."""
+    return {
+        f.name: _convert(f.name, f.type, str(props[f.name]).strip())
+        for f in dataclasses.fields(cls)
+        if f.name in props
+    }
 
 
 def _convert(name: str, typ: object, raw: str) -> object:

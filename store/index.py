@@ -154,16 +154,7 @@ class IndexFile:
             finally:
                 os.close(fd)
         self.mv = memoryview(self.mm)
-        (
-            self.begin_ts,
-            self.end_ts,
-            self.begin_phy,
-            self.end_phy,
-            self.slot_count,
-            self.index_count,
-        ) = INDEX_HEADER.unpack_from(self.mv, 0)
-        if self.index_count <= 0:
-            self.index_count = 1
+        self.reload_header()
         if created:
             # pre-touch the header and slot table (random writes); entries are appended in
             # order, one first-touch fault per ~200 entries, so they are left to fault lazily

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
+
+from store.config import typed_properties
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +66,7 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         """Build from a properties dict: typed conversion, unknown keys ignored."""
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in props:
-                continue
-            raw = str(props[f.name]).strip()
-            kwargs[f.name] = _convert(f.name, f.type, raw)
-        return cls(**kwargs)
+        return cls(**typed_properties(cls, props))
 
     def replace(self, **changes: Any) -> BrokerConfig:
         """Copy with some attributes changed."""
@@ -103,21 +99,3 @@ class BrokerConfig:
             if name.strip() == group and ms.strip():
                 return int(ms)
         return 0
-
-
-def _convert(key: str, typ: Any, raw: str) -> Any:
-    """Convert one property value to the field's type, ValueError naming the key."""
-    typ_name = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
-    if typ_name == "bool":
-        low = raw.lower()
-        if low in ("true", "1", "yes"):
-            return True
-        if low in ("false", "0", "no"):
-            return False
-        raise ValueError(f"broker config {key}: not a boolean: {raw!r}")
-    if typ_name == "int":
-        try:
-            return int(raw)
-        except ValueError:
-            raise ValueError(f"broker config {key}: not an integer: {raw!r}") from None
-    return raw

@@ -50,6 +50,18 @@ def msg(
     )
 
 
+def fill_keyed(s: DefaultMessageStore, n: int, start_ms: int = 1_000, tag: str = "") -> list[int]:
+    """Put n messages with keys "<tag>k<i> common" and UNIQ_KEY "<tag>U<i:06d>"; phy offsets."""
+    phys = []
+    for i in range(n):
+        r = s.put_message(
+            msg(keys=f"{tag}k{i} common", uniq=f"{tag}U{i:06d}", qid=i % 2), start_ms + i
+        )
+        assert r.ok
+        phys.append(r.wrote_offset)
+    return phys
+
+
 def split_records(buf: bytes) -> list[tuple[int, bytes]]:
     """(queue_offset, body) of each record in a pull buffer."""
     from protocol.record import decode_record_fields

@@ -6,7 +6,8 @@ from store import message_store
 from store.config import StoreConfig
 from store.index_dispatch import IndexFollower
 from store.message_store import MessageStoreReader
-from tests.unit.store.store_helpers import msg, open_store, small_config
+from tests.unit.store.store_helpers import fill_keyed as _fill
+from tests.unit.store.store_helpers import open_store, small_config
 
 FOREVER = 10**13
 
@@ -15,15 +16,6 @@ def _cfg(root: str) -> StoreConfig:
     return small_config(
         root, messageIndexDispatch="process", messageIndexProcessSpawn=False, maxIndexNum=400
     )
-
-
-def _fill(s, n: int, start_ms: int, tag: str) -> list[int]:
-    phys = []
-    for i in range(n):
-        r = s.put_message(msg(keys=f"{tag}{i} common", uniq=f"{tag}U{i}", qid=i % 2), start_ms + i)
-        assert r.ok
-        phys.append(r.wrote_offset)
-    return phys
 
 
 def test_default_mode_is_sync_for_a_bare_store(tmp_path):
@@ -42,9 +34,9 @@ def test_query_finds_unindexed_tail_then_follower_indexes_it(tmp_path):
         assert reader.indexed_offset < reader.max_phy_offset  # nobody indexes yet
         # found by scanning the commit-log tail, by the writer and by a reader
         for view in (s, reader):
-            assert view.query_message("T", "a7", 10, 0, FOREVER).phy_offsets == [phys[7]]
+            assert view.query_message("T", "ak7", 10, 0, FOREVER).phy_offsets == [phys[7]]
             assert sorted(view.query_message("T", "common", 100, 0, FOREVER).phy_offsets) == phys
-            assert view.query_message("T", "a7", 10, 0, 500).phy_offsets == []  # time range
+            assert view.query_message("T", "ak7", 10, 0, 500).phy_offsets == []  # time range
             assert len(view.query_message("T", "common", 5, 0, FOREVER).phy_offsets) == 5
         f = IndexFollower(cfg)
         assert f.open()

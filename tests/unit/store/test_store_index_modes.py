@@ -12,16 +12,9 @@ from store.message_store import (
     MessageExtBrokerInner,
     MessageStoreReader,
 )
-from tests.unit.store.store_helpers import msg, open_store, small_config
+from tests.unit.store.store_helpers import fill_keyed, msg, open_store, small_config
 
-
-def _fill(s, n: int, start_ms: int = 1_000) -> list[int]:
-    phys = []
-    for i in range(n):
-        r = s.put_message(msg(keys=f"k{i} common", uniq=f"U{i:06d}", qid=i % 2), start_ms + i)
-        assert r.ok
-        phys.append(r.wrote_offset)
-    return phys
+_fill = fill_keyed
 
 
 @pytest.mark.parametrize("mode", ["sync", "tick", "process"])
