@@ -288,7 +288,27 @@ def _tune(sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class Channel:
+class OutBuffered:
+    """A non-blocking socket with an out buffer (channel ends and client connections)."""
+
+    __slots__ = ()
+    sock: socket.socket
+    out: bytearray
+    closed: bool
+
+    def flush(self) -> bool:
+        """Send as much of the out buffer as the kernel takes; True when it is empty."""
+        if not self.out:
+            return True
+        done, err = send_out(self.sock, self.out)
+        if err is not None:
+            self.closed = True
+            if err.errno not in PEER_GONE:
+                log.warning("%r send failed: %s", self, err)
+        return done
+
+
+class Channel(OutBuffered):
     """One end of a channel: non-blocking socket, record decoder, out buffer."""
 
     __slots__ = ("closed", "decoder", "fd", "name", "out", "sock")
@@ -302,6 +322,9 @@ class Channel:
         self.decoder = RecordDecoder()
         self.closed = False
 
+    def __repr__(self) -> str:
+        return f"channel={self.name}"
+
     def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[tuple[Any, ...]] | None:
         """Read what is available now (bounded); None when the peer has closed."""
         data, eof, err = recv_available(self.sock, max_bytes)
@@ -313,17 +336,6 @@ class Channel:
         if eof:
             self.closed = True
         return records
-
-    def flush(self) -> bool:
-        """Send as much of the out buffer as the kernel takes; True when it is empty."""
-        if not self.out:
-            return True
-        done, err = send_out(self.sock, self.out)
-        if err is not None:
-            self.closed = True
-            if err.errno not in PEER_GONE:
-                log.warning("channel=%s send failed: %s", self.name, err)
-        return done
 
     def close(self) -> None:
         """Close the socket (idempotent)."""

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final
 
-from actors.runtime.channel import PEER_GONE, ip_to_int, recv_available, send_out
+from actors.runtime.channel import OutBuffered, ip_to_int, recv_available
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 
@@ -28,7 +28,7 @@ MAX_PENDING_OUT: Final = 64 * 1024 * 1024  # a client that reads nothing gets dr
 MAX_ACCEPT_PER_PASS: Final = 256
 
 
-class Conn:
+class Conn(OutBuffered):
     """One TCP connection: socket, frame decoder, out buffer, activity time."""
 
     __slots__ = (
@@ -58,6 +58,9 @@ class Conn:
         self.last_active = now
         self.closed = False
 
+    def __repr__(self) -> str:
+        return f"conn={self.id}"
+
     def read_frames(self) -> list[Any] | None:
         """Read what is available (bounded) and return whole frames; None = close it."""
         data, eof, _err = recv_available(self.sock, MAX_READ_PER_PASS)
@@ -73,17 +76,6 @@ class Conn:
             # deliver what was complete; the caller closes after this pass
             self.closed = True
         return frames
-
-    def flush(self) -> bool:
-        """Write what the kernel takes; True when the out buffer is empty (or conn is dead)."""
-        if not self.out:
-            return True
-        done, err = send_out(self.sock, self.out)
-        if err is not None:
-            self.closed = True
-            if err.errno not in PEER_GONE:
-                log.warning("conn=%d send failed: %s", self.id, err)
-        return done
 
 
 class FrameServer:
@@ -284,6 +276,9 @@ class ClientConn:
                 return True
             del self.out[:sent]
         return True
+
+    def __repr__(self) -> str:
+        return f"conn={self.id}"
 
     def read_frames(self) -> list[Any] | None:
         """Whole frames available now; None when the connection is gone."""

@@ -35,7 +35,7 @@ from actors.broker.context import BrokerContext
 from actors.broker.processors.client_manage import ClientManageProcessor
 from actors.broker.processors.pull import PullMessageProcessor
 from actors.broker.processors.send import SendMessageProcessor
-from actors.core import Request
+from actors.core import ProcessorCore, Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -180,17 +180,23 @@ class Bench:
         self.reader.close()
         self.store.shutdown(self.now)
 
-    def run_send1(self, n: int) -> float:
-        req = Request(1, PEER, _send_cmd("BenchTopic"), 0)
-        proc = self.send.process
+    def _time_requests(self, core: ProcessorCore, ctx: BrokerContext, req: Request, n: int
+                       ) -> float:
+        """Seconds for n x process(req) + encode_header of the response; ctx drained after."""
+        proc = core.process
         t0 = time.perf_counter()
         for _ in range(n):
             r = proc(req, self.now)
             r.encode_header()  # type: ignore[union-attr]
         dt = time.perf_counter() - t0
-        self.ctx.drain_arrivals()
-        self.ctx.drain_events()
-        return dt / n * 1e6
+        if ctx.group == "send":
+            ctx.drain_arrivals()
+        ctx.drain_events()
+        return dt
+
+    def run_send1(self, n: int) -> float:
+        req = Request(1, PEER, _send_cmd("BenchTopic"), 0)
+        return self._time_requests(self.send, self.ctx, req, n) / n * 1e6
 
     @contextlib.contextmanager
     def _stub_put(self) -> Iterator[None]:
@@ -254,15 +260,7 @@ class Bench:
     def run_batch32(self, n: int) -> float:
         items = [BatchItem(0, BODY, {"UNIQ_KEY": f"K{i}", "TAGS": "TagA"}) for i in range(32)]
         req = Request(1, PEER, _send_cmd("BenchBatch", batch=True, body=encode_batch(items)), 0)
-        proc = self.send.process
-        t0 = time.perf_counter()
-        for _ in range(n):
-            r = proc(req, self.now)
-            r.encode_header()  # type: ignore[union-attr]
-        dt = time.perf_counter() - t0
-        self.ctx.drain_arrivals()
-        self.ctx.drain_events()
-        return dt / (n * 32) * 1e6
+        return self._time_requests(self.send, self.ctx, req, n) / (n * 32) * 1e6
 
     def fill_pull(self, total: int) -> None:
         req = Request(1, PEER, _send_cmd("PullTopic"), 0)
@@ -288,14 +286,7 @@ class Bench:
 
     def run_heartbeat(self, n: int) -> float:
         req = Request(1, PEER, _heartbeat_cmd(), 0)
-        proc = self.client.process
-        t0 = time.perf_counter()
-        for _ in range(n):
-            r = proc(req, self.now)
-            r.encode_header()  # type: ignore[union-attr]
-        dt = time.perf_counter() - t0
-        self.client.ctx.drain_events()
-        return dt / n * 1e6
+        return self._time_requests(self.client, self.client.ctx, req, n) / n * 1e6
 
 
 SCENARIOS: dict[str, tuple[str, Callable[[Bench, int], float]]] = {
