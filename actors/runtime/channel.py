@@ -307,6 +307,14 @@ class OutBuffered:
                 log.warning("%r send failed: %s", self, err)
         return done
 
+    def close(self) -> None:
+        """Close the socket (idempotent)."""
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
 
 class Channel(OutBuffered):
     """One end of a channel: non-blocking socket, record decoder, out buffer."""
@@ -336,14 +344,6 @@ class Channel(OutBuffered):
         if eof:
             self.closed = True
         return records
-
-    def close(self) -> None:
-        """Close the socket (idempotent)."""
-        self.closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 def listen_channel(addr: ChannelAddr) -> socket.socket:

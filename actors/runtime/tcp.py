@@ -244,7 +244,7 @@ class FrameServer:
             self.listen_fd = -1
 
 
-class ClientConn:
+class ClientConn(OutBuffered):
     """An outbound non-blocking connection (broker -> name server) with a frame decoder."""
 
     def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME) -> None:
@@ -263,7 +263,7 @@ class ClientConn:
             self.closed = True
 
     def flush(self) -> bool:
-        """Write what the kernel takes; True when nothing is pending."""
+        """Write what the kernel takes; True when nothing is pending (kept while connecting)."""
         while self.out and not self.closed:
             try:
                 sent = self.sock.send(self.out)
@@ -278,7 +278,7 @@ class ClientConn:
         return True
 
     def __repr__(self) -> str:
-        return f"conn={self.id}"
+        return f"namesrv conn={self.addr[0]}:{self.addr[1]}"
 
     def read_frames(self) -> list[Any] | None:
         """Whole frames available now; None when the connection is gone."""
@@ -296,11 +296,3 @@ class ClientConn:
         except ProtocolError:
             self.closed = True
             return None
-
-    def close(self) -> None:
-        """Close the socket (idempotent)."""
-        self.closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
