@@ -98,6 +98,12 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+def _vip(cluster: Any, host: str) -> str:
+    """'VIP host:port' of the only broker, or 'VIP off'."""
+    fast = cluster.broker_fast_port()
+    return f"VIP {host}:{fast}" if fast else "VIP off"
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """Name server and one broker in one actor system, until SIGTERM / Ctrl-C."""
     from deploy import launch
@@ -117,7 +123,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(f"name server listening on {args.host}:{ns_port}")
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-             f"(store {sc.storePathRootDir}, logs {data})")
+             f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
         _wait_for_signal()
         _say("shutting down")
     finally:
@@ -154,7 +160,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
                                   host=args.host)
     try:
         port = launch.start_broker(cluster, bc, sc, host=args.host)
-        _say(f"broker {bc.brokerName} listening on {args.host}:{port}")
+        _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
+             f"({_vip(cluster, args.host)})")
         _wait_for_signal()
     finally:
         launch.stop_cluster(cluster)

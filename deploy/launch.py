@@ -70,6 +70,16 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_pair(host: str = LOOPBACK, tries: int = 50) -> int:
+    """A free port P with P - 2 free too (the VIP port); any free port after `tries`."""
+    port = free_port(host)
+    for _ in range(tries):
+        if port > 1026 and port_is_free(port - 2, host):
+            return port
+        port = free_port(host)
+    return port
+
+
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:
     """True when `port` can be bound on `host` and on every interface."""
     for h in (host, ""):
@@ -112,6 +122,7 @@ class LocalCluster:
     namesrv_port: int | None = None
     namesrv: Any = None
     brokers: dict[str, tuple[Any, int]] = field(default_factory=dict)  # name -> (addr, port)
+    fast_ports: dict[str, int] = field(default_factory=dict)  # name -> VIP port (0 = none)
     stopped: bool = False
 
     def namesrv_addr(self) -> str:
@@ -123,6 +134,12 @@ class LocalCluster:
         if name is None:
             name = next(iter(self.brokers))
         return self.brokers[name][1]
+
+    def broker_fast_port(self, name: str | None = None) -> int:
+        """The VIP port of a broker (0 when it runs without one)."""
+        if name is None:
+            name = next(iter(self.brokers))
+        return self.fast_ports.get(name, 0)
 
 
 def start_system(
@@ -207,9 +224,12 @@ def start_broker(
 
     name = str(getattr(broker_config, "brokerName", "broker"))
     if int(getattr(broker_config, "listenPort", 0)) == 0 and hasattr(broker_config, "replace"):
-        # the port is advertised (name server routes, msgId store host): fix it before start
-        broker_config = broker_config.replace(listenPort=free_port(host if host != "0.0.0.0"
-                                                                   else LOOPBACK))
+        # the port is advertised (name server routes, msgId store host): fix it before start;
+        # P - 2 free too so the VIP channel gets its usual port
+        local = host if host != "0.0.0.0" else LOOPBACK
+        derived = getattr(broker_config, "fastListenPort", None) is None
+        pick = free_port_pair if derived else free_port
+        broker_config = broker_config.replace(listenPort=pick(local))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
     addr = cluster.asys.createActor(BrokerControllerActor)
     cluster.asys.tell(addr, StartBroker(broker_config, store_config, rdir, host, idle_s,
@@ -220,7 +240,9 @@ def start_broker(
         cluster.brokers[name] = (addr, 0)
         raise RuntimeError(f"broker {name} failed to start: {reason}")
     cluster.brokers[name] = (addr, reply.port)
-    log.info("broker %s serving on %s", name, reply.addr)
+    cluster.fast_ports[name] = int(getattr(reply, "fast_port", 0) or 0)
+    log.info("broker %s serving on %s (VIP port %s)", name, reply.addr,
+             cluster.fast_ports[name] or "off")
     return int(reply.port)
 
 

@@ -673,7 +673,8 @@ class BrokerControllerActor(WatchingActor):
             self._register(first=True)
             bc = self.start_msg.broker_config if self.start_msg else None
             host = getattr(bc, "brokerIP1", "127.0.0.1")
-            self.send(self.requester, BrokerStarted(f"{host}:{msg.port}", msg.port))
+            fast = int(getattr(msg, "fast_port", 0) or 0)
+            self.send(self.requester, BrokerStarted(f"{host}:{msg.port}", msg.port, fast))
             self._tick()
         elif isinstance(msg, RemotingStartFailed):
             self._fail(f"remoting: {msg.reason}")
@@ -791,6 +792,7 @@ class BrokerControllerActor(WatchingActor):
                 self.personality.DEFAULT_GROUP,
                 msg.idle_s,
                 msg.max_frame,
+                getattr(bc, "fastListenPort", None),
             ),
         )
 

@@ -28,6 +28,7 @@ class BrokerConfig:
     brokerId: int = 0
     namesrvAddr: str = ""  # "host:port;host:port"
     listenPort: int = 10911
+    fastListenPort: int | None = None  # ours: VIP port; None = listenPort - 2 (BrokerStartup)
     brokerIP1: str = "127.0.0.1"
     brokerIP2: str = ""  # HA address host; empty => brokerIP1
     brokerRole: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
@@ -66,7 +67,14 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         """Build from a properties dict: typed conversion, unknown keys ignored."""
-        return cls(**typed_properties(cls, props))
+        values = typed_properties(cls, props)
+        fast = values.get("fastListenPort")
+        if isinstance(fast, str):  # `int | None` is not one of typed_properties' types
+            try:
+                values["fastListenPort"] = int(fast) if fast else None
+            except ValueError:
+                raise ValueError(f"fastListenPort: expected an integer, got {fast!r}") from None
+        return cls(**values)
 
     def replace(self, **changes: Any) -> BrokerConfig:
         """Copy with some attributes changed."""

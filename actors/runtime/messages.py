@@ -30,6 +30,7 @@ class BrokerStarted:
 
     addr: str
     port: int
+    fast_port: int = 0  # the VIP port (listenPort - 2 by default); 0 = no VIP channel
 
 
 @dataclass(frozen=True)
@@ -135,13 +136,15 @@ class StartRemoting:
     default_group: str
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
+    fast_port: int | None = None  # VIP port: None = port - 2, -1 = off, 0 = any free port
 
 
 @dataclass(frozen=True)
 class RemotingReady:
-    """RemotingServer -> controller: bound port."""
+    """RemotingServer -> controller: bound port (and VIP port, 0 when off)."""
 
     port: int
+    fast_port: int = 0
 
 
 @dataclass(frozen=True)

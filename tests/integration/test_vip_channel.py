@@ -29,19 +29,16 @@ from tests.integration.e2e_helpers import (
 pytestmark = pytest.mark.integration
 
 
-def _port_pair() -> int:
-    """A listen port P with P and P - 2 both free right now (bounded tries)."""
-    for _ in range(50):
-        port = launch.free_port()
-        if port > 1026 and launch.port_is_free(port - 2):
-            return port
-    raise AssertionError("no free port pair P, P-2 found in 50 tries")
+def test_free_port_pair_leaves_the_vip_port_free() -> None:
+    port = launch.free_port_pair()
+    assert port > 1026 and launch.port_is_free(port) and launch.port_is_free(port - 2)
 
 
 def test_fast_port_serves_all_but_pull(local_cluster) -> None:
-    port = _port_pair()
-    cluster = start_real(local_cluster, listenPort=str(port))
-    assert cluster.broker_port() == port
+    # listenPort 0: the launcher picks P with P - 2 free, the broker reports the VIP port
+    cluster = start_real(local_cluster, listenPort="0")
+    port = cluster.broker_port()
+    assert cluster.broker_fast_port() == port - 2
     fast = ("127.0.0.1", port - 2)
     main = ("127.0.0.1", port)
     topic, group = "VipTopic", "vip_cg"
