@@ -496,3 +496,56 @@ class RemotingCommand:
             mv[end:] if end < flen else b"",
             st,
         )
+
+
+class ResponseTemplate:
+    """A SUCCESS response's JSON header with fixed extFields keys, pre-rendered as a format
+    string: only the opaque and the `variable` values change between uses (the send path)."""
+
+    __slots__ = ("fmt", "nkeys", "variable")
+
+    def __init__(self, const: dict[str, str], variable: tuple[str, ...]) -> None:
+        self.variable = variable
+        self.nkeys = len(const) + len(variable)
+        def lit(text: str) -> str:
+            return _json_string(text).replace("{", "{{").replace("}", "}}")
+
+        members = [
+            lit(key) + ":" + (lit(const[key]) if key in const else f"{{{variable.index(key)}}}")
+            for key in sorted((*const, *variable))
+        ]
+        self.fmt = (
+            '{{"code":0,"extFields":{{' + ",".join(members) + '}},"flag":1,"language":"JAVA",'
+            f'"opaque":{{{len(variable)}:d}},"serializeTypeCurrentRPC":"JSON",'
+            f'"version":{CURRENT_VERSION:d}}}}}'
+        )
+
+    def header(self, opaque: int, ext: dict[str, str]) -> bytes:
+        """The JSON header for these ext values (each variable one JSON-quoted)."""
+        quote = _json_string
+        return self.fmt.format(*[quote(ext[k]) for k in self.variable], opaque).encode()
+
+
+class TemplatedResponse(RemotingCommand):
+    """A RemotingCommand whose JSON encoding comes from a ResponseTemplate while it still looks
+    like the response the template was made for (SUCCESS, no remark, the template's keys)."""
+
+    __slots__ = ("template",)
+    template: ResponseTemplate
+
+    def encode(self) -> bytes:
+        """The whole frame; the generic encoder unless the template still applies."""
+        tpl: ResponseTemplate = self.template
+        ext = self.ext_fields
+        if (
+            self.serialize_type == _JSON
+            and self.code == 0
+            and self.remark is None
+            and self.flag == RPC_TYPE_RESPONSE
+            and ext is not None
+            and len(ext) == tpl.nkeys
+            and not self.body
+        ):
+            header = tpl.header(self.opaque, ext)
+            return _PREFIX.pack(4 + len(header), len(header)) + header
+        return RemotingCommand.encode(self)

@@ -30,10 +30,18 @@ from actors.broker.topic_config import (
 )
 from actors.core import Request
 from protocol.bodies import MessageQueue, dumps_compact
-from protocol.codes import OFFSET_MOVED_EVENT, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
+from protocol.codes import (
+    CURRENT_VERSION,
+    OFFSET_MOVED_EVENT,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RPC_TYPE_RESPONSE,
+    dlq_topic,
+    retry_topic,
+)
+from protocol.codes import LanguageCode as Lang
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
-from protocol.command import RemotingCommand
+from protocol.command import RemotingCommand, ResponseTemplate, TemplatedResponse
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -70,6 +78,7 @@ V3_4_9: Final = 121
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 TRANSACTION_TYPE_MASK: Final = 0xC
 RW: Final = PERM_READ | PERM_WRITE
+JAVA: Final = int(Lang.JAVA)
 _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
@@ -140,6 +149,10 @@ class SendMessageProcessor:
         self.broker_writable = is_writeable(bc.brokerPermission)
         self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
         self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
+        # SUCCESS responses: the JSON header pre-rendered, only these three values vary
+        self._ok_template = ResponseTemplate(
+            self._base_ext(), ("msgId", "queueId", "queueOffset")
+        )
         ctx.on_event(OffsetMoved, self._on_offset_moved)
 
     def _base_ext(self) -> dict[str, str]:
@@ -359,8 +372,12 @@ class SendMessageProcessor:
         )
         if result.status is _PS.PUT_OK:
             # SendMessageResponseHeader.to_ext(), inlined: msgId, queueId, queueOffset + 2
-            resp = cmd.make_response(
+            resp = TemplatedResponse(
                 RS.SUCCESS,
+                JAVA,
+                CURRENT_VERSION,
+                cmd.opaque,
+                RPC_TYPE_RESPONSE,
                 None,
                 {
                     "msgId": offset_msg_id(self.store_host, result.wrote_offset),
@@ -369,7 +386,10 @@ class SendMessageProcessor:
                     "MSG_REGION": self.region,
                     "TRACE_ON": self.trace_on,
                 },
+                b"",
+                cmd.serialize_type,
             )
+            resp.template = self._ok_template
             if not self.sync_flush:
                 return resp
             return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)

@@ -1,0 +1,44 @@
+"""The send core's pre-rendered SUCCESS header encodes byte for byte like the generic encoder."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.codes import SerializeType
+from protocol.command import RemotingCommand, ResponseTemplate, TemplatedResponse
+
+VARIABLE = ("msgId", "queueId", "queueOffset")
+text = st.text(max_size=12)
+
+
+def _pair(const: dict[str, str], values: tuple[str, str, str], opaque: int,
+          st_type: int = SerializeType.JSON) -> tuple[RemotingCommand, TemplatedResponse]:
+    ext = dict(zip(VARIABLE, values, strict=True)) | const
+    plain = RemotingCommand(0, 0, 409, opaque, 1, None, dict(ext), b"", st_type)
+    templ = TemplatedResponse(0, 0, 409, opaque, 1, None, dict(ext), b"", st_type)
+    templ.template = ResponseTemplate(const, VARIABLE)
+    return plain, templ
+
+
+@settings(max_examples=60, deadline=None)
+@given(region=text, trace=text, values=st.tuples(text, text, text),
+       opaque=st.integers(-(1 << 31), (1 << 31) - 1))
+def test_template_matches_generic_json(region: str, trace: str, values: tuple[str, str, str],
+                                       opaque: int) -> None:
+    plain, templ = _pair({"MSG_REGION": region, "TRACE_ON": trace}, values, opaque)
+    assert templ.encode() == plain.encode()
+    back = RemotingCommand.decode(templ.encode()[4:])
+    assert back.opaque == opaque and back.ext_fields == plain.ext_fields
+
+
+def test_changed_response_falls_back_to_the_generic_encoder() -> None:
+    const = {"MSG_REGION": "R", "TRACE_ON": "true"}
+    plain, templ = _pair(const, ("A1", "0", "7"), 5)
+    templ.code = plain.code = 10  # FLUSH_DISK_TIMEOUT set after the fact
+    assert templ.encode() == plain.encode()
+    plain, templ = _pair(const, ("A1", "0", "7"), 5, SerializeType.MSGPACK)
+    assert templ.encode() == plain.encode()
+    plain, templ = _pair(const, ("A1", "0", "7"), 5)
+    templ.ext_fields["extra"] = plain.ext_fields["extra"] = "x"  # type: ignore[index]
+    assert templ.encode() == plain.encode()
