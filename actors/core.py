@@ -40,6 +40,10 @@ class Outbox(Protocol):
         """Queue `cmd` for the connection; dropped silently when the connection is gone."""
         ...
 
+    def close_conn(self, conn_id: int) -> None:
+        """Ask the RemotingServer to close the connection (e.g. an expired client channel)."""
+        ...
+
 
 class ProcessorCore(Protocol):
     """A request processor (an isolated executor in RocketMQ terms)."""

@@ -54,6 +54,15 @@ def is_inherited(perm: int) -> bool:
     return perm & PERM_INHERIT == PERM_INHERIT
 
 
+def perm_to_string(perm: int) -> str:
+    """PermName.perm2String: "RWX" with '-' for each missing bit (6 -> "RW-")."""
+    return (
+        ("R" if is_readable(perm) else "-")
+        + ("W" if is_writeable(perm) else "-")
+        + ("X" if is_inherited(perm) else "-")
+    )
+
+
 def validate_topic(topic: str | None) -> str | None:
     """TopicValidator.validateTopic: None when valid, else the error remark."""
     if topic is None or not topic.strip():
@@ -81,6 +90,15 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+
+    def __str__(self) -> str:
+        """TopicConfig.toString (it appears in remarks, e.g. an illegal queueId on send)."""
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
+            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
+            f"order={'true' if self.order else 'false'}]"
+        )
 
     def to_json_obj(self) -> dict[str, Any]:
         """The fastjson member map (alphabetical when dumped with sort_keys)."""

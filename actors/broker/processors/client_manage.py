@@ -59,10 +59,21 @@ class ClientManageProcessor(CodeDispatchCore):
             self._next_scan_ms = now_ms + HOUSEKEEPING_INTERVAL_MS
         if now_ms >= self._next_scan_ms:
             self._next_scan_ms = now_ms + HOUSEKEEPING_INTERVAL_MS
-            self.producers.scan_expired(now_ms)
-            for group in {g for g, _ in self.consumers.scan_expired(now_ms)}:
+            gone_producers = self.producers.scan_expired(now_ms)
+            gone_consumers = self.consumers.scan_expired(now_ms)
+            for group in {g for g, _ in gone_consumers}:
                 self._group_changed(group, notify=True)
+            # Java closes an expired channel too (RemotingUtil.closeChannel): the client
+            # reconnects and re-registers with its next heartbeat.
+            self._close({c for _, c in gone_producers} | {c for _, c in gone_consumers})
         return max(0, self._next_scan_ms - now_ms)
+
+    def _close(self, conn_ids: set[int]) -> None:
+        close = getattr(self.ctx.outbox, "close_conn", None)
+        if close is None:
+            return
+        for conn_id in sorted(conn_ids):
+            close(conn_id)
 
     # --- helpers --------------------------------------------------------------------------
 

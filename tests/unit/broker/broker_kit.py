@@ -21,9 +21,13 @@ class FakeOutbox:
 
     def __init__(self) -> None:
         self.sent: list[tuple[int, RemotingCommand]] = []
+        self.closed: list[int] = []
 
     def send(self, conn_id: int, cmd: RemotingCommand) -> None:
         self.sent.append((conn_id, cmd))
+
+    def close_conn(self, conn_id: int) -> None:
+        self.closed.append(conn_id)
 
     def take(self) -> list[tuple[int, RemotingCommand]]:
         out, self.sent = self.sent, []

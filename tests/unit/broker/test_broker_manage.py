@@ -73,9 +73,12 @@ def test_channel_expiry_in_tick(broker: Broker) -> None:
     broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T"), conn_id=1, now_ms=0)
     core.tick(110_000)
     assert "CG" in broker.ctxs["client_manage"].consumer_groups
+    assert broker.outbox.closed == []
     core.tick(130_000)
     broker.pump()
     assert "CG" not in broker.ctxs["consumer_manage"].consumer_groups
+    # spec §9.2: the expired channel is closed too (once), not only forgotten
+    assert broker.outbox.closed == [1]
 
 
 def test_query_offset_rules(broker: Broker) -> None:
@@ -127,11 +130,11 @@ def test_admin_offsets_by_queue(broker: Broker) -> None:
     assert "msgPutTotalTodayNow" in json.loads(r.body)["table"]
 
 
-def test_unknown_code_not_supported_even_oneway(broker: Broker) -> None:
+def test_unknown_code_not_supported_but_oneway_unanswered(broker: Broker) -> None:
     r = broker.call(4242, {})
     assert (r.code, r.remark) == (RS.REQUEST_CODE_NOT_SUPPORTED, " request type 4242 not supported")
-    r = broker.call(4242, {}, oneway=True)
-    assert r is not None and r.code == RS.REQUEST_CODE_NOT_SUPPORTED
+    # spec §1.6: the broker HAS a default processor, whose reply Java drops for a oneway
+    assert broker.call(4242, {}, oneway=True) is None
 
 
 def test_lock_batch_and_expiry(broker: Broker) -> None:
