@@ -2,7 +2,9 @@
 
 A: one connection, one SEND_MESSAGE_V2 (1 KiB) in flight, vs a raw Python loopback echo of
    1 KiB frames measured in the same run (goal >= 0.4x).
-B: send 100, wait for the 100 responses, repeat (goal >= 100,000 msgs/s).
+B: send 100, wait for the 100 responses, repeat (goal >= 100,000 msgs/s), twice: with JSON
+   headers (what Java, ali-ons and the C++ clients send) and with msgpack headers (serialize
+   type 2, ours: what our own clients send).
 C: pull 200,000 stored messages, 32 per pull (goal >= 150,000 msgs/s).   [real cores only]
 D: 500 msgs/s with a long-polling consumer, end-to-end p50 <= 1 ms, p99 <= 5 ms. [real cores]
 Broker CPU microseconds per message (CPU time of the actor system's processes from
@@ -28,6 +30,7 @@ from actors.runtime.watch import AFFINITY_ENV
 log = logging.getLogger(__name__)
 
 BODY = b"x" * 1024
+MSGPACK = 2  # protocol.codes.SerializeType.MSGPACK
 TICK_US = 1_000_000 / os.sysconf("SC_CLK_TCK")
 
 
@@ -138,8 +141,9 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         sock.close()
 
 
-def bench_b(addr: tuple[str, int], rounds: int, pids: list[int]) -> tuple[float, float]:
-    """100 in flight, repeated: (msgs/s, broker CPU us/msg).
+def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0
+            ) -> tuple[float, float]:
+    """100 in flight, repeated: (msgs/s, broker CPU us/msg); headers in `serialize_type`.
 
     Each round's 100 requests are encoded before the clock starts and written in one send;
     every response is still decoded and matched by opaque (code 0), as a real client does.
@@ -149,7 +153,7 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int]) -> tuple[float,
 
     batches: list[tuple[bytes, list[int]]] = []
     for _ in range(rounds + 1):
-        reqs = [send_request("BenchB", i % 4) for i in range(100)]
+        reqs = [send_request("BenchB", i % 4, serialize_type) for i in range(100)]
         batches.append((b"".join(r.encode() for r in reqs), [r.opaque for r in reqs]))
     sock = socket.create_connection(addr, timeout=30)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -354,6 +358,9 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     rate, cpu = bench_b(addr, args.b, pids)
                     add("B", rate)
                     add("B_cpu", cpu)
+                    rate, cpu = bench_b(addr, args.b, pids, MSGPACK)
+                    add("Bm", rate)
+                    add("Bm_cpu", cpu)
                 if real and args.c:
                     rate, cpu = bench_c(addr, args.c, pids, i)
                     add("C", rate)
@@ -370,7 +377,8 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
 ROWS = (  # scenario, rate key, ratio key, cpu key, goal
     ("raw echo (1 KiB, 1 in flight)", "raw", None, None, "baseline, round trips/s"),
     ("A send, 1 in flight", "A", "A_ratio", "A_cpu", ">= 0.4x raw"),
-    ("B send, 100 in flight", "B", None, "B_cpu", ">= 100,000 msgs/s"),
+    ("B send, 100 in flight, JSON", "B", None, "B_cpu", ">= 100,000 msgs/s"),
+    ("B same, msgpack header", "Bm", None, "Bm_cpu", ">= 100,000 msgs/s"),
     ("C pull 32/pull", "C", None, "C_cpu", ">= 150,000 msgs/s"),
 )
 
