@@ -55,6 +55,7 @@ from store.consume_queue import (
 )
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.index_dispatch import IndexDispatcher
+from store.mapped_file import MappedFile
 from store.state_page import (
     OFF_FLUSHED_PHY,
     OFF_INDEX_PHY,
@@ -1303,95 +1304,37 @@ class DefaultMessageStore(_StoreReadMixin):
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
         tb, pre, pre_h = info
         tl = len(tb)
-        checked = _batch_items(raw, bp, 90 + tl)
-        if isinstance(checked, PutMessageStatus):
-            return PutMessageResult(checked)
-        items, total_size = checked
         qid = batch.queue_id
         key = (topic, qid)
-        qoff0 = qoff = self.topic_queue_table.get(key, 0)
-        sys_flag, born_ts, born_host, store_host, recon = (
-            batch.sys_flag & ~0x30,
-            batch.born_timestamp,
-            batch.born_host,
-            batch.store_host,
-            batch.reconsume_times,
-        )
-        bp_tags = prop_value(bp, b"TAGS\x01") if bp else None
-        tags: bytes | None
-        tags_cache = self._tags_cache
-        mv = memoryview(raw)
+        qoff0 = self.topic_queue_table.get(key, 0)
+        born_host = batch.born_host
+        store_host = batch.store_host
         cl = self.commitlog
         mf = cl._cur
-        units: list[int] = []
-        pack = _REC_PACK
+        n_raw = len(raw)
+        # a record is at most 69 + tl + len(bp) bytes longer than its item (>= 22 bytes)
+        bound = n_raw + n_raw // 22 * (69 + tl + len(bp))
         if (
             mf is not None
-            and total_size + 8 <= mf.file_size - mf.wrote_position
+            and bound + 8 <= mf.file_size - mf.wrote_position
             and len(born_host) == 8
             and len(store_host) == 8
         ):
-            # fast path: the record is [header][BODYLEN BODY] + topic + [PROPLEN PROPS] and the
-            # item is [TOTAL MAGIC CRC FLAG BODYLEN BODY][PROPLEN PROPS]: copy both pieces
-            mm = mf.mm
-            fbase = mf.file_from_offset
-            p = mf.wrote_position
-            sep_bp = b"\x02" + bp
-            for start, flag, bl, pl, rpl in items:
-                size = 90 + tl + bl + rpl
-                a = start + 20
-                b = mv[a : a + bl]
-                pack(
-                    mm, p, size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
-                    fbase + p, sys_flag, born_ts, born_host, now_ms, store_host, recon, 0, bl,
-                )  # fmt: skip
-                q = p + 88
-                mm[q : q + bl] = b
-                q += bl
-                mm[q : q + tl] = tb
-                q += tl
-                a += bl
-                if rpl == pl:
-                    mm[q : q + 2 + pl] = mv[a : a + 2 + pl]
-                else:
-                    _I16_PACK(mm, q, rpl)
-                    q += 2
-                    mm[q : q + pl] = mv[a + 2 : a + 2 + pl]
-                    q += pl
-                    mm[q : q + rpl - pl] = sep_bp if rpl - pl > len(bp) else bp
-                tc = 0
-                a += 2
-                ti = raw.find(b"TAGS\x01", a, a + pl)
-                if ti >= 0 and (ti == a or raw[ti - 1] == 2):
-                    te = raw.find(b"\x02", ti + 5, a + pl)
-                    tags = raw[ti + 5 : te if te >= 0 else a + pl]
-                else:
-                    tags = bp_tags
-                if tags:
-                    c = tags_cache.get(tags)
-                    tc = c if c is not None else self._tag_hash(tags)
-                units += (fbase + p, size, tc)
-                p += size
-                qoff += 1
-            mf.wrote_position = p
+            fast = self._write_batch_fast(batch, raw, bp, info, mf, qoff0, now_ms)
+            if isinstance(fast, PutMessageStatus):
+                return PutMessageResult(fast)
+            units, items = fast
+            qoff = qoff0 + len(units) // 3
         else:
-            for start, flag, bl, pl, rpl in items:
-                a = start + 22 + bl
-                ip = raw[a : a + pl]
-                if rpl != pl:
-                    ip = ip + bp if rpl - pl == len(bp) else ip + b"\x02" + bp
-                try:
-                    phy, size = cl.append(
-                        tb, mv[start + 20 : start + 20 + bl], ip, qid, flag, qoff, sys_flag,
-                        born_ts, born_host, now_ms, store_host, recon, 0,
-                    )  # fmt: skip
-                except AppendError:
-                    if not units:
-                        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-                    break
-                tags = prop_value(ip, b"TAGS\x01")
-                units += (phy, size, java_hash_bytes(tags) if tags else 0)
-                qoff += 1
+            checked = _batch_items(raw, bp, 90 + tl)
+            if isinstance(checked, PutMessageStatus):
+                return PutMessageResult(checked)
+            items = checked[0]
+            slow = self._write_batch_slow(batch, raw, bp, tb, items, qoff0, now_ms)
+            if slow is None:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            units = slow
+            qoff = qoff0 + len(units) // 3
         cl.last_store_timestamp = now_ms
         n = qoff - qoff0
         cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
@@ -1413,6 +1356,157 @@ class DefaultMessageStore(_StoreReadMixin):
             PutMessageStatus.PUT_OK, offsets[0], end - offsets[0], qoff0, now_ms, n, end,
             store_host, offsets,
         )  # fmt: skip
+
+    def _write_batch_fast(
+        self,
+        batch: MessageExtBatch,
+        raw: bytes,
+        bp: bytes,
+        info: tuple[bytes, bytes, int],
+        mf: MappedFile,
+        qoff: int,
+        now_ms: int,
+    ) -> tuple[list[int], list[_BatchItem]] | PutMessageStatus:
+        """Validate and write every item in one pass into mf (the caller checked it fits).
+
+        A record is [88-byte head][BODY][topic][PROPLEN PROPS] and an item is [TOTAL MAGIC CRC
+        FLAG BODYLEN][BODY][PROPLEN PROPS]: one pack, three copies. Nothing is published before
+        the whole batch passed; a bad item zeroes what this call wrote and rejects the batch.
+        Returns (CQ units, items when the index is built here) or the rejecting status.
+        """
+        tb = info[0]
+        tl = len(tb)
+        extra = len(bp)
+        sep_bp = b"\x02" + bp
+        mm = mf.mm
+        fbase = mf.file_from_offset
+        p0 = p = mf.wrote_position
+        sys_flag, born_ts, born_host, store_host, recon = (
+            batch.sys_flag & ~0x30,
+            batch.born_timestamp,
+            batch.born_host,
+            batch.store_host,
+            batch.reconsume_times,
+        )
+        qid = batch.queue_id
+        bp_tags = prop_value(bp, b"TAGS\x01") if bp else None
+        tags_cache = self._tags_cache
+        inline = self._index_inline
+        items: list[_BatchItem] = []
+        units: list[int] = []
+        tags: bytes | None
+        mv = memoryview(raw)
+        n_raw = len(raw)
+        unpack_item = _BATCH_ITEM.unpack_from
+        u16 = _U16_UNPACK
+        pack = _REC_PACK
+        find = raw.find
+        pos = 0
+        bad: PutMessageStatus | None = None
+        try:
+            while pos < n_raw:
+                itotal, _magic, _crc, flag, bl = unpack_item(raw, pos)
+                a = pos + 20
+                pp = a + bl
+                if bl < 0 or pp + 2 > n_raw:
+                    bad = PutMessageStatus.MESSAGE_ILLEGAL
+                    break
+                pl = u16(raw, pp)[0]
+                pe = pp + 2 + pl
+                if itotal != 22 + bl + pl or pe > n_raw:
+                    bad = PutMessageStatus.MESSAGE_ILLEGAL
+                    break
+                rpl = pl
+                if extra:  # item props + (separator) + batch props
+                    rpl += extra + (1 if pl and raw[pe - 1] != 2 else 0)
+                if rpl > 32767:
+                    bad = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                    break
+                if find(b"DELAY\x01", pp + 2, pe) >= 0 and prop_value(
+                    raw[pp + 2 : pe], b"DELAY\x01"
+                ) not in (None, b"0"):
+                    bad = PutMessageStatus.MESSAGE_ILLEGAL
+                    break
+                size = 90 + tl + bl + rpl
+                b = mv[a:pp]
+                pack(
+                    mm, p, size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
+                    fbase + p, sys_flag, born_ts, born_host, now_ms, store_host, recon, 0, bl,
+                )  # fmt: skip
+                q = p + 88
+                mm[q : q + bl] = b
+                q += bl
+                mm[q : q + tl] = tb
+                q += tl
+                if rpl == pl:
+                    mm[q : q + 2 + pl] = mv[pp:pe]
+                else:
+                    _I16_PACK(mm, q, rpl)
+                    q += 2
+                    mm[q : q + pl] = mv[pp + 2 : pe]
+                    q += pl
+                    mm[q : q + rpl - pl] = sep_bp if rpl - pl > extra else bp
+                tc = 0
+                ti = find(b"TAGS\x01", pp + 2, pe)
+                if ti >= 0 and (ti == pp + 2 or raw[ti - 1] == 2):
+                    te = find(b"\x02", ti + 5, pe)
+                    tags = raw[ti + 5 : te if te >= 0 else pe]
+                else:
+                    tags = bp_tags
+                if tags:
+                    c = tags_cache.get(tags)
+                    tc = c if c is not None else self._tag_hash(tags)
+                units += (fbase + p, size, tc)
+                if inline:
+                    items.append((pos, flag, bl, pl, rpl))
+                p += size
+                qoff += 1
+                pos += itotal
+        except (ValueError, IndexError, struct_error):
+            bad = PutMessageStatus.MESSAGE_ILLEGAL
+        if bad is None and not units:
+            bad = PutMessageStatus.MESSAGE_ILLEGAL
+        if bad is not None:
+            if p > p0:
+                mm[p0:p] = bytes(p - p0)  # nothing of a rejected batch may look like a record
+            return bad
+        mf.wrote_position = p
+        return units, items
+
+    def _write_batch_slow(
+        self,
+        batch: MessageExtBatch,
+        raw: bytes,
+        bp: bytes,
+        tb: bytes,
+        items: list[_BatchItem],
+        qoff: int,
+        now_ms: int,
+    ) -> list[int] | None:
+        """Append validated items one record at a time (a batch near a file roll, IPv6 hosts)."""
+        cl = self.commitlog
+        mv = memoryview(raw)
+        units: list[int] = []
+        sys_flag = batch.sys_flag & ~0x30
+        for start, flag, bl, pl, rpl in items:
+            a = start + 22 + bl
+            ip = raw[a : a + pl]
+            if rpl != pl:
+                ip = ip + bp if rpl - pl == len(bp) else ip + b"\x02" + bp
+            try:
+                phy, size = cl.append(
+                    tb, mv[start + 20 : start + 20 + bl], ip, batch.queue_id, flag, qoff,
+                    sys_flag, batch.born_timestamp, batch.born_host, now_ms, batch.store_host,
+                    batch.reconsume_times, 0,
+                )  # fmt: skip
+            except AppendError:
+                if not units:
+                    return None
+                break
+            tags = prop_value(ip, b"TAGS\x01")
+            units += (phy, size, java_hash_bytes(tags) if tags else 0)
+            qoff += 1
+        return units
 
     def _index_batch(
         self,

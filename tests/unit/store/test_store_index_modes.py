@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from store.message_store import (
+    DefaultMessageStore,
     GroupCommit,
     MessageExtBatch,
     MessageExtBrokerInner,
@@ -101,6 +102,30 @@ def test_batch_rejects_bad_item_without_writing_any(tmp_path):
     assert s.get_max_offset_in_queue("T", 0) == 40
     assert s.check() == []
     s.shutdown(2_000)
+
+
+def test_rejected_batch_leaves_no_record_for_recovery(tmp_path):
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    good = (22 + 1 + 6).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"a"
+    good += (6).to_bytes(2, "big") + b"K\x01v\x02X\x01"
+    delayed = (22 + 1 + 7).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"d"
+    delayed += (7).to_bytes(2, "big") + b"DELAY\x012"
+    bad = (99).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"b" + bytes(2)
+    for tail in (bad, delayed):
+        r = s.put_messages(MessageExtBatch("T", good * 3 + tail), 1_000)
+        assert r.status.name == "MESSAGE_ILLEGAL"
+        # the good items were written past the published end, then zeroed
+        assert bytes(s.commitlog.mfq.files[0].mv[:256]) == bytes(256)
+    s.close_abruptly()
+    s = DefaultMessageStore(cfg)
+    s.load(2_000)
+    s.start(2_000)
+    assert s.recovered_abnormally and s.max_phy_offset == 0
+    r = s.put_messages(MessageExtBatch("T", good * 2), 2_000)
+    assert r.ok and r.msg_num == 2 and s.get_max_offset_in_queue("T", 0) == 2
+    assert s.check() == []
+    s.shutdown(3_000)
 
 
 def test_group_commit_many_writers_share_fsyncs(tmp_path):
