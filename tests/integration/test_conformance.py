@@ -6,20 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from e2e_helpers import (
-    RPC_TIMEOUT_S,
-    SERIALIZE_TYPES,
-    broker_addr,
-    heartbeat_cmd,
-    msg_props,
-    namesrv_addr,
-    pull_cmd,
-    send_cmd,
-    simple_cmd,
-    start_real,
-    wait_route,
-    wait_until,
-)
+import e2e_helpers as h
 
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode as RC
@@ -38,12 +25,12 @@ def _same_envelope(resp: RemotingCommand, req: RemotingCommand) -> None:
 
 
 def test_broker_answers_in_the_request_type_with_every_required_key(local_cluster) -> None:
-    cluster = start_real(local_cluster)
-    for st in SERIALIZE_TYPES:
+    cluster = h.start_real(local_cluster)
+    for st in h.SERIALIZE_TYPES:
         topic, group, client = f"CT{int(st)}", f"CG{int(st)}", f"127.0.0.1@conf{int(st)}"
-        with BlockingClient(broker_addr(cluster)) as cl:
-            req = send_cmd(topic, b"body", msg_props(tags="TagA"), serialize_type=st)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+        with BlockingClient(h.broker_addr(cluster)) as cl:
+            req = h.send_cmd(topic, b"body", h.msg_props(tags="TagA"), serialize_type=st)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert resp.code == RS.SUCCESS
             assert {"msgId", "queueId", "queueOffset", "MSG_REGION", "TRACE_ON"} <= set(
@@ -52,53 +39,53 @@ def test_broker_answers_in_the_request_type_with_every_required_key(local_cluste
             assert resp.ext_fields["MSG_REGION"] == "DefaultRegion"
             assert resp.ext_fields["TRACE_ON"] == "true"
             # a forbidden topic: code 16, and MSG_REGION/TRACE_ON still there (§9.1)
-            req = send_cmd("SCHEDULE_TOPIC_XXXX", b"x", msg_props(), serialize_type=st)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            req = h.send_cmd("SCHEDULE_TOPIC_XXXX", b"x", h.msg_props(), serialize_type=st)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert resp.code == RS.NO_PERMISSION
             assert resp.remark == "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden."
             assert {"MSG_REGION", "TRACE_ON"} <= set(resp.ext_fields or {})
 
             # HEART_BEAT (§14.3 step 2): 0 with version 409, a NOTIFY (oneway, own opaque)
-            req = heartbeat_cmd(client, group, {topic: "*", f"%RETRY%{group}": "*"},
+            req = h.heartbeat_cmd(client, group, {topic: "*", f"%RETRY%{group}": "*"},
                                 serialize_type=st)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert resp.code == RS.SUCCESS
-            got = wait_until(lambda: cl.read_for(0.05) or cl.requests, 5.0, 0.0)
+            got = h.wait_until(lambda: cl.read_for(0.05) or cl.requests, 5.0, 0.0)
             assert got, "no NOTIFY_CONSUMER_IDS_CHANGED after a new consumer channel"
             note = cl.requests.pop(0)
             assert note.code == RC.NOTIFY_CONSUMER_IDS_CHANGED and note.flag == 2
             assert note.ext_fields == {"consumerGroup": group}
             # GET_CONSUMER_LIST_BY_GROUP right after: this client is listed
-            req = simple_cmd(RC.GET_CONSUMER_LIST_BY_GROUP, st, consumerGroup=group)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            req = h.simple_cmd(RC.GET_CONSUMER_LIST_BY_GROUP, st, consumerGroup=group)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert json.loads(bytes(resp.body)) == {"consumerIdList": [client]}
 
             # PULL: the four header keys on 0 and on 19 (no suspend flag => answered at once)
             for offset, want in ((0, RS.SUCCESS), (1, RS.PULL_NOT_FOUND),
                                  (7, RS.PULL_OFFSET_MOVED)):
-                req = pull_cmd(group, topic, 0, offset, sys_flag=4, serialize_type=st)
-                resp = cl.invoke(req, RPC_TIMEOUT_S)
+                req = h.pull_cmd(group, topic, 0, offset, sys_flag=4, serialize_type=st)
+                resp = cl.invoke(req, h.RPC_TIMEOUT_S)
                 _same_envelope(resp, req)
                 assert resp.code == want and set(resp.ext_fields or {}) >= PULL_KEYS
-            req = simple_cmd(RC.QUERY_CONSUMER_OFFSET, st, consumerGroup=group, topic=topic,
+            req = h.simple_cmd(RC.QUERY_CONSUMER_OFFSET, st, consumerGroup=group, topic=topic,
                              queueId=0)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert (resp.code, resp.ext_fields) == (RS.SUCCESS, {"offset": "0"})
 
             # §1.6: an unknown code is answered 3 ... but never when it is oneway
-            req = simple_cmd(4711, st)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            req = h.simple_cmd(4711, st)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert (resp.code, resp.remark) == (3, " request type 4711 not supported")
-            silent = simple_cmd(4712, st, oneway=True)
+            silent = h.simple_cmd(4712, st, oneway=True)
             cl.invoke_oneway(silent)
             # GET_MAX_OFFSET goes to the same (admin) group, behind the oneway request
-            req = simple_cmd(RC.GET_MAX_OFFSET, st, topic=topic, queueId=0)
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            req = h.simple_cmd(RC.GET_MAX_OFFSET, st, topic=topic, queueId=0)
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert resp.ext_fields == {"offset": "1"}
             cl.read_for(0.2)
@@ -106,14 +93,14 @@ def test_broker_answers_in_the_request_type_with_every_required_key(local_cluste
 
 
 def test_name_server_routes_and_dispatch(local_cluster) -> None:
-    cluster = start_real(local_cluster)
-    ns = namesrv_addr(cluster)
-    with BlockingClient(broker_addr(cluster)) as cl:
-        cl.invoke(heartbeat_cmd("127.0.0.1@r", "RG", {"RT": "*"}), RPC_TIMEOUT_S)
+    cluster = h.start_real(local_cluster)
+    ns = h.namesrv_addr(cluster)
+    with BlockingClient(h.broker_addr(cluster)) as cl:
+        cl.invoke(h.heartbeat_cmd("127.0.0.1@r", "RG", {"RT": "*"}), h.RPC_TIMEOUT_S)
     # TBW102 (auto-create template, perm 7) and the heartbeat's %RETRY% topic are routed
-    tbw = wait_route(ns, "TBW102", True, 10.0)
+    tbw = h.wait_route(ns, "TBW102", True, 10.0)
     assert tbw.code == RS.SUCCESS
-    retry = wait_route(ns, "%RETRY%RG", True, 10.0)
+    retry = h.wait_route(ns, "%RETRY%RG", True, 10.0)
     assert retry.code == RS.SUCCESS
     for resp in (tbw, retry):
         text = bytes(resp.body).decode("ascii")
@@ -123,12 +110,12 @@ def test_name_server_routes_and_dispatch(local_cluster) -> None:
         assert re.search(r'"brokerAddrs":\{"0":"[0-9.]+:\d+"\}', text)  # quoted id key
     assert json.loads(bytes(tbw.body))["queueDatas"][0]["perm"] == 7
     assert json.loads(bytes(retry.body))["queueDatas"][0]["writeQueueNums"] == 1
-    for st in SERIALIZE_TYPES:
+    for st in h.SERIALIZE_TYPES:
         with BlockingClient(ns) as cl:
-            unknown = simple_cmd(4711, st)
+            unknown = h.simple_cmd(4711, st)
             cl.send_raw(unknown.encode())  # §1.6: the name server never answers this
-            req = simple_cmd(RC.GET_ROUTEINFO_BY_TOPIC, st, topic="NoSuchTopic")
-            resp = cl.invoke(req, RPC_TIMEOUT_S)
+            req = h.simple_cmd(RC.GET_ROUTEINFO_BY_TOPIC, st, topic="NoSuchTopic")
+            resp = cl.invoke(req, h.RPC_TIMEOUT_S)
             _same_envelope(resp, req)
             assert resp.code == RS.TOPIC_NOT_EXIST
             assert (resp.remark or "").startswith(
