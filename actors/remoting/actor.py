@@ -92,7 +92,7 @@ class RemotingServer(WatchingActor):
                 self._close_everything()
                 self.send(sender, RemotingStartFailed(f"{type(exc).__name__}: {exc}"))
                 return
-            self.send(sender, RemotingReady(port))
+            self.send(sender, RemotingReady(port, self.fast_port))
         elif isinstance(msg, StopRemoting):
             self._send_events()
             self._close_everything()
@@ -116,7 +116,7 @@ class RemotingServer(WatchingActor):
 
     def _start_fast(self, msg: StartRemoting, port: int) -> None:
         """Listen on the VIP port; a derived port already taken only disables the channel."""
-        configured = getattr(msg, "fast_port", None)
+        configured = msg.fast_port
         want = fast_port_for(msg.port, configured)
         if want is None:
             log.info("VIP channel off (listenPort %d, fastListenPort %s)", msg.port, configured)

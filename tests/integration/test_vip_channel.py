@@ -34,8 +34,6 @@ def test_free_port_pair_leaves_the_vip_port_free() -> None:
     assert port > 1026 and launch.port_is_free(port) and launch.port_is_free(port - 2)
 
 
-@pytest.mark.xfail(reason="docs/BUGS.md 'VIP follow-ups (H17)': the RemotingServer does not "
-                   "put fast_port into RemotingReady yet", strict=False)
 def test_broker_reports_its_vip_port(local_cluster) -> None:
     cluster = start_real(local_cluster, listenPort="0")
     assert cluster.broker_fast_port() == cluster.broker_port() - 2
