@@ -66,7 +66,7 @@ from protocol.errors import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RemotingCommand", "next_opaque"]
+__all__ = ["RemotingCommand", "ResponseTemplate", "next_opaque", "request_parts"]
 
 _PREFIX = struct.Struct(">ii")  # total_length, header_meta
 _META = struct.Struct(">i")  # header_meta alone (decode sees the frame after total_length)
@@ -502,14 +502,54 @@ class RemotingCommand:
         )
 
 
-class ResponseTemplate:
-    """A SUCCESS response's JSON header with fixed extFields keys, pre-rendered as a format
-    string: only the opaque and the `variable` values change between uses (the send path)."""
+def request_parts(
+    frame: memoryview, code: int
+) -> tuple[int, dict[str, str], memoryview | bytes, int] | None:
+    """(opaque, extFields, body, serialize type) of a well-formed two-way request `code` with
+    extFields, in a JSON or msgpack header; None for anything else (decode then decides).
 
-    __slots__ = ("fmt", "nkeys", "variable")
+    The fast path's reader: no RemotingCommand is built. Accepts exactly what decode accepts
+    for such a request (a msgpack remark, unusual on a request, is left to decode).
+    """
+    flen = len(frame)
+    if flen < 4:
+        return None
+    (meta,) = _META.unpack_from(frame, 0)
+    st = (meta >> 24) & 0xFF
+    end = 4 + (meta & HEADER_LENGTH_MASK)
+    if end > flen:
+        return None
+    try:
+        if st == _MSGPACK:
+            h = _msgpack_unpackb(frame[4:end])
+            if type(h) is not list or len(h) != 7 or h[5] is not None:
+                return None
+            c, language, version, opaque, flag, _, ext = h
+            _MSGPACK_INTS.pack(c, language, version, opaque, flag)
+            if type(ext) is not dict:
+                return None
+            "".join([*ext, *ext.values()])  # str keys and values only
+        elif st == _JSON:
+            c, _, _, opaque, flag, _, ext = _decode_json(frame[4:end])
+        else:
+            return None
+    except Exception:  # malformed: decode raises the right error on the general path
+        return None
+    if c != code or flag != 0 or ext is None:
+        return None
+    return opaque, ext, frame[end:] if end < flen else b"", st
+
+
+class ResponseTemplate:
+    """A SUCCESS response's header with fixed extFields keys, pre-rendered: only the opaque and
+    the `variable` values change between uses (the send path). JSON: a format string;
+    msgpack: the array the generic encoder writes (variable keys first, then the constants)."""
+
+    __slots__ = ("const", "fmt", "nkeys", "variable")
 
     def __init__(self, const: dict[str, str], variable: tuple[str, ...]) -> None:
         self.variable = variable
+        self.const = tuple(const.items())
         self.nkeys = len(const) + len(variable)
 
         def lit(text: str) -> str:
@@ -529,6 +569,19 @@ class ResponseTemplate:
         """The JSON header for these ext values (each variable one JSON-quoted)."""
         quote = _json_string
         return self.fmt.format(*[quote(ext[k]) for k in self.variable], opaque).encode()
+
+    def frame(self, serialize_type: int, opaque: int, values: tuple[str, ...]) -> bytes:
+        """The whole response frame (no body) for the variable keys' `values`, in order."""
+        if serialize_type == _MSGPACK:
+            ext = dict(zip(self.variable, values, strict=True))
+            ext.update(self.const)
+            header = _msgpack_packb([0, 0, CURRENT_VERSION, opaque, RPC_TYPE_RESPONSE, None, ext])
+            return _PREFIX.pack(4 + len(header), (_MSGPACK << 24) | len(header)) + header
+        if serialize_type != _JSON:
+            raise UnknownSerializeTypeError(f"no template for serialize type {serialize_type}")
+        quote = _json_string
+        header = self.fmt.format(*[quote(v) for v in values], opaque).encode()
+        return _PREFIX.pack(4 + len(header), len(header)) + header
 
 
 class TemplatedResponse(RemotingCommand):

@@ -98,6 +98,8 @@ class ProcessorHost:
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
+        # core.fast_send(frame, conn_id, peer, now_ms) -> encoded reply | None (not taken)
+        self.fast = getattr(core, "fast_send", None) if not slow_s else None
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -119,12 +121,25 @@ class ProcessorHost:
         mono_ns = time.monotonic_ns()
         now_ms = time.time_ns() // 1_000_000
         oldest_ok_ns = mono_ns - self.max_wait_ns
+        fast = self.fast
         for i, rec in enumerate(records):
             rtype = rec[0]
             if rtype == REQUEST:
                 _, conn_id, recv_ns, peer, frame = rec
                 if conn_channel.get(conn_id) is not ch:
                     conn_channel[conn_id] = ch
+                if fast is not None and recv_ns >= oldest_ok_ns:
+                    try:
+                        encoded = fast(frame, conn_id, peer, now_ms)
+                    except Exception as exc:  # after the core took it: answer SYSTEM_ERROR
+                        self.errors += 1
+                        log.exception("group=%s fast path failed", self.group)
+                        encoded = decode(frame).make_response(SYSTEM_ERROR, _short(exc)).encode()
+                    if encoded is not None:
+                        self.served += 1
+                        if encoded:
+                            add_reply(out, conn_id, encoded)
+                        continue
                 try:
                     cmd = decode(frame)
                 except ProtocolError as exc:

@@ -63,6 +63,18 @@ def parse_affinity(spec: str | None) -> dict[str, set[int]]:
     return table
 
 
+PROCESS_NAME_PREFIX = "amq-"
+
+
+def name_process(role: str) -> None:
+    """Name this process "amq-<role>" (15 chars at most) for ps/top and per-actor CPU figures."""
+    try:
+        with open("/proc/self/comm", "w", encoding="ascii") as f:
+            f.write((PROCESS_NAME_PREFIX + role)[:15])
+    except (OSError, UnicodeEncodeError):
+        pass
+
+
 def pin_cpus(role: str, spec: str | None) -> set[int] | None:
     """Pin this process to the CPUs `spec` names for `role`; the CPUs set, or None."""
     cpus = parse_affinity(spec).get(role)
@@ -94,6 +106,7 @@ class WatchingActor(Actor):
         self._ep_version = -1
         self._sent_control = False
         self._pinned = False
+        self._named = ""  # the role this process is named after (see name_process)
         self.linger_passes = 0  # passes served from our own epoll (diagnostics)
 
     # -- hooks for subclasses -------------------------------------------------------------
@@ -248,12 +261,16 @@ class WatchingActor(Actor):
     def receiveMessage(self, msg: Any, sender: Any) -> Any:
         self._sent_control = False
         try:
+            role = getattr(self, "group", "") or type(self).__name__
+            if role != self._named:  # a processor learns its group from its first message
+                self._named = role
+                name_process(role)
             if isinstance(msg, WatchMessage):
                 if not self._pinned:
                     self._pinned = True
                     spec = os.environ.get(AFFINITY_ENV)
                     if spec:
-                        pin_cpus(getattr(self, "group", "") or type(self).__name__, spec)
+                        pin_cpus(role, spec)
                 self.on_ready(msg.ready)
                 self._linger()
             elif isinstance(msg, WakeupMessage):

@@ -102,6 +102,29 @@ def cpu_us(pids: list[int]) -> float:
     return sum(procinfo.cpu_ns(p) for p in pids) / 1000.0
 
 
+def role_of(pid: int) -> str:
+    """An actor process's role from its name ("amq-send" -> "send"), else its name."""
+    from actors.runtime.watch import PROCESS_NAME_PREFIX
+
+    try:
+        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
+            name = f.read().strip()
+    except OSError:
+        return "?"
+    return name[len(PROCESS_NAME_PREFIX):] if name.startswith(PROCESS_NAME_PREFIX) else name
+
+
+def cpu_by_role(pids: list[int]) -> dict[str, float]:
+    """CPU microseconds per role (processes of the same role summed)."""
+    from deploy import procinfo
+
+    out: dict[str, float] = {}
+    for p in pids:
+        role = role_of(p)
+        out[role] = out.get(role, 0.0) + procinfo.cpu_ns(p) / 1000.0
+    return out
+
+
 def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float]:
     """One in flight: (msgs/s, broker CPU us/msg).
 
@@ -141,9 +164,11 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         sock.close()
 
 
-def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0
-            ) -> tuple[float, float]:
+def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0,
+            roles: dict[str, float] | None = None) -> tuple[float, float]:
     """100 in flight, repeated: (msgs/s, broker CPU us/msg); headers in `serialize_type`.
+
+    `roles`, when given, receives the CPU us/msg of each actor role (see cpu_by_role).
 
     Each round's 100 requests are encoded before the clock starts and written in one send;
     every response is still decoded and matched by opaque (code 0), as a real client does.
@@ -176,13 +201,18 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type:
 
     try:
         round_trip(*batches[rounds])  # warm-up (topic creation)
+        r0 = cpu_by_role(pids)
         c0 = cpu_us(pids)
         t0 = time.perf_counter()
         for i in range(rounds):
             round_trip(*batches[i])
         dt = time.perf_counter() - t0
         n = rounds * 100
-        return n / dt, (cpu_us(pids) - c0) / n
+        cpu = (cpu_us(pids) - c0) / n
+        if roles is not None:
+            for role, us in cpu_by_role(pids).items():
+                roles[role] = (us - r0.get(role, 0.0)) / n
+        return n / dt, cpu
     finally:
         sock.close()
 
@@ -355,12 +385,18 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     add("A_ratio", rate / raw)
                     add("A_cpu", cpu)
                 if args.b:
-                    rate, cpu = bench_b(addr, args.b, pids)
+                    roles: dict[str, float] = {}
+                    rate, cpu = bench_b(addr, args.b, pids, roles=roles)
                     add("B", rate)
                     add("B_cpu", cpu)
-                    rate, cpu = bench_b(addr, args.b, pids, MSGPACK)
+                    for role, us in roles.items():
+                        add(f"B_cpu:{role}", us)
+                    roles = {}
+                    rate, cpu = bench_b(addr, args.b, pids, MSGPACK, roles=roles)
                     add("Bm", rate)
                     add("Bm_cpu", cpu)
+                    for role, us in roles.items():
+                        add(f"Bm_cpu:{role}", us)
                 if real and args.c:
                     rate, cpu = bench_c(addr, args.c, pids, i)
                     add("C", rate)
@@ -401,6 +437,15 @@ def format_table(results: dict[str, list[float]]) -> str:
         lines.append(f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
                      f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
                      f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}")
+    for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack")):
+        parts = sorted(
+            ((k[len(key):], statistics.median(v)) for k, v in results.items()
+             if k.startswith(key)),
+            key=lambda kv: -kv[1],
+        )
+        busy = [f"{role} {us:.1f}" for role, us in parts if us >= 0.05]
+        if busy:
+            lines.append(f"{label + ' CPU us/msg by process':32s} " + ", ".join(busy))
     if "D_p50" in results:
         lines.append(f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
                      f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5")

@@ -41,7 +41,12 @@ from protocol.codes import (
 from protocol.codes import LanguageCode as Lang
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
-from protocol.command import RemotingCommand, ResponseTemplate, TemplatedResponse
+from protocol.command import (
+    RemotingCommand,
+    ResponseTemplate,
+    TemplatedResponse,
+    request_parts,
+)
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -64,7 +69,13 @@ from protocol.message import PROPERTY_DELAY_TIME_LEVEL as PROPERTY_DELAY
 from protocol.message import PROPERTY_REAL_QUEUE_ID as PROPERTY_REAL_QID
 from protocol.message import PROPERTY_TRANSACTION_PREPARED as PROPERTY_TRAN_MSG
 from protocol.message import PROPERTY_WAIT_STORE_MSG_OK as PROPERTY_WAIT
-from protocol.record import java_string_hash, pack_host, properties_to_string
+from protocol.record import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    java_string_hash,
+    pack_host,
+    properties_to_string,
+)
 from store.message_store import (
     MessageExtBatch,
     MessageExtBrokerInner,
@@ -153,6 +164,7 @@ class SendMessageProcessor:
         self._ok_template = ResponseTemplate(
             self._base_ext(), ("msgId", "queueId", "queueOffset")
         )
+        self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         ctx.on_event(OffsetMoved, self._on_offset_moved)
 
     def _base_ext(self) -> dict[str, str]:
@@ -210,6 +222,89 @@ class SendMessageProcessor:
                 keep.append(w)
         self.waiting = keep
         return n
+
+    # --- the fast path: plain SEND_MESSAGE_V2 straight from the frame ------------------------
+
+    def fast_send(
+        self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
+    ) -> bytes | None:
+        """The encoded reply of a plain two-way SEND_MESSAGE_V2 to an existing topic, or None
+        (nothing done: the request takes process()).
+
+        Same result as process() for the requests it takes: no RemotingCommand, Request or
+        properties dict is built, the stored properties are the request's text with WAIT taken
+        out and CLUSTER appended, the reply comes from the response template. It takes no
+        request that would emit an event, wait for a flush, or be rejected.
+        """
+        parts = request_parts(frame, _SEND_V2)
+        if parts is None or self.sync_flush or not self.broker_writable:
+            return None
+        opaque, ext, body, st = parts
+        fields = send_v2_fields(ext)
+        if fields is None:
+            return None
+        topic, queue_id, sys_flag, born_timestamp, flag, props_string, reconsume = fields
+        tc = self.ctx.topics.table.get(topic)
+        if tc is None or self._checked.get(topic, False) is not None:
+            return None  # unknown (auto-create emits an event) or never checked / refused
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        if queue_id < 0:
+            queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
+        elif queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:
+            return None
+        pb = self._stored_properties(props_string)
+        if pb is None:
+            return None
+        if tc.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        store_host = self.store_host
+        msg = MessageExtBrokerInner(
+            topic, body, flag, {}, queue_id, sys_flag, born_timestamp,
+            self._hosts.get(peer) or self._born_host(peer), store_host, reconsume,
+            properties_string=pb,  # bytes: the store takes them as they are
+        )  # fmt: skip
+        result = self.store.put_message(msg, now_ms)
+        if result.status is _PS.PUT_OK:
+            return self._ok_template.frame(
+                st,
+                opaque,
+                (
+                    offset_msg_id(store_host, result.wrote_offset),
+                    str(queue_id),
+                    str(result.logics_offset),
+                ),
+            )
+        cmd = RemotingCommand(_SEND_V2, opaque=opaque, serialize_type=st)
+        resp = self._put_response(Request(conn_id, peer, cmd, 0), result, queue_id, True, now_ms)
+        return b"" if resp is None else resp.encode()
+
+    def _stored_properties(self, text: str | None) -> bytes | None:
+        """What the general path stores for these request properties (as bytes), worked out
+        on the text; None when the text is not one name=value per segment with unique names,
+        or names CLUSTER or TRAN_MSG (the general path decides those)."""
+        cluster = self._cluster_prop
+        if not text:
+            return cluster.encode()
+        if text[-1] == PROPERTY_SEPARATOR:  # Java clients end the text with a separator
+            text = text[:-1]
+        props = parse_properties(text)
+        if (
+            len(props) != text.count(PROPERTY_SEPARATOR) + 1
+            or PROPERTY_CLUSTER in props
+            or PROPERTY_TRAN_MSG in props
+        ):
+            return None
+        wait = props.get(PROPERTY_WAIT)
+        if wait is not None:
+            seg = f"{PROPERTY_WAIT}{NAME_VALUE_SEPARATOR}{wait}"
+            if text == seg:
+                text = ""
+            elif text.startswith(seg + PROPERTY_SEPARATOR):
+                text = text[len(seg) + 1 :]
+            else:
+                text = text.replace(PROPERTY_SEPARATOR + seg, "", 1)
+        return (f"{text}{PROPERTY_SEPARATOR}{cluster}" if text else cluster).encode()
 
     # --- checks (AbstractSendMessageProcessor.msgCheck) --------------------------------------
 

@@ -1,0 +1,189 @@
+"""The send core's fast path (fast_send, taken by the processor host) answers and stores byte
+for byte what the general path (decode + process + encode) does, and takes only what it may."""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import msgpack
+import pytest
+from broker_kit import Broker, send_ext
+
+from actors.runtime import processor_host
+from actors.runtime.channel import REQUEST, Channel, RecordDecoder
+from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
+from protocol.codes import SerializeType
+from protocol.command import RemotingCommand
+
+PEER = ("10.1.2.3", 40000)
+NOW = 1_700_000_000_000
+J, M = int(SerializeType.JSON), int(SerializeType.MSGPACK)
+
+
+class Side:
+    """One broker driven through a ProcessorHost, with or without the fast path."""
+
+    def __init__(self, root: str, fast: bool) -> None:
+        self.broker = Broker(root)
+        self.core = self.broker.cores["send"]
+        self.core.rng = random.Random(7)
+        self.taken = 0
+        real = self.core.fast_send
+
+        def counting(*args: Any) -> bytes | None:
+            out = real(*args)
+            self.taken += out is not None
+            return out
+
+        self.host = ProcessorHost("send", self.core, ChannelOutbox(), 10**9)
+        self.host.fast = counting if fast else None
+        self.a, self.b = socket.socketpair()
+        self.ch = Channel(self.a, "send")
+
+    def run(self, frame: bytes, now_ms: int = NOW) -> bytes:
+        """Handle one request frame (no length prefix); the records written back, as bytes."""
+        self.ch.out.clear()
+        rec = (REQUEST, 3, time.monotonic_ns(), PEER, memoryview(frame))
+        self.host.handle(self.ch, [rec], 0)
+        self.broker.pump(now_ms)
+        return bytes(self.ch.out)
+
+    def stored(self) -> bytes:
+        store = self.broker.store
+        end = store.max_phy_offset
+        return bytes(store.commitlog._cur.mm[:end])  # one 1 MiB file holds them all
+
+    def close(self) -> None:
+        self.ch.close()
+        self.b.close()
+        self.broker.close()
+
+
+@pytest.fixture
+def sides(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Side, Side]]:
+    clock = SimpleNamespace(monotonic_ns=time.monotonic_ns, time_ns=lambda: NOW * 1_000_000,
+                            sleep=time.sleep)
+    monkeypatch.setattr(processor_host, "time", clock)  # one store time on both sides
+    fast, slow = Side(str(tmp_path / "fast"), True), Side(str(tmp_path / "slow"), False)
+    yield fast, slow
+    fast.close()
+    slow.close()
+
+
+def frame(ext: dict[str, Any] | None, st: int, *, flag: int = 0, opaque: int = 11,
+          code: int = 310, body: bytes = b"hello") -> bytes:
+    """A request frame without its length prefix; ext values as strings, like clients send."""
+    ext = None if ext is None else {k: str(v).lower() if isinstance(v, bool) else str(v)
+                                    for k, v in ext.items()}
+    cmd = RemotingCommand(code, 0, 409, opaque, flag, None, ext, body, st)
+    return cmd.encode()[4:]
+
+
+JAVA_PROPS = "KEYS\x01k1\x02UNIQ_KEY\x01U1\x02WAIT\x01false\x02TAGS\x01TagA\x02"
+# (description, ext changes, how many of the two sends the fast path takes)
+CASES: list[tuple[str, dict[str, Any], int]] = [
+    ("plain", {}, 2),
+    ("java props, trailing separator", {"i": JAVA_PROPS}, 2),
+    ("WAIT first", {"i": "WAIT\x01true\x02TAGS\x01a"}, 2),
+    ("WAIT in the middle", {"i": "TAGS\x01a\x02WAIT\x01true\x02KEYS\x01b"}, 2),
+    ("WAIT alone", {"i": "WAIT\x01true"}, 2),
+    ("WAIT-like name", {"i": "XWAIT\x01true\x02WAITX\x01y"}, 2),
+    ("no properties key", {"i": None}, 2),
+    ("empty properties", {"i": ""}, 2),
+    ("value holding a name separator", {"i": "TAGS\x01a\x01b"}, 2),
+    ("random queue", {"e": -1}, 2),
+    ("duplicate names", {"i": "TAGS\x01a\x02TAGS\x01b"}, 0),
+    ("empty value", {"i": "TAGS\x01\x02KEYS\x01k"}, 0),
+    ("double separator", {"i": "TAGS\x01a\x02\x02"}, 0),
+    ("CLUSTER given", {"i": "CLUSTER\x01x\x02TAGS\x01a"}, 0),
+    ("transaction", {"i": "TRAN_MSG\x01true\x02TAGS\x01a"}, 0),
+    ("transaction false", {"i": "TRAN_MSG\x01false"}, 0),
+    ("illegal queue", {"e": 99}, 0),
+    ("unknown topic (then auto-created)", {"b": "Fresh"}, 1),
+    ("retry topic", {"b": "%RETRY%G1", "j": 1}, 0),
+    ("bad topic name", {"b": "a b"}, 0),
+    ("batch flag", {"m": True}, 0),
+    ("missing field", {"h": None}, 0),
+]
+
+
+@pytest.mark.parametrize("st", [J, M])
+@pytest.mark.parametrize(("name", "change", "taken"), CASES, ids=[c[0] for c in CASES])
+def test_fast_path_answers_and_stores_like_the_general_path(
+    sides: tuple[Side, Side], st: int, name: str, change: dict[str, Any], taken: int
+) -> None:
+    fast, slow = sides
+    first = frame(send_ext("T", queue_id=1), st)  # creates T through the general path
+    assert fast.run(first, NOW) == slow.run(first, NOW)
+    assert fast.taken == 0
+    ext = send_ext("T", queue_id=1)
+    for k, v in change.items():
+        if v is None:
+            ext.pop(k, None)
+        else:
+            ext[k] = v
+    for i in range(2):  # the second time the topic checks are cached
+        req = frame(ext, st, opaque=100 + i)
+        got = fast.run(req, NOW + 1 + i)
+        assert got == slow.run(req, NOW + 1 + i), name
+        assert RecordDecoder().feed(got), name  # something was answered
+    assert fast.taken == taken
+    assert fast.stored() == slow.stored()
+
+
+@pytest.mark.parametrize("st", [J, M])
+def test_not_taken_oneway_other_codes_and_serialize_types(sides: tuple[Side, Side],
+                                                          st: int) -> None:
+    fast, slow = sides
+    ext = send_ext("T", queue_id=0)
+    fast.run(frame(ext, st), NOW)
+    slow.run(frame(ext, st), NOW)
+    for req in (frame(ext, st, flag=2),  # oneway: stored, never answered
+                frame(ext, st, code=10),  # SEND_MESSAGE: long key names
+                frame(ext, int(SerializeType.ROCKETMQ)),
+                frame(ext, st, flag=1)):  # a response: ignored
+        assert fast.run(req, NOW + 1) == slow.run(req, NOW + 1)
+    assert fast.taken == 0
+    assert fast.stored() == slow.stored()
+
+
+def test_malformed_msgpack_ext_closes_the_connection_on_both_paths(
+    sides: tuple[Side, Side]
+) -> None:
+    fast, slow = sides
+    ext = send_ext("T", queue_id=0)
+    fast.run(frame(ext, M), NOW)
+    slow.run(frame(ext, M), NOW)
+    header = msgpack.packb([310, 0, 409, 5, 0, None, ext])  # numbers, not strings, in ext
+    req = (len(header) | (M << 24)).to_bytes(4, "big") + header + b"body"
+    out = fast.run(req, NOW + 1)
+    assert out == slow.run(req, NOW + 1)
+    assert RecordDecoder().feed(out)[0][0] == 4  # CLOSE_CONN
+    assert fast.taken == 0
+
+
+@pytest.mark.parametrize("st", [J, M])
+def test_store_failure_in_fast_path_is_system_error(sides: tuple[Side, Side], st: int) -> None:
+    fast, slow = sides
+    ext = send_ext("T", queue_id=0)
+    fast.run(frame(ext, st), NOW)
+    slow.run(frame(ext, st), NOW)
+
+    def boom(msg: Any, now_ms: int) -> Any:
+        raise OSError("disk gone")
+
+    for side in sides:
+        side.broker.store.put_message = boom  # type: ignore[method-assign]
+    req = frame(ext, st, opaque=77)
+    out = fast.run(req, NOW + 1)
+    assert out == slow.run(req, NOW + 1)
+    (rec,) = RecordDecoder().feed(out)
+    resp = RemotingCommand.decode(rec[2][4:])
+    assert (resp.code, resp.opaque, resp.serialize_type) == (1, 77, st)
+    assert "disk gone" in (resp.remark or "")
+    assert fast.host.errors == slow.host.errors == 1
