@@ -164,6 +164,7 @@ class SendMessageProcessor:
         self._ok_template = ResponseTemplate(
             self._base_ext(), ("msgId", "queueId", "queueOffset")
         )
+        self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         ctx.on_event(OffsetMoved, self._on_offset_moved)
 
@@ -253,16 +254,17 @@ class SendMessageProcessor:
             queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
         elif queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:
             return None
-        pb = self._stored_properties(props_string)
-        if pb is None:
+        stored = self._stored_properties(props_string)
+        if stored is None:
             return None
+        pb, tags_code = stored
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         store_host = self.store_host
         msg = MessageExtBrokerInner(
             topic, body, flag, {}, queue_id, sys_flag, born_timestamp,
             self._hosts.get(peer) or self._born_host(peer), store_host, reconsume,
-            properties_string=pb,  # bytes: the store takes them as they are
+            tags_code=tags_code, properties_string=pb,  # bytes: the store takes them as is
         )  # fmt: skip
         result = self.store.put_message(msg, now_ms)
         if result.status is _PS.PUT_OK:
@@ -279,13 +281,13 @@ class SendMessageProcessor:
         resp = self._put_response(Request(conn_id, peer, cmd, 0), result, queue_id, True, now_ms)
         return b"" if resp is None else resp.encode()
 
-    def _stored_properties(self, text: str | None) -> bytes | None:
-        """What the general path stores for these request properties (as bytes), worked out
-        on the text; None when the text is not one name=value per segment with unique names,
-        or names CLUSTER or TRAN_MSG (the general path decides those)."""
+    def _stored_properties(self, text: str | None) -> tuple[bytes, int] | None:
+        """(what the general path stores for these request properties, as bytes, and the
+        TAGS hash), worked out on the text; None when the text is not one name=value per
+        segment with unique names, or names CLUSTER or TRAN_MSG (the general path decides)."""
         cluster = self._cluster_prop
         if not text:
-            return cluster.encode()
+            return cluster.encode(), 0
         if text[-1] == PROPERTY_SEPARATOR:  # Java clients end the text with a separator
             text = text[:-1]
         props = parse_properties(text)
@@ -304,7 +306,16 @@ class SendMessageProcessor:
                 text = text[len(seg) + 1 :]
             else:
                 text = text.replace(PROPERTY_SEPARATOR + seg, "", 1)
-        return (f"{text}{PROPERTY_SEPARATOR}{cluster}" if text else cluster).encode()
+        pb = (f"{text}{PROPERTY_SEPARATOR}{cluster}" if text else cluster).encode()
+        tags = props.get(PROPERTY_TAGS)
+        if not tags:
+            return pb, 0
+        code = self._tag_codes.get(tags)
+        if code is None:
+            if len(self._tag_codes) >= CACHE_LIMIT:
+                self._tag_codes.clear()
+            code = self._tag_codes[tags] = java_string_hash(tags)
+        return pb, code
 
     # --- checks (AbstractSendMessageProcessor.msgCheck) --------------------------------------
 

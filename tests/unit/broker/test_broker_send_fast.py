@@ -53,10 +53,14 @@ class Side:
         self.broker.pump(now_ms)
         return bytes(self.ch.out)
 
-    def stored(self) -> bytes:
+    def stored(self) -> tuple[bytes, list[Any]]:
+        """The commit log (one 1 MiB file holds it all) and every consume-queue unit."""
         store = self.broker.store
-        end = store.max_phy_offset
-        return bytes(store.commitlog._cur.mm[:end])  # one 1 MiB file holds them all
+        units = []
+        for key in sorted(store.consume_queues):
+            cq = store.consume_queues[key]
+            units += [(key, cq.get_unit(i)) for i in range(cq.get_max_offset_in_queue())]
+        return bytes(store.commitlog._cur.mm[: store.max_phy_offset]), units
 
     def close(self) -> None:
         self.ch.close()
@@ -92,6 +96,7 @@ CASES: list[tuple[str, dict[str, Any], int]] = [
     ("WAIT first", {"i": "WAIT\x01true\x02TAGS\x01a"}, 2),
     ("WAIT in the middle", {"i": "TAGS\x01a\x02WAIT\x01true\x02KEYS\x01b"}, 2),
     ("WAIT alone", {"i": "WAIT\x01true"}, 2),
+    ("non-ASCII tag", {"i": "TAGS\x01\u6807\u7b7e\x02WAIT\x01true"}, 2),
     ("WAIT-like name", {"i": "XWAIT\x01true\x02WAITX\x01y"}, 2),
     ("no properties key", {"i": None}, 2),
     ("empty properties", {"i": ""}, 2),
