@@ -84,7 +84,11 @@ class CommitLog:
         self.file_size = cfg.mappedFileSizeCommitLog
         self.path = os.path.join(cfg.storePathRootDir, "commitlog")
         self.mfq = MappedFileQueue(
-            self.path, self.file_size, writable=writable, warm=cfg.warmMapedFileEnable
+            self.path,
+            self.file_size,
+            writable=writable,
+            warm=cfg.warmMapedFileEnable,
+            warm_flush_pages=cfg.flushLeastPagesWhenWarmMapedFile if cfg.is_sync_flush else 0,
         )
         self.writable = writable
         self._cur: MappedFile | None = None

@@ -78,6 +78,7 @@ class StoreConfig:
     maxMessageSize: int = 1024 * 1024 * 4
     checkCRCOnRecover: bool = True
     warmMapedFileEnable: bool = True
+    flushLeastPagesWhenWarmMapedFile: int = 4096  # SYNC_FLUSH: msync every N pages while warming
     accessMessageInMemoryMaxRatio: int = 40
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
     maxTransferCountOnMessageInMemory: int = 32

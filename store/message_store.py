@@ -799,7 +799,7 @@ class DefaultMessageStore(_StoreReadMixin):
             cl._cur = cl.mfq.get_last_mapped_file(0)
             self._on_new_file()
         elif cl._cur is not None and self.cfg.warmMapedFileEnable:
-            cl._cur.warm()  # after a restart: pre-touch the unwritten tail before serving
+            cl.mfq.warm(cl._cur)  # after a restart: pre-touch the unwritten tail before serving
         cl.mfq.preallocate_next()
         if self._index_mode in ("sync", "tick") and not self.index.files:
             self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now

@@ -30,6 +30,10 @@ def _cfg(root: str) -> StoreConfig:
         maxHashSlotNum=1024,
         maxIndexNum=50_000,
         totalPhysicalMemory=1 << 30,
+        # the host's disk may be >= 75 % full (other benches): retention must not delete the
+        # files the reader is following (that is tested elsewhere)
+        diskMaxUsedSpaceRatio=100,
+        diskSpaceCleanForciblyRatio=100,
     )
 
 

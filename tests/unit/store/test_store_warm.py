@@ -1,0 +1,116 @@
+"""Warming of commit-log files: SYNC_FLUSH msyncs while warming; the preallocated file is reused."""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
+from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
+
+
+class _SpyMap:
+    """Stands in for a MappedFile's mmap: records madvise/flush ranges, forwards everything."""
+
+    def __init__(self, mm: mmap.mmap) -> None:
+        self.mm = mm
+        self.flushes: list[tuple[int, int]] = []
+        self.populated: list[tuple[int, int]] = []
+
+    def madvise(self, option: int, start: int, length: int) -> None:
+        self.populated.append((start, length))
+        self.mm.madvise(option, start, length)
+
+    def flush(self, start: int = 0, length: int = 0) -> None:
+        self.flushes.append((start, length))
+        self.mm.flush(start, length)
+
+    def __setitem__(self, key: slice, value: bytes) -> None:
+        self.mm[key] = value
+
+
+def _mapped(tmp_path: object, pages: int) -> MappedFile:
+    path = os.path.join(str(tmp_path), f"{0:020d}")
+    return MappedFile(path, pages * OS_PAGE_SIZE, writable=True, create=True)
+
+
+def test_warm_with_flush_pages_msyncs_every_chunk_and_keeps_written_bytes(tmp_path: object) -> None:
+    mf = _mapped(tmp_path, 16)
+    mf.mm[0:5000] = b"\x07" * 5000
+    mf.wrote_position = 5000
+    real = mf.mm
+    spy = _SpyMap(real)
+    mf.mm = spy  # type: ignore[assignment]
+    mf.warm(flush_pages=4)
+    mf.mm = real
+    first = OS_PAGE_SIZE  # the page holding the wrote position onward
+    step = 4 * OS_PAGE_SIZE
+    want = [(s, min(step, 16 * OS_PAGE_SIZE - s)) for s in range(first, 16 * OS_PAGE_SIZE, step)]
+    assert spy.flushes == want
+    if spy.populated:  # MADV_POPULATE_WRITE available: the same chunks
+        assert spy.populated == want
+    assert bytes(real[0:5000]) == b"\x07" * 5000
+    assert real[5000 : 16 * OS_PAGE_SIZE] == bytes(16 * OS_PAGE_SIZE - 5000)
+    mf.close()
+
+
+def test_warm_without_flush_pages_does_not_msync(tmp_path: object) -> None:
+    mf = _mapped(tmp_path, 8)
+    real = mf.mm
+    spy = _SpyMap(real)
+    mf.mm = spy  # type: ignore[assignment]
+    mf.warm()
+    mf.mm = real
+    assert spy.flushes == []
+    mf.close()
+
+
+def test_preallocated_next_file_is_reused_without_a_second_warm(tmp_path: object) -> None:
+    q = MappedFileQueue(str(tmp_path), 4 * OS_PAGE_SIZE, warm=True, warm_flush_pages=2)
+    first = q.get_last_mapped_file(0)
+    assert first is not None
+    q.preallocate_next()
+    nxt = q._next
+    assert nxt is not None and nxt.file_from_offset == 4 * OS_PAGE_SIZE
+    q.preallocate_next()  # already there: kept, not remapped
+    assert q._next is nxt
+    first.wrote_position = first.file_size
+    rolled = q.get_last_mapped_file(first.file_end_offset)
+    assert rolled is nxt and q._next is None
+    assert [mf.file_from_offset for mf in q.files] == [0, 4 * OS_PAGE_SIZE]
+    q.close()
+
+
+def test_flush_disk_type_decides_warm_flush_pages(tmp_path: object) -> None:
+    for kind, want in (("SYNC_FLUSH", 4096), ("ASYNC_FLUSH", 0)):
+        s = open_store(small_config(os.path.join(str(tmp_path), kind), flushDiskType=kind))
+        assert s.commitlog.mfq.warm_flush_pages == want
+        s.shutdown(2_000)
+
+
+def test_sync_flush_store_rolls_onto_preallocated_files_and_reads_back(tmp_path: object) -> None:
+    cfg = small_config(
+        str(tmp_path), flushDiskType="SYNC_FLUSH", flushLeastPagesWhenWarmMapedFile=1
+    )
+    s = open_store(cfg)
+    bodies = [bytes([i % 251]) * (300 + i) for i in range(120)]  # ~50 KiB: several 16 KiB files
+    for i, b in enumerate(bodies):
+        r = s.put_message(msg(body=b), 1_000 + i)
+        assert r.ok
+        assert s.flush(1_000 + i) >= r.end_offset
+        if i % 10 == 0:
+            s.commitlog.mfq.preallocate_next()
+    assert len(s.commitlog.mfq.files) >= 3
+    s.shutdown(5_000)
+    s = open_store(cfg, 6_000)
+    got: list[bytes] = []
+    off = 0
+    for _ in range(20):  # 32 per pull (maxTransferCountOnMessageInMemory)
+        res = s.get_message("g", "T", 0, off, 32)
+        got += [body for _off, body in split_records(res.buffer)]
+        off = res.next_begin_offset
+        res.release()
+        if len(got) >= len(bodies):
+            break
+    assert got == bodies
+    s.shutdown(7_000)
