@@ -77,9 +77,6 @@ def not_supported(cmd: RemotingCommand) -> RemotingCommand:
 class CodeDispatchCore:
     """process() by request code; subclasses fill `handlers` and may override the hooks."""
 
-    # Answer an unknown code even when the request is oneway (the broker's default
-    # processor does); False => answer it like any other request.
-    UNKNOWN_EVEN_ONEWAY: ClassVar[bool] = False
     # Reply at all to an unknown code (the name server returns null: no reply).
     REPLY_UNKNOWN: ClassVar[bool] = True
     # Extra exceptions that mean "bad request", answered SYSTEM_ERROR with the message.
@@ -96,8 +93,7 @@ class CodeDispatchCore:
             log.warning("request type %d not supported", cmd.code)
             if not self.REPLY_UNKNOWN:
                 return None
-            resp = not_supported(cmd)
-            return resp if self.UNKNOWN_EVEN_ONEWAY or not cmd.is_oneway else None
+            return None if cmd.is_oneway else not_supported(cmd)
         try:
             resp = handler(req, now_ms)
         except HeaderFieldError as e:

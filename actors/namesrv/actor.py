@@ -14,9 +14,10 @@ from typing import Any
 
 from actors.core import Request
 from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
-from actors.runtime.processor_host import REQUEST_CODE_NOT_SUPPORTED, RPC_ONEWAY, SYSTEM_ERROR
+from actors.runtime.processor_host import SYSTEM_ERROR
 from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.watch import WatchingActor
+from protocol.codes import RPC_ONEWAY
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, ProtocolError
 
@@ -105,7 +106,7 @@ class NameServerActor(WatchingActor):
             except Exception as exc:
                 log.exception("name server code=%d failed", cmd.code)
                 resp = cmd.make_response(SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:200])
-            if resp is None or (oneway and resp.code != REQUEST_CODE_NOT_SUPPORTED):
+            if resp is None or oneway:
                 continue
             try:
                 server.send(conn.id, resp.encode())

@@ -4,7 +4,7 @@ Mirrors remoting/netty/NettyRemotingAbstract.java processRequestCommand + broker
 BrokerFastFailure.java, RocketMQ 4.9.x: a request that waited in the queue longer than the
 group's limit is answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]..." without running the
 processor; a processor exception becomes SYSTEM_ERROR; oneway requests are never answered
-(except REQUEST_CODE_NOT_SUPPORTED, as the shared design asks). No Thespian here.
+(spec §1.6: both servers have a default processor, so not even an unknown code). No Thespian here.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 
 SYSTEM_ERROR: Final = int(ResponseCode.SYSTEM_ERROR)
 SYSTEM_BUSY: Final = int(ResponseCode.SYSTEM_BUSY)
-REQUEST_CODE_NOT_SUPPORTED: Final = int(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
 
 
 def parse_slow_spec(spec: str | None, group: str) -> float:
@@ -175,7 +174,7 @@ class ProcessorHost:
                     log.exception("group=%s code=%d processor failed", self.group, cmd.code)
                     resp = cmd.make_response(SYSTEM_ERROR, _short(exc))
                 self.served += 1
-                if resp is not None and (not oneway or resp.code == REQUEST_CODE_NOT_SUPPORTED):
+                if resp is not None and not oneway:
                     try:
                         encoded = resp.encode()
                     except ProtocolError as exc:

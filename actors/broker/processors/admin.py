@@ -68,9 +68,6 @@ class HeldReply:
 class AdminBrokerProcessor(CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
 
-    # Java's default processor answers an unknown code, but the reply callback drops it for a
-    # oneway request (spec §1.6: only a server with no default processor answers those).
-    UNKNOWN_EVEN_ONEWAY = False
     BAD_REQUEST_ERRORS = BAD_BODY_ERRORS
 
     def __init__(self, ctx: BrokerContext) -> None:
