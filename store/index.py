@@ -179,76 +179,6 @@ class IndexFile:
         """True when no entry fits."""
         return self.index_count >= self.index_num
 
-    def put_key(self, kh: int, phy: int, store_ts: int) -> bool:
-        """Add one entry for key hash kh; False when the file is full."""
-        count = self.index_count
-        if count >= self.index_num:
-            return False
-        mm = self.mm
-        slot_pos = INDEX_HEADER_SIZE + (kh % self.slot_num) * 4
-        prev = _SLOT.unpack_from(mm, slot_pos)[0]
-        if prev <= 0 or prev >= count:
-            prev = 0
-        if count <= 1:
-            self.begin_phy = phy
-            self.begin_ts = store_ts
-        begin = self.begin_ts
-        if begin <= 0:
-            diff = 0
-        else:
-            diff = (store_ts - begin) // 1000
-            diff = 0 if diff < 0 else (_INT_MAX if diff > _INT_MAX else diff)
-        INDEX_ENTRY.pack_into(mm, self.entries_base + count * INDEX_ENTRY_SIZE, kh, phy, diff, prev)
-        _SLOT.pack_into(mm, slot_pos, count)
-        if prev == 0:
-            self.slot_count += 1
-        self.index_count = count + 1
-        self.end_phy = phy
-        self.end_ts = store_ts
-        INDEX_HEADER.pack_into(
-            mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count + 1
-        )
-        return True
-
-    def put_hashes(self, hashes: list[int], phy: int, store_ts: int) -> int:
-        """Add entries for several key hashes of one record; returns how many fitted."""
-        count = self.index_count
-        room = self.index_num - count
-        if room <= 0:
-            return 0
-        if count <= 1:
-            self.begin_phy = phy
-            self.begin_ts = store_ts
-        begin = self.begin_ts
-        if begin <= 0:
-            diff = 0
-        else:
-            diff = (store_ts - begin) // 1000
-            diff = 0 if diff < 0 else (_INT_MAX if diff > _INT_MAX else diff)
-        mm = self.mm
-        slot_num = self.slot_num
-        base = self.entries_base
-        n = 0
-        for kh in hashes:
-            if n >= room:
-                break
-            slot_pos = INDEX_HEADER_SIZE + (kh % slot_num) * 4
-            prev = _SLOT.unpack_from(mm, slot_pos)[0]
-            if prev <= 0 or prev >= count:
-                prev = 0
-                self.slot_count += 1
-            INDEX_ENTRY.pack_into(mm, base + count * INDEX_ENTRY_SIZE, kh, phy, diff, prev)
-            _SLOT.pack_into(mm, slot_pos, count)
-            count += 1
-            n += 1
-        self.index_count = count
-        self.end_phy = phy
-        self.end_ts = store_ts
-        INDEX_HEADER.pack_into(
-            mm, 0, self.begin_ts, store_ts, self.begin_phy, phy, self.slot_count, count
-        )
-        return n
-
     def put_hash_batch(
         self, hashes: list[int], phys: list[int], tss: list[int], start: int
     ) -> int:
@@ -474,34 +404,10 @@ class IndexService:
         log.info("created index file=%s", name)
         return f
 
-    def put_keys(self, keys: list[bytes], phy: int, store_ts: int, now_ms: int) -> None:
-        """Index each key (already `topic#key` bytes) for the record at phy."""
-        files = self.files
-        f = files[-1] if files else self._new_file(now_ms)
-        hashes = []
-        for k in keys:
-            if k.isascii():
-                h = (
-                    int(b"0" + k.translate(_TR), 31) + 31 * int(b"0" + k.translate(_TQ), 31)
-                ) & 0xFFFFFFFF
-                hashes.append(0 if h == 0x80000000 else (0x100000000 - h if h & 0x80000000 else h))
-            else:
-                hashes.append(key_hash(k))
-        done = f.put_hashes(hashes, phy, store_ts)
-        while done < len(hashes):
-            f.flush()
-            f = self._new_file(now_ms)
-            done += f.put_hashes(hashes[done:], phy, store_ts)
-
     def put_hashes(self, hashes: list[int], phy: int, store_ts: int, now_ms: int) -> None:
         """Index pre-computed key hashes of the record at phy."""
-        files = self.files
-        f = files[-1] if files else self._new_file(now_ms)
-        done = f.put_hashes(hashes, phy, store_ts)
-        while done < len(hashes):
-            f.flush()
-            f = self._new_file(now_ms)
-            done += f.put_hashes(hashes[done:], phy, store_ts)
+        n = len(hashes)
+        self.put_hash_batch(hashes, [phy] * n, [store_ts] * n, now_ms)
 
     def put_hash_batch(
         self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int

@@ -28,10 +28,10 @@ from struct import error as struct_error
 from typing import Any, Final, Protocol
 from zlib import crc32
 
+from protocol.message import MessageExt, decode_message_ext
 from protocol.record import (
     MESSAGE_MAGIC_CODE,
     RECORD_V4_HEAD,
-    decode_record_fields,
     properties_to_string,
     string_to_properties,
 )
@@ -302,12 +302,6 @@ class QueryMessageResult:
         return sum(len(b) for b in self.buffers)
 
 
-def _look_decode(data: memoryview) -> Any:
-    try:
-        from protocol.message import decode_message_ext
-    except ImportError:
-        return decode_record_fields(data, 0)
-    return decode_message_ext(bytes(data), 0)
 
 
 QUERY_TAIL_SCAN_BYTES: Final = 32 << 20  # bound of the unindexed commit-log tail a query scans
@@ -436,13 +430,13 @@ class _StoreReadMixin:
                 return None
         return self._cl_data(phy_offset, size)
 
-    def look_message_by_offset(self, phy_offset: int) -> Any:
-        """The decoded message at phy_offset (protocol.message.MessageExt), or None."""
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        """The decoded message at phy_offset, or None."""
         data = self.select_one_message_by_offset(phy_offset)
         if data is None:
             return None
         try:
-            return _look_decode(data)
+            return decode_message_ext(bytes(data), 0)
         except Exception:
             log.warning("undecodable record phy_offset=%d", phy_offset)
             return None
@@ -1072,14 +1066,11 @@ class DefaultMessageStore(_StoreReadMixin):
             and tran != TRANSACTION_ROLLBACK_TYPE
             and req.phy_offset > index_end
         ):
-            keys = self._index_keys(req.topic.encode(), req.properties)
-            if keys:
-                self.index.put_keys(keys, req.phy_offset, req.store_timestamp, now_ms)
-
-    @staticmethod
-    def _index_keys(topic_b: bytes, props: bytes) -> list[bytes]:
-        prefix = topic_b + b"#"
-        return [prefix + k for k in _record_keys(props)]
+            keys = _record_keys(req.properties)
+            info = self._topic_info(req.topic) if keys else None
+            if info is not None:
+                hashes = _key_hashes(info[1], info[2], keys)
+                self.index.put_hashes(hashes, req.phy_offset, req.store_timestamp, now_ms)
 
     # ---- consume queues ----------------------------------------------------------------------
     def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
