@@ -43,6 +43,7 @@ from protocol.record import (
     MESSAGE_MAGIC_CODE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
+    RECORD_V4_HEAD,
     STOREHOSTADDRESS_V6_FLAG,
     V4_FIXED_SIZE,
     RecordError,
@@ -330,24 +331,7 @@ def _raw_properties_of(msg: MessageExt) -> bytes:
 
 
 # --- record decode ------------------------------------------------------------------------------
-_V4 = struct.Struct(
-    ">i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-    "8s"  # BORNHOST (4-byte ip + int port)
-    "q"  # STORETIMESTAMP
-    "8s"  # STOREHOSTADDRESS
-    "i"  # RECONSUMETIMES
-    "q"  # PREPAREDTRANSACTIONOFFSET
-    "i"  # body length
-)
-assert _V4.size == V4_FIXED_SIZE
+_V4 = RECORD_V4_HEAD
 _I16 = struct.Struct(">h")
 _V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _MIN_RECORD: Final = 91

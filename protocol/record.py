@@ -60,7 +60,6 @@ _HEAD = struct.Struct(
     "i"  # SYSFLAG
     "q"  # BORNTIMESTAMP
 )
-HEAD = _HEAD  # totalsize .. borntimestamp, public for walkers
 HEAD_SIZE: Final = _HEAD.size  # 48
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -70,16 +69,8 @@ _U8 = struct.Struct(">B")
 # Each host is the raw 8 bytes pack_host() returns (4-byte ip + int port), so the store packs a
 # record header straight from a message's fields. Public: the commit log writes with it too.
 RECORD_V4_HEAD = struct.Struct(
-    ">i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-    "8s"  # BORNHOST ip + port
+    _HEAD.format  # TOTALSIZE .. BORNTIMESTAMP as above
+    + "8s"  # BORNHOST ip + port
     "q"  # STORETIMESTAMP
     "8s"  # STOREHOSTADDRESS ip + port
     "i"  # RECONSUMETIMES
