@@ -24,7 +24,6 @@ from thespian.actors import ChildActorExited
 from actors.runtime.channel import (
     HOLDS,
     Channel,
-    ChannelError,
     accept_channels,
     add_holds,
     add_notices,
@@ -296,11 +295,7 @@ class ProcessorActor(WatchingActor):
 
     def _read_notice_channel(self, ch: Channel) -> None:
         """Send actor: HOLDS records from the pull actor."""
-        try:
-            records = ch.read_records()
-        except ChannelError as exc:
-            log.error("group=%s corrupt notice channel: %s", self.group, exc)
-            records = None
+        records = ch.read_records()
         if records is None:
             log.error("group=%s notice channel closed", self.group)
             ch.close()
@@ -334,11 +329,7 @@ class ProcessorActor(WatchingActor):
             ch = self.channels.get(fd)
             if ch is None:
                 continue
-            try:
-                records = ch.read_records()
-            except ChannelError as exc:
-                log.error("group=%s corrupt channel: %s", self.group, exc)
-                records = None
+            records = ch.read_records()
             if records is None:
                 self._drop_channel(ch)
                 continue

@@ -24,7 +24,6 @@ from actors.runtime.channel import (
     EVENTS,
     REPLY,
     Channel,
-    ChannelError,
     add_apply,
     add_conn_record,
     add_request,
@@ -230,11 +229,7 @@ class RemotingServer(WatchingActor):
     def _read_channel(self, ch: Channel) -> None:
         server = self.server
         assert server is not None
-        try:
-            records = ch.read_records()
-        except ChannelError as exc:
-            log.error("channel=%s corrupt stream: %s", ch.name, exc)
-            records = None
+        records = ch.read_records()
         if records is None:
             log.error("processor channel %s closed", ch.name)
             ch.close()

@@ -334,11 +334,15 @@ class Channel(OutBuffered):
         return f"channel={self.name}"
 
     def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[tuple[Any, ...]] | None:
-        """Read what is available now (bounded); None when the peer has closed."""
+        """Read what is available now (bounded); None when the peer has closed or is corrupt."""
         data, eof, err = recv_available(self.sock, max_bytes)
         if err is not None:
             log.warning("channel=%s recv failed: %s", self.name, err)
-        records = self.decoder.feed(data) if data else []
+        try:
+            records = self.decoder.feed(data) if data else []
+        except ChannelError as exc:
+            log.error("channel=%s corrupt stream: %s", self.name, exc)
+            return None
         if eof and not records:
             return None
         if eof:

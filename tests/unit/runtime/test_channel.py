@@ -143,3 +143,25 @@ def test_processor_host_batch() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_channel_reads_records_then_none_on_a_corrupt_stream() -> None:
+    a, b = socket.socketpair()
+    try:
+        ch = Channel(a, "t")
+        data, expected = _stream()
+        b.sendall(data)
+        got: list[tuple] = []
+        for _ in range(100):  # bounded: the stream may arrive in pieces
+            recs = ch.read_records()
+            assert recs is not None
+            got.extend(recs)
+            if len(got) >= len(expected):
+                break
+            time.sleep(0.01)
+        assert _norm(got) == expected
+        b.sendall(b"\x00\x00\x00\x02\x7f\x00")  # record type 127 does not exist
+        assert ch.read_records() is None
+    finally:
+        a.close()
+        b.close()
