@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Final, Protocol
 
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -65,6 +65,9 @@ Handler = Callable[[Request, int], RemotingCommand]
 
 # What a malformed JSON body raises in the handlers (lenient parsers, int(), dict lookups).
 BAD_BODY_ERRORS: tuple[type[Exception], ...] = (ValueError, KeyError, TypeError, AttributeError)
+
+# FAQUrl.suggestTodo: what Java appends to a remark that points the user at the FAQ.
+FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
 def not_supported(cmd: RemotingCommand) -> RemotingCommand:

@@ -13,7 +13,7 @@ import struct
 import zlib
 from typing import Any, Final
 
-from actors.core import CodeDispatchCore, Request
+from actors.core import FAQ_SUFFIX, CodeDispatchCore, Request
 from actors.namesrv.routes import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
     KVConfigManager,
@@ -50,7 +50,6 @@ SCAN_INTERVAL_MS: Final = 10_000
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 V3_0_11: Final = 37
 V4_9_4: Final = 401
-FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 _INT = struct.Struct(">i")
 

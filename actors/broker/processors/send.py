@@ -28,7 +28,7 @@ from actors.broker.topic_config import (
     is_writeable,
     validate_topic,
 )
-from actors.core import Request
+from actors.core import FAQ_SUFFIX, Request
 from protocol.bodies import MessageQueue, dumps_compact
 from protocol.codes import (
     CURRENT_VERSION,
@@ -86,7 +86,6 @@ from store.message_store import (
 log = logging.getLogger(__name__)
 
 V3_4_9: Final = 121
-FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 TRANSACTION_TYPE_MASK: Final = 0xC
 RW: Final = PERM_READ | PERM_WRITE
 JAVA: Final = int(Lang.JAVA)
