@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from store.mapped_file import MappedFile, MappedFileQueue
@@ -94,15 +95,9 @@ class ConsumeQueue:
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Drop units whose record starts at or after phy_offset."""
-        lo, hi = self.get_min_offset_in_queue(), self.get_max_offset_in_queue()
-        while lo < hi:  # first unit with phy >= phy_offset
-            mid = (lo + hi) // 2
-            u = self.get_unit(mid)
-            if u is not None and u[1] != PRE_BLANK_SIZE and u[0] >= phy_offset:
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo < self.get_max_offset_in_queue():
+        hi = self.get_max_offset_in_queue()
+        lo = self._first_unit_at_or_after(phy_offset, self.get_min_offset_in_queue(), hi)
+        if lo < hi:
             pos = lo * CQ_UNIT_SIZE
             self.mfq.truncate_dirty_files(pos)
             self._max_pos = pos
@@ -222,18 +217,19 @@ class ConsumeQueue:
         """First queue offset of the file after the one holding queue_offset."""
         return queue_offset + self.units_per_file - queue_offset % self.units_per_file
 
-    def get_offset_in_queue_by_time(self, ts_ms: int, store_time_of: object) -> int:
+    def get_offset_in_queue_by_time(
+        self, ts_ms: int, store_time_of: Callable[[int, int], int]
+    ) -> int:
         """Binary search by store timestamp (§9.8); store_time_of(phy, size) -> ts or -1."""
         lo, hi = self.get_min_offset_in_queue(), self.get_max_offset_in_queue() - 1
         if hi < lo:
             return 0
-        assert callable(store_time_of)
 
         def t(off: int) -> int:
             u = self.get_unit(off)
             if u is None or u[1] == PRE_BLANK_SIZE:
                 return -1
-            return int(store_time_of(u[0], u[1]))
+            return store_time_of(u[0], u[1])
 
         left, right = lo, hi
         while left <= right:
@@ -267,12 +263,9 @@ class ConsumeQueue:
         n = 0
         for mf in files[:-1]:
             last = CQ_UNIT.unpack_from(mf.mv, self.file_size - CQ_UNIT_SIZE)
-            if (last[1] != PRE_BLANK_SIZE and last[0] + last[1] <= min_phy) or last[
-                1
-            ] == PRE_BLANK_SIZE:
-                n += 1
-            else:
+            if last[1] != PRE_BLANK_SIZE and last[0] + last[1] > min_phy:
                 break
+            n += 1
         if n:
             self.mfq.delete_first(n)
         self.correct_min_offset(min_phy)
@@ -283,17 +276,20 @@ class ConsumeQueue:
         files = self.mfq.files
         if not files:
             return
-        lo = files[0].file_from_offset // CQ_UNIT_SIZE
-        hi = self.get_max_offset_in_queue()
-        lo = max(lo, self.min_logic_offset // CQ_UNIT_SIZE)
+        lo = max(files[0].file_from_offset, self.min_logic_offset) // CQ_UNIT_SIZE
+        lo = self._first_unit_at_or_after(min_phy, lo, self.get_max_offset_in_queue())
+        self.min_logic_offset = lo * CQ_UNIT_SIZE
+
+    def _first_unit_at_or_after(self, phy: int, lo: int, hi: int) -> int:
+        """Binary search in [lo, hi): the first queue offset whose unit points at or past phy."""
         while lo < hi:
             mid = (lo + hi) // 2
             u = self.get_unit(mid)
-            if u is not None and u[1] != PRE_BLANK_SIZE and u[0] >= min_phy:
+            if u is not None and u[1] != PRE_BLANK_SIZE and u[0] >= phy:
                 hi = mid
             else:
                 lo = mid + 1
-        self.min_logic_offset = lo * CQ_UNIT_SIZE
+        return lo
 
     def destroy(self) -> None:
         """Delete every file of this queue."""
