@@ -34,20 +34,6 @@ SYSTEM_ERROR: Final = int(ResponseCode.SYSTEM_ERROR)
 SYSTEM_BUSY: Final = int(ResponseCode.SYSTEM_BUSY)
 
 
-def parse_slow_spec(spec: str | None, group: str) -> float:
-    """testSlowProcessorMs "send:300,pull:50" -> seconds to sleep per request in `group`."""
-    if not spec:
-        return 0.0
-    for part in str(spec).split(","):
-        name, _, ms = part.strip().partition(":")
-        if name.strip() == group and ms.strip():
-            try:
-                return max(0.0, float(ms) / 1000.0)
-            except ValueError:
-                return 0.0
-    return 0.0
-
-
 class ChannelOutbox:
     """actors.core.Outbox over channels: replies go back where the connection's requests came."""
 
