@@ -223,9 +223,12 @@ def test_corrupted_record_decodes_or_raises_value_error(junk: bytes, data: st.Da
     at = data.draw(st.integers(0, len(rec) - 1))
     rec[at : at + len(junk)] = junk[: len(rec) - at]
     try:
-        decode_message_ext(bytes(rec), check_crc=True)
+        m = decode_message_ext(bytes(rec), check_crc=True)
     except ValueError:
         pass
+    else:  # whatever survived the CRC check is a whole record inside the buffer
+        assert 0 < m.store_size <= len(rec)
+        assert isinstance(m.body, bytes)
 
 
 # --- compression --------------------------------------------------------------------------------
@@ -360,9 +363,11 @@ def test_expand_batch_items_get_batch_properties_and_crc() -> None:
 @given(st.binary(max_size=200))
 def test_batch_arbitrary_bytes_decode_or_raise_value_error(data: bytes) -> None:
     try:
-        decode_batch(data)
+        items = decode_batch(data)
     except ValueError:
         pass
+    else:  # every decoded item took at least its 22 fixed bytes
+        assert 22 * len(items) <= len(data)
 
 
 @settings(max_examples=300, deadline=None)
