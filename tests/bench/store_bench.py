@@ -39,6 +39,7 @@ import time
 import zlib
 from collections.abc import Callable
 
+from protocol.message import BatchItem, encode_batch
 from protocol.record import properties_to_string
 from store.config import StoreConfig
 from store.index import java_hash_bytes
@@ -106,10 +107,17 @@ def _cfg(root: str, **kw: object) -> StoreConfig:
     return StoreConfig(**base)  # type: ignore[arg-type]
 
 
+def _prop_dict(i: int) -> dict[str, str]:
+    return {
+        "TAGS": "TagA",
+        "KEYS": f"order-{i}",
+        "UNIQ_KEY": f"7F0000010001{i:020X}",
+        "WAIT": "true",
+    }
+
+
 def _props(i: int) -> bytes:
-    return properties_to_string(
-        {"TAGS": "TagA", "KEYS": f"order-{i}", "UNIQ_KEY": f"7F0000010001{i:020X}", "WAIT": "true"}
-    ).encode()
+    return properties_to_string(_prop_dict(i)).encode()
 
 
 def _messages(n: int, queues: int = 4) -> list[MessageExtBrokerInner]:
@@ -128,23 +136,10 @@ def _messages(n: int, queues: int = 4) -> list[MessageExtBrokerInner]:
 
 
 def _batch_bodies(n_batches: int, per: int) -> list[bytes]:
-    out = []
-    k = 0
-    for _ in range(n_batches):
-        items = []
-        for _ in range(per):
-            p = _props(k)
-            items.append(
-                (22 + len(BODY) + len(p)).to_bytes(4, "big")
-                + bytes(12)
-                + len(BODY).to_bytes(4, "big")
-                + BODY
-                + len(p).to_bytes(2, "big")
-                + p
-            )
-            k += 1
-        out.append(b"".join(items))
-    return out
+    return [
+        encode_batch(BatchItem(body=BODY, properties=_prop_dict(b * per + j)) for j in range(per))
+        for b in range(n_batches)
+    ]
 
 
 def _open(root: str, **kw: object) -> DefaultMessageStore:

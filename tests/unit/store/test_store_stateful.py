@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from protocol.record import properties_to_string
+from protocol.message import BatchItem, encode_batch
 from store.message_store import GetMessageStatus, MessageExtBatch
 from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
 
@@ -18,18 +18,7 @@ QUEUES = 3
 
 
 def _batch_body(bodies: list[bytes]) -> bytes:
-    out = []
-    for b in bodies:
-        p = properties_to_string({"TAGS": "B"}).encode()
-        out.append(
-            (22 + len(b) + len(p)).to_bytes(4, "big")
-            + bytes(12)
-            + len(b).to_bytes(4, "big")
-            + b
-            + len(p).to_bytes(2, "big")
-            + p
-        )
-    return b"".join(out)
+    return encode_batch([BatchItem(body=b, properties={"TAGS": "B"}) for b in bodies])
 
 
 class StoreMachine(RuleBasedStateMachine):
