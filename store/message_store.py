@@ -302,8 +302,6 @@ class QueryMessageResult:
         return sum(len(b) for b in self.buffers)
 
 
-
-
 QUERY_TAIL_SCAN_BYTES: Final = 32 << 20  # bound of the unindexed commit-log tail a query scans
 
 
