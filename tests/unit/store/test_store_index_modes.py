@@ -8,12 +8,11 @@ import pytest
 
 from store.message_store import (
     DefaultMessageStore,
-    GroupCommit,
     MessageExtBatch,
     MessageExtBrokerInner,
     MessageStoreReader,
 )
-from tests.unit.store.store_helpers import fill_keyed, msg, open_store, small_config
+from tests.unit.store.store_helpers import fill_keyed, open_store, small_config
 
 _fill = fill_keyed
 
@@ -126,30 +125,6 @@ def test_rejected_batch_leaves_no_record_for_recovery(tmp_path):
     assert r.ok and r.msg_num == 2 and s.get_max_offset_in_queue("T", 0) == 2
     assert s.check() == []
     s.shutdown(3_000)
-
-
-def test_group_commit_many_writers_share_fsyncs(tmp_path):
-    s = open_store(small_config(str(tmp_path), flushDiskType="SYNC_FLUSH",
-                                mappedFileSizeCommitLog=1 << 20))  # fmt: skip
-    gc = GroupCommit(s, timeout_s=30)
-    errors: list[str] = []
-
-    def run(k: int) -> None:
-        for j in range(20):
-            r = gc.put_and_wait(msg(body=b"%d-%d" % (k, j), qid=k % 2), 1_000)
-            if not r.ok or s.flushed_offset < r.end_offset:
-                errors.append(r.status.name)
-
-    ts = [threading.Thread(target=run, args=(k,)) for k in range(16)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=60)
-    gc.close()
-    assert not errors and not any(t.is_alive() for t in ts)
-    assert s.get_max_offset_in_queue("T", 0) + s.get_max_offset_in_queue("T", 1) == 320
-    assert 1 <= gc.fsyncs <= 320
-    s.shutdown(2_000)
 
 
 def test_reader_sees_commitlog_files_created_after_it_opened(tmp_path):

@@ -104,6 +104,7 @@ def test_group_commit_many_threads(tmp_path):
     for t in threads:
         t.join(timeout=30)
     gc.close()
+    assert not any(t.is_alive() for t in threads)
     assert len(results) == 320 and all(ok and covered for ok, covered in results)
     assert gc.fsyncs < 320  # many records per fsync
     assert sum(s.get_max_offset_in_queue("T", q) for q in range(4)) == 320
