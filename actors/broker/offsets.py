@@ -74,10 +74,6 @@ class ConsumerOffsetManager:
             t for t, _, g in (k.rpartition(TOPIC_GROUP_SEPARATOR) for k in self.table) if g == group
         }
 
-    def offsets_of(self, group: str, topic: str) -> dict[int, int]:
-        """queueId -> offset for one (group, topic)."""
-        return dict(self.table.get(self.key(topic, group), {}))
-
     def to_json_obj(self) -> dict[str, Any]:
         """ConsumerOffsetSerializeWrapper member map (int keys become quoted strings)."""
         return {

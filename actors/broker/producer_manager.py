@@ -54,10 +54,3 @@ class ProducerManager:
             log.warning("producer channel expired group=%s conn=%d", g, conn_id)
             self.unregister(g, conn_id)
         return gone
-
-    def any_channel(self, group: str) -> ClientChannel | None:
-        """One live channel of the group (for a check-back), or None."""
-        chans = self.groups.get(group)
-        if not chans:
-            return None
-        return next(iter(chans.values()))
