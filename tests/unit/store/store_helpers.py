@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from store.config import StoreConfig
-from store.message_store import DefaultMessageStore, MessageExtBrokerInner
+from store.message_store import (
+    DefaultMessageStore,
+    GetMessageStatus,
+    MessageExtBrokerInner,
+    MessageStoreReader,
+)
 
 
 def small_config(root: str, **kw: object) -> StoreConfig:
@@ -72,4 +77,20 @@ def split_records(buf: bytes) -> list[tuple[int, bytes]]:
         f = decode_record_fields(buf, pos)
         out.append((f.queue_offset, bytes(f.body)))
         pos += f.total_size
+    return out
+
+
+def pull_all(
+    s: DefaultMessageStore | MessageStoreReader, topic: str, qid: int, max_pulls: int
+) -> list[tuple[int, bytes]]:
+    """(queue_offset, body) of every record from queue offset 0, in at most max_pulls pulls."""
+    out: list[tuple[int, bytes]] = []
+    off = 0
+    for _ in range(max_pulls):
+        res = s.get_message("g", topic, qid, off, 32)
+        if res.status is not GetMessageStatus.FOUND:
+            break
+        out += split_records(res.buffer)
+        off = res.next_begin_offset
+        res.release()
     return out

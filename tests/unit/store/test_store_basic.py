@@ -19,7 +19,7 @@ from store.message_store import (
     PutMessageStatus,
     TagFilter,
 )
-from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
+from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 G = GetMessageStatus
 
@@ -47,14 +47,7 @@ def test_put_get_roll_and_blank(store):
         r = store.put_message(msg(body=b, qid=0), 1_000 + i)
         assert r.status is PutMessageStatus.PUT_OK and r.logics_offset == i
     assert len(store.commitlog.mfq.files) > 3
-    got = []
-    off = 0
-    for _ in range(100):
-        res = store.get_message("g", "T", 0, off, 32)
-        if res.status is not G.FOUND:
-            break
-        got += split_records(res.buffer)
-        off = res.next_begin_offset
+    got = pull_all(store, "T", 0, 100)
     assert [b for _, b in got] == bodies
     assert [q for q, _ in got] == list(range(120))
     # file names are 20-digit start offsets and the blank sits at each file end
@@ -322,14 +315,7 @@ def test_reader_view_sees_published_data_and_new_queues(tmp_path):
         s.put_message(msg(body=bytes([i]) * 300, keys=f"r{i}"), 1_000 + i)
     res = rd.get_message("g", "T", 0, 0, 32)
     assert res.status is G.FOUND and res.max_offset == 100
-    seen = []
-    off = 0
-    for _ in range(50):
-        res = rd.get_message("g", "T", 0, off, 32)
-        if res.status is not G.FOUND:
-            break
-        seen += split_records(res.buffer)
-        off = res.next_begin_offset
+    seen = pull_all(rd, "T", 0, 50)
     assert [q for q, _ in seen] == list(range(100))
     assert rd.query_message("T", "r42", 5, 0, 10**13).phy_offsets
     # a unit written but not yet published stays invisible

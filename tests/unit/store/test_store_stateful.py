@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from protocol.message import BatchItem, encode_batch
-from store.message_store import GetMessageStatus, MessageExtBatch
-from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
+from store.message_store import MessageExtBatch
+from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 QUEUES = 3
 
@@ -109,17 +109,9 @@ class StoreMachine(RuleBasedStateMachine):
         s = self.store
         for q in range(QUEUES):
             expect = [b for qid, b in self.model if qid == q]
-            got: list[bytes] = []
-            off = 0
-            for _ in range(len(expect) + 2):
-                res = s.get_message("g", "T", q, off, 32)
-                if res.status is not GetMessageStatus.FOUND:
-                    break
-                recs = split_records(res.buffer)
-                assert [o for o, _ in recs] == list(range(off, off + len(recs)))
-                got += [b for _, b in recs]
-                off = res.next_begin_offset
-            assert got == expect, f"queue {q}"
+            recs = pull_all(s, "T", q, len(expect) + 2)
+            assert [o for o, _ in recs] == list(range(len(recs))), f"queue {q}"
+            assert [b for _, b in recs] == expect, f"queue {q}"
         assert s.check() == []
 
     @invariant()

@@ -6,7 +6,7 @@ import mmap
 import os
 
 from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
-from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
+from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 
 class _SpyMap:
@@ -103,14 +103,6 @@ def test_sync_flush_store_rolls_onto_preallocated_files_and_reads_back(tmp_path:
     assert len(s.commitlog.mfq.files) >= 3
     s.shutdown(5_000)
     s = open_store(cfg, 6_000)
-    got: list[bytes] = []
-    off = 0
-    for _ in range(20):  # 32 per pull (maxTransferCountOnMessageInMemory)
-        res = s.get_message("g", "T", 0, off, 32)
-        got += [body for _off, body in split_records(res.buffer)]
-        off = res.next_begin_offset
-        res.release()
-        if len(got) >= len(bodies):
-            break
+    got = [body for _off, body in pull_all(s, "T", 0, 20)]  # 32 per pull
     assert got == bodies
     s.shutdown(7_000)
