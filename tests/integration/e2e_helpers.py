@@ -1,16 +1,21 @@
 """Helpers for the end-to-end broker tests: request builders and bounded waits.
 
 Requests are written the way RocketMQ 4.9.x clients write them (spec §3, §14): header fields
-by their wire names, every value a string. Nothing here starts a process; the clusters come
-from tests/integration/conftest.py's `local_cluster` fixture (real personality).
+by their wire names, every value a string. The clusters come from
+tests/integration/conftest.py's `local_cluster` fixture (real personality); the only process
+started here is an external client driver (run_driver), killed by its session id on timeout.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from deploy import launch
@@ -41,6 +46,37 @@ def start_real(local_cluster: Callable[..., launch.LocalCluster], **props: str
     merged = dict(SMALL_STORE)
     merged.update(props)
     return local_cluster(personality=None, broker_props=merged)
+
+
+def run_driver(argv: list[str], out_base: Path, wall_timeout_s: float, *,
+               env: dict[str, str] | None = None, cwd: Path | None = None
+               ) -> tuple[int | None, list[dict[str, Any]], str]:
+    """Run a client driver, output in files: (exit code or None on timeout, JSON lines, stderr).
+
+    The driver runs in its own session and is killed by that session's id (its pid) if it
+    outlives wall_timeout_s.
+    """
+    out_path, err_path = out_base.with_suffix(".out"), out_base.with_suffix(".err")
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, start_new_session=True)
+        try:
+            code: int | None = proc.wait(wall_timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    events = []
+    for line in out_path.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                log.warning("driver printed a broken JSON line: %.200s", line)
+    return code, events, err_path.read_text(errors="replace")[-3000:]
 
 
 def broker_addr(cluster: launch.LocalCluster) -> tuple[str, int]:

@@ -7,16 +7,12 @@ JSON line. The driver runs with its output in files, a bounded timeout, killed b
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.e2e_helpers import start_real
+from tests.integration.e2e_helpers import run_driver, start_real
 
 pytestmark = pytest.mark.integration
 
@@ -35,41 +31,16 @@ def _skip_reason() -> str | None:
     return None
 
 
-def _run_driver(namesrv: str, topic: str, tmp_path: Path) -> tuple[int | None, list[dict], str]:
-    """Run the driver; (exit code or None on timeout, JSON events, stderr tail)."""
-    out_path, err_path = tmp_path / "alions.out", tmp_path / "alions.err"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            ["node", str(DRIVER), namesrv, topic, str(COUNT), str(DRIVER_TIMEOUT_MS)],
-            stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=str(CLIENTS),
-            start_new_session=True,
-        )
-        try:
-            code: int | None = proc.wait(WALL_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)  # the driver's own session: its pid only
-                proc.wait(10)
-    events = []
-    for line in out_path.read_text(errors="replace").splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                pass
-    return code, events, err_path.read_text(errors="replace")[-3000:]
-
-
 def test_alions_produce_and_consume_100(local_cluster, tmp_path: Path) -> None:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
     cluster = start_real(local_cluster)
     topic = "AliOnsRoundTrip"
-    code, events, err = _run_driver(cluster.namesrv_addr(), topic, tmp_path)
+    code, events, err = run_driver(
+        ["node", str(DRIVER), cluster.namesrv_addr(), topic, str(COUNT), str(DRIVER_TIMEOUT_MS)],
+        tmp_path / "alions", WALL_TIMEOUT_S, cwd=CLIENTS,
+    )
     kinds = [e.get("event") for e in events]
     errors = [e for e in events if e.get("event") == "error"]
     assert code == 0 and not errors, f"driver exit={code} errors={errors} stderr={err}"

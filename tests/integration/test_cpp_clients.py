@@ -9,15 +9,12 @@ keys, then consumes them with a push consumer and a tag expression.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.e2e_helpers import start_real
+from tests.integration.e2e_helpers import run_driver, start_real
 
 pytestmark = pytest.mark.integration
 
@@ -29,26 +26,13 @@ WALL_TIMEOUT_S = 90.0
 
 
 def _run(python: Path, namesrv: str, topic: str, expression: str, tmp: Path) -> list[dict]:
-    """Run the driver in its venv with output in files; killed by PID on timeout."""
-    out_path, err_path = tmp / f"{topic}.out", tmp / f"{topic}.err"
-    env = dict(os.environ, HOME=str(tmp))  # the C++ core writes its logs under $HOME/logs
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            [str(python), str(DRIVER), namesrv, topic, str(COUNT), expression,
-             str(CONSUME_TIMEOUT_S)],
-            stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-        )
-        try:
-            code = proc.wait(WALL_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-    lines = out_path.read_text().splitlines()
-    events = [json.loads(line) for line in lines if line.startswith("{")]
-    assert code == 0, f"driver exit={code} stderr={err_path.read_text()[-2000:]}"
+    """Run the driver in its venv (the C++ core writes its logs under $HOME/logs)."""
+    code, events, err = run_driver(
+        [str(python), str(DRIVER), namesrv, topic, str(COUNT), expression,
+         str(CONSUME_TIMEOUT_S)],
+        tmp / topic, WALL_TIMEOUT_S, env=dict(os.environ, HOME=str(tmp)),
+    )
+    assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
     return events
 
 
