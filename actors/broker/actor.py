@@ -128,8 +128,7 @@ class _ControllerAdapter:
         return list(self.core.build_register_requests(t))
 
     def take_barriers(self) -> list[tuple[str, int]]:
-        take = getattr(self.core, "take_barriers", None)
-        return list(take()) if callable(take) else []
+        return list(self.core.take_barriers())
 
     def unregister_requests(self) -> list[tuple[str, Any]]:
         return list(self.core.build_unregister_requests())
