@@ -55,7 +55,7 @@ from actors.runtime.messages import (
 )
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from actors.runtime.tcp import ClientConn
-from actors.runtime.watch import WatchingActor
+from actors.runtime.watch import WatchingActor, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,6 @@ FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 MAX_INDEXER_STARTS = 10  # IndexService actor restarts before the broker gives up on it
 HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 # -- personalities: where groups, contexts and the controller core come from ------------------

@@ -16,7 +16,7 @@ from actors.core import Request
 from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 from actors.runtime.processor_host import SYSTEM_ERROR
 from actors.runtime.tcp import Conn, FrameServer
-from actors.runtime.watch import WatchingActor
+from actors.runtime.watch import WatchingActor, now_ms
 from protocol.codes import RPC_ONEWAY
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, ProtocolError
@@ -26,11 +26,6 @@ log = logging.getLogger(__name__)
 SCAN_FIRST_MS = 5000.0
 SCAN_PERIOD_MS = 10000.0
 FLUSH_RETRY_MS = 1.0
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 class _ServerOutbox:

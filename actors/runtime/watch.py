@@ -48,6 +48,11 @@ _EP_IN = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
 AFFINITY_ENV = "ACTORMQ_CPU_AFFINITY"
 
 
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
 def parse_affinity(spec: str | None) -> dict[str, set[int]]:
     """Parse "RemotingServer:0,send:1+2" into {role: CPUs}; bad parts are skipped."""
     table: dict[str, set[int]] = {}
