@@ -64,7 +64,7 @@ def test_alions_produce_and_consume_100(local_cluster, tmp_path: Path) -> None:
         # ext fields are strings on the wire, so the send result carries queueId as a string
         assert (r["queueId"], r["queueOffset"]) == (int(s["queueId"]), int(s["queueOffset"]))
         assert r["reconsumeTimes"] == 0
-    # last, the timing requirements (see docs/BUGS.md if these fail): Java answers
+    # last, the timing requirements (causal state replication, registration barrier): Java answers
     # UPDATE_AND_CREATE_TOPIC after re-registering, so the first route lookup after it
     # succeeds (spec §3.4); and a consumer's first rebalance, right after its first heartbeat,
     # finds its group (§9.2, §14.3 step 3)

@@ -297,7 +297,7 @@ def test_query_message_by_key(local_cluster) -> None:
                                         endTimestamp=end, **extra), RPC_TIMEOUT_S)
 
         hit = wait_until(lambda: (r := query("order-1")).code == 0 and r, 10.0)
-        assert hit, "QUERY_MESSAGE never found key order-1 (docs/BUGS.md, H6 reader bug)"
+        assert hit, "QUERY_MESSAGE never found key order-1 (reader missed new files?)"
         assert "indexLastUpdateTimestamp" in hit.ext_fields
         assert "indexLastUpdatePhyoffset" in hit.ext_fields
         found = [m for m in decode_messages(bytes(hit.body)) if "order-1" in m.key_list]
@@ -321,7 +321,7 @@ def test_view_message_by_id(local_cluster) -> None:
     with BlockingClient(broker_addr(cluster)) as cl:
         view = wait_until(lambda: (r := cl.invoke(simple_cmd(33, offset=phys[1]),
                                                   RPC_TIMEOUT_S)).code == 0 and r, 5.0)
-        assert view, "VIEW_MESSAGE_BY_ID never found the message (docs/BUGS.md, H6 reader bug)"
+        assert view, "VIEW_MESSAGE_BY_ID never found the message (reader missed new files?)"
         (one,) = decode_messages(bytes(view.body))
         assert one.body == b"q1" and one.commit_log_offset == phys[1]
         bad = cl.invoke(simple_cmd(33, offset=phys[2] + 1_000_000), RPC_TIMEOUT_S)
@@ -439,8 +439,8 @@ def test_auto_create_via_tbw102_on_first_send(local_cluster) -> None:
 
 
 # -- causal consistency: a reply's effects are visible to the client's next request -----------
-# Java keeps this state in one process, so these hold there without any wait (docs/BUGS.md:
-# "Replicated state lags the reply" and the lead's decided fix).
+# Java keeps this state in one process, so these hold there without any wait; here they hold
+# because a batch's state events ride ahead of its replies (actors/runtime/channel.py).
 def test_heartbeat_then_immediate_consumer_list_and_pull(local_cluster) -> None:
     cluster = start_real(local_cluster)
     topic = "E2ECausalHb"
