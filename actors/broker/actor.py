@@ -16,7 +16,6 @@ import logging
 import os
 import pickle
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from thespian.actors import ChildActorExited
@@ -39,6 +38,9 @@ from actors.runtime.messages import (
     BrokerStopped,
     ConnectNotices,
     EventsApplied,
+    IndexerFailed,
+    IndexerReady,
+    IndexerStopped,
     ProcessorReady,
     ProcessorStartFailed,
     ReleaseBarrier,
@@ -47,9 +49,11 @@ from actors.runtime.messages import (
     RemotingStopped,
     ShutdownStore,
     StartBroker,
+    StartIndexer,
     StartProcessor,
     StartRemoting,
     StopBroker,
+    StopIndexer,
     StopRemoting,
     StoreShutdownDone,
 )
@@ -473,40 +477,6 @@ def _coalesce(arrivals: list[Any]) -> list[list[Any]]:
 
 
 # -- IndexService actor: builds the IndexFile entries beside the writer ---------------------------
-@dataclass(frozen=True)
-class StartIndexer:
-    """Controller -> IndexServiceActor: own the index files of this store and follow it."""
-
-    store_config: Any
-
-
-@dataclass(frozen=True)
-class IndexerReady:
-    """IndexServiceActor -> controller: the index lock is held, following from next_phy."""
-
-    next_phy: int
-
-
-@dataclass(frozen=True)
-class IndexerFailed:
-    """IndexServiceActor -> controller: it could not start."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class StopIndexer:
-    """Controller -> IndexServiceActor: drain to the writer's final offset, close, reply."""
-
-
-@dataclass(frozen=True)
-class IndexerStopped:
-    """IndexServiceActor -> controller."""
-
-    ok: bool
-    next_phy: int = -1
-
-
 def broker_store_config(sc: Any) -> Any:
     """The broker's store config: index built by the IndexService actor unless set otherwise."""
     if not dataclasses.is_dataclass(sc) or not hasattr(sc, "index_mode"):

@@ -187,3 +187,37 @@ class NamesrvStartFailed:
     """NameServerActor -> launcher."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class StartIndexer:
+    """Controller -> IndexServiceActor: own the index files of this store and follow it."""
+
+    store_config: Any
+
+
+@dataclass(frozen=True)
+class IndexerReady:
+    """IndexServiceActor -> controller: the index lock is held, following from next_phy."""
+
+    next_phy: int
+
+
+@dataclass(frozen=True)
+class IndexerFailed:
+    """IndexServiceActor -> controller: it could not start."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StopIndexer:
+    """Controller -> IndexServiceActor: drain to the writer's final offset, close, reply."""
+
+
+@dataclass(frozen=True)
+class IndexerStopped:
+    """IndexServiceActor -> controller."""
+
+    ok: bool
+    next_phy: int = -1
