@@ -5,6 +5,9 @@ binding packages all call their module `rocketmq`. Prints one JSON object per li
 one "sent" line per message, one "received" line per consumed message, then "done".
 
 Usage: python cpp_roundtrip.py <namesrv host:port> <topic> <count> <tag expression> <timeout s>
+       [orderly]
+With `orderly`, messages are sent with send_orderly (message i to queue i % 3) and consumed by an
+orderly push consumer, which locks its queues at the broker (LOCK_BATCH_MQ) before consuming.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def _emit(obj: dict) -> None:
 
 def main() -> None:
     namesrv, topic, count, expression, timeout_s = sys.argv[1:6]
+    orderly = sys.argv[6:7] == ["orderly"]
     n = int(count)
     producer = rc.Producer("PG_" + topic)
     producer.set_namesrv_addr(namesrv)
@@ -40,7 +44,7 @@ def main() -> None:
         msg.set_keys(f"key-{i}")
         msg.set_tags(f"Tag{i % 3}")
         msg.set_body(f"body-{i}")
-        result = producer.send_sync(msg)
+        result = producer.send_orderly(msg, i % 3) if orderly else producer.send_sync(msg)
         _emit({"event": "sent", "i": i, "status": int(result.status), "msgId": result.msg_id,
                "queueOffset": result.offset})
     producer.shutdown()
@@ -56,7 +60,7 @@ def main() -> None:
                "keys": _text(msg.keys), "queueId": msg.queue_id,  # type: ignore[attr-defined]
                "queueOffset": msg.queue_offset, "topic": _text(msg.topic)})  # type: ignore[attr-defined]
 
-    consumer = rc.PushConsumer("CG_" + topic)
+    consumer = rc.PushConsumer("CG_" + topic, orderly=orderly)
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message, expression)
     consumer.start()

@@ -25,11 +25,12 @@ CONSUME_TIMEOUT_S = 40
 WALL_TIMEOUT_S = 90.0
 
 
-def _run(python: Path, namesrv: str, topic: str, expression: str, tmp: Path) -> list[dict]:
+def _run(python: Path, namesrv: str, topic: str, expression: str, tmp: Path,
+         *extra: str) -> list[dict]:
     """Run the driver in its venv (the C++ core writes its logs under $HOME/logs)."""
     code, events, err = run_driver(
         [str(python), str(DRIVER), namesrv, topic, str(COUNT), expression,
-         str(CONSUME_TIMEOUT_S)],
+         str(CONSUME_TIMEOUT_S), *extra],
         tmp / topic, WALL_TIMEOUT_S, env=dict(os.environ, HOME=str(tmp)),
     )
     assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
@@ -64,3 +65,26 @@ def test_cpp_client_produce_and_consume(local_cluster, tmp_path: Path, venv: str
         assert e["tags"] == f"Tag{i % 3}" and e["keys"] == f"key-{i}" and e["topic"] == topic
         assert e["queueOffset"] == sent[i]["queueOffset"], f"queue offset of body-{i}"
     assert events[-1]["event"] == "done"
+
+
+@pytest.mark.parametrize("venv", [".venv-cpp1", ".venv-cpp2"], ids=["cpp-1.x", "cpp-2.1"])
+def test_cpp_orderly_send_and_consume(local_cluster, tmp_path: Path, venv: str) -> None:
+    """send_orderly to queue i % 3, orderly push consumer (LOCK_BATCH_MQ): per-queue order kept."""
+    python = CLIENTS / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster)
+    topic = f"CppOrderly{venv[-1]}"
+    events = _run(python, cluster.namesrv_addr(), topic, "*", tmp_path, "orderly")
+
+    sent = {e["i"]: e for e in events if e["event"] == "sent"}
+    assert sorted(sent) == list(range(COUNT)) and all(e["status"] == 0 for e in sent.values())
+    received = [e for e in events if e["event"] == "received"]
+    assert sorted(e["body"] for e in received) == sorted(f"body-{i}" for i in range(COUNT))
+    per_queue: dict[int, list[int]] = {}
+    for e in received:  # in delivery order
+        i = int(e["body"].split("-")[1])
+        assert e["queueId"] == i % 3, f"body-{i} must sit in queue {i % 3}"
+        per_queue.setdefault(e["queueId"], []).append(i)
+    for qid, order in per_queue.items():
+        assert order == sorted(order), f"queue {qid} delivered out of order: {order}"
