@@ -82,7 +82,11 @@ class MappedFile:
             fd = os.open(path, os.O_RDONLY)
             try:
                 size = os.fstat(fd).st_size
-                self.mm = mmap.mmap(fd, min(size, file_size), access=mmap.ACCESS_READ)
+                if size < file_size:
+                    # the writer is still creating it (O_CREAT, first page, then ftruncate):
+                    # a mapping taken now would stay short for good; the next refresh maps it
+                    raise ValueError(f"{path}: {size} of {file_size} bytes, still being created")
+                self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_READ)
             finally:
                 os.close(fd)
         self.mv = memoryview(self.mm)
@@ -227,7 +231,9 @@ class MappedFileQueue:
         for name in names:
             path = os.path.join(self.store_path, name)
             if not self.writable and os.path.getsize(path) < self.file_size:
-                log.warning("short store file path=%s", path)
+                # the newest file, still being created by the writer: refresh() maps it later
+                log.info("store file not complete yet path=%s", path)
+                break
             mf = MappedFile(path, self.file_size, writable=self.writable)
             mf.wrote_position = self.file_size
             mf.flushed_position = self.file_size
