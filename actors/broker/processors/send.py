@@ -6,8 +6,8 @@ RocketMQ 4.9.x (spec §9.1, §9.6). SYNC_FLUSH is a group commit: a send that mu
 flush returns None; the runtime calls `flush_and_release(now_ms)` after each batch (and tick
 does too), which flushes once and answers every waiting send whose record is covered, or
 FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. Delay levels are rewritten to
-SCHEDULE_TOPIC_XXXX inside the store; the ScheduleMessageService that delivers them is a later
-issue.
+SCHEDULE_TOPIC_XXXX inside the store; actors.broker.schedule.ScheduleMessageService delivers
+them, driven by tick() only (a master's writer; the request path never touches it).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from actors.broker.context import BrokerContext
 from actors.broker.events import OffsetMoved, SubscriptionGroupChanged, TopicConfigChanged
+from actors.broker.schedule import ScheduleMessageService
 from actors.broker.topic_config import (
     PERM_READ,
     PERM_WRITE,
@@ -77,6 +78,7 @@ from protocol.record import (
     properties_to_string,
 )
 from store.message_store import (
+    DefaultMessageStore,
     MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageStatus,
@@ -166,6 +168,25 @@ class SendMessageProcessor:
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         ctx.on_event(OffsetMoved, self._on_offset_moved)
+        self.schedule = self._start_schedule()
+
+    def _start_schedule(self) -> ScheduleMessageService | None:
+        """The delay-level delivery service on a master's writer store, persisting its offsets
+        just before the store shuts down (the runtime only calls store.shutdown)."""
+        store = self.store
+        if not isinstance(store, DefaultMessageStore):
+            return None
+        if str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE":
+            return None
+        service = ScheduleMessageService(store, self.ctx.store_config)
+        store_shutdown = store.shutdown
+
+        def shutdown(now_ms: int = 0) -> None:
+            service.shutdown()
+            store_shutdown(now_ms)
+
+        store.shutdown = shutdown  # type: ignore[method-assign]
+        return service
 
     def _base_ext(self) -> dict[str, str]:
         """MSG_REGION and TRACE_ON: on every send response (§9.1)."""
@@ -195,6 +216,9 @@ class SendMessageProcessor:
         """Release flushed sync sends and run the store's periodic work."""
         self.flush_and_release(now_ms)
         wait = self.store.tick(now_ms) if self.store is not None else None
+        if self.schedule is not None:
+            s = self.schedule.tick(now_ms)
+            wait = s if wait is None else min(wait, s)
         if self.waiting:
             wait = 1 if wait is None else min(wait, 1)
         return wait

@@ -1,0 +1,226 @@
+"""Delivers delayed messages parked in SCHEDULE_TOPIC_XXXX to their real topic and queue.
+
+Mirrors store/schedule/ScheduleMessageService.java, RocketMQ 4.9.x (spec §9.6). A pure core:
+no Thespian, no clock; the send processor's tick() drives it, because the send actor owns THE
+store writer. One timer per delay level (first run 1000 ms after start); each run reads the
+level's queue (queue id = level - 1) from its saved offset and re-stores every due entry under
+REAL_TOPIC / REAL_QID; it re-arms after DELAY_FOR_A_WHILE (100 ms) when the next entry is not
+due, the queue is drained or a put fails, and after DELAY_FOR_A_PERIOD (10 s) on an unexpected
+error. Offsets go to `<storePathRootDir>/config/delayOffset.json` every flushDelayOffsetInterval
+and at clean shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Final
+
+from protocol.bodies import DelayOffsetSerializeWrapper
+from protocol.codes import RMQ_SYS_TRANS_HALF_TOPIC
+from protocol.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    MessageExt,
+)
+from protocol.record import java_string_hash
+from store.commitlog import SCHEDULE_TOPIC
+from store.config import parse_delay_levels
+from store.config_files import read_json_with_bak, write_json_atomic
+from store.consume_queue import PRE_BLANK_SIZE
+from store.message_store import MessageExtBrokerInner, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+FIRST_DELAY_TIME: Final = 1000
+DELAY_FOR_A_WHILE: Final = 100
+DELAY_FOR_A_PERIOD: Final = 10_000
+DEFAULT_FLUSH_INTERVAL: Final = 10_000
+MAX_PER_TICK: Final = 256  # deliveries per tick: the send actor serves no request meanwhile
+DELAY_OFFSET_FILE: Final = "delayOffset.json"
+_NOT_DELIVERABLE: Final = frozenset({RMQ_SYS_TRANS_HALF_TOPIC, SCHEDULE_TOPIC})
+
+
+def delay_offset_path(store_config: Any) -> str:
+    """StorePathConfigHelper.getDelayOffsetStorePath."""
+    root = os.path.expanduser(str(getattr(store_config, "storePathRootDir", "") or "."))
+    return os.path.join(root, "config", DELAY_OFFSET_FILE)
+
+
+def encode_offsets(table: dict[int, int]) -> str:
+    """delayOffset.json text: fastjson's shape, integer keys unquoted (spec §4.4)."""
+    inner = ",".join(f"{k}:{v}" for k, v in sorted(table.items()))
+    return '{"offsetTable":{' + inner + "}}"
+
+
+def build_delivery(msg: MessageExt) -> MessageExtBrokerInner | None:
+    """ScheduleMessageService.messageTimeup: the message to store under its real topic, or None
+    when the parked record has no usable REAL_TOPIC / REAL_QID."""
+    props = dict(msg.properties)
+    topic = props.get(PROPERTY_REAL_TOPIC)
+    raw_qid = props.get(PROPERTY_REAL_QUEUE_ID)
+    if not topic or raw_qid is None:
+        return None
+    try:
+        queue_id = int(raw_qid)
+    except ValueError:
+        return None
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    tags = props.get(PROPERTY_TAGS)
+    return MessageExtBrokerInner(
+        topic=topic,
+        body=msg.body,
+        flag=msg.flag,
+        properties=props,
+        queue_id=queue_id,
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        store_host=msg.store_host,
+        reconsume_times=msg.reconsume_times,
+        tags_code=java_string_hash(tags) if tags else 0,
+    )
+
+
+class ScheduleMessageService:
+    """Per-level delivery timers over THE store writer (ScheduleMessageService)."""
+
+    def __init__(
+        self,
+        store: Any,
+        store_config: Any,
+        *,
+        path: str | None = None,
+        max_per_tick: int = MAX_PER_TICK,
+    ) -> None:
+        self.store = store
+        delays = parse_delay_levels(store_config.messageDelayLevel)
+        self.delays: dict[int, int] = {i + 1: d for i, d in enumerate(delays)}
+        self.path = path if path is not None else delay_offset_path(store_config)
+        self.flush_interval = int(
+            getattr(store_config, "flushDelayOffsetInterval", DEFAULT_FLUSH_INTERVAL)
+        )
+        self.max_per_tick = max(1, max_per_tick)
+        self.offsets: dict[int, int] = {}
+        self.next_run: dict[int, int] = {}  # level -> due time (ms); empty until started
+        self.next_persist = 0
+        self.dirty = False
+        self.delivered = 0
+        self.load()
+
+    # --- persistence (ConfigManager) ---------------------------------------------------------
+
+    def load(self) -> bool:
+        """Read delayOffset.json (or its .bak); False when neither is usable."""
+        text = read_json_with_bak(self.path)
+        if text is None:
+            return False
+        try:
+            table = DelayOffsetSerializeWrapper.from_json(text).offset_table
+        except Exception:
+            log.warning("unreadable %s, starting delay offsets from 0", self.path)
+            return False
+        self.offsets = {k: v for k, v in table.items() if k in self.delays and v >= 0}
+        log.info("delay offsets loaded %s", self.offsets)
+        return True
+
+    def persist(self) -> None:
+        """Write delayOffset.json atomically (only when an offset moved)."""
+        if not self.dirty:
+            return
+        write_json_atomic(self.path, encode_offsets(self.offsets))
+        self.dirty = False
+
+    def encode(self) -> str:
+        """The offsets as delayOffset.json text (GET_ALL_DELAY_OFFSET body)."""
+        return encode_offsets(self.offsets)
+
+    def shutdown(self) -> None:
+        """Persist the offsets (clean shutdown); never raises."""
+        try:
+            self.persist()
+        except Exception:
+            log.exception("persisting %s failed", self.path)
+
+    # --- timers ------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> int:
+        """Run every level whose timer is due; ms until the next wanted tick."""
+        if not self.next_run:  # start(): first run after FIRST_DELAY_TIME
+            for level in self.delays:
+                self.next_run[level] = now_ms + FIRST_DELAY_TIME
+            self.next_persist = now_ms + self.flush_interval
+        budget = self.max_per_tick
+        for level, due in self.next_run.items():
+            if due > now_ms:
+                continue
+            if budget <= 0:
+                self.next_run[level] = now_ms  # out of budget: run again right away
+                continue
+            try:
+                budget, wait = self._run_level(level, now_ms, budget)
+            except Exception:
+                log.exception("delay level %d run failed", level)
+                wait = DELAY_FOR_A_PERIOD
+            self.next_run[level] = now_ms + wait
+        if now_ms >= self.next_persist:
+            self.next_persist = now_ms + self.flush_interval
+            try:
+                self.persist()
+            except Exception:
+                log.exception("persisting %s failed", self.path)
+        nxt = min(min(self.next_run.values()), self.next_persist)
+        return max(0, nxt - now_ms)
+
+    def _run_level(self, level: int, now_ms: int, budget: int) -> tuple[int, int]:
+        """DeliverDelayedMessageTimerTask.executeOnTimeup: (budget left, ms to re-arm)."""
+        store = self.store
+        cq = store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
+        if cq is None:
+            return budget, DELAY_FOR_A_WHILE
+        start = offset = self.offsets.get(level, 0)
+        min_off = cq.get_min_offset_in_queue()
+        if offset < min_off:
+            log.warning("delay level %d offset %d below queue min %d", level, offset, min_off)
+            offset = min_off
+        max_off = cq.get_max_offset_in_queue()
+        limit = now_ms + self.delays[level]
+        wait = DELAY_FOR_A_WHILE
+        while offset < max_off:
+            if budget <= 0:
+                wait = 0
+                break
+            unit = cq.get_unit(offset)
+            if unit is None or unit[1] == PRE_BLANK_SIZE:
+                offset += 1
+                continue
+            phy, _size, deliver_ts = unit
+            if deliver_ts > limit:  # clock skew: later than now + delay(level) means due now
+                deliver_ts = now_ms
+            if deliver_ts > now_ms:
+                break
+            msg = store.look_message_by_offset(phy)
+            inner = build_delivery(msg) if msg is not None else None
+            if inner is None or inner.topic in _NOT_DELIVERABLE:
+                log.error("delay level %d offset %d: undeliverable record skipped", level, offset)
+                offset += 1
+                continue
+            result = store.put_message(inner, now_ms)
+            if result.status is not PutMessageStatus.PUT_OK:
+                log.warning(
+                    "delay level %d offset %d: put to %s failed %s",
+                    level,
+                    offset,
+                    inner.topic,
+                    result.status.name,
+                )
+                break
+            offset += 1
+            budget -= 1
+            self.delivered += 1
+        if offset != start or level not in self.offsets:
+            self.offsets[level] = offset
+            self.dirty = True
+        return budget, wait
