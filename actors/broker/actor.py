@@ -434,6 +434,9 @@ class ProcessorActor(WatchingActor):
             return True, "no store"
         try:
             self._after_batch()
+            before = getattr(self.core, "before_store_shutdown", None)
+            if callable(before):  # e.g. the send core persists its schedule offsets
+                before(now_ms())
             store.shutdown(now_ms())
         except Exception as exc:
             log.exception("group=%s store shutdown failed", self.group)

@@ -171,22 +171,18 @@ class SendMessageProcessor:
         self.schedule = self._start_schedule()
 
     def _start_schedule(self) -> ScheduleMessageService | None:
-        """The delay-level delivery service on a master's writer store, persisting its offsets
-        just before the store shuts down (the runtime only calls store.shutdown)."""
+        """The delay-level delivery service, on a master's writer store only."""
         store = self.store
         if not isinstance(store, DefaultMessageStore):
             return None
         if str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE":
             return None
-        service = ScheduleMessageService(store, self.ctx.store_config)
-        store_shutdown = store.shutdown
+        return ScheduleMessageService(store, self.ctx.store_config)
 
-        def shutdown(now_ms: int = 0) -> None:
-            service.shutdown()
-            store_shutdown(now_ms)
-
-        store.shutdown = shutdown  # type: ignore[method-assign]
-        return service
+    def before_store_shutdown(self, now_ms: int) -> None:
+        """Clean shutdown, just before the store closes: persist the delay offsets."""
+        if self.schedule is not None:
+            self.schedule.shutdown()
 
     def _base_ext(self) -> dict[str, str]:
         """MSG_REGION and TRACE_ON: on every send response (§9.1)."""

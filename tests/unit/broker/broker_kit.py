@@ -65,6 +65,11 @@ class Broker:
             self.cores[g.name] = g.build(ctx)
 
     def close(self) -> None:
+        """Clean shutdown as the runtime does it: core hooks first, then the store."""
+        for core in self.cores.values():
+            before = getattr(core, "before_store_shutdown", None)
+            if callable(before):
+                before(0)
         self.store.shutdown(0)
 
     def pump(self, now_ms: int = 0) -> None:
