@@ -100,12 +100,17 @@ class MappedFile:
         (measured: median flush per round 115-130 us -> 68-88 us). The cost is one
         write-protect fault per page on its first append (the pages are clean again).
         """
+        self.warm_range(0, self.file_size, flush_pages)
+
+    def warm_range(self, start: int, limit: int, flush_pages: int = 0) -> None:
+        """warm() restricted to [start, limit) (start page-aligned), for warming in steps."""
         if not self.writable:
             return
-        first = self.wrote_position // OS_PAGE_SIZE * OS_PAGE_SIZE  # written pages: leave them
+        first = max(start, self.wrote_position // OS_PAGE_SIZE * OS_PAGE_SIZE)
+        end = min(limit, self.file_size)
         chunk = flush_pages * OS_PAGE_SIZE if flush_pages > 0 else self.file_size
-        for s in range(first, self.file_size, chunk):
-            n = min(chunk, self.file_size - s)
+        for s in range(first, end, chunk):
+            n = min(chunk, end - s)
             self._populate(s, n)
             if flush_pages > 0:
                 self.mm.flush(s, n)
@@ -215,7 +220,8 @@ class MappedFileQueue:
         self.writable = writable
         self.warm_files = warm
         self.warm_flush_pages = warm_flush_pages  # > 0: msync while warming (SYNC_FLUSH)
-        self._next: MappedFile | None = None  # preallocated (mapped, warm) next segment
+        self._next: MappedFile | None = None  # preallocated next segment (warmed in steps)
+        self._next_warmed = 0  # bytes of _next warmed so far
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.store_timestamp = 0
@@ -299,8 +305,8 @@ class MappedFileQueue:
         nxt = self._next
         self._next = None
         if nxt is not None and nxt.path == path and os.path.exists(path):
-            mf = nxt  # preallocated and warmed off the put path: no second warm (it would
-            # dirty every page again)
+            mf = nxt  # preallocated and (partly) warmed off the put path: no second warm (it
+            # would dirty every page again); pages not warmed yet fault on first append
         else:
             if nxt is not None:
                 nxt.close()
@@ -323,9 +329,21 @@ class MappedFileQueue:
             self._next.close()
             self._next = None
         if not os.path.exists(path):
-            mf = MappedFile(path, self.file_size, writable=True, create=True)
-            self.warm(mf)
-            self._next = mf
+            # mapped now, warmed in steps by warm_next_step(): warming a whole segment at once
+            # (up to 1 GiB of page faults) would stall the writer for hundreds of ms
+            self._next = MappedFile(path, self.file_size, writable=True, create=True)
+            self._next_warmed = 0 if self.warm_files else self.file_size
+
+    def warm_next_step(self, max_bytes: int) -> bool:
+        """Warm up to max_bytes more of the preallocated next segment; True while some is left."""
+        mf = self._next
+        if mf is None or self._next_warmed >= mf.file_size:
+            return False
+        start = self._next_warmed
+        step = max(OS_PAGE_SIZE, max_bytes // OS_PAGE_SIZE * OS_PAGE_SIZE)
+        mf.warm_range(start, start + step, self.warm_flush_pages)
+        self._next_warmed = min(mf.file_size, start + step)
+        return self._next_warmed < mf.file_size
 
     def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
         """The segment holding global offset, or None."""

@@ -106,3 +106,41 @@ def test_sync_flush_store_rolls_onto_preallocated_files_and_reads_back(tmp_path:
     got = [body for _off, body in pull_all(s, "T", 0, 20)]  # 32 per pull
     assert got == bodies
     s.shutdown(7_000)
+
+
+def test_preallocated_next_file_is_warmed_in_slices(tmp_path: object) -> None:
+    # Warming a whole segment at once stalled the single writer for hundreds of ms: the next
+    # segment is mapped by preallocate_next() and warmed a slice per warm_next_step() call.
+    pages = 8
+    q = MappedFileQueue(str(tmp_path), pages * OS_PAGE_SIZE, warm=True, warm_flush_pages=0)
+    assert q.get_last_mapped_file(0) is not None
+    q.preallocate_next()
+    nxt = q._next
+    assert nxt is not None
+    spy = _SpyMap(nxt.mm)
+    nxt.mm = spy  # type: ignore[assignment]
+    steps = 0
+    while q.warm_next_step(3 * OS_PAGE_SIZE):
+        steps += 1
+        assert steps < pages  # bounded
+    assert steps == 2  # 3 + 3 + 2 pages: three calls, the last one returns False
+    assert q.warm_next_step(3 * OS_PAGE_SIZE) is False  # nothing left
+    nxt.mm = spy.mm
+    q.close()
+
+
+def test_store_tick_comes_back_soon_while_the_next_segment_warms(tmp_path: object) -> None:
+    from store.message_store import WARM_BYTES_PER_TICK, WARM_STEP_INTERVAL_MS
+
+    size = 4 * WARM_BYTES_PER_TICK  # the next segment needs four warm steps
+    s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=size))
+    try:
+        s.put_message(msg("T", b"x"), 1)
+        mfq = s.commitlog.mfq
+        assert mfq._next is not None and mfq._next_warmed < size  # not warmed in one go
+        waits = [s.tick(t) for t in range(2, 6)]
+        assert all(w <= WARM_STEP_INTERVAL_MS for w in waits[:3]), waits
+        assert mfq._next_warmed == size
+        assert s.tick(7) > WARM_STEP_INTERVAL_MS  # warm-up done: back to the periodic waits
+    finally:
+        s.shutdown(10_000)
