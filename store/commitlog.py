@@ -213,9 +213,9 @@ class CommitLog:
         m = self.mfq.get_min_offset()
         return 0 if m < 0 else m
 
-    def flush(self, least_pages: int = 0) -> int:
-        """msync written bytes; returns the flushed offset."""
-        self.mfq.flush(least_pages)
+    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
+        """msync written bytes (at most max_bytes of them when > 0); returns the flushed offset."""
+        self.mfq.flush(least_pages, max_bytes)
         return self.mfq.flushed_where
 
     @property

@@ -142,8 +142,9 @@ class MappedFile:
         """True when nothing more fits."""
         return self.wrote_position >= self.file_size
 
-    def flush(self, least_pages: int = 0) -> int:
-        """msync the dirty range if >= least_pages pages are dirty; returns the flushed position."""
+    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
+        """msync the dirty range if >= least_pages pages are dirty (at most max_bytes of it when
+        max_bytes > 0); returns the flushed position."""
         wrote = self.wrote_position
         flushed = self.flushed_position
         if wrote <= flushed:
@@ -151,9 +152,10 @@ class MappedFile:
         if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
             return flushed
         start = flushed // OS_PAGE_SIZE * OS_PAGE_SIZE
-        self.mm.flush(start, wrote - start)
-        self.flushed_position = wrote
-        return wrote
+        end = wrote if max_bytes <= 0 else min(wrote, start + max_bytes)
+        self.mm.flush(start, end - start)
+        self.flushed_position = end
+        return end
 
     def sync_data(self) -> None:
         """fdatasync the file: writes its dirty pages (the unflushed range) and releases the GIL."""
@@ -365,8 +367,9 @@ class MappedFileQueue:
         return iter(self.files)
 
     # ---- flushing ------------------------------------------------------------------------
-    def flush(self, least_pages: int = 0) -> bool:
-        """Flush the file holding flushed_where onward; returns True when something was flushed."""
+    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> bool:
+        """Flush the file holding flushed_where onward (at most max_bytes when > 0, then the
+        next call goes on); returns True when something was flushed."""
         mf = self.find_mapped_file_by_offset(self.flushed_where)
         if mf is None:
             mf = self.files[-1] if self.files else None
@@ -376,10 +379,10 @@ class MappedFileQueue:
                 else:
                     return False
         before = self.flushed_where
-        pos = mf.flush(least_pages)
+        pos = mf.flush(least_pages, max_bytes)
         where = mf.file_from_offset + pos
         self.flushed_where = where
-        if pos >= mf.file_size:
+        if pos >= mf.file_size and max_bytes <= 0:
             # finished this file: continue with the next one if it has data
             nxt = self.find_mapped_file_by_offset(where)
             if nxt is not None and nxt.wrote_position > nxt.flushed_position:

@@ -71,6 +71,8 @@ log = logging.getLogger(__name__)
 # once stalled the writer for 170-300 ms (sends then failed fast with SYSTEM_BUSY).
 WARM_BYTES_PER_TICK: Final = 8 * 1024 * 1024
 WARM_STEP_INTERVAL_MS: Final = 2
+# The periodic (ASYNC_FLUSH) commit-log msync is sliced the same way.
+FLUSH_BYTES_PER_TICK: Final = 4 * 1024 * 1024
 
 LOCALHOST: Final = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 _ROLLBACK_OR_PREPARED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
@@ -700,6 +702,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._index_proc: subprocess.Popen[bytes] | None = None  # "process" mode
         self._index_lock_fd: int | None = None
         self._last_flush_ms = 0
+        self._flush_target = 0
         self._last_thorough_ms = 0
         self._last_cq_flush_ms = 0
         self._last_clean_ms = 0
@@ -791,6 +794,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._accepting = self.cfg.brokerRole != "SLAVE"
         self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
         self._last_thorough_ms = now_ms
+        self._flush_target = 0  # end of the async flush round going on in slices
         cl = self.commitlog
         if not cl.mfq.files:  # create + warm the first file now, not on the first put
             cl._cur = cl.mfq.get_last_mapped_file(0)
@@ -1547,13 +1551,25 @@ class DefaultMessageStore(_StoreReadMixin):
         cfg = self.cfg
         if self._index_disp is not None:
             self.dispatch_index(now_ms)
-        if not cfg.is_sync_flush and now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
-            thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
-            if thorough:
-                self._last_thorough_ms = now_ms
-            self.commitlog.flush(0 if thorough else cfg.flushCommitLogLeastPages)
-            self._after_flush()
-            self._last_flush_ms = now_ms
+        flushing = False
+        if not cfg.is_sync_flush:
+            cl = self.commitlog
+            if self._flush_target > cl.flushed_offset:
+                # FlushRealTimeService, a slice per tick: one msync of everything written in
+                # flushIntervalCommitLog stalled the writer (and its requests) for up to ~170 ms
+                cl.flush(0, FLUSH_BYTES_PER_TICK)
+                self._after_flush()
+            elif now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
+                thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
+                if thorough:
+                    self._last_thorough_ms = now_ms
+                before = cl.flushed_offset
+                cl.flush(0 if thorough else cfg.flushCommitLogLeastPages, FLUSH_BYTES_PER_TICK)
+                # a round that started (enough pages were dirty) goes on in slices up to here
+                self._flush_target = cl.max_offset if cl.flushed_offset != before else before
+                self._after_flush()
+                self._last_flush_ms = now_ms
+            flushing = self._flush_target > cl.flushed_offset
         if cfg.is_sync_flush and self.commitlog.flushed_offset < self.commitlog.max_offset:
             self.flush(now_ms)
         if now_ms - self._last_cq_flush_ms >= cfg.flushIntervalConsumeQueue:
@@ -1577,7 +1593,7 @@ class DefaultMessageStore(_StoreReadMixin):
             cfg.cleanResourceInterval - (now_ms - self._last_clean_ms),
         ]
         # AllocateMappedFileService's warm-up, a slice per tick so appends never wait long
-        if self.commitlog.mfq.warm_next_step(WARM_BYTES_PER_TICK):
+        if self.commitlog.mfq.warm_next_step(WARM_BYTES_PER_TICK) or flushing:
             waits.append(WARM_STEP_INTERVAL_MS)
         return max(1, min(waits))
 
