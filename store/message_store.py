@@ -802,6 +802,9 @@ class DefaultMessageStore(_StoreReadMixin):
         elif cl._cur is not None and self.cfg.warmMapedFileEnable:
             cl.mfq.warm(cl._cur)  # after a restart: pre-touch the unwritten tail before serving
         cl.mfq.preallocate_next()
+        # at start, before serving, the next segment is warmed whole (later ones in slices)
+        while cl.mfq.warm_next_step(cl.file_size):
+            pass
         if self._index_mode in ("sync", "tick") and not self.index.files:
             self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now
         spawn = self.cfg.messageIndexProcessSpawn
