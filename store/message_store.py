@@ -102,8 +102,34 @@ class MessageExtBrokerInner:
     store_host: bytes = LOCALHOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
-    tags_code: int | None = None
+    tags_code: int | None = None  # None: the store hashes the TAGS property
     properties_string: str | None = None
+
+    @classmethod
+    def from_stored(
+        cls,
+        msg: MessageExt,
+        topic: str,
+        queue_id: int,
+        properties: dict[str, str],
+        *,
+        store_host: bytes | None = None,
+        reconsume_times: int | None = None,
+    ) -> MessageExtBrokerInner:
+        """A stored message put again elsewhere (delay delivery, send-back): same body, flag,
+        sysflag and born time/host; new topic, queue and properties."""
+        return cls(
+            topic=topic,
+            body=msg.body,
+            flag=msg.flag,
+            properties=properties,
+            queue_id=queue_id,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=msg.store_host if store_host is None else store_host,
+            reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+        )
 
 
 @dataclass(slots=True)

@@ -22,10 +22,8 @@ from protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_TAGS,
     MessageExt,
 )
-from protocol.record import java_string_hash
 from store.commitlog import SCHEDULE_TOPIC
 from store.config import parse_delay_levels
 from store.config_files import read_json_with_bak, write_json_atomic
@@ -68,20 +66,7 @@ def build_delivery(msg: MessageExt) -> MessageExtBrokerInner | None:
     except ValueError:
         return None
     props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    tags = props.get(PROPERTY_TAGS)
-    return MessageExtBrokerInner(
-        topic=topic,
-        body=msg.body,
-        flag=msg.flag,
-        properties=props,
-        queue_id=queue_id,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        store_host=msg.store_host,
-        reconsume_times=msg.reconsume_times,
-        tags_code=java_string_hash(tags) if tags else 0,
-    )
+    return MessageExtBrokerInner.from_stored(msg, topic, queue_id, props)
 
 
 class ScheduleMessageService:

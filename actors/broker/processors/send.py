@@ -638,23 +638,13 @@ class SendMessageProcessor:
         if not props.get(PROPERTY_ORIGIN_MESSAGE_ID):
             props[PROPERTY_ORIGIN_MESSAGE_ID] = msg.offset_msg_id or h.origin_msg_id or ""
         props.pop(PROPERTY_WAIT, None)
-        tags = props.get(PROPERTY_TAGS)
         result = self.store.put_message(
-            MessageExtBrokerInner(
-                topic=new_topic,
-                body=bytes(msg.body),
-                flag=msg.flag,
-                properties=props,
-                queue_id=queue_id,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=self.store_host,
-                reconsume_times=msg.reconsume_times + 1,
-                tags_code=java_string_hash(tags) if tags else 0,
+            MessageExtBrokerInner.from_stored(
+                msg, new_topic, queue_id, props,
+                store_host=self.store_host, reconsume_times=msg.reconsume_times + 1,
             ),
             now_ms,
-        )
+        )  # fmt: skip
         if result.status is _PS.PUT_OK:
             return cmd.make_response(RS.SUCCESS)
         return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
@@ -684,7 +674,6 @@ class SendMessageProcessor:
                 self.store_host,
                 self.store_host,
                 0,
-                tags_code=java_string_hash(ev.group),
             ),
             now_ms,
         )
