@@ -84,6 +84,41 @@ _U16_UNPACK = Struct(">H").unpack_from
 _Q_PACK = Struct("@q").pack_into  # state page words (native order, see store/state_page.py)
 # A batch item (§5.2): TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length; body; short props len.
 _BATCH_ITEM = Struct(">iiiii")
+_I16: Final = Struct(">h")
+_ITEM_UNPACKERS: dict[int, Callable[[bytes, int], tuple[Any, ...]]] = {}
+
+
+def _item_unpacker(body_len: int) -> Callable[[bytes, int], tuple[Any, ...]]:
+    """unpack_from of (TOTALSIZE, FLAG, body length, PROPLEN) for items of this body length."""
+    f = _ITEM_UNPACKERS.get(body_len)
+    if f is None:
+        if len(_ITEM_UNPACKERS) >= 256:
+            _ITEM_UNPACKERS.clear()
+        f = _ITEM_UNPACKERS[body_len] = Struct(f">i8xii{body_len}xH").unpack_from
+    return f
+
+# RECORD_V4_HEAD for a batch's records: the 48 bytes SYSFLAG..PREPAREDTRANSACTIONOFFSET are
+# the same for every record of a batch and packed once (_REC_TAIL).
+_REC_HEAD: Final = Struct(
+    ">i"  # TOTALSIZE
+    "i"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "48s"  # SYSFLAG .. PREPAREDTRANSACTIONOFFSET: _REC_TAIL
+    "i"  # body length
+)
+_REC_TAIL: Final = Struct(
+    ">i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "8s"  # BORNHOST ip + port
+    "q"  # STORETIMESTAMP
+    "8s"  # STOREHOSTADDRESS ip + port
+    "i"  # RECONSUMETIMES
+    "q"  # PREPAREDTRANSACTIONOFFSET
+)
 
 
 # ---- message types --------------------------------------------------------------------------
@@ -1394,109 +1429,124 @@ class DefaultMessageStore(_StoreReadMixin):
         qoff: int,
         now_ms: int,
     ) -> tuple[list[int], list[_BatchItem]] | PutMessageStatus:
-        """Validate and write every item in one pass into mf (the caller checked it fits).
+        """Validate every item, then write the whole batch into mf with one copy.
 
         A record is [88-byte head][BODY][topic][PROPLEN PROPS] and an item is [TOTAL MAGIC CRC
-        FLAG BODYLEN][BODY][PROPLEN PROPS]: one pack, three copies. Nothing is published before
-        the whole batch passed; a bad item zeroes what this call wrote and rejects the batch.
+        FLAG BODYLEN][BODY][PROPLEN PROPS]: per item one unpack, one pack of the head and pieces
+        taken from the body; the pieces are joined and copied once after the last item passed,
+        so a rejected batch writes nothing. The caller checked the batch fits mf.
         Returns (CQ units, items when the index is built here) or the rejecting status.
         """
         tb = info[0]
-        tl = len(tb)
+        base = 90 + len(tb)
         extra = len(bp)
         sep_bp = b"\x02" + bp
-        mm = mf.mm
         fbase = mf.file_from_offset
-        p0 = p = mf.wrote_position
-        sys_flag, born_ts, born_host, store_host, recon = (
-            batch.sys_flag & ~0x30,
-            batch.born_timestamp,
-            batch.born_host,
-            batch.store_host,
-            batch.reconsume_times,
-        )
+        p0 = mf.wrote_position
+        phy = fbase + p0
+        tail = _REC_TAIL.pack(
+            batch.sys_flag & ~0x30, batch.born_timestamp, batch.born_host, now_ms,
+            batch.store_host, batch.reconsume_times, 0,
+        )  # fmt: skip
         qid = batch.queue_id
         bp_tags = prop_value(bp, b"TAGS\x01") if bp else None
+        # items whose properties start with tag_pre (b"TAGS\x01<value>\x02") have last_tc;
+        # b"TAGS\x01\x02" (empty tags, code 0) is what a general lookup gives for it as well.
+        # pr is an item's props piece: PROPLEN + PROPS, or PROPS alone with batch properties.
+        tag_pre = b"TAGS\x01\x02"
+        tag_at = 0 if extra else 2
+        tag_end = tag_at + len(tag_pre)
+        last_tc = 0
         tags_cache = self._tags_cache
         inline = self._index_inline
         items: list[_BatchItem] = []
         units: list[int] = []
-        tags: bytes | None
+        pieces: list[bytes | memoryview] = []
         mv = memoryview(raw)
         n_raw = len(raw)
-        unpack_item = _BATCH_ITEM.unpack_from
-        u16 = _U16_UNPACK
-        pack = _REC_PACK
-        find = raw.find
+        ub = 0
+        item_unpack = _item_unpacker(0)
+        head = _REC_HEAD.pack
         pos = 0
-        bad: PutMessageStatus | None = None
         try:
             while pos < n_raw:
-                itotal, _magic, _crc, flag, bl = unpack_item(raw, pos)
+                try:  # the item head and PROPLEN in one unpack, for the last body length seen
+                    itotal, flag, bl, pl = item_unpack(raw, pos)
+                except struct_error:
+                    bl = -1
+                if bl != ub:
+                    bl = _I32_UNPACK(raw, pos + 16)[0]
+                    if bl < 0 or pos + 22 + bl > n_raw:
+                        break
+                    item_unpack = _item_unpacker(bl)
+                    ub = bl
+                    itotal, flag, bl, pl = item_unpack(raw, pos)
                 a = pos + 20
                 pp = a + bl
-                if bl < 0 or pp + 2 > n_raw:
-                    bad = PutMessageStatus.MESSAGE_ILLEGAL
-                    break
-                pl = u16(raw, pp)[0]
                 pe = pp + 2 + pl
                 if itotal != 22 + bl + pl or pe > n_raw:
-                    bad = PutMessageStatus.MESSAGE_ILLEGAL
                     break
-                rpl = pl
-                if extra:  # item props + (separator) + batch props
-                    rpl += extra + (1 if pl and raw[pe - 1] != 2 else 0)
-                if rpl > 32767:
-                    bad = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                    break
-                if find(b"DELAY\x01", pp + 2, pe) >= 0 and prop_value(
-                    raw[pp + 2 : pe], b"DELAY\x01"
-                ) not in (None, b"0"):
-                    bad = PutMessageStatus.MESSAGE_ILLEGAL
-                    break
-                size = 90 + tl + bl + rpl
                 b = mv[a:pp]
-                pack(
-                    mm, p, size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
-                    fbase + p, sys_flag, born_ts, born_host, now_ms, store_host, recon, 0, bl,
-                )  # fmt: skip
-                q = p + 88
-                mm[q : q + bl] = b
-                q += bl
-                mm[q : q + tl] = tb
-                q += tl
-                if rpl == pl:
-                    mm[q : q + 2 + pl] = mv[pp:pe]
+                if extra:  # item props + (separator) + batch props
+                    rpl = pl + extra + (1 if pl and raw[pe - 1] != 2 else 0)
+                    if rpl > 32767:
+                        break
+                    size = base + bl + rpl
+                    pr = raw[pp + 2 : pe]
+                    pieces += (
+                        head(size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
+                             phy, tail, bl),
+                        b, tb, _I16.pack(rpl), pr, sep_bp if rpl - pl > extra else bp,
+                    )  # fmt: skip
                 else:
-                    _I16_PACK(mm, q, rpl)
-                    q += 2
-                    mm[q : q + pl] = mv[pp + 2 : pe]
-                    q += pl
-                    mm[q : q + rpl - pl] = sep_bp if rpl - pl > extra else bp
-                tc = 0
-                ti = find(b"TAGS\x01", pp + 2, pe)
-                if ti >= 0 and (ti == pp + 2 or raw[ti - 1] == 2):
-                    te = find(b"\x02", ti + 5, pe)
-                    tags = raw[ti + 5 : te if te >= 0 else pe]
+                    if pl > 32767:
+                        break
+                    rpl = pl
+                    size = base + bl + pl
+                    pr = raw[pp:pe]
+                    pieces += (
+                        head(size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
+                             phy, tail, bl),
+                        b, tb, pr,
+                    )  # fmt: skip
+                if pr[tag_at:tag_end] == tag_pre:
+                    tc = last_tc
                 else:
-                    tags = bp_tags
-                if tags:
-                    c = tags_cache.get(tags)
-                    tc = c if c is not None else self._tag_hash(tags)
-                units += (fbase + p, size, tc)
+                    tc = 0
+                    tags = prop_value(pr[tag_at:], b"TAGS\x01")
+                    if tags is None:
+                        tags = bp_tags
+                    if tags:
+                        c = tags_cache.get(tags)
+                        tc = c if c is not None else self._tag_hash(tags)
+                        te = tag_at + 5 + len(tags)
+                        if pr.startswith(b"TAGS\x01", tag_at) and pr[te : te + 1] == b"\x02":
+                            tag_pre = pr[tag_at : te + 1]
+                            tag_end = te + 1
+                            last_tc = tc
+                units += (phy, size, tc)
                 if inline:
                     items.append((pos, flag, bl, pl, rpl))
-                p += size
+                phy += size
                 qoff += 1
                 pos += itotal
         except (ValueError, IndexError, struct_error):
-            bad = PutMessageStatus.MESSAGE_ILLEGAL
-        if bad is None and not units:
-            bad = PutMessageStatus.MESSAGE_ILLEGAL
-        if bad is not None:
-            if p > p0:
-                mm[p0:p] = bytes(p - p0)  # nothing of a rejected batch may look like a record
-            return bad
+            pos = -1
+        # One search for DELAY in the properties of all items (a body may hold any bytes); a
+        # hit, which may span two items' pieces, or a bad item: _batch_items then names the
+        # first bad item's status, checked in the same order as always.
+        if (
+            pos != n_raw
+            or not units
+            or b"".join(pieces[4::6] if extra else pieces[3::4]).find(b"DELAY\x01") >= 0
+        ):
+            checked = _batch_items(raw, bp, base)
+            if isinstance(checked, PutMessageStatus):
+                return checked
+            if pos != n_raw:  # not reached: both passes apply the same checks
+                return PutMessageStatus.MESSAGE_ILLEGAL
+        p = phy - fbase
+        mf.mm[p0:p] = b"".join(pieces)
         mf.wrote_position = p
         return units, items
 

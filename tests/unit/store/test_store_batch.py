@@ -1,0 +1,171 @@
+"""put_messages against a reference built here: record bytes, tag codes and reject statuses."""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol.record import encode_record
+from store.index import java_hash_bytes
+from store.message_store import MessageExtBatch, PutMessageStatus
+from tests.unit.store.store_helpers import open_store, small_config
+
+S = PutMessageStatus
+BORN = b"\x0a\x00\x00\x02\x00\x00\x30\x39"
+STORE = b"\x7f\x00\x00\x01\x00\x00\x27\x10"
+TOPIC = "BT"
+QID = 1
+
+# property names and values likely to trip a parser: TAGS / DELAY as names, inside values and
+# as suffixes of other names
+_NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "XTAGS", "XDELAY", "WAIT"]
+_VALUES = ["", "0", "3", "A", "TagA", "k1 k2", "TAGS", "DELAY"]
+_BODY_BITS = [b"", b"x", b"TAGS\x01A\x02", b"DELAY\x013", b"\x02DELAY\x01", b"\x00" * 5]
+
+
+@dataclass
+class Item:
+    flag: int
+    body: bytes
+    props: bytes
+    total_delta: int = 0  # a wrong TOTALSIZE when != 0
+
+
+def _props(pairs: list[tuple[str, str]], trailing: bool) -> bytes:
+    s = "\x02".join(f"{k}\x01{v}" for k, v in pairs)
+    return (s + ("\x02" if trailing and s else "")).encode()
+
+
+items_st = st.builds(
+    Item,
+    flag=st.integers(0, 2**31 - 1),
+    body=st.lists(st.sampled_from(_BODY_BITS), max_size=4).map(b"".join),
+    props=st.builds(
+        _props,
+        st.lists(st.tuples(st.sampled_from(_NAMES), st.sampled_from(_VALUES)), max_size=4),
+        st.booleans(),
+    ),
+)
+batch_props_st = st.sampled_from(["", "CLUSTER\x01c1", "TAGS\x01BT", "A\x01b\x02TAGS\x01Z\x02"])
+
+
+def _encode(items: list[Item]) -> bytes:
+    out = b""
+    for it in items:
+        total = 22 + len(it.body) + len(it.props) + it.total_delta
+        out += struct.pack(">iiiii", total, 0, 0, it.flag, len(it.body)) + it.body
+        out += struct.pack(">H", len(it.props)) + it.props
+    return out
+
+
+def _first(props: bytes, name: bytes) -> bytes | None:
+    """Value of the first property called name (reference parser: split on separators)."""
+    for seg in props.split(b"\x02"):
+        if seg.startswith(name + b"\x01"):
+            return seg[len(name) + 1 :]
+    return None
+
+
+def _stored_props(it: Item, bp: bytes) -> bytes:
+    if not bp:
+        return it.props
+    if it.props and not it.props.endswith(b"\x02"):
+        return it.props + b"\x02" + bp
+    return it.props + bp
+
+
+def _expected_status(items: list[Item], bp: bytes) -> PutMessageStatus:
+    if not items:
+        return S.MESSAGE_ILLEGAL
+    for it in items:
+        if it.total_delta:
+            return S.MESSAGE_ILLEGAL
+        if len(_stored_props(it, bp)) > 32767:
+            return S.PROPERTIES_SIZE_EXCEEDED
+        if _first(it.props, b"DELAY") not in (None, b"0"):
+            return S.MESSAGE_ILLEGAL
+    return S.PUT_OK
+
+
+def _tags_code(props: bytes) -> int:
+    tags = _first(props, b"TAGS")
+    return java_hash_bytes(tags) if tags else 0
+
+
+def _check_batch(items: list[Item], bp_s: str, file_size: int) -> None:
+    bp = bp_s.encode()
+    with tempfile.TemporaryDirectory() as root:
+        s = open_store(small_config(root, mappedFileSizeCommitLog=file_size))
+        try:
+            s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"first", b"")]), QID), 5)
+            max0 = s.max_phy_offset
+            cq_max0 = s.get_max_offset_in_queue(TOPIC, QID)
+            batch = MessageExtBatch(
+                TOPIC, _encode(items), QID, sys_flag=0x30, born_timestamp=77, born_host=BORN,
+                store_host=STORE, reconsume_times=2, batch_properties=bp_s,
+            )  # fmt: skip
+            r = s.put_messages(batch, 1_234)
+            want = _expected_status(items, bp)
+            assert r.status is want
+            if want is not S.PUT_OK:
+                assert s.max_phy_offset == max0
+                assert s.get_max_offset_in_queue(TOPIC, QID) == cq_max0
+                mf = s.commitlog._cur
+                assert mf is not None
+                p = mf.wrote_position
+                assert bytes(mf.mm[p : p + 256]) == bytes(len(mf.mm[p : p + 256]))
+                return
+            assert r.msg_num == len(items)
+            assert r.offsets[0] == max0
+            cq = s.consume_queues[(TOPIC, QID)]
+            for i, (it, phy) in enumerate(zip(items, r.offsets, strict=True)):
+                props = _stored_props(it, bp)
+                exp = encode_record(
+                    body=it.body, topic=TOPIC.encode(), properties=props, queue_id=QID,
+                    flag=it.flag, queue_offset=cq_max0 + i, phy_offset=phy, sys_flag=0,
+                    born_timestamp=77, born_host=BORN, store_timestamp=1_234, store_host=STORE,
+                    reconsume_times=2,
+                )  # fmt: skip
+                got = s.select_one_message_by_offset(phy)
+                assert got is not None and bytes(got) == exp
+                assert cq.get_unit(cq_max0 + i) == (phy, len(exp), _tags_code(props))
+            assert s.max_phy_offset == r.offsets[-1] + len(exp)
+        finally:
+            s.shutdown(10_000)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(items_st, max_size=6), batch_props_st)
+def test_batch_matches_reference(items: list[Item], bp: str) -> None:
+    _check_batch(items, bp, 1 << 20)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(items_st, min_size=1, max_size=6),
+    batch_props_st,
+    st.integers(0, 5),
+    st.sampled_from([-1, 1, 1000]),
+)
+def test_bad_item_rejects_whole_batch(items: list[Item], bp: str, k: int, delta: int) -> None:
+    items[k % len(items)].total_delta = delta
+    _check_batch(items, bp, 1 << 20)
+
+
+def test_properties_too_long_and_delay_order() -> None:
+    big = Item(0, b"b", b"K\x01" + b"v" * 32766)
+    delayed = Item(0, b"d", b"DELAY\x012")
+    ok = Item(0, b"o", b"TAGS\x01A")
+    assert _expected_status([ok, big, delayed], b"") is S.PROPERTIES_SIZE_EXCEEDED
+    _check_batch([ok, big, delayed], "", 1 << 20)
+    _check_batch([ok, delayed, big], "", 1 << 20)
+    _check_batch([ok, Item(0, b"b", b"K\x01" + b"v" * 32760)], "CLUSTER\x01c1", 1 << 20)
+
+
+def test_batch_near_file_end_takes_the_slow_path() -> None:
+    items = [Item(i, b"x" * 200, b"TAGS\x01T\x02KEYS\x01k") for i in range(40)]
+    _check_batch(items, "CLUSTER\x01c1", 16 * 1024)
