@@ -55,6 +55,9 @@ class BrokerConfig:
     traceOn: bool = True
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
+    transactionTimeOut: int = 6000  # a half message older than this (ms) is checked
+    transactionCheckMax: int = 15  # checks before a half message is discarded
+    transactionCheckInterval: int = 60000  # TransactionalMessageCheckService period (ms)
     channelExpiredTimeout: int = 120000
     notifyConsumerIdsChangedEnable: bool = True
     slaveReadEnable: bool = False

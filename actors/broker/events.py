@@ -101,6 +101,18 @@ class OffsetMoved:
     offset_new: int
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerGroupChanged:
+    """A producer group's live connections (heartbeats), for transaction check-backs."""
+
+    # ProducerManager lives in client_manage; the send actor hosts the transaction check
+    # (it re-puts half messages, so it must be the writer) and needs a channel per PGROUP.
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
+    group: str
+    conn_ids: tuple[int, ...]
+
+
 BrokerEvent = (
     TopicConfigChanged
     | TopicsDeleted
@@ -110,4 +122,5 @@ BrokerEvent = (
     | ConsumerGroupRemoved
     | OffsetCommitted
     | OffsetMoved
+    | ProducerGroupChanged
 )

@@ -19,6 +19,7 @@ from actors.broker.events import (
     ConsumerGroupRemoved,
     OffsetCommitted,
     OffsetMoved,
+    ProducerGroupChanged,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
@@ -51,6 +52,7 @@ class BrokerState:
         self.groups = SubscriptionGroupManager(broker_config)
         self.offsets = ConsumerOffsetManager()
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
+        self.producer_groups: dict[str, tuple[int, ...]] = {}  # group -> live conn ids
 
     def apply_state(self, ev: BrokerEvent) -> int | None:
         """Apply one event; TOPICS_CHANGED | GROUPS_CHANGED bits, None for an unknown event."""
@@ -79,6 +81,11 @@ class BrokerState:
             self.consumer_groups[ev.info.group] = ev.info
         elif isinstance(ev, ConsumerGroupRemoved):
             self.consumer_groups.pop(ev.group, None)
+        elif isinstance(ev, ProducerGroupChanged):
+            if ev.conn_ids:
+                self.producer_groups[ev.group] = ev.conn_ids
+            else:
+                self.producer_groups.pop(ev.group, None)
         elif not isinstance(ev, OffsetMoved):  # OffsetMoved: no table, the send core stores it
             return None
         return changed

@@ -88,3 +88,31 @@ def test_cpp_orderly_send_and_consume(local_cluster, tmp_path: Path, venv: str) 
         per_queue.setdefault(e["queueId"], []).append(i)
     for qid, order in per_queue.items():
         assert order == sorted(order), f"queue {qid} delivered out of order: {order}"
+
+
+def test_cpp_transaction_commit_rollback_and_check_back(local_cluster, tmp_path: Path) -> None:
+    """librocketmq 2.1.0's transaction producer (spec §14.7 row 7): COMMIT is consumed, ROLLBACK
+    never is, UNKNOWN gets a CHECK_TRANSACTION_STATE and is consumed once the checker commits."""
+    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster, transactionCheckInterval="1000", transactionTimeOut="1000")
+    topic, n = "CppTransaction", 3
+    code, events, err = run_driver(
+        [str(python), str(CLIENTS / "cpp_transaction.py"), cluster.namesrv_addr(), topic, str(n),
+         str(CONSUME_TIMEOUT_S)],
+        tmp_path / topic, WALL_TIMEOUT_S, env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
+    sent = [e for e in events if e["event"] == "sent"]
+    assert len(sent) == 3 * n and all(e["rc"] == 0 and e["status"] == 0 for e in sent), sent
+    checked = {e["body"] for e in events if e["event"] == "checked"}
+    assert {f"unknown-{i}" for i in range(n)} <= checked
+    assert not {b for b in checked if not b.startswith("unknown-")}, "only UNKNOWN is checked"
+    for e in events:
+        if e["event"] == "checked":
+            assert e["topic"] == topic and int(e["checkTimes"]) >= 1
+    received = [e["body"] for e in events if e["event"] == "received"]
+    assert set(received) == {f"{k}-{i}" for k in ("commit", "unknown") for i in range(n)}
+    assert len(received) == len(set(received)), f"duplicates: {received}"
+    assert events[-1]["event"] == "done"

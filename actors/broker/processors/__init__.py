@@ -73,7 +73,13 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
     ProcessorGroup(
         "send",
         frozenset(
-            {RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.CONSUMER_SEND_MSG_BACK}
+            {
+                RC.SEND_MESSAGE,
+                RC.SEND_MESSAGE_V2,
+                RC.SEND_BATCH_MESSAGE,
+                RC.CONSUMER_SEND_MSG_BACK,
+                RC.END_TRANSACTION,  # the commit is a put: THE writer serves it (DESIGN.md)
+            }
         ),
         "waitTimeMillsInSendQueue",
         _build_send,

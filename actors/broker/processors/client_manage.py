@@ -16,6 +16,7 @@ from actors.broker.context import BrokerContext
 from actors.broker.events import (
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
+    ProducerGroupChanged,
     SubscriptionGroupChanged,
     TopicConfigChanged,
 )
@@ -23,9 +24,9 @@ from actors.broker.producer_manager import ProducerManager
 from actors.broker.topic_config import PERM_READ, PERM_WRITE
 from actors.core import CodeDispatchCore, Request
 from protocol.bodies import HeartbeatData
+from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, retry_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
-from protocol.codes import retry_topic
 from protocol.command import RemotingCommand
 from protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
 
@@ -49,7 +50,8 @@ class ClientManageProcessor(CodeDispatchCore):
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Remove the channel from every group and notify the remaining consumers."""
-        self.producers.on_connection_closed(conn_id)
+        for group in self.producers.on_connection_closed(conn_id):
+            self._producers_changed(group)
         for group in self.consumers.on_connection_closed(conn_id):
             self._group_changed(group, notify=True)
 
@@ -61,6 +63,8 @@ class ClientManageProcessor(CodeDispatchCore):
             self._next_scan_ms = now_ms + HOUSEKEEPING_INTERVAL_MS
             gone_producers = self.producers.scan_expired(now_ms)
             gone_consumers = self.consumers.scan_expired(now_ms)
+            for group in {g for g, _ in gone_producers}:
+                self._producers_changed(group)
             for group in {g for g, _ in gone_consumers}:
                 self._group_changed(group, notify=True)
             # Java closes an expired channel too (RemotingUtil.closeChannel): the client
@@ -76,6 +80,13 @@ class ClientManageProcessor(CodeDispatchCore):
             close(conn_id)
 
     # --- helpers --------------------------------------------------------------------------
+
+    def _producers_changed(self, group: str) -> None:
+        """Tell the send actor (transaction check-backs) the group's live connections."""
+        if group == CLIENT_INNER_PRODUCER_GROUP:  # every client has it; never transactional
+            return
+        conns = self.producers.groups.get(group, {})
+        self.ctx.emit(ProducerGroupChanged(group, tuple(sorted(conns))))
 
     def _group_changed(self, group: str, *, notify: bool) -> None:
         info = self.consumers.info(group)
@@ -139,8 +150,8 @@ class ClientManageProcessor(CodeDispatchCore):
             if changed or notify:
                 self._group_changed(group, notify=notify)
         for pd in data.producer_data_set:
-            if pd.group_name:
-                self.producers.register(pd.group_name, channel)
+            if pd.group_name and self.producers.register(pd.group_name, channel):
+                self._producers_changed(pd.group_name)
         return cmd.make_response(RS.SUCCESS, None, None)
 
     # --- UNREGISTER_CLIENT ----------------------------------------------------------------
@@ -150,8 +161,8 @@ class ClientManageProcessor(CodeDispatchCore):
         h = UnregisterClientRequestHeader.from_ext(cmd.ext_fields)
         producer_group = h.producer_group
         consumer_group = h.consumer_group
-        if producer_group:
-            self.producers.unregister(producer_group, req.conn_id)
+        if producer_group and self.producers.unregister(producer_group, req.conn_id):
+            self._producers_changed(producer_group)
         if consumer_group and self.consumers.unregister(consumer_group, req.conn_id):
             self._group_changed(consumer_group, notify=True)
         return cmd.make_response(RS.SUCCESS, None, {})

@@ -29,6 +29,7 @@ from actors.broker.topic_config import (
     is_writeable,
     validate_topic,
 )
+from actors.broker.transaction import TransactionalMessageService
 from actors.core import FAQ_SUFFIX, Request
 from protocol.bodies import MessageQueue, dumps_compact
 from protocol.codes import (
@@ -51,6 +52,7 @@ from protocol.command import (
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_send_header,
@@ -93,6 +95,7 @@ RW: Final = PERM_READ | PERM_WRITE
 JAVA: Final = int(Lang.JAVA)
 _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
+_END_TX: Final = int(RC.END_TRANSACTION)
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
 # SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
@@ -169,6 +172,7 @@ class SendMessageProcessor:
         self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         ctx.on_event(OffsetMoved, self._on_offset_moved)
         self.schedule = self._start_schedule()
+        self.tx = self._start_transactions()
 
     def _start_schedule(self) -> ScheduleMessageService | None:
         """The delay-level delivery service, on a master's writer store only."""
@@ -178,6 +182,15 @@ class SendMessageProcessor:
         if str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE":
             return None
         return ScheduleMessageService(store, self.ctx.store_config)
+
+    def _start_transactions(self) -> TransactionalMessageService | None:
+        """END_TRANSACTION and the check-back, on a master's writer store only."""
+        if not isinstance(self.store, DefaultMessageStore) or self._is_slave():
+            return None
+        return TransactionalMessageService(self.ctx, self.store_host, self._emit_topic)
+
+    def _is_slave(self) -> bool:
+        return str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE"
 
     def before_store_shutdown(self, now_ms: int) -> None:
         """Clean shutdown, just before the store closes: persist the delay offsets."""
@@ -197,6 +210,8 @@ class SendMessageProcessor:
         try:
             if cmd.code == _SEND_BACK:
                 resp = self._send_back(req, now_ms)
+            elif cmd.code == _END_TX:
+                resp = self._end_transaction(req, now_ms)
             else:
                 resp = self._send(req, now_ms)
         except HeaderFieldError as e:
@@ -215,6 +230,9 @@ class SendMessageProcessor:
         if self.schedule is not None:
             s = self.schedule.tick(now_ms)
             wait = s if wait is None else min(wait, s)
+        if self.tx is not None:
+            t = self.tx.tick(now_ms)
+            wait = t if wait is None else min(wait, t)
         if self.waiting:
             wait = 1 if wait is None else min(wait, 1)
         return wait
@@ -648,6 +666,23 @@ class SendMessageProcessor:
         if result.status is _PS.PUT_OK:
             return cmd.make_response(RS.SUCCESS)
         return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
+
+    # --- END_TRANSACTION -------------------------------------------------------------------
+
+    def _end_transaction(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """EndTransactionProcessor: commit or roll back a half message (mostly oneway)."""
+        cmd = req.cmd
+        h = EndTransactionRequestHeader.from_ext(cmd.ext_fields)
+        if self.tx is None:
+            return cmd.make_response(RS.SLAVE_NOT_AVAILABLE, "Can't process transaction on slave")
+        res = self.tx.end_transaction(h, now_ms)
+        if res is None:
+            return None
+        code, remark = res
+        if code != RS.SUCCESS:
+            log.warning("END_TRANSACTION group=%s offset=%d from %s:%d: %s", h.producer_group,
+                        h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
+        return cmd.make_response(code, remark)
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 

@@ -1,0 +1,342 @@
+"""Transactional messages: END_TRANSACTION commit / rollback and the half-message check-back.
+
+Mirrors broker/processor/EndTransactionProcessor.java, broker/transaction/queue/
+TransactionalMessageServiceImpl.java (with TransactionalMessageBridge.java) and
+broker/transaction/TransactionalMessageCheckService.java, RocketMQ 4.9.x (spec §9.7).
+
+A pure core hosted by the send processor, because both halves write to the store and the send
+actor is THE writer: `end_transaction()` serves request 37 and `tick()` runs the check every
+transactionCheckInterval. Progress lives where RocketMQ keeps it, as consumer offsets of group
+CID_RMQ_SYS_TRANS on the half and op queues (OffsetCommitted events, persisted by the
+controller in consumerOffset.json). Producer connections per PGROUP arrive from client_manage
+as ProducerGroupChanged events.
+
+The check of one run: read the op queue (each op record's body is the half queue offset it
+closes), walk the half queue from the saved offset up to the max seen at the start of the run,
+skip what an op closed, stop at the first half message younger than transactionTimeOut (or its
+CHECK_IMMUNITY_TIME_IN_SECONDS), and for each older one put it back on the half queue with
+TRANSACTION_CHECK_TIMES + 1 and send CHECK_TRANSACTION_STATE (oneway) for the copy to one live
+connection of its producer group. After transactionCheckMax checks a half message goes to
+TRANS_CHECK_MAX_TIME_TOPIC instead. As in RocketMQ the outcome is at-least-once: a producer
+that answers both the original and the copy commits twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from actors.broker.events import OffsetCommitted
+from actors.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
+from protocol.codes import (
+    CID_RMQ_SYS_TRANS,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+)
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from protocol.command import RemotingCommand
+from protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from protocol.message import (
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    MessageExt,
+)
+from protocol.record import encode_record, properties_to_string
+from store.consume_queue import PRE_BLANK_SIZE
+from store.message_store import (
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+    offset_msg_id,
+)
+
+log = logging.getLogger(__name__)
+
+HALF_TOPIC: Final = RMQ_SYS_TRANS_HALF_TOPIC
+OP_TOPIC: Final = RMQ_SYS_TRANS_OP_HALF_TOPIC
+CHECK_GROUP: Final = CID_RMQ_SYS_TRANS
+REMOVE_TAG: Final = "d"  # TransactionalMessageUtil.REMOVETAG
+MAX_CHECKS_PER_TICK: Final = 256  # the send actor serves no request meanwhile
+MAX_OPS_PER_RUN: Final = 8192
+RW: Final = PERM_READ | PERM_WRITE
+_CHECK_STATE: Final = int(RC.CHECK_TRANSACTION_STATE)
+
+
+class TransactionalMessageService:
+    """END_TRANSACTION and the periodic check, on the writer's store."""
+
+    def __init__(
+        self,
+        ctx: Any,
+        store_host: bytes,
+        emit_topic: Callable[[TopicConfig], None],
+    ) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        bc = ctx.broker_config
+        self.store_host = store_host
+        self.emit_topic = emit_topic
+        self.timeout_ms = int(bc.transactionTimeOut)
+        self.check_max = int(bc.transactionCheckMax)
+        self.interval_ms = max(1, int(bc.transactionCheckInterval))
+        hours = int(getattr(ctx.store_config, "fileReservedTime", 72))
+        self.reserved_ms = hours * 3_600_000
+        self.next_check: int | None = None
+        self.checks_sent = 0
+        self.discarded = 0
+        self._rr = 0
+
+    # --- END_TRANSACTION ------------------------------------------------------------------
+
+    def end_transaction(
+        self, h: EndTransactionRequestHeader, now_ms: int
+    ) -> tuple[int, str | None] | None:
+        """Commit or roll back a half message: (code, remark), or None (nothing to answer)."""
+        kind = h.commit_or_rollback
+        if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            if kind != TRANSACTION_NOT_TYPE:
+                log.warning("END_TRANSACTION with unknown commitOrRollback=%d", kind)
+            return None
+        msg = self.store.look_message_by_offset(h.commit_log_offset)
+        if msg is None or msg.topic != HALF_TOPIC:
+            return RS.SYSTEM_ERROR, "Find prepared transaction message failed"
+        props = msg.properties
+        if props.get(PROPERTY_PRODUCER_GROUP) != h.producer_group:
+            return RS.SYSTEM_ERROR, "The producer group wrong"
+        if msg.queue_offset != h.tran_state_table_offset:
+            return RS.SYSTEM_ERROR, "The transaction state table offset wrong"
+        if msg.commit_log_offset != h.commit_log_offset:
+            return RS.SYSTEM_ERROR, "The commit log offset wrong"
+        if kind == TRANSACTION_COMMIT_TYPE:
+            inner = self._real_message(msg, h.commit_log_offset)
+            if inner is None:
+                return RS.SYSTEM_ERROR, "the half message has no REAL_TOPIC / REAL_QID"
+            result = self.store.put_message(inner, now_ms)
+            if result.status is not PutMessageStatus.PUT_OK:
+                return RS.SYSTEM_ERROR, f"store the committed message failed: {result.status.name}"
+        if not self._put_op(msg, now_ms):
+            log.warning("op record for half offset %d not stored", msg.queue_offset)
+        return RS.SUCCESS, None
+
+    def _real_message(self, msg: MessageExt, half_phy: int) -> MessageExtBrokerInner | None:
+        """The committed message: real topic and queue, tx bits COMMIT (endMessageTransaction)."""
+        props = dict(msg.properties)
+        topic = props.pop(PROPERTY_REAL_TOPIC, None)
+        qid = props.pop(PROPERTY_REAL_QUEUE_ID, None)
+        props.pop(PROPERTY_TRANSACTION_PREPARED, None)
+        if not topic or qid is None or not qid.lstrip("-").isdigit():
+            return None
+        inner = MessageExtBrokerInner.from_stored(
+            msg, topic, int(qid), props, store_host=self.store_host
+        )
+        inner.sys_flag = (msg.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
+        inner.prepared_transaction_offset = half_phy
+        return inner
+
+    def _put_op(self, half: MessageExt, now_ms: int) -> bool:
+        """The op record closing a half message: tag "d", body = its half queue offset."""
+        self._topic(OP_TOPIC)
+        op = MessageExtBrokerInner(
+            OP_TOPIC,
+            str(half.queue_offset).encode("ascii"),
+            0,
+            {PROPERTY_TAGS: REMOVE_TAG},
+            half.queue_id,
+            0,
+            now_ms,
+            self.store_host,
+            self.store_host,
+        )
+        return self.store.put_message(op, now_ms).status is PutMessageStatus.PUT_OK
+
+    def _topic(self, name: str) -> None:
+        tc, created = self.ctx.topics.create_in_send_back(name, 1, RW)
+        if created:
+            self.emit_topic(tc)
+
+    # --- the check ------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> int:
+        """Run the check when due; ms until the next wanted tick."""
+        if self.next_check is None:  # the service's first run waits one interval
+            self.next_check = now_ms + self.interval_ms
+        if now_ms < self.next_check:
+            return self.next_check - now_ms
+        try:
+            more = self.check(now_ms)
+        except Exception:
+            log.exception("transaction check failed")
+            more = False
+        self.next_check = now_ms if more else now_ms + self.interval_ms
+        return self.next_check - now_ms
+
+    def check(self, now_ms: int, budget: int = MAX_CHECKS_PER_TICK) -> bool:
+        """One pass over the half queue; True when it stopped on the budget (more to do)."""
+        store = self.store
+        half_cq = store.consume_queues.get((HALF_TOPIC, 0))
+        if half_cq is None:
+            return False
+        offsets = self.ctx.offsets
+        half_max = half_cq.get_max_offset_in_queue()
+        half_start = max(offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0),
+                         half_cq.get_min_offset_in_queue())  # fmt: skip
+        if half_start >= half_max:
+            return False
+        op_start, closes, done_ops = self._read_ops(half_start)
+        i = half_start
+        more = False
+        while i < half_max:
+            if budget <= 0:
+                more = True
+                break
+            op = closes.pop(i, None)
+            if op is not None:
+                done_ops.add(op)
+                i += 1
+                continue
+            unit = half_cq.get_unit(i)
+            msg = None
+            if unit is not None and unit[1] != PRE_BLANK_SIZE:
+                msg = store.look_message_by_offset(unit[0])
+            if msg is None:
+                log.warning("transaction check: no half message at queue offset %d", i)
+                i += 1
+                continue
+            props = msg.properties
+            times = _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
+            if times >= self.check_max:
+                self._discard(msg, now_ms)
+                i += 1
+                continue
+            if now_ms - msg.store_timestamp > self.reserved_ms:
+                i += 1  # needSkip: older than the commit log keeps files
+                continue
+            age = now_ms - msg.born_timestamp
+            immunity = self.timeout_ms
+            secs = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+            if secs is not None:
+                immunity = _int(secs, self.timeout_ms // 1000) * 1000
+            if 0 <= age < immunity:
+                break  # this one and every later one are too young
+            copy = self._put_back(msg, times + 1, now_ms)
+            if copy is None:
+                break
+            self._send_check(msg, copy)
+            budget -= 1
+            i += 1
+        if i != half_start:
+            self.ctx.emit(OffsetCommitted(CHECK_GROUP, HALF_TOPIC, 0, i))
+        new_op = op_start
+        while new_op in done_ops:
+            new_op += 1
+        if new_op != op_start:
+            self.ctx.emit(OffsetCommitted(CHECK_GROUP, OP_TOPIC, 0, new_op))
+        return more
+
+    def _read_ops(self, half_start: int) -> tuple[int, dict[int, int], set[int]]:
+        """(op start, half offset -> op offset still open, op offsets already done)."""
+        store = self.store
+        closes: dict[int, int] = {}
+        done: set[int] = set()
+        op_cq = store.consume_queues.get((OP_TOPIC, 0))
+        if op_cq is None:
+            return 0, closes, done
+        start = max(self.ctx.offsets.query_offset(CHECK_GROUP, OP_TOPIC, 0),
+                    op_cq.get_min_offset_in_queue())  # fmt: skip
+        end = min(op_cq.get_max_offset_in_queue(), start + MAX_OPS_PER_RUN)
+        for o in range(start, end):
+            unit = op_cq.get_unit(o)
+            m = None
+            if unit is not None and unit[1] != PRE_BLANK_SIZE:
+                m = store.look_message_by_offset(unit[0])
+            hq = _int(bytes(m.body).decode("ascii", "replace"), -1) if m is not None else -1
+            if hq < half_start:
+                done.add(o)  # closes a half message already passed (or unreadable)
+            else:
+                closes[hq] = o
+        return start, closes, done
+
+    def _put_back(self, msg: MessageExt, times: int, now_ms: int) -> PutMessageResult | None:
+        """putBackHalfMsgQueue: the half message again at the queue's end, check count + 1."""
+        props = dict(msg.properties)
+        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
+        inner = MessageExtBrokerInner.from_stored(
+            msg, HALF_TOPIC, msg.queue_id, props, store_host=self.store_host
+        )
+        result = self.store.put_message(inner, now_ms)
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.warning("transaction check: put back failed %s", result.status.name)
+            return None
+        return result
+
+    def _send_check(self, msg: MessageExt, copy: PutMessageResult) -> None:
+        """CHECK_TRANSACTION_STATE (oneway) for the copy, to one connection of its group."""
+        props = dict(msg.properties)
+        group = props.get(PROPERTY_PRODUCER_GROUP, "")
+        conns = self.ctx.producer_groups.get(group)
+        outbox = self.ctx.outbox
+        if not conns or outbox is None:
+            log.warning("transaction check: no live producer of group %r", group)
+            return
+        conn = conns[self._rr % len(conns)]
+        self._rr += 1
+        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(
+            _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0) + 1
+        )
+        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=copy.logics_offset,
+            commit_log_offset=copy.wrote_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=offset_msg_id(self.store_host, copy.wrote_offset),
+        )
+        # MessageDecoder.encode of the copy as Broker2Client sends it: real topic and queue
+        body = encode_record(
+            body=bytes(msg.body),
+            topic=props.get(PROPERTY_REAL_TOPIC, HALF_TOPIC).encode(),
+            properties=properties_to_string(props).encode(),
+            queue_id=_int(props.get(PROPERTY_REAL_QUEUE_ID), msg.queue_id),
+            flag=msg.flag,
+            queue_offset=copy.logics_offset,
+            phy_offset=copy.wrote_offset,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_timestamp=copy.store_timestamp,
+            store_host=self.store_host,
+            reconsume_times=msg.reconsume_times,
+        )
+        outbox.send(conn, RemotingCommand.request(_CHECK_STATE, header.to_ext(), body, oneway=True))
+        self.checks_sent += 1
+
+    def _discard(self, msg: MessageExt, now_ms: int) -> None:
+        """resolveDiscardMsg: checked transactionCheckMax times -> TRANS_CHECK_MAX_TIME_TOPIC."""
+        self._topic(TRANS_CHECK_MAX_TIME_TOPIC)
+        inner = MessageExtBrokerInner.from_stored(
+            msg, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(msg.properties), store_host=self.store_host
+        )
+        status = self.store.put_message(inner, now_ms).status
+        self.discarded += 1
+        log.warning("half message queue offset %d checked %d times, discarded (%s)",
+                    msg.queue_offset, self.check_max, status.name)  # fmt: skip
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default

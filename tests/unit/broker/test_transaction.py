@@ -1,0 +1,236 @@
+"""Transactional messages through the real cores and store: half, commit, rollback, check-back.
+
+Spec §9.7 and §14.2 ("Transaction"); the broker kit wires every core, the controller and a real
+store, with a fake clock.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from actors.broker.transaction import CHECK_GROUP, HALF_TOPIC, OP_TOPIC
+from protocol.codes import TRANS_CHECK_MAX_TIME_TOPIC
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from protocol.message import decode_messages
+from tests.unit.broker.broker_kit import Broker, send_ext
+
+BORN = 1_700_000_000_000  # "g" of send_ext
+PRODUCER_CONN = 7
+
+
+def _half(broker: Broker, topic: str = "TxTopic", uniq: str = "U1", group: str = "PG") -> Any:
+    props = f"UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02TRAN_MSG\x01true\x02PGROUP\x01{group}"
+    resp = broker.call(
+        RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=1, props=props, f=4), b"tx-body", now_ms=BORN
+    )
+    assert resp is not None and resp.code == RS.SUCCESS, resp
+    return resp
+
+
+def _only_record(broker: Broker, topic: str, queue_id: int, qoff: int = 0) -> Any:
+    unit = broker.store.consume_queues[(topic, queue_id)].get_unit(qoff)
+    assert unit is not None
+    return decode_messages(broker.store.select_one_message_by_offset(unit[0]))[0]
+
+
+def _end(broker: Broker, qoff: int, phy: int, kind: int, group: str = "PG", **kw: Any) -> Any:
+    ext = {
+        "producerGroup": group,
+        "tranStateTableOffset": str(qoff),
+        "commitLogOffset": str(phy),
+        "commitOrRollback": str(kind),
+        "msgId": "U1",
+        "fromTransactionCheck": "false",
+    }
+    return broker.call(RC.END_TRANSACTION, ext, now_ms=BORN + 100, **kw)
+
+
+def _half_phy(broker: Broker, qoff: int = 0) -> int:
+    unit = broker.store.consume_queues[(HALF_TOPIC, 0)].get_unit(qoff)
+    assert unit is not None
+    return int(unit[0])
+
+
+def _producer_heartbeat(broker: Broker, group: str = "PG") -> None:
+    body = json.dumps(
+        {"clientID": "127.0.0.1@tx", "consumerDataSet": [],
+         "producerDataSet": [{"groupName": group}, {"groupName": "CLIENT_INNER_PRODUCER"}]}
+    ).encode()  # fmt: skip
+    resp = broker.call(RC.HEART_BEAT, {}, body, now_ms=BORN, conn_id=PRODUCER_CONN)
+    assert resp is not None and resp.code == RS.SUCCESS
+
+
+@pytest.fixture
+def txb(tmp_path: Any) -> Any:
+    b = Broker(str(tmp_path), transactionCheckInterval=1000, transactionTimeOut=6000)
+    yield b
+    b.close()
+
+
+def test_half_message_is_parked_not_visible(txb: Broker) -> None:
+    resp = _half(txb)
+    assert resp.ext_fields["queueOffset"] == "0"
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 0
+    half = _only_record(txb, HALF_TOPIC, 0)
+    assert half.properties["REAL_TOPIC"] == "TxTopic" and half.properties["REAL_QID"] == "1"
+    assert half.sys_flag & 0xC == 0
+
+
+def test_commit_stores_real_message_and_op_record(txb: Broker) -> None:
+    _half(txb)
+    phy = _half_phy(txb)
+    resp = _end(txb, 0, phy, 8)
+    assert resp is not None and resp.code == RS.SUCCESS, resp.remark
+    real = _only_record(txb, "TxTopic", 1)
+    assert bytes(real.body) == b"tx-body"
+    assert real.sys_flag & 0xC == 0x8
+    assert real.prepared_transaction_offset == phy
+    assert not {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} & set(real.properties)
+    assert real.properties["UNIQ_KEY"] == "U1" and real.properties["PGROUP"] == "PG"
+    op = _only_record(txb, OP_TOPIC, 0)
+    assert bytes(op.body) == b"0" and op.properties["TAGS"] == "d"
+
+
+def test_rollback_writes_only_the_op_record(txb: Broker) -> None:
+    _half(txb)
+    resp = _end(txb, 0, _half_phy(txb), 12)
+    assert resp is not None and resp.code == RS.SUCCESS
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 0
+    assert bytes(_only_record(txb, OP_TOPIC, 0).body) == b"0"
+
+
+@pytest.mark.parametrize(
+    ("qoff", "delta", "group", "remark"),
+    [
+        (0, 0, "OTHER", "The producer group wrong"),
+        (5, 0, "PG", "The transaction state table offset wrong"),
+        (0, 1, "PG", "Find prepared transaction message failed"),
+    ],
+)
+def test_end_transaction_validation(
+    txb: Broker, qoff: int, delta: int, group: str, remark: str
+) -> None:
+    _half(txb)
+    resp = _end(txb, qoff, _half_phy(txb) + delta, 8, group=group)
+    assert resp is not None and resp.code == RS.SYSTEM_ERROR and resp.remark == remark
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 0
+    assert (OP_TOPIC, 0) not in txb.store.consume_queues
+
+
+def test_end_transaction_on_a_normal_message_is_refused(txb: Broker) -> None:
+    resp = txb.call(RC.SEND_MESSAGE_V2, send_ext("Plain"), b"x", now_ms=BORN)
+    assert resp is not None and resp.code == RS.SUCCESS
+    phy = txb.store.consume_queues[("Plain", 0)].get_unit(0)
+    assert phy is not None
+    resp = _end(txb, 0, phy[0], 8)
+    assert resp is not None and resp.code == RS.SYSTEM_ERROR
+    assert txb.store.get_max_offset_in_queue("Plain", 0) == 1
+
+
+def test_oneway_and_not_type_get_no_reply(txb: Broker) -> None:
+    _half(txb)
+    assert _end(txb, 0, _half_phy(txb), 8, oneway=True) is None
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 1
+    assert _end(txb, 0, _half_phy(txb), 0) is None
+
+
+def _tick(b: Broker, now_ms: int) -> list[Any]:
+    b.cores["send"].tick(now_ms)
+    b.pump(now_ms)
+    return [(c, cmd) for c, cmd in b.outbox.take() if cmd.code == RC.CHECK_TRANSACTION_STATE]
+
+
+def test_check_back_after_timeout_then_commit_from_check(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    _half(txb)
+    txb.outbox.take()
+    assert _tick(txb, BORN) == []  # starts the service: first run one interval later
+    assert _tick(txb, BORN + 2000) == []  # 2 s old: younger than transactionTimeOut
+    checks = _tick(txb, BORN + 7000)
+    assert len(checks) == 1
+    conn, cmd = checks[0]
+    assert conn == PRODUCER_CONN and cmd.flag & 2  # oneway, to the producer's connection
+    ext = cmd.ext_fields
+    assert ext["tranStateTableOffset"] == "1"  # the copy put back on the half queue
+    copy_phy = _half_phy(txb, 1)
+    assert ext["commitLogOffset"] == str(copy_phy)
+    assert ext["msgId"] == "U1" and ext["transactionId"] == "U1"
+    msg = decode_messages(cmd.body)[0]
+    assert msg.topic == "TxTopic" and msg.queue_id == 1 and bytes(msg.body) == b"tx-body"
+    assert msg.queue_offset == 1 and msg.commit_log_offset == copy_phy
+    assert msg.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    # progress saved as consumer offsets of CID_RMQ_SYS_TRANS (the controller persists them)
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 1
+    # the producer answers from its check listener
+    resp = _end(txb, 1, copy_phy, 8)
+    assert resp is not None and resp.code == RS.SUCCESS
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 1
+    assert _tick(txb, BORN + 9000) == []  # the op record closes the copy: no more checks
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 2
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, OP_TOPIC, 0) == 1
+
+
+def test_committed_half_is_never_checked(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    _half(txb)
+    _end(txb, 0, _half_phy(txb), 12)
+    _tick(txb, BORN)
+    assert _tick(txb, BORN + 60_000) == []
+    assert txb.store.get_max_offset_in_queue(HALF_TOPIC, 0) == 1  # nothing put back
+
+
+def test_check_immunity_property_delays_the_first_check(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    props = (
+        "UNIQ_KEY\x01U9\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
+        "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x0120"
+    )
+    txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"b", now_ms=BORN)
+    _tick(txb, BORN)
+    assert _tick(txb, BORN + 10_000) == []
+    assert len(_tick(txb, BORN + 21_000)) == 1
+
+
+def test_discarded_after_check_max(tmp_path: Any) -> None:
+    b = Broker(str(tmp_path), transactionCheckInterval=1000, transactionTimeOut=1000,
+               transactionCheckMax=2)  # fmt: skip
+    try:
+        _producer_heartbeat(b)
+        _half(b)
+        _tick(b, BORN)
+        sent = [len(_tick(b, BORN + 2000 * k)) for k in range(1, 5)]
+        assert sent == [1, 1, 0, 0]
+        assert b.store.get_max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 1
+        assert b.cores["send"].tx.discarded == 1
+    finally:
+        b.close()
+
+
+def test_no_live_producer_still_advances(txb: Broker) -> None:
+    _half(txb)
+    _tick(txb, BORN)
+    assert _tick(txb, BORN + 7000) == []
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 1
+    assert txb.store.get_max_offset_in_queue(HALF_TOPIC, 0) == 2  # put back for the next run
+
+
+def test_producer_connection_close_stops_checks_to_it(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    assert txb.ctxs["send"].producer_groups == {"PG": (PRODUCER_CONN,)}
+    txb.cores["client_manage"].on_connection_closed(PRODUCER_CONN, BORN)
+    txb.pump(BORN)
+    assert "PG" not in txb.ctxs["send"].producer_groups
+
+
+def test_reject_transaction_message(tmp_path: Any) -> None:
+    b = Broker(str(tmp_path), rejectTransactionMessage=True)
+    try:
+        props = "UNIQ_KEY\x01U1\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
+        resp = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props, f=4), b"x", now_ms=BORN)
+        assert resp is not None and resp.code == RS.NO_PERMISSION
+    finally:
+        b.close()
