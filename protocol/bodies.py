@@ -75,6 +75,52 @@ def dumps_compact(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=True).encode()
 
 
+def dumps_object_map(pairs: Iterable[tuple[object, object]]) -> bytes:
+    """A map whose keys are objects, as fastjson writes Map<MessageQueue, V> ({{..}:v,...}).
+
+    Not standard JSON: fastjson (every Java reader) parses it back; loads_object_map does too.
+    """
+    items = (dumps_compact(k) + b":" + dumps_compact(v) for k, v in pairs)
+    return b"{" + b",".join(items) + b"}"
+
+
+def loads_object_map(text: str, pos: int = 0) -> tuple[list[tuple[Any, Any]], int]:
+    """Parse a map (object keys allowed) starting at text[pos] == "{": (pairs, end index)."""
+    dec = json.JSONDecoder()
+    ws = " \t\r\n"
+    i = pos
+    if text[i : i + 1] != "{":
+        raise BodyError(f"map expected at {pos}")
+    i += 1
+    pairs: list[tuple[Any, Any]] = []
+    try:
+        while True:
+            while text[i] in ws:
+                i += 1
+            if text[i] == "}":
+                return pairs, i + 1
+            key, i = dec.raw_decode(text, i)
+            while text[i] in ws:
+                i += 1
+            if text[i] != ":":
+                raise BodyError(f"':' expected at {i}")
+            i += 1
+            while text[i] in ws:
+                i += 1
+            value, i = dec.raw_decode(text, i)
+            pairs.append((key, value))
+            while text[i] in ws:
+                i += 1
+            if text[i] == ",":
+                i += 1
+            elif text[i] != "}":
+                raise BodyError(f"',' or '}}' expected at {i}")
+    except (IndexError, ValueError) as exc:
+        if isinstance(exc, BodyError):
+            raise
+        raise BodyError(f"bad object-keyed map: {exc}") from exc
+
+
 def dumps_pretty(obj: object) -> bytes:
     """Tab-indented, key-sorted JSON (the config-file form; fastjson reads it back)."""
     return json.dumps(

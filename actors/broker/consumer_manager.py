@@ -31,6 +31,8 @@ class ConsumerGroupInfo:
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
     subscriptions: tuple[SubscriptionData, ...] = ()
     client_ids: tuple[str, ...] = ()
+    # (clientId, conn_id, "ip:port", language code, version) per live channel
+    connections: tuple[tuple[str, int, str, int, int], ...] = ()
 
     def find_subscription(self, topic: str) -> SubscriptionData | None:
         """The subscription for a topic, if any."""
@@ -63,6 +65,12 @@ class _Group:
 
     def snapshot(self) -> ConsumerGroupInfo:
         ids = tuple(sorted({c.client_id for c in self.channels.values()}))
+        conns = tuple(
+            sorted(
+                (c.client_id, c.conn_id, f"{c.peer[0]}:{c.peer[1]}", c.language, c.version)
+                for c in self.channels.values()
+            )
+        )
         return ConsumerGroupInfo(
             self.group,
             self.consume_type,
@@ -70,6 +78,7 @@ class _Group:
             self.consume_from_where,
             tuple(self.subscriptions.values()),
             ids,
+            conns,
         )
 
 

@@ -95,7 +95,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
     ),
     ProcessorGroup(
         "client_manage",
-        frozenset({RC.HEART_BEAT, RC.UNREGISTER_CLIENT}),
+        frozenset({RC.HEART_BEAT, RC.UNREGISTER_CLIENT, RC.GET_PRODUCER_CONNECTION_LIST}),
         "waitTimeMillsInHeartbeatQueue",
         _build_client_manage,
     ),
@@ -126,6 +126,10 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.GET_CONSUMER_CONNECTION_LIST,
                 RC.GET_CONSUME_STATS,
                 RC.GET_TOPIC_STATS_INFO,
+                RC.GET_BROKER_CONFIG,
+                RC.GET_ALL_DELAY_OFFSET,
+                RC.INVOKE_BROKER_TO_RESET_OFFSET,
+                RC.QUERY_TOPIC_CONSUME_BY_WHO,
             }
         ),
         "waitTimeMillsInOtherQueue",

@@ -6,7 +6,9 @@ Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,8 @@ from actors.broker.events import (
     TopicsDeleted,
 )
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
+from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
+from actors.broker.schedule import delay_offset_path
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
 from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request
@@ -27,16 +31,18 @@ from protocol.bodies import (
     MessageQueue,
     UnlockBatchRequestBody,
     dumps_compact,
+    dumps_object_map,
     loads_lenient,
 )
+from protocol.codes import LanguageCode, is_system_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
-from protocol.codes import is_system_topic
 from protocol.command import RemotingCommand
 from protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -45,11 +51,21 @@ from protocol.headers import (
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
 
 log = logging.getLogger(__name__)
+
+
+def language_name(code: int) -> str:
+    """LanguageCode as fastjson writes the enum (its name)."""
+    try:
+        return LanguageCode(code).name
+    except ValueError:
+        return "OTHER"
 
 
 def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
@@ -93,6 +109,10 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_ALL_CONSUMER_OFFSET: self._all_offsets,
             RC.GET_CONSUMER_CONNECTION_LIST: self._connections,
             RC.GET_CONSUME_STATS: self._consume_stats,
+            RC.GET_BROKER_CONFIG: self._broker_config,
+            RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
+            RC.INVOKE_BROKER_TO_RESET_OFFSET: self._reset_offset,
+            RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -272,8 +292,12 @@ class AdminBrokerProcessor(CodeDispatchCore):
             return cmd.make_response(
                 RS.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
             )
+        conns = [
+            {"clientAddr": addr, "clientId": cid, "language": language_name(lang), "version": ver}
+            for cid, _conn, addr, lang, ver in info.connections
+        ] or [{"clientId": c} for c in info.client_ids]
         body = {
-            "connectionSet": [{"clientId": c} for c in info.client_ids],
+            "connectionSet": conns,
             "consumeFromWhere": info.consume_from_where,
             "consumeType": info.consume_type,
             "messageModel": info.message_model,
@@ -310,5 +334,100 @@ class AdminBrokerProcessor(CodeDispatchCore):
                         },
                     }
                 )
-        body = {"consumeTps": 0.0, "offsetTable": offset_table, "totalDiff": total_diff}
-        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
+        # ConsumeStats.offsetTable is a Map<MessageQueue, OffsetWrapper>: fastjson's object keys
+        body = (
+            b'{"consumeTps":0.0,"offsetTable":'
+            + dumps_object_map((e["mq"], e["offset"]) for e in offset_table)
+            + b',"totalDiff":' + str(total_diff).encode() + b"}"
+        )
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    # --- broker config, delay offsets, reset offset, consumers of a topic --------------------
+
+    def _broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_BROKER_CONFIG: every broker and store property as "key=value" lines."""
+        lines = []
+        for cfg in (self.ctx.broker_config, self.ctx.store_config):
+            if dataclasses.is_dataclass(cfg):
+                for f in dataclasses.fields(cfg):
+                    v = getattr(cfg, f.name)
+                    if v is None:
+                        continue
+                    text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+                    lines.append(f"{f.name}={text}\n")
+        version = GetBrokerConfigResponseHeader('{"counter":0,"timestamp":0}').to_ext()
+        return req.cmd.make_response(RS.SUCCESS, None, version, "".join(lines).encode())
+
+    def _delay_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET: delayOffset.json as the send actor last persisted it."""
+        path = delay_offset_path(self.ctx.store_config)
+        body = b'{"offsetTable":{}}'
+        for candidate in (path, path + ".bak"):
+            if os.path.exists(candidate):
+                with open(candidate, "rb") as f:
+                    data = f.read()
+                if data.strip():
+                    body = data
+                    break
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _reset_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (Broker2Client.resetOffset): per queue the offset at
+        `timestamp` (-1: the max), kept at the consumer's offset unless older or isForce; sent
+        to every consumer of the group as RESET_CONSUMER_CLIENT_OFFSET (oneway)."""
+        cmd = req.cmd
+        h = ResetOffsetRequestHeader.from_ext(cmd.ext_fields)
+        tc = self.ctx.topics.get(h.topic)
+        if tc is None:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}",
+            )
+        bname = self.ctx.broker_config.brokerName
+        table: list[tuple[dict[str, Any], int]] = []
+        for qid in range(tc.write_queue_nums):
+            consumer_off = self.ctx.offsets.query_offset(h.group, h.topic, qid)
+            if consumer_off == -1:
+                return cmd.make_response(
+                    RS.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist"
+                )
+            if h.timestamp == -1:
+                ts_off = int(self.store.get_max_offset_in_queue(h.topic, qid))
+            else:
+                ts_off = int(self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp))
+            off = ts_off if h.is_force or ts_off < consumer_off else consumer_off
+            table.append((MessageQueue(h.topic, bname, qid).to_obj(), off))
+        info = self.ctx.consumer_groups.get(h.group)
+        if info is None or not info.connections:
+            return cmd.make_response(
+                RS.CONSUMER_NOT_ONLINE,
+                "Consumer not online, so can not reset offset, "
+                f"Group: {h.group} Topic: {h.topic} Timestamp: {h.timestamp}",
+            )
+        body = b'{"offsetTable":' + dumps_object_map(table) + b"}"
+        outbox = self.ctx.outbox
+        if outbox is not None:
+            ext = ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force).to_ext()
+            for _cid, conn_id, _addr, _lang, _ver in info.connections:
+                outbox.send(
+                    conn_id,
+                    RemotingCommand.request(RC.RESET_CONSUMER_CLIENT_OFFSET, ext, body,
+                                            oneway=True),
+                )  # fmt: skip
+        log.info("reset offset group=%s topic=%s timestamp=%d force=%s: %s", h.group, h.topic,
+                 h.timestamp, h.is_force, [o for _, o in table])  # fmt: skip
+        return cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _consume_by_who(self, req: Request, now_ms: int) -> RemotingCommand:
+        """QUERY_TOPIC_CONSUME_BY_WHO: groups subscribed to the topic or holding its offsets."""
+        topic = QueryTopicConsumeByWhoRequestHeader.from_ext(req.cmd.ext_fields).topic
+        groups = {
+            g for t, _, g in (k.rpartition(TOPIC_GROUP_SEPARATOR) for k in self.ctx.offsets.table)
+            if t == topic
+        }  # fmt: skip
+        groups |= {
+            name for name, info in self.ctx.consumer_groups.items()
+            if info.find_subscription(topic) is not None
+        }  # fmt: skip
+        body = dumps_compact({"groupList": sorted(groups)})
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)

@@ -23,12 +23,16 @@ from actors.broker.events import (
 from actors.broker.producer_manager import ProducerManager
 from actors.broker.topic_config import PERM_READ, PERM_WRITE
 from actors.core import CodeDispatchCore, Request
-from protocol.bodies import HeartbeatData
+from protocol.bodies import HeartbeatData, dumps_compact
 from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, retry_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
-from protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
+from protocol.headers import (
+    GetProducerConnectionListRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,11 @@ class ClientManageProcessor(CodeDispatchCore):
         self.consumers = ConsumerManager(expiry)
         self.producers = ProducerManager(expiry)
         self._next_scan_ms: int | None = None
-        self.handlers = {RC.HEART_BEAT: self._heartbeat, RC.UNREGISTER_CLIENT: self._unregister}
+        self.handlers = {
+            RC.HEART_BEAT: self._heartbeat,
+            RC.UNREGISTER_CLIENT: self._unregister,
+            RC.GET_PRODUCER_CONNECTION_LIST: self._producer_connections,
+        }
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -166,3 +174,21 @@ class ClientManageProcessor(CodeDispatchCore):
         if consumer_group and self.consumers.unregister(consumer_group, req.conn_id):
             self._group_changed(consumer_group, notify=True)
         return cmd.make_response(RS.SUCCESS, None, {})
+
+    # --- GET_PRODUCER_CONNECTION_LIST ---------------------------------------------------------
+
+    def _producer_connections(self, req: Request, now_ms: int) -> RemotingCommand:
+        """ProducerConnection of a group (this actor owns the producer table)."""
+        from actors.broker.processors.admin import language_name
+
+        cmd = req.cmd
+        group = GetProducerConnectionListRequestHeader.from_ext(cmd.ext_fields).producer_group
+        chans = self.producers.groups.get(group)
+        if not chans:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        conns = [
+            {"clientAddr": f"{c.peer[0]}:{c.peer[1]}", "clientId": c.client_id,
+             "language": language_name(c.language), "version": c.version}
+            for c in sorted(chans.values(), key=lambda c: c.conn_id)
+        ]  # fmt: skip
+        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"connectionSet": conns}))

@@ -1,0 +1,129 @@
+"""Codes mqadmin uses beyond the client path: producer/consumer connections, consume stats with
+fastjson's MessageQueue-keyed maps, broker config, delay offsets, reset offset, consumers of a
+topic (AdminBrokerProcessor / ClientManageProcessor, RocketMQ 4.9.x)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from protocol.bodies import loads_object_map
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from tests.unit.broker.broker_kit import Broker, heartbeat_body, send_ext
+
+PEER = ("10.0.0.5", 51000)
+
+
+def _hb(broker: Broker, conn_id: int, body: bytes) -> None:
+    r = broker.call(RC.HEART_BEAT, {}, body, conn_id=conn_id, peer=PEER)
+    assert r is not None and r.code == RS.SUCCESS
+
+
+def _offset_map(body: bytes, member: str = "offsetTable") -> dict[int, Any]:
+    text = body.decode()
+    start = text.index(f'"{member}":') + len(member) + 3
+    pairs, _ = loads_object_map(text, start)
+    return {k["queueId"]: v for k, v in pairs}
+
+
+def test_producer_connection_list(broker: Broker) -> None:
+    body = json.dumps({"clientID": "10.0.0.5@p1", "consumerDataSet": [],
+                       "producerDataSet": [{"groupName": "PG1"}]}).encode()  # fmt: skip
+    _hb(broker, 4, body)
+    r = broker.call(RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG1"})
+    assert r is not None and r.code == RS.SUCCESS
+    assert json.loads(r.body) == {"connectionSet": [
+        {"clientAddr": "10.0.0.5:51000", "clientId": "10.0.0.5@p1", "language": "JAVA",
+         "version": 409}]}  # fmt: skip
+    r = broker.call(RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "nobody"})
+    assert r is not None and r.code == RS.SYSTEM_ERROR and "nobody" in (r.remark or "")
+
+
+def test_consumer_connection_list_has_address_language_version(broker: Broker) -> None:
+    _hb(broker, 5, heartbeat_body("10.0.0.5@c1", "CG", "T"))
+    r = broker.call(RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "CG"})
+    assert r is not None and r.code == RS.SUCCESS
+    conn = json.loads(r.body)["connectionSet"][0]
+    assert conn == {"clientAddr": "10.0.0.5:51000", "clientId": "10.0.0.5@c1",
+                    "language": "JAVA", "version": 409}  # fmt: skip
+
+
+def test_consume_stats_offset_table_is_a_message_queue_keyed_map(broker: Broker) -> None:
+    for _ in range(3):
+        broker.call(RC.SEND_MESSAGE_V2, send_ext("T", queue_id=1), b"x")
+    q = {"consumerGroup": "CG", "topic": "T", "queueId": 1, "commitOffset": 2}
+    broker.call(RC.UPDATE_CONSUMER_OFFSET, q, oneway=True)
+    r = broker.call(RC.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": "T"})
+    assert r is not None and r.code == RS.SUCCESS
+    assert r.body.startswith(b'{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a"')
+    table = _offset_map(r.body)
+    assert table[1] == {"brokerOffset": 3, "consumerOffset": 2, "lastTimestamp": 0}
+    assert table[0]["brokerOffset"] == 0
+
+
+def test_broker_config_lists_properties(broker: Broker) -> None:
+    r = broker.call(RC.GET_BROKER_CONFIG)
+    assert r is not None and r.code == RS.SUCCESS
+    lines = set(r.body.decode().splitlines())
+    want = {"brokerName=broker-a", "flushDiskType=ASYNC_FLUSH", "autoCreateTopicEnable=true"}
+    assert want <= lines
+    assert json.loads(r.ext_fields["version"])["counter"] == 0
+
+
+def test_all_delay_offset_follows_the_persisted_file(broker: Broker) -> None:
+    r = broker.call(RC.GET_ALL_DELAY_OFFSET)
+    assert r is not None and r.code == RS.SUCCESS and r.body == b'{"offsetTable":{}}'
+    sched = broker.cores["send"].schedule
+    sched.offsets[3] = 7
+    sched.dirty = True
+    sched.persist()
+    r = broker.call(RC.GET_ALL_DELAY_OFFSET)
+    assert r is not None and r.body == b'{"offsetTable":{3:7}}'
+
+
+def test_reset_offset_by_time_tells_each_consumer(broker: Broker) -> None:
+    for i, ts in enumerate((1000, 2000, 3000, 4000)):
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext("T", queue_id=0), f"m{i}".encode(), now_ms=ts)
+        assert r is not None and r.code == RS.SUCCESS
+    _hb(broker, 5, heartbeat_body("10.0.0.5@c1", "CG", "T"))
+    for qid, off in ((0, 1), *((q, 0) for q in range(1, 8))):
+        q = {"consumerGroup": "CG", "topic": "T", "queueId": qid, "commitOffset": off}
+        broker.call(RC.UPDATE_CONSUMER_OFFSET, q, oneway=True)
+    broker.outbox.take()
+    ext = {"topic": "T", "group": "CG", "timestamp": "3000", "isForce": "true"}
+    r = broker.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+    assert r is not None and r.code == RS.SUCCESS, r.remark
+    assert _offset_map(r.body)[0] == 2  # first message stored at or after 3000
+    sent = broker.outbox.take()
+    assert [(c, cmd.code, cmd.flag & 2) for c, cmd in sent] == [
+        (5, RC.RESET_CONSUMER_CLIENT_OFFSET, 2)]  # fmt: skip
+    assert sent[0][1].ext_fields == {"topic": "T", "group": "CG", "timestamp": "3000",
+                                     "isForce": "true"}  # fmt: skip
+    assert _offset_map(sent[0][1].body)[0] == 2
+    # not forced: a later point than the consumer's offset keeps the consumer's offset
+    r = broker.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, dict(ext, isForce="false"))
+    assert r is not None and _offset_map(r.body)[0] == 1
+
+
+def test_reset_offset_errors(broker: Broker) -> None:
+    ext = {"topic": "T", "group": "CG", "timestamp": "-1", "isForce": "true"}
+    r = broker.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+    assert r is not None and r.code == RS.SYSTEM_ERROR and "no topic" in (r.remark or "")
+    broker.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x")
+    r = broker.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+    assert r is not None and r.code == RS.SYSTEM_ERROR and "not exist" in (r.remark or "")
+    for qid in range(8):
+        q = {"consumerGroup": "CG", "topic": "T", "queueId": qid, "commitOffset": 0}
+        broker.call(RC.UPDATE_CONSUMER_OFFSET, q, oneway=True)
+    r = broker.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+    assert r is not None and r.code == RS.CONSUMER_NOT_ONLINE
+
+
+def test_query_topic_consume_by_who(broker: Broker) -> None:
+    _hb(broker, 5, heartbeat_body("10.0.0.5@c1", "CG1", "T"))
+    q = {"consumerGroup": "CG2", "topic": "T", "queueId": 0, "commitOffset": 0}
+    broker.call(RC.UPDATE_CONSUMER_OFFSET, q, oneway=True)
+    r = broker.call(RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"})
+    assert r is not None and r.code == RS.SUCCESS
+    assert json.loads(r.body) == {"groupList": ["CG1", "CG2"]}
