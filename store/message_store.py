@@ -1461,8 +1461,7 @@ class DefaultMessageStore(_StoreReadMixin):
         inline = self._index_inline
         items: list[_BatchItem] = []
         units: list[int] = []
-        pieces: list[bytes | memoryview] = []
-        mv = memoryview(raw)
+        pieces: list[bytes] = []
         n_raw = len(raw)
         ub = 0
         item_unpack = _item_unpacker(0)
@@ -1483,10 +1482,10 @@ class DefaultMessageStore(_StoreReadMixin):
                     itotal, flag, bl, pl = item_unpack(raw, pos)
                 a = pos + 20
                 pp = a + bl
-                pe = pp + 2 + pl
-                if itotal != 22 + bl + pl or pe > n_raw:
+                pe = pos + itotal  # past the end of raw: the loop ends with pos != n_raw
+                if itotal != 22 + bl + pl:
                     break
-                b = mv[a:pp]
+                b = raw[a:pp]
                 if extra:  # item props + (separator) + batch props
                     rpl = pl + extra + (1 if pl and raw[pe - 1] != 2 else 0)
                     if rpl > 32767:
@@ -1529,7 +1528,7 @@ class DefaultMessageStore(_StoreReadMixin):
                     items.append((pos, flag, bl, pl, rpl))
                 phy += size
                 qoff += 1
-                pos += itotal
+                pos = pe
         except (ValueError, IndexError, struct_error):
             pos = -1
         # One search for DELAY in the properties of all items (a body may hold any bytes); a
