@@ -55,7 +55,7 @@ from store.consume_queue import (
 )
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.index_dispatch import IndexDispatcher
-from store.mapped_file import MappedFile
+from store.mapped_file import OS_PAGE_SIZE, MappedFile
 from store.state_page import (
     OFF_FLUSHED_PHY,
     OFF_INDEX_PHY,
@@ -770,6 +770,11 @@ class DefaultMessageStore(_StoreReadMixin):
         self._last_cq_store_ts = 0
         self.manual_delete = False
         self.put_lock = threading.Lock()  # only GroupCommit uses it; the broker is one thread
+        # ASYNC_FLUSH: the commit log is flushed by a thread (fdatasync releases the GIL);
+        # _flush_mu orders its publishing with flush() on the writer's thread
+        self.flush_thread_enabled = True
+        self._flusher: _AsyncFlusher | None = None
+        self._flush_mu = threading.Lock()
         self.recovered_abnormally = False
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -868,6 +873,10 @@ class DefaultMessageStore(_StoreReadMixin):
             pass
         if self._index_mode in ("sync", "tick") and not self.index.files:
             self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now
+        if not self.cfg.is_sync_flush and self.flush_thread_enabled and self._flusher is None:
+            msync = _load_msync()
+            if msync is not None:
+                self._flusher = _AsyncFlusher(self, msync)
         spawn = self.cfg.messageIndexProcessSpawn
         if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
@@ -966,6 +975,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._accepting = False
         self.dispatch_index(now_ms)
         self._stop_index_process()
+        self._stop_flusher()
         self.flush(now_ms)
         for cq in self.consume_queues.values():
             cq.flush()
@@ -995,6 +1005,7 @@ class DefaultMessageStore(_StoreReadMixin):
     def close_abruptly(self) -> None:
         """Test helper: drop everything without flushing (the abort marker stays)."""
         self._running = self._accepting = False
+        self._stop_flusher()
         self._stop_index_process(kill=True)
         self._index_unlock()
         self.commitlog.close()
@@ -1613,9 +1624,16 @@ class DefaultMessageStore(_StoreReadMixin):
     # ---- flush / tick ----------------------------------------------------------------------
     def flush(self, now_ms: int = 0) -> int:
         """Flush the commit log; returns the flushed offset."""
-        off = self.commitlog.flush(0)
-        self._after_flush()
+        with self._flush_mu:
+            off = self.commitlog.flush(0)
+            self._after_flush()
         return off
+
+    def _stop_flusher(self) -> None:
+        fl = self._flusher
+        if fl is not None:
+            self._flusher = None
+            fl.close()
 
     def _after_flush(self) -> None:
         cp = self.checkpoint
@@ -1630,7 +1648,22 @@ class DefaultMessageStore(_StoreReadMixin):
         if self._index_disp is not None:
             self.dispatch_index(now_ms)
         flushing = False
-        if not cfg.is_sync_flush:
+        fl = self._flusher
+        if fl is not None:
+            # FlushRealTimeService: every flushIntervalCommitLog, when flushCommitLogLeastPages
+            # pages are dirty (any, every flushCommitLogThoroughInterval), wake the flush thread
+            if now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
+                cl = self.commitlog
+                dirty = cl.max_offset // OS_PAGE_SIZE - cl.flushed_offset // OS_PAGE_SIZE
+                thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
+                if thorough:
+                    self._last_thorough_ms = now_ms
+                if dirty >= cfg.flushCommitLogLeastPages or (
+                    thorough and cl.max_offset > cl.flushed_offset
+                ):
+                    fl.request()
+                self._last_flush_ms = now_ms
+        elif not cfg.is_sync_flush:
             cl = self.commitlog
             if self._flush_target > cl.flushed_offset:
                 # FlushRealTimeService, a slice per tick: one msync of everything written in
@@ -1930,6 +1963,120 @@ class MessageStoreReader(_StoreReadMixin):
             cq.close()
         self.index.close()
         self.state.close()
+
+
+# ---- async flush --------------------------------------------------------------------------------
+def _load_msync() -> Callable[[int, int, int], int] | None:
+    """libc msync through ctypes, which releases the GIL during the call (mmap.flush does not)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        f = libc.msync
+    except (OSError, AttributeError):
+        return None
+    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    f.restype = ctypes.c_int
+    return f  # type: ignore[no-any-return]
+
+
+_MS_SYNC: Final = 4  # <sys/mman.h> on Linux
+
+
+def _map_address(mm: Any) -> int:
+    """Start address of a writable mmap (the ctypes view is dropped at once, so the mapping
+    can still be closed)."""
+    import ctypes
+
+    view = ctypes.c_char.from_buffer(mm)
+    addr = ctypes.addressof(view)
+    del view
+    return addr
+
+
+class _AsyncFlusher:
+    """FlushRealTimeService on a thread: the commit log's msync, off the writer's thread.
+
+    mmap.flush holds the GIL through msync, so a flush in the writer's tick stalled every
+    request it held. This thread calls msync on the same ranges through ctypes, which releases
+    the GIL (fdatasync would too, but it writes back every dirty page of the file, including a
+    warmed segment's zero pages ahead of the data). A round covers what the writer had
+    published when it started: the flushed offset never passes the published max offset.
+    """
+
+    def __init__(self, store: DefaultMessageStore, msync: Callable[[int, int, int], int]) -> None:
+        self.store = store
+        self._msync = msync
+        self._addr: dict[str, tuple[Any, int]] = {}  # path -> (mmap, its address)
+        self._wake = threading.Event()
+        self._stop = False
+        self.rounds = 0
+        self._thread = threading.Thread(target=self._run, name="commitlog-flush", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        """Start a round (one is enough however many requests arrive meanwhile)."""
+        self._wake.set()
+
+    def _address(self, mf: MappedFile) -> int:
+        hit = self._addr.get(mf.path)
+        if hit is None or hit[0] is not mf.mm:
+            if len(self._addr) > 64:
+                self._addr.clear()
+            hit = self._addr[mf.path] = (mf.mm, _map_address(mf.mm))
+        return hit[1]
+
+    def flush_once(self) -> int:
+        """msync what was published when called; returns the offset now known to be on disk."""
+        store = self.store
+        st = store.state
+        cl = store.commitlog
+        if st is None:
+            return cl.flushed_offset
+        target = min(st.max_phy, cl.max_offset)
+        done: list[tuple[MappedFile, int]] = []
+        for mf in list(cl.mfq.files):
+            upto = min(mf.wrote_position, target - mf.file_from_offset)
+            start = mf.flushed_position // OS_PAGE_SIZE * OS_PAGE_SIZE
+            if upto <= mf.flushed_position or mf.mm.closed:
+                continue
+            if self._msync(self._address(mf) + start, upto - start, _MS_SYNC) != 0:
+                log.warning(
+                    "commit log msync failed path=%s errno=%d: flushed offset stays at %d",
+                    mf.path, ctypes_errno(), cl.flushed_offset,
+                )  # fmt: skip
+                return cl.flushed_offset
+            done.append((mf, upto))
+        with store._flush_mu:
+            for mf, upto in done:
+                mf.flushed_position = max(mf.flushed_position, upto)
+            mfq = cl.mfq
+            mfq.flushed_where = max(mfq.flushed_where, target)
+            if store.state is not None:
+                store._after_flush()
+        self.rounds += 1
+        return target
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop:
+                return
+            self.flush_once()
+
+    def close(self) -> None:
+        """Stop after the round going on (the caller flushes what is left)."""
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=60)
+
+
+def ctypes_errno() -> int:
+    """errno of the last ctypes call on this thread."""
+    import ctypes
+
+    return ctypes.get_errno()
 
 
 # ---- group commit -----------------------------------------------------------------------------

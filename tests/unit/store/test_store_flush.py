@@ -1,14 +1,39 @@
-"""ASYNC_FLUSH in slices: a tick msyncs at most FLUSH_BYTES_PER_TICK (store/message_store.py)."""
+"""ASYNC_FLUSH: the flush thread (fdatasync), and msync slices in the tick without it."""
 
 from __future__ import annotations
 
-from store.message_store import FLUSH_BYTES_PER_TICK, WARM_STEP_INTERVAL_MS
+import threading
+
+import pytest
+
+from store.config import StoreConfig
+from store.message_store import (
+    FLUSH_BYTES_PER_TICK,
+    WARM_STEP_INTERVAL_MS,
+    DefaultMessageStore,
+)
+from store.state_page import OFF_FLUSHED_PHY
 from tests.unit.store.store_helpers import msg, open_store, small_config
+
+
+def _open_without_flush_thread(cfg: StoreConfig) -> DefaultMessageStore:
+    s = DefaultMessageStore(cfg)
+    s.flush_thread_enabled = False
+    s.load(1_000)
+    s.start(1_000)
+    return s
+
+
+def _wait_flushed(s: DefaultMessageStore, offset: int) -> None:
+    for _ in range(10_000):  # bounded: a round of a few pages takes milliseconds
+        if s.commitlog.flushed_offset >= offset:
+            return
+        threading.Event().wait(0.001)
 
 
 def test_async_flush_goes_on_in_slices_until_the_round_is_done(tmp_path: object) -> None:
     size = 8 * FLUSH_BYTES_PER_TICK
-    s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=size))
+    s = _open_without_flush_thread(small_config(str(tmp_path), mappedFileSizeCommitLog=size))
     try:
         body = bytes(64 * 1024)
         n = (3 * FLUSH_BYTES_PER_TICK) // len(body)  # ~3 slices of dirty data
@@ -31,13 +56,59 @@ def test_async_flush_goes_on_in_slices_until_the_round_is_done(tmp_path: object)
         s.shutdown(10**9)
 
 
-def test_few_dirty_pages_wait_for_the_next_round(tmp_path: object) -> None:
-    s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20))
+@pytest.mark.parametrize("thread", [True, False])
+def test_few_dirty_pages_wait_for_the_next_round(tmp_path: object, thread: bool) -> None:
+    cfg = small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20)
+    s = open_store(cfg) if thread else _open_without_flush_thread(cfg)
     try:
+        assert (s._flusher is not None) is thread
         assert s.put_message(msg("T", b"tiny"), 1).ok  # < flushCommitLogLeastPages pages dirty
         before = s.commitlog.flushed_offset
         s.tick(1_000 + s.cfg.flushIntervalCommitLog)
+        threading.Event().wait(0.05)
         assert s.commitlog.flushed_offset == before  # nothing flushed, no round pending
         assert s._flush_target <= s.commitlog.flushed_offset
+        assert s._flusher is None or s._flusher.rounds == 0
+        end = s.commitlog.max_offset
     finally:
+        s.shutdown(10**9)
+    assert s.commitlog.flushed_offset == end  # shutdown flushes the rest
+
+
+def test_flush_thread_never_passes_the_written_offset(tmp_path: object) -> None:
+    gate = threading.Event()
+    inside = threading.Event()
+    s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20))
+    fl = s._flusher
+    assert fl is not None
+    real = fl._msync
+
+    def gated(addr: int, n: int, flags: int) -> int:
+        inside.set()
+        gate.wait(10)
+        return real(addr, n, flags)
+
+    fl._msync = gated
+    try:
+        cl = s.commitlog
+        body = bytes(4096)
+        for i in range(8):
+            assert s.put_message(msg("T", body), 1 + i).ok
+        first = cl.max_offset
+        s.tick(1_000 + s.cfg.flushIntervalCommitLog)  # a round starts on the flush thread
+        assert inside.wait(10)
+        for i in range(8):  # appends while the round is inside fdatasync
+            assert s.put_message(msg("T", body), 10 + i).ok
+            assert cl.flushed_offset <= cl.max_offset
+            assert s.state is not None and s.state.get(OFF_FLUSHED_PHY) <= s.state.max_phy
+        gate.set()
+        _wait_flushed(s, first)
+        assert cl.flushed_offset == first < cl.max_offset  # only what was there at the start
+        assert s.state.get(OFF_FLUSHED_PHY) == first
+        s.tick(1_000 + 2 * s.cfg.flushIntervalCommitLog)  # the next round covers the rest
+        _wait_flushed(s, cl.max_offset)
+        assert cl.flushed_offset == cl.max_offset
+        assert s._flusher is not None and s._flusher.rounds == 2
+    finally:
+        gate.set()
         s.shutdown(10**9)

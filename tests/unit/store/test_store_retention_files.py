@@ -119,7 +119,11 @@ def test_tick_flushes_and_schedules(tmp_path):
     assert s.flushed_offset == 0
     wait = s.tick(600)
     assert s.flushed_offset == 0 or s.flushed_offset == s.max_phy_offset
-    s.tick(20_000)  # thorough flush interval passed
+    s.tick(20_000)  # thorough flush interval passed: a round on the flush thread
+    for _ in range(10_000):  # bounded: one page takes milliseconds
+        if s.flushed_offset == s.max_phy_offset:
+            break
+        threading.Event().wait(0.001)
     assert s.flushed_offset == s.max_phy_offset
     assert 1 <= wait <= cfg.cleanResourceInterval
     assert s.checkpoint.physic_msg_timestamp == 10
