@@ -133,8 +133,14 @@ class ProcessorHost:
                     add_conn_record(out, CLOSE_CONN, conn_id)
                     continue
                 flag = cmd.flag
-                if flag & RPC_TYPE_RESPONSE:
-                    continue  # a client's answer to a server request: nothing waits for it here
+                if flag & RPC_TYPE_RESPONSE:  # a client's answer to a request a core sent it
+                    on_response = getattr(self.core, "on_client_response", None)
+                    if on_response is not None:
+                        try:
+                            on_response(cmd, now_ms)
+                        except Exception:
+                            log.exception("group=%s client response handler failed", self.group)
+                    continue
                 oneway = flag & RPC_ONEWAY
                 if recv_ns < oldest_ok_ns:
                     self.busy += 1

@@ -116,3 +116,61 @@ def test_cpp_transaction_commit_rollback_and_check_back(local_cluster, tmp_path:
     assert set(received) == {f"{k}-{i}" for k in ("commit", "unknown") for i in range(n)}
     assert len(received) == len(set(received)), f"duplicates: {received}"
     assert events[-1]["event"] == "done"
+
+
+@pytest.mark.parametrize("venv", [".venv-cpp1", ".venv-cpp2"], ids=["cpp-1.x", "cpp-2.1"])
+def test_cpp_consumer_running_info_relayed(local_cluster, tmp_path: Path, venv: str) -> None:
+    """mqadmin consumerStatus: GET_CONSUMER_RUNNING_INFO goes to the consumer itself and its
+    own answer (ConsumerRunningInfo) comes back to the asker."""
+    import json
+    import signal
+    import subprocess
+
+    from deploy.wire import BlockingClient
+    from protocol.codes import RequestCode
+    from protocol.command import RemotingCommand
+    from tests.integration.e2e_helpers import broker_addr, wait_until
+
+    python = CLIENTS / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster)
+    group, topic = f"CG_Info{venv[-1]}", f"CppInfo{venv[-1]}"
+    with BlockingClient(broker_addr(cluster)) as cl:  # the route exists before the client starts
+        r = cl.invoke(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "4",
+            "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG"}),
+            timeout_s=10.0)  # fmt: skip
+        assert r.code == 0, r.remark
+    out = tmp_path / "hold.out"
+    with open(out, "wb") as o, open(tmp_path / "hold.err", "wb") as e:
+        proc = subprocess.Popen(
+            [str(python), str(CLIENTS / "cpp_consumer_hold.py"), cluster.namesrv_addr(), topic,
+             group, "40"], stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+            env=dict(os.environ, HOME=str(tmp_path)), start_new_session=True)  # fmt: skip
+    try:
+        with BlockingClient(broker_addr(cluster)) as cl:
+            def client_ids() -> list[str]:
+                r = cl.invoke(RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
+                return json.loads(bytes(r.body))["consumerIdList"] if r.code == 0 and r.body else []
+
+            ids = wait_until(client_ids, 30.0, 0.2)
+            assert ids, "the C++ consumer never heartbeated"
+            r = cl.invoke(RemotingCommand.request(
+                RequestCode.GET_CONSUMER_RUNNING_INFO,
+                {"consumerGroup": group, "clientId": ids[0], "jstackEnable": "false"}),
+                timeout_s=15.0)  # fmt: skip
+            assert r.code == 0, r.remark
+            # the client's own ConsumerRunningInfo, passed on as is (fastjson-style map keys)
+            text = bytes(r.body).decode("utf-8", "replace")
+            assert '"properties"' in text and '"subscriptionSet"' in text, text[:500]
+            assert topic in text
+            r = cl.invoke(RemotingCommand.request(
+                RequestCode.GET_CONSUMER_RUNNING_INFO,
+                {"consumerGroup": group, "clientId": "nobody@x"}))  # fmt: skip
+            assert r.code == 1 and "not online" in r.remark
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

@@ -39,11 +39,13 @@ from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -56,6 +58,7 @@ from protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
+from protocol.message import decode_offset_msg_id
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,18 @@ def language_name(code: int) -> str:
 
 def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
     return [(m.topic, m.broker_name, m.queue_id) for m in mqs]
+
+
+CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """An admin request relayed to a client (callClient), waiting for the client's answer."""
+
+    conn_id: int  # who asked (an admin tool)
+    cmd: RemotingCommand  # their request
+    deadline_ms: int
 
 
 @dataclass(slots=True)
@@ -91,6 +106,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         self.store = ctx.store
         self.locks = RebalanceLockManager()
         self.held: dict[int, HeldReply] = {}
+        self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
         self._next_token = 1
         self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
@@ -113,6 +129,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
             RC.INVOKE_BROKER_TO_RESET_OFFSET: self._reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
+            RC.GET_CONSUMER_RUNNING_INFO: self._consumer_running_info,
+            RC.CONSUME_MESSAGE_DIRECTLY: self._consume_directly,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -165,17 +183,89 @@ class AdminBrokerProcessor(CodeDispatchCore):
         """Forget replies held for the connection (locks expire by time)."""
         for token in [t for t, h in self.held.items() if h.conn_id == conn_id]:
             del self.held[token]
+        for opaque in [o for o, c in self.calls.items() if c.conn_id == conn_id]:
+            del self.calls[opaque]
 
     def tick(self, now_ms: int) -> int | None:
-        """Answer held replies whose registration did not complete in time."""
-        if not self.held:
-            return None
+        """Answer held replies and client calls that did not complete in time."""
         for token in [t for t, h in self.held.items() if now_ms >= h.deadline_ms]:
             log.warning("name server registration not confirmed in time; replying token=%d", token)
             self.release(token, now_ms)
-        if not self.held:
+        for opaque in [o for o, c in self.calls.items() if now_ms >= c.deadline_ms]:
+            call = self.calls.pop(opaque)
+            self._reply(call.conn_id, call.cmd.make_response(
+                RS.SYSTEM_ERROR, f"the client did not answer code {call.cmd.code} in time"))
+        deadlines = [h.deadline_ms for h in self.held.values()]
+        deadlines += [c.deadline_ms for c in self.calls.values()]
+        if not deadlines:
             return None
-        return max(0, min(h.deadline_ms for h in self.held.values()) - now_ms)
+        return max(0, min(deadlines) - now_ms)
+
+    def _reply(self, conn_id: int, resp: RemotingCommand) -> None:
+        if self.ctx.outbox is not None:
+            self.ctx.outbox.send(conn_id, resp)
+
+    # --- requests relayed to a client (Broker2Client.callClient) -------------------------------
+
+    def _client_conn(self, group: str, client_id: str | None) -> int | None:
+        info = self.ctx.consumer_groups.get(group)
+        if info is None:
+            return None
+        for cid, conn_id, _addr, _lang, _ver in info.connections:
+            if cid == client_id:
+                return conn_id
+        return None
+
+    def _call_client(
+        self, req: Request, conn_id: int, fwd: RemotingCommand, now_ms: int
+    ) -> RemotingCommand | None:
+        """Send fwd to the client; its answer (on_client_response) goes back to the asker."""
+        if self.ctx.outbox is None:
+            return req.cmd.make_response(RS.SYSTEM_ERROR, "no connection to the client")
+        self.calls[fwd.opaque] = PendingCall(req.conn_id, req.cmd, now_ms + CALL_CLIENT_TIMEOUT_MS)
+        self.ctx.outbox.send(conn_id, fwd)
+        return None
+
+    def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
+        """A client answered a relayed request: pass code, remark, ext fields and body on."""
+        call = self.calls.pop(resp.opaque, None)
+        if call is None:
+            log.info("client response opaque=%d code=%d matches no call", resp.opaque, resp.code)
+            return
+        self._reply(call.conn_id, call.cmd.make_response(
+            resp.code, resp.remark, resp.ext_fields, resp.body))
+
+    def _consumer_running_info(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """GET_CONSUMER_RUNNING_INFO: ask the consumer itself (mqadmin consumerStatus)."""
+        cmd = req.cmd
+        h = GetConsumerRunningInfoRequestHeader.from_ext(cmd.ext_fields)
+        conn = self._client_conn(h.consumer_group, h.client_id)
+        if conn is None:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
+            )
+        return self._call_client(
+            req, conn, RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, h.to_ext()), now_ms
+        )
+
+    def _consume_directly(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """CONSUME_MESSAGE_DIRECTLY: hand one stored message (by offset msg id) to a consumer."""
+        cmd = req.cmd
+        h = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)
+        conn = self._client_conn(h.consumer_group, h.client_id)
+        if conn is None:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
+            )
+        try:
+            _host, _port, phy = decode_offset_msg_id(h.msg_id or "")
+        except ValueError:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"bad message id {h.msg_id!r}")
+        data = self.store.select_one_message_by_offset(phy)
+        if data is None:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"no message at offset {phy}")
+        fwd = RemotingCommand.request(RC.CONSUME_MESSAGE_DIRECTLY, h.to_ext(), bytes(data))
+        return self._call_client(req, conn, fwd, now_ms)
 
     def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd

@@ -127,3 +127,54 @@ def test_query_topic_consume_by_who(broker: Broker) -> None:
     r = broker.call(RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"})
     assert r is not None and r.code == RS.SUCCESS
     assert json.loads(r.body) == {"groupList": ["CG1", "CG2"]}
+
+
+def _consumer(broker: Broker, conn_id: int = 5, client: str = "10.0.0.5@c1") -> None:
+    _hb(broker, conn_id, heartbeat_body(client, "CG", "T"))
+    broker.outbox.take()
+
+
+def test_consumer_running_info_is_asked_of_the_client(broker: Broker) -> None:
+    _consumer(broker)
+    ext = {"consumerGroup": "CG", "clientId": "10.0.0.5@c1", "jstackEnable": "false"}
+    assert broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext, conn_id=9) is None  # answered later
+    [(conn, fwd)] = broker.outbox.take()
+    assert conn == 5 and fwd.code == RC.GET_CONSUMER_RUNNING_INFO and not fwd.flag & 3
+    assert fwd.ext_fields["clientId"] == "10.0.0.5@c1"
+    answer = fwd.make_response(RS.SUCCESS, None, None, b'{"properties":{"x":"1"}}')
+    broker.cores["admin"].on_client_response(answer, 10)
+    [(conn, resp)] = broker.outbox.take()
+    assert conn == 9 and resp.code == RS.SUCCESS and resp.opaque == 7  # the asker's opaque
+    assert resp.body == b'{"properties":{"x":"1"}}'
+    broker.cores["admin"].on_client_response(answer, 10)  # a duplicate matches nothing
+    assert broker.outbox.take() == []
+
+
+def test_consumer_running_info_unknown_client_and_timeout(broker: Broker) -> None:
+    _consumer(broker)
+    ext = {"consumerGroup": "CG", "clientId": "nobody"}
+    r = broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext)
+    assert r is not None and r.code == RS.SYSTEM_ERROR and "not online" in (r.remark or "")
+    ext["clientId"] = "10.0.0.5@c1"
+    assert broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext, conn_id=9, now_ms=1000) is None
+    broker.outbox.take()
+    admin = broker.cores["admin"]
+    assert admin.tick(5000) == 6000
+    admin.tick(11_000)
+    [(conn, resp)] = broker.outbox.take()
+    assert conn == 9 and resp.code == RS.SYSTEM_ERROR and "in time" in (resp.remark or "")
+
+
+def test_consume_message_directly_sends_the_stored_record(broker: Broker) -> None:
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"direct")
+    assert r is not None and r.code == RS.SUCCESS
+    _consumer(broker)
+    ext = {"consumerGroup": "CG", "clientId": "10.0.0.5@c1", "msgId": r.ext_fields["msgId"]}
+    assert broker.call(RC.CONSUME_MESSAGE_DIRECTLY, ext, conn_id=9) is None
+    [(conn, fwd)] = broker.outbox.take()
+    assert conn == 5 and fwd.code == RC.CONSUME_MESSAGE_DIRECTLY
+    from protocol.message import decode_messages
+
+    assert bytes(decode_messages(fwd.body)[0].body) == b"direct"
+    r = broker.call(RC.CONSUME_MESSAGE_DIRECTLY, dict(ext, msgId="zz"))
+    assert r is not None and r.code == RS.SYSTEM_ERROR

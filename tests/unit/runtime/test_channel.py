@@ -145,6 +145,31 @@ def test_processor_host_batch() -> None:
         b.close()
 
 
+def test_processor_host_hands_client_responses_to_the_core() -> None:
+    """A response frame (a client answering a request a core sent) is never answered, and a
+    core with on_client_response gets it; a core without one simply drops it."""
+    a, b = socket.socketpair()
+    try:
+        ch = Channel(a, "t")
+        got: list[tuple[int, int]] = []
+
+        class _Relay(_Core):
+            def on_client_response(self, cmd: RemotingCommand, now_ms: int) -> None:
+                got.append((cmd.opaque, cmd.code))
+
+        answer = RemotingCommand.request(307).make_response(0, None, None, b"info")
+        rec = (REQUEST, 3, time.monotonic_ns(), ("1.2.3.4", 5), memoryview(answer.encode()[4:]))
+        host = ProcessorHost("admin", _Relay(), ChannelOutbox(), max_wait_ms=200)
+        host.handle(ch, [rec])
+        assert got == [(answer.opaque, 0)] and bytes(ch.out) == b""
+        plain = ProcessorHost("admin", _Core(), ChannelOutbox(), max_wait_ms=200)
+        plain.handle(ch, [rec])
+        assert bytes(ch.out) == b""
+    finally:
+        a.close()
+        b.close()
+
+
 def test_channel_reads_records_then_none_on_a_corrupt_stream() -> None:
     a, b = socket.socketpair()
     try:
