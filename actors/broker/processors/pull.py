@@ -305,12 +305,13 @@ class PullMessageProcessor:
         return filter_for(sub)
 
     def _non_tag_filter(self, expr: str) -> SubscriptionFilter:
-        """SQL92 and other expression types: refused unless property filtering is on."""
-        if not self.bc.enablePropertyFilter:
-            raise _Reject(
-                RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
-            )
-        return MATCH_ALL
+        """SQL92 and other expression types: refused, also with enablePropertyFilter (no SQL92
+        evaluator yet; delivering everything would silently break the consumer's filter)."""
+        if self.bc.enablePropertyFilter:
+            log.warning("a %s subscription refused: property filtering is not built", expr)
+        raise _Reject(
+            RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
+        )
 
     def _check_slow(self, h: PullMessageRequestHeader, result: Any) -> None:
         """Slow-consumer protection: disable a group that fell behind past the threshold."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 
 from actors.broker.events import OffsetMoved
@@ -260,3 +261,17 @@ def test_pull_response_keys_are_the_typed_headers(broker: Broker) -> None:
         r = pull(broker, "T", offset=offset, sys_flag=4)
         assert tuple(r.ext_fields) == RESPONSE_KEYS
         assert PullMessageResponseHeader.from_ext(r.ext_fields).to_ext() == r.ext_fields
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_sql92_subscription_is_refused_never_unfiltered(tmp_path, enabled: bool) -> None:
+    """No SQL92 evaluator: a SQL92 pull is refused even with enablePropertyFilter (spec §9.3)."""
+    b = Broker(str(tmp_path), enablePropertyFilter=enabled)
+    try:
+        b.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x")
+        ext = pull_ext("T", sub="a > 1", sys_flag=0b110)
+        ext["expressionType"] = "SQL92"
+        r = b.call(RC.PULL_MESSAGE, ext)
+        assert r is not None and r.code == RS.SYSTEM_ERROR and "SQL92" in (r.remark or "")
+    finally:
+        b.close()
