@@ -2063,7 +2063,10 @@ class _AsyncFlusher:
             self._wake.clear()
             if self._stop:
                 return
-            self.flush_once()
+            try:
+                self.flush_once()
+            except (OSError, ValueError, BufferError):  # a file closed under the round
+                log.exception("commit log flush round failed; the next round retries")
 
     def close(self) -> None:
         """Stop after the round going on (the caller flushes what is left)."""
