@@ -95,7 +95,14 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
     ),
     ProcessorGroup(
         "client_manage",
-        frozenset({RC.HEART_BEAT, RC.UNREGISTER_CLIENT, RC.GET_PRODUCER_CONNECTION_LIST}),
+        frozenset(
+            {
+                RC.HEART_BEAT,
+                RC.UNREGISTER_CLIENT,
+                RC.GET_PRODUCER_CONNECTION_LIST,
+                RC.CHECK_CLIENT_CONFIG,
+            }
+        ),
         "waitTimeMillsInHeartbeatQueue",
         _build_client_manage,
     ),

@@ -23,7 +23,14 @@ from actors.broker.events import (
 from actors.broker.producer_manager import ProducerManager
 from actors.broker.topic_config import PERM_READ, PERM_WRITE
 from actors.core import CodeDispatchCore, Request
-from protocol.bodies import HeartbeatData, dumps_compact
+from protocol.bodies import (
+    EXPRESSION_TYPE_SQL92,
+    EXPRESSION_TYPE_TAG,
+    HeartbeatData,
+    SubscriptionData,
+    dumps_compact,
+    loads_lenient,
+)
 from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, retry_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
@@ -52,6 +59,7 @@ class ClientManageProcessor(CodeDispatchCore):
             RC.HEART_BEAT: self._heartbeat,
             RC.UNREGISTER_CLIENT: self._unregister,
             RC.GET_PRODUCER_CONNECTION_LIST: self._producer_connections,
+            RC.CHECK_CLIENT_CONFIG: self._check_client_config,
         }
 
     # --- ProcessorCore --------------------------------------------------------------------
@@ -192,3 +200,31 @@ class ClientManageProcessor(CodeDispatchCore):
             for c in sorted(chans.values(), key=lambda c: c.conn_id)
         ]  # fmt: skip
         return cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"connectionSet": conns}))
+
+    # --- CHECK_CLIENT_CONFIG ------------------------------------------------------------------
+
+    def _check_client_config(self, req: Request, now_ms: int) -> RemotingCommand:
+        """A consumer with a SQL92 subscription asks at start whether this broker can filter it."""
+        from actors.broker.sql92 import Sql92Error, compile_sql92
+
+        cmd = req.cmd
+        try:
+            obj = loads_lenient(cmd.body) if cmd.body else {}
+            raw = obj.get("subscriptionData") if isinstance(obj, dict) else None
+            sd = SubscriptionData.from_obj(raw or {}, "subscriptionData")
+        except ValueError as e:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"bad CheckClientRequestBody: {e}")
+        expr = sd.expression_type or EXPRESSION_TYPE_TAG
+        if expr == EXPRESSION_TYPE_TAG:
+            return cmd.make_response(RS.SUCCESS)
+        if not self.ctx.broker_config.enablePropertyFilter or expr != EXPRESSION_TYPE_SQL92:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
+            )
+        try:
+            compile_sql92(sd.sub_string)
+        except Sql92Error as e:
+            return cmd.make_response(
+                RS.SUBSCRIPTION_PARSE_FAILED, f"the subscription {sd.sub_string!r} is invalid: {e}"
+            )
+        return cmd.make_response(RS.SUCCESS)

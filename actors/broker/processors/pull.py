@@ -18,13 +18,16 @@ from actors.broker.consumer_manager import matches_all
 from actors.broker.context import ArrivalNotice, BrokerContext
 from actors.broker.events import OffsetCommitted, OffsetMoved, SubscriptionGroupChanged
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from actors.broker.sql92 import Sql92Error, Sql92Filter, compile_sql92
 from actors.broker.topic_config import is_readable
 from actors.core import Request
-from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
+from protocol.bodies import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, SubscriptionData
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
 from protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from protocol.message import parse_properties
+from protocol.record import RecordError, decode_record_fields
 from store.message_store import GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -58,12 +61,14 @@ def _int32(v: int) -> int:
 
 
 class SubscriptionFilter:
-    """ExpressionMessageFilter for TAG subscriptions: (int) tagsCode in codeSet, '*' passes."""
+    """ExpressionMessageFilter: TAG subscriptions by (int) tagsCode in codeSet ('*' passes);
+    SQL92 ones pass the consume queue and are evaluated on each record's properties."""
 
-    __slots__ = ("code_set",)
+    __slots__ = ("code_set", "sql")
 
-    def __init__(self, code_set: frozenset[int] | None) -> None:
+    def __init__(self, code_set: frozenset[int] | None, sql: Sql92Filter | None = None) -> None:
         self.code_set = code_set or None
+        self.sql = sql
 
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
         """Consume-queue level check on the tag hash."""
@@ -80,6 +85,27 @@ def filter_for(sub: SubscriptionData) -> SubscriptionFilter:
     if matches_all(sub):
         return MATCH_ALL
     return SubscriptionFilter(frozenset(_int32(c) for c in sub.code_set))
+
+
+def sql_filter_body(body: Any, sql: Sql92Filter) -> tuple[bytes, int]:
+    """isMatchedByCommitLog over a pull body: (the matching records, how many)."""
+    mv = memoryview(body)
+    keep: list[memoryview] = []
+    pos = 0
+    end = len(mv)
+    while pos + 8 <= end:
+        total = int.from_bytes(mv[pos : pos + 4], "big", signed=True)
+        if total <= 0 or pos + total > end:
+            break
+        try:
+            raw = decode_record_fields(mv, pos).properties
+            props = parse_properties(bytes(raw).decode("utf-8", "replace")) if raw else {}
+        except (RecordError, ValueError):
+            props = {}
+        if sql.matches(props):
+            keep.append(mv[pos : pos + total])
+        pos += total
+    return b"".join(keep), len(keep)
 
 
 class _Reject(Exception):
@@ -104,6 +130,7 @@ class PullMessageProcessor:
         self._request_filters: dict[tuple[str | None, str], SubscriptionFilter] = {}
         # the heartbeat-registered SubscriptionData (by identity) -> its filter
         self._registered_filters: dict[int, tuple[SubscriptionData, SubscriptionFilter]] = {}
+        self._sql_filters: dict[str, SubscriptionFilter] = {}  # SQL92 text -> compiled filter
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -188,7 +215,14 @@ class PullMessageProcessor:
             "maxOffset": str(result.max_offset),
         }
         resp: RemotingCommand | None
-        if code == RS.SUCCESS:
+        if code == RS.SUCCESS and sub_filter.sql is not None:
+            body, kept = sql_filter_body(result.buffer, sub_filter.sql)
+            result.release()
+            if kept:
+                resp = cmd.make_response(code, status.name, ext, body)
+            else:  # the consume queue passed them, the properties did not: NO_MATCHED_MESSAGE
+                resp = cmd.make_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", ext)
+        elif code == RS.SUCCESS:
             resp = cmd.make_response(code, status.name, ext, result.buffer)
             result.release()
             if self.bc.disableConsumeIfConsumerReadSlowly:
@@ -282,7 +316,7 @@ class PullMessageProcessor:
         if sub.sub_version < h.sub_version:
             raise _Reject(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         if sub.expression_type != EXPRESSION_TYPE_TAG:
-            return self._non_tag_filter(sub.expression_type)
+            return self._non_tag_filter(sub.expression_type, sub.sub_string)
         hit = self._registered_filters.get(id(sub))
         if hit is not None and hit[0] is sub:
             return hit[1]
@@ -295,7 +329,7 @@ class PullMessageProcessor:
     def _request_filter(self, subscription: str | None, expr: str) -> SubscriptionFilter:
         """FilterAPI.build for a subscription carried in the pull (FLAG_SUBSCRIPTION)."""
         if expr != EXPRESSION_TYPE_TAG:
-            return self._non_tag_filter(expr)
+            return self._non_tag_filter(expr, subscription)
         try:
             sub = SubscriptionData.build("", subscription)
         except ValueError as e:
@@ -304,14 +338,26 @@ class PullMessageProcessor:
             ) from e
         return filter_for(sub)
 
-    def _non_tag_filter(self, expr: str) -> SubscriptionFilter:
-        """SQL92 and other expression types: refused, also with enablePropertyFilter (no SQL92
-        evaluator yet; delivering everything would silently break the consumer's filter)."""
-        if self.bc.enablePropertyFilter:
-            log.warning("a %s subscription refused: property filtering is not built", expr)
-        raise _Reject(
-            RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
-        )
+    def _non_tag_filter(self, expr: str, text: str | None) -> SubscriptionFilter:
+        """SQL92 with enablePropertyFilter: the compiled expression (cached); else refused."""
+        if not self.bc.enablePropertyFilter or expr != EXPRESSION_TYPE_SQL92:
+            raise _Reject(
+                RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
+            )
+        key = text or ""
+        flt = self._sql_filters.get(key)
+        if flt is None:
+            try:
+                flt = SubscriptionFilter(None, compile_sql92(key))
+            except Sql92Error as e:
+                log.warning("SQL92 subscription %r does not parse: %s", key[:200], e)
+                raise _Reject(
+                    RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+                ) from e
+            if len(self._sql_filters) >= CACHE_LIMIT:
+                self._sql_filters.clear()
+            self._sql_filters[key] = flt
+        return flt
 
     def _check_slow(self, h: PullMessageRequestHeader, result: Any) -> None:
         """Slow-consumer protection: disable a group that fell behind past the threshold."""

@@ -178,3 +178,28 @@ def test_consume_message_directly_sends_the_stored_record(broker: Broker) -> Non
     assert bytes(decode_messages(fwd.body)[0].body) == b"direct"
     r = broker.call(RC.CONSUME_MESSAGE_DIRECTLY, dict(ext, msgId="zz"))
     assert r is not None and r.code == RS.SYSTEM_ERROR
+
+
+def _check_body(expr_type: str, sub: str) -> bytes:
+    return json.dumps({"clientId": "c1", "group": "CG", "subscriptionData": {
+        "classFilterMode": False, "codeSet": [], "expressionType": expr_type, "subString": sub,
+        "subVersion": 1, "tagsSet": [], "topic": "T"}}).encode()  # fmt: skip
+
+
+def test_check_client_config(tmp_path: Any) -> None:
+    off = Broker(str(tmp_path / "off"))
+    on = Broker(str(tmp_path / "on"), enablePropertyFilter=True)
+    try:
+        r = off.call(RC.CHECK_CLIENT_CONFIG, {}, _check_body("TAG", "*"))
+        assert r is not None and r.code == RS.SUCCESS
+        r = off.call(RC.CHECK_CLIENT_CONFIG, {}, _check_body("SQL92", "a > 1"))
+        assert r is not None and r.code == RS.SYSTEM_ERROR and "SQL92" in (r.remark or "")
+        r = on.call(RC.CHECK_CLIENT_CONFIG, {}, _check_body("SQL92", "a > 1"))
+        assert r is not None and r.code == RS.SUCCESS
+        r = on.call(RC.CHECK_CLIENT_CONFIG, {}, _check_body("SQL92", "a >"))
+        assert r is not None and r.code == RS.SUBSCRIPTION_PARSE_FAILED
+        r = on.call(RC.CHECK_CLIENT_CONFIG, {}, b"{not json")
+        assert r is not None and r.code == RS.SYSTEM_ERROR
+    finally:
+        off.close()
+        on.close()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-import pytest
 from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 
 from actors.broker.events import OffsetMoved
@@ -263,15 +263,41 @@ def test_pull_response_keys_are_the_typed_headers(broker: Broker) -> None:
         assert PullMessageResponseHeader.from_ext(r.ext_fields).to_ext() == r.ext_fields
 
 
-@pytest.mark.parametrize("enabled", [False, True])
-def test_sql92_subscription_is_refused_never_unfiltered(tmp_path, enabled: bool) -> None:
-    """No SQL92 evaluator: a SQL92 pull is refused even with enablePropertyFilter (spec §9.3)."""
-    b = Broker(str(tmp_path), enablePropertyFilter=enabled)
+def test_sql92_subscription_refused_without_property_filter(tmp_path) -> None:
+    """enablePropertyFilter=false (the default): a SQL92 pull is refused (spec §9.3)."""
+    b = Broker(str(tmp_path))
     try:
         b.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x")
         ext = pull_ext("T", sub="a > 1", sys_flag=0b110)
         ext["expressionType"] = "SQL92"
         r = b.call(RC.PULL_MESSAGE, ext)
         assert r is not None and r.code == RS.SYSTEM_ERROR and "SQL92" in (r.remark or "")
+    finally:
+        b.close()
+
+
+def _sql_pull(b: Broker, sql: str, offset: int = 0) -> Any:
+    ext = pull_ext("T", sub=sql, sys_flag=0b110, offset=offset)
+    ext["expressionType"] = "SQL92"
+    return b.call(RC.PULL_MESSAGE, ext)
+
+
+def test_sql92_subscription_filters_on_properties(tmp_path) -> None:
+    """enablePropertyFilter=true: records are evaluated on their properties (TAGS included)."""
+    b = Broker(str(tmp_path), enablePropertyFilter=True)
+    try:
+        for i in range(6):
+            props = f"UNIQ_KEY\x01U{i}\x02TAGS\x01Tag{i % 2}\x02a\x01{i}"
+            r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), f"m{i}".encode())
+            assert r is not None and r.code == RS.SUCCESS
+        r = _sql_pull(b, "a between 2 and 4 AND TAGS = 'Tag0'")
+        assert r is not None and r.code == RS.SUCCESS
+        assert [bytes(m.body) for m in decode_messages(r.body)] == [b"m2", b"m4"]
+        assert r.ext_fields["nextBeginOffset"] == "6"
+        r = _sql_pull(b, "a > 100")  # nothing matches: retry at once from the next offset
+        assert r is not None and r.code == RS.PULL_RETRY_IMMEDIATELY
+        assert r.ext_fields["nextBeginOffset"] == "6"
+        r = _sql_pull(b, "a >")
+        assert r is not None and r.code == RS.SUBSCRIPTION_PARSE_FAILED
     finally:
         b.close()

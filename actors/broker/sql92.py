@@ -1,0 +1,426 @@
+"""SQL92 message filters: parse a consumer's `MessageSelector.bySql` expression and evaluate it
+against a message's properties.
+
+Mirrors filter/src/main/java/org/apache/rocketmq/filter (SelectorParser grammar and the
+expression classes: ComparisonExpression, LogicExpression, UnaryExpression), RocketMQ 4.9.x.
+Grammar, loosest first:
+
+    or:       and (OR and)*
+    and:      equality (AND equality)*
+    equality: comparison ((= | <>) comparison | IS [NOT] NULL)*
+    comparison: unary ((> | >= | < | <=) unary | [NOT] BETWEEN unary AND unary
+                | [NOT] IN (string, ...) | [NOT] (CONTAINS | STARTSWITH | ENDSWITH) string)*
+    unary:    NOT unary | + unary | - unary | primary
+    primary:  literal | identifier | ( or )
+
+Literals: 'text' ('' is a quote), integers (decimal, 0x hex, 0 octal, optional L), decimals and
+exponents, TRUE, FALSE, NULL. Keywords are case-insensitive; identifiers are property names
+(TAGS and KEYS included, as the broker evaluates the message's property map).
+
+Values are three-valued as in SQL: a missing property is NULL, a comparison with NULL is NULL,
+and only TRUE matches. A property is text; compared with a number it is read as that number,
+with a boolean as Java's Boolean.valueOf, and two texts in <, <=, >, >= are both read as
+decimals (ComparisonExpression). A value that cannot be converted makes the evaluation fail,
+which the broker counts as no match (ExpressionMessageFilter logs and skips).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+Value = Any  # str | int | float | bool | None
+Node = Callable[[Mapping[str, str]], Value]
+
+_TOKEN: Final = re.compile(
+    r"""\s*(?:
+      (?P<str>'(?:[^']|'')*')
+    | (?P<num>0[xX][0-9a-fA-F]+[lL]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[lLdDfF]?)
+    | (?P<op><>|>=|<=|=|>|<|\(|\)|,|\+|-)
+    | (?P<id>[A-Za-z_$][A-Za-z0-9_$.]*)
+    )""",
+    re.VERBOSE,
+)
+_KEYWORDS: Final = frozenset(
+    {"AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE",
+     "CONTAINS", "STARTSWITH", "ENDSWITH"}
+)  # fmt: skip
+
+
+class Sql92Error(ValueError):
+    """The expression does not parse or cannot be evaluated (MQFilterException)."""
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise Sql92Error(f"unexpected character at {pos}: {text[pos:pos + 10]!r}")
+        pos = m.end()
+        kind = m.lastgroup or ""
+        tok = m.group(kind)
+        if kind == "id" and tok.upper() in _KEYWORDS:
+            out.append(("kw", tok.upper()))
+        else:
+            out.append((kind, tok))
+    out.append(("end", ""))
+    return out
+
+
+def _number(tok: str) -> int | float:
+    t = tok
+    if t[:2] in ("0x", "0X"):
+        return int(t[2:].rstrip("lL"), 16)
+    if t[-1] in "lL":
+        t = t[:-1]
+    elif t[-1] in "dDfF":
+        return float(t[:-1])
+    if "." in t or "e" in t or "E" in t:
+        return float(t)
+    if len(t) > 1 and t[0] == "0":
+        return int(t, 8)  # the JMS grammar's octal literal
+    return int(t)
+
+
+def _java_bool(s: str) -> bool:
+    return s.lower() == "true"
+
+
+def _to_number(s: str, like: int | float) -> int | float:
+    try:
+        return int(s) if isinstance(like, int) else float(s)
+    except ValueError:
+        raise Sql92Error(f"{s!r} is not a number") from None
+
+
+def _coerce(lv: Value, rv: Value) -> tuple[Value, Value] | None:
+    """Bring two values to one type (ComparisonExpression.__compare); None: not comparable."""
+    if type(lv) is type(rv):
+        return lv, rv
+    if isinstance(lv, str):
+        if isinstance(rv, bool):
+            return _java_bool(lv), rv
+        if isinstance(rv, int | float):
+            return _to_number(lv, rv), rv
+        return None
+    if isinstance(rv, str):
+        if isinstance(lv, bool):
+            return lv, _java_bool(rv)
+        if isinstance(lv, int | float):
+            return lv, _to_number(rv, lv)
+        return None
+    if isinstance(lv, bool) or isinstance(rv, bool):
+        return None
+    return float(lv), float(rv)  # int against float
+
+
+def _compare(lv: Value, rv: Value) -> int:
+    pair = _coerce(lv, rv)
+    if pair is None:
+        return -1  # as Java: unrelated types compare "less"
+    a, b = pair
+    return (a > b) - (a < b)
+
+
+def _ordering(op: str, left: Node, right: Node) -> Node:
+    test: Callable[[int], bool] = {
+        ">": lambda c: c > 0, ">=": lambda c: c >= 0, "<": lambda c: c < 0, "<=": lambda c: c <= 0,
+    }[op]  # fmt: skip
+
+    def node(props: Mapping[str, str]) -> Value:
+        lv = left(props)
+        if lv is None:
+            return None
+        rv = right(props)
+        if rv is None:
+            return None
+        if isinstance(lv, str) and isinstance(rv, str):
+            try:
+                lv, rv = float(lv), float(rv)
+            except ValueError:
+                raise Sql92Error(f"cannot order {lv!r} and {rv!r}") from None
+        return test(_compare(lv, rv))
+
+    return node
+
+
+def _equal(left: Node, right: Node) -> Node:
+    def node(props: Mapping[str, str]) -> Value:
+        lv = left(props)
+        rv = right(props)
+        if lv is None or rv is None:
+            if lv is None and rv is None:
+                return True
+            return None if lv is None else False
+        if type(lv) is type(rv) and lv == rv:
+            return True
+        return _compare(lv, rv) == 0
+
+    return node
+
+
+def _not(inner: Node) -> Node:
+    def node(props: Mapping[str, str]) -> Value:
+        v = inner(props)
+        if v is None:
+            return None
+        if not isinstance(v, bool):
+            raise Sql92Error(f"NOT of a non-boolean {v!r}")
+        return not v
+
+    return node
+
+
+def _and(left: Node, right: Node) -> Node:
+    def node(props: Mapping[str, str]) -> Value:
+        lv = left(props)
+        if lv is False:
+            return False
+        rv = right(props)
+        if rv is False:
+            return False
+        if lv is None or rv is None:
+            return None
+        return True
+
+    return node
+
+
+def _or(left: Node, right: Node) -> Node:
+    def node(props: Mapping[str, str]) -> Value:
+        lv = left(props)
+        if lv is True:
+            return True
+        rv = right(props)
+        if rv is True:
+            return True
+        if lv is None or rv is None:
+            return None
+        return False
+
+    return node
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self, kind: str, value: str | None = None, ahead: int = 0) -> bool:
+        k, v = self.toks[self.i + ahead] if self.i + ahead < len(self.toks) else ("end", "")
+        return k == kind and (value is None or v == value)
+
+    def take(self, kind: str, value: str | None = None) -> str:
+        if not self.peek(kind, value):
+            k, v = self.toks[self.i]
+            want = value or kind
+            raise Sql92Error(f"expected {want} at token {self.i}, found {v or k!r}")
+        v = self.toks[self.i][1]
+        self.i += 1
+        return v
+
+    def parse(self) -> Node:
+        node = self.or_expr()
+        self.take("end")
+        return node
+
+    def or_expr(self) -> Node:
+        node = self.and_expr()
+        while self.peek("kw", "OR"):
+            self.i += 1
+            node = _or(node, self.and_expr())
+        return node
+
+    def and_expr(self) -> Node:
+        node = self.equality()
+        while self.peek("kw", "AND"):
+            self.i += 1
+            node = _and(node, self.equality())
+        return node
+
+    def equality(self) -> Node:
+        node, const = self.comparison()
+        while True:
+            if self.peek("op", "=") or self.peek("op", "<>"):
+                op = self.take("op")
+                right, rconst = self.comparison()
+                for c in (const, rconst):
+                    if c is not None and c[0] is None:
+                        raise Sql92Error("NULL cannot be compared with = or <>; use IS NULL")
+                eq = _equal(node, right)
+                node, const = (eq if op == "=" else _not(eq)), None
+            elif self.peek("kw", "IS"):
+                self.i += 1
+                negate = self.peek("kw", "NOT")
+                if negate:
+                    self.i += 1
+                self.take("kw", "NULL")
+                inner = node
+                is_null = _equal(inner, lambda _p: None)
+                node, const = (_not(is_null) if negate else is_null), None
+            else:
+                return node
+
+    def comparison(self) -> tuple[Node, tuple[Value] | None]:
+        node, const = self.unary()
+        while True:
+            if self.peek("op") and self.toks[self.i][1] in (">", ">=", "<", "<="):
+                op = self.take("op")
+                right, rconst = self.unary()
+                for c in (const, rconst):
+                    if c is not None and (
+                        not isinstance(c[0], int | float) or isinstance(c[0], bool)
+                    ):
+                        raise Sql92Error(f"value {c[0]!r} cannot be compared with {op}")
+                node, const = _ordering(op, node, right), None
+                continue
+            negate = self.peek("kw", "NOT") and not self.peek("end", ahead=1)
+            if negate and not any(self.peek("kw", k, 1) for k in
+                                  ("BETWEEN", "IN", "CONTAINS", "STARTSWITH", "ENDSWITH")):
+                return node, const  # fmt: skip
+            if negate:
+                self.i += 1
+            if self.peek("kw", "BETWEEN"):
+                self.i += 1
+                low, lconst = self.unary()
+                self.take("kw", "AND")
+                high, hconst = self.unary()
+                if lconst is not None and hconst is not None:
+                    if lconst[0] is None or hconst[0] is None:
+                        raise Sql92Error("BETWEEN bounds cannot be NULL")
+                    if _compare(hconst[0], lconst[0]) < 0:
+                        raise Sql92Error("BETWEEN: the low bound is above the high bound")
+                if negate:
+                    node = _or(_ordering("<", node, low), _ordering(">", node, high))
+                else:
+                    node = _and(_ordering(">=", node, low), _ordering("<=", node, high))
+                const = None
+            elif self.peek("kw", "IN"):
+                self.i += 1
+                self.take("op", "(")
+                items = {self._string()}
+                while self.peek("op", ","):
+                    self.i += 1
+                    items.add(self._string())
+                self.take("op", ")")
+                node, const = _in(node, frozenset(items), negate), None
+            elif any(self.peek("kw", k) for k in ("CONTAINS", "STARTSWITH", "ENDSWITH")):
+                kind = self.take("kw")
+                node, const = _text_test(kind, node, self._string(), negate), None
+            else:
+                return node, const
+
+    def _string(self) -> str:
+        return self.take("str")[1:-1].replace("''", "'")
+
+    def unary(self) -> tuple[Node, tuple[Value] | None]:
+        if self.peek("kw", "NOT"):
+            self.i += 1
+            inner, _ = self.unary()
+            return _not(inner), None
+        if self.peek("op", "+"):
+            self.i += 1
+            return self.unary()
+        if self.peek("op", "-"):
+            self.i += 1
+            inner, const = self.unary()
+            if const is None or not isinstance(const[0], int | float) or isinstance(
+                const[0], bool
+            ):
+                raise Sql92Error("unary minus applies to a number literal only")
+            v = -const[0]
+            return (lambda _p: v), (v,)
+        return self.primary()
+
+    def primary(self) -> tuple[Node, tuple[Value] | None]:
+        kind, tok = self.toks[self.i]
+        if kind == "op" and tok == "(":
+            self.i += 1
+            node = self.or_expr()
+            self.take("op", ")")
+            return node, None
+        self.i += 1
+        value: Value
+        if kind == "str":
+            value = tok[1:-1].replace("''", "'")
+        elif kind == "num":
+            value = _number(tok)
+        elif kind == "kw" and tok in ("TRUE", "FALSE"):
+            value = tok == "TRUE"
+        elif kind == "kw" and tok == "NULL":
+            value = None
+        elif kind == "id":
+            name = tok
+            return (lambda props: props.get(name)), None
+        else:
+            raise Sql92Error(f"unexpected {tok or kind!r} at token {self.i - 1}")
+        v = value
+        return (lambda _p: v), (v,)
+
+
+def _in(left: Node, items: frozenset[str], negate: bool) -> Node:
+    def node(props: Mapping[str, str]) -> Value:
+        v = left(props)
+        if v is None or not isinstance(v, str):
+            return None
+        return (v in items) != negate
+
+    return node
+
+
+def _text_test(kind: str, left: Node, text: str, negate: bool) -> Node:
+    def node(props: Mapping[str, str]) -> Value:
+        v = left(props)
+        if v is None or not isinstance(v, str):
+            return None
+        if kind == "CONTAINS":
+            hit = text in v
+        elif kind == "STARTSWITH":
+            hit = v.startswith(text)
+        else:
+            hit = v.endswith(text)
+        return hit != negate
+
+    return node
+
+
+class Sql92Filter:
+    """A compiled SQL92 expression; matches(properties) is True only for a TRUE result."""
+
+    __slots__ = ("_node", "expression")
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        self._node = _Parser(expression).parse()
+
+    def evaluate(self, properties: Mapping[str, str]) -> Value:
+        """The expression's value (True, False or None); raises Sql92Error when it fails."""
+        try:
+            return self._node(properties)
+        except Sql92Error:
+            raise
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise Sql92Error(str(exc)) from exc
+
+    def matches(self, properties: Mapping[str, str]) -> bool:
+        """True when the expression is TRUE (NULL, FALSE and failures do not match)."""
+        try:
+            return self.evaluate(properties) is True
+        except Sql92Error:
+            return False
+
+
+def compile_sql92(expression: str) -> Sql92Filter:
+    """Parse an expression; raises Sql92Error with the reason when it does not parse."""
+    if not expression or not expression.strip():
+        raise Sql92Error("empty expression")
+    try:
+        return Sql92Filter(expression)
+    except RecursionError:
+        raise Sql92Error("expression nests too deeply") from None
