@@ -476,3 +476,21 @@ def test_auto_created_topic_pullable_at_once(local_cluster) -> None:
         assert cl.invoke(send_cmd("E2ECausalAuto", b"a", msg_props()), RPC_TIMEOUT_S).code == 0
         pulled = _pull(cl, "E2ECausalAuto", 0, 0)
         assert pulled.code == 0, (pulled.code, pulled.remark)
+
+
+def test_sql92_pull_over_the_wire(local_cluster) -> None:
+    """enablePropertyFilter=true: a pull carrying a SQL92 subscription gets only the records
+    whose properties match; the default broker refuses it (spec §9.3)."""
+    cluster = start_real(local_cluster, enablePropertyFilter="true")
+    topic = "E2eSql92"
+    _create_topic(cluster, topic, queues=1)
+    with BlockingClient(broker_addr(cluster)) as cl:
+        for i in range(8):
+            props = dict(msg_props(tags=f"Tag{i % 2}"), price=str(i * 10))
+            assert cl.invoke(send_cmd(topic, f"m{i}".encode(), props), RPC_TIMEOUT_S).code == 0
+        cmd = pull_cmd("sql_cg", topic, 0, 0, subscription="price >= 30 AND TAGS = 'Tag1'")
+        cmd.ext_fields["expressionType"] = "SQL92"
+        r = cl.invoke(cmd, RPC_TIMEOUT_S)
+        assert r.code == 0, r.remark
+        assert [bytes(m.body) for m in decode_messages(r.body)] == [b"m3", b"m5", b"m7"]
+        assert r.ext_fields["nextBeginOffset"] == "8"
