@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import socket
 import tempfile
@@ -68,6 +69,28 @@ def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def stable_free_port(host: str = LOOPBACK, *, pair: bool = False, tries: int = 200) -> int:
+    """A free port below the kernel's ephemeral range (with P - 2 free too when `pair`).
+
+    A port the OS handed out for port 0 is ephemeral: a process started later (an actor system
+    binding its own port-0 sockets) may take it before the server binds it. Ports below
+    ip_local_port_range are never handed out that way. Falls back to free_port_pair.
+    """
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    lo, hi = max(1100, low - 12000), low - 1
+    for _ in range(tries if hi > lo else 0):
+        port = rng.randrange(lo, hi)
+        if port_is_free(port, host) and (not pair or port_is_free(port - 2, host)):
+            return port
+    return free_port_pair(host) if pair else free_port(host)
 
 
 def free_port_pair(host: str = LOOPBACK, tries: int = 50) -> int:

@@ -99,8 +99,8 @@ class UpProcess:
         import uuid
 
         self.marker = f"ACTORMQ_TEST_MARKER={uuid.uuid4().hex}"
-        self.ns_port = launch.free_port()
-        self.broker_port = launch.free_port()
+        self.ns_port = launch.stable_free_port()
+        self.broker_port = launch.stable_free_port(pair=True)
         self.out_path = tmp_path / "up.out"
         self.err_path = tmp_path / "up.err"
         env = dict(os.environ)

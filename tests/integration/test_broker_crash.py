@@ -143,7 +143,7 @@ def _pull_all(port: int) -> dict[str, Any]:
 def test_kill9_during_sync_flush_load_loses_no_acked_message(tmp_path: Path) -> None:
     store = tmp_path / "store"
     conf = tmp_path / "broker.conf"
-    port = launch.free_port()
+    port = launch.stable_free_port(pair=True)
     _write_conf(conf, store, port)
 
     first = BrokerProcess(conf, tmp_path, 1)
