@@ -1,4 +1,4 @@
-"""`actormq` command line: up, namesrv, broker -c broker.conf, bench.
+"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench.
 
 Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.x: `-c` reads
 a Java properties file with RocketMQ's property names, command-line options override it, a
@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--host", default="127.0.0.1")
     br.add_argument("--admin-port", type=_port, default=None)
 
-    # listed for --help only: main() hands everything after `bench` to the benchmark's parser
+    # listed for --help only: main() hands everything after these to their own parsers
+    sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
     sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py)")
     return p
 
@@ -171,6 +172,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `actormq` and `python -m deploy`."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["admin"]:
+        from deploy.admin import main as admin_main
+
+        return admin_main(argv[1:])
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
         from tests.bench.broker_bench import main as bench_main
 

@@ -1,0 +1,385 @@
+"""`actormq admin <command>`: cluster, topic, consumer and message tools in the spirit of mqadmin.
+
+Mirrors tools/command/*SubCommand.java over tools/admin/DefaultMQAdminExt.java, RocketMQ 4.9.x:
+clusterList, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress, queryMsgByKey,
+queryMsgById, sendMessage, consumeMessage. Each command talks to the name server (-n, or the
+NAMESRV_ADDR environment variable as mqadmin does) and to the brokers it names, over the
+RocketMQ protocol (JSON headers), so it works against any RocketMQ 4.x cluster as well.
+Bad arguments: a message and exit code 2; a server that cannot be reached or refuses: a message
+and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from deploy.wire import BlockingClient, parse_addr
+from protocol.bodies import ClusterInfo, TopicRouteData, loads_lenient, loads_object_map
+from protocol.codes import RequestCode as RC
+from protocol.command import RemotingCommand
+from protocol.message import (
+    create_uniq_id,
+    decode_messages,
+    decode_offset_msg_id,
+)
+from protocol.record import properties_to_string
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+RPC_TIMEOUT_S = 10.0
+
+
+class AdminError(Exception):
+    """A server refused or could not be reached: printed, exit code 1."""
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
+          ok: tuple[int, ...] = (0,)) -> RemotingCommand:
+    """One request on a fresh connection; AdminError unless the code is in `ok`."""
+    fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
+    try:
+        with BlockingClient(addr) as cl:
+            resp = cl.invoke(RemotingCommand.request(code, fields or None, body), RPC_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise AdminError(f"{addr}: {exc}") from None
+    if resp.code not in ok:
+        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
+    return resp
+
+
+def _cluster(ns: str) -> ClusterInfo:
+    return ClusterInfo.from_json(bytes(_call(ns, RC.GET_BROKER_CLUSTER_INFO).body))
+
+
+def _route(ns: str, topic: str) -> TopicRouteData:
+    resp = _call(ns, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, ok=(0, 17))
+    if resp.code == 17:
+        raise AdminError(f"topic {topic!r} has no route on {ns} (TOPIC_NOT_EXIST)")
+    return TopicRouteData.from_json(bytes(resp.body))
+
+
+def _masters(info: ClusterInfo, cluster: str | None) -> list[tuple[str, str]]:
+    """(brokerName, master address) of a cluster (every cluster when None)."""
+    names = (
+        info.cluster_addr_table.get(cluster, []) if cluster is not None
+        else sorted(info.broker_addr_table)
+    )  # fmt: skip
+    out = []
+    for name in names:
+        bd = info.broker_addr_table.get(name)
+        if bd is not None and bd.master_addr:
+            out.append((name, bd.master_addr))
+    if not out:
+        raise AdminError(f"no master broker found for cluster {cluster!r}")
+    return out
+
+
+def _route_masters(route: TopicRouteData) -> dict[str, str]:
+    return {bd.broker_name: bd.master_addr for bd in route.broker_datas if bd.master_addr}
+
+
+def _text(b: Any) -> str:
+    return bytes(b).decode("utf-8", "replace")
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def cmd_cluster_list(a: argparse.Namespace) -> int:
+    """clusterList: every cluster's brokers with their id and address."""
+    info = _cluster(a.namesrv)
+    _out(f"{'#Cluster':<20} {'#Broker':<20} {'#BID':<5} {'#Addr':<24} #Version")
+    for cluster in sorted(info.cluster_addr_table):
+        for name in sorted(info.cluster_addr_table[cluster]):
+            bd = info.broker_addr_table.get(name)
+            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                version = "?"
+                try:
+                    rt = _call(addr, RC.GET_BROKER_RUNTIME_INFO)
+                    table = loads_lenient(bytes(rt.body))
+                    if isinstance(table, dict):
+                        version = str(table.get("table", {}).get("brokerVersionDesc", "?"))
+                except AdminError:
+                    version = "unreachable"
+                _out(f"{cluster:<20} {name:<20} {bid:<5} {addr:<24} {version}")
+    return 0
+
+
+def cmd_topic_list(a: argparse.Namespace) -> int:
+    """topicList: every topic the name server knows."""
+    body = loads_lenient(bytes(_call(a.namesrv, RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body))
+    topics = body.get("topicList", []) if isinstance(body, dict) else []
+    for t in sorted(topics):
+        _out(t)
+    return 0
+
+
+def cmd_topic_route(a: argparse.Namespace) -> int:
+    """topicRoute: the route JSON of a topic."""
+    _out(json.dumps(_route(a.namesrv, a.topic).to_obj(), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_update_topic(a: argparse.Namespace) -> int:
+    """updateTopic: create or update a topic on a broker (-b) or every master of a cluster."""
+    ext = {"topic": a.topic, "defaultTopic": "TBW102", "readQueueNums": a.read_queues,
+           "writeQueueNums": a.write_queues, "perm": a.perm, "topicFilterType": "SINGLE_TAG",
+           "topicSysFlag": 0, "order": "false"}  # fmt: skip
+    targets = [(a.broker, a.broker)] if a.broker else _masters(_cluster(a.namesrv), a.cluster)
+    for name, addr in targets:
+        _call(addr, RC.UPDATE_AND_CREATE_TOPIC, ext)
+        _out(f"create topic to {addr} ({name}) success.")
+    return 0
+
+
+def cmd_delete_topic(a: argparse.Namespace) -> int:
+    """deleteTopic: delete a topic from every master of a cluster and from the name server."""
+    for name, addr in _masters(_cluster(a.namesrv), a.cluster):
+        _call(addr, RC.DELETE_TOPIC_IN_BROKER, {"topic": a.topic})
+        _out(f"delete topic [{a.topic}] from broker {name} ({addr}) success.")
+    for ns in a.all_namesrv.split(";"):
+        _call(ns, RC.DELETE_TOPIC_IN_NAMESRV, {"topic": a.topic})
+    _out(f"delete topic [{a.topic}] from NameServer success.")
+    return 0
+
+
+def cmd_consumer_progress(a: argparse.Namespace) -> int:
+    """consumerProgress: per queue the broker offset, the group's offset and the lag."""
+    rows: list[tuple[str, str, int, int, int]] = []
+    for name, addr in _masters(_cluster(a.namesrv), None):
+        resp = _call(addr, RC.GET_CONSUME_STATS, {"consumerGroup": a.group, "topic": a.topic})
+        text = _text(resp.body)
+        at = text.find('"offsetTable":')
+        if at < 0:
+            continue
+        pairs, _ = loads_object_map(text, at + len('"offsetTable":'))
+        for mq, off in pairs:
+            rows.append((mq.get("topic", ""), name, int(mq.get("queueId", 0)),
+                         int(off.get("brokerOffset", 0)), int(off.get("consumerOffset", 0))))
+    _out(f"{'#Topic':<32} {'#Broker Name':<20} {'#QID':<5} {'#Broker Offset':<15} "
+         f"{'#Consumer Offset':<17} #Diff")  # fmt: skip
+    total = 0
+    for topic, name, qid, b_off, c_off in sorted(rows):
+        total += b_off - c_off
+        _out(f"{topic:<32} {name:<20} {qid:<5} {b_off:<15} {c_off:<17} {b_off - c_off}")
+    _out(f"\nDiff Total: {total}")
+    return 0
+
+
+def _print_messages(msgs: list[Any]) -> None:
+    for m in msgs:
+        props = m.properties
+        _out(f"msgId={m.msg_id} offsetMsgId={m.offset_msg_id} topic={m.topic} "
+             f"queueId={m.queue_id} queueOffset={m.queue_offset} tags={props.get('TAGS', '')} "
+             f"keys={props.get('KEYS', '')} storeTimestamp={m.store_timestamp} "
+             f"body={_text(m.body)!r}")  # fmt: skip
+
+
+def cmd_query_by_key(a: argparse.Namespace) -> int:
+    """queryMsgByKey: messages indexed under a key (KEYS or UNIQ_KEY) on every broker."""
+    found = []
+    for addr in sorted(set(_route_masters(_route(a.namesrv, a.topic)).values())):
+        resp = _call(addr, RC.QUERY_MESSAGE, {
+            "topic": a.topic, "key": a.key, "maxNum": a.max, "beginTimestamp": 0,
+            "endTimestamp": int(time.time() * 1000) + 60_000}, ok=(0, 26))  # fmt: skip
+        if resp.code == 0 and resp.body:
+            found += [m for m in decode_messages(bytes(resp.body))
+                      if a.key in m.properties.get("KEYS", "").split(" ")
+                      or m.properties.get("UNIQ_KEY") == a.key]  # fmt: skip
+    if not found:
+        raise AdminError(f"no message with key {a.key!r} in topic {a.topic!r}")
+    _print_messages(found)
+    return 0
+
+
+def cmd_query_by_id(a: argparse.Namespace) -> int:
+    """queryMsgById: one message by its offset message id (it names the broker)."""
+    try:
+        host, port, phy = decode_offset_msg_id(a.msg_id)
+    except ValueError as exc:
+        raise _Usage(f"bad message id: {exc}") from None
+    resp = _call(f"{host}:{port}", RC.VIEW_MESSAGE_BY_ID, {"offset": phy})
+    _print_messages(decode_messages(bytes(resp.body)))
+    return 0
+
+
+def cmd_send(a: argparse.Namespace) -> int:
+    """sendMessage: one message to a queue of the topic (auto-created by the broker if allowed)."""
+    try:
+        route = _route(a.namesrv, a.topic)
+    except AdminError:
+        route = _route(a.namesrv, "TBW102")  # the broker auto-creates the topic on first send
+    masters = _route_masters(route)
+    qds = [q for q in route.queue_datas if q.broker_name in masters and q.write_queue_nums > 0]
+    if not qds:
+        raise AdminError(f"no writable queue for topic {a.topic!r}")
+    qd = qds[0] if a.broker is None else next(
+        (q for q in qds if q.broker_name == a.broker), None)  # fmt: skip
+    if qd is None:
+        raise AdminError(f"broker {a.broker!r} has no writable queue for {a.topic!r}")
+    qid = a.queue if a.queue is not None else int(time.time_ns() // 1000) % min(
+        4, qd.write_queue_nums)  # fmt: skip
+    props = {"UNIQ_KEY": create_uniq_id(), "WAIT": "true"}
+    if a.tags:
+        props["TAGS"] = a.tags
+    if a.keys:
+        props["KEYS"] = a.keys
+    ext = {"a": "CLI_SEND_GROUP", "b": a.topic, "c": "TBW102", "d": 4, "e": qid, "f": 0,
+           "g": int(time.time() * 1000), "h": 0, "i": properties_to_string(props), "j": 0,
+           "k": "false", "m": "false", "n": qd.broker_name}  # fmt: skip
+    resp = _call(masters[qd.broker_name], RC.SEND_MESSAGE_V2, ext, a.body.encode())
+    ef = resp.ext_fields or {}
+    _out(f"SendResult [sendStatus=SEND_OK, msgId={props['UNIQ_KEY']}, "
+         f"offsetMsgId={ef.get('msgId')}, brokerName={qd.broker_name}, queueId={qid}, "
+         f"queueOffset={ef.get('queueOffset')}]")  # fmt: skip
+    return 0
+
+
+def cmd_consume(a: argparse.Namespace) -> int:
+    """consumeMessage: pull and print messages of every queue (from the group's offsets, or
+    from each queue's start with --from-start); with -g the new offsets are committed."""
+    route = _route(a.namesrv, a.topic)
+    masters = _route_masters(route)
+    group = a.group or "CLI_CONSUME_GROUP"
+    printed = 0
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        addr = masters.get(qd.broker_name)
+        if addr is None:
+            continue
+        for qid in range(qd.read_queue_nums):
+            if printed >= a.count:
+                break
+            q = {"topic": a.topic, "queueId": qid}
+            offset = int(_call(addr, RC.GET_MIN_OFFSET, q).ext_fields["offset"])
+            if a.group and not a.from_start:
+                r = _call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=group), ok=(0, 22))
+                if r.code == 0:
+                    offset = max(offset, int(r.ext_fields["offset"]))
+            while printed < a.count:
+                r = _call(addr, RC.PULL_MESSAGE, {
+                    "consumerGroup": group, "topic": a.topic, "queueId": qid,
+                    "queueOffset": offset, "maxMsgNums": min(32, a.count - printed),
+                    "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                    "subscription": a.subscription, "subVersion": 0, "expressionType": "TAG",
+                }, ok=(0, 19, 20, 21))  # fmt: skip
+                nxt = int((r.ext_fields or {}).get("nextBeginOffset", offset))
+                if r.code == 0:
+                    msgs = decode_messages(bytes(r.body))
+                    _print_messages(msgs)
+                    printed += len(msgs)
+                if nxt <= offset or r.code in (19, 21):
+                    break
+                offset = nxt
+            if a.group:
+                _call(addr, RC.UPDATE_CONSUMER_OFFSET,
+                      dict(q, consumerGroup=group, commitOffset=offset))  # fmt: skip
+    _out(f"consumed {printed} message(s)")
+    return 0
+
+
+class _Usage(Exception):
+    """A bad argument found after parsing: exit code 2."""
+
+
+COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "clusterList": (cmd_cluster_list, "list clusters and their brokers"),
+    "topicList": (cmd_topic_list, "list every topic of the name server"),
+    "topicRoute": (cmd_topic_route, "show a topic's route"),
+    "updateTopic": (cmd_update_topic, "create or update a topic"),
+    "deleteTopic": (cmd_delete_topic, "delete a topic from a cluster and the name server"),
+    "consumerProgress": (cmd_consumer_progress, "a consumer group's offsets and lag"),
+    "queryMsgByKey": (cmd_query_by_key, "find messages by key"),
+    "queryMsgById": (cmd_query_by_id, "show a message by its offset message id"),
+    "sendMessage": (cmd_send, "send one message"),
+    "consumeMessage": (cmd_consume, "pull and print messages"),
+}
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `actormq admin`."""
+    p = argparse.ArgumentParser(prog="actormq admin", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="admin_command", required=True)
+    for name, (_fn, help_text) in COMMANDS.items():
+        s = sub.add_parser(name, help=help_text)
+        s.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR"),
+                       help="name server host:port (default: $NAMESRV_ADDR)")  # fmt: skip
+        if name in ("topicRoute", "updateTopic", "deleteTopic", "queryMsgByKey",
+                    "sendMessage", "consumeMessage"):  # fmt: skip
+            s.add_argument("-t", "--topic", required=True)
+        if name == "updateTopic":
+            s.add_argument("-c", "--cluster", default=None)
+            s.add_argument("-b", "--broker", default=None, help="broker address host:port")
+            s.add_argument("-r", "--read-queues", type=_positive, default=8)
+            s.add_argument("-w", "--write-queues", type=_positive, default=8)
+            s.add_argument("-p", "--perm", type=int, choices=(2, 4, 6), default=6)
+        if name == "deleteTopic":
+            s.add_argument("-c", "--cluster", required=True)
+        if name == "consumerProgress":
+            s.add_argument("-g", "--group", required=True)
+            s.add_argument("-t", "--topic", default=None)
+        if name == "queryMsgByKey":
+            s.add_argument("-k", "--key", required=True)
+            s.add_argument("--max", type=_positive, default=64)
+        if name == "queryMsgById":
+            s.add_argument("-i", "--msg-id", required=True)
+        if name == "sendMessage":
+            s.add_argument("-p", "--body", required=True)
+            s.add_argument("--tags", default=None)
+            s.add_argument("--keys", default=None)
+            s.add_argument("-b", "--broker", default=None, help="broker name")
+            s.add_argument("-q", "--queue", type=int, default=None)
+        if name == "consumeMessage":
+            s.add_argument("-g", "--group", default=None)
+            s.add_argument("-s", "--subscription", default="*")
+            s.add_argument("-c", "--count", type=_positive, default=32)
+            s.add_argument("--from-start", action="store_true")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run one admin command; the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with a message on bad arguments
+    try:
+        if not args.namesrv:
+            raise _Usage("no name server: pass -n host:port or set NAMESRV_ADDR")
+        for ns in args.namesrv.split(";"):
+            parse_addr(ns)
+        if getattr(args, "broker", None) and args.admin_command == "updateTopic":
+            parse_addr(args.broker)
+    except (_Usage, ValueError) as exc:
+        sys.stderr.write(f"actormq admin: {exc}\n")
+        return EXIT_USAGE
+    args.all_namesrv = args.namesrv
+    args.namesrv = args.namesrv.split(";")[0]
+    try:
+        return COMMANDS[args.admin_command][0](args)
+    except _Usage as exc:
+        sys.stderr.write(f"actormq admin: {exc}\n")
+        return EXIT_USAGE
+    except AdminError as exc:
+        sys.stderr.write(f"actormq admin {args.admin_command}: {exc}\n")
+        return EXIT_FAILED
+    except ValueError as exc:  # a reply that does not parse
+        sys.stderr.write(f"actormq admin {args.admin_command}: unreadable reply: {exc}\n")
+        return EXIT_FAILED

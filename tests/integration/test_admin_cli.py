@@ -1,0 +1,86 @@
+"""`actormq admin` against a real cluster: the mqadmin-style tools end to end over sockets."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from deploy.admin import main as admin_main
+from tests.integration.e2e_helpers import start_real
+
+pytestmark = pytest.mark.integration
+
+
+def _admin(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = admin_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_admin_tools_round_trip(local_cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = start_real(local_cluster)
+    ns = cluster.namesrv_addr()
+    broker = f"127.0.0.1:{cluster.broker_port()}"
+
+    code, out, _ = _admin(capsys, "clusterList", "-n", ns)
+    row = r"DefaultCluster\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s+V4_9_8"
+    assert code == 0 and re.search(row, out), out
+
+    code, out, err = _admin(capsys, "updateTopic", "-n", ns, "-c", "DefaultCluster",
+                            "-t", "AdminT", "-r", "2", "-w", "2")  # fmt: skip
+    assert code == 0 and "success" in out, err
+    code, out, _ = _admin(capsys, "topicList", "-n", ns)
+    assert code == 0 and "AdminT" in out.split()
+    code, out, _ = _admin(capsys, "topicRoute", "-n", ns, "-t", "AdminT")
+    assert code == 0 and '"writeQueueNums": 2' in out
+
+    ids = []
+    for i in range(3):
+        code, out, err = _admin(capsys, "sendMessage", "-n", ns, "-t", "AdminT",
+                                "-p", f"hello-{i}", "--tags", "TagA", "--keys", f"k{i}",
+                                "-q", str(i % 2))  # fmt: skip
+        assert code == 0 and "SEND_OK" in out, err
+        ids.append(re.search(r"offsetMsgId=([0-9A-F]+)", out).group(1))  # type: ignore[union-attr]
+
+    code, out, _ = _admin(capsys, "queryMsgById", "-n", ns, "-i", ids[1])
+    assert code == 0 and "body='hello-1'" in out and "keys=k1" in out
+    code, out, _ = _admin(capsys, "queryMsgByKey", "-n", ns, "-t", "AdminT", "-k", "k2")
+    assert code == 0 and "body='hello-2'" in out and "hello-1" not in out
+
+    code, out, _ = _admin(capsys, "consumeMessage", "-n", ns, "-t", "AdminT", "-g", "AdminCG",
+                          "--from-start")  # fmt: skip
+    assert code == 0 and "consumed 3 message(s)" in out
+    assert {f"hello-{i}" for i in range(3)} <= set(re.findall(r"body='([^']*)'", out))
+    code, out, _ = _admin(capsys, "consumerProgress", "-n", ns, "-g", "AdminCG")
+    assert code == 0 and "Diff Total: 0" in out
+    assert re.search(r"AdminT\s+broker-a\s+0\s+2\s+2\s+0", out), out
+    code, out, _ = _admin(capsys, "consumeMessage", "-n", ns, "-t", "AdminT", "-g", "AdminCG")
+    assert code == 0 and "consumed 0 message(s)" in out  # the committed offsets were used
+
+    code, out, _ = _admin(capsys, "deleteTopic", "-n", ns, "-c", "DefaultCluster", "-t", "AdminT")
+    assert code == 0
+    code, out, err = _admin(capsys, "topicRoute", "-n", ns, "-t", "AdminT")
+    assert code == 1 and "TOPIC_NOT_EXIST" in err
+    code, _, err = _admin(capsys, "updateTopic", "-n", ns, "-b", broker, "-t", "bad topic!")
+    assert code == 1 and "code 1" in err  # the broker's own validation, reported
+
+
+def test_admin_bad_arguments_exit_2() -> None:
+    run = [sys.executable, "-m", "deploy", "admin"]
+    env_free = {"PATH": "/usr/bin:/bin"}
+    for argv, needle in (
+        (["topicList"], "no name server"),
+        (["topicList", "-n", "nohost"], "bad address"),
+        (["queryMsgById", "-n", "127.0.0.1:1", "-i", "zz"], "bad message id"),
+        (["updateTopic", "-n", "127.0.0.1:1", "-t", "T", "-r", "0"], "must be > 0"),
+        (["nosuchcommand"], "invalid choice"),
+    ):
+        p = subprocess.run([*run, *argv], capture_output=True, text=True, timeout=60,
+                           env=env_free, cwd=".")  # fmt: skip
+        assert p.returncode == 2 and needle in p.stderr, (argv, p.stderr)
+    p = subprocess.run([*run, "topicList", "-n", "127.0.0.1:1"], capture_output=True, text=True,
+                       timeout=60, env=env_free)  # fmt: skip
+    assert p.returncode == 1 and "refused" in p.stderr.lower()
