@@ -1,7 +1,8 @@
 """`actormq admin <command>`: cluster, topic, consumer and message tools in the spirit of mqadmin.
 
 Mirrors tools/command/*SubCommand.java over tools/admin/DefaultMQAdminExt.java, RocketMQ 4.9.x:
-clusterList, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress, queryMsgByKey,
+clusterList, brokerStatus, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress,
+consumerConnection, consumerStatus, producerConnection, resetOffsetByTime, queryMsgByKey,
 queryMsgById, sendMessage, consumeMessage. Each command talks to the name server (-n, or the
 NAMESRV_ADDR environment variable as mqadmin does) and to the brokers it names, over the
 RocketMQ protocol (JSON headers), so it works against any RocketMQ 4.x cluster as well.
@@ -287,6 +288,100 @@ def cmd_consume(a: argparse.Namespace) -> int:
     return 0
 
 
+def _group_broker(a: argparse.Namespace) -> str:
+    """-b if given, else the master of the group's retry topic, else the first master."""
+    if getattr(a, "broker", None):
+        return str(a.broker)
+    try:
+        masters = _route_masters(_route(a.namesrv, f"%RETRY%{a.group}"))
+        if masters:
+            return sorted(masters.values())[0]
+    except AdminError:
+        pass
+    return _masters(_cluster(a.namesrv), None)[0][1]
+
+
+def cmd_broker_status(a: argparse.Namespace) -> int:
+    """brokerStatus: a broker's runtime table (GET_BROKER_RUNTIME_INFO)."""
+    addrs = [a.broker] if a.broker else [addr for _n, addr in _masters(_cluster(a.namesrv), None)]
+    for addr in addrs:
+        body = loads_lenient(bytes(_call(addr, RC.GET_BROKER_RUNTIME_INFO).body))
+        table = body.get("table", {}) if isinstance(body, dict) else {}
+        _out(f"# {addr}")
+        for k in sorted(table):
+            _out(f"{k:<36}: {table[k]}")
+    return 0
+
+
+def cmd_consumer_connection(a: argparse.Namespace) -> int:
+    """consumerConnection: the group's clients (GET_CONSUMER_CONNECTION_LIST)."""
+    addr = _group_broker(a)
+    body = loads_lenient(bytes(_call(addr, RC.GET_CONSUMER_CONNECTION_LIST,
+                                     {"consumerGroup": a.group}).body))  # fmt: skip
+    assert isinstance(body, dict)
+    for i, c in enumerate(body.get("connectionSet", []), 1):
+        _out(f"{i:03d}  {c.get('clientId', ''):<40} {c.get('clientAddr', ''):<22} "
+             f"{c.get('language', '')} {c.get('version', '')}")  # fmt: skip
+    _out("\nBelow is subscription:")
+    for topic, sub in sorted(body.get("subscriptionTable", {}).items()):
+        _out(f"{topic:<40} {sub.get('subString', '')}")
+    _out(f"\nConsumeType: {body.get('consumeType')}\nMessageModel: {body.get('messageModel')}"
+         f"\nConsumeFromWhere: {body.get('consumeFromWhere')}")  # fmt: skip
+    return 0
+
+
+def cmd_producer_connection(a: argparse.Namespace) -> int:
+    """producerConnection: a producer group's clients on each master of the topic."""
+    for addr in sorted(set(_route_masters(_route(a.namesrv, a.topic)).values())):
+        resp = _call(addr, RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": a.group},
+                     ok=(0, 1))  # fmt: skip
+        if resp.code != 0:
+            continue
+        body = loads_lenient(bytes(resp.body))
+        assert isinstance(body, dict)
+        for i, c in enumerate(body.get("connectionSet", []), 1):
+            _out(f"{i:04d}  {c.get('clientId', ''):<40} {c.get('clientAddr', ''):<22} "
+                 f"{c.get('language', '')} {c.get('version', '')}")  # fmt: skip
+    return 0
+
+
+def _timestamp(text: str) -> int:
+    """ms since the epoch, "now", or mqadmin's yyyy-MM-dd#HH:mm:ss:SSS (local time)."""
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        base, _, ms = text.rpartition(":")
+        return int(time.mktime(time.strptime(base, "%Y-%m-%d#%H:%M:%S"))) * 1000 + int(ms)
+    except ValueError:
+        raise _Usage(f"bad timestamp {text!r}: ms, now, or yyyy-MM-dd#HH:mm:ss:SSS") from None
+
+
+def cmd_reset_offset(a: argparse.Namespace) -> int:
+    """resetOffsetByTime: every master of the topic moves the group's clients to a time."""
+    ts = _timestamp(a.timestamp)
+    ext = {"topic": a.topic, "group": a.group, "timestamp": ts,
+           "isForce": "true" if a.force else "false"}  # fmt: skip
+    for name, addr in sorted(_route_masters(_route(a.namesrv, a.topic)).items()):
+        resp = _call(addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+        text = _text(resp.body)
+        at = text.find('"offsetTable":')
+        pairs = loads_object_map(text, at + len('"offsetTable":'))[0] if at >= 0 else []
+        for mq, off in sorted(pairs, key=lambda p: p[0].get("queueId", 0)):
+            _out(f"{a.topic:<32} {name:<20} queue {mq.get('queueId')}: offset {off}")
+    return 0
+
+
+def cmd_consumer_status(a: argparse.Namespace) -> int:
+    """consumerStatus: a client's own running info, relayed by the broker."""
+    addr = _group_broker(a)
+    resp = _call(addr, RC.GET_CONSUMER_RUNNING_INFO, {
+        "consumerGroup": a.group, "clientId": a.client_id, "jstackEnable": "false"})  # fmt: skip
+    _out(_text(resp.body))
+    return 0
+
+
 class _Usage(Exception):
     """A bad argument found after parsing: exit code 2."""
 
@@ -302,6 +397,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "queryMsgById": (cmd_query_by_id, "show a message by its offset message id"),
     "sendMessage": (cmd_send, "send one message"),
     "consumeMessage": (cmd_consume, "pull and print messages"),
+    "brokerStatus": (cmd_broker_status, "a broker's runtime figures"),
+    "consumerConnection": (cmd_consumer_connection, "a consumer group's clients"),
+    "producerConnection": (cmd_producer_connection, "a producer group's clients"),
+    "resetOffsetByTime": (cmd_reset_offset, "move a consumer group to a point in time"),
+    "consumerStatus": (cmd_consumer_status, "a consumer client's own running info"),
 }
 
 
@@ -324,8 +424,20 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR"),
                        help="name server host:port (default: $NAMESRV_ADDR)")  # fmt: skip
         if name in ("topicRoute", "updateTopic", "deleteTopic", "queryMsgByKey",
-                    "sendMessage", "consumeMessage"):  # fmt: skip
+                    "sendMessage", "consumeMessage", "producerConnection",
+                    "resetOffsetByTime"):  # fmt: skip
             s.add_argument("-t", "--topic", required=True)
+        if name in ("consumerConnection", "producerConnection", "resetOffsetByTime",
+                    "consumerStatus"):  # fmt: skip
+            s.add_argument("-g", "--group", required=True)
+        if name in ("brokerStatus", "consumerConnection", "consumerStatus"):
+            s.add_argument("-b", "--broker", default=None, help="broker address host:port")
+        if name == "resetOffsetByTime":
+            s.add_argument("-s", "--timestamp", required=True,
+                           help="ms, now, or yyyy-MM-dd#HH:mm:ss:SSS")  # fmt: skip
+            s.add_argument("-f", "--force", type=lambda v: v.lower() == "true", default=True)
+        if name == "consumerStatus":
+            s.add_argument("-i", "--client-id", required=True)
         if name == "updateTopic":
             s.add_argument("-c", "--cluster", default=None)
             s.add_argument("-b", "--broker", default=None, help="broker address host:port")
@@ -365,7 +477,9 @@ def main(argv: list[str]) -> int:
             raise _Usage("no name server: pass -n host:port or set NAMESRV_ADDR")
         for ns in args.namesrv.split(";"):
             parse_addr(ns)
-        if getattr(args, "broker", None) and args.admin_command == "updateTopic":
+        if getattr(args, "broker", None) and args.admin_command in (
+            "updateTopic", "brokerStatus", "consumerConnection", "consumerStatus"
+        ):
             parse_addr(args.broker)
     except (_Usage, ValueError) as exc:
         sys.stderr.write(f"actormq admin: {exc}\n")

@@ -84,3 +84,51 @@ def test_admin_bad_arguments_exit_2() -> None:
     p = subprocess.run([*run, "topicList", "-n", "127.0.0.1:1"], capture_output=True, text=True,
                        timeout=60, env=env_free)  # fmt: skip
     assert p.returncode == 1 and "refused" in p.stderr.lower()
+
+
+def test_admin_connection_status_and_reset_tools(local_cluster,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """brokerStatus, consumer/producer connections, resetOffsetByTime, consumerStatus."""
+    import json
+    import time
+
+    from deploy.wire import BlockingClient
+    from protocol.command import RemotingCommand
+    from tests.integration.e2e_helpers import RPC_TIMEOUT_S, broker_addr, heartbeat_cmd
+
+    cluster = start_real(local_cluster)
+    ns = cluster.namesrv_addr()
+    broker = f"127.0.0.1:{cluster.broker_port()}"
+    assert _admin(capsys, "updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", "AdmR",
+                  "-r", "1", "-w", "1")[0] == 0  # fmt: skip
+    for i in range(4):
+        assert _admin(capsys, "sendMessage", "-n", ns, "-t", "AdmR", "-p", f"r{i}")[0] == 0
+        time.sleep(0.01)
+    code, out, _ = _admin(capsys, "brokerStatus", "-n", ns, "-b", broker)
+    assert code == 0 and re.search(r"brokerVersionDesc\s+: V4_9_8", out)
+
+    with BlockingClient(broker_addr(cluster)) as cl:  # a consumer + a producer stay connected
+        hb = heartbeat_cmd("10.9.9.9@it", "AdmCG", {"AdmR": "*"})
+        body = json.loads(hb.body)
+        body["producerDataSet"].append({"groupName": "AdmPG"})
+        hb = RemotingCommand.request(34, None, json.dumps(body).encode())
+        assert cl.invoke(hb, RPC_TIMEOUT_S).code == 0
+        upd = RemotingCommand.request(15, {"consumerGroup": "AdmCG", "topic": "AdmR",
+                                           "queueId": "0", "commitOffset": "3"})
+        assert cl.invoke(upd, RPC_TIMEOUT_S).code == 0
+
+        code, out, _ = _admin(capsys, "consumerConnection", "-n", ns, "-g", "AdmCG")
+        assert code == 0 and "10.9.9.9@it" in out and "CLUSTERING" in out
+        code, out, _ = _admin(capsys, "producerConnection", "-n", ns, "-g", "AdmPG", "-t", "AdmR")
+        assert code == 0 and "10.9.9.9@it" in out and "JAVA" in out
+        code, out, _ = _admin(capsys, "resetOffsetByTime", "-n", ns, "-g", "AdmCG", "-t", "AdmR",
+                              "-s", "0")  # fmt: skip
+        assert code == 0 and re.search(r"AdmR\s+broker-a\s+queue 0: offset 0", out), out
+        # the broker told the connected consumer (RESET_CONSUMER_CLIENT_OFFSET, oneway)
+        cl.read_for(0.5)
+        assert any(r.code == 220 and r.ext_fields["group"] == "AdmCG" for r in cl.requests)
+        code, _, err = _admin(capsys, "consumerStatus", "-n", ns, "-g", "AdmCG", "-i", "nobody")
+        assert code == 1 and "not online" in err
+    code, _, err = _admin(capsys, "resetOffsetByTime", "-n", ns, "-g", "AdmCG", "-t", "AdmR",
+                          "-s", "yesterday")  # fmt: skip
+    assert code == 2 and "bad timestamp" in err
