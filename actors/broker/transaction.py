@@ -11,14 +11,18 @@ CID_RMQ_SYS_TRANS on the half and op queues (OffsetCommitted events, persisted b
 controller in consumerOffset.json). Producer connections per PGROUP arrive from client_manage
 as ProducerGroupChanged events.
 
-The check of one run: read the op queue (each op record's body is the half queue offset it
-closes), walk the half queue from the saved offset up to the max seen at the start of the run,
-skip what an op closed, stop at the first half message younger than transactionTimeOut (or its
-CHECK_IMMUNITY_TIME_IN_SECONDS), and for each older one put it back on the half queue with
+The check of one run: read the op records (each one's body is the half queue offset it closes;
+MAX_OPS_PER_TICK per tick, kept between ticks, and no half message is checked before every op
+written so far has been read), walk the half queue from the saved offset up to the max seen at
+the start of the run, skip what an op closed, stop at the first half message younger than
+transactionTimeOut, and for each older one put it back on the half queue with
 TRANSACTION_CHECK_TIMES + 1 and send CHECK_TRANSACTION_STATE (oneway) for the copy to one live
-connection of its producer group. After transactionCheckMax checks a half message goes to
-TRANS_CHECK_MAX_TIME_TOPIC instead. As in RocketMQ the outcome is at-least-once: a producer
-that answers both the original and the copy commits twice.
+connection of its producer group. A message with CHECK_IMMUNITY_TIME_IN_SECONDS still inside
+its immunity is put back (with TRAN_PREPARED_QUEUE_OFFSET naming the original) and the walk
+goes on; its copies are dropped once an op closes the original. After transactionCheckMax
+checks, or when born longer ago than fileReservedTime, a half message goes to
+TRANS_CHECK_MAX_TIME_TOPIC instead. As in RocketMQ the outcome is at-least-once: a producer that
+answers both the original and a copy commits twice.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from protocol.message import (
     PROPERTY_TAGS,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -70,7 +75,8 @@ OP_TOPIC: Final = RMQ_SYS_TRANS_OP_HALF_TOPIC
 CHECK_GROUP: Final = CID_RMQ_SYS_TRANS
 REMOVE_TAG: Final = "d"  # TransactionalMessageUtil.REMOVETAG
 MAX_CHECKS_PER_TICK: Final = 256  # the send actor serves no request meanwhile
-MAX_OPS_PER_RUN: Final = 8192
+MAX_REMEMBERED_CLOSED: Final = 100_000
+MAX_OPS_PER_TICK: Final = 1024  # op records read per tick (each one is a store read)
 RW: Final = PERM_READ | PERM_WRITE
 _CHECK_STATE: Final = int(RC.CHECK_TRANSACTION_STATE)
 
@@ -98,6 +104,13 @@ class TransactionalMessageService:
         self.checks_sent = 0
         self.discarded = 0
         self._rr = 0
+        # ops read so far (kept between ticks): half offset -> op offset, and op offsets done
+        self._closes: dict[int, int] = {}
+        self._done_ops: set[int] = set()
+        self._ops_next = -1  # next op offset to read
+        # half offsets closed by ops already passed: an immune message's copy finds its
+        # original here (RocketMQ only looks at ops of halves not passed yet)
+        self._closed_passed: dict[int, None] = {}
 
     # --- END_TRANSACTION ------------------------------------------------------------------
 
@@ -184,7 +197,12 @@ class TransactionalMessageService:
         return self.next_check - now_ms
 
     def check(self, now_ms: int, budget: int = MAX_CHECKS_PER_TICK) -> bool:
-        """One pass over the half queue; True when it stopped on the budget (more to do)."""
+        """One pass over the half queue; True when it stopped early (more to do next tick).
+
+        A half message is only checked once every op record written so far has been read (an
+        op past the read window may close it): ops are read MAX_OPS_PER_TICK per tick and
+        kept between ticks until the half queue walk passes the halves they close.
+        """
         store = self.store
         half_cq = store.consume_queues.get((HALF_TOPIC, 0))
         if half_cq is None:
@@ -195,9 +213,10 @@ class TransactionalMessageService:
                          half_cq.get_min_offset_in_queue())  # fmt: skip
         if half_start >= half_max:
             return False
-        op_start, closes, done_ops = self._read_ops(half_start)
+        op_start, all_ops_read = self._read_ops(half_start)
+        closes, done_ops = self._closes, self._done_ops
         i = half_start
-        more = False
+        more = not all_ops_read
         while i < half_max:
             if budget <= 0:
                 more = True
@@ -207,6 +226,8 @@ class TransactionalMessageService:
                 done_ops.add(op)
                 i += 1
                 continue
+            if not all_ops_read:
+                break  # an op not read yet may close this one
             unit = half_cq.get_unit(i)
             msg = None
             if unit is not None and unit[1] != PRE_BLANK_SIZE:
@@ -217,19 +238,28 @@ class TransactionalMessageService:
                 continue
             props = msg.properties
             times = _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
-            if times >= self.check_max:
+            age = now_ms - msg.born_timestamp
+            if times >= self.check_max or age > self.reserved_ms:  # needDiscard / needSkip
                 self._discard(msg, now_ms)
                 i += 1
                 continue
-            if now_ms - msg.store_timestamp > self.reserved_ms:
-                i += 1  # needSkip: older than the commit log keeps files
-                continue
-            age = now_ms - msg.born_timestamp
-            immunity = self.timeout_ms
             secs = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
             if secs is not None:
                 immunity = _int(secs, self.timeout_ms // 1000) * 1000
-            if 0 <= age < immunity:
+                if 0 <= age < immunity:  # checkPrepareQueueOffset: keep it, check the rest
+                    first = _int(props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET), -1)
+                    op = closes.pop(first, None) if first >= 0 else None
+                    if op is not None:
+                        done_ops.add(op)  # the producer closed the original meanwhile
+                        self._remember_closed(first)
+                    elif first >= 0 and first in self._closed_passed:
+                        pass  # closed by an op already passed
+                    elif self._put_back(msg, times, now_ms, first if first >= 0 else i) is None:
+                        break
+                    i += 1
+                    budget -= 1
+                    continue
+            elif 0 <= age < self.timeout_ms:
                 break  # this one and every later one are too young
             copy = self._put_back(msg, times + 1, now_ms)
             if copy is None:
@@ -239,25 +269,39 @@ class TransactionalMessageService:
             i += 1
         if i != half_start:
             self.ctx.emit(OffsetCommitted(CHECK_GROUP, HALF_TOPIC, 0, i))
+        for hq in [hq for hq in closes if hq < i]:  # closes halves now passed
+            done_ops.add(closes.pop(hq))
+            self._remember_closed(hq)
         new_op = op_start
         while new_op in done_ops:
+            done_ops.discard(new_op)
             new_op += 1
         if new_op != op_start:
             self.ctx.emit(OffsetCommitted(CHECK_GROUP, OP_TOPIC, 0, new_op))
         return more
 
-    def _read_ops(self, half_start: int) -> tuple[int, dict[int, int], set[int]]:
-        """(op start, half offset -> op offset still open, op offsets already done)."""
+    def _remember_closed(self, half_qoff: int) -> None:
+        closed = self._closed_passed
+        closed[half_qoff] = None
+        if len(closed) > MAX_REMEMBERED_CLOSED:
+            for k in list(closed)[: len(closed) // 2]:  # forget the oldest half
+                del closed[k]
+
+    def _read_ops(self, half_start: int) -> tuple[int, bool]:
+        """Read up to MAX_OPS_PER_TICK more op records into _closes / _done_ops; (op start,
+        whether every op record written so far has been read)."""
         store = self.store
-        closes: dict[int, int] = {}
-        done: set[int] = set()
         op_cq = store.consume_queues.get((OP_TOPIC, 0))
         if op_cq is None:
-            return 0, closes, done
+            return 0, True
         start = max(self.ctx.offsets.query_offset(CHECK_GROUP, OP_TOPIC, 0),
                     op_cq.get_min_offset_in_queue())  # fmt: skip
-        end = min(op_cq.get_max_offset_in_queue(), start + MAX_OPS_PER_RUN)
-        for o in range(start, end):
+        if self._ops_next < start:  # first run, or the saved op offset moved past what we read
+            self._ops_next = start
+        op_max = op_cq.get_max_offset_in_queue()
+        end = min(op_max, self._ops_next + MAX_OPS_PER_TICK)
+        closes, done = self._closes, self._done_ops
+        for o in range(self._ops_next, end):
             unit = op_cq.get_unit(o)
             m = None
             if unit is not None and unit[1] != PRE_BLANK_SIZE:
@@ -265,14 +309,21 @@ class TransactionalMessageService:
             hq = _int(bytes(m.body).decode("ascii", "replace"), -1) if m is not None else -1
             if hq < half_start:
                 done.add(o)  # closes a half message already passed (or unreadable)
+                self._remember_closed(hq)
             else:
                 closes[hq] = o
-        return start, closes, done
+        self._ops_next = max(self._ops_next, end)
+        return start, self._ops_next >= op_max
 
-    def _put_back(self, msg: MessageExt, times: int, now_ms: int) -> PutMessageResult | None:
-        """putBackHalfMsgQueue: the half message again at the queue's end, check count + 1."""
+    def _put_back(
+        self, msg: MessageExt, times: int, now_ms: int, prepared_qoff: int = -1
+    ) -> PutMessageResult | None:
+        """putBackHalfMsgQueue: the half message again at the queue's end with its check count
+        (and, for a message still immune, the queue offset of the original it stands for)."""
         props = dict(msg.properties)
         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
+        if prepared_qoff >= 0:
+            props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(prepared_qoff)
         inner = MessageExtBrokerInner.from_stored(
             msg, HALF_TOPIC, msg.queue_id, props, store_host=self.store_host
         )

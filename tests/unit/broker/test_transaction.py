@@ -234,3 +234,50 @@ def test_reject_transaction_message(tmp_path: Any) -> None:
         assert resp is not None and resp.code == RS.NO_PERMISSION
     finally:
         b.close()
+
+
+def test_ops_beyond_one_read_window_still_close_their_halves(
+    txb: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ops are read a few per tick: no committed half may be checked meanwhile."""
+    import actors.broker.transaction as tx
+
+    monkeypatch.setattr(tx, "MAX_OPS_PER_TICK", 4)
+    _producer_heartbeat(txb)
+    for k in range(10):
+        _half(txb, uniq=f"U{k}")
+    for k in range(10):
+        assert _end(txb, k, _half_phy(txb, k), 8).code == RS.SUCCESS
+    checks = [c for t in range(BORN, BORN + 60_000, 1000) for c in _tick(txb, t)]
+    assert checks == []
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 10
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 10
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, OP_TOPIC, 0) == 10
+
+
+def test_an_immune_half_does_not_hold_back_later_ones(txb: Broker) -> None:
+    """checkPrepareQueueOffset: the immune message is put back, the next one is checked."""
+    _producer_heartbeat(txb)
+    props = ("UNIQ_KEY\x01IMM\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
+             "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01600")  # fmt: skip
+    txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"immune", now_ms=BORN)
+    _half(txb, uniq="LATER")
+    _tick(txb, BORN)
+    checks = _tick(txb, BORN + 7000)
+    assert [decode_messages(c.body)[0].properties["UNIQ_KEY"] for _, c in checks] == ["LATER"]
+    copy = _only_record(txb, HALF_TOPIC, 0, 2)  # the immune one, put back first
+    assert copy.properties["UNIQ_KEY"] == "IMM"
+    assert copy.properties["TRAN_PREPARED_QUEUE_OFFSET"] == "0"
+    assert copy.properties.get("TRANSACTION_CHECK_TIMES", "0") == "0"
+    # the producer commits the original meanwhile: the copy is recognised, never checked
+    assert _end(txb, 0, _half_phy(txb, 0), 8).code == RS.SUCCESS
+    later = [c for t in range(BORN + 8000, BORN + 700_000, 60_000) for c in _tick(txb, t)]
+    assert all(decode_messages(c.body)[0].properties["UNIQ_KEY"] != "IMM" for _, c in later)
+
+
+def test_half_older_than_file_reserved_time_is_discarded(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    _half(txb)
+    _tick(txb, BORN)
+    assert _tick(txb, BORN + 73 * 3_600_000) == []  # fileReservedTime 72 h, by born time
+    assert txb.store.get_max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 1
