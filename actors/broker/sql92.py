@@ -13,14 +13,17 @@ Grammar, loosest first:
     unary:    NOT unary | + unary | - unary | primary
     primary:  literal | identifier | ( or )
 
-Literals: 'text' ('' is a quote), integers (decimal, 0x hex, 0 octal, optional L), decimals and
-exponents, TRUE, FALSE, NULL. Keywords are case-insensitive; identifiers are property names
-(TAGS and KEYS included, as the broker evaluates the message's property map).
+Literals: 'text' ('' is a quote), integers (0 or no leading zero), decimals and exponents, TRUE,
+FALSE, NULL; `--` and `/* */` comments are skipped. Keywords are case-insensitive; identifiers
+([A-Za-z_$][A-Za-z0-9_$]*) are property names (TAGS and KEYS included: the broker evaluates the
+message's property map). A property used where a boolean is expected is cast as Java does
+(NULL stays NULL, any text is FALSE). AND / OR chains evaluate iteratively.
 
 Values are three-valued as in SQL: a missing property is NULL, a comparison with NULL is NULL,
-and only TRUE matches. A property is text; compared with a number it is read as that number,
-with a boolean as Java's Boolean.valueOf, and two texts in <, <=, >, >= are both read as
-decimals (ComparisonExpression). A value that cannot be converted makes the evaluation fail,
+and only TRUE matches. A property is text; compared with a number it is read as that number
+(Integer/Long.valueOf for an integer literal of that range, Double.valueOf for a decimal), with
+a boolean as Java's Boolean.valueOf, and two texts in <, <=, >, >= are both read as decimals
+(ComparisonExpression). A value that cannot be converted makes the evaluation fail,
 which the broker counts as no match (ExpressionMessageFilter logs and skips).
 """
 
@@ -34,18 +37,27 @@ Value = Any  # str | int | float | bool | None
 Node = Callable[[Mapping[str, str]], Value]
 
 _TOKEN: Final = re.compile(
-    r"""\s*(?:
+    r"""(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(?:
       (?P<str>'(?:[^']|'')*')
-    | (?P<num>0[xX][0-9a-fA-F]+[lL]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[lLdDfF]?)
+    | (?P<num>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|0(?![0-9])|[1-9]\d*)
     | (?P<op><>|>=|<=|=|>|<|\(|\)|,|\+|-)
-    | (?P<id>[A-Za-z_$][A-Za-z0-9_$.]*)
+    | (?P<id>[A-Za-z_$][A-Za-z0-9_$]*)
     )""",
-    re.VERBOSE,
+    re.VERBOSE | re.DOTALL,
 )
+_TRAILING: Final = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*\Z", re.DOTALL)
+# SelectorParser.jj keywords (case-insensitive); CONTAINS / STARTSWITH / ENDSWITH are RocketMQ
+# 5's additions, accepted here as well
 _KEYWORDS: Final = frozenset(
     {"AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE",
      "CONTAINS", "STARTSWITH", "ENDSWITH"}
 )  # fmt: skip
+_JAVA_INT: Final = re.compile(r"[+-]?\d+\Z")
+_JAVA_DOUBLE: Final = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)\Z"
+)
+_INT32: Final = (-(1 << 31), (1 << 31) - 1)
+_INT64: Final = (-(1 << 63), (1 << 63) - 1)
 
 
 class Sql92Error(ValueError):
@@ -57,14 +69,16 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     pos = 0
     n = len(text)
     while pos < n:
-        if text[pos:].strip() == "":
+        if _TRAILING.match(text, pos):
             break
         m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
+        if m is None or m.lastgroup is None:
             raise Sql92Error(f"unexpected character at {pos}: {text[pos:pos + 10]!r}")
         pos = m.end()
-        kind = m.lastgroup or ""
+        kind = m.lastgroup
         tok = m.group(kind)
+        if kind == "num" and pos < n and (text[pos].isalnum() or text[pos] in "_$."):
+            raise Sql92Error(f"bad number at {m.start(kind)}: {text[m.start(kind):pos + 1]!r}")
         if kind == "id" and tok.upper() in _KEYWORDS:
             out.append(("kw", tok.upper()))
         else:
@@ -74,18 +88,16 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 def _number(tok: str) -> int | float:
-    t = tok
-    if t[:2] in ("0x", "0X"):
-        return int(t[2:].rstrip("lL"), 16)
-    if t[-1] in "lL":
-        t = t[:-1]
-    elif t[-1] in "dDfF":
-        return float(t[:-1])
-    if "." in t or "e" in t or "E" in t:
-        return float(t)
-    if len(t) > 1 and t[0] == "0":
-        return int(t, 8)  # the JMS grammar's octal literal
-    return int(t)
+    """A literal as ConstantExpression.createFromDecimal / createFloat read it."""
+    try:
+        if "." in tok or "e" in tok or "E" in tok:
+            return float(tok)
+        v = int(tok)
+    except ValueError:
+        raise Sql92Error(f"bad number {tok!r}") from None
+    if not _INT64[0] <= v <= _INT64[1]:
+        raise Sql92Error(f"number out of range {tok!r}")
+    return v
 
 
 def _java_bool(s: str) -> bool:
@@ -93,10 +105,24 @@ def _java_bool(s: str) -> bool:
 
 
 def _to_number(s: str, like: int | float) -> int | float:
-    try:
-        return int(s) if isinstance(like, int) else float(s)
-    except ValueError:
-        raise Sql92Error(f"{s!r} is not a number") from None
+    """Integer.valueOf / Long.valueOf / Double.valueOf of a property, by the literal's type."""
+    if isinstance(like, int):
+        lo, hi = _INT32 if _INT32[0] <= like <= _INT32[1] else _INT64
+        if _JAVA_INT.match(s):
+            v = int(s)
+            if lo <= v <= hi:
+                return v
+        raise Sql92Error(f"{s!r} is not an integer in range")
+    return _to_double(s)
+
+
+def _to_double(s: str) -> float:
+    t = s.strip()
+    if not _JAVA_DOUBLE.match(t):
+        raise Sql92Error(f"{s!r} is not a number")
+    if t[-1] in "fFdD":
+        t = t[:-1]
+    return float(t.replace("Infinity", "inf"))
 
 
 def _coerce(lv: Value, rv: Value) -> tuple[Value, Value] | None:
@@ -141,10 +167,7 @@ def _ordering(op: str, left: Node, right: Node) -> Node:
         if rv is None:
             return None
         if isinstance(lv, str) and isinstance(rv, str):
-            try:
-                lv, rv = float(lv), float(rv)
-            except ValueError:
-                raise Sql92Error(f"cannot order {lv!r} and {rv!r}") from None
+            lv, rv = _to_double(lv), _to_double(rv)
         return test(_compare(lv, rv))
 
     return node
@@ -165,44 +188,51 @@ def _equal(left: Node, right: Node) -> Node:
     return node
 
 
+def _bool(v: Value) -> Value:
+    """UnaryExpression.createBooleanCast: NULL stays NULL, a non-boolean value is FALSE."""
+    return v if v is None or isinstance(v, bool) else False
+
+
 def _not(inner: Node) -> Node:
     def node(props: Mapping[str, str]) -> Value:
-        v = inner(props)
-        if v is None:
-            return None
-        if not isinstance(v, bool):
-            raise Sql92Error(f"NOT of a non-boolean {v!r}")
-        return not v
+        v = _bool(inner(props))
+        return None if v is None else not v
 
     return node
 
 
-def _and(left: Node, right: Node) -> Node:
+def _and(parts: list[Node]) -> Node:
+    """A flat AND chain (iterative: a long chain never recurses)."""
+    if len(parts) == 1:
+        return parts[0]
+
     def node(props: Mapping[str, str]) -> Value:
-        lv = left(props)
-        if lv is False:
-            return False
-        rv = right(props)
-        if rv is False:
-            return False
-        if lv is None or rv is None:
-            return None
-        return True
+        unknown = False
+        for part in parts:
+            v = _bool(part(props))
+            if v is False:
+                return False
+            if v is None:
+                unknown = True
+        return None if unknown else True
 
     return node
 
 
-def _or(left: Node, right: Node) -> Node:
+def _or(parts: list[Node]) -> Node:
+    """A flat OR chain (iterative)."""
+    if len(parts) == 1:
+        return parts[0]
+
     def node(props: Mapping[str, str]) -> Value:
-        lv = left(props)
-        if lv is True:
-            return True
-        rv = right(props)
-        if rv is True:
-            return True
-        if lv is None or rv is None:
-            return None
-        return False
+        unknown = False
+        for part in parts:
+            v = _bool(part(props))
+            if v is True:
+                return True
+            if v is None:
+                unknown = True
+        return None if unknown else False
 
     return node
 
@@ -228,21 +258,21 @@ class _Parser:
     def parse(self) -> Node:
         node = self.or_expr()
         self.take("end")
-        return node
+        return lambda props: _bool(node(props))
 
     def or_expr(self) -> Node:
-        node = self.and_expr()
+        parts = [self.and_expr()]
         while self.peek("kw", "OR"):
             self.i += 1
-            node = _or(node, self.and_expr())
-        return node
+            parts.append(self.and_expr())
+        return _or(parts)
 
     def and_expr(self) -> Node:
-        node = self.equality()
+        parts = [self.equality()]
         while self.peek("kw", "AND"):
             self.i += 1
-            node = _and(node, self.equality())
-        return node
+            parts.append(self.equality())
+        return _and(parts)
 
     def equality(self) -> Node:
         node, const = self.comparison()
@@ -297,9 +327,9 @@ class _Parser:
                     if _compare(hconst[0], lconst[0]) < 0:
                         raise Sql92Error("BETWEEN: the low bound is above the high bound")
                 if negate:
-                    node = _or(_ordering("<", node, low), _ordering(">", node, high))
+                    node = _or([_ordering("<", node, low), _ordering(">", node, high)])
                 else:
-                    node = _and(_ordering(">=", node, low), _ordering("<=", node, high))
+                    node = _and([_ordering(">=", node, low), _ordering("<=", node, high)])
                 const = None
             elif self.peek("kw", "IN"):
                 self.i += 1
@@ -405,14 +435,14 @@ class Sql92Filter:
             return self._node(properties)
         except Sql92Error:
             raise
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise Sql92Error(str(exc)) from exc
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            raise Sql92Error(f"{type(exc).__name__}: {exc}") from exc
 
     def matches(self, properties: Mapping[str, str]) -> bool:
         """True when the expression is TRUE (NULL, FALSE and failures do not match)."""
         try:
             return self.evaluate(properties) is True
-        except Sql92Error:
+        except Exception:  # ExpressionMessageFilter: an evaluation error is no match
             return False
 
 
@@ -424,3 +454,7 @@ def compile_sql92(expression: str) -> Sql92Filter:
         return Sql92Filter(expression)
     except RecursionError:
         raise Sql92Error("expression nests too deeply") from None
+    except Sql92Error:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise Sql92Error(f"{type(exc).__name__}: {exc}") from None

@@ -169,7 +169,11 @@ class PullMessageProcessor:
     def _wake(self, woken: list[HeldPull], now_ms: int) -> int:
         outbox = self.ctx.outbox
         for h in woken:
-            resp = self.process_pull(h.req, now_ms, allow_suspend=False)
+            try:
+                resp = self.process_pull(h.req, now_ms, allow_suspend=False)
+            except Exception as exc:  # one bad pull must not strand the other woken ones
+                log.exception("woken pull failed topic=%s qid=%d", h.topic, h.queue_id)
+                resp = h.req.cmd.make_response(RS.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
             if resp is not None and outbox is not None and not h.req.cmd.is_oneway:
                 outbox.send(h.req.conn_id, resp)
         return len(woken)

@@ -47,7 +47,12 @@ CASES = [
     ("a > 1 AND b = 'x'", {"a": "0"}, False),  # FALSE AND NULL is FALSE
     ("a > 1 OR b = 'x'", {"a": "2"}, True),  # TRUE OR NULL is TRUE
     ("a > -1", {"a": "0"}, True),
-    ("a = 0x10", {"a": "16"}, True),
+    ("a = 16 /* a comment */ -- and another\n", {"a": "16"}, True),
+    ("a > 3.0", {"a": "1.5d"}, False),  # Double.valueOf takes the d suffix
+    ("flag AND b = 1", {"flag": "true", "b": "1"}, False),  # a bare property casts to FALSE
+    ("NOT flag", {"flag": "x"}, True),
+    ("NOT flag", {}, None),
+    ("flag", {"flag": "true"}, False),
     ("(TAGS in ('TagA', 'TagB')) AND (c1 BETWEEN 4 AND 7) AND (c2 = 'v6')",
      {"TAGS": "TagB", "c1": "5", "c2": "v6"}, True),
     ("a contains 'ell'", {"a": "hello"}, True),
@@ -66,7 +71,11 @@ def test_semantics(expr: str, props: dict[str, str], want: bool | None) -> None:
 @pytest.mark.parametrize(("expr", "props"), [
     ("a between 0 and 100", {"a": "abc"}),  # text that is no number
     ("a > b", {"a": "x", "b": "y"}),
-    ("a = 3", {"a": "3.5"}),  # Long.valueOf fails
+    ("a = 3", {"a": "3.5"}),  # Integer.valueOf fails
+    ("a > 5", {"a": "3000000000"}),  # beyond an int literal's range (Integer.valueOf)
+    ("a > 5", {"a": " 7"}),
+    ("a > 5", {"a": "1_0"}),
+    ("a > 5.5", {"a": "1_0"}),
 ])  # fmt: skip
 def test_unconvertible_values_fail_and_never_match(expr: str, props: dict[str, str]) -> None:
     f = compile_sql92(expr)
@@ -78,10 +87,19 @@ def test_unconvertible_values_fail_and_never_match(expr: str, props: dict[str, s
 @pytest.mark.parametrize("bad", [
     "", "   ", "a >", "a = NULL", "a > 'x'", "a > TRUE", "a between 10 and 2", "a in ()",
     "a in (1)", "(a = 1", "a = 1)", "a == 1", "a = 'unterminated", "a between 1", "NOT", "#",
+    "a = 09", "a = 0x10", "a = 1L", "a.b = 1", "a = 1" + "0" * 5000, "a = 5 /* open",
 ])  # fmt: skip
 def test_bad_expressions_raise(bad: str) -> None:
     with pytest.raises(Sql92Error):
         compile_sql92(bad)
+
+
+def test_long_chains_evaluate_without_recursion() -> None:
+    expr = " OR ".join(f"a = '{i}'" for i in range(5000))
+    f = compile_sql92(expr)
+    assert f.matches({"a": "4999"}) and not f.matches({"a": "x"})
+    g = compile_sql92(" AND ".join(f"a{i} IS NULL" for i in range(5000)))
+    assert g.matches({}) and not g.matches({"a17": "1"})
 
 
 def test_deep_nesting_is_an_error_not_a_crash() -> None:
@@ -90,7 +108,7 @@ def test_deep_nesting_is_an_error_not_a_crash() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet="ab ()='<>!01.-,xNOTANDORINBETWEENISNUL", max_size=30),
+@given(st.text(alphabet="ab ()='<>!0189.-,x*/NOTANDORINBETWEENISNULeE", max_size=30),
        st.dictionaries(st.sampled_from(["a", "b"]), st.text(alphabet="01x.-", max_size=4)))
 def test_any_text_compiles_or_raises_and_matching_never_raises(text: str, props: dict) -> None:
     try:
