@@ -24,6 +24,7 @@ from deploy.wire import BlockingClient, parse_addr
 from protocol.bodies import ClusterInfo, TopicRouteData, loads_lenient, loads_object_map
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
 from protocol.message import (
     create_uniq_id,
     decode_messages,
@@ -31,6 +32,10 @@ from protocol.message import (
 )
 from protocol.record import properties_to_string
 
+# SEND_MESSAGE response codes a producer reports as a stored message, by SendStatus name
+SEND_STATUS: dict[int, str] = {
+    0: "SEND_OK", 10: "FLUSH_DISK_TIMEOUT", 11: "SLAVE_NOT_AVAILABLE", 12: "FLUSH_SLAVE_TIMEOUT",
+}
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 RPC_TIMEOUT_S = 10.0
@@ -51,7 +56,7 @@ def _call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes =
     try:
         with BlockingClient(addr) as cl:
             resp = cl.invoke(RemotingCommand.request(code, fields or None, body), RPC_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ProtocolError) as exc:
         raise AdminError(f"{addr}: {exc}") from None
     if resp.code not in ok:
         raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
@@ -87,6 +92,14 @@ def _masters(info: ClusterInfo, cluster: str | None) -> list[tuple[str, str]]:
 
 def _route_masters(route: TopicRouteData) -> dict[str, str]:
     return {bd.broker_name: bd.master_addr for bd in route.broker_datas if bd.master_addr}
+
+
+def _object(resp: RemotingCommand) -> dict[str, Any]:
+    """A JSON object body, or ValueError (reported as an unreadable reply)."""
+    body = loads_lenient(bytes(resp.body))
+    if not isinstance(body, dict):
+        raise ValueError("the body is not a JSON object")
+    return body
 
 
 def _text(b: Any) -> str:
@@ -192,7 +205,7 @@ def cmd_query_by_key(a: argparse.Namespace) -> int:
     for addr in sorted(set(_route_masters(_route(a.namesrv, a.topic)).values())):
         resp = _call(addr, RC.QUERY_MESSAGE, {
             "topic": a.topic, "key": a.key, "maxNum": a.max, "beginTimestamp": 0,
-            "endTimestamp": int(time.time() * 1000) + 60_000}, ok=(0, 26))  # fmt: skip
+            "endTimestamp": int(time.time() * 1000) + 60_000}, ok=(0, 22))  # fmt: skip
         if resp.code == 0 and resp.body:
             found += [m for m in decode_messages(bytes(resp.body))
                       if a.key in m.properties.get("KEYS", "").split(" ")
@@ -238,9 +251,10 @@ def cmd_send(a: argparse.Namespace) -> int:
     ext = {"a": "CLI_SEND_GROUP", "b": a.topic, "c": "TBW102", "d": 4, "e": qid, "f": 0,
            "g": int(time.time() * 1000), "h": 0, "i": properties_to_string(props), "j": 0,
            "k": "false", "m": "false", "n": qd.broker_name}  # fmt: skip
-    resp = _call(masters[qd.broker_name], RC.SEND_MESSAGE_V2, ext, a.body.encode())
+    resp = _call(masters[qd.broker_name], RC.SEND_MESSAGE_V2, ext, a.body.encode(),
+                 ok=tuple(SEND_STATUS))  # fmt: skip
     ef = resp.ext_fields or {}
-    _out(f"SendResult [sendStatus=SEND_OK, msgId={props['UNIQ_KEY']}, "
+    _out(f"SendResult [sendStatus={SEND_STATUS[resp.code]}, msgId={props['UNIQ_KEY']}, "
          f"offsetMsgId={ef.get('msgId')}, brokerName={qd.broker_name}, queueId={qid}, "
          f"queueOffset={ef.get('queueOffset')}]")  # fmt: skip
     return 0
@@ -316,9 +330,7 @@ def cmd_broker_status(a: argparse.Namespace) -> int:
 def cmd_consumer_connection(a: argparse.Namespace) -> int:
     """consumerConnection: the group's clients (GET_CONSUMER_CONNECTION_LIST)."""
     addr = _group_broker(a)
-    body = loads_lenient(bytes(_call(addr, RC.GET_CONSUMER_CONNECTION_LIST,
-                                     {"consumerGroup": a.group}).body))  # fmt: skip
-    assert isinstance(body, dict)
+    body = _object(_call(addr, RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": a.group}))
     for i, c in enumerate(body.get("connectionSet", []), 1):
         _out(f"{i:03d}  {c.get('clientId', ''):<40} {c.get('clientAddr', ''):<22} "
              f"{c.get('language', '')} {c.get('version', '')}")  # fmt: skip
@@ -337,8 +349,7 @@ def cmd_producer_connection(a: argparse.Namespace) -> int:
                      ok=(0, 1))  # fmt: skip
         if resp.code != 0:
             continue
-        body = loads_lenient(bytes(resp.body))
-        assert isinstance(body, dict)
+        body = _object(resp)
         for i, c in enumerate(body.get("connectionSet", []), 1):
             _out(f"{i:04d}  {c.get('clientId', ''):<40} {c.get('clientAddr', ''):<22} "
                  f"{c.get('language', '')} {c.get('version', '')}")  # fmt: skip
@@ -359,12 +370,32 @@ def _timestamp(text: str) -> int:
 
 
 def cmd_reset_offset(a: argparse.Namespace) -> int:
-    """resetOffsetByTime: every master of the topic moves the group's clients to a time."""
+    """resetOffsetByTime: every master of the topic moves the group's clients to a time; for a
+    group with no client online the offsets are written directly (ResetOffsetByTimeOldCommand)."""
     ts = _timestamp(a.timestamp)
     ext = {"topic": a.topic, "group": a.group, "timestamp": ts,
            "isForce": "true" if a.force else "false"}  # fmt: skip
-    for name, addr in sorted(_route_masters(_route(a.namesrv, a.topic)).items()):
-        resp = _call(addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+    route = _route(a.namesrv, a.topic)
+    masters = _route_masters(route)
+    for name, addr in sorted(masters.items()):
+        resp = _call(addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, ext, ok=(0, 206))
+        if resp.code == 206:  # CONSUMER_NOT_ONLINE
+            queues = next((q.read_queue_nums for q in route.queue_datas
+                           if q.broker_name == name), 0)  # fmt: skip
+            for qid in range(queues):
+                q = {"topic": a.topic, "queueId": qid}
+                off = int(_call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP,
+                                dict(q, timestamp=ts)).ext_fields["offset"])  # fmt: skip
+                r = _call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=a.group),
+                          ok=(0, 22))  # fmt: skip
+                current = int(r.ext_fields["offset"]) if r.code == 0 else -1
+                if a.force or current < 0 or off < current:
+                    _call(addr, RC.UPDATE_CONSUMER_OFFSET,
+                          dict(q, consumerGroup=a.group, commitOffset=off))  # fmt: skip
+                else:
+                    off = current
+                _out(f"{a.topic:<32} {name:<20} queue {qid}: offset {off} (group offline)")
+            continue
         text = _text(resp.body)
         at = text.find('"offsetTable":')
         pairs = loads_object_map(text, at + len('"offsetTable":'))[0] if at >= 0 else []

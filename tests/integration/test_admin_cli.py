@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from deploy.admin import main as admin_main
-from tests.integration.e2e_helpers import start_real
+from tests.integration.e2e_helpers import start_real, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +132,15 @@ def test_admin_connection_status_and_reset_tools(local_cluster,
     code, _, err = _admin(capsys, "resetOffsetByTime", "-n", ns, "-g", "AdmCG", "-t", "AdmR",
                           "-s", "yesterday")  # fmt: skip
     assert code == 2 and "bad timestamp" in err
+    # the consumer is gone (its connection closed): offsets are written directly
+    ok = wait_until(lambda: _admin(capsys, "consumerConnection", "-n", ns, "-g", "AdmCG")[0] == 1,
+                    10.0, 0.2)  # fmt: skip
+    assert ok, "the consumer's channel never went away"
+    code, out, err = _admin(capsys, "resetOffsetByTime", "-n", ns, "-g", "AdmCG", "-t", "AdmR",
+                            "-s", "now")  # fmt: skip
+    # SEARCH_OFFSET_BY_TIMESTAMP past the last message gives that message's offset (3)
+    assert code == 0 and "queue 0: offset 3 (group offline)" in out, (out, err)
+    code, out, _ = _admin(capsys, "consumerProgress", "-n", ns, "-g", "AdmCG")
+    assert re.search(r"AdmR\s+broker-a\s+0\s+4\s+3\s+1", out), out
+    code, _, err = _admin(capsys, "queryMsgByKey", "-n", ns, "-t", "AdmR", "-k", "nokey")
+    assert code == 1 and "no message" in err

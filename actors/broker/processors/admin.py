@@ -264,6 +264,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         data = self.store.select_one_message_by_offset(phy)
         if data is None:
             return cmd.make_response(RS.SYSTEM_ERROR, f"no message at offset {phy}")
+        h.broker_name = self.ctx.broker_config.brokerName  # the consumer builds its MQ from it
         fwd = RemotingCommand.request(RC.CONSUME_MESSAGE_DIRECTLY, h.to_ext(), bytes(data))
         return self._call_client(req, conn, fwd, now_ms)
 
@@ -402,13 +403,20 @@ class AdminBrokerProcessor(CodeDispatchCore):
         topics = [only] if only else sorted(self.ctx.offsets.topics_of_group(group))
         offset_table = []
         total_diff = 0
+        info = self.ctx.consumer_groups.get(group)
         for topic in topics:
             tc = self.ctx.topics.get(topic)
             if tc is None:
                 continue
-            for qid in range(tc.write_queue_nums):
-                broker_off = int(self.store.get_max_offset_in_queue(topic, qid))
+            if info is not None and info.subscriptions and info.find_subscription(topic) is None:
+                continue  # online, but no longer subscribed to this topic
+            for qid in range(tc.read_queue_nums):
+                broker_off = max(0, int(self.store.get_max_offset_in_queue(topic, qid)))
                 consumer_off = max(0, self.ctx.offsets.query_offset(group, topic, qid))
+                last_ts = 0
+                if consumer_off > 0:
+                    last_ts = max(0, int(self.store.get_message_store_timestamp(
+                        topic, qid, consumer_off - 1)))  # fmt: skip
                 total_diff += broker_off - consumer_off
                 offset_table.append(
                     {
@@ -420,7 +428,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
                         "offset": {
                             "brokerOffset": broker_off,
                             "consumerOffset": consumer_off,
-                            "lastTimestamp": 0,
+                            "lastTimestamp": last_ts,
                         },
                     }
                 )

@@ -214,12 +214,18 @@ class ClientManageProcessor(CodeDispatchCore):
             sd = SubscriptionData.from_obj(raw or {}, "subscriptionData")
         except ValueError as e:
             return cmd.make_response(RS.SYSTEM_ERROR, f"bad CheckClientRequestBody: {e}")
+        if raw is None:  # ClientManageProcessor.checkClientConfig: nothing to check
+            return cmd.make_response(RS.SUCCESS)
         expr = sd.expression_type or EXPRESSION_TYPE_TAG
         if expr == EXPRESSION_TYPE_TAG:
             return cmd.make_response(RS.SUCCESS)
-        if not self.ctx.broker_config.enablePropertyFilter or expr != EXPRESSION_TYPE_SQL92:
+        if not self.ctx.broker_config.enablePropertyFilter:
             return cmd.make_response(
                 RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
+            )
+        if expr != EXPRESSION_TYPE_SQL92:
+            return cmd.make_response(
+                RS.SUBSCRIPTION_PARSE_FAILED, f"the expression type {expr!r} is not supported"
             )
         try:
             compile_sql92(sd.sub_string)

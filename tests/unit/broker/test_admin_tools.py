@@ -50,15 +50,16 @@ def test_consumer_connection_list_has_address_language_version(broker: Broker) -
 
 
 def test_consume_stats_offset_table_is_a_message_queue_keyed_map(broker: Broker) -> None:
-    for _ in range(3):
-        broker.call(RC.SEND_MESSAGE_V2, send_ext("T", queue_id=1), b"x")
+    for i in range(3):
+        broker.call(RC.SEND_MESSAGE_V2, send_ext("T", queue_id=1), b"x", now_ms=5000 + i)
     q = {"consumerGroup": "CG", "topic": "T", "queueId": 1, "commitOffset": 2}
     broker.call(RC.UPDATE_CONSUMER_OFFSET, q, oneway=True)
     r = broker.call(RC.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": "T"})
     assert r is not None and r.code == RS.SUCCESS
     assert r.body.startswith(b'{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a"')
     table = _offset_map(r.body)
-    assert table[1] == {"brokerOffset": 3, "consumerOffset": 2, "lastTimestamp": 0}
+    # lastTimestamp: the store time of the last consumed message (offset 1)
+    assert table[1] == {"brokerOffset": 3, "consumerOffset": 2, "lastTimestamp": 5001}
     assert table[0]["brokerOffset"] == 0
 
 
@@ -173,6 +174,7 @@ def test_consume_message_directly_sends_the_stored_record(broker: Broker) -> Non
     assert broker.call(RC.CONSUME_MESSAGE_DIRECTLY, ext, conn_id=9) is None
     [(conn, fwd)] = broker.outbox.take()
     assert conn == 5 and fwd.code == RC.CONSUME_MESSAGE_DIRECTLY
+    assert fwd.ext_fields["brokerName"] == "broker-a"
     from protocol.message import decode_messages
 
     assert bytes(decode_messages(fwd.body)[0].body) == b"direct"
@@ -200,6 +202,10 @@ def test_check_client_config(tmp_path: Any) -> None:
         assert r is not None and r.code == RS.SUBSCRIPTION_PARSE_FAILED
         r = on.call(RC.CHECK_CLIENT_CONFIG, {}, b"{not json")
         assert r is not None and r.code == RS.SYSTEM_ERROR
+        r = on.call(RC.CHECK_CLIENT_CONFIG, {}, b'{"clientId":"c1","group":"CG"}')
+        assert r is not None and r.code == RS.SUCCESS  # nothing to check
+        r = on.call(RC.CHECK_CLIENT_CONFIG, {}, _check_body("GROOVY", "x"))
+        assert r is not None and r.code == RS.SUBSCRIPTION_PARSE_FAILED
     finally:
         off.close()
         on.close()
