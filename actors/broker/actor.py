@@ -680,7 +680,10 @@ class BrokerControllerActor(WatchingActor):
     def _start_processor(self, group: str) -> None:
         msg = self.start_msg
         assert msg is not None
-        path = os.path.join(msg.runtime_dir, f"{group}.sock")
+        bc = msg.broker_config
+        path: Any = os.path.join(msg.runtime_dir, f"{group}.sock")
+        if str(getattr(bc, "processorChannel", "unix")).lower() == "tcp":
+            path = (str(getattr(bc, "processorChannelHost", "127.0.0.1")), 0)
         self.send(
             self.processors[group],
             StartProcessor(

@@ -65,6 +65,12 @@ class BrokerConfig:
     defaultQueryMaxNum: int = 32
     forceRegister: bool = True
     compressedRegister: bool = False
+    # ours: how processor channels travel: "unix" (a socket file per group under the runtime
+    # dir, the default on one host) or "tcp" (a port per group on processorChannelHost: what a
+    # processor placed on another host uses; records only, never pickles, but unauthenticated:
+    # keep the host on loopback or a private network)
+    processorChannel: str = "unix"
+    processorChannelHost: str = "127.0.0.1"
     testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request
 
     @classmethod
@@ -77,6 +83,10 @@ class BrokerConfig:
                 values["fastListenPort"] = int(fast) if fast else None
             except ValueError:
                 raise ValueError(f"fastListenPort: expected an integer, got {fast!r}") from None
+        channel = str(values.get("processorChannel", "unix")).lower()
+        if channel not in ("unix", "tcp"):
+            raise ValueError(f"processorChannel: expected unix or tcp, got {channel!r}")
+        values["processorChannel"] = channel
         return cls(**values)
 
     def replace(self, **changes: Any) -> BrokerConfig:

@@ -494,3 +494,28 @@ def test_sql92_pull_over_the_wire(local_cluster) -> None:
         assert r.code == 0, r.remark
         assert [bytes(m.body) for m in decode_messages(r.body)] == [b"m3", b"m5", b"m7"]
         assert r.ext_fields["nextBeginOffset"] == "8"
+
+
+def _channel_files(cluster: launch.LocalCluster) -> list[str]:
+    import os
+
+    return [f for _d, _s, files in os.walk(cluster.runtime_dir) for f in files
+            if f.endswith(".sock")]  # fmt: skip
+
+
+def test_processor_channels_over_tcp(local_cluster) -> None:
+    """processorChannel=tcp: every RemotingServer <-> processor channel is a TCP connection
+    (what a processor on another host uses); sends and pulls work as over Unix sockets."""
+    unix = start_real(local_cluster)
+    assert len(_channel_files(unix)) >= 6  # the default: one Unix socket per processor group
+    cluster = start_real(local_cluster, processorChannel="tcp")
+    assert _channel_files(cluster) == []
+    topic = "E2eTcpChannels"
+    _create_topic(cluster, topic, queues=1)
+    with BlockingClient(broker_addr(cluster)) as cl:
+        for i in range(20):
+            r = cl.invoke(send_cmd(topic, f"t{i}".encode(), msg_props(tags="T")), RPC_TIMEOUT_S)
+            assert r.code == 0, r.remark
+        r = _pull(cl, topic, 0, 0)
+        assert r.code == 0 and [bytes(m.body) for m in decode_messages(r.body)] == [
+            f"t{i}".encode() for i in range(20)]  # fmt: skip

@@ -27,3 +27,10 @@ def test_messages_carry_the_fast_port() -> None:
     assert StartRemoting("h", 1, {}, {}, "admin", 1.0, 10, 7).fast_port == 7
     assert RemotingReady(5).fast_port == 0 and RemotingReady(5, 3).fast_port == 3
     assert BrokerStarted("h:5", 5).fast_port == 0
+
+
+def test_processor_channel_parses_and_rejects_unknown_values() -> None:
+    assert BrokerConfig.from_properties({}).processorChannel == "unix"
+    assert BrokerConfig.from_properties({"processorChannel": "TCP"}).processorChannel == "tcp"
+    with pytest.raises(ValueError, match="processorChannel"):
+        BrokerConfig.from_properties({"processorChannel": "carrier-pigeon"})
