@@ -175,7 +175,10 @@ def start_system(
     """Start a multiprocTCPBase actor system (free Admin Port, logs under data_dir)."""
     os.makedirs(data_dir, exist_ok=True)
     data_dir = os.path.abspath(data_dir)
-    thespian_host = LOOPBACK if host in (LOOPBACK, "0.0.0.0", "localhost") else host
+    # Thespian's ports stay on loopback whatever --host says: every actor system here is a
+    # single-host one (a broker on another host is its own actor system and talks RocketMQ's
+    # protocol), and those ports take unauthenticated pickles
+    thespian_host = LOOPBACK
     prepare_environment(thespian_host, os.path.join(data_dir, "thespian.log"))
     patch_thespian_bind(thespian_host)
     from thespian.actors import ActorSystem

@@ -17,11 +17,13 @@ log = logging.getLogger(__name__)
 TCP_LISTEN = "0A"
 
 
-def listening_sockets() -> dict[int, tuple[str, int]]:
-    """inode -> (ip, port) of every IPv4 TCP socket in LISTEN state."""
+def listening_sockets(net_of: int | None = None) -> dict[int, tuple[str, int]]:
+    """inode -> (ip, port) of every IPv4 TCP socket in LISTEN state, in our network namespace
+    or in the one of process `net_of`."""
     out: dict[int, tuple[str, int]] = {}
+    path = "/proc/net/tcp" if net_of is None else f"/proc/{net_of}/net/tcp"
     try:
-        with open("/proc/net/tcp", encoding="ascii") as f:
+        with open(path, encoding="ascii") as f:
             next(f)
             for line in f:
                 parts = line.split()
@@ -112,9 +114,10 @@ def pids_with_env(marker: str) -> list[int]:
     return found
 
 
-def listeners_of(pids: list[int]) -> list[tuple[int, str, int]]:
-    """(pid, ip, port) of every listening TCP socket held by `pids`."""
-    table = listening_sockets()
+def listeners_of(pids: list[int], net_of: int | None = None) -> list[tuple[int, str, int]]:
+    """(pid, ip, port) of every listening TCP socket held by `pids` (sockets of the network
+    namespace of process `net_of` when given, else of ours)."""
+    table = listening_sockets(net_of)
     out = []
     for pid in pids:
         for inode in socket_inodes(pid):
