@@ -174,3 +174,47 @@ def test_cpp_consumer_running_info_relayed(local_cluster, tmp_path: Path, venv: 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+def test_cpp_client_across_two_brokers(local_cluster, tmp_path: Path) -> None:
+    """A two-master cluster (broker-a, broker-b) under one name server: the topic created on
+    both masters, the C++ producer spreads messages over both, the push consumer gets all."""
+    import os as _os
+
+    from actors.broker.config import BrokerConfig
+    from deploy import launch
+    from deploy.admin import main as admin_main
+    from deploy.wire import BlockingClient
+    from protocol.command import RemotingCommand
+    from store.config import StoreConfig
+
+    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster)
+    props = {"listenPort": "0", "brokerName": "broker-b", "namesrvAddr": cluster.namesrv_addr(),
+             "storePathRootDir": _os.path.join(str(tmp_path), "store-b"),
+             "mappedFileSizeCommitLog": "4194304"}  # fmt: skip
+    port_b = launch.start_broker(cluster, BrokerConfig.from_properties(props),
+                                 StoreConfig.from_properties(props))  # fmt: skip
+    ns = cluster.namesrv_addr()
+    assert admin_main(["updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", "TwoBrokers",
+                       "-r", "2", "-w", "2"]) == 0  # fmt: skip
+    code, events, err = run_driver(
+        [str(python), str(DRIVER), ns, "TwoBrokers", str(COUNT), "*", str(CONSUME_TIMEOUT_S)],
+        tmp_path / "two", WALL_TIMEOUT_S, env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
+    sent = [e for e in events if e["event"] == "sent"]
+    assert len(sent) == COUNT and all(e["status"] == 0 for e in sent)
+    received = sorted(e["body"] for e in events if e["event"] == "received")
+    assert received == sorted(f"body-{i}" for i in range(COUNT))
+    stored = {}
+    for name, port in (("broker-a", cluster.broker_port("broker-a")), ("broker-b", port_b)):
+        with BlockingClient(("127.0.0.1", port)) as cl:
+            stored[name] = sum(
+                int(cl.invoke(RemotingCommand.request(
+                    30, {"topic": "TwoBrokers", "queueId": str(q)})).ext_fields["offset"])
+                for q in range(2)
+            )  # fmt: skip
+    assert sum(stored.values()) == COUNT and min(stored.values()) > 0, stored
