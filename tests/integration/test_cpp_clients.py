@@ -218,3 +218,28 @@ def test_cpp_client_across_two_brokers(local_cluster, tmp_path: Path) -> None:
                 for q in range(2)
             )  # fmt: skip
     assert sum(stored.values()) == COUNT and min(stored.values()) > 0, stored
+
+
+def test_cpp_consumer_retry_after_reconsume_later(local_cluster, tmp_path: Path) -> None:
+    """Spec §14.7 row 5: RECONSUME_LATER -> CONSUMER_SEND_MSG_BACK -> redelivery from the retry
+    topic after delay level 3 (about 10 s) with reconsumeTimes 1, then never again."""
+    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster)
+    n = 3
+    code, events, err = run_driver(
+        [str(python), str(CLIENTS / "cpp_retry.py"), cluster.namesrv_addr(), "CppRetry", str(n),
+         "60"], tmp_path / "retry", WALL_TIMEOUT_S, env=dict(os.environ, HOME=str(tmp_path)),
+    )  # fmt: skip
+    assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
+    assert [e["status"] for e in events if e["event"] == "sent"] == [0] * n
+    by_body: dict[str, list[dict]] = {}
+    for e in events:
+        if e["event"] == "delivery":
+            by_body.setdefault(e["body"], []).append(e)
+    assert sorted(by_body) == [f"retry-{i}" for i in range(n)]
+    for body, deliveries in by_body.items():
+        assert [d["reconsumeTimes"] for d in deliveries] == [0, 1], (body, deliveries)
+        assert deliveries[1]["after_s"] >= 5.0, f"{body} came back too early: {deliveries}"
+        assert deliveries[1]["topic"] == "CppRetry"  # the client restores the real topic
