@@ -5,9 +5,11 @@ binding packages all call their module `rocketmq`. Prints one JSON object per li
 one "sent" line per message, one "received" line per consumed message, then "done".
 
 Usage: python cpp_roundtrip.py <namesrv host:port> <topic> <count> <tag expression> <timeout s>
-       [orderly]
+       [orderly | batch]
 With `orderly`, messages are sent with send_orderly (message i to queue i % 3) and consumed by an
 orderly push consumer, which locks its queues at the broker (LOCK_BATCH_MQ) before consuming.
+With `batch`, messages are sent 10 at a time with send_batch (SEND_BATCH_MESSAGE); one "sent"
+line per batch, with the first index and the batch size.
 """
 
 from __future__ import annotations
@@ -35,11 +37,23 @@ def _emit(obj: dict) -> None:
 def main() -> None:
     namesrv, topic, count, expression, timeout_s = sys.argv[1:6]
     orderly = sys.argv[6:7] == ["orderly"]
+    batch = sys.argv[6:7] == ["batch"]
     n = int(count)
     producer = rc.Producer("PG_" + topic)
     producer.set_namesrv_addr(namesrv)
     producer.start()
-    for i in range(n):
+    for start in range(0, n if batch else 0, 10):
+        msgs = []
+        for i in range(start, min(n, start + 10)):
+            msg = rc.Message(topic)
+            msg.set_keys(f"key-{i}")
+            msg.set_tags(f"Tag{i % 3}")
+            msg.set_body(f"body-{i}")
+            msgs.append(msg)
+        result = producer.send_batch(msgs)
+        _emit({"event": "sent", "i": start, "size": len(msgs), "status": int(result.status),
+               "msgId": result.msg_id, "queueOffset": result.offset})
+    for i in range(0 if batch else n):
         msg = rc.Message(topic)
         msg.set_keys(f"key-{i}")
         msg.set_tags(f"Tag{i % 3}")

@@ -243,3 +243,27 @@ def test_cpp_consumer_retry_after_reconsume_later(local_cluster, tmp_path: Path)
         assert [d["reconsumeTimes"] for d in deliveries] == [0, 1], (body, deliveries)
         assert deliveries[1]["after_s"] >= 5.0, f"{body} came back too early: {deliveries}"
         assert deliveries[1]["topic"] == "CppRetry"  # the client restores the real topic
+
+
+@pytest.mark.parametrize("venv", [".venv-cpp1", ".venv-cpp2"], ids=["cpp-1.x", "cpp-2.1"])
+def test_cpp_batch_send(local_cluster, tmp_path: Path, venv: str) -> None:
+    """Spec §14.7 row 8: send_batch (SEND_BATCH_MESSAGE) of 10 -> 10 consecutive queue offsets in
+    one queue, every message consumed with its own keys and tags."""
+    python = CLIENTS / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster)
+    topic = f"CppBatch{venv[-1]}"
+    events = _run(python, cluster.namesrv_addr(), topic, "*", tmp_path, "batch")
+    sent = [e for e in events if e["event"] == "sent"]
+    assert [e["size"] for e in sent] == [10] * (COUNT // 10) and all(e["status"] == 0 for e in sent)
+    received = [e for e in events if e["event"] == "received"]
+    assert sorted(e["body"] for e in received) == sorted(f"body-{i}" for i in range(COUNT))
+    for b in sent:  # a batch sits in one queue at consecutive offsets
+        mine = [e for e in received if b["i"] <= int(e["body"].split("-")[1]) < b["i"] + 10]
+        assert len({e["queueId"] for e in mine}) == 1
+        offs = sorted(e["queueOffset"] for e in mine)
+        assert offs == list(range(offs[0], offs[0] + 10)), offs
+    for e in received:
+        i = int(e["body"].split("-")[1])
+        assert e["keys"] == f"key-{i}" and e["tags"] == f"Tag{i % 3}"
