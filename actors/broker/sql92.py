@@ -37,15 +37,14 @@ Value = Any  # str | int | float | bool | None
 Node = Callable[[Mapping[str, str]], Value]
 
 _TOKEN: Final = re.compile(
-    r"""(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(?:
+    r"""(?:
       (?P<str>'(?:[^']|'')*')
     | (?P<num>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|0(?![0-9])|[1-9]\d*)
     | (?P<op><>|>=|<=|=|>|<|\(|\)|,|\+|-)
     | (?P<id>[A-Za-z_$][A-Za-z0-9_$]*)
     )""",
-    re.VERBOSE | re.DOTALL,
+    re.VERBOSE,
 )
-_TRAILING: Final = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*\Z", re.DOTALL)
 # SelectorParser.jj keywords (case-insensitive); CONTAINS / STARTSWITH / ENDSWITH are RocketMQ
 # 5's additions, accepted here as well
 _KEYWORDS: Final = frozenset(
@@ -64,13 +63,31 @@ class Sql92Error(ValueError):
     """The expression does not parse or cannot be evaluated (MQFilterException)."""
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    pos = 0
+def _skip(text: str, pos: int) -> int:
+    """Past whitespace and comments (-- to the end of the line, /* */): linear, no regex."""
     n = len(text)
     while pos < n:
-        if _TRAILING.match(text, pos):
+        c = text[pos]
+        if c.isspace():
+            pos += 1
+        elif text.startswith("--", pos):
+            nl = text.find("\n", pos)
+            pos = n if nl < 0 else nl + 1
+        elif text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            if end < 0:
+                raise Sql92Error(f"unterminated comment at {pos}")
+            pos = end + 2
+        else:
             break
+    return pos
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    n = len(text)
+    pos = _skip(text, 0)
+    while pos < n:
         m = _TOKEN.match(text, pos)
         if m is None or m.lastgroup is None:
             raise Sql92Error(f"unexpected character at {pos}: {text[pos:pos + 10]!r}")
@@ -83,6 +100,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
             out.append(("kw", tok.upper()))
         else:
             out.append((kind, tok))
+        pos = _skip(text, pos)
     out.append(("end", ""))
     return out
 
@@ -256,25 +274,37 @@ class _Parser:
         return v
 
     def parse(self) -> Node:
-        node = self.or_expr()
+        node, const = self.or_expr()
         self.take("end")
+        node = self._boolean(node, const)
         return lambda props: _bool(node(props))
 
-    def or_expr(self) -> Node:
+    def or_expr(self) -> tuple[Node, tuple[Value] | None]:
         parts = [self.and_expr()]
         while self.peek("kw", "OR"):
             self.i += 1
             parts.append(self.and_expr())
-        return _or(parts)
+        if len(parts) == 1:
+            return parts[0]
+        return _or([self._boolean(n, c) for n, c in parts]), None
 
-    def and_expr(self) -> Node:
+    def and_expr(self) -> tuple[Node, tuple[Value] | None]:
         parts = [self.equality()]
         while self.peek("kw", "AND"):
             self.i += 1
             parts.append(self.equality())
-        return _and(parts)
+        if len(parts) == 1:
+            return parts[0]
+        return _and([self._boolean(n, c) for n, c in parts]), None
 
-    def equality(self) -> Node:
+    @staticmethod
+    def _boolean(node: Node, const: tuple[Value] | None) -> Node:
+        """asBooleanExpression: a number or text literal can never be a condition."""
+        if const is not None and not (const[0] is None or isinstance(const[0], bool)):
+            raise Sql92Error(f"{const[0]!r} will not result in a boolean value")
+        return node
+
+    def equality(self) -> tuple[Node, tuple[Value] | None]:
         node, const = self.comparison()
         while True:
             if self.peek("op", "=") or self.peek("op", "<>"):
@@ -295,7 +325,7 @@ class _Parser:
                 is_null = _equal(inner, lambda _p: None)
                 node, const = (_not(is_null) if negate else is_null), None
             else:
-                return node
+                return node, const
 
     def comparison(self) -> tuple[Node, tuple[Value] | None]:
         node, const = self.unary()
@@ -352,8 +382,8 @@ class _Parser:
     def unary(self) -> tuple[Node, tuple[Value] | None]:
         if self.peek("kw", "NOT"):
             self.i += 1
-            inner, _ = self.unary()
-            return _not(inner), None
+            inner, const = self.unary()
+            return _not(self._boolean(inner, const)), None
         if self.peek("op", "+"):
             self.i += 1
             return self.unary()
@@ -372,9 +402,9 @@ class _Parser:
         kind, tok = self.toks[self.i]
         if kind == "op" and tok == "(":
             self.i += 1
-            node = self.or_expr()
+            node, const = self.or_expr()
             self.take("op", ")")
-            return node, None
+            return node, const
         self.i += 1
         value: Value
         if kind == "str":

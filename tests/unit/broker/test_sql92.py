@@ -88,10 +88,39 @@ def test_unconvertible_values_fail_and_never_match(expr: str, props: dict[str, s
     "", "   ", "a >", "a = NULL", "a > 'x'", "a > TRUE", "a between 10 and 2", "a in ()",
     "a in (1)", "(a = 1", "a = 1)", "a == 1", "a = 'unterminated", "a between 1", "NOT", "#",
     "a = 09", "a = 0x10", "a = 1L", "a.b = 1", "a = 1" + "0" * 5000, "a = 5 /* open",
+    "NOT 5", "1", "'x'", "1 AND a = 1", "a = 1 OR 'x'", "(5)",
 ])  # fmt: skip
 def test_bad_expressions_raise(bad: str) -> None:
     with pytest.raises(Sql92Error):
         compile_sql92(bad)
+
+
+def test_parenthesised_literal_in_a_comparison_is_fine() -> None:
+    assert compile_sql92("(5) > 3").evaluate({}) is True
+
+
+def test_whitespace_and_comment_runs_parse_in_linear_time() -> None:
+    """A regex with nested quantifiers once backtracked exponentially on runs of spaces (each
+    extra space doubled the time, stalling the pull actor): parse such input on a thread and
+    require it to finish within a generous bound."""
+    import threading
+
+    texts = ["a = 1" + " " * 5000 + "AND b = 2", "a = 1" + " " * 5000 + "#",
+             "/* x " * 5000, "a = 1 " + "-- c\n" * 5000]  # fmt: skip
+    results: list[object] = []
+
+    def work() -> None:
+        for t in texts:
+            try:
+                results.append(compile_sql92(t).evaluate({"a": "1", "b": "2"}))
+            except Sql92Error as e:
+                results.append(type(e).__name__)
+
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    th.join(30.0)
+    assert not th.is_alive(), "parsing whitespace/comment runs did not finish"
+    assert results == [True, "Sql92Error", "Sql92Error", True]
 
 
 def test_long_chains_evaluate_without_recursion() -> None:
