@@ -108,6 +108,7 @@ class TransactionalMessageService:
         self._closes: dict[int, int] = {}
         self._done_ops: set[int] = set()
         self._ops_next = -1  # next op offset to read
+        self._run: tuple[int, int] | None = None  # (half offset the run ends at, its start ms)
         # half offsets closed by ops already passed: an immune message's copy finds its
         # original here (RocketMQ only looks at ops of halves not passed yet)
         self._closed_passed: dict[int, None] = {}
@@ -208,10 +209,13 @@ class TransactionalMessageService:
         if half_cq is None:
             return False
         offsets = self.ctx.offsets
-        half_max = half_cq.get_max_offset_in_queue()
+        if self._run is None:  # a new run: it ends where the half queue ends now
+            self._run = (half_cq.get_max_offset_in_queue(), now_ms)
+        half_max, run_start_ms = self._run
         half_start = max(offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0),
                          half_cq.get_min_offset_in_queue())  # fmt: skip
         if half_start >= half_max:
+            self._run = None
             return False
         op_start, all_ops_read = self._read_ops(half_start)
         closes, done_ops = self._closes, self._done_ops
@@ -236,6 +240,8 @@ class TransactionalMessageService:
                 log.warning("transaction check: no half message at queue offset %d", i)
                 i += 1
                 continue
+            if msg.store_timestamp >= run_start_ms:
+                break  # "fresh stored": put back during this run (the run ends here)
             props = msg.properties
             times = _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
             age = now_ms - msg.born_timestamp
@@ -245,7 +251,8 @@ class TransactionalMessageService:
                 continue
             secs = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
             if secs is not None:
-                immunity = _int(secs, self.timeout_ms // 1000) * 1000
+                immunity = _int(secs, -1)
+                immunity = self.timeout_ms if immunity == -1 else immunity * 1000
                 if 0 <= age < immunity:  # checkPrepareQueueOffset: keep it, check the rest
                     first = _int(props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET), -1)
                     op = closes.pop(first, None) if first >= 0 else None
@@ -278,6 +285,8 @@ class TransactionalMessageService:
             new_op += 1
         if new_op != op_start:
             self.ctx.emit(OffsetCommitted(CHECK_GROUP, OP_TOPIC, 0, new_op))
+        if not more:
+            self._run = None
         return more
 
     def _remember_closed(self, half_qoff: int) -> None:
@@ -311,6 +320,9 @@ class TransactionalMessageService:
                 done.add(o)  # closes a half message already passed (or unreadable)
                 self._remember_closed(hq)
             else:
+                prev = closes.get(hq)
+                if prev is not None:
+                    done.add(prev)  # a second op for the same half (a repeated END_TRANSACTION)
                 closes[hq] = o
         self._ops_next = max(self._ops_next, end)
         return start, self._ops_next >= op_max

@@ -281,3 +281,57 @@ def test_half_older_than_file_reserved_time_is_discarded(txb: Broker) -> None:
     _tick(txb, BORN)
     assert _tick(txb, BORN + 73 * 3_600_000) == []  # fileReservedTime 72 h, by born time
     assert txb.store.get_max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 1
+
+
+def test_a_run_over_many_ticks_checks_each_half_once(
+    txb: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget splits a run over ticks; copies put back during the run are not walked again
+    in it (the run ends where the half queue ended when it began, and stops at fresh copies)."""
+    import actors.broker.transaction as tx
+
+    monkeypatch.setattr(tx, "MAX_CHECKS_PER_TICK", 16)
+    n = 60
+    for k in range(n):
+        _half(txb, uniq=f"M{k}")
+    _tick(txb, BORN)
+    checks = [c for t in range(BORN + 7000, BORN + 7040) for c in _tick(txb, t)]
+    assert checks == []  # no live producer: nothing sent, but each half is put back once
+    assert txb.store.get_max_offset_in_queue(HALF_TOPIC, 0) == 2 * n
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == n
+    assert txb.cores["send"].tx.discarded == 0
+    copies = [_only_record(txb, HALF_TOPIC, 0, q).properties for q in range(n, 2 * n)]
+    assert all(p["TRANSACTION_CHECK_TIMES"] == "1" for p in copies)
+
+
+def test_immune_halves_are_put_back_once_per_run(txb: Broker) -> None:
+    props = ("UNIQ_KEY\x01I\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
+             "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x013600")  # fmt: skip
+    for _ in range(5):
+        txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"i", now_ms=BORN)
+    _tick(txb, BORN)
+    for t in range(BORN + 7000, BORN + 7020):
+        _tick(txb, t)
+    assert txb.store.get_max_offset_in_queue(HALF_TOPIC, 0) == 10
+
+
+def test_a_repeated_end_transaction_does_not_stall_the_op_offset(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    _half(txb)
+    phy = _half_phy(txb)
+    assert _end(txb, 0, phy, 12).code == RS.SUCCESS
+    assert _end(txb, 0, phy, 12).code == RS.SUCCESS  # a producer retrying its rollback
+    _tick(txb, BORN)
+    _tick(txb, BORN + 7000)
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, OP_TOPIC, 0) == 2
+    assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 1
+
+
+def test_immunity_minus_one_means_the_transaction_timeout(txb: Broker) -> None:
+    _producer_heartbeat(txb)
+    props = ("UNIQ_KEY\x01M1\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
+             "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01-1")  # fmt: skip
+    txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"m", now_ms=BORN)
+    _tick(txb, BORN)
+    assert _tick(txb, BORN + 3000) == []  # younger than transactionTimeOut (6 s)
+    assert len(_tick(txb, BORN + 7000)) == 1
