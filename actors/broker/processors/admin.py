@@ -222,7 +222,10 @@ class AdminBrokerProcessor(CodeDispatchCore):
         """Send fwd to the client; its answer (on_client_response) goes back to the asker."""
         if self.ctx.outbox is None:
             return req.cmd.make_response(RS.SYSTEM_ERROR, "no connection to the client")
-        self.calls[fwd.opaque] = PendingCall(req.conn_id, req.cmd, now_ms + CALL_CLIENT_TIMEOUT_MS)
+        if not req.cmd.is_oneway:  # a oneway asker gets nothing back: the answer is dropped
+            self.calls[fwd.opaque] = PendingCall(
+                req.conn_id, req.cmd, now_ms + CALL_CLIENT_TIMEOUT_MS
+            )
         self.ctx.outbox.send(conn_id, fwd)
         return None
 

@@ -209,3 +209,13 @@ def test_check_client_config(tmp_path: Any) -> None:
     finally:
         off.close()
         on.close()
+
+
+def test_a_oneway_relayed_request_gets_no_answer(broker: Broker) -> None:
+    _consumer(broker)
+    ext = {"consumerGroup": "CG", "clientId": "10.0.0.5@c1"}
+    assert broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext, conn_id=9, oneway=True) is None
+    [(conn, fwd)] = broker.outbox.take()
+    assert conn == 5 and broker.cores["admin"].calls == {}
+    broker.cores["admin"].on_client_response(fwd.make_response(RS.SUCCESS), 10)
+    assert broker.outbox.take() == []
