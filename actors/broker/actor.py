@@ -26,6 +26,7 @@ from actors.runtime.channel import (
     accept_channels,
     add_holds,
     add_notices,
+    channel_token,
     connect_channel,
     events_record,
     listen_address,
@@ -160,6 +161,7 @@ class ProcessorActor(WatchingActor):
         self.core: Any = None
         self.outbox = ChannelOutbox()
         self.listener: Any = None
+        self.token = b""  # TCP channels: what a connection must send first
         self.listen_fd = -1
         self.channels: dict[int, Channel] = {}
         self.notice_ch: Channel | None = None  # send actor: to the pull actor
@@ -195,7 +197,9 @@ class ProcessorActor(WatchingActor):
                     log.exception("group=%s release(%d) failed", self.group, msg.token)
             self._after_batch()
         elif isinstance(msg, ConnectNotices):
-            self.notice_ch = connect_channel(msg.channel_addr, name="notices")
+            self.notice_ch = connect_channel(
+                msg.channel_addr, name="notices", token=getattr(msg, "channel_token", b"")
+            )
             add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
             self.outbox.dirty.add(self.notice_ch)
             self._update_watch()
@@ -230,6 +234,7 @@ class ProcessorActor(WatchingActor):
         if hasattr(self.core, "on_arrival"):
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
+        self.token = msg.channel_token
         self.listener = listen_channel(msg.channel_addr)
         self.listen_fd = self.listener.fileno()
         self.set_watch_fds([self.listen_fd])
@@ -318,7 +323,7 @@ class ProcessorActor(WatchingActor):
                 self._read_notice_channel(self.notice_ch)
                 continue
             if fd == self.listen_fd:
-                for ch in accept_channels(self.listener, name=self.group):
+                for ch in accept_channels(self.listener, name=self.group, token=self.token):
                     self.channels[ch.fd] = ch
                     if self.outbox.default is None:
                         self.outbox.default = ch
@@ -595,6 +600,7 @@ class BrokerControllerActor(WatchingActor):
         self.processors: dict[str, Any] = {}  # group -> ActorAddress
         self.by_addr: dict[Any, str] = {}
         self.channel_addrs: dict[str, Any] = {}
+        self.channel_token = b""  # TCP processor channels only (Unix sockets are mode 0600)
         self.remoting: Any = None
         self.port = 0
         self.state = "idle"
@@ -684,6 +690,8 @@ class BrokerControllerActor(WatchingActor):
         path: Any = os.path.join(msg.runtime_dir, f"{group}.sock")
         if str(getattr(bc, "processorChannel", "unix")).lower() == "tcp":
             path = (str(getattr(bc, "processorChannelHost", "127.0.0.1")), 0)
+            if not self.channel_token:
+                self.channel_token = channel_token()
         self.send(
             self.processors[group],
             StartProcessor(
@@ -694,6 +702,7 @@ class BrokerControllerActor(WatchingActor):
                 self._snapshot(),
                 self.myAddress,
                 msg.personality,
+                self.channel_token,
             ),
         )
 
@@ -739,7 +748,8 @@ class BrokerControllerActor(WatchingActor):
         assert msg is not None
         self.state = "starting-remoting"
         if "send" in self.processors and "pull" in self.channel_addrs:
-            self.send(self.processors["send"], ConnectNotices(self.channel_addrs["pull"]))
+            self.send(self.processors["send"],
+                      ConnectNotices(self.channel_addrs["pull"], self.channel_token))  # fmt: skip
         code_groups = {code: g.name for g in self.groups for code in g.codes}
         self.remoting = self.createActor("actors.remoting.actor.RemotingServer")
         bc = msg.broker_config
@@ -754,6 +764,7 @@ class BrokerControllerActor(WatchingActor):
                 msg.idle_s,
                 msg.max_frame,
                 getattr(bc, "fastListenPort", None),
+                self.channel_token,
             ),
         )
 

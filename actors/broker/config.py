@@ -66,9 +66,11 @@ class BrokerConfig:
     forceRegister: bool = True
     compressedRegister: bool = False
     # ours: how processor channels travel: "unix" (a socket file per group under the runtime
-    # dir, the default on one host) or "tcp" (a port per group on processorChannelHost: what a
-    # processor placed on another host uses; records only, never pickles, but unauthenticated:
-    # keep the host on loopback or a private network)
+    # dir, mode 0600: the default on one host) or "tcp" (a port per group on
+    # processorChannelHost: the transport a processor on another host would use). Channels
+    # carry request records and pickled state events, so a TCP channel only accepts a
+    # connection that first sends the broker's random 32-byte token; keep the host on loopback
+    # or a private network all the same (the token travels in clear)
     processorChannel: str = "unix"
     processorChannelHost: str = "127.0.0.1"
     testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request

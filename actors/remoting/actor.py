@@ -100,7 +100,7 @@ class RemotingServer(WatchingActor):
     def _start(self, msg: StartRemoting) -> int:
         self.routes = RouteTable(msg.code_groups, msg.default_group)
         for group, addr in msg.routes.items():
-            ch = connect_channel(addr, name=group)
+            ch = connect_channel(addr, name=group, token=msg.channel_token)
             self.group_channel[group] = ch
             self.by_fd[ch.fd] = ch
         self.server = FrameServer(

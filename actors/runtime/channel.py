@@ -34,9 +34,11 @@ does not take stays in the out buffer for the next pass.
 from __future__ import annotations
 
 import errno
+import hmac
 import logging
 import os
 import pickle
+import secrets
 import socket
 import struct
 from typing import Any, Final
@@ -375,8 +377,11 @@ def listen_address(sock: socket.socket) -> ChannelAddr:
     return name if isinstance(name, str) else (name[0], name[1])
 
 
-def connect_channel(addr: ChannelAddr, name: str = "", timeout_s: float = 5.0) -> Channel:
-    """Connect (blocking, bounded) to a channel listener and return the non-blocking Channel."""
+def connect_channel(
+    addr: ChannelAddr, name: str = "", timeout_s: float = 5.0, token: bytes = b""
+) -> Channel:
+    """Connect (blocking, bounded) to a channel listener and return the non-blocking Channel;
+    `token` (TCP channels) is written first: the listener drops connections without it."""
     if isinstance(addr, str):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     else:
@@ -384,19 +389,48 @@ def connect_channel(addr: ChannelAddr, name: str = "", timeout_s: float = 5.0) -
     sock.settimeout(timeout_s)
     try:
         sock.connect(addr)
+        if token:
+            sock.sendall(token)
     except OSError:
         sock.close()
         raise
     return Channel(sock, name)
 
 
-def accept_channels(listener: socket.socket, name: str = "") -> list[Channel]:
-    """Accept every pending connection on a channel listener."""
+def accept_channels(listener: socket.socket, name: str = "", token: bytes = b"") -> list[Channel]:
+    """Accept every pending connection on a channel listener (with `token`: only connections
+    whose first bytes are the token; the others are closed)."""
     accepted: list[Channel] = []
     for _ in range(64):
         try:
             sock, _addr = listener.accept()
         except (BlockingIOError, InterruptedError):
             break
+        if token and not _token_ok(sock, token):
+            log.warning("channel=%s: refused a connection without the channel token", name)
+            sock.close()
+            continue
         accepted.append(Channel(sock, name))
     return accepted
+
+
+TOKEN_TIMEOUT_S = 0.5  # the connector writes the token right after connecting
+
+
+def channel_token() -> bytes:
+    """A fresh random token for a broker's TCP channels."""
+    return secrets.token_bytes(32)
+
+
+def _token_ok(sock: socket.socket, token: bytes) -> bool:
+    got = b""
+    try:
+        sock.settimeout(TOKEN_TIMEOUT_S)
+        while len(got) < len(token):
+            chunk = sock.recv(len(token) - len(got))
+            if not chunk:
+                return False
+            got += chunk
+    except OSError:
+        return False
+    return hmac.compare_digest(got, token)

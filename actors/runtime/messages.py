@@ -64,6 +64,7 @@ class StartProcessor:
     snapshot: Any  # controller snapshot, applied before any request
     controller: Any  # controller ActorAddress (events go there)
     personality: str | None = None
+    channel_token: bytes = b""  # TCP channels: what a connector must send first
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class ConnectNotices:
     """Controller -> send ProcessorActor: write arrival notices to the pull actor's channel."""
 
     channel_addr: Any
+    channel_token: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ class StartRemoting:
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
     fast_port: int | None = None  # VIP port: None = port - 2, -1 = off, 0 = any free port
+    channel_token: bytes = b""  # TCP processor channels: sent first on each connection
 
 
 @dataclass(frozen=True)

@@ -190,3 +190,44 @@ def test_channel_reads_records_then_none_on_a_corrupt_stream() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_tcp_channel_token_handshake() -> None:
+    """TCP channels carry pickled state events: a connection must send the token first."""
+    from actors.runtime.channel import (
+        accept_channels,
+        channel_token,
+        connect_channel,
+        listen_address,
+        listen_channel,
+    )
+
+    token = channel_token()
+    listener = listen_channel(("127.0.0.1", 0))
+    addr = listen_address(listener)
+    good = bad = silent = None
+    try:
+        good = connect_channel(addr, "good", token=token)
+        bad = connect_channel(addr, "bad", token=b"x" * len(token))
+        silent = connect_channel(addr, "silent")  # no token at all: times out, refused
+        got: list = []
+        for _ in range(50):  # bounded: the three connections are pending at once
+            got += accept_channels(listener, "t", token=token)
+            if got:
+                break
+            time.sleep(0.01)
+        assert len(got) == 1
+        add_reply(good.out, 7, b"\x00\x00\x00\x01x")
+        assert good.flush()
+        recs = None
+        for _ in range(50):
+            recs = got[0].read_records()
+            if recs:
+                break
+            time.sleep(0.01)
+        assert recs and recs[0][1] == 7
+    finally:
+        for ch in (good, bad, silent):
+            if ch is not None:
+                ch.close()
+        listener.close()
