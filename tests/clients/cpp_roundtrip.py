@@ -5,11 +5,12 @@ binding packages all call their module `rocketmq`. Prints one JSON object per li
 one "sent" line per message, one "received" line per consumed message, then "done".
 
 Usage: python cpp_roundtrip.py <namesrv host:port> <topic> <count> <tag expression> <timeout s>
-       [orderly | batch]
+       [orderly | batch | delay]
 With `orderly`, messages are sent with send_orderly (message i to queue i % 3) and consumed by an
 orderly push consumer, which locks its queues at the broker (LOCK_BATCH_MQ) before consuming.
 With `batch`, messages are sent 10 at a time with send_batch (SEND_BATCH_MESSAGE); one "sent"
-line per batch, with the first index and the batch size.
+line per batch, with the first index and the batch size. With `delay`, each message carries
+delay level 2 (5 s) and each "received" line has the seconds since it was sent.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> None:
     namesrv, topic, count, expression, timeout_s = sys.argv[1:6]
     orderly = sys.argv[6:7] == ["orderly"]
     batch = sys.argv[6:7] == ["batch"]
+    delay = sys.argv[6:7] == ["delay"]
+    sent_at: dict[str, float] = {}
     n = int(count)
     producer = rc.Producer("PG_" + topic)
     producer.set_namesrv_addr(namesrv)
@@ -58,6 +61,9 @@ def main() -> None:
         msg.set_keys(f"key-{i}")
         msg.set_tags(f"Tag{i % 3}")
         msg.set_body(f"body-{i}")
+        if delay:
+            msg.set_delay_time_level(2)
+        sent_at[f"body-{i}"] = time.monotonic()
         result = producer.send_orderly(msg, i % 3) if orderly else producer.send_sync(msg)
         _emit({"event": "sent", "i": i, "status": int(result.status), "msgId": result.msg_id,
                "queueOffset": result.offset})
@@ -72,7 +78,8 @@ def main() -> None:
             seen.add(body or "")
         _emit({"event": "received", "body": body, "tags": _text(msg.tags),  # type: ignore[attr-defined]
                "keys": _text(msg.keys), "queueId": msg.queue_id,  # type: ignore[attr-defined]
-               "queueOffset": msg.queue_offset, "topic": _text(msg.topic)})  # type: ignore[attr-defined]
+               "queueOffset": msg.queue_offset, "topic": _text(msg.topic),  # type: ignore[attr-defined]
+               "after_s": round(time.monotonic() - sent_at.get(body or "", time.monotonic()), 2)})
 
     consumer = rc.PushConsumer("CG_" + topic, orderly=orderly)
     consumer.set_namesrv_addr(namesrv)

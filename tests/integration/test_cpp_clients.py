@@ -267,3 +267,23 @@ def test_cpp_batch_send(local_cluster, tmp_path: Path, venv: str) -> None:
     for e in received:
         i = int(e["body"].split("-")[1])
         assert e["keys"] == f"key-{i}" and e["tags"] == f"Tag{i % 3}"
+
+
+def test_cpp_delay_level_two(local_cluster, tmp_path: Path) -> None:
+    """Spec §14.7 row 6: delay level 2 is delivered after about 5 s, on its own topic."""
+    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    cluster = start_real(local_cluster)
+    code, events, err = run_driver(
+        [str(python), str(DRIVER), cluster.namesrv_addr(), "CppDelay", "5", "*",
+         str(CONSUME_TIMEOUT_S), "delay"],
+        tmp_path / "delay", WALL_TIMEOUT_S, env=dict(os.environ, HOME=str(tmp_path)),
+    )  # fmt: skip
+    assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
+    assert [e["status"] for e in events if e["event"] == "sent"] == [0] * 5
+    received = [e for e in events if e["event"] == "received"]
+    assert sorted(e["body"] for e in received) == [f"body-{i}" for i in range(5)]
+    for e in received:
+        assert e["topic"] == "CppDelay"
+        assert e["after_s"] >= 4.0, f"{e['body']} was delivered before its delay: {e}"
