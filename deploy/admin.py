@@ -3,9 +3,10 @@
 Mirrors tools/command/*SubCommand.java over tools/admin/DefaultMQAdminExt.java, RocketMQ 4.9.x:
 clusterList, brokerStatus, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress,
 consumerConnection, consumerStatus, producerConnection, resetOffsetByTime, queryMsgByKey,
-queryMsgById, sendMessage, consumeMessage. Each command talks to the name server (-n, or the
-NAMESRV_ADDR environment variable as mqadmin does) and to the brokers it names, over the
-RocketMQ protocol (JSON headers), so it works against any RocketMQ 4.x cluster as well.
+queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig. Each command
+talks to the name server (-n, or the NAMESRV_ADDR environment variable as mqadmin does) and to
+the brokers it names, over the RocketMQ protocol (JSON headers), so it works against any
+RocketMQ 4.x cluster as well.
 Bad arguments: a message and exit code 2; a server that cannot be reached or refuses: a message
 and exit code 1.
 """
@@ -404,6 +405,33 @@ def cmd_reset_offset(a: argparse.Namespace) -> int:
     return 0
 
 
+def _broker_targets(a: argparse.Namespace) -> list[str]:
+    if a.broker:
+        return [str(a.broker)]
+    return [addr for _n, addr in _masters(_cluster(a.namesrv), a.cluster)]
+
+
+def cmd_update_broker_config(a: argparse.Namespace) -> int:
+    """updateBrokerConfig: set one property on a broker (-b) or every master of a cluster."""
+    if "\n" in a.key or "=" in a.key or "\n" in a.value:
+        raise _Usage("key and value must be one line, and the key without '='")
+    for addr in _broker_targets(a):
+        resp = _call(addr, RC.UPDATE_BROKER_CONFIG, None, f"{a.key}={a.value}\n".encode())
+        note = f" ({resp.remark})" if resp.remark else ""
+        _out(f"update broker config success, {addr}{note}")
+    return 0
+
+
+def cmd_get_broker_config(a: argparse.Namespace) -> int:
+    """getBrokerConfig: a broker's properties (-b) or every master's of a cluster."""
+    for addr in _broker_targets(a):
+        _out(f"============{addr}============")
+        for line in sorted(_text(_call(addr, RC.GET_BROKER_CONFIG).body).splitlines()):
+            k, _, v = line.partition("=")
+            _out(f"{k:<50}=  {v}")
+    return 0
+
+
 def cmd_consumer_status(a: argparse.Namespace) -> int:
     """consumerStatus: a client's own running info, relayed by the broker."""
     addr = _group_broker(a)
@@ -433,6 +461,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "producerConnection": (cmd_producer_connection, "a producer group's clients"),
     "resetOffsetByTime": (cmd_reset_offset, "move a consumer group to a point in time"),
     "consumerStatus": (cmd_consumer_status, "a consumer client's own running info"),
+    "updateBrokerConfig": (cmd_update_broker_config, "set a broker property at runtime"),
+    "getBrokerConfig": (cmd_get_broker_config, "a broker's properties"),
 }
 
 
@@ -461,8 +491,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("consumerConnection", "producerConnection", "resetOffsetByTime",
                     "consumerStatus"):  # fmt: skip
             s.add_argument("-g", "--group", required=True)
-        if name in ("brokerStatus", "consumerConnection", "consumerStatus"):
+        if name in ("brokerStatus", "consumerConnection", "consumerStatus",
+                    "updateBrokerConfig", "getBrokerConfig"):  # fmt: skip
             s.add_argument("-b", "--broker", default=None, help="broker address host:port")
+        if name in ("updateBrokerConfig", "getBrokerConfig"):
+            s.add_argument("-c", "--cluster", default=None)
+        if name == "updateBrokerConfig":
+            s.add_argument("-k", "--key", required=True)
+            s.add_argument("-v", "--value", required=True)
         if name == "resetOffsetByTime":
             s.add_argument("-s", "--timestamp", required=True,
                            help="ms, now, or yyyy-MM-dd#HH:mm:ss:SSS")  # fmt: skip
@@ -509,7 +545,8 @@ def main(argv: list[str]) -> int:
         for ns in args.namesrv.split(";"):
             parse_addr(ns)
         if getattr(args, "broker", None) and args.admin_command in (
-            "updateTopic", "brokerStatus", "consumerConnection", "consumerStatus"
+            "updateTopic", "brokerStatus", "consumerConnection", "consumerStatus",
+            "updateBrokerConfig", "getBrokerConfig",
         ):
             parse_addr(args.broker)
     except (_Usage, ValueError) as exc:

@@ -122,3 +122,46 @@ class BrokerConfig:
             if name.strip() == group and ms.strip():
                 return int(ms)
         return 0
+
+
+# Read when the broker starts (ports, names, paths, roles, the store's layout): an update is
+# persisted but takes effect at the next start, as in RocketMQ.
+RESTART_ONLY: frozenset[str] = frozenset({
+    "brokerClusterName", "brokerName", "brokerId", "listenPort", "fastListenPort", "brokerIP1",
+    "brokerIP2", "brokerRole", "storePathRootDir", "mappedFileSizeCommitLog",
+    "mappedFileSizeConsumeQueue", "flushDiskType", "processorChannel", "processorChannelHost",
+    "messageIndexDispatch", "maxHashSlotNum", "maxIndexNum",
+})  # fmt: skip
+
+
+def split_config_updates(
+    props: dict[str, str], store_config_cls: Any
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(broker updates, store updates, unknown keys), values converted to their field types;
+    ValueError (naming the key) for a value of the wrong type."""
+    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)}
+    store_fields = {f.name for f in dataclasses.fields(store_config_cls)}
+    unknown = sorted(k for k in props if k not in broker_fields and k not in store_fields)
+    broker = BrokerConfig.from_properties({k: v for k, v in props.items() if k in broker_fields})
+    b_vals = {k: getattr(broker, k) for k in props if k in broker_fields}
+    s_vals = typed_properties(store_config_cls,
+                              {k: v for k, v in props.items() if k in store_fields})  # fmt: skip
+    return b_vals, s_vals, unknown
+
+
+def apply_config_updates(broker_config: Any, store_config: Any,
+                         updates: tuple[tuple[str, str], ...]) -> bool:  # fmt: skip
+    """Set each (key, text) on the broker or store config it belongs to; True if any changed."""
+    props = dict(updates)
+    changed = False
+    try:
+        b_vals, s_vals, _ = split_config_updates(props, type(store_config))
+    except ValueError:
+        log.warning("config update refused: %s", props)
+        return False
+    for target, vals in ((broker_config, b_vals), (store_config, s_vals)):
+        for k, v in vals.items():
+            if target is not None and getattr(target, k) != v:
+                setattr(target, k, v)
+                changed = True
+    return changed

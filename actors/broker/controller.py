@@ -19,6 +19,7 @@ How the runtime uses it:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -26,7 +27,13 @@ import zlib
 from typing import Any
 
 from actors.broker.config import BrokerConfig
-from actors.broker.events import ALL_GROUPS, BrokerEvent, TopicConfigChanged, TopicsDeleted
+from actors.broker.events import (
+    ALL_GROUPS,
+    BrokerConfigChanged,
+    BrokerEvent,
+    TopicConfigChanged,
+    TopicsDeleted,
+)
 from actors.broker.offsets import loads_config
 from actors.broker.state import GROUPS_CHANGED, TOPICS_CHANGED, BrokerState
 from actors.broker.subscription_group import group_config_from_obj
@@ -117,6 +124,19 @@ class BrokerControllerCore(BrokerState):
         os.makedirs(self.config_dir, exist_ok=True)
         write_json_atomic(self.path(name), text)
 
+    def persist_config(self) -> None:
+        """Write config/broker.properties: every broker and store property as key=value
+        (Configuration.persist; read back only when a broker.conf points at it)."""
+        lines = []
+        for cfg in (self.broker_config, self.store_config):
+            if dataclasses.is_dataclass(cfg):
+                for f in dataclasses.fields(cfg):
+                    v = getattr(cfg, f.name)
+                    if v is not None:
+                        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+                        lines.append(f"{f.name}={text}\n")
+        self._write("broker.properties", "".join(lines))
+
     def persist_topics(self) -> None:
         """Write topics.json."""
         self._write("topics.json", self.topics_json())
@@ -146,6 +166,12 @@ class BrokerControllerCore(BrokerState):
                 continue
             topics_changed = topics_changed or bool(changed & TOPICS_CHANGED)
             groups_changed = groups_changed or bool(changed & GROUPS_CHANGED)
+            if isinstance(ev, BrokerConfigChanged):  # persisted even when this copy had it
+                self.persist_config()
+                if any(k == "brokerPermission" for k, _ in ev.updates):
+                    # a new topic data version, or the name servers keep the old queue perms
+                    topics_changed = True
+                    self._register_needed = True
             if isinstance(ev, TopicConfigChanged):
                 if changed:
                     self._register_needed = self._register_needed or ev.register
@@ -215,7 +241,7 @@ class BrokerControllerCore(BrokerState):
             return tc
         from dataclasses import replace
 
-        return replace(tc, perm=tc.perm & bp)
+        return replace(tc, perm=bp)  # BrokerController.registerBrokerAll: the broker's perm
 
     def build_register_requests(self, now_ms: int) -> list[tuple[str, RemotingCommand]]:
         """REGISTER_BROKER for every name server: [(namesrv addr, command)]."""

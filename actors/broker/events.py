@@ -113,6 +113,14 @@ class ProducerGroupChanged:
     conn_ids: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerConfigChanged:
+    """UPDATE_BROKER_CONFIG: (property name, text value) pairs for the broker or store config."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
+    updates: tuple[tuple[str, str], ...]
+
+
 BrokerEvent = (
     TopicConfigChanged
     | TopicsDeleted
@@ -123,4 +131,5 @@ BrokerEvent = (
     | OffsetCommitted
     | OffsetMoved
     | ProducerGroupChanged
+    | BrokerConfigChanged
 )

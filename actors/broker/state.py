@@ -14,6 +14,7 @@ from typing import Final
 from actors.broker.config import BrokerConfig
 from actors.broker.consumer_manager import ConsumerGroupInfo
 from actors.broker.events import (
+    BrokerConfigChanged,
     BrokerEvent,
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
@@ -31,6 +32,7 @@ from actors.broker.topic_config import TopicConfig, TopicConfigManager
 
 TOPICS_CHANGED: Final = 1  # apply_state bits: which persisted table changed
 GROUPS_CHANGED: Final = 2
+CONFIG_CHANGED: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,12 @@ class BrokerState:
             self.consumer_groups[ev.info.group] = ev.info
         elif isinstance(ev, ConsumerGroupRemoved):
             self.consumer_groups.pop(ev.group, None)
+        elif isinstance(ev, BrokerConfigChanged):
+            from actors.broker.config import apply_config_updates
+
+            if apply_config_updates(self.broker_config, getattr(self, "store_config", None),
+                                    ev.updates):  # fmt: skip
+                changed = CONFIG_CHANGED
         elif isinstance(ev, ProducerGroupChanged):
             if ev.conn_ids:
                 self.producer_groups[ev.group] = ev.conn_ids

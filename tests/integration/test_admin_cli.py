@@ -144,3 +144,39 @@ def test_admin_connection_status_and_reset_tools(local_cluster,
     assert re.search(r"AdmR\s+broker-a\s+0\s+4\s+3\s+1", out), out
     code, _, err = _admin(capsys, "queryMsgByKey", "-n", ns, "-t", "AdmR", "-k", "nokey")
     assert code == 1 and "no message" in err
+
+
+def test_admin_update_broker_config_live(local_cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """updateBrokerConfig reaches the broker's other processes: the send actor answers with the
+    new MSG_REGION, and brokerPermission=4 is re-registered (the route turns read-only)."""
+    from deploy.wire import BlockingClient
+    from tests.integration.e2e_helpers import RPC_TIMEOUT_S, msg_props, send_cmd
+
+    cluster = start_real(local_cluster)
+    ns = cluster.namesrv_addr()
+    broker = f"127.0.0.1:{cluster.broker_port()}"
+    assert _admin(capsys, "updateTopic", "-n", ns, "-b", broker, "-t", "CfgT")[0] == 0
+    code, out, err = _admin(capsys, "updateBrokerConfig", "-n", ns, "-b", broker,
+                            "-k", "regionId", "-v", "EastRegion")  # fmt: skip
+    assert code == 0 and "success" in out, err
+    code, out, _ = _admin(capsys, "getBrokerConfig", "-n", ns, "-b", broker)
+    assert code == 0 and re.search(r"regionId\s+=\s+EastRegion", out)
+
+    def region() -> str | None:
+        with BlockingClient(("127.0.0.1", cluster.broker_port())) as cl:
+            r = cl.invoke(send_cmd("CfgT", b"x", msg_props()), RPC_TIMEOUT_S)
+            return (r.ext_fields or {}).get("MSG_REGION")
+
+    assert wait_until(lambda: region() == "EastRegion", 10.0, 0.1), region()
+    code, _, err = _admin(capsys, "updateBrokerConfig", "-n", ns, "-b", broker,
+                          "-k", "brokerPermission", "-v", "4")  # fmt: skip
+    assert code == 0, err
+
+    def route_perm() -> bool:
+        code, out, _ = _admin(capsys, "topicRoute", "-n", ns, "-t", "CfgT")
+        return code == 0 and '"perm": 4' in out
+
+    assert wait_until(route_perm, 15.0, 0.2), "the name server never saw the read-only perm"
+    code, _, err = _admin(capsys, "updateBrokerConfig", "-n", ns, "-b", broker,
+                          "-k", "brokerPermission", "-v", "lots")  # fmt: skip
+    assert code == 1 and "brokerPermission" in err

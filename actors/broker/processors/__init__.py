@@ -134,6 +134,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.GET_CONSUME_STATS,
                 RC.GET_TOPIC_STATS_INFO,
                 RC.GET_BROKER_CONFIG,
+                RC.UPDATE_BROKER_CONFIG,
                 RC.GET_ALL_DELAY_OFFSET,
                 RC.INVOKE_BROKER_TO_RESET_OFFSET,
                 RC.QUERY_TOPIC_CONSUME_BY_WHO,

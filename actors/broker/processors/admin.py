@@ -126,6 +126,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_CONSUMER_CONNECTION_LIST: self._connections,
             RC.GET_CONSUME_STATS: self._consume_stats,
             RC.GET_BROKER_CONFIG: self._broker_config,
+            RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
             RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
             RC.INVOKE_BROKER_TO_RESET_OFFSET: self._reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
@@ -459,6 +460,38 @@ class AdminBrokerProcessor(CodeDispatchCore):
         version = GetBrokerConfigResponseHeader('{"counter":0,"timestamp":0}').to_ext()
         return req.cmd.make_response(RS.SUCCESS, None, version, "".join(lines).encode())
 
+    def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: Java properties text; every actor applies it (an event), the
+        controller persists config/broker.properties and re-registers on a permission change.
+        Unknown names are ignored as RocketMQ does; names read only at start (RESTART_ONLY) are
+        stored and take effect at the next start. A value of the wrong type refuses the lot."""
+        from actors.broker.config import RESTART_ONLY, split_config_updates
+        from actors.broker.events import BrokerConfigChanged
+
+        cmd = req.cmd
+        try:
+            text = bytes(cmd.body).decode("utf-8")
+        except UnicodeDecodeError:
+            return cmd.make_response(RS.SYSTEM_ERROR, "the body is not UTF-8 properties text")
+        props = _parse_properties(text)
+        if not props:
+            return cmd.make_response(RS.SYSTEM_ERROR, "no property in the body")
+        try:
+            b_vals, s_vals, unknown = split_config_updates(props, type(self.ctx.store_config))
+        except ValueError as e:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"update broker config failed: {e}")
+        known = tuple((k, props[k]) for k in sorted({*b_vals, *s_vals}))
+        if known:
+            self.ctx.emit(BrokerConfigChanged(known))
+        later = sorted(k for k, _ in known if k in RESTART_ONLY)
+        notes = []
+        if unknown:
+            notes.append(f"ignored unknown {', '.join(unknown)}")
+        if later:
+            notes.append(f"{', '.join(later)} take effect at the next start")
+        log.info("broker config updated %s %s", dict(known), "; ".join(notes))
+        return cmd.make_response(RS.SUCCESS, "; ".join(notes) or None)
+
     def _delay_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET: delayOffset.json as the send actor last persisted it."""
         path = delay_offset_path(self.ctx.store_config)
@@ -532,3 +565,17 @@ class AdminBrokerProcessor(CodeDispatchCore):
         }  # fmt: skip
         body = dumps_compact({"groupList": sorted(groups)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+
+def _parse_properties(text: str) -> dict[str, str]:
+    """Java properties text (key=value or key: value lines, # and ! comments), later keys win."""
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            continue
+        props[line[:cut].strip()] = line[cut + 1 :].strip()
+    return props

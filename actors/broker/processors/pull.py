@@ -16,7 +16,12 @@ from typing import Any, Final
 
 from actors.broker.consumer_manager import matches_all
 from actors.broker.context import ArrivalNotice, BrokerContext
-from actors.broker.events import OffsetCommitted, OffsetMoved, SubscriptionGroupChanged
+from actors.broker.events import (
+    BrokerConfigChanged,
+    OffsetCommitted,
+    OffsetMoved,
+    SubscriptionGroupChanged,
+)
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from actors.broker.sql92 import Sql92Error, Sql92Filter, compile_sql92
 from actors.broker.topic_config import is_readable
@@ -125,6 +130,7 @@ class PullMessageProcessor:
         sweep = 5_000 if bc.longPollingEnable else bc.shortPollingTimeMills
         self.hold = PullRequestHoldService(sweep)
         self.broker_readable = is_readable(bc.brokerPermission)
+        ctx.on_event(BrokerConfigChanged, self._on_config_changed)
         self.is_slave = bc.is_slave
         # (subscription, expression type) of FLAG_SUBSCRIPTION pulls -> filter
         self._request_filters: dict[tuple[str | None, str], SubscriptionFilter] = {}
@@ -162,6 +168,10 @@ class PullMessageProcessor:
             )
             n += self._wake(woken, now_ms)
         return n
+
+    def _on_config_changed(self, ev: BrokerConfigChanged, now_ms: int) -> None:
+        """brokerPermission may have changed: read it again."""
+        self.broker_readable = is_readable(self.bc.brokerPermission)
 
     def _max_offset(self, topic: str, queue_id: int) -> int:
         return int(self.store.get_max_offset_in_queue(topic, queue_id))

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.broker.context import BrokerContext
-from actors.broker.events import OffsetMoved, SubscriptionGroupChanged, TopicConfigChanged
+from actors.broker.events import (
+    BrokerConfigChanged,
+    OffsetMoved,
+    SubscriptionGroupChanged,
+    TopicConfigChanged,
+)
 from actors.broker.schedule import ScheduleMessageService
 from actors.broker.topic_config import (
     PERM_READ,
@@ -171,6 +176,7 @@ class SendMessageProcessor:
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         ctx.on_event(OffsetMoved, self._on_offset_moved)
+        ctx.on_event(BrokerConfigChanged, self._on_config_changed)
         self.schedule = self._start_schedule()
         self.tx = self._start_transactions()
 
@@ -683,6 +689,20 @@ class SendMessageProcessor:
             log.warning("END_TRANSACTION group=%s offset=%d from %s:%d: %s", h.producer_group,
                         h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
         return cmd.make_response(code, remark)
+
+    # --- UPDATE_BROKER_CONFIG ----------------------------------------------------------------
+
+    def _on_config_changed(self, ev: BrokerConfigChanged, now_ms: int) -> None:
+        """Values this core keeps from the config: read them again."""
+        bc = self.bc
+        self.broker_writable = is_writeable(bc.brokerPermission)
+        self.region = bc.regionId
+        self.cluster = bc.brokerClusterName
+        self.trace_on = "true" if bc.traceOn else "false"
+        self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
+        self._ok_template = ResponseTemplate(
+            self._base_ext(), ("msgId", "queueId", "queueOffset")
+        )
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 

@@ -219,3 +219,37 @@ def test_a_oneway_relayed_request_gets_no_answer(broker: Broker) -> None:
     assert conn == 5 and broker.cores["admin"].calls == {}
     broker.cores["admin"].on_client_response(fwd.make_response(RS.SUCCESS), 10)
     assert broker.outbox.take() == []
+
+
+def test_update_broker_config_reaches_every_core_and_is_persisted(broker: Broker) -> None:
+    import os
+
+    body = b"brokerPermission=4\nregionId=EastRegion\n# a comment\nnoSuchKey=1\nlistenPort=20911\n"
+    r = broker.call(RC.UPDATE_BROKER_CONFIG, None, body)
+    assert r is not None and r.code == RS.SUCCESS
+    assert "noSuchKey" in (r.remark or "") and "listenPort" in (r.remark or "")
+    for ctx in broker.ctxs.values():  # replicated to every actor
+        assert ctx.broker_config.brokerPermission == 4
+    # a read-only broker: the send core re-read it (refreshed reply template too), and the
+    # name servers will be told its topics are read-only (clients then stop sending to it)
+    assert broker.cores["send"].broker_writable is False
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x")
+    assert r is not None and r.ext_fields["MSG_REGION"] == "EastRegion"
+    tc = broker.controller.topics.get("T")
+    assert tc is not None and broker.controller._registered_config(tc).perm == 4
+    # GET_BROKER_CONFIG shows it, config/broker.properties keeps it
+    r = broker.call(RC.GET_BROKER_CONFIG)
+    assert r is not None and "brokerPermission=4" in r.body.decode().splitlines()
+    path = os.path.join(broker.sc.storePathRootDir, "config", "broker.properties")
+    with open(path, encoding="utf-8") as f:
+        saved = f.read().splitlines()
+    assert "brokerPermission=4" in saved and "regionId=EastRegion" in saved
+    assert broker.controller.take_register_needed()  # the name servers learn the new perm
+
+
+def test_update_broker_config_refuses_a_bad_value(broker: Broker) -> None:
+    r = broker.call(RC.UPDATE_BROKER_CONFIG, None, b"brokerPermission=lots\n")
+    assert r is not None and r.code == RS.SYSTEM_ERROR and "brokerPermission" in (r.remark or "")
+    assert broker.ctxs["send"].broker_config.brokerPermission == 6
+    r = broker.call(RC.UPDATE_BROKER_CONFIG, None, b"")
+    assert r is not None and r.code == RS.SYSTEM_ERROR
