@@ -184,7 +184,7 @@ def start_system(
     from thespian.actors import ActorSystem
 
     if admin_port is None:
-        admin_port = free_port()
+        admin_port = stable_free_port()
     elif not port_is_free(admin_port):
         raise RuntimeError(f"Thespian Admin Port {admin_port} is in use (stale actor system?)")
     capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
@@ -254,8 +254,9 @@ def start_broker(
         # P - 2 free too so the VIP channel gets its usual port
         local = host if host != "0.0.0.0" else LOOPBACK
         derived = getattr(broker_config, "fastListenPort", None) is None
-        pick = free_port_pair if derived else free_port
-        broker_config = broker_config.replace(listenPort=pick(local))
+        # below the ephemeral range: the actor system's own port-0 sockets cannot take it
+        # between this pick and the RemotingServer's bind
+        broker_config = broker_config.replace(listenPort=stable_free_port(local, pair=derived))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
     addr = cluster.asys.createActor(BrokerControllerActor)
     cluster.asys.tell(addr, StartBroker(broker_config, store_config, rdir, host, idle_s,
