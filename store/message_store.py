@@ -753,6 +753,12 @@ class DefaultMessageStore(_StoreReadMixin):
         self._lock_fd: int | None = None
         self._topic_cache: dict[str, tuple[bytes, bytes, int]] = {}
         self._tags_cache: dict[bytes, int] = {}
+        # batch append: per tag offset (0 or 2) the last "TAGS\x01<v>\x02" prefix seen, where
+        # it ends and its code; and the last item body length with its unpacker
+        self._tag_memo: dict[int, tuple[bytes, int, int]] = {
+            at: (b"TAGS\x01\x02", at + 6, 0) for at in (0, 2)
+        }
+        self._unpack_memo: tuple[int, Any] = (0, _item_unpacker(0))
         self._delays = cfg.delay_levels_ms
         self._running = False
         self._accepting = False  # running and not a slave
@@ -1464,18 +1470,16 @@ class DefaultMessageStore(_StoreReadMixin):
         # items whose properties start with tag_pre (b"TAGS\x01<value>\x02") have last_tc;
         # b"TAGS\x01\x02" (empty tags, code 0) is what a general lookup gives for it as well.
         # pr is an item's props piece: PROPLEN + PROPS, or PROPS alone with batch properties.
-        tag_pre = b"TAGS\x01\x02"
         tag_at = 0 if extra else 2
-        tag_end = tag_at + len(tag_pre)
-        last_tc = 0
+        # the last tag prefix and body length seen carry over from the previous batch
+        tag_pre, tag_end, last_tc = self._tag_memo[tag_at]
         tags_cache = self._tags_cache
         inline = self._index_inline
         items: list[_BatchItem] = []
         units: list[int] = []
         pieces: list[bytes] = []
         n_raw = len(raw)
-        ub = 0
-        item_unpack = _item_unpacker(0)
+        ub, item_unpack = self._unpack_memo
         head = _REC_HEAD.pack
         pos = 0
         try:
@@ -1558,6 +1562,8 @@ class DefaultMessageStore(_StoreReadMixin):
         p = phy - fbase
         mf.mm[p0:p] = b"".join(pieces)
         mf.wrote_position = p
+        self._tag_memo[tag_at] = (tag_pre, tag_end, last_tc)
+        self._unpack_memo = (ub, item_unpack)
         return units, items
 
     def _write_batch_slow(
