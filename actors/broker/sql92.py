@@ -219,8 +219,10 @@ def _not(inner: Node) -> Node:
     return node
 
 
-def _and(parts: list[Node]) -> Node:
-    """A flat AND chain (iterative: a long chain never recurses)."""
+def _chain(parts: list[Node], decisive: bool) -> Node:
+    """A flat AND (decisive=False) or OR (decisive=True) chain in SQL's three-valued logic:
+    the decisive value wins at once, else NULL if any part was NULL. Iterative, so a long chain
+    never recurses."""
     if len(parts) == 1:
         return parts[0]
 
@@ -228,31 +230,23 @@ def _and(parts: list[Node]) -> Node:
         unknown = False
         for part in parts:
             v = _bool(part(props))
-            if v is False:
-                return False
+            if v is decisive:
+                return decisive
             if v is None:
                 unknown = True
-        return None if unknown else True
+        return None if unknown else not decisive
 
     return node
+
+
+def _and(parts: list[Node]) -> Node:
+    """LogicExpression.createAND over a flat chain."""
+    return _chain(parts, False)
 
 
 def _or(parts: list[Node]) -> Node:
-    """A flat OR chain (iterative)."""
-    if len(parts) == 1:
-        return parts[0]
-
-    def node(props: Mapping[str, str]) -> Value:
-        unknown = False
-        for part in parts:
-            v = _bool(part(props))
-            if v is True:
-                return True
-            if v is None:
-                unknown = True
-        return None if unknown else False
-
-    return node
+    """LogicExpression.createOR over a flat chain."""
+    return _chain(parts, True)
 
 
 class _Parser:
