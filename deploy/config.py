@@ -8,39 +8,15 @@ from __future__ import annotations
 
 import logging
 
+from store.config import parse_properties_text as parse_properties
+
 log = logging.getLogger(__name__)
+
+__all__ = ["ConfigError", "load_properties", "parse_properties"]
 
 
 class ConfigError(Exception):
     """The configuration cannot be used (missing file, bad value)."""
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text into a dict (later keys win)."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if pending:
-            line = pending + line
-            pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = len(line)
-        for i, ch in enumerate(line):
-            if ch in "=:" or ch.isspace():
-                cut = i
-                break
-        key = line[:cut].strip()
-        value = line[cut:].lstrip()
-        if value[:1] in ("=", ":"):
-            value = value[1:].lstrip()
-        if key:
-            props[key] = value
-    return props
 
 
 def load_properties(path: str) -> dict[str, str]:

@@ -153,6 +153,49 @@ class StoreConfig:
         return cls(**kwargs)
 
 
+def parse_properties_text(text: str) -> dict[str, str]:
+    """Java properties text (MixAll.string2Properties): `key=value` or `key: value` lines, `#`/`!`
+    comments, trailing-backslash continuations; later keys win."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if pending:
+            line = pending + line
+            pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        cut = len(line)
+        for i, ch in enumerate(line):
+            if ch in "=:" or ch.isspace():
+                cut = i
+                break
+        key = line[:cut].strip()
+        value = line[cut:].lstrip()
+        if value[:1] in ("=", ":"):
+            value = value[1:].lstrip()
+        if key:
+            props[key] = value
+    return props
+
+
+def properties_text(*configs: Any) -> str:
+    """MixAll.properties2String of config dataclasses: `name=value` lines (booleans as
+    true/false, None left out), in field order."""
+    lines = []
+    for cfg in configs:
+        if dataclasses.is_dataclass(cfg):
+            for f in dataclasses.fields(cfg):
+                v = getattr(cfg, f.name)
+                if v is not None:
+                    text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+                    lines.append(f"{f.name}={text}\n")
+    return "".join(lines)
+
+
 def typed_properties(cls: Any, props: dict[str, str]) -> dict[str, Any]:
     """The dataclass fields of cls found in props, converted to their types (ValueError names
     the key); unknown keys are ignored. Shared by StoreConfig and the broker's BrokerConfig."""

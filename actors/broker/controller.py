@@ -19,7 +19,6 @@ How the runtime uses it:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -40,6 +39,7 @@ from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
+from store.config import properties_text
 
 log = logging.getLogger(__name__)
 
@@ -127,15 +127,7 @@ class BrokerControllerCore(BrokerState):
     def persist_config(self) -> None:
         """Write config/broker.properties: every broker and store property as key=value
         (Configuration.persist; read back only when a broker.conf points at it)."""
-        lines = []
-        for cfg in (self.broker_config, self.store_config):
-            if dataclasses.is_dataclass(cfg):
-                for f in dataclasses.fields(cfg):
-                    v = getattr(cfg, f.name)
-                    if v is not None:
-                        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-                        lines.append(f"{f.name}={text}\n")
-        self._write("broker.properties", "".join(lines))
+        self._write("broker.properties", properties_text(self.broker_config, self.store_config))
 
     def persist_topics(self) -> None:
         """Write topics.json."""

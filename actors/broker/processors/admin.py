@@ -6,7 +6,6 @@ Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from protocol.headers import (
     SearchOffsetResponseHeader,
 )
 from protocol.message import decode_offset_msg_id
+from store.config import parse_properties_text, properties_text
 
 log = logging.getLogger(__name__)
 
@@ -448,17 +448,9 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_BROKER_CONFIG: every broker and store property as "key=value" lines."""
-        lines = []
-        for cfg in (self.ctx.broker_config, self.ctx.store_config):
-            if dataclasses.is_dataclass(cfg):
-                for f in dataclasses.fields(cfg):
-                    v = getattr(cfg, f.name)
-                    if v is None:
-                        continue
-                    text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-                    lines.append(f"{f.name}={text}\n")
+        body = properties_text(self.ctx.broker_config, self.ctx.store_config).encode()
         version = GetBrokerConfigResponseHeader('{"counter":0,"timestamp":0}').to_ext()
-        return req.cmd.make_response(RS.SUCCESS, None, version, "".join(lines).encode())
+        return req.cmd.make_response(RS.SUCCESS, None, version, body)
 
     def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: Java properties text; every actor applies it (an event), the
@@ -473,7 +465,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             text = bytes(cmd.body).decode("utf-8")
         except UnicodeDecodeError:
             return cmd.make_response(RS.SYSTEM_ERROR, "the body is not UTF-8 properties text")
-        props = _parse_properties(text)
+        props = parse_properties_text(text)
         if not props:
             return cmd.make_response(RS.SYSTEM_ERROR, "no property in the body")
         try:
@@ -566,16 +558,3 @@ class AdminBrokerProcessor(CodeDispatchCore):
         body = dumps_compact({"groupList": sorted(groups)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
-
-def _parse_properties(text: str) -> dict[str, str]:
-    """Java properties text (key=value or key: value lines, # and ! comments), later keys win."""
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            continue
-        props[line[:cut].strip()] = line[cut + 1 :].strip()
-    return props
