@@ -217,15 +217,22 @@ class AdminBrokerProcessor(CodeDispatchCore):
                 return conn_id
         return None
 
-    def _call_client(
-        self, req: Request, conn_id: int, fwd: RemotingCommand, now_ms: int
+    def _relay(
+        self, req: Request, group: str, client_id: str | None, fwd: RemotingCommand, now_ms: int
     ) -> RemotingCommand | None:
-        """Send fwd to the client; its answer (on_client_response) goes back to the asker."""
+        """Broker2Client.callClient: send fwd to the group's client; its answer (see
+        on_client_response) goes back to the asker, unless the asker sent a oneway request."""
+        cmd = req.cmd
+        conn_id = self._client_conn(group, client_id)
+        if conn_id is None:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
+            )
         if self.ctx.outbox is None:
-            return req.cmd.make_response(RS.SYSTEM_ERROR, "no connection to the client")
-        if not req.cmd.is_oneway:  # a oneway asker gets nothing back: the answer is dropped
+            return cmd.make_response(RS.SYSTEM_ERROR, "no connection to the client")
+        if not cmd.is_oneway:  # a oneway asker gets nothing back: the answer is dropped
             self.calls[fwd.opaque] = PendingCall(
-                req.conn_id, req.cmd, now_ms + CALL_CLIENT_TIMEOUT_MS
+                req.conn_id, cmd, now_ms + CALL_CLIENT_TIMEOUT_MS
             )
         self.ctx.outbox.send(conn_id, fwd)
         return None
@@ -241,26 +248,14 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _consumer_running_info(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """GET_CONSUMER_RUNNING_INFO: ask the consumer itself (mqadmin consumerStatus)."""
-        cmd = req.cmd
-        h = GetConsumerRunningInfoRequestHeader.from_ext(cmd.ext_fields)
-        conn = self._client_conn(h.consumer_group, h.client_id)
-        if conn is None:
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
-            )
-        return self._call_client(
-            req, conn, RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, h.to_ext()), now_ms
-        )
+        h = GetConsumerRunningInfoRequestHeader.from_ext(req.cmd.ext_fields)
+        fwd = RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, h.to_ext())
+        return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
 
     def _consume_directly(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """CONSUME_MESSAGE_DIRECTLY: hand one stored message (by offset msg id) to a consumer."""
         cmd = req.cmd
         h = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)
-        conn = self._client_conn(h.consumer_group, h.client_id)
-        if conn is None:
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
-            )
         try:
             _host, _port, phy = decode_offset_msg_id(h.msg_id or "")
         except ValueError:
@@ -270,7 +265,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             return cmd.make_response(RS.SYSTEM_ERROR, f"no message at offset {phy}")
         h.broker_name = self.ctx.broker_config.brokerName  # the consumer builds its MQ from it
         fwd = RemotingCommand.request(RC.CONSUME_MESSAGE_DIRECTLY, h.to_ext(), bytes(data))
-        return self._call_client(req, conn, fwd, now_ms)
+        return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
 
     def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
