@@ -163,22 +163,27 @@ class SendMessageProcessor:
         self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
         self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
         self.waiting: list[_Waiting] = []
+        self._read_config()
+        self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
+        self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
+        self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
+        ctx.on_event(OffsetMoved, self._on_offset_moved)
+        ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
+        self.schedule = self._start_schedule()
+        self.tx = self._start_transactions()
+
+    def _read_config(self) -> None:
+        """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
+        bc = self.bc
         self.region = bc.regionId
         self.cluster = bc.brokerClusterName
         self.trace_on = "true" if bc.traceOn else "false"
         self.broker_writable = is_writeable(bc.brokerPermission)
-        self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
-        self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
+        self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         # SUCCESS responses: the JSON header pre-rendered, only these three values vary
         self._ok_template = ResponseTemplate(
             self._base_ext(), ("msgId", "queueId", "queueOffset")
         )
-        self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
-        self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
-        ctx.on_event(OffsetMoved, self._on_offset_moved)
-        ctx.on_event(BrokerConfigChanged, self._on_config_changed)
-        self.schedule = self._start_schedule()
-        self.tx = self._start_transactions()
 
     def _start_schedule(self) -> ScheduleMessageService | None:
         """The delay-level delivery service, on a master's writer store only."""
@@ -689,20 +694,6 @@ class SendMessageProcessor:
             log.warning("END_TRANSACTION group=%s offset=%d from %s:%d: %s", h.producer_group,
                         h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
         return cmd.make_response(code, remark)
-
-    # --- UPDATE_BROKER_CONFIG ----------------------------------------------------------------
-
-    def _on_config_changed(self, ev: BrokerConfigChanged, now_ms: int) -> None:
-        """Values this core keeps from the config: read them again."""
-        bc = self.bc
-        self.broker_writable = is_writeable(bc.brokerPermission)
-        self.region = bc.regionId
-        self.cluster = bc.brokerClusterName
-        self.trace_on = "true" if bc.traceOn else "false"
-        self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
-        self._ok_template = ResponseTemplate(
-            self._base_ext(), ("msgId", "queueId", "queueOffset")
-        )
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 
