@@ -271,7 +271,7 @@ class TransactionalMessageService:
             copy = self._put_back(msg, times + 1, now_ms)
             if copy is None:
                 break
-            self._send_check(msg, copy)
+            self._send_check(msg, *copy)
             budget -= 1
             i += 1
         if i != half_start:
@@ -329,9 +329,10 @@ class TransactionalMessageService:
 
     def _put_back(
         self, msg: MessageExt, times: int, now_ms: int, prepared_qoff: int = -1
-    ) -> PutMessageResult | None:
+    ) -> tuple[PutMessageResult, dict[str, str]] | None:
         """putBackHalfMsgQueue: the half message again at the queue's end with its check count
-        (and, for a message still immune, the queue offset of the original it stands for)."""
+        (and, for a message still immune, the queue offset of the original it stands for);
+        (the put's result, the copy's properties)."""
         props = dict(msg.properties)
         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
         if prepared_qoff >= 0:
@@ -343,11 +344,11 @@ class TransactionalMessageService:
         if result.status is not PutMessageStatus.PUT_OK:
             log.warning("transaction check: put back failed %s", result.status.name)
             return None
-        return result
+        return result, props
 
-    def _send_check(self, msg: MessageExt, copy: PutMessageResult) -> None:
-        """CHECK_TRANSACTION_STATE (oneway) for the copy, to one connection of its group."""
-        props = dict(msg.properties)
+    def _send_check(self, msg: MessageExt, copy: PutMessageResult, props: dict[str, str]) -> None:
+        """CHECK_TRANSACTION_STATE (oneway) for the copy (stored with `props`), to one
+        connection of its producer group."""
         group = props.get(PROPERTY_PRODUCER_GROUP, "")
         conns = self.ctx.producer_groups.get(group)
         outbox = self.ctx.outbox
@@ -356,9 +357,6 @@ class TransactionalMessageService:
             return
         conn = conns[self._rr % len(conns)]
         self._rr += 1
-        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(
-            _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0) + 1
-        )
         uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=copy.logics_offset,
