@@ -103,6 +103,16 @@ def _object(resp: RemotingCommand) -> dict[str, Any]:
     return body
 
 
+def _offset_table(resp: RemotingCommand) -> list[tuple[Any, Any]]:
+    """The offsetTable member of a ConsumeStats / ResetOffsetBody reply: a map keyed by
+    MessageQueue objects as fastjson writes it, read as (queue, value) pairs."""
+    text = _text(resp.body)
+    at = text.find('"offsetTable":')
+    if at < 0:
+        return []
+    return loads_object_map(text, at + len('"offsetTable":'))[0]
+
+
 def _text(b: Any) -> str:
     return bytes(b).decode("utf-8", "replace")
 
@@ -173,12 +183,7 @@ def cmd_consumer_progress(a: argparse.Namespace) -> int:
     rows: list[tuple[str, str, int, int, int]] = []
     for name, addr in _masters(_cluster(a.namesrv), None):
         resp = _call(addr, RC.GET_CONSUME_STATS, {"consumerGroup": a.group, "topic": a.topic})
-        text = _text(resp.body)
-        at = text.find('"offsetTable":')
-        if at < 0:
-            continue
-        pairs, _ = loads_object_map(text, at + len('"offsetTable":'))
-        for mq, off in pairs:
+        for mq, off in _offset_table(resp):
             rows.append((mq.get("topic", ""), name, int(mq.get("queueId", 0)),
                          int(off.get("brokerOffset", 0)), int(off.get("consumerOffset", 0))))
     _out(f"{'#Topic':<32} {'#Broker Name':<20} {'#QID':<5} {'#Broker Offset':<15} "
@@ -397,10 +402,7 @@ def cmd_reset_offset(a: argparse.Namespace) -> int:
                     off = current
                 _out(f"{a.topic:<32} {name:<20} queue {qid}: offset {off} (group offline)")
             continue
-        text = _text(resp.body)
-        at = text.find('"offsetTable":')
-        pairs = loads_object_map(text, at + len('"offsetTable":'))[0] if at >= 0 else []
-        for mq, off in sorted(pairs, key=lambda p: p[0].get("queueId", 0)):
+        for mq, off in sorted(_offset_table(resp), key=lambda p: p[0].get("queueId", 0)):
             _out(f"{a.topic:<32} {name:<20} queue {mq.get('queueId')}: offset {off}")
     return 0
 

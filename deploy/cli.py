@@ -118,7 +118,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     })
     if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
         bc = bc.replace(brokerIP1=args.host)
-    cluster = launch.start_system(data, admin_port=args.admin_port, host=args.host)
+    cluster = launch.start_system(data, admin_port=args.admin_port)
     try:
         ns_port = launch.start_namesrv(cluster, port=args.namesrv_port, host=args.host)
         _say(f"name server listening on {args.host}:{ns_port}")
@@ -136,8 +136,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     """A name server until SIGTERM / Ctrl-C."""
     from deploy import launch
 
-    cluster = launch.start_system(os.path.abspath(args.data), admin_port=args.admin_port,
-                                  host=args.host)
+    cluster = launch.start_system(os.path.abspath(args.data), admin_port=args.admin_port)
     try:
         port = launch.start_namesrv(cluster, port=args.port, host=args.host)
         _say(f"name server listening on {args.host}:{port}")
@@ -157,8 +156,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         "listenPort": None if args.listenPort is None else str(args.listenPort),
     })
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
-    cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port,
-                                  host=args.host)
+    cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
     try:
         port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "

@@ -169,7 +169,6 @@ def start_system(
     data_dir: str,
     *,
     admin_port: int | None = None,
-    host: str = LOOPBACK,
     log_level: str = "INFO",
 ) -> LocalCluster:
     """Start a multiprocTCPBase actor system (free Admin Port, logs under data_dir)."""
@@ -178,9 +177,8 @@ def start_system(
     # Thespian's ports stay on loopback whatever --host says: every actor system here is a
     # single-host one (a broker on another host is its own actor system and talks RocketMQ's
     # protocol), and those ports take unauthenticated pickles
-    thespian_host = LOOPBACK
-    prepare_environment(thespian_host, os.path.join(data_dir, "thespian.log"))
-    patch_thespian_bind(thespian_host)
+    prepare_environment(LOOPBACK, os.path.join(data_dir, "thespian.log"))
+    patch_thespian_bind(LOOPBACK)
     from thespian.actors import ActorSystem
 
     if admin_port is None:
