@@ -25,6 +25,14 @@ CONSUME_TIMEOUT_S = 40
 WALL_TIMEOUT_S = 90.0
 
 
+def _client_python(venv: str) -> Path:
+    """The interpreter of a client virtualenv; the test is skipped, saying why, without it."""
+    python = CLIENTS / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    return python
+
+
 def _run(python: Path, namesrv: str, topic: str, expression: str, tmp: Path,
          *extra: str) -> list[dict]:
     """Run the driver in its venv (the C++ core writes its logs under $HOME/logs)."""
@@ -44,9 +52,7 @@ def _run(python: Path, namesrv: str, topic: str, expression: str, tmp: Path,
 )
 def test_cpp_client_produce_and_consume(local_cluster, tmp_path: Path, venv: str,
                                         expression: str) -> None:
-    python = CLIENTS / venv / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(venv)
     cluster = start_real(local_cluster)
     topic = f"CppRoundTrip{venv[-1]}"
     events = _run(python, cluster.namesrv_addr(), topic, expression, tmp_path)
@@ -70,9 +76,7 @@ def test_cpp_client_produce_and_consume(local_cluster, tmp_path: Path, venv: str
 @pytest.mark.parametrize("venv", [".venv-cpp1", ".venv-cpp2"], ids=["cpp-1.x", "cpp-2.1"])
 def test_cpp_orderly_send_and_consume(local_cluster, tmp_path: Path, venv: str) -> None:
     """send_orderly to queue i % 3, orderly push consumer (LOCK_BATCH_MQ): per-queue order kept."""
-    python = CLIENTS / venv / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(venv)
     cluster = start_real(local_cluster)
     topic = f"CppOrderly{venv[-1]}"
     events = _run(python, cluster.namesrv_addr(), topic, "*", tmp_path, "orderly")
@@ -93,9 +97,7 @@ def test_cpp_orderly_send_and_consume(local_cluster, tmp_path: Path, venv: str) 
 def test_cpp_transaction_commit_rollback_and_check_back(local_cluster, tmp_path: Path) -> None:
     """librocketmq 2.1.0's transaction producer (spec §14.7 row 7): COMMIT is consumed, ROLLBACK
     never is, UNKNOWN gets a CHECK_TRANSACTION_STATE and is consumed once the checker commits."""
-    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(".venv-cpp2")
     cluster = start_real(local_cluster, transactionCheckInterval="1000", transactionTimeOut="1000")
     topic, n = "CppTransaction", 3
     code, events, err = run_driver(
@@ -131,9 +133,7 @@ def test_cpp_consumer_running_info_relayed(local_cluster, tmp_path: Path, venv: 
     from protocol.command import RemotingCommand
     from tests.integration.e2e_helpers import broker_addr, wait_until
 
-    python = CLIENTS / venv / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(venv)
     cluster = start_real(local_cluster)
     group, topic = f"CG_Info{venv[-1]}", f"CppInfo{venv[-1]}"
     with BlockingClient(broker_addr(cluster)) as cl:  # the route exists before the client starts
@@ -188,9 +188,7 @@ def test_cpp_client_across_two_brokers(local_cluster, tmp_path: Path) -> None:
     from protocol.command import RemotingCommand
     from store.config import StoreConfig
 
-    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(".venv-cpp2")
     cluster = start_real(local_cluster)
     props = {"listenPort": "0", "brokerName": "broker-b", "namesrvAddr": cluster.namesrv_addr(),
              "storePathRootDir": _os.path.join(str(tmp_path), "store-b"),
@@ -223,9 +221,7 @@ def test_cpp_client_across_two_brokers(local_cluster, tmp_path: Path) -> None:
 def test_cpp_consumer_retry_after_reconsume_later(local_cluster, tmp_path: Path) -> None:
     """Spec §14.7 row 5: RECONSUME_LATER -> CONSUMER_SEND_MSG_BACK -> redelivery from the retry
     topic after delay level 3 (about 10 s) with reconsumeTimes 1, then never again."""
-    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(".venv-cpp2")
     cluster = start_real(local_cluster)
     n = 3
     code, events, err = run_driver(
@@ -249,9 +245,7 @@ def test_cpp_consumer_retry_after_reconsume_later(local_cluster, tmp_path: Path)
 def test_cpp_batch_send(local_cluster, tmp_path: Path, venv: str) -> None:
     """Spec §14.7 row 8: send_batch (SEND_BATCH_MESSAGE) of 10 -> 10 consecutive queue offsets in
     one queue, every message consumed with its own keys and tags."""
-    python = CLIENTS / venv / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"{venv} missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(venv)
     cluster = start_real(local_cluster)
     topic = f"CppBatch{venv[-1]}"
     events = _run(python, cluster.namesrv_addr(), topic, "*", tmp_path, "batch")
@@ -271,9 +265,7 @@ def test_cpp_batch_send(local_cluster, tmp_path: Path, venv: str) -> None:
 
 def test_cpp_delay_level_two(local_cluster, tmp_path: Path) -> None:
     """Spec §14.7 row 6: delay level 2 is delivered after about 5 s, on its own topic."""
-    python = CLIENTS / ".venv-cpp2" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(".venv-cpp2 missing: run tests/clients/setup_cpp_clients.sh (x86_64 only)")
+    python = _client_python(".venv-cpp2")
     cluster = start_real(local_cluster)
     code, events, err = run_driver(
         [str(python), str(DRIVER), cluster.namesrv_addr(), "CppDelay", "5", "*",
