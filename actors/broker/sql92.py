@@ -482,3 +482,40 @@ def compile_sql92(expression: str) -> Sql92Filter:
         raise
     except (ValueError, TypeError) as exc:
         raise Sql92Error(f"{type(exc).__name__}: {exc}") from None
+
+
+class SubscriptionRefused(Exception):
+    """A non-TAG subscription this broker will not serve: the response code and remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def compile_subscription(
+    expression_type: str, text: str | None, property_filter: bool
+) -> Sql92Filter:
+    """The filter of a non-TAG subscription (pulls and CHECK_CLIENT_CONFIG alike), or
+    SubscriptionRefused: SYSTEM_ERROR without enablePropertyFilter, SUBSCRIPTION_PARSE_FAILED for
+    another expression type or an expression that does not parse."""
+    from protocol.bodies import EXPRESSION_TYPE_SQL92
+    from protocol.codes import ResponseCode
+
+    if not property_filter:
+        raise SubscriptionRefused(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {expression_type}",
+        )
+    if expression_type != EXPRESSION_TYPE_SQL92:
+        raise SubscriptionRefused(
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+            f"the expression type {expression_type!r} is not supported",
+        )
+    try:
+        return compile_sql92(text or "")
+    except Sql92Error as e:
+        raise SubscriptionRefused(
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+            f"parse the consumer's subscription failed: {e}",
+        ) from e

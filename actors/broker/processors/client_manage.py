@@ -24,7 +24,6 @@ from actors.broker.producer_manager import ProducerManager
 from actors.broker.topic_config import PERM_READ, PERM_WRITE
 from actors.core import CodeDispatchCore, Request
 from protocol.bodies import (
-    EXPRESSION_TYPE_SQL92,
     EXPRESSION_TYPE_TAG,
     HeartbeatData,
     SubscriptionData,
@@ -205,7 +204,7 @@ class ClientManageProcessor(CodeDispatchCore):
 
     def _check_client_config(self, req: Request, now_ms: int) -> RemotingCommand:
         """A consumer with a SQL92 subscription asks at start whether this broker can filter it."""
-        from actors.broker.sql92 import Sql92Error, compile_sql92
+        from actors.broker.sql92 import SubscriptionRefused, compile_subscription
 
         cmd = req.cmd
         try:
@@ -219,18 +218,8 @@ class ClientManageProcessor(CodeDispatchCore):
         expr = sd.expression_type or EXPRESSION_TYPE_TAG
         if expr == EXPRESSION_TYPE_TAG:
             return cmd.make_response(RS.SUCCESS)
-        if not self.ctx.broker_config.enablePropertyFilter:
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
-            )
-        if expr != EXPRESSION_TYPE_SQL92:
-            return cmd.make_response(
-                RS.SUBSCRIPTION_PARSE_FAILED, f"the expression type {expr!r} is not supported"
-            )
         try:
-            compile_sql92(sd.sub_string)
-        except Sql92Error as e:
-            return cmd.make_response(
-                RS.SUBSCRIPTION_PARSE_FAILED, f"the subscription {sd.sub_string!r} is invalid: {e}"
-            )
+            compile_subscription(expr, sd.sub_string, self.ctx.broker_config.enablePropertyFilter)
+        except SubscriptionRefused as e:
+            return cmd.make_response(e.code, e.remark)
         return cmd.make_response(RS.SUCCESS)

@@ -23,10 +23,10 @@ from actors.broker.events import (
     SubscriptionGroupChanged,
 )
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
-from actors.broker.sql92 import Sql92Error, Sql92Filter, compile_sql92
+from actors.broker.sql92 import Sql92Filter, SubscriptionRefused, compile_subscription
 from actors.broker.topic_config import is_readable
 from actors.core import Request
-from protocol.bodies import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, SubscriptionData
+from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
@@ -136,7 +136,8 @@ class PullMessageProcessor:
         self._request_filters: dict[tuple[str | None, str], SubscriptionFilter] = {}
         # the heartbeat-registered SubscriptionData (by identity) -> its filter
         self._registered_filters: dict[int, tuple[SubscriptionData, SubscriptionFilter]] = {}
-        self._sql_filters: dict[str, SubscriptionFilter] = {}  # SQL92 text -> compiled filter
+        # (expression type, text) -> compiled filter (only served types get here)
+        self._sql_filters: dict[tuple[str, str], SubscriptionFilter] = {}
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -354,23 +355,17 @@ class PullMessageProcessor:
 
     def _non_tag_filter(self, expr: str, text: str | None) -> SubscriptionFilter:
         """SQL92 with enablePropertyFilter: the compiled expression (cached); else refused."""
-        if not self.bc.enablePropertyFilter or expr != EXPRESSION_TYPE_SQL92:
-            raise _Reject(
-                RS.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr}"
-            )
         key = text or ""
-        flt = self._sql_filters.get(key)
+        flt = self._sql_filters.get((expr, key))
         if flt is None:
             try:
-                flt = SubscriptionFilter(None, compile_sql92(key))
-            except Sql92Error as e:
-                log.warning("SQL92 subscription %r does not parse: %s", key[:200], e)
-                raise _Reject(
-                    RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
-                ) from e
+                sql = compile_subscription(expr, key, self.bc.enablePropertyFilter)
+            except SubscriptionRefused as e:
+                raise _Reject(e.code, e.remark) from e
+            flt = SubscriptionFilter(None, sql)
             if len(self._sql_filters) >= CACHE_LIMIT:
                 self._sql_filters.clear()
-            self._sql_filters[key] = flt
+            self._sql_filters[(expr, key)] = flt
         return flt
 
     def _check_slow(self, h: PullMessageRequestHeader, result: Any) -> None:
