@@ -119,6 +119,7 @@ class BrokerConfigChanged:
 
     AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
     updates: tuple[tuple[str, str], ...]
+    at_ms: int = 0  # when it was made: the config data version's timestamp
 
 
 BrokerEvent = (

@@ -29,6 +29,7 @@ from actors.broker.events import (
 from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from actors.broker.topic_config import TopicConfig, TopicConfigManager
+from protocol.bodies import DataVersion
 
 TOPICS_CHANGED: Final = 1  # apply_state bits: which persisted table changed
 GROUPS_CHANGED: Final = 2
@@ -55,6 +56,7 @@ class BrokerState:
         self.offsets = ConsumerOffsetManager()
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, tuple[int, ...]] = {}  # group -> live conn ids
+        self.config_version = DataVersion()  # Configuration's data version: one per update
 
     def apply_state(self, ev: BrokerEvent) -> int | None:
         """Apply one event; TOPICS_CHANGED | GROUPS_CHANGED bits, None for an unknown event."""
@@ -89,6 +91,7 @@ class BrokerState:
             if apply_config_updates(self.broker_config, getattr(self, "store_config", None),
                                     ev.updates):  # fmt: skip
                 changed = CONFIG_CHANGED
+            self.config_version.next_version(ev.at_ms)
         elif isinstance(ev, ProducerGroupChanged):
             if ev.conn_ids:
                 self.producer_groups[ev.group] = ev.conn_ids

@@ -444,7 +444,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def _broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_BROKER_CONFIG: every broker and store property as "key=value" lines."""
         body = properties_text(self.ctx.broker_config, self.ctx.store_config).encode()
-        version = GetBrokerConfigResponseHeader('{"counter":0,"timestamp":0}').to_ext()
+        version = GetBrokerConfigResponseHeader(self.ctx.config_version.to_json().decode()).to_ext()
         return req.cmd.make_response(RS.SUCCESS, None, version, body)
 
     def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
@@ -469,7 +469,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             return cmd.make_response(RS.SYSTEM_ERROR, f"update broker config failed: {e}")
         known = tuple((k, props[k]) for k in sorted({*b_vals, *s_vals}))
         if known:
-            self.ctx.emit(BrokerConfigChanged(known))
+            self.ctx.emit(BrokerConfigChanged(known, now_ms))
         later = sorted(k for k, _ in known if k in RESTART_ONLY)
         notes = []
         if unknown:

@@ -225,7 +225,7 @@ def test_update_broker_config_reaches_every_core_and_is_persisted(broker: Broker
     import os
 
     body = b"brokerPermission=4\nregionId=EastRegion\n# a comment\nnoSuchKey=1\nlistenPort=20911\n"
-    r = broker.call(RC.UPDATE_BROKER_CONFIG, None, body)
+    r = broker.call(RC.UPDATE_BROKER_CONFIG, None, body, now_ms=1234)
     assert r is not None and r.code == RS.SUCCESS
     assert "noSuchKey" in (r.remark or "") and "listenPort" in (r.remark or "")
     for ctx in broker.ctxs.values():  # replicated to every actor
@@ -237,9 +237,10 @@ def test_update_broker_config_reaches_every_core_and_is_persisted(broker: Broker
     assert r is not None and r.ext_fields["MSG_REGION"] == "EastRegion"
     tc = broker.controller.topics.get("T")
     assert tc is not None and broker.controller._registered_config(tc).perm == 4
-    # GET_BROKER_CONFIG shows it, config/broker.properties keeps it
-    r = broker.call(RC.GET_BROKER_CONFIG)
+    # GET_BROKER_CONFIG shows it with a new data version, config/broker.properties keeps it
+    r = broker.call(RC.GET_BROKER_CONFIG, now_ms=77)
     assert r is not None and "brokerPermission=4" in r.body.decode().splitlines()
+    assert json.loads(r.ext_fields["version"]) == {"counter": 1, "timestamp": 1234}
     path = os.path.join(broker.sc.storePathRootDir, "config", "broker.properties")
     with open(path, encoding="utf-8") as f:
         saved = f.read().splitlines()
