@@ -15,7 +15,8 @@ import logging
 import mmap
 import os
 import struct
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,8 @@ class StoreCheckpoint:
             CHECKPOINT.unpack_from(self.mm, 0)
         )
 
-    def flush(self) -> None:
-        """Write the three timestamps and msync."""
+    def flush(self, sync: Callable[[Any, int, int], bool] | None = None) -> None:
+        """Write the three timestamps and msync (through `sync(self, 0, size)` when given)."""
         CHECKPOINT.pack_into(
             self.mm,
             0,
@@ -55,7 +56,10 @@ class StoreCheckpoint:
             self.logics_msg_timestamp,
             self.index_msg_timestamp,
         )
-        self.mm.flush()
+        if sync is None:
+            self.mm.flush()
+        else:
+            sync(self, 0, CHECKPOINT_FILE_SIZE)
 
     def min_timestamp(self, index_safe: bool = False) -> int:
         """min(physic, logics) - 3000 ms (and index when messageIndexSafe)."""

@@ -14,12 +14,17 @@ import contextlib
 import logging
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = mmap.PAGESIZE
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+
+
+# msync of [start, end) of a mapped file (anything with .mm and .path); False when it failed
+RangeSync = Callable[[Any, int, int], bool]
 
 
 def offset2file_name(offset: int) -> str:
@@ -388,6 +393,28 @@ class MappedFileQueue:
             if nxt is not None and nxt.wrote_position > nxt.flushed_position:
                 return self.flush(least_pages) or where != before
         return where != before
+
+    def flush_ranges(self, least_pages: int = 0, sync: RangeSync | None = None) -> bool:
+        """Flush every file's dirty range that has >= least_pages dirty pages (0 = any), through
+        `sync` (None = mmap.flush); True when nothing was left dirty."""
+        complete = True
+        for mf in list(self.files):
+            wrote = mf.wrote_position
+            flushed = mf.flushed_position
+            if wrote <= flushed:
+                continue
+            if least_pages > 0 and wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE < least_pages:
+                complete = False
+                continue
+            start = flushed // OS_PAGE_SIZE * OS_PAGE_SIZE
+            if sync is None:
+                mf.mm.flush(start, wrote - start)
+            elif not sync(mf, start, wrote):
+                complete = False
+                continue
+            mf.flushed_position = max(mf.flushed_position, wrote)
+            self.flushed_where = max(self.flushed_where, mf.file_from_offset + wrote)
+        return complete
 
     # ---- truncation / deletion -----------------------------------------------------------
     def truncate_dirty_files(self, offset: int) -> None:

@@ -53,9 +53,10 @@ from store.consume_queue import (
     ConsumeQueueView,
     units_struct,
 )
+from store.flush_service import CommitLogFlusher, ConsumeQueueFlusher, load_msync
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.index_dispatch import IndexDispatcher
-from store.mapped_file import OS_PAGE_SIZE, MappedFile
+from store.mapped_file import OS_PAGE_SIZE, MappedFile, RangeSync
 from store.state_page import (
     OFF_FLUSHED_PHY,
     OFF_INDEX_PHY,
@@ -772,6 +773,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._flush_target = 0
         self._last_thorough_ms = 0
         self._last_cq_flush_ms = 0
+        self._last_cq_thorough_ms = 0
         self._last_clean_ms = 0
         self._last_cq_store_ts = 0
         self.manual_delete = False
@@ -779,7 +781,8 @@ class DefaultMessageStore(_StoreReadMixin):
         # ASYNC_FLUSH: the commit log is flushed by a thread (fdatasync releases the GIL);
         # _flush_mu orders its publishing with flush() on the writer's thread
         self.flush_thread_enabled = True
-        self._flusher: _AsyncFlusher | None = None
+        self._flusher: CommitLogFlusher | None = None
+        self._cq_flusher: ConsumeQueueFlusher | None = None  # FlushConsumeQueueService
         self._flush_mu = threading.Lock()
         self.recovered_abnormally = False
 
@@ -865,6 +868,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._running = True
         self._accepting = self.cfg.brokerRole != "SLAVE"
         self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
+        self._last_cq_thorough_ms = now_ms
         self._last_thorough_ms = now_ms
         self._flush_target = 0  # end of the async flush round going on in slices
         cl = self.commitlog
@@ -879,10 +883,12 @@ class DefaultMessageStore(_StoreReadMixin):
             pass
         if self._index_mode in ("sync", "tick") and not self.index.files:
             self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now
-        if not self.cfg.is_sync_flush and self.flush_thread_enabled and self._flusher is None:
-            msync = _load_msync()
-            if msync is not None:
-                self._flusher = _AsyncFlusher(self, msync)
+        msync = load_msync() if self.flush_thread_enabled else None
+        if msync is not None:
+            if not self.cfg.is_sync_flush and self._flusher is None:
+                self._flusher = CommitLogFlusher(self, msync)
+            if self._cq_flusher is None:
+                self._cq_flusher = ConsumeQueueFlusher(self, msync)
         spawn = self.cfg.messageIndexProcessSpawn
         if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
@@ -1635,16 +1641,43 @@ class DefaultMessageStore(_StoreReadMixin):
             self._after_flush()
         return off
 
-    def _stop_flusher(self) -> None:
-        fl = self._flusher
-        if fl is not None:
-            self._flusher = None
-            fl.close()
+    def flush_logics(self, least_pages: int = 0, sync: RangeSync | None = None) -> bool:
+        """Flush the consume queues (files with >= least_pages dirty pages; 0 = every one),
+        then the checkpoint; True when no consume queue was left dirty.
 
-    def _after_flush(self) -> None:
+        `sync(file, start, end)` msyncs a range (the consume-queue flush thread's, through
+        ctypes); None = mmap.flush on this thread. The logics timestamp advances only when
+        nothing was left dirty, to the store time read before the round.
+        """
+        stamp = self.commitlog.last_store_timestamp  # every unit of a record stored by now is in
+        complete = True
+        for cq in list(self.consume_queues.values()):
+            if not cq.mfq.flush_ranges(least_pages, sync):
+                complete = False
         cp = self.checkpoint
-        if cp is not None and self.commitlog.last_store_timestamp:
-            cp.physic_msg_timestamp = self.commitlog.last_store_timestamp
+        if cp is not None:
+            if complete:
+                cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, stamp)
+            full = self.index.files[:-1]
+            if full:
+                cp.index_msg_timestamp = max(cp.index_msg_timestamp, full[-1].end_ts)
+            cp.flush(sync)
+        return complete
+
+    def _stop_flusher(self) -> None:
+        for fl in (self._flusher, self._cq_flusher):
+            if fl is not None:
+                fl.close()
+        self._flusher = self._cq_flusher = None
+
+    def _after_flush(self, stamp: int | None = None) -> None:
+        """Publish the flushed offset; `stamp`: store time of the last record flushed (default:
+        the last appended, right when the whole log was flushed on this thread)."""
+        cp = self.checkpoint
+        if stamp is None:
+            stamp = self.commitlog.last_store_timestamp
+        if cp is not None and stamp:
+            cp.physic_msg_timestamp = stamp
         if self.state is not None:
             self.state.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
 
@@ -1691,15 +1724,15 @@ class DefaultMessageStore(_StoreReadMixin):
             self.flush(now_ms)
         if now_ms - self._last_cq_flush_ms >= cfg.flushIntervalConsumeQueue:
             self._last_cq_flush_ms = now_ms
-            for cq in self.consume_queues.values():
-                cq.flush(cfg.flushConsumeQueueLeastPages)
-            cp = self.checkpoint
-            if cp is not None:
-                cp.logics_msg_timestamp = self.commitlog.last_store_timestamp
-                full = [f for f in self.index.files[:-1]]
-                if full:
-                    cp.index_msg_timestamp = max(cp.index_msg_timestamp, full[-1].end_ts)
-                cp.flush()
+            least = cfg.flushConsumeQueueLeastPages
+            if now_ms - self._last_cq_thorough_ms >= cfg.flushConsumeQueueThoroughInterval:
+                self._last_cq_thorough_ms = now_ms
+                least = 0
+            cqf = self._cq_flusher
+            if cqf is not None:
+                cqf.request_round(least)
+            else:
+                self.flush_logics(least)
         if now_ms - self._last_clean_ms >= cfg.cleanResourceInterval:
             self._last_clean_ms = now_ms
             self.clean_expired(now_ms)
@@ -1972,122 +2005,6 @@ class MessageStoreReader(_StoreReadMixin):
 
 
 # ---- async flush --------------------------------------------------------------------------------
-def _load_msync() -> Callable[[int, int, int], int] | None:
-    """libc msync through ctypes, which releases the GIL during the call (mmap.flush does not)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        f = libc.msync
-    except (OSError, AttributeError):
-        return None
-    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    f.restype = ctypes.c_int
-    return f  # type: ignore[no-any-return]
-
-
-_MS_SYNC: Final = 4  # <sys/mman.h> on Linux
-
-
-def _map_address(mm: Any) -> int:
-    """Start address of a writable mmap (the ctypes view is dropped at once, so the mapping
-    can still be closed)."""
-    import ctypes
-
-    view = ctypes.c_char.from_buffer(mm)
-    addr = ctypes.addressof(view)
-    del view
-    return addr
-
-
-class _AsyncFlusher:
-    """FlushRealTimeService on a thread: the commit log's msync, off the writer's thread.
-
-    mmap.flush holds the GIL through msync, so a flush in the writer's tick stalled every
-    request it held. This thread calls msync on the same ranges through ctypes, which releases
-    the GIL (fdatasync would too, but it writes back every dirty page of the file, including a
-    warmed segment's zero pages ahead of the data). A round covers what the writer had
-    published when it started: the flushed offset never passes the published max offset.
-    """
-
-    def __init__(self, store: DefaultMessageStore, msync: Callable[[int, int, int], int]) -> None:
-        self.store = store
-        self._msync = msync
-        self._addr: dict[str, tuple[Any, int]] = {}  # path -> (mmap, its address)
-        self._wake = threading.Event()
-        self._stop = False
-        self.rounds = 0
-        self._thread = threading.Thread(target=self._run, name="commitlog-flush", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        """Start a round (one is enough however many requests arrive meanwhile)."""
-        self._wake.set()
-
-    def _address(self, mf: MappedFile) -> int:
-        hit = self._addr.get(mf.path)
-        if hit is None or hit[0] is not mf.mm:
-            if len(self._addr) > 64:
-                self._addr.clear()
-            hit = self._addr[mf.path] = (mf.mm, _map_address(mf.mm))
-        return hit[1]
-
-    def flush_once(self) -> int:
-        """msync what was published when called; returns the offset now known to be on disk."""
-        store = self.store
-        st = store.state
-        cl = store.commitlog
-        if st is None:
-            return cl.flushed_offset
-        target = min(st.max_phy, cl.max_offset)
-        done: list[tuple[MappedFile, int]] = []
-        for mf in list(cl.mfq.files):
-            upto = min(mf.wrote_position, target - mf.file_from_offset)
-            start = mf.flushed_position // OS_PAGE_SIZE * OS_PAGE_SIZE
-            if upto <= mf.flushed_position or mf.mm.closed:
-                continue
-            if self._msync(self._address(mf) + start, upto - start, _MS_SYNC) != 0:
-                log.warning(
-                    "commit log msync failed path=%s errno=%d: flushed offset stays at %d",
-                    mf.path, ctypes_errno(), cl.flushed_offset,
-                )  # fmt: skip
-                return cl.flushed_offset
-            done.append((mf, upto))
-        with store._flush_mu:
-            for mf, upto in done:
-                mf.flushed_position = max(mf.flushed_position, upto)
-            mfq = cl.mfq
-            mfq.flushed_where = max(mfq.flushed_where, target)
-            if store.state is not None:
-                store._after_flush()
-        self.rounds += 1
-        return target
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop:
-                return
-            try:
-                self.flush_once()
-            except (OSError, ValueError, BufferError):  # a file closed under the round
-                log.exception("commit log flush round failed; the next round retries")
-
-    def close(self) -> None:
-        """Stop after the round going on (the caller flushes what is left)."""
-        self._stop = True
-        self._wake.set()
-        self._thread.join(timeout=60)
-
-
-def ctypes_errno() -> int:
-    """errno of the last ctypes call on this thread."""
-    import ctypes
-
-    return ctypes.get_errno()
-
-
 # ---- group commit -----------------------------------------------------------------------------
 class GroupCommit:
     """Thread-safe SYNC_FLUSH helper (GroupCommitService): one fsync covers many writers.

@@ -112,3 +112,76 @@ def test_flush_thread_never_passes_the_written_offset(tmp_path: object) -> None:
     finally:
         gate.set()
         s.shutdown(10**9)
+
+
+def _wait_rounds(fl: object, n: int) -> None:
+    for _ in range(10_000):  # bounded: a round of a few pages takes milliseconds
+        if getattr(fl, "rounds", 0) >= n:
+            return
+        threading.Event().wait(0.001)
+
+
+def test_consume_queue_msync_runs_off_the_writers_thread(tmp_path: object) -> None:
+    """A consume-queue msync stuck in the kernel (writeback) holds up neither put nor tick."""
+    gate = threading.Event()
+    inside = threading.Event()
+    cfg = small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20,
+                       mappedFileSizeConsumeQueue=20 * 4096)  # fmt: skip
+    s = open_store(cfg)
+    cqf = s._cq_flusher
+    assert cqf is not None
+    real = cqf._msync
+
+    def gated(addr: int, n: int, flags: int) -> int:
+        inside.set()
+        gate.wait(10)
+        return real(addr, n, flags)
+
+    cqf._msync = gated
+    try:
+        for i in range(500):  # > flushConsumeQueueLeastPages pages of units
+            assert s.put_message(msg("T", b"x"), 1 + i).ok
+        s.tick(1_000 + s.cfg.flushIntervalConsumeQueue)
+        assert inside.wait(10)  # the round is inside msync, on its thread
+        for i in range(50):  # the writer goes on meanwhile
+            assert s.put_message(msg("T", b"y"), 600 + i).ok
+        s.tick(1_000 + s.cfg.flushIntervalConsumeQueue + 1)
+        cq = s.consume_queues[("T", 0)]
+        assert cq.get_max_offset_in_queue() == 550
+        assert cqf.rounds == 0
+        gate.set()
+        _wait_rounds(cqf, 1)
+        assert cqf.rounds == 1
+        flushed = cq.mfq.files[0].flushed_position
+        assert 500 * 20 <= flushed <= 550 * 20
+    finally:
+        gate.set()
+        s.shutdown(10**9)
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_logics_timestamp_waits_for_a_round_that_left_nothing_dirty(
+    tmp_path: object, thread: bool
+) -> None:
+    cfg = small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20,
+                       mappedFileSizeConsumeQueue=20 * 4096)  # fmt: skip
+    s = open_store(cfg) if thread else _open_without_flush_thread(cfg)
+    try:
+        assert (s._cq_flusher is not None) is thread
+        assert s.put_message(msg("T", b"one"), 5_000).ok  # one unit: < least pages dirty
+        cp = s.checkpoint
+        assert cp is not None
+        before = cp.logics_msg_timestamp
+        s.tick(1_000 + s.cfg.flushIntervalConsumeQueue)  # a round that skips the queue
+        if thread:
+            _wait_rounds(s._cq_flusher, 1)
+        cq = s.consume_queues[("T", 0)]
+        assert cq.mfq.files[0].flushed_position == 0
+        assert cp.logics_msg_timestamp == before  # its unit is not on disk yet
+        s.tick(1_000 + s.cfg.flushConsumeQueueThoroughInterval)  # thorough: every dirty page
+        if thread:
+            _wait_rounds(s._cq_flusher, 2)
+        assert cq.mfq.files[0].flushed_position == 20
+        assert cp.logics_msg_timestamp == 5_000
+    finally:
+        s.shutdown(10**9)
