@@ -3,7 +3,9 @@
 Mirrors common/MixAll.java string2File / file2String and common/ConfigManager.java load
 (falling back to `<file>.bak`), RocketMQ 4.9.x. Writes go to `<file>.tmp`, are fsynced, the
 current file is kept as `<file>.bak`, and the tmp file is renamed into place; the directory is
-fsynced so the rename survives a crash.
+fsynced so the rename survives a crash. BackgroundWriter does the same on a thread, for a
+caller that serves requests meanwhile (three fsyncs can wait behind the disk's writeback for
+hundreds of milliseconds).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,57 @@ def write_json_atomic(path: str, text: str) -> None:
         os.replace(bak_tmp, bak)
     os.replace(tmp, path)
     _fsync_dir(path)
+
+
+class BackgroundWriter:
+    """write_json_atomic on a daemon thread; of the texts submitted for one path while a write
+    is going on, only the latest is written next."""
+
+    def __init__(self, name: str = "config-writer") -> None:
+        self._pending: dict[str, str] = {}
+        self._cv = threading.Condition()
+        self._busy = False
+        self._stop = False
+        self.writes = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, path: str, text: str) -> None:
+        """Queue text for path (replacing what is queued for it and not yet being written)."""
+        with self._cv:
+            self._pending[path] = text
+            self._cv.notify()
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until everything submitted so far is written; False on timeout."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._pending and not self._busy, timeout_s)
+
+    def close(self) -> None:
+        """Write what is queued, then stop the thread."""
+        self.flush()
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._pending or self._stop)
+                if not self._pending:
+                    return
+                path, text = self._pending.popitem()
+                self._busy = True
+            try:
+                write_json_atomic(path, text)
+                self.writes += 1
+            except OSError:
+                log.exception("writing %s failed (the next submit retries)", path)
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
 
 
 _UNQUOTED_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")

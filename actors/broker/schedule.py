@@ -26,7 +26,7 @@ from protocol.message import (
 )
 from store.commitlog import SCHEDULE_TOPIC
 from store.config import parse_delay_levels
-from store.config_files import read_json_with_bak, write_json_atomic
+from store.config_files import BackgroundWriter, read_json_with_bak, write_json_atomic
 from store.consume_queue import PRE_BLANK_SIZE
 from store.message_store import MessageExtBrokerInner, PutMessageStatus
 
@@ -91,6 +91,7 @@ class ScheduleMessageService:
         self.offsets: dict[int, int] = {}
         self.next_run: dict[int, int] = {}  # level -> due time (ms); empty until started
         self.next_persist = 0
+        self.writer: BackgroundWriter | None = None  # periodic persists run on its thread
         self.dirty = False
         self.delivered = 0
         self.load()
@@ -111,11 +112,21 @@ class ScheduleMessageService:
         log.info("delay offsets loaded %s", self.offsets)
         return True
 
-    def persist(self) -> None:
-        """Write delayOffset.json atomically (only when an offset moved)."""
+    def persist(self, background: bool = False) -> None:
+        """Write delayOffset.json atomically (only when an offset moved); with `background`, on
+        the writer thread so the fsyncs never stall the store writer's requests."""
         if not self.dirty:
             return
-        write_json_atomic(self.path, encode_offsets(self.offsets))
+        text = encode_offsets(self.offsets)
+        if background:
+            if self.writer is None:
+                self.writer = BackgroundWriter("delay-offset-writer")
+            self.writer.submit(self.path, text)
+        else:
+            if self.writer is not None:
+                self.writer.close()  # an older text queued there must not land after this one
+                self.writer = None
+            write_json_atomic(self.path, text)
         self.dirty = False
 
     def encode(self) -> str:
@@ -123,8 +134,12 @@ class ScheduleMessageService:
         return encode_offsets(self.offsets)
 
     def shutdown(self) -> None:
-        """Persist the offsets (clean shutdown); never raises."""
+        """Persist the offsets (clean shutdown; a background write still queued lands first);
+        never raises."""
         try:
+            if self.writer is not None:
+                self.writer.close()
+                self.writer = None
             self.persist()
         except Exception:
             log.exception("persisting %s failed", self.path)
@@ -153,7 +168,7 @@ class ScheduleMessageService:
         if now_ms >= self.next_persist:
             self.next_persist = now_ms + self.flush_interval
             try:
-                self.persist()
+                self.persist(background=True)
             except Exception:
                 log.exception("persisting %s failed", self.path)
         nxt = min(min(self.next_run.values()), self.next_persist)

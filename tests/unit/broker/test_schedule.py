@@ -165,7 +165,8 @@ def test_offsets_persisted_and_reloaded(tmp_path: Any) -> None:
         assert svc.offsets[1] == 3 and len(_delivered(store)) == 3
         path = delay_offset_path(cfg)
         assert not os.path.exists(path)  # first flush after flushDelayOffsetInterval
-        svc.tick(10_000)
+        svc.tick(10_000)  # written on the writer thread
+        assert svc.writer is not None and svc.writer.flush()
         with open(path, encoding="utf-8") as f:
             text = f.read()
         assert text == '{"offsetTable":{1:3}}'

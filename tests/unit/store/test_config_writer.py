@@ -1,0 +1,65 @@
+"""store.config_files.BackgroundWriter: atomic config writes off the caller's thread."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import pytest
+
+from store import config_files
+from store.config_files import BackgroundWriter, read_json_with_bak
+
+
+def test_latest_text_wins_and_close_writes_what_is_queued(tmp_path: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    path = os.path.join(str(tmp_path), "config", "delayOffset.json")
+    gate = threading.Event()
+    inside = threading.Event()
+    real = config_files.write_json_atomic
+    written: list[str] = []
+
+    def slow(p: str, text: str) -> None:  # the first write waits like an fsync behind writeback
+        inside.set()
+        gate.wait(10)
+        real(p, text)
+        written.append(text)
+
+    monkeypatch.setattr(config_files, "write_json_atomic", slow)
+    w = BackgroundWriter()
+    try:
+        w.submit(path, '{"offsetTable":{1:1}}')
+        assert inside.wait(10)  # the caller is back while the write is stuck
+        w.submit(path, '{"offsetTable":{1:2}}')
+        w.submit(path, '{"offsetTable":{1:3}}')  # replaces the queued text
+        assert not w.flush(timeout_s=0.05)
+        gate.set()
+        assert w.flush()
+        assert written == ['{"offsetTable":{1:1}}', '{"offsetTable":{1:3}}']
+        assert read_json_with_bak(path) == '{"offsetTable":{1:3}}'
+        with open(path + ".bak", encoding="utf-8") as f:
+            assert f.read() == '{"offsetTable":{1:1}}'
+        w.submit(path, '{"offsetTable":{1:4}}')
+    finally:
+        gate.set()
+        w.close()
+    assert read_json_with_bak(path) == '{"offsetTable":{1:4}}'
+    assert w.writes == 3
+
+
+def test_a_failed_write_is_logged_and_the_thread_goes_on(tmp_path: Any) -> None:
+    blocker = os.path.join(str(tmp_path), "file")
+    with open(blocker, "w", encoding="utf-8") as f:
+        f.write("x")
+    w = BackgroundWriter()
+    try:
+        w.submit(os.path.join(blocker, "sub", "a.json"), "{}")  # a file where a dir must be
+        assert w.flush()
+        good = os.path.join(str(tmp_path), "ok", "a.json")
+        w.submit(good, '{"a":1}')
+        assert w.flush()
+        assert read_json_with_bak(good) == '{"a":1}'
+    finally:
+        w.close()
+    assert w.writes == 1
