@@ -124,6 +124,9 @@ class _ControllerAdapter:
         forward = self.core.apply_events(events, origin, t)
         return forward, bool(self.core.take_register_needed())
 
+    def take_version_events(self) -> dict[str, list[Any]]:
+        return dict(self.core.take_version_events())
+
     def register_requests(self, t: int) -> list[tuple[str, Any]]:
         return list(self.core.build_register_requests(t))
 
@@ -787,6 +790,11 @@ class BrokerControllerActor(WatchingActor):
             for group, evs in forward.items():
                 if group in self.processors and evs:
                     self.send(self.processors[group], BrokerEventBatch(origin, evs))
+        take_versions = getattr(self.core, "take_version_events", None)
+        if callable(take_versions):  # the controller's own: sent whoever delivered the batch
+            for group, evs in take_versions().items():
+                if group in self.processors and evs:
+                    self.send(self.processors[group], BrokerEventBatch("controller", evs))
         take = getattr(self.core, "take_barriers", None)
         barriers = list(take()) if callable(take) else []
         waits: list[tuple[Any, int]] = []

@@ -30,6 +30,7 @@ from actors.broker.events import (
     ALL_GROUPS,
     BrokerConfigChanged,
     BrokerEvent,
+    TableVersions,
     TopicConfigChanged,
     TopicsDeleted,
 )
@@ -52,8 +53,7 @@ class BrokerControllerCore(BrokerState):
         self.store_config = store_config
         root = str(getattr(store_config, "storePathRootDir", "") or ".")
         self.config_dir = os.path.join(os.path.expanduser(root), "config")
-        self.topic_version: tuple[int, int] = (0, 0)
-        self.group_version: tuple[int, int] = (0, 0)
+        self._versions_changed = False
         self._register_needed = False
         self._barriers: list[tuple[str, int]] = []  # (origin group, token) awaiting a register
         self._next_offset_flush_ms: int | None = None
@@ -181,7 +181,17 @@ class BrokerControllerCore(BrokerState):
         if groups_changed:
             self.group_version = (self.group_version[0] + 1, now_ms)
             self.persist_groups()
+        self._versions_changed = self._versions_changed or topics_changed or groups_changed
         return forward
+
+    def take_version_events(self) -> dict[str, list[BrokerEvent]]:
+        """{group: [TableVersions]} for the replicas that answer with the versions, once after
+        a batch changed them (sent by the controller whoever delivered the batch itself)."""
+        if not self._versions_changed:
+            return {}
+        self._versions_changed = False
+        ev = TableVersions(self.topic_version, self.group_version)
+        return {g: [ev] for g in TableVersions.AUDIENCE}
 
     # --- name-server registration -------------------------------------------------------------
 

@@ -134,3 +134,14 @@ BrokerEvent = (
     | ProducerGroupChanged
     | BrokerConfigChanged
 )
+
+
+@dataclass(frozen=True, slots=True)
+class TableVersions:
+    """The controller's topic and subscription-group data versions, (counter, timestamp) each,
+    after a change (the admin group answers GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+    with them, as TopicConfigManager / SubscriptionGroupManager's dataVersion)."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"admin"})
+    topics: tuple[int, int]
+    groups: tuple[int, int]

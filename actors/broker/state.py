@@ -23,6 +23,7 @@ from actors.broker.events import (
     ProducerGroupChanged,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
+    TableVersions,
     TopicConfigChanged,
     TopicsDeleted,
 )
@@ -44,6 +45,8 @@ class BrokerSnapshot:
     groups: tuple[SubscriptionGroupConfig, ...] = ()
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     consumer_groups: tuple[ConsumerGroupInfo, ...] = ()
+    topic_version: tuple[int, int] = (0, 0)  # (counter, timestamp): the tables' DataVersion
+    group_version: tuple[int, int] = (0, 0)
 
 
 class BrokerState:
@@ -57,6 +60,10 @@ class BrokerState:
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, tuple[int, ...]] = {}  # group -> live conn ids
         self.config_version = DataVersion()  # Configuration's data version: one per update
+        # (counter, timestamp) of the topic and group tables: the controller bumps them once per
+        # batch that changed a table and tells the replicas that answer with them (TableVersions)
+        self.topic_version: tuple[int, int] = (0, 0)
+        self.group_version: tuple[int, int] = (0, 0)
 
     def apply_state(self, ev: BrokerEvent) -> int | None:
         """Apply one event; TOPICS_CHANGED | GROUPS_CHANGED bits, None for an unknown event."""
@@ -92,6 +99,9 @@ class BrokerState:
                                     ev.updates):  # fmt: skip
                 changed = CONFIG_CHANGED
             self.config_version.next_version(ev.at_ms)
+        elif isinstance(ev, TableVersions):
+            self.topic_version = ev.topics
+            self.group_version = ev.groups
         elif isinstance(ev, ProducerGroupChanged):
             if ev.conn_ids:
                 self.producer_groups[ev.group] = ev.conn_ids
@@ -108,6 +118,8 @@ class BrokerState:
             groups=tuple(self.groups.table.values()),
             offsets={k: dict(v) for k, v in self.offsets.table.items()},
             consumer_groups=tuple(self.consumer_groups.values()),
+            topic_version=self.topic_version,
+            group_version=self.group_version,
         )
 
     def load_snapshot(self, snapshot: BrokerSnapshot) -> None:
@@ -118,3 +130,5 @@ class BrokerState:
             self.groups.put(g)
         self.offsets.table = {k: dict(v) for k, v in snapshot.offsets.items()}
         self.consumer_groups = {c.group: c for c in snapshot.consumer_groups}
+        self.topic_version = snapshot.topic_version
+        self.group_version = snapshot.group_version

@@ -519,3 +519,39 @@ def test_processor_channels_over_tcp(local_cluster) -> None:
         r = _pull(cl, topic, 0, 0)
         assert r.code == 0 and [bytes(m.body) for m in decode_messages(r.body)] == [
             f"t{i}".encode() for i in range(20)]  # fmt: skip
+
+
+def test_all_topic_and_group_config_carry_the_controllers_data_version(local_cluster) -> None:
+    """GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG answer the data version the
+    broker persists (topics.json), and a new one after a change (SlaveSynchronize relies on it)."""
+    import os
+
+    cluster = start_real(local_cluster)
+
+    def versions(cl: BlockingClient) -> tuple[dict, dict]:
+        topics = cl.invoke(simple_cmd(21), RPC_TIMEOUT_S)
+        groups = cl.invoke(simple_cmd(201), RPC_TIMEOUT_S)
+        assert topics.code == 0 and groups.code == 0
+        return (json.loads(bytes(topics.body))["dataVersion"],
+                json.loads(bytes(groups.body))["dataVersion"])
+
+    def persisted() -> dict:
+        path = os.path.join(cluster.data_dir, "store", "config", "topics.json")
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["dataVersion"]
+
+    with BlockingClient(broker_addr(cluster)) as cl:
+        _create_topic(cluster, "VersionT")
+        first, g0 = versions(cl)
+        assert first["counter"] > 0 and first["timestamp"] > 0
+        assert wait_until(lambda: persisted() == first, 10), (persisted(), first)
+        assert versions(cl)[0] == first  # no change, same version
+        _create_topic(cluster, "VersionT2")
+        now = wait_until(lambda: (v := versions(cl)[0]) != first and v, 10)
+        assert now and now["counter"] > first["counter"]
+        assert wait_until(lambda: persisted() == now, 10), (persisted(), now)
+        upd = cl.invoke(simple_cmd(200, body=json.dumps(
+            {"groupName": "VersionG", "consumeEnable": True}).encode()), RPC_TIMEOUT_S)
+        assert upd.code == 0
+        g1 = wait_until(lambda: (v := versions(cl)[1]) != g0 and v, 10)
+        assert g1 and g1["counter"] == g0["counter"] + 1

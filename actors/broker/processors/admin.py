@@ -279,7 +279,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _topic_wrapper(self) -> dict[str, Any]:
         return {
-            "dataVersion": {"counter": 0, "timestamp": 0},
+            "dataVersion": _version_obj(self.ctx.topic_version),
             "topicConfigTable": {n: t.to_json_obj() for n, t in self.ctx.topics.table.items()},
         }
 
@@ -363,7 +363,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _all_groups(self, req: Request, now_ms: int) -> RemotingCommand:
         body = {
-            "dataVersion": {"counter": 0, "timestamp": 0},
+            "dataVersion": _version_obj(self.ctx.group_version),
             "subscriptionGroupTable": {
                 n: g.to_obj() for n, g in self.ctx.groups.table.items()
             },
@@ -553,3 +553,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
         body = dumps_compact({"groupList": sorted(groups)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
+
+
+def _version_obj(version: tuple[int, int]) -> dict[str, int]:
+    """A (counter, timestamp) data version as DataVersion's JSON object."""
+    return {"counter": version[0], "timestamp": version[1]}
