@@ -30,18 +30,24 @@ MS_SYNC: Final = 4  # <sys/mman.h> on Linux
 Msync = Callable[[int, int, int], int]
 
 
-def load_msync() -> Msync | None:
-    """libc msync through ctypes, which releases the GIL during the call (mmap.flush does not)."""
+def load_range_call(name: str) -> Msync | None:
+    """libc's `name(void *addr, size_t len, int flags) -> int` (msync, madvise) through ctypes,
+    which releases the GIL during the call (mmap.flush and mmap.madvise do not)."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        f = libc.msync
+        f = getattr(libc, name)
     except (OSError, AttributeError):
         return None
     f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     f.restype = ctypes.c_int
     return f  # type: ignore[no-any-return]
+
+
+def load_msync() -> Msync | None:
+    """libc msync through ctypes (GIL released during the call)."""
+    return load_range_call("msync")
 
 
 def ctypes_errno() -> int:

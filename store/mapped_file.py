@@ -14,6 +14,7 @@ import contextlib
 import logging
 import mmap
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -229,6 +230,8 @@ class MappedFileQueue:
         self.warm_flush_pages = warm_flush_pages  # > 0: msync while warming (SYNC_FLUSH)
         self._next: MappedFile | None = None  # preallocated next segment (warmed in steps)
         self._next_warmed = 0  # bytes of _next warmed so far
+        # _next is made by the allocate thread (store.allocate_service) and taken by the writer
+        self.next_lock = threading.Lock()
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.store_timestamp = 0
@@ -309,8 +312,9 @@ class MappedFileQueue:
 
     def _create(self, offset: int) -> MappedFile:
         path = os.path.join(self.store_path, offset2file_name(offset))
-        nxt = self._next
-        self._next = None
+        with self.next_lock:
+            nxt = self._next
+            self._next = None
         if nxt is not None and nxt.path == path and os.path.exists(path):
             mf = nxt  # preallocated and (partly) warmed off the put path: no second warm (it
             # would dirty every page again); pages not warmed yet fault on first append
@@ -325,7 +329,23 @@ class MappedFileQueue:
         return mf
 
     def preallocate_next(self) -> None:
-        """Create, map and warm the next segment ahead of time (AllocateMappedFileService)."""
+        """Create and map the next segment ahead of time (AllocateMappedFileService)."""
+        with self.next_lock:
+            self._preallocate_next()
+
+    def next_to_warm(self) -> tuple[MappedFile, int] | None:
+        """(the preallocated next segment, bytes of it warmed so far), or None."""
+        with self.next_lock:
+            nxt = self._next
+            return None if nxt is None else (nxt, self._next_warmed)
+
+    def note_warmed(self, mf: MappedFile, upto: int) -> None:
+        """The allocate thread warmed mf up to `upto`."""
+        with self.next_lock:
+            if self._next is mf:
+                self._next_warmed = max(self._next_warmed, upto)
+
+    def _preallocate_next(self) -> None:
         if not self.files:
             return
         nxt = self.files[-1].file_end_offset
@@ -445,9 +465,7 @@ class MappedFileQueue:
 
     def reset_offset(self, offset: int) -> None:
         """Start an empty queue at offset (files named from there)."""
-        if self._next is not None:
-            self._next.close()
-            self._next = None
+        self._drop_next()
         for mf in self.files:
             mf.destroy()
         self.files = []
@@ -458,6 +476,10 @@ class MappedFileQueue:
         for mf in self.files:
             mf.close()
         self.files = []
-        if self._next is not None:
-            self._next.close()
-            self._next = None
+        self._drop_next()
+
+    def _drop_next(self) -> None:
+        with self.next_lock:
+            nxt, self._next = self._next, None
+        if nxt is not None:
+            nxt.close()

@@ -35,6 +35,7 @@ from protocol.record import (
     properties_to_string,
     string_to_properties,
 )
+from store.allocate_service import AllocateMappedFileService
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import (
     SCHEDULE_TOPIC,
@@ -53,7 +54,12 @@ from store.consume_queue import (
     ConsumeQueueView,
     units_struct,
 )
-from store.flush_service import CommitLogFlusher, ConsumeQueueFlusher, load_msync
+from store.flush_service import (
+    CommitLogFlusher,
+    ConsumeQueueFlusher,
+    load_msync,
+    load_range_call,
+)
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.index_dispatch import IndexDispatcher
 from store.mapped_file import OS_PAGE_SIZE, MappedFile, RangeSync
@@ -783,6 +789,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self.flush_thread_enabled = True
         self._flusher: CommitLogFlusher | None = None
         self._cq_flusher: ConsumeQueueFlusher | None = None  # FlushConsumeQueueService
+        self._allocator: AllocateMappedFileService | None = None  # the next segment, warmed
         self._flush_mu = threading.Lock()
         self.recovered_abnormally = False
 
@@ -889,6 +896,12 @@ class DefaultMessageStore(_StoreReadMixin):
                 self._flusher = CommitLogFlusher(self, msync)
             if self._cq_flusher is None:
                 self._cq_flusher = ConsumeQueueFlusher(self, msync)
+            madvise = load_range_call("madvise")
+            if madvise is not None and self._allocator is None:
+                mfq = cl.mfq
+                self._allocator = AllocateMappedFileService(
+                    mfq, madvise, msync if mfq.warm_flush_pages else None
+                )
         spawn = self.cfg.messageIndexProcessSpawn
         if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
@@ -1195,6 +1208,8 @@ class DefaultMessageStore(_StoreReadMixin):
     def _on_new_file(self) -> None:
         if self.state is not None:
             self.state.bump_generation()
+        if self._allocator is not None:
+            self._allocator.request()  # the segment after this one, made and warmed ahead
 
     def _publish(self) -> None:
         st = self.state
@@ -1665,10 +1680,11 @@ class DefaultMessageStore(_StoreReadMixin):
         return complete
 
     def _stop_flusher(self) -> None:
-        for fl in (self._flusher, self._cq_flusher):
+        for fl in (self._allocator, self._flusher, self._cq_flusher):
             if fl is not None:
                 fl.close()
         self._flusher = self._cq_flusher = None
+        self._allocator = None
 
     def _after_flush(self, stamp: int | None = None) -> None:
         """Publish the flushed offset; `stamp`: store time of the last record flushed (default:
@@ -1736,14 +1752,18 @@ class DefaultMessageStore(_StoreReadMixin):
         if now_ms - self._last_clean_ms >= cfg.cleanResourceInterval:
             self._last_clean_ms = now_ms
             self.clean_expired(now_ms)
-            self.commitlog.mfq.preallocate_next()
+            if self._allocator is not None:
+                self._allocator.request()
+            else:
+                self.commitlog.mfq.preallocate_next()
         waits = [
             cfg.flushIntervalCommitLog - (now_ms - self._last_flush_ms),
             cfg.flushIntervalConsumeQueue - (now_ms - self._last_cq_flush_ms),
             cfg.cleanResourceInterval - (now_ms - self._last_clean_ms),
         ]
-        # AllocateMappedFileService's warm-up, a slice per tick so appends never wait long
-        if self.commitlog.mfq.warm_next_step(WARM_BYTES_PER_TICK) or flushing:
+        # without the allocate thread, its warm-up here: a slice per tick so appends never wait long
+        warming = self._allocator is None and self.commitlog.mfq.warm_next_step(WARM_BYTES_PER_TICK)
+        if warming or flushing:
             waits.append(WARM_STEP_INTERVAL_MS)
         return max(1, min(waits))
 

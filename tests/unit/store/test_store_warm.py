@@ -6,6 +6,7 @@ import mmap
 import os
 
 from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
+from store.message_store import DefaultMessageStore
 from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 
@@ -133,7 +134,10 @@ def test_store_tick_comes_back_soon_while_the_next_segment_warms(tmp_path: objec
     from store.message_store import WARM_BYTES_PER_TICK, WARM_STEP_INTERVAL_MS
 
     size = 4 * WARM_BYTES_PER_TICK  # the next segment needs four warm steps
-    s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=size))
+    s = DefaultMessageStore(small_config(str(tmp_path), mappedFileSizeCommitLog=size))
+    s.flush_thread_enabled = False  # no allocate thread: the tick warms in slices
+    s.load(1_000)
+    s.start(1_000)
     try:
         s.put_message(msg("T", b"x"), 1)
         mfq = s.commitlog.mfq
@@ -144,4 +148,56 @@ def test_store_tick_comes_back_soon_while_the_next_segment_warms(tmp_path: objec
         assert mfq._next_warmed == size
         assert s.tick(7) > WARM_STEP_INTERVAL_MS  # warm-up done: back to the periodic waits
     finally:
+        s.shutdown(10_000)
+
+
+def test_allocate_thread_makes_and_warms_the_next_segment_off_the_writers_thread(
+    tmp_path: object,
+) -> None:
+    """After a roll the segment after it is created and warmed by AllocateMappedFileService; a
+    warm-up stuck in the kernel holds up neither puts nor ticks."""
+    import threading
+
+    from store.message_store import WARM_STEP_INTERVAL_MS
+
+    size = 64 * OS_PAGE_SIZE
+    s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=size))
+    gate = threading.Event()
+    inside = threading.Event()
+    try:
+        alloc = s._allocator
+        assert alloc is not None
+        alloc.chunk = 16 * OS_PAGE_SIZE  # four chunks per segment
+        real = alloc._madvise
+
+        def gated(addr: int, n: int, flags: int) -> int:
+            inside.set()
+            gate.wait(10)
+            return real(addr, n, flags)
+
+        alloc._madvise = gated
+        mfq = s.commitlog.mfq
+        second = mfq._next  # made and warmed whole by start()
+        assert second is not None
+        body = bytes(8 * OS_PAGE_SIZE)
+        i = 0
+        while len(mfq.files) < 2 and i < 100:  # bounded: ~8 records fill a segment
+            assert s.put_message(msg("T", body), 10 + i).ok
+            i += 1
+        assert mfq.files[1] is second  # the writer rolled into the preallocated segment
+        assert inside.wait(10)  # the thread made the third one and is warming it
+        third = mfq._next
+        assert third is not None and third.file_from_offset == 2 * size
+        for k in range(3):  # the writer goes on meanwhile, and no tick waits for warming
+            assert s.put_message(msg("T", b"y"), 200 + k).ok
+            assert s.tick(1_001 + k) > WARM_STEP_INTERVAL_MS
+        assert mfq._next_warmed < size
+        gate.set()
+        for _ in range(10_000):  # bounded
+            if mfq._next_warmed >= size:
+                break
+            threading.Event().wait(0.001)
+        assert mfq._next_warmed == size and alloc.warmed_bytes >= size
+    finally:
+        gate.set()
         s.shutdown(10_000)

@@ -1,0 +1,97 @@
+"""Creates and warms the commit log's next segment on a thread, ahead of the writer.
+
+Mirrors store/AllocateMappedFileService.java + MappedFile.warmMappedFile, RocketMQ 4.9.x: the
+next file is created, mapped and pre-touched before the writer rolls into it, so no append takes
+a first-touch page fault and no request waits for the warm-up.
+
+Warming a segment is page faults: MADV_POPULATE_WRITE of 8 MiB was measured at 6.8 ms here, and
+mmap.madvise holds the GIL through it, so warming in the writer's tick stalled its requests for
+that long every few milliseconds until a whole segment (1 GiB: ~0.9 s) was warm. This thread
+calls madvise (and, when warming flushes, msync) through ctypes, which releases the GIL.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Final
+
+from store.flush_service import MS_SYNC, Msync, ctypes_errno, map_address
+from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+MADV_POPULATE_WRITE: Final = 23  # Linux >= 5.14
+WARM_CHUNK: Final = 8 * 1024 * 1024
+
+
+class AllocateMappedFileService:
+    """A daemon thread that preallocates and warms mfq's next segment when asked."""
+
+    def __init__(
+        self, mfq: MappedFileQueue, madvise: Msync, msync: Msync | None = None,
+        chunk: int = WARM_CHUNK,
+    ) -> None:  # fmt: skip
+        self.mfq = mfq
+        self._madvise = madvise
+        self._msync = msync
+        self.chunk = max(OS_PAGE_SIZE, chunk // OS_PAGE_SIZE * OS_PAGE_SIZE)
+        self._wake = threading.Event()
+        self._stop = False
+        self.rounds = 0
+        self.warmed_bytes = 0
+        self._thread = threading.Thread(target=self._run, name="allocate-mapped-file", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        """Prepare the next segment (one round however many requests arrive meanwhile)."""
+        self._wake.set()
+
+    def prepare_once(self) -> None:
+        """Create and map the next segment if it is missing, then warm what is not warm yet."""
+        mfq = self.mfq
+        mfq.preallocate_next()
+        got = mfq.next_to_warm()
+        if got is not None and mfq.warm_files:
+            self._warm(*got)
+        self.rounds += 1
+
+    def _warm(self, mf: MappedFile, start: int) -> None:
+        flush_pages = self.mfq.warm_flush_pages
+        try:
+            addr = map_address(mf.mm)
+        except (ValueError, BufferError):  # closed meanwhile
+            return
+        pos = start
+        while pos < mf.file_size and not self._stop and not mf.mm.closed:
+            n = min(self.chunk, mf.file_size - pos)
+            if self._madvise(addr + pos, n, MADV_POPULATE_WRITE) != 0:
+                if mf.mm.closed:
+                    return
+                log.debug("madvise populate failed errno=%d: touching pages", ctypes_errno())
+                try:
+                    mf.warm_range(pos, pos + n)  # the writer's way (holds the GIL per chunk)
+                except (ValueError, OSError):
+                    return
+            if flush_pages > 0 and self._msync is not None:
+                self._msync(addr + pos, n, MS_SYNC)  # SYNC_FLUSH: no dirty zeros left behind
+            pos += n
+            self.warmed_bytes += n
+            self.mfq.note_warmed(mf, pos)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop:
+                return
+            try:
+                self.prepare_once()
+            except (OSError, ValueError, BufferError):
+                log.exception("preparing the next segment failed; the next request retries")
+
+    def close(self) -> None:
+        """Stop (a warm-up going on ends at its next chunk)."""
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=60)
