@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,12 +53,14 @@ from protocol.headers import (
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
+    GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
 from protocol.message import decode_offset_msg_id
+from protocol.record import RecordError, decode_record_fields
 from store.config import parse_properties_text, properties_text
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_ALL_CONSUMER_OFFSET: self._all_offsets,
             RC.GET_CONSUMER_CONNECTION_LIST: self._connections,
             RC.GET_CONSUME_STATS: self._consume_stats,
+            RC.GET_TOPIC_STATS_INFO: self._topic_stats,
             RC.GET_BROKER_CONFIG: self._broker_config,
             RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
             RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
@@ -290,13 +294,32 @@ class AdminBrokerProcessor(CodeDispatchCore):
         return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(self._topic_wrapper()))
 
     def _runtime_info(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_BROKER_RUNTIME_INFO: a KVTable with the keys mqadmin clusterList / brokerStatus
+        read. TPS, put/get totals and executor queue figures are not sampled here: they are
+        reported as zero (clusterList parses them; a missing one made it print a stack trace)."""
         bc = self.ctx.broker_config
         st = self.store
+        put_now = str(getattr(st, "put_message_total", 0))
         table = {
             "brokerVersionDesc": "V4_9_8",
             "brokerVersion": "409",
-            "msgPutTotalTodayNow": str(getattr(st, "put_message_total", 0)),
+            "msgPutTotalYesterdayMorning": "0",
+            "msgPutTotalTodayMorning": "0",
+            "msgPutTotalTodayNow": put_now,
+            "msgGetTotalYesterdayMorning": "0",
+            "msgGetTotalTodayMorning": "0",
             "msgGetTotalTodayNow": "0",
+            "putTps": "0.0 0.0 0.0",
+            "getTransferedTps": "0.0 0.0 0.0",
+            "sendThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueSize": "0",
+            "queryThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "queryThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "earliestMessageTimeStamp": str(self._earliest_store_time()),
+            "commitLogDiskRatio": str(self._disk_ratio()),
             "commitLogMaxOffset": str(getattr(st, "max_phy_offset", 0)),
             "commitLogMinOffset": str(getattr(st, "min_phy_offset", 0)),
             "brokerRole": bc.brokerRole,
@@ -306,6 +329,26 @@ class AdminBrokerProcessor(CodeDispatchCore):
             "subscriptionGroupCount": str(len(self.ctx.groups.table)),
         }
         return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"table": table}))
+
+    def _earliest_store_time(self) -> int:
+        """Store time of the first commit-log record (getEarliestMessageTime), -1 if none."""
+        data = self.store.select_one_message_by_offset(int(self.store.min_phy_offset))
+        if data is None:
+            return -1
+        try:
+            return decode_record_fields(data).store_timestamp
+        except (RecordError, IndexError, ValueError):
+            return -1
+
+    def _disk_ratio(self) -> float:
+        """Used share (0..1) of the commit log's disk partition, as commitLogDiskRatio."""
+        path = os.path.join(self.ctx.store_config.storePathRootDir, "commitlog")
+        try:
+            du = shutil.disk_usage(path if os.path.exists(path) else
+                                   self.ctx.store_config.storePathRootDir)  # fmt: skip
+        except OSError:
+            return -1.0
+        return round(du.used / du.total, 4) if du.total else -1.0
 
     # --- offsets by queue -----------------------------------------------------------------
 
@@ -438,6 +481,25 @@ class AdminBrokerProcessor(CodeDispatchCore):
             + b',"totalDiff":' + str(total_diff).encode() + b"}"
         )
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _topic_stats(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_TOPIC_STATS_INFO (mqadmin topicStatus): min/max offset and last store time of
+        each write queue, as a MessageQueue-keyed TopicStatsTable."""
+        cmd = req.cmd
+        topic = GetTopicStatsInfoRequestHeader.from_ext(cmd.ext_fields).topic
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            return cmd.make_response(RS.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        bname = self.ctx.broker_config.brokerName
+        table: list[tuple[dict[str, Any], dict[str, int]]] = []
+        for qid in range(tc.write_queue_nums):
+            lo = max(0, int(self.store.get_min_offset_in_queue(topic, qid)))
+            hi = max(0, int(self.store.get_max_offset_in_queue(topic, qid)))
+            last = int(self.store.get_message_store_timestamp(topic, qid, hi - 1)) if hi else 0
+            offsets = {"lastUpdateTimestamp": last, "maxOffset": hi, "minOffset": lo}
+            table.append((MessageQueue(topic, bname, qid).to_obj(), offsets))
+        body = b'{"offsetTable":' + dumps_object_map(table) + b"}"
+        return cmd.make_response(RS.SUCCESS, None, None, body)
 
     # --- broker config, delay offsets, reset offset, consumers of a topic --------------------
 
