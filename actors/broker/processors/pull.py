@@ -218,10 +218,17 @@ class PullMessageProcessor:
         code = GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
         if code is None:
             code = RS.PULL_OFFSET_MOVED if h.queue_offset != 0 else RS.PULL_NOT_FOUND
+        # Java: the master (0) unless slaveReadEnable; then the group's slow-consumer broker
+        # when the store suggests a slave, else the group's brokerId
         suggest = MASTER_ID
-        if result.suggest_pull_from_slave and not self.is_slave:
+        if self.bc.slaveReadEnable:
             cfg = self.ctx.groups.get(h.consumer_group)
-            suggest = cfg.which_broker_when_consume_slowly if cfg is not None else MASTER_ID
+            if cfg is not None:
+                suggest = (
+                    cfg.which_broker_when_consume_slowly
+                    if result.suggest_pull_from_slave
+                    else cfg.broker_id
+                )
         # PullMessageResponseHeader.to_ext(), inlined (hot path)
         ext = {
             "suggestWhichBrokerId": str(suggest),

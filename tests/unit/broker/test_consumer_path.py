@@ -1,0 +1,51 @@
+"""The Java consumer's requests against the broker cores: what the 4.9.x client reads back."""
+
+from __future__ import annotations
+
+from broker_kit import Broker, pull_ext, send_ext
+
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+
+
+def _put(b: Broker, topic: str, n: int) -> None:
+    for i in range(n):
+        r = b.call(RC.SEND_MESSAGE_V2, send_ext(topic), b"m%d" % i)
+        assert r is not None and r.code == RS.SUCCESS
+
+
+def _pull_suggest(b: Broker, group: str = "CG") -> str:
+    r = b.call(RC.PULL_MESSAGE, pull_ext("T", group, sys_flag=2 | 4, sub="*"))
+    assert r is not None and r.code == RS.SUCCESS
+    return str(r.ext_fields["suggestWhichBrokerId"])
+
+
+def _group(b: Broker, body: bytes) -> None:
+    r = b.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
+    assert r is not None and r.code == RS.SUCCESS
+
+
+def test_suggest_master_without_slave_read(tmp_path) -> None:
+    """slaveReadEnable=false (default): suggestWhichBrokerId is 0 even for a slow consumer."""
+    b = Broker(str(tmp_path))
+    try:
+        _put(b, "T", 3)
+        b.store.cfg.accessMessageInMemoryMaxRatio = 0  # every read counts as "fallen behind"
+        assert b.store.get_message("CG", "T", 0, 0, 32).suggest_pull_from_slave
+        assert _pull_suggest(b) == "0"
+    finally:
+        b.close()
+
+
+def test_suggest_with_slave_read(tmp_path) -> None:
+    """slaveReadEnable=true: whichBrokerWhenConsumeSlowly when slow, else the group's brokerId."""
+    b = Broker(str(tmp_path), slaveReadEnable=True)
+    try:
+        _group(b, b'{"groupName":"CG","brokerId":2,"whichBrokerWhenConsumeSlowly":1}')
+        _put(b, "T", 3)
+        b.store.cfg.totalPhysicalMemory = 1 << 40
+        assert _pull_suggest(b) == "2"
+        b.store.cfg.accessMessageInMemoryMaxRatio = 0
+        assert _pull_suggest(b) == "1"
+    finally:
+        b.close()
