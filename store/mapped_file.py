@@ -203,9 +203,12 @@ class MappedFile:
         except BufferError:
             log.debug("mapping still exported, left to GC path=%s", self.path)
 
-    def destroy(self) -> None:
-        """Unmap and delete the file."""
+    def destroy(self, unlink: Callable[[str], None] | None = None) -> None:
+        """Unmap and delete the file (through `unlink(path)` when given, e.g. on a thread)."""
         self.close()
+        if unlink is not None:
+            unlink(self.path)
+            return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         log.info("deleted store file path=%s", self.path)
@@ -455,12 +458,14 @@ class MappedFileQueue:
         self.files = keep
         self.flushed_where = min(self.flushed_where, offset)
 
-    def delete_first(self, count: int) -> list[MappedFile]:
-        """Remove and destroy the first count files."""
+    def delete_first(
+        self, count: int, unlink: Callable[[str], None] | None = None
+    ) -> list[MappedFile]:
+        """Remove and destroy the first count files (see MappedFile.destroy for `unlink`)."""
         gone = self.files[:count]
         self.files = self.files[count:]
         for mf in gone:
-            mf.destroy()
+            mf.destroy(unlink)
         return gone
 
     def reset_offset(self, offset: int) -> None:

@@ -35,7 +35,7 @@ from protocol.record import (
     properties_to_string,
     string_to_properties,
 )
-from store.allocate_service import AllocateMappedFileService
+from store.allocate_service import AllocateMappedFileService, FileDeleter
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import (
     SCHEDULE_TOPIC,
@@ -790,6 +790,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._flusher: CommitLogFlusher | None = None
         self._cq_flusher: ConsumeQueueFlusher | None = None  # FlushConsumeQueueService
         self._allocator: AllocateMappedFileService | None = None  # the next segment, warmed
+        self._deleter = FileDeleter()  # retention's unlinks of expired commit-log segments
         self._flush_mu = threading.Lock()
         self.recovered_abnormally = False
 
@@ -1680,6 +1681,7 @@ class DefaultMessageStore(_StoreReadMixin):
         return complete
 
     def _stop_flusher(self) -> None:
+        self._deleter.join()
         for fl in (self._allocator, self._flusher, self._cq_flusher):
             if fl is not None:
                 fl.close()
@@ -1804,7 +1806,7 @@ class DefaultMessageStore(_StoreReadMixin):
             else:
                 break
         if n:
-            self.commitlog.mfq.delete_first(n)
+            self.commitlog.mfq.delete_first(n, self._deleter.unlink)
             log.info(
                 "retention deleted commitlog files=%d min_offset=%d", n, self.commitlog.min_offset
             )

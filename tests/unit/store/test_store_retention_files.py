@@ -128,3 +128,39 @@ def test_tick_flushes_and_schedules(tmp_path):
     assert 1 <= wait <= cfg.cleanResourceInterval
     assert s.checkpoint.physic_msg_timestamp == 10
     s.shutdown(30_000)
+
+
+def test_retention_unlinks_on_a_thread(tmp_path, monkeypatch):
+    """An unlink that takes long (a big file's cached pages being dropped) holds up neither
+    clean_expired nor the puts after it; the files are gone once the deleter is joined."""
+    from store import allocate_service
+
+    gate = threading.Event()
+    started = threading.Event()
+    real_unlink = os.unlink
+
+    def slow_unlink(path):
+        if os.sep + "commitlog" + os.sep in path:
+            started.set()
+            gate.wait(10)
+        real_unlink(path)
+
+    monkeypatch.setattr(allocate_service.os, "unlink", slow_unlink)
+    cfg = small_config(str(tmp_path), fileReservedTime=1000)
+    s = open_store(cfg, NOON)
+    try:
+        _fill(s, 150, NOON)
+        before = sorted(f.path for f in s.commitlog.mfq.files)
+        s.disk_usage = lambda _p: 0.95  # forced clean
+        deleted = s.clean_expired(NOON + 2)
+        assert deleted > 0 and started.wait(10)
+        gone = before[:deleted]
+        assert all(os.path.exists(p) for p in gone)  # the unlinks are still waiting
+        _fill(s, 5, NOON + 3)  # the writer goes on meanwhile
+        gate.set()
+        s._deleter.join()
+        assert not any(os.path.exists(p) for p in gone)
+        assert s._deleter.deleted == deleted and s.check() == []
+    finally:
+        gate.set()
+        s.shutdown(NOON + 4)
