@@ -359,7 +359,9 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _min_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         h = GetMinOffsetRequestHeader.from_ext(req.cmd.ext_fields)
-        off = int(self.store.get_min_offset_in_queue(h.topic, h.queue_id))
+        # RocketMQ's findConsumeQueue creates a missing queue, so a queue never written
+        # answers 0, not the store's -1 (DefaultMessageStore.getMinOffsetInQueue).
+        off = max(0, int(self.store.get_min_offset_in_queue(h.topic, h.queue_id)))
         return req.cmd.make_response(RS.SUCCESS, None, GetMinOffsetResponseHeader(off).to_ext())
 
     def _earliest_time(self, req: Request, now_ms: int) -> RemotingCommand:

@@ -68,3 +68,13 @@ def test_runtime_info_earliest_message_time(broker: Broker) -> None:
     for i in range(2):
         broker.call(RC.SEND_MESSAGE_V2, send_ext("T"), b"x", now_ms=9000 + i)
     assert earliest() == "9000"
+
+
+def test_min_offset_of_a_queue_never_written_is_zero(broker: Broker) -> None:
+    # the Java store creates the consume queue on lookup: minOffset 0, never -1
+    # (DefaultLitePullConsumer.seekToBegin / mqadmin printMsg start from it)
+    r = broker.call(RC.GET_MIN_OFFSET, {"topic": "Nobody", "queueId": 3})
+    assert r is not None and r.code == RS.SUCCESS
+    assert r.ext_fields == {"offset": "0"}
+    r = broker.call(RC.GET_MAX_OFFSET, {"topic": "Nobody", "queueId": 3})
+    assert r is not None and r.ext_fields == {"offset": "0"}
