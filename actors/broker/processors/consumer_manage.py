@@ -48,7 +48,8 @@ class ConsumerManageProcessor(CodeDispatchCore):
             store = self.store
             if store is not None:
                 min_offset = int(store.get_min_offset_in_queue(h.topic, h.queue_id))
-                if min_offset <= 0:
+                # checkInDiskByConsumeOffset: no unit at queue offset 0 counts as not on disk
+                if min_offset <= 0 and store.get_max_offset_in_queue(h.topic, h.queue_id) > 0:
                     phy = store.get_commit_log_offset_in_queue(h.topic, h.queue_id, 0)
                     in_disk = bool(
                         phy is not None and phy >= 0 and store.check_in_disk_by_commit_offset(phy)

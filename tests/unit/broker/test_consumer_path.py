@@ -49,3 +49,25 @@ def test_suggest_with_slave_read(tmp_path) -> None:
         assert _pull_suggest(b) == "1"
     finally:
         b.close()
+
+
+def test_query_offset_empty_queue_on_a_big_commit_log(tmp_path) -> None:
+    """QUERY_CONSUMER_OFFSET, new group, empty queue: 0 (code 0) however far the commit log is;
+    Java's checkInDiskByConsumeOffset is false when the queue has no unit at offset 0."""
+    b = Broker(str(tmp_path))
+    try:
+        _put(b, "Other", 2)
+        b.store.cfg.accessMessageInMemoryMaxRatio = 0  # commit-log offset 0 counts as on disk
+        assert b.store.check_in_disk_by_commit_offset(0)
+        for topic, qid in (("Other", 1), ("Unknown", 0)):
+            q = {"consumerGroup": "CG", "topic": topic, "queueId": qid}
+            r = b.call(RC.QUERY_CONSUMER_OFFSET, q)
+            assert r is not None and (r.code, r.ext_fields) == (RS.SUCCESS, {"offset": "0"})
+        # a queue whose first message is on disk: not found (the client then applies
+        # consumeFromWhere)
+        r = b.call(
+            RC.QUERY_CONSUMER_OFFSET, {"consumerGroup": "CG", "topic": "Other", "queueId": 0}
+        )
+        assert r is not None and r.code == RS.QUERY_NOT_FOUND
+    finally:
+        b.close()
