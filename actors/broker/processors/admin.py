@@ -129,6 +129,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_CONSUMER_CONNECTION_LIST: self._connections,
             RC.GET_CONSUME_STATS: self._consume_stats,
             RC.GET_TOPIC_STATS_INFO: self._topic_stats,
+            RC.GET_BROKER_CONSUME_STATS: self._broker_consume_stats,
             RC.GET_BROKER_CONFIG: self._broker_config,
             RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
             RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
@@ -445,44 +446,81 @@ class AdminBrokerProcessor(CodeDispatchCore):
         group = h.consumer_group
         only = h.topic
         topics = [only] if only else sorted(self.ctx.offsets.topics_of_group(group))
-        offset_table = []
+        rows: list[tuple[dict[str, Any], dict[str, int]]] = []
         total_diff = 0
-        info = self.ctx.consumer_groups.get(group)
         for topic in topics:
-            tc = self.ctx.topics.get(topic)
+            tc = self._stats_topic(group, topic)
             if tc is None:
                 continue
-            if info is not None and info.subscriptions and info.find_subscription(topic) is None:
-                continue  # online, but no longer subscribed to this topic
-            for qid in range(tc.read_queue_nums):
-                broker_off = max(0, int(self.store.get_max_offset_in_queue(topic, qid)))
-                consumer_off = max(0, self.ctx.offsets.query_offset(group, topic, qid))
-                last_ts = 0
-                if consumer_off > 0:
-                    last_ts = max(0, int(self.store.get_message_store_timestamp(
-                        topic, qid, consumer_off - 1)))  # fmt: skip
-                total_diff += broker_off - consumer_off
-                offset_table.append(
-                    {
-                        "mq": {
-                            "brokerName": self.ctx.broker_config.brokerName,
-                            "queueId": qid,
-                            "topic": topic,
-                        },
-                        "offset": {
-                            "brokerOffset": broker_off,
-                            "consumerOffset": consumer_off,
-                            "lastTimestamp": last_ts,
-                        },
-                    }
-                )
+            diff = self._offset_rows(group, topic, tc.read_queue_nums, rows)
+            total_diff += diff
         # ConsumeStats.offsetTable is a Map<MessageQueue, OffsetWrapper>: fastjson's object keys
-        body = (
-            b'{"consumeTps":0.0,"offsetTable":'
-            + dumps_object_map((e["mq"], e["offset"]) for e in offset_table)
-            + b',"totalDiff":' + str(total_diff).encode() + b"}"
-        )
+        body = _consume_stats_json(rows)[:-1] + b',"totalDiff":' + str(total_diff).encode() + b"}"
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _broker_consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): a ConsumeStatsList with, per
+        subscription group, one ConsumeStats per topic it has offsets for (its write queues);
+        isOrder=true keeps only order topics."""
+        ext = req.cmd.ext_fields or {}
+        only_order = str(ext.get("isOrder", "false")).lower() == "true"
+        groups = []
+        total_diff = 0
+        for group in sorted(self.ctx.groups.table):
+            stats = []
+            for topic in sorted(self.ctx.offsets.topics_of_group(group)):
+                tc = self._stats_topic(group, topic)
+                if tc is None or (only_order and not tc.order):
+                    continue
+                rows: list[tuple[dict[str, Any], dict[str, int]]] = []
+                total_diff += self._offset_rows(group, topic, tc.write_queue_nums, rows)
+                stats.append(_consume_stats_json(rows))
+            groups.append(
+                b"{" + dumps_compact(group) + b":[" + b",".join(stats) + b"]}"
+            )
+        body = (
+            b'{"brokerAddr":' + dumps_compact(self.ctx.broker_config.broker_addr)
+            + b',"consumeStatsList":[' + b",".join(groups)
+            + b'],"totalDiff":' + str(total_diff).encode() + b"}"
+        )  # fmt: skip
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _stats_topic(self, group: str, topic: str) -> TopicConfig | None:
+        """The topic's config when a group's stats include it: it exists, and an online group
+        still subscribes to it."""
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            return None
+        info = self.ctx.consumer_groups.get(group)
+        if info is not None and info.subscriptions and info.find_subscription(topic) is None:
+            return None  # online, but no longer subscribed to this topic
+        return tc
+
+    def _offset_rows(
+        self,
+        group: str,
+        topic: str,
+        queue_nums: int,
+        rows: list[tuple[dict[str, Any], dict[str, int]]],
+    ) -> int:
+        """Append (MessageQueue, OffsetWrapper) of queues 0..queue_nums-1; their total lag."""
+        bname = self.ctx.broker_config.brokerName
+        diff = 0
+        for qid in range(queue_nums):
+            broker_off = max(0, int(self.store.get_max_offset_in_queue(topic, qid)))
+            consumer_off = max(0, self.ctx.offsets.query_offset(group, topic, qid))
+            last_ts = 0
+            if consumer_off > 0:
+                last_ts = max(0, int(self.store.get_message_store_timestamp(
+                    topic, qid, consumer_off - 1)))  # fmt: skip
+            diff += broker_off - consumer_off
+            offsets = {
+                "brokerOffset": broker_off,
+                "consumerOffset": consumer_off,
+                "lastTimestamp": last_ts,
+            }
+            rows.append((MessageQueue(topic, bname, qid).to_obj(), offsets))
+        return diff
 
     def _topic_stats(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO (mqadmin topicStatus): min/max offset and last store time of
@@ -622,3 +660,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
 def _version_obj(version: tuple[int, int]) -> dict[str, int]:
     """A (counter, timestamp) data version as DataVersion's JSON object."""
     return {"counter": version[0], "timestamp": version[1]}
+
+
+def _consume_stats_json(rows: list[tuple[dict[str, Any], dict[str, int]]]) -> bytes:
+    """ConsumeStats as fastjson writes it (consumeTps is not sampled: 0.0)."""
+    return b'{"consumeTps":0.0,"offsetTable":' + dumps_object_map(rows) + b"}"

@@ -78,3 +78,26 @@ def test_min_offset_of_a_queue_never_written_is_zero(broker: Broker) -> None:
     assert r.ext_fields == {"offset": "0"}
     r = broker.call(RC.GET_MAX_OFFSET, {"topic": "Nobody", "queueId": 3})
     assert r is not None and r.ext_fields == {"offset": "0"}
+
+
+def test_broker_consume_stats_lists_each_group_and_topic(broker: Broker) -> None:
+    for i in range(3):
+        broker.call(RC.SEND_MESSAGE_V2, send_ext("T", queue_id=1), b"x", now_ms=5000 + i)
+    r = broker.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b'{"groupName":"CG"}')
+    assert r is not None and r.code == RS.SUCCESS
+    q = {"consumerGroup": "CG", "topic": "T", "queueId": 1, "commitOffset": 1}
+    broker.call(RC.UPDATE_CONSUMER_OFFSET, q, oneway=True)
+    r = broker.call(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    assert r is not None and r.code == RS.SUCCESS
+    text = r.body.decode()
+    assert text.startswith('{"brokerAddr":"127.0.0.1:10911","consumeStatsList":[')
+    assert text.endswith('],"totalDiff":2}')
+    # ConsumeStatsList.consumeStatsList: [{group: [ConsumeStats, ...]}, ...]
+    start = text.index('{"CG":[') + len('{"CG":[')
+    assert text[start:].startswith('{"consumeTps":0.0,"offsetTable":')
+    table = _queue_map(text[start:].encode())  # CG's first (only) ConsumeStats
+    assert table[1] == {"brokerOffset": 3, "consumerOffset": 1, "lastTimestamp": 5000}
+    assert sorted(table) == [0, 1, 2, 3]
+    # isOrder=true: only order topics (T is not one)
+    r = broker.call(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "true"})
+    assert r is not None and '{"CG":[]}' in r.body.decode()
