@@ -236,11 +236,18 @@ class NamesrvProcessor(CodeDispatchCore):
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _system_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: cluster and broker names, plus one broker's address
+        (the Java admin asks that broker for its system topics, code 305)."""
         topics = set(self.routes.cluster_addr_table)
         for names in self.routes.cluster_addr_table.values():
             topics.update(names)
-        body = dumps_compact({"topicList": sorted(topics)})
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
+        out: dict[str, Any] = {"topicList": sorted(topics)}
+        for name in sorted(self.routes.broker_addr_table):
+            addrs = self.routes.broker_addr_table[name].broker_addrs
+            if addrs:
+                out["brokerAddr"] = addrs[min(addrs)]
+                break
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact(out))
 
     def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
         h = DeleteTopicFromNamesrvRequestHeader.from_ext(req.cmd.ext_fields)

@@ -34,7 +34,7 @@ from protocol.bodies import (
     dumps_object_map,
     loads_lenient,
 )
-from protocol.codes import LanguageCode, is_system_topic
+from protocol.codes import SYSTEM_TOPICS, LanguageCode, is_system_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -130,6 +130,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_CONSUME_STATS: self._consume_stats,
             RC.GET_TOPIC_STATS_INFO: self._topic_stats,
             RC.GET_BROKER_CONSUME_STATS: self._broker_consume_stats,
+            RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self._system_topics,
             RC.GET_BROKER_CONFIG: self._broker_config,
             RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
             RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
@@ -521,6 +522,11 @@ class AdminBrokerProcessor(CodeDispatchCore):
             }
             rows.append((MessageQueue(topic, bname, qid).to_obj(), offsets))
         return diff
+
+    def _system_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicValidator's system topic set."""
+        body = dumps_compact({"topicList": sorted(SYSTEM_TOPICS)})
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _topic_stats(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO (mqadmin topicStatus): min/max offset and last store time of

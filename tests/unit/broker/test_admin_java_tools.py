@@ -101,3 +101,11 @@ def test_broker_consume_stats_lists_each_group_and_topic(broker: Broker) -> None
     # isOrder=true: only order topics (T is not one)
     r = broker.call(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "true"})
     assert r is not None and '{"CG":[]}' in r.body.decode()
+
+
+def test_system_topic_list_from_broker(broker: Broker) -> None:
+    r = broker.call(RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+    assert r is not None and r.code == RS.SUCCESS
+    topics = json.loads(r.body)["topicList"]
+    want = {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT"}
+    assert want <= set(topics)
