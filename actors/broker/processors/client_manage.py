@@ -67,8 +67,9 @@ class ClientManageProcessor(CodeDispatchCore):
         """Remove the channel from every group and notify the remaining consumers."""
         for group in self.producers.on_connection_closed(conn_id):
             self._producers_changed(group)
+        # doChannelCloseEvent notifies whatever the group's notifyConsumerIdsChangedEnable
         for group in self.consumers.on_connection_closed(conn_id):
-            self._group_changed(group, notify=True)
+            self._group_changed(group, notify=True, group_flag=False)
 
     def tick(self, now_ms: int) -> int | None:
         """ClientHousekeepingService: every 10 s drop channels silent for 120 s."""
@@ -103,20 +104,21 @@ class ClientManageProcessor(CodeDispatchCore):
         conns = self.producers.groups.get(group, {})
         self.ctx.emit(ProducerGroupChanged(group, tuple(sorted(conns))))
 
-    def _group_changed(self, group: str, *, notify: bool) -> None:
+    def _group_changed(self, group: str, *, notify: bool, group_flag: bool = True) -> None:
         info = self.consumers.info(group)
         if info is None:
             self.ctx.emit(ConsumerGroupRemoved(group))
             return
         self.ctx.emit(ConsumerGroupChanged(info))
         if notify:
-            self._notify(group)
+            self._notify(group, group_flag)
 
-    def _notify(self, group: str) -> None:
-        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every channel of the group."""
+    def _notify(self, group: str, group_flag: bool = True) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every channel of the group; the group's own
+        notifyConsumerIdsChangedEnable is consulted on register/unregister only (group_flag)."""
         if not self.ctx.broker_config.notifyConsumerIdsChangedEnable:
             return
-        cfg = self.ctx.groups.get(group)
+        cfg = self.ctx.groups.get(group) if group_flag else None
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
             return
         outbox = self.ctx.outbox

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker_kit import Broker, pull_ext, send_ext
+from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
@@ -71,3 +71,22 @@ def test_query_offset_empty_queue_on_a_big_commit_log(tmp_path) -> None:
         assert r is not None and r.code == RS.QUERY_NOT_FOUND
     finally:
         b.close()
+
+
+def test_channel_close_notifies_despite_the_group_flag(broker: Broker) -> None:
+    """ConsumerManager.doChannelCloseEvent sends CHANGE with only the broker's flag checked;
+    the group's notifyConsumerIdsChangedEnable=false silences register/unregister only."""
+    _group(broker, b'{"groupName":"CG","notifyConsumerIdsChangedEnable":false}')
+    for conn_id, cid in ((1, "c1"), (2, "c2"), (3, "c3")):
+        r = broker.call(RC.HEART_BEAT, None, heartbeat_body(cid, "CG", "T"), conn_id=conn_id)
+        assert r is not None and r.code == RS.SUCCESS
+    assert broker.outbox.take() == []  # register: silenced by the group flag
+    r = broker.call(RC.UNREGISTER_CLIENT, {"clientID": "c3", "consumerGroup": "CG"}, conn_id=3)
+    assert r is not None and r.code == RS.SUCCESS
+    assert broker.outbox.take() == []  # unregister: silenced too
+    broker.cores["client_manage"].on_connection_closed(2, 0)
+    broker.pump()
+    sent = broker.outbox.take()
+    assert [(c, cmd.code, cmd.ext_fields) for c, cmd in sent] == [
+        (1, RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "CG"})
+    ]
