@@ -545,7 +545,7 @@ class ResponseTemplate:
     the `variable` values change between uses (the send path). JSON: a format string;
     msgpack: the array the generic encoder writes (variable keys first, then the constants)."""
 
-    __slots__ = ("const", "fmt", "nkeys", "variable")
+    __slots__ = ("const", "fmt", "fmt_plain", "nkeys", "variable")
 
     def __init__(self, const: dict[str, str], variable: tuple[str, ...]) -> None:
         self.variable = variable
@@ -555,15 +555,19 @@ class ResponseTemplate:
         def lit(text: str) -> str:
             return _json_string(text).replace("{", "{{").replace("}", "}}")
 
-        members = [
-            lit(key) + ":" + (lit(const[key]) if key in const else f"{{{variable.index(key)}}}")
-            for key in sorted((*const, *variable))
-        ]
-        self.fmt = (
-            '{{"code":0,"extFields":{{' + ",".join(members) + '}},"flag":1,"language":"JAVA",'
-            f'"opaque":{{{len(variable)}:d}},"serializeTypeCurrentRPC":"JSON",'
-            f'"version":{CURRENT_VERSION:d}}}}}'
-        )
+        def render(slot: str) -> str:
+            members = [
+                lit(key) + ":" + (lit(const[key]) if key in const else slot % variable.index(key))
+                for key in sorted((*const, *variable))
+            ]
+            return (
+                '{{"code":0,"extFields":{{' + ",".join(members) + '}},"flag":1,"language":"JAVA",'
+                f'"opaque":{{{len(variable)}:d}},"serializeTypeCurrentRPC":"JSON",'
+                f'"version":{CURRENT_VERSION:d}}}}}'
+            )
+
+        self.fmt = render("{%d}")  # the values go in JSON-quoted
+        self.fmt_plain = render('"{%d}"')  # values known to need no escaping go in as they are
 
     def header(self, opaque: int, ext: dict[str, str]) -> bytes:
         """The JSON header for these ext values (each variable one JSON-quoted)."""
@@ -581,6 +585,14 @@ class ResponseTemplate:
             raise UnknownSerializeTypeError(f"no template for serialize type {serialize_type}")
         quote = _json_string
         header = self.fmt.format(*[quote(v) for v in values], opaque).encode()
+        return _PREFIX.pack(4 + len(header), len(header)) + header
+
+    def frame_plain(self, serialize_type: int, opaque: int, values: tuple[str, ...]) -> bytes:
+        """frame() for values made only of characters JSON writes as they are (digits, hex,
+        '-'): no escaping pass."""
+        if serialize_type != _JSON:
+            return self.frame(serialize_type, opaque, values)
+        header = self.fmt_plain.format(*values, opaque).encode()
         return _PREFIX.pack(4 + len(header), len(header)) + header
 
 

@@ -316,7 +316,7 @@ class SendMessageProcessor:
         )  # fmt: skip
         result = self.store.put_message(msg, now_ms)
         if result.status is _PS.PUT_OK:
-            return self._ok_template.frame(
+            return self._ok_template.frame_plain(  # a hex id and two numbers: nothing to escape
                 st,
                 opaque,
                 (

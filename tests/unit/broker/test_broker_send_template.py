@@ -42,3 +42,19 @@ def test_changed_response_falls_back_to_the_generic_encoder() -> None:
     plain, templ = _pair(const, ("A1", "0", "7"), 5)
     templ.ext_fields["extra"] = plain.ext_fields["extra"] = "x"  # type: ignore[index]
     assert templ.encode() == plain.encode()
+
+
+plain_text = st.text(alphabet="0123456789ABCDEF-", max_size=34)
+
+
+@settings(max_examples=60, deadline=None)
+@given(region=text, values=st.tuples(plain_text, plain_text, plain_text),
+       opaque=st.integers(-(1 << 31), (1 << 31) - 1))
+def test_plain_values_frame_is_the_escaped_frame(region: str, values: tuple[str, str, str],
+                                                 opaque: int) -> None:
+    """frame_plain (no escaping pass, for ids and numbers) writes what frame() writes."""
+    tpl = ResponseTemplate({"MSG_REGION": region, "TRACE_ON": "true"}, VARIABLE)
+    for st_type in (SerializeType.JSON, SerializeType.MSGPACK):
+        assert tpl.frame_plain(st_type, opaque, values) == tpl.frame(st_type, opaque, values)
+    plain, _ = _pair({"MSG_REGION": region, "TRACE_ON": "true"}, values, opaque)
+    assert tpl.frame_plain(SerializeType.JSON, opaque, values) == plain.encode()
