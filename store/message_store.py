@@ -71,6 +71,14 @@ from store.state_page import (
     OFF_WRITER_PID,
     StatePage,
 )
+from store.stats_page import (
+    OFF_BOOT_MS,
+    OFF_GET_FOUND,
+    OFF_GET_TRANSFERRED,
+    OFF_PUT_TIMES,
+    StatsPage,
+    stats_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -547,6 +555,12 @@ class _StoreReadMixin:
             res.index_last_update_phyoffset = last.end_phy
         return res
 
+    # StoreStatsService's get counters (published by the process that owns the stats page)
+    get_found_total = 0
+    get_miss_total = 0
+    get_transferred_total = 0
+    stats_page: StatsPage | None = None
+
     def get_message(
         self,
         group: str,
@@ -559,6 +573,30 @@ class _StoreReadMixin:
         now_ms: int = 0,
     ) -> GetMessageResult:
         """DefaultMessageStore.getMessage: read up to max_msgs records from a queue (§9.3)."""
+        res = self._get_message(topic, queue_id, offset, max_msgs, max_bytes, filter)
+        if res.status is GetMessageStatus.FOUND:
+            self.get_found_total += 1
+            self.get_transferred_total += res.message_count
+        else:
+            self.get_miss_total += 1
+        return res
+
+    def publish_stats(self) -> None:
+        """Write this reader's get counters into the stats page (when it owns one)."""
+        sp = self.stats_page
+        if sp is not None:
+            sp.set_pair(OFF_GET_FOUND, self.get_found_total, self.get_miss_total)
+            sp.set(OFF_GET_TRANSFERRED, self.get_transferred_total)
+
+    def _get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        max_bytes: int | None,
+        filter: MessageFilter | None,
+    ) -> GetMessageResult:
         G = GetMessageStatus
         cq = self._cq(topic, queue_id)
         if cq is None:
@@ -791,6 +829,8 @@ class DefaultMessageStore(_StoreReadMixin):
         self._cq_flusher: ConsumeQueueFlusher | None = None  # FlushConsumeQueueService
         self._allocator: AllocateMappedFileService | None = None  # the next segment, warmed
         self._deleter = FileDeleter()  # retention's unlinks of expired commit-log segments
+        self.put_times_total = 0  # StoreStatsService: messages and record bytes put since start
+        self.put_size_total = 0
         self._flush_mu = threading.Lock()
         self.recovered_abnormally = False
 
@@ -903,6 +943,10 @@ class DefaultMessageStore(_StoreReadMixin):
                 self._allocator = AllocateMappedFileService(
                     mfq, madvise, msync if mfq.warm_flush_pages else None
                 )
+        if self.stats_page is None:
+            self.stats_page = StatsPage(stats_path(self.cfg.storePathRootDir), writable=True)
+            self.stats_page.set(OFF_BOOT_MS, now_ms)
+            self.publish_stats()
         spawn = self.cfg.messageIndexProcessSpawn
         if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
@@ -1013,6 +1057,10 @@ class DefaultMessageStore(_StoreReadMixin):
         self._publish()
         self.state.set(OFF_WRITER_PID, 0)
         self.state.mm.flush()
+        if self.stats_page is not None:
+            self.publish_stats()
+            self.stats_page.close()
+            self.stats_page = None
         self.commitlog.close()
         for cq in self.consume_queues.values():
             cq.close()
@@ -1349,6 +1397,8 @@ class DefaultMessageStore(_StoreReadMixin):
         listener = self.arrival_listener
         if listener is not None and dispatch_cq:
             listener(topic, qid, qoff + 1, tags_code, now_ms)
+        self.put_times_total += 1
+        self.put_size_total += size
         return PutMessageResult(
             PutMessageStatus.PUT_OK, phy, size, qoff, now_ms, 1, end, store_host
         )
@@ -1453,6 +1503,8 @@ class DefaultMessageStore(_StoreReadMixin):
             # one notice per distinct tags code, with the queue's new max (what the holds need)
             for tc in dict.fromkeys(units[2::3]):
                 listener(topic, qid, qoff, tc, now_ms)
+        self.put_times_total += n
+        self.put_size_total += end - offsets[0]
         return PutMessageResult(
             PutMessageStatus.PUT_OK, offsets[0], end - offsets[0], qoff0, now_ms, n, end,
             store_host, offsets,
@@ -1680,6 +1732,12 @@ class DefaultMessageStore(_StoreReadMixin):
             cp.flush(sync)
         return complete
 
+    def publish_stats(self) -> None:
+        """Write the put counters into the stats page (the writer owns them)."""
+        sp = self.stats_page
+        if sp is not None:
+            sp.set_pair(OFF_PUT_TIMES, self.put_times_total, self.put_size_total)
+
     def _stop_flusher(self) -> None:
         self._deleter.join()
         for fl in (self._allocator, self._flusher, self._cq_flusher):
@@ -1704,6 +1762,7 @@ class DefaultMessageStore(_StoreReadMixin):
         cfg = self.cfg
         if self._index_disp is not None:
             self.dispatch_index(now_ms)
+        self.publish_stats()
         flushing = False
         fl = self._flusher
         if fl is not None:
@@ -2024,6 +2083,10 @@ class MessageStoreReader(_StoreReadMixin):
             cq.close()
         self.index.close()
         self.state.close()
+        if self.stats_page is not None:
+            self.publish_stats()
+            self.stats_page.close()
+            self.stats_page = None
 
 
 # ---- async flush --------------------------------------------------------------------------------

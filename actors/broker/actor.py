@@ -61,6 +61,7 @@ from actors.runtime.messages import (
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from actors.runtime.tcp import ClientConn
 from actors.runtime.watch import WatchingActor, now_ms
+from store.stats_page import OFF_LOCK_SINCE_MS, StatsPage, queue_offset, stats_path
 
 log = logging.getLogger(__name__)
 
@@ -237,12 +238,33 @@ class ProcessorActor(WatchingActor):
         if hasattr(self.core, "on_arrival"):
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
+        self._attach_stats(group.name, msg.store_config)
         self.token = msg.channel_token
         self.listener = listen_channel(msg.channel_addr)
         self.listen_fd = self.listener.fileno()
         self.set_watch_fds([self.listen_fd])
         log.info("processor group=%s ready (max wait %d ms)", group.name, max_wait)
         self._tick()
+
+    def _attach_stats(self, group: str, store_config: Any) -> None:
+        """Publish this executor's queue figures (send, pull, query) and, for pull, the store's
+        get counters into the broker's stats page (GET_BROKER_RUNTIME_INFO reads them)."""
+        root = getattr(store_config, "storePathRootDir", None)
+        off = queue_offset(group)
+        if not root or off is None or self.host is None:
+            return
+        try:
+            page = StatsPage(stats_path(root), writable=True)
+        except OSError as exc:
+            log.warning("group=%s no stats page: %s", group, exc)
+            return
+        self.host.stats = page
+        self.host.stats_queue_off = off
+        if group == "send":
+            self.host.stats_lock_off = OFF_LOCK_SINCE_MS
+        store = getattr(self.ctx, "store", None)
+        if group == "pull" and store is not None and hasattr(store, "publish_stats"):
+            store.stats_page = page
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
         if not notices:  # re-check request: every held queue against the store now
@@ -412,6 +434,9 @@ class ProcessorActor(WatchingActor):
 
     def _tick(self) -> None:
         delay = MAX_TICK_MS
+        publish = getattr(getattr(self.ctx, "store", None), "publish_stats", None)
+        if publish is not None:
+            publish()
         if self.core is not None:
             t0 = time.monotonic()
             try:

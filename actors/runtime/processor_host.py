@@ -88,6 +88,11 @@ class ProcessorHost:
         self.served = 0
         self.busy = 0
         self.errors = 0
+        # executor figures for GET_BROKER_RUNTIME_INFO (store.stats_page): where this group's
+        # (queue size, head wait ms) pair goes, and whether it also marks its batches' start
+        self.stats: Any = None
+        self.stats_queue_off: int | None = None
+        self.stats_lock_off: int | None = None
 
     def handle(self, ch: Channel, records: list[tuple[Any, ...]], queued_after: int = 0) -> None:
         """Run one batch of records from channel `ch` (queued_after more wait behind it).
@@ -107,6 +112,9 @@ class ProcessorHost:
         now_ms = time.time_ns() // 1_000_000
         oldest_ok_ns = mono_ns - self.max_wait_ns
         fast = self.fast
+        stats = self.stats
+        if stats is not None:
+            self._publish_queue(stats, records, n, mono_ns, now_ms)
         for i, rec in enumerate(records):
             rtype = rec[0]
             if rtype == REQUEST:
@@ -197,6 +205,23 @@ class ProcessorHost:
                 log.warning("group=%s unexpected record type %d", self.group, rtype)
         if out:
             outbox.dirty.add(ch)
+        if stats is not None and not queued_after:
+            self._publish_queue(stats, (), 0, 0, 0)
+
+    def _publish_queue(
+        self, stats: Any, records: Any, n: int, mono_ns: int, now_ms: int
+    ) -> None:
+        """(requests waiting, how long the first one has waited) at a batch's start; zeros
+        once the queue drained (the thread-pool figures of GET_BROKER_RUNTIME_INFO)."""
+        if self.stats_queue_off is not None:
+            wait_ms = 0
+            for rec in records:
+                if rec[0] == REQUEST:
+                    wait_ms = max(0, (mono_ns - rec[2]) // 1_000_000)
+                    break
+            stats.set_pair(self.stats_queue_off, n, wait_ms)
+        if self.stats_lock_off is not None:
+            stats.set(self.stats_lock_off, now_ms)
 
 
 def _short(exc: BaseException) -> str:

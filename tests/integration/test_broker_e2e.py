@@ -555,3 +555,27 @@ def test_all_topic_and_group_config_carry_the_controllers_data_version(local_clu
         assert upd.code == 0
         g1 = wait_until(lambda: (v := versions(cl)[1]) != g0 and v, 10)
         assert g1 and g1["counter"] == g0["counter"] + 1
+
+
+def test_runtime_info_counts_what_the_send_and_pull_actors_did(local_cluster) -> None:
+    """GET_BROKER_RUNTIME_INFO's totals come from the send and pull actors' stats page."""
+    cluster = start_real(local_cluster)
+    topic = "StatsT"
+    _create_topic(cluster, topic)
+
+    def table(cl: BlockingClient) -> dict:
+        r = cl.invoke(simple_cmd(28), RPC_TIMEOUT_S)
+        assert r.code == 0
+        return json.loads(bytes(r.body))["table"]
+
+    with BlockingClient(broker_addr(cluster)) as cl:
+        before = int(table(cl)["msgPutTotalTodayNow"])
+        for i in range(3):
+            assert cl.invoke(send_cmd(topic, b"s%d" % i, msg_props()), RPC_TIMEOUT_S).code == 0
+        assert wait_until(lambda: int(table(cl)["msgPutTotalTodayNow"]) >= before + 3, 10)
+        got = _pull(cl, topic, 0, 0)
+        assert got.code == 0
+        assert wait_until(lambda: int(table(cl)["msgGetTotalTodayNow"]) >= 3, 10)
+        t = table(cl)
+        assert int(t["bootTimestamp"]) > 0 and t["runtime"].startswith("[ 0 days")
+        assert int(t["putMessageSizeTotal"]) > 3 * 2

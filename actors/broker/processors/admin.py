@@ -22,6 +22,7 @@ from actors.broker.events import (
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
 from actors.broker.schedule import delay_offset_path
+from actors.broker.stats import BrokerStatsSampler
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
 from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request
@@ -62,6 +63,7 @@ from protocol.headers import (
 from protocol.message import decode_offset_msg_id
 from protocol.record import RecordError, decode_record_fields
 from store.config import parse_properties_text, properties_text
+from store.stats_page import StatsPage, stats_path
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
+        root = getattr(ctx.store_config, "storePathRootDir", None) or "."
+        self.stats = BrokerStatsSampler(StatsPage(stats_path(root), writable=False))
         self.locks = RebalanceLockManager()
         self.held: dict[int, HeldReply] = {}
         self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
@@ -204,8 +208,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
                 RS.SYSTEM_ERROR, f"the client did not answer code {call.cmd.code} in time"))
         deadlines = [h.deadline_ms for h in self.held.values()]
         deadlines += [c.deadline_ms for c in self.calls.values()]
-        if not deadlines:
-            return None
+        deadlines.append(now_ms + self.stats.sample(now_ms))  # StoreStatsService, each second
         return max(0, min(deadlines) - now_ms)
 
     def _reply(self, conn_id: int, resp: RemotingCommand) -> None:
@@ -297,29 +300,14 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _runtime_info(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_BROKER_RUNTIME_INFO: a KVTable with the keys mqadmin clusterList / brokerStatus
-        read. TPS, put/get totals and executor queue figures are not sampled here: they are
-        reported as zero (clusterList parses them; a missing one made it print a stack trace)."""
+        read: TPS windows, put / get totals and executor figures from the stats the send and
+        pull actors publish (actors.broker.stats), plus the store's own figures."""
         bc = self.ctx.broker_config
         st = self.store
-        put_now = str(getattr(st, "put_message_total", 0))
         table = {
             "brokerVersionDesc": "V4_9_8",
             "brokerVersion": "409",
-            "msgPutTotalYesterdayMorning": "0",
-            "msgPutTotalTodayMorning": "0",
-            "msgPutTotalTodayNow": put_now,
-            "msgGetTotalYesterdayMorning": "0",
-            "msgGetTotalTodayMorning": "0",
-            "msgGetTotalTodayNow": "0",
-            "putTps": "0.0 0.0 0.0",
-            "getTransferedTps": "0.0 0.0 0.0",
-            "sendThreadPoolQueueSize": "0",
-            "pullThreadPoolQueueSize": "0",
-            "queryThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueHeadWaitTimeMills": "0",
-            "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "queryThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
+            **self.stats.runtime_table(now_ms),
             "earliestMessageTimeStamp": str(self._earliest_store_time()),
             "commitLogDiskRatio": str(self._disk_ratio()),
             "commitLogMaxOffset": str(getattr(st, "max_phy_offset", 0)),
