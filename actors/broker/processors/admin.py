@@ -204,8 +204,11 @@ class AdminBrokerProcessor(CodeDispatchCore):
             self.release(token, now_ms)
         for opaque in [o for o, c in self.calls.items() if now_ms >= c.deadline_ms]:
             call = self.calls.pop(opaque)
-            self._reply(call.conn_id, call.cmd.make_response(
-                RS.SYSTEM_ERROR, f"the client did not answer code {call.cmd.code} in time"))
+            ext = call.cmd.ext_fields or {}
+            self._reply(call.conn_id, call.cmd.make_response(  # callConsumer's timeout answer
+                RS.CONSUME_MSG_TIMEOUT,
+                f"consumer <{ext.get('consumerGroup', '')}> <{ext.get('clientId', '')}> Timeout: "
+                f"the client did not answer code {call.cmd.code} in time"))
         deadlines = [h.deadline_ms for h in self.held.values()]
         deadlines += [c.deadline_ms for c in self.calls.values()]
         deadlines.append(now_ms + self.stats.sample(now_ms))  # StoreStatsService, each second
