@@ -23,6 +23,7 @@ from thespian.actors import ChildActorExited
 from actors.runtime.channel import (
     HOLDS,
     Channel,
+    TokenGate,
     accept_channels,
     add_holds,
     add_notices,
@@ -166,6 +167,7 @@ class ProcessorActor(WatchingActor):
         self.outbox = ChannelOutbox()
         self.listener: Any = None
         self.token = b""  # TCP channels: what a connection must send first
+        self.gate: TokenGate | None = None  # TCP channels waiting for their token
         self.listen_fd = -1
         self.channels: dict[int, Channel] = {}
         self.notice_ch: Channel | None = None  # send actor: to the pull actor
@@ -240,6 +242,8 @@ class ProcessorActor(WatchingActor):
         self.host.on_apply = self._on_apply
         self._attach_stats(group.name, msg.store_config)
         self.token = msg.channel_token
+        if self.token:
+            self.gate = TokenGate(self.token, group.name)
         self.listener = listen_channel(msg.channel_addr)
         self.listen_fd = self.listener.fileno()
         self.set_watch_fds([self.listen_fd])
@@ -294,6 +298,8 @@ class ProcessorActor(WatchingActor):
 
     def _update_watch(self) -> None:
         fds = [self.listen_fd, *self.channels]
+        if self.gate is not None:
+            fds += self.gate.pending_fds()
         if self.notice_ch is not None and not self.notice_ch.closed:
             fds.append(self.notice_ch.fd)
         self.set_watch_fds(fds)
@@ -348,14 +354,22 @@ class ProcessorActor(WatchingActor):
                 self._read_notice_channel(self.notice_ch)
                 continue
             if fd == self.listen_fd:
-                for ch in accept_channels(self.listener, name=self.group, token=self.token):
-                    self.channels[ch.fd] = ch
-                    if self.outbox.default is None:
-                        self.outbox.default = ch
+                if self.gate is not None:  # TCP: held until the token came (never waited for)
+                    self.gate.accept(self.listener, time.monotonic())
+                    self._expire_tokens()
+                else:
+                    for ch in accept_channels(self.listener, name=self.group):
+                        self._add_channel(ch)
                 self._update_watch()
                 continue
             ch = self.channels.get(fd)
             if ch is None:
+                gate = self.gate
+                if gate is not None and fd in gate.pending_fds():
+                    new = gate.ready(fd)
+                    if new is not None:
+                        self._add_channel(new)
+                    self._update_watch()
                 continue
             records = ch.read_records()
             if records is None:
@@ -376,6 +390,22 @@ class ProcessorActor(WatchingActor):
             if ch.closed:
                 self._drop_channel(ch)
         self._after_batch()
+
+    def _add_channel(self, ch: Channel) -> None:
+        self.channels[ch.fd] = ch
+        if self.outbox.default is None:
+            self.outbox.default = ch
+
+    def _expire_tokens(self) -> None:
+        """Close TCP connections whose token is late; come back at the next deadline."""
+        if self.gate is None:
+            return
+        before = len(self.gate.pending_fds())
+        wait_s = self.gate.expire(time.monotonic())
+        if wait_s is not None:
+            self.schedule("tokens", wait_s * 1000.0 + 1.0)
+        if len(self.gate.pending_fds()) != before:
+            self._update_watch()
 
     def _drop_channel(self, ch: Channel) -> None:
         ch.close()
@@ -456,6 +486,8 @@ class ProcessorActor(WatchingActor):
             self._tick()
         elif key == "holds-off" and self.reported_holding and not self._holding():
             self._report_holding(False)
+        elif key == "tokens":
+            self._expire_tokens()
         self._after_batch()
 
     def _shutdown_store(self) -> tuple[bool, str]:
@@ -490,6 +522,8 @@ class ProcessorActor(WatchingActor):
                     log.exception("group=%s store close failed", self.group)
         for ch in list(self.channels.values()):
             ch.close()
+        if self.gate is not None:
+            self.gate.close()
         if self.notice_ch is not None:
             self.notice_ch.close()
         if self.listener is not None:

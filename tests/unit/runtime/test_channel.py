@@ -193,9 +193,13 @@ def test_channel_reads_records_then_none_on_a_corrupt_stream() -> None:
 
 
 def test_tcp_channel_token_handshake() -> None:
-    """TCP channels carry pickled state events: a connection must send the token first."""
+    """TCP channels carry pickled state events: a connection must send the token first, and a
+    connection that sends nothing (or part of it) holds up neither accept nor the others."""
+    import socket as socketlib
+
     from actors.runtime.channel import (
-        accept_channels,
+        TOKEN_TIMEOUT_S,
+        TokenGate,
         channel_token,
         connect_channel,
         listen_address,
@@ -205,18 +209,47 @@ def test_tcp_channel_token_handshake() -> None:
     token = channel_token()
     listener = listen_channel(("127.0.0.1", 0))
     addr = listen_address(listener)
-    good = bad = silent = None
+    gate = TokenGate(token, "t")
+    good = bad = silent = split = None
+    got: list = []
     try:
+        silent = connect_channel(addr, "silent")  # no token at all: held, then expired
         good = connect_channel(addr, "good", token=token)
         bad = connect_channel(addr, "bad", token=b"x" * len(token))
-        silent = connect_channel(addr, "silent")  # no token at all: times out, refused
-        got: list = []
-        for _ in range(50):  # bounded: the three connections are pending at once
-            got += accept_channels(listener, "t", token=token)
-            if got:
+        split = socketlib.create_connection(addr)
+        split.sendall(token[:5])  # the rest comes later
+        t0 = time.monotonic()
+        for _ in range(200):  # bounded: every connection accepted, then each one's bytes read
+            gate.accept(listener, t0)
+            for fd in gate.pending_fds():
+                ch = gate.ready(fd)
+                if ch is not None:
+                    got.append(ch)
+            if got and len(gate.pending_fds()) == 2:
+                break
+            time.sleep(0.005)
+        assert len(got) == 1  # good; bad was closed at once, silent and split still pending
+        assert len(gate.pending_fds()) == 2
+        split.sendall(token[5:] + b"\x00\x00\x00\x0e\x02" + b"\x00" * 8 + b"\x00\x00\x00\x01x")
+        for _ in range(200):  # bounded
+            for fd in gate.pending_fds():
+                ch = gate.ready(fd)
+                if ch is not None:
+                    got.append(ch)
+            if len(got) == 2:
+                break
+            time.sleep(0.005)
+        assert len(got) == 2
+        recs = None
+        for _ in range(50):  # the bytes after the token belong to the channel
+            recs = got[1].read_records()
+            if recs:
                 break
             time.sleep(0.01)
-        assert len(got) == 1
+        assert recs and recs[0][0] == 2 and recs[0][1] == 0
+        assert gate.expire(t0 + TOKEN_TIMEOUT_S / 2) is not None  # silent: not late yet
+        assert gate.expire(t0 + TOKEN_TIMEOUT_S) is None  # now closed
+        assert gate.pending_fds() == []
         add_reply(good.out, 7, b"\x00\x00\x00\x01x")
         assert good.flush()
         recs = None
@@ -230,4 +263,9 @@ def test_tcp_channel_token_handshake() -> None:
         for ch in (good, bad, silent):
             if ch is not None:
                 ch.close()
+        if split is not None:
+            split.close()
+        for ch in got:
+            ch.close()
+        gate.close()
         listener.close()
