@@ -799,13 +799,32 @@ class QueryConsumeTimeSpanRequestHeader(CommandCustomHeader):
 
 @header
 class QueryConsumeQueueRequestHeader(CommandCustomHeader):
-    """QUERY_CONSUME_QUEUE (321)."""
+    """QUERY_CONSUME_QUEUE (321): no @CFNotNull field in Java (the primitives default to 0;
+    mqadmin queryCq leaves consumerGroup out unless -g is given)."""
 
     topic: str
-    queue_id: int
-    index: Long
-    count: int
-    consumer_group: str
+    queue_id: int = 0
+    index: Long = 0
+    count: int = 0
+    consumer_group: str | None = None
+
+
+@header
+class CloneGroupOffsetRequestHeader(CommandCustomHeader):
+    """CLONE_GROUP_OFFSET (314)."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@header
+class ViewBrokerStatsDataRequestHeader(CommandCustomHeader):
+    """VIEW_BROKER_STATS_DATA (315)."""
+
+    stats_name: str
+    stats_key: str
 
 
 @header
@@ -867,6 +886,8 @@ REQUEST_HEADERS: Final[dict[int, type[CommandCustomHeader]]] = {
     RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
     RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
     RequestCode.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
+    RequestCode.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader,
+    RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
     RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeCheckHalfMessageRequestHeader,
     RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerRequestHeader,

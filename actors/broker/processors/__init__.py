@@ -138,6 +138,10 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.GET_ALL_DELAY_OFFSET,
                 RC.INVOKE_BROKER_TO_RESET_OFFSET,
                 RC.QUERY_TOPIC_CONSUME_BY_WHO,
+                RC.QUERY_CONSUME_QUEUE,
+                RC.CLONE_GROUP_OFFSET,
+                RC.QUERY_CONSUME_TIME_SPAN,
+                RC.VIEW_BROKER_STATS_DATA,
             }
         ),
         "waitTimeMillsInOtherQueue",

@@ -10,10 +10,12 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from actors.broker.context import BrokerContext
 from actors.broker.events import (
+    OffsetCommitted,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
@@ -40,6 +42,7 @@ from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.headers import (
+    CloneGroupOffsetRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -55,14 +58,18 @@ from protocol.headers import (
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from protocol.message import decode_offset_msg_id
 from protocol.record import RecordError, decode_record_fields
 from store.config import parse_properties_text, properties_text
+from store.consume_queue import CQ_UNIT
 from store.stats_page import StatsPage, stats_path
 
 log = logging.getLogger(__name__)
@@ -142,6 +149,10 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
             RC.GET_CONSUMER_RUNNING_INFO: self._consumer_running_info,
             RC.CONSUME_MESSAGE_DIRECTLY: self._consume_directly,
+            RC.QUERY_CONSUME_QUEUE: self._query_consume_queue,
+            RC.CLONE_GROUP_OFFSET: self._clone_group_offset,
+            RC.QUERY_CONSUME_TIME_SPAN: self._consume_time_span,
+            RC.VIEW_BROKER_STATS_DATA: self._view_stats_data,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -652,6 +663,125 @@ class AdminBrokerProcessor(CodeDispatchCore):
         body = dumps_compact({"groupList": sorted(groups)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
+    # --- consume queue, group offset clone, consume time span, stats items ---------------------
+
+    def _query_consume_queue(self, req: Request, now_ms: int) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): up to `count` units of one consume queue from
+        `index` (to the end of that index's file, as ConsumeQueue.getIndexBuffer reads), with
+        the queue's min / max index and, given a group, its subscription. Java 4.9.x encodes
+        its body before filling it in (so its tool prints zeros); this one carries the values."""
+        cmd = req.cmd
+        h = QueryConsumeQueueRequestHeader.from_ext(cmd.ext_fields)
+        cq = self.store._cq(h.topic, h.queue_id)
+        if cq is None:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"{h.queue_id}@{h.topic} is not exist!")
+        body: dict[str, Any] = {
+            "maxQueueIndex": int(cq.get_max_offset_in_queue()),
+            "minQueueIndex": int(cq.get_min_offset_in_queue()),
+        }
+        if h.consumer_group is not None:
+            info = self.ctx.consumer_groups.get(h.consumer_group)
+            sub = info.find_subscription(h.topic) if info is not None else None
+            if sub is None:
+                body["filterData"] = f"{h.consumer_group}@{h.topic} is not online!"
+            else:
+                body["subscriptionData"] = sub.to_obj()
+                # ConsumerFilterManager keeps filter data for SQL92 groups only: a tag
+                # subscription's is null, which JSON.toJSONString writes as "null"
+                body["filterData"] = "null"
+        found = cq.get_index_buffer(h.index)
+        if found is None:
+            return cmd.make_response(
+                RS.SUCCESS, f"Index {h.index} of {h.queue_id}@{h.topic} is not exist!", None,
+                dumps_compact(body))  # fmt: skip
+        units, n = found
+        body["queueData"] = [
+            {"eval": False, "physicOffset": phy, "physicSize": size, "tagsCode": tags}
+            for phy, size, tags in (
+                CQ_UNIT.unpack_from(units, i * CQ_UNIT.size) for i in range(min(n, h.count))
+            )
+        ]  # no consume-queue extension here: no extendDataJson / bitMap, eval stays false
+        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
+
+    def _clone_group_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): copy srcGroup's offsets of the topic
+        (every topic it has offsets for when none is named) to destGroup. Unless offline, a
+        topic the online srcGroup no longer subscribes to is skipped."""
+        cmd = req.cmd
+        h = CloneGroupOffsetRequestHeader.from_ext(cmd.ext_fields)
+        topics = (
+            [h.topic] if h.topic and h.topic.strip()
+            else sorted(self.ctx.offsets.topics_of_group(h.src_group))
+        )  # fmt: skip
+        info = self.ctx.consumer_groups.get(h.src_group)
+        for topic in topics:
+            if self.ctx.topics.get(topic) is None:
+                log.warning("[cloneGroupOffset], topic config not exist, %s", topic)
+                continue
+            if (not h.offline and info is not None and info.subscriptions
+                    and info.find_subscription(topic) is None):  # fmt: skip
+                log.warning("[cloneGroupOffset], the consumer group[%s], topic[%s] not exist",
+                            h.src_group, topic)  # fmt: skip
+                continue
+            table = self.ctx.offsets.table.get(self.ctx.offsets.key(topic, h.src_group))
+            for qid, off in sorted((table or {}).items()):
+                self.ctx.emit(OffsetCommitted(h.dest_group, topic, qid, off))
+        return cmd.make_response(RS.SUCCESS, None, {})
+
+    def _consume_time_span(self, req: Request, now_ms: int) -> RemotingCommand:
+        """QUERY_CONSUME_TIME_SPAN (DefaultMQAdminExt.queryConsumeTimeSpan): per write queue the
+        first and last store times, the store time at the group's offset and its delay."""
+        cmd = req.cmd
+        h = QueryConsumeTimeSpanRequestHeader.from_ext(cmd.ext_fields)
+        topic = h.topic
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            return cmd.make_response(RS.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        st = self.store
+        bname = self.ctx.broker_config.brokerName
+        spans = []
+        for qid in range(tc.write_queue_nums):
+            min_time = int(st.get_earliest_message_time(topic, qid))
+            max_off = int(st.get_max_offset_in_queue(topic, qid))
+            max_time = int(st.get_message_store_timestamp(topic, qid, max_off - 1))
+            consumer_off = self.ctx.offsets.query_offset(h.group, topic, qid)
+            consume_time = (
+                int(st.get_message_store_timestamp(topic, qid, consumer_off - 1))
+                if consumer_off > 0 else min_time
+            )  # fmt: skip
+            delay = 0
+            if consumer_off < max_off:
+                delay = now_ms - int(st.get_message_store_timestamp(topic, qid, consumer_off))
+            spans.append({
+                "consumeTimeStamp": consume_time,
+                "consumeTimeStampStr": _java_date(consume_time),
+                "delayTime": delay,
+                "maxTimeStamp": max_time,
+                "maxTimeStampStr": _java_date(max_time),
+                "messageQueue": MessageQueue(topic, bname, qid).to_obj(),
+                "minTimeStamp": min_time,
+                "minTimeStampStr": _java_date(min_time),
+            })  # fmt: skip
+        body = dumps_compact({"consumeTimeSpanSet": spans})
+        return cmd.make_response(RS.SUCCESS, None, None, body)
+
+    def _view_stats_data(self, req: Request, now_ms: int) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll): BrokerStatsManager's per-minute / hour /
+        day stats items are not kept here, so every item answers as an unknown one does."""
+        cmd = req.cmd
+        h = ViewBrokerStatsDataRequestHeader.from_ext(cmd.ext_fields)
+        return cmd.make_response(
+            RS.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+
+
+
+def _java_date(ms: int) -> str:
+    """UtilAll.formatDate(new Date(ms), "yyyy-MM-dd#HH:mm:ss:SSS") in local time."""
+    try:
+        t = datetime.fromtimestamp(ms // 1000)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return t.strftime("%Y-%m-%d#%H:%M:%S:") + f"{ms % 1000:03d}"
 
 
 def _version_obj(version: tuple[int, int]) -> dict[str, int]:
