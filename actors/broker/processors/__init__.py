@@ -142,6 +142,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.CLONE_GROUP_OFFSET,
                 RC.QUERY_CONSUME_TIME_SPAN,
                 RC.VIEW_BROKER_STATS_DATA,
+                RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
             }
         ),
         "waitTimeMillsInOtherQueue",

@@ -36,6 +36,7 @@ from protocol.bodies import (
     dumps_compact,
     dumps_object_map,
     loads_lenient,
+    loads_object_map,
 )
 from protocol.codes import SYSTEM_TOPICS, LanguageCode, is_system_topic
 from protocol.codes import RequestCode as RC
@@ -50,6 +51,7 @@ from protocol.headers import (
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -88,6 +90,7 @@ def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
 
 
 CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
+CONSUMER_STATUS_TIMEOUT_MS = 5_000  # Broker2Client.getConsumeStatus's invokeSync
 
 
 @dataclass(slots=True)
@@ -97,6 +100,18 @@ class PendingCall:
     conn_id: int  # who asked (an admin tool)
     cmd: RemotingCommand  # their request
     deadline_ms: int
+
+
+@dataclass(slots=True)
+class StatusCall:
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS: GET_CONSUMER_STATUS_FROM_CLIENT asked of each
+    client; their queue offset tables, by client id, once all answered or the time is up."""
+
+    conn_id: int
+    cmd: RemotingCommand
+    deadline_ms: int
+    pending: dict[int, str]  # opaque of our request -> the client's id
+    tables: dict[str, bytes]  # client id -> its messageQueueTable (fastjson object-keyed map)
 
 
 @dataclass(slots=True)
@@ -121,6 +136,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         self.locks = RebalanceLockManager()
         self.held: dict[int, HeldReply] = {}
         self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
+        self.status_calls: dict[int, StatusCall] = {}  # opaque of one client's request -> call
         self._next_token = 1
         self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
@@ -153,6 +169,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.CLONE_GROUP_OFFSET: self._clone_group_offset,
             RC.QUERY_CONSUME_TIME_SPAN: self._consume_time_span,
             RC.VIEW_BROKER_STATS_DATA: self._view_stats_data,
+            RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -207,6 +224,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
             del self.held[token]
         for opaque in [o for o, c in self.calls.items() if c.conn_id == conn_id]:
             del self.calls[opaque]
+        for opaque in [o for o, c in self.status_calls.items() if c.conn_id == conn_id]:
+            del self.status_calls[opaque]
 
     def tick(self, now_ms: int) -> int | None:
         """Answer held replies and client calls that did not complete in time."""
@@ -220,8 +239,12 @@ class AdminBrokerProcessor(CodeDispatchCore):
                 RS.CONSUME_MSG_TIMEOUT,
                 f"consumer <{ext.get('consumerGroup', '')}> <{ext.get('clientId', '')}> Timeout: "
                 f"the client did not answer code {call.cmd.code} in time"))
+        for sc in {id(c): c for c in self.status_calls.values()}.values():
+            if now_ms >= sc.deadline_ms:  # clients that did not answer are left out, as in Java
+                self._finish_status(sc)
         deadlines = [h.deadline_ms for h in self.held.values()]
         deadlines += [c.deadline_ms for c in self.calls.values()]
+        deadlines += [c.deadline_ms for c in self.status_calls.values()]
         deadlines.append(now_ms + self.stats.sample(now_ms))  # StoreStatsService, each second
         return max(0, min(deadlines) - now_ms)
 
@@ -262,6 +285,10 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
         """A client answered a relayed request: pass code, remark, ext fields and body on."""
+        sc = self.status_calls.pop(resp.opaque, None)
+        if sc is not None:
+            self._status_answer(sc, resp)
+            return
         call = self.calls.pop(resp.opaque, None)
         if call is None:
             log.info("client response opaque=%d code=%d matches no call", resp.opaque, resp.code)
@@ -274,6 +301,56 @@ class AdminBrokerProcessor(CodeDispatchCore):
         h = GetConsumerRunningInfoRequestHeader.from_ext(req.cmd.ext_fields)
         fwd = RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, h.to_ext())
         return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
+
+    def _consumer_status(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (mqadmin getConsumerStatus,
+        Broker2Client.getConsumeStatus): ask each client of the group (or only clientAddr,
+        matched against the client id) for its queue offsets of the topic."""
+        cmd = req.cmd
+        h = GetConsumerStatusRequestHeader.from_ext(cmd.ext_fields)
+        info = self.ctx.consumer_groups.get(h.group)
+        if info is None or not info.connections:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{h.group}]")
+        only = (h.client_addr or "").strip()
+        targets = [(cid, conn) for cid, conn, _a, _l, _v in info.connections
+                   if not only or cid == only][:1 if only else None]  # fmt: skip
+        sc = StatusCall(req.conn_id, cmd, now_ms + CONSUMER_STATUS_TIMEOUT_MS, {}, {})
+        if not targets or self.ctx.outbox is None:
+            return self._status_response(sc)
+        ext = GetConsumerStatusRequestHeader(h.topic, h.group).to_ext()
+        for cid, conn in targets:
+            fwd = RemotingCommand.request(RC.GET_CONSUMER_STATUS_FROM_CLIENT, ext)
+            sc.pending[fwd.opaque] = cid
+            self.status_calls[fwd.opaque] = sc
+            self.ctx.outbox.send(conn, fwd)
+        return None
+
+    def _status_answer(self, sc: StatusCall, resp: RemotingCommand) -> None:
+        cid = sc.pending.pop(resp.opaque, "")
+        if resp.code == RS.SUCCESS and resp.body:
+            try:
+                text = bytes(resp.body).decode("utf-8")
+                key = '"messageQueueTable":'
+                at = text.find(key)
+                pairs, _ = loads_object_map(text, at + len(key)) if at >= 0 else ([], 0)
+                sc.tables[cid] = dumps_object_map(pairs)
+            except (UnicodeDecodeError, ValueError, IndexError) as e:
+                log.warning("consumer status of %s unreadable: %s", cid, e)
+        if not sc.pending:
+            self._finish_status(sc)
+
+    def _finish_status(self, sc: StatusCall) -> None:
+        for opaque in list(sc.pending):
+            self.status_calls.pop(opaque, None)
+        sc.pending.clear()
+        self._reply(sc.conn_id, self._status_response(sc))
+
+    def _status_response(self, sc: StatusCall) -> RemotingCommand:
+        """GetConsumerStatusBody: consumerTable {clientId: {MessageQueue: offset}}."""
+        table = b",".join(dumps_compact(c) + b":" + m for c, m in sorted(sc.tables.items()))
+        body = b'{"consumerTable":{' + table + b'},"messageQueueTable":{}}'
+        return sc.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _consume_directly(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """CONSUME_MESSAGE_DIRECTLY: hand one stored message (by offset msg id) to a consumer."""

@@ -10,6 +10,7 @@ import struct
 
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.command import RemotingCommand
 from protocol.record import java_string_hash
 from tests.unit.broker.broker_kit import Broker, heartbeat_body, send_ext
 
@@ -191,3 +192,58 @@ def test_view_broker_stats_data_answers_an_item_it_does_not_keep_as_java_does(
     assert r.remark == "The stats <TOPIC_PUT_NUMS> <T> not exist"
     r = broker.call(RC.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS"})
     assert r is not None and r.remark == "the custom field <statsKey> is null"
+
+
+# --- INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) --------------------------------------------
+
+
+def _status_reply(fwd: RemotingCommand, offsets: dict[int, int]) -> RemotingCommand:
+    mqs = ",".join(
+        f'{{"brokerName":"broker-a","queueId":{q},"topic":"T"}}:{o}' for q, o in offsets.items()
+    )
+    body = ('{"consumerTable":{},"messageQueueTable":{' + mqs + "}}").encode()
+    return fwd.make_response(RS.SUCCESS, None, None, body)
+
+
+def test_consumer_status_asks_every_client_and_gathers_their_tables(broker: Broker) -> None:
+    _hb(broker, 5, heartbeat_body("10.0.0.5@c1", "CG", "T"))
+    _hb(broker, 6, heartbeat_body("10.0.0.6@c2", "CG", "T"))
+    broker.outbox.take()
+    ext = {"topic": "T", "group": "CG"}
+    assert broker.call(RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, ext, conn_id=9) is None
+    sent = broker.outbox.take()
+    assert sorted(c for c, _ in sent) == [5, 6]
+    assert all(f.code == RC.GET_CONSUMER_STATUS_FROM_CLIENT for _, f in sent)
+    assert all(f.ext_fields == {"topic": "T", "group": "CG"} for _, f in sent)
+    admin = broker.cores["admin"]
+    by_conn = dict(sent)
+    admin.on_client_response(_status_reply(by_conn[5], {0: 3, 1: 4}), 10)
+    assert broker.outbox.take() == []  # still waiting for c2
+    admin.on_client_response(_status_reply(by_conn[6], {2: 7}), 10)
+    [(conn, resp)] = broker.outbox.take()
+    assert conn == 9 and resp.code == RS.SUCCESS
+    text = bytes(resp.body).decode()
+    assert text.startswith('{"consumerTable":{"10.0.0.5@c1":{{"brokerName":"broker-a"')
+    assert '"10.0.0.6@c2":{{"brokerName":"broker-a","queueId":2,"topic":"T"}:7}' in text
+    assert text.endswith('},"messageQueueTable":{}}')
+
+
+def test_consumer_status_one_client_timeout_and_offline_group(broker: Broker) -> None:
+    r = broker.call(RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "T", "group": "CG"})
+    assert r is not None and r.code == RS.SYSTEM_ERROR
+    assert r.remark == "No Any Consumer online in the consumer group: [CG]"
+    _hb(broker, 5, heartbeat_body("10.0.0.5@c1", "CG", "T"))
+    _hb(broker, 6, heartbeat_body("10.0.0.6@c2", "CG", "T"))
+    broker.outbox.take()
+    ext = {"topic": "T", "group": "CG", "clientAddr": "10.0.0.6@c2"}
+    assert broker.call(RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, ext, conn_id=9,
+                       now_ms=1000) is None  # fmt: skip
+    [(conn, _fwd)] = broker.outbox.take()
+    assert conn == 6  # only the named client
+    admin = broker.cores["admin"]
+    admin.tick(5999)
+    assert broker.outbox.take() == []
+    admin.tick(6000)  # no answer in 5 s: that client is left out, still SUCCESS
+    [(conn, resp)] = broker.outbox.take()
+    assert conn == 9 and resp.code == RS.SUCCESS
+    assert bytes(resp.body) == b'{"consumerTable":{},"messageQueueTable":{}}'
