@@ -51,51 +51,79 @@ def write_json_atomic(path: str, text: str) -> None:
 
 class BackgroundWriter:
     """write_json_atomic on a daemon thread; of the texts submitted for one path while a write
-    is going on, only the latest is written next."""
+    is going on, only the latest is written next. A text whose write failed is written again
+    (ConfigManager.persist rewrites its file every period): after retry_s, at the next submit,
+    and at close(), unless a newer text for that path came meanwhile."""
 
-    def __init__(self, name: str = "config-writer") -> None:
+    def __init__(self, name: str = "config-writer", retry_s: float = 10.0) -> None:
         self._pending: dict[str, str] = {}
+        self._failed: dict[str, str] = {}  # path -> the text whose write failed last
         self._cv = threading.Condition()
         self._busy = False
         self._stop = False
+        self.retry_s = retry_s
         self.writes = 0
+        self.failures = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, path: str, text: str) -> None:
-        """Queue text for path (replacing what is queued for it and not yet being written)."""
+        """Queue text for path (replacing what is queued for it and not yet being written);
+        texts that failed before are queued again too."""
         with self._cv:
+            self._failed.pop(path, None)
+            self._requeue_failed()
             self._pending[path] = text
             self._cv.notify()
 
     def flush(self, timeout_s: float = 30.0) -> bool:
-        """Wait until everything submitted so far is written; False on timeout."""
+        """Wait until everything submitted so far was tried; False on timeout."""
         with self._cv:
             return self._cv.wait_for(lambda: not self._pending and not self._busy, timeout_s)
 
     def close(self) -> None:
-        """Write what is queued, then stop the thread."""
+        """Write what is queued (and try a failed text once more), then stop the thread."""
+        with self._cv:
+            self._requeue_failed()
+            self._cv.notify_all()
         self.flush()
         with self._cv:
             self._stop = True
             self._cv.notify_all()
         self._thread.join(timeout=30)
 
+    def _requeue_failed(self) -> None:
+        """(Under the lock.) Move failed texts back into the queue."""
+        for path, text in self._failed.items():
+            self._pending.setdefault(path, text)
+        self._failed.clear()
+
     def _run(self) -> None:
         while True:
             with self._cv:
-                self._cv.wait_for(lambda: self._pending or self._stop)
+                while not self._pending and not self._stop:
+                    if not self._failed:
+                        self._cv.wait()
+                    elif not self._cv.wait(self.retry_s):
+                        self._requeue_failed()
                 if not self._pending:
                     return
                 path, text = self._pending.popitem()
                 self._busy = True
+            ok = False
             try:
                 write_json_atomic(path, text)
-                self.writes += 1
+                ok = True
             except OSError:
-                log.exception("writing %s failed (the next submit retries)", path)
+                log.exception("writing %s failed (written again later)", path)
             finally:
                 with self._cv:
+                    if ok:
+                        self.writes += 1
+                    else:
+                        self.failures += 1
+                        if path not in self._pending:
+                            self._failed[path] = text
                     self._busy = False
                     self._cv.notify_all()
 

@@ -63,3 +63,72 @@ def test_a_failed_write_is_logged_and_the_thread_goes_on(tmp_path: Any) -> None:
     finally:
         w.close()
     assert w.writes == 1
+
+
+def test_a_failed_write_is_written_again_even_if_nothing_newer_comes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ScheduleMessageService marks its table clean when it submits, so a text whose write
+    failed (disk full for a moment) must be retried by the writer: at close() at the latest,
+    and after retry_s without any new submit."""
+    path = os.path.join(str(tmp_path), "config", "delayOffset.json")
+    real = config_files.write_json_atomic
+    fail = {"n": 1}
+
+    def flaky(p: str, text: str) -> None:
+        if fail["n"] > 0:
+            fail["n"] -= 1
+            raise OSError(28, "No space left on device")
+        real(p, text)
+
+    monkeypatch.setattr(config_files, "write_json_atomic", flaky)
+    w = BackgroundWriter()
+    try:
+        w.submit(path, '{"offsetTable":{3:7}}')
+        assert w.flush()
+        assert not os.path.exists(path)
+    finally:
+        w.close()  # a clean shutdown: the failed text is written now
+    assert read_json_with_bak(path) == '{"offsetTable":{3:7}}'
+    assert w.writes == 1 and w.failures == 1
+
+    fail["n"] = 1
+    done = threading.Event()
+    w2 = BackgroundWriter(retry_s=0.01)
+    try:
+        w2.submit(path, '{"offsetTable":{3:8}}')
+        for _ in range(2_000):  # bounded: retried after retry_s, no new submit
+            if w2.writes == 1:
+                done.set()
+                break
+            threading.Event().wait(0.005)
+        assert done.is_set() and w2.failures == 1
+        assert read_json_with_bak(path) == '{"offsetTable":{3:8}}'
+    finally:
+        w2.close()
+
+
+def test_a_newer_text_replaces_a_failed_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = os.path.join(str(tmp_path), "config", "delayOffset.json")
+    real = config_files.write_json_atomic
+    seen: list[str] = []
+
+    def flaky(p: str, text: str) -> None:
+        seen.append(text)
+        if len(seen) == 1:
+            raise OSError(5, "Input/output error")
+        real(p, text)
+
+    monkeypatch.setattr(config_files, "write_json_atomic", flaky)
+    w = BackgroundWriter()
+    try:
+        w.submit(path, '{"offsetTable":{1:1}}')
+        assert w.flush()
+        w.submit(path, '{"offsetTable":{1:2}}')
+        assert w.flush()
+    finally:
+        w.close()
+    assert seen == ['{"offsetTable":{1:1}}', '{"offsetTable":{1:2}}']  # the old one never lands
+    assert read_json_with_bak(path) == '{"offsetTable":{1:2}}'
