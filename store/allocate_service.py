@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 MADV_POPULATE_WRITE: Final = 23  # Linux >= 5.14
 WARM_CHUNK: Final = 8 * 1024 * 1024
+TOUCH_STEP: Final = 1024 * 1024  # the fallback's writes per next_lock hold (the writer may wait)
 
 
 class AllocateMappedFileService:
@@ -78,15 +79,33 @@ class AllocateMappedFileService:
                 if mf.mm.closed:
                     return
                 log.debug("madvise populate failed errno=%d: touching pages", ctypes_errno())
-                try:
-                    mf.warm_range(pos, pos + n)  # the writer's way (holds the GIL per chunk)
-                except (ValueError, OSError):
-                    return
+                if not self._touch(mf, pos, pos + n):
+                    return  # the writer took the segment (or it was closed): no more writes
             if flush_pages > 0 and self._msync is not None:
                 self._msync(addr + pos, n, MS_SYNC)  # SYNC_FLUSH: no dirty zeros left behind
             pos += n
             self.warmed_bytes += n
             self.mfq.note_warmed(mf, pos)
+
+    def _touch(self, mf: MappedFile, start: int, end: int) -> bool:
+        """Warm [start, end) of mf the writer's way (a zero byte written per page above its
+        wrote position, GIL held), TOUCH_STEP at a time and only while mf is still the next
+        segment nobody writes to: under next_lock, which the writer needs to take it, so no
+        append can land between reading the wrote position and writing the zeros. False once
+        the writer took it or it was closed."""
+        mfq = self.mfq
+        pos = start
+        while pos < end and not self._stop:
+            step = min(TOUCH_STEP, end - pos)
+            with mfq.next_lock:
+                if mfq._next is not mf or mf.mm.closed:
+                    return False
+                try:
+                    mf.warm_range(pos, pos + step)
+                except (ValueError, OSError):
+                    return False
+            pos += step
+        return True
 
     def _run(self) -> None:
         while True:
