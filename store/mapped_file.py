@@ -42,6 +42,7 @@ class MappedFile:
         "file_name",
         "file_size",
         "flushed_position",
+        "inode",
         "mm",
         "mv",
         "path",
@@ -64,7 +65,9 @@ class MappedFile:
         if writable:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                size = os.fstat(fd).st_size
+                st = os.fstat(fd)
+                size = st.st_size
+                self.inode = st.st_ino
                 if size != file_size:
                     if size > file_size:
                         raise ValueError(f"{path}: size {size} larger than configured {file_size}")
@@ -87,7 +90,9 @@ class MappedFile:
             self.fd = -1
             fd = os.open(path, os.O_RDONLY)
             try:
-                size = os.fstat(fd).st_size
+                st = os.fstat(fd)
+                size = st.st_size
+                self.inode = st.st_ino
                 if size < file_size:
                     # the writer is still creating it (O_CREAT, first page, then ftruncate):
                     # a mapping taken now would stay short for good; the next refresh maps it
@@ -260,14 +265,26 @@ class MappedFileQueue:
         return True
 
     def refresh(self) -> None:
-        """Reader: pick up segments created or deleted since the last look."""
-        if not os.path.isdir(self.store_path):
-            return
-        names = sorted(n for n in os.listdir(self.store_path) if len(n) == 20 and n.isdigit())
+        """Reader: pick up segments created or deleted since the last look (a segment deleted
+        and made again under the same name, as a deleted topic's queue, is mapped anew)."""
+        try:
+            with os.scandir(self.store_path) as it:
+                names = [e.name for e in it if len(e.name) == 20 and e.name.isdigit()]
+        except FileNotFoundError:  # the whole queue was deleted
+            names = []
+        found: dict[str, int] = {}
+        for name in names:  # st_ino, not the dirent's d_ino (overlay file systems differ there)
+            try:
+                found[name] = os.stat(os.path.join(self.store_path, name)).st_ino
+            except FileNotFoundError:
+                continue
         have = {mf.file_name: mf for mf in self.files}
         files: list[MappedFile] = []
-        for name in names:
+        for name in sorted(found):
             mf = have.pop(name, None)
+            if mf is not None and mf.inode != found[name]:
+                have[name + "~"] = mf  # a new file under the old name: close the stale one
+                mf = None
             if mf is None:
                 try:
                     mf = MappedFile(

@@ -579,3 +579,31 @@ def test_runtime_info_counts_what_the_send_and_pull_actors_did(local_cluster) ->
         t = table(cl)
         assert int(t["bootTimestamp"]) > 0 and t["runtime"].startswith("[ 0 days")
         assert int(t["putMessageSizeTotal"]) > 3 * 2
+
+
+def test_deleted_topic_made_again_starts_empty(local_cluster) -> None:
+    """DELETE_TOPIC_IN_BROKER removes the topic's consume queues (cleanUnusedTopic): the topic
+    made again under the same name starts at offset 0, and the pull actor, which had the old
+    queue mapped, serves only the new messages."""
+    cluster = start_real(local_cluster)
+    topic = "E2eDeleteAgain"
+    _create_topic(cluster, topic, queues=1)
+    with BlockingClient(broker_addr(cluster)) as cl:
+        for i in range(3):
+            assert cl.invoke(send_cmd(topic, b"old%d" % i, msg_props()), RPC_TIMEOUT_S).code == 0
+        r = _pull(cl, topic, 0, 0)
+        assert r.code == 0 and len(decode_messages(r.body)) == 3  # the pull actor maps the queue
+        assert cl.invoke(simple_cmd(215, topic=topic), RPC_TIMEOUT_S).code == 0
+
+        def queue_gone() -> bool:
+            r = cl.invoke(simple_cmd(30, topic=topic, queueId=0), RPC_TIMEOUT_S)
+            return r.code == 0 and r.ext_fields.get("offset") == "0"
+
+        assert wait_until(queue_gone, 10), "the deleted topic's queue still has messages"
+    _create_topic(cluster, topic, queues=1)
+    with BlockingClient(broker_addr(cluster)) as cl:
+        sent = cl.invoke(send_cmd(topic, b"new", msg_props()), RPC_TIMEOUT_S)
+        assert sent.code == 0 and sent.ext_fields["queueOffset"] == "0"
+        r = _pull(cl, topic, 0, 0)
+        assert r.code == 0
+        assert [bytes(m.body) for m in decode_messages(r.body)] == [b"new"]

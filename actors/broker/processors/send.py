@@ -23,6 +23,7 @@ from actors.broker.events import (
     OffsetMoved,
     SubscriptionGroupChanged,
     TopicConfigChanged,
+    TopicsDeleted,
 )
 from actors.broker.schedule import ScheduleMessageService
 from actors.broker.topic_config import (
@@ -169,6 +170,7 @@ class SendMessageProcessor:
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
         ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
+        ctx.on_event(TopicsDeleted, self._on_topics_deleted)
         self.schedule = self._start_schedule()
         self.tx = self._start_transactions()
 
@@ -694,6 +696,16 @@ class SendMessageProcessor:
             log.warning("END_TRANSACTION group=%s offset=%d from %s:%d: %s", h.producer_group,
                         h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
         return cmd.make_response(code, remark)
+
+    # --- DELETE_TOPIC_IN_BROKER (from the admin actor) -----------------------------------------
+
+    def _on_topics_deleted(self, ev: TopicsDeleted, now_ms: int) -> None:
+        """The deleted topics' consume queues go too (DefaultMessageStore.cleanUnusedTopic), so a
+        topic made again under the same name starts empty at queue offset 0."""
+        gone = [t for t in ev.topics if self.ctx.topics.get(t) is None]
+        if gone:
+            self.store.delete_topics(gone)
+            log.info("deleted the consume queues of topics %s", gone)
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 

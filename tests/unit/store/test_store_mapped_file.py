@@ -30,3 +30,41 @@ def test_reader_never_maps_a_segment_that_is_still_being_created(tmp_path: Path)
     assert len(reader.files) == 1
     mv = reader.files[0].mv
     assert len(mv) == FILE_SIZE and bytes(mv[-4:]) == b"tail"
+
+
+def test_reader_refresh_maps_a_segment_made_again_under_its_name(tmp_path) -> None:
+    """A queue deleted and made again (a deleted topic's) must not be read through the old
+    mapping of the unlinked file; a deleted directory drops every mapping."""
+    import shutil
+
+    path = str(tmp_path / "q")
+    writer = MappedFileQueue(path, 4096, writable=True, warm=False)
+    mf = writer.get_last_mapped_file(0)
+    assert mf is not None
+    mf.mm[0:3] = b"old"
+    reader = MappedFileQueue(path, 4096, writable=False)
+    reader.refresh()
+    assert bytes(reader.files[0].mm[0:3]) == b"old"
+    writer.close()
+    shutil.rmtree(path)
+    reader.refresh()
+    assert reader.files == []  # the directory is gone
+    reader.refresh()
+    again = MappedFileQueue(path, 4096, writable=True, warm=False)
+    mf = again.get_last_mapped_file(0)
+    assert mf is not None
+    mf.mm[0:3] = b"new"
+    reader.refresh()
+    assert [f.file_name for f in reader.files] == ["0" * 20]
+    assert bytes(reader.files[0].mm[0:3]) == b"new"
+    # the same name again while the reader still maps the previous file
+    again.close()
+    shutil.rmtree(path)
+    third = MappedFileQueue(path, 4096, writable=True, warm=False)
+    mf = third.get_last_mapped_file(0)
+    assert mf is not None
+    mf.mm[0:3] = b"3rd"
+    reader.refresh()
+    assert bytes(reader.files[0].mm[0:3]) == b"3rd"
+    third.close()
+    reader.close()
