@@ -97,6 +97,8 @@ class BrokerStatsSampler:
         miss = [_tps(self.miss, w) or 0.0 for w in WINDOWS]
         boot = get(OFF_BOOT_MS)
         lock_since = get(OFF_LOCK_SINCE_MS)
+        if lock_since < boot:  # left by a run that ended inside a batch (kill -9): not locked now
+            lock_since = 0
         table = {
             "bootTimestamp": str(boot),
             "runtime": _runtime_text(now_ms - boot if boot else 0),

@@ -122,3 +122,18 @@ def test_store_publishes_put_and_get_counters(tmp_path: Any) -> None:
         page.close()
     finally:
         s.shutdown(2_000)
+
+
+def test_lock_time_left_by_a_killed_run_is_not_reported(tmp_path: Any) -> None:
+    """A send actor killed inside a batch leaves its batch start in the page; after the
+    restart (a later boot time) no batch holds the lock until the first one starts."""
+    path = os.path.join(str(tmp_path), "stats")
+    writer = StatsPage(path, writable=True)
+    sampler = BrokerStatsSampler(StatsPage(path, writable=False))
+    writer.set(OFF_BOOT_MS, T0)
+    writer.set(OFF_LOCK_SINCE_MS, T0 + 500)  # inside a batch when killed
+    writer.set(OFF_BOOT_MS, T0 + 60_000)  # restarted: the store writer's start
+    assert sampler.runtime_table(T0 + 3_600_000)["pageCacheLockTimeMills"] == "0"
+    writer.set(OFF_LOCK_SINCE_MS, T0 + 3_600_000 - 40)  # a batch of this run
+    assert sampler.runtime_table(T0 + 3_600_000)["pageCacheLockTimeMills"] == "40"
+    writer.close()
