@@ -1882,6 +1882,23 @@ class DefaultMessageStore(_StoreReadMixin):
         if self._index_mode != "process":  # else the index process deletes its own files
             self.index.delete_expired(min_phy)
 
+    def clean_expired_consume_queues(self) -> int:
+        """Drop consume queues whose last unit ends below the commit log's min offset
+        (cleanExpiredConsumerQueue); an empty queue stays. Returns how many were dropped."""
+        min_phy = self.commitlog.min_offset
+        expired = [
+            key
+            for key, cq in self.consume_queues.items()
+            if cq.get_max_offset_in_queue() > 0 and cq.max_phy_offset < min_phy
+        ]
+        for key in expired:
+            self.consume_queues.pop(key).destroy()
+            self.topic_queue_table.pop(key, None)
+            shutil.rmtree(os.path.join(self.cq_root, key[0], str(key[1])), ignore_errors=True)
+        if expired and self.state is not None:
+            self.state.bump_generation()
+        return len(expired)
+
     def delete_topics(self, topics: set[str] | list[str]) -> None:
         """Drop the consume queues of these topics."""
         for key in [k for k in self.consume_queues if k[0] in topics]:

@@ -145,3 +145,13 @@ class TableVersions:
     AUDIENCE: ClassVar[frozenset[str]] = frozenset({"admin"})
     topics: tuple[int, int]
     groups: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCleanRequested:
+    """CLEAN_UNUSED_TOPIC ("unused": consume queues of topics no longer configured) or
+    CLEAN_EXPIRED_CONSUMEQUEUE ("expired": queues wholly below the commit log's min offset),
+    for the store writer (DefaultMessageStore.cleanUnusedTopic / cleanExpiredConsumerQueue)."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
+    what: str

@@ -21,6 +21,7 @@ from actors.broker.events import (
     OffsetCommitted,
     OffsetMoved,
     ProducerGroupChanged,
+    StoreCleanRequested,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TableVersions,
@@ -107,7 +108,7 @@ class BrokerState:
                 self.producer_groups[ev.group] = ev.conn_ids
             else:
                 self.producer_groups.pop(ev.group, None)
-        elif not isinstance(ev, OffsetMoved):  # OffsetMoved: no table, the send core stores it
+        elif not isinstance(ev, OffsetMoved | StoreCleanRequested):  # no table: the send core acts
             return None
         return changed
 

@@ -143,6 +143,8 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.QUERY_CONSUME_TIME_SPAN,
                 RC.VIEW_BROKER_STATS_DATA,
                 RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                RC.CLEAN_UNUSED_TOPIC,
+                RC.CLEAN_EXPIRED_CONSUMEQUEUE,
             }
         ),
         "waitTimeMillsInOtherQueue",

@@ -16,6 +16,7 @@ from typing import Any
 from actors.broker.context import BrokerContext
 from actors.broker.events import (
     OffsetCommitted,
+    StoreCleanRequested,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
@@ -170,6 +171,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.QUERY_CONSUME_TIME_SPAN: self._consume_time_span,
             RC.VIEW_BROKER_STATS_DATA: self._view_stats_data,
             RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
+            RC.CLEAN_UNUSED_TOPIC: self._clean_unused_topics,
+            RC.CLEAN_EXPIRED_CONSUMEQUEUE: self._clean_expired_queues,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -376,6 +379,17 @@ class AdminBrokerProcessor(CodeDispatchCore):
             )
         self.ctx.emit(TopicsDeleted((topic,)))
         return cmd.make_response(RS.SUCCESS, None, {})
+
+    def _clean_unused_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC: the store writer drops the queues of topics no longer configured
+        (it runs before this client's next request reaches it: causal replication)."""
+        self.ctx.emit(StoreCleanRequested("unused"))
+        return req.cmd.make_response(RS.SUCCESS)
+
+    def _clean_expired_queues(self, req: Request, now_ms: int) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE: the store writer drops queues below the log's min offset."""
+        self.ctx.emit(StoreCleanRequested("expired"))
+        return req.cmd.make_response(RS.SUCCESS)
 
     def _topic_wrapper(self) -> dict[str, Any]:
         return {

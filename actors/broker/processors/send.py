@@ -21,6 +21,7 @@ from actors.broker.context import BrokerContext
 from actors.broker.events import (
     BrokerConfigChanged,
     OffsetMoved,
+    StoreCleanRequested,
     SubscriptionGroupChanged,
     TopicConfigChanged,
     TopicsDeleted,
@@ -44,6 +45,7 @@ from protocol.codes import (
     RETRY_GROUP_TOPIC_PREFIX,
     RPC_TYPE_RESPONSE,
     dlq_topic,
+    is_system_topic,
     retry_topic,
 )
 from protocol.codes import LanguageCode as Lang
@@ -171,6 +173,7 @@ class SendMessageProcessor:
         ctx.on_event(OffsetMoved, self._on_offset_moved)
         ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
         ctx.on_event(TopicsDeleted, self._on_topics_deleted)
+        ctx.on_event(StoreCleanRequested, self._on_store_clean)
         self.schedule = self._start_schedule()
         self.tx = self._start_transactions()
 
@@ -706,6 +709,22 @@ class SendMessageProcessor:
         if gone:
             self.store.delete_topics(gone)
             log.info("deleted the consume queues of topics %s", gone)
+
+    def _on_store_clean(self, ev: StoreCleanRequested, now_ms: int) -> None:
+        """CLEAN_UNUSED_TOPIC / CLEAN_EXPIRED_CONSUMEQUEUE from the admin actor."""
+        if ev.what == "unused":
+            configured = self.ctx.topics.table
+            unused = {
+                topic
+                for topic, _qid in self.store.consume_queues
+                if topic not in configured and not is_system_topic(topic)
+            }
+            if unused:
+                self.store.delete_topics(unused)
+            log.info("clean unused topics: deleted the consume queues of %s", sorted(unused))
+        elif ev.what == "expired":
+            n = self.store.clean_expired_consume_queues()
+            log.info("clean expired consume queues: %d deleted", n)
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 

@@ -1,0 +1,48 @@
+"""CLEAN_UNUSED_TOPIC (316) and CLEAN_EXPIRED_CONSUMEQUEUE (306): the admin actor asks, the store
+writer (send actor) drops the consume queues (DefaultMessageStore.cleanUnusedTopic /
+cleanExpiredConsumerQueue, RocketMQ 4.9.x)."""
+
+from __future__ import annotations
+
+from protocol.codes import SCHEDULE_TOPIC
+from protocol.codes import RequestCode as RC
+from protocol.codes import ResponseCode as RS
+from tests.unit.broker.broker_kit import Broker, send_ext
+
+
+def _queues(broker: Broker) -> set[tuple[str, int]]:
+    return set(broker.store.consume_queues)
+
+
+def test_clean_unused_topic_drops_queues_of_topics_no_longer_configured(broker: Broker) -> None:
+    for topic in ("Keep", "Gone"):
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=1), b"x", now_ms=5000)
+        assert r is not None and r.code == RS.SUCCESS
+    broker.store._find_or_create_cq(SCHEDULE_TOPIC, 2)  # a system topic's queue always stays
+    for ctx in broker.ctxs.values():  # "Gone" dropped from the config (topics.json edited)
+        ctx.topics.delete("Gone")
+    assert ("Gone", 1) in _queues(broker)
+    r = broker.call(RC.CLEAN_UNUSED_TOPIC, {})
+    assert r is not None and r.code == RS.SUCCESS
+    assert ("Gone", 1) not in _queues(broker)
+    assert {("Keep", 1), (SCHEDULE_TOPIC, 2)} <= _queues(broker)
+    assert broker.store.get_max_offset_in_queue("Keep", 1) == 1
+
+
+def test_clean_expired_consume_queue_drops_queues_below_the_log_min(broker: Broker) -> None:
+    body = b"y" * 60_000  # the kit's commit-log files are 1 MiB: a few records roll them
+    for topic, n in (("Old", 15), ("Fresh", 25)):  # Old in the first file; Fresh past the second
+        for _ in range(n):
+            r = broker.call(RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=0), body, now_ms=5000)
+            assert r is not None and r.code == RS.SUCCESS
+    store = broker.store
+    store.manual_delete = True
+    store.cfg.fileReservedTime = 0
+    store.disk_usage = lambda _p: 0.1  # type: ignore[method-assign]
+    assert store.clean_expired(10_000) > 0  # every file but the one being written
+    assert store.commitlog.min_offset > store.consume_queues[("Old", 0)].max_phy_offset
+    r = broker.call(RC.CLEAN_EXPIRED_CONSUMEQUEUE, {})
+    assert r is not None and r.code == RS.SUCCESS
+    assert ("Old", 0) not in _queues(broker)
+    assert ("Fresh", 0) in _queues(broker)  # its unit is above the min: it stays
+    assert store.check() == []
