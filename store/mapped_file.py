@@ -332,19 +332,21 @@ class MappedFileQueue:
 
     def _create(self, offset: int) -> MappedFile:
         path = os.path.join(self.store_path, offset2file_name(offset))
+        # the whole take-or-create under the lock: the allocate thread must not make the same
+        # segment meanwhile (it looks at files[-1] and the path, which change here)
         with self.next_lock:
             nxt = self._next
             self._next = None
-        if nxt is not None and nxt.path == path and os.path.exists(path):
-            mf = nxt  # preallocated and (partly) warmed off the put path: no second warm (it
-            # would dirty every page again); pages not warmed yet fault on first append
-        else:
-            if nxt is not None:
-                nxt.close()
-            os.makedirs(self.store_path, exist_ok=True)
-            mf = MappedFile(path, self.file_size, writable=True, create=True)
-            self.warm(mf)
-        self.files.append(mf)
+            if nxt is not None and nxt.path == path and os.path.exists(path):
+                mf = nxt  # preallocated and (partly) warmed off the put path: no second warm
+                # (it would dirty every page again); pages not warmed yet fault on first append
+            else:
+                if nxt is not None:
+                    nxt.close()
+                os.makedirs(self.store_path, exist_ok=True)
+                mf = MappedFile(path, self.file_size, writable=True, create=True)
+                self.warm(mf)
+            self.files.append(mf)
         log.info("created mapped file path=%s size=%d", path, self.file_size)
         return mf
 
@@ -453,7 +455,8 @@ class MappedFileQueue:
                 complete = False
                 continue
             mf.flushed_position = max(mf.flushed_position, wrote)
-            self.flushed_where = max(self.flushed_where, mf.file_from_offset + wrote)
+            if complete:  # flushed_where never passes a file left dirty (flush() resumes there)
+                self.flushed_where = max(self.flushed_where, mf.file_from_offset + wrote)
         return complete
 
     # ---- truncation / deletion -----------------------------------------------------------

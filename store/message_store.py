@@ -1047,8 +1047,8 @@ class DefaultMessageStore(_StoreReadMixin):
         self._stop_index_process()
         self._stop_flusher()
         self.flush(now_ms)
-        for cq in self.consume_queues.values():
-            cq.flush()
+        if not self.flush_logics(0):  # every consume queue's dirty range, then the checkpoint
+            log.warning("store shutdown: a consume queue could not be flushed")
         self.index.flush()
         cp = self.checkpoint
         assert cp is not None

@@ -68,3 +68,50 @@ def test_reader_refresh_maps_a_segment_made_again_under_its_name(tmp_path) -> No
     assert bytes(reader.files[0].mm[0:3]) == b"3rd"
     third.close()
     reader.close()
+
+
+def test_flushed_where_never_passes_a_file_left_dirty(tmp_path) -> None:
+    """flush_ranges(least_pages) may skip a file with few dirty pages while flushing a later one;
+    flushed_where stays at the skipped file so flush() still syncs its tail (a clean shutdown
+    left a consume queue's tail unflushed otherwise)."""
+    q = MappedFileQueue(str(tmp_path / "cq"), 4 * 4096, writable=True, warm=False)
+    a = q.get_last_mapped_file(0)
+    assert a is not None
+    a.mm[0 : 4 * 4096 - 100] = b"a" * (4 * 4096 - 100)
+    a.wrote_position = 4 * 4096 - 100
+    assert q.flush_ranges(0)  # a flushed whole up to its wrote position
+    a.mm[4 * 4096 - 100 : 4 * 4096] = b"t" * 100
+    a.wrote_position = 4 * 4096  # one page dirty in a
+    b = q.get_last_mapped_file(4 * 4096)
+    assert b is not None and b is not a
+    b.mm[0 : 3 * 4096] = b"b" * (3 * 4096)
+    b.wrote_position = 3 * 4096  # three pages dirty in b
+    assert q.flush_ranges(2) is False  # a skipped (1 page < 2), b flushed
+    assert b.flushed_position == 3 * 4096 and a.flushed_position == 4 * 4096 - 100
+    assert q.flushed_where == 4 * 4096 - 100
+    q.flush(0)  # what a clean shutdown runs: a's tail too
+    assert a.flushed_position == 4 * 4096
+    q.close()
+
+
+def test_create_makes_the_segment_under_the_next_lock(tmp_path, monkeypatch) -> None:
+    """The writer's take-or-create of a segment runs under next_lock, so the allocate thread
+    cannot make the same segment at the same time."""
+    from store import mapped_file
+
+    q = MappedFileQueue(str(tmp_path / "cl"), 4096, writable=True, warm=False)
+    real = mapped_file.MappedFile
+    held: list[bool] = []
+
+    def spy(*args, **kwargs):
+        held.append(q.next_lock.locked())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mapped_file, "MappedFile", spy)
+    first = q.get_last_mapped_file(0)
+    assert first is not None
+    first.wrote_position = 4096  # full: the next one is made (none was preallocated)
+    assert q.get_last_mapped_file(4096) is not first
+    assert held == [True, True]
+    monkeypatch.setattr(mapped_file, "MappedFile", real)
+    q.close()
