@@ -25,7 +25,7 @@ import os
 import threading
 from typing import Final
 
-from store.flush_service import MS_SYNC, Msync, ctypes_errno, map_address
+from store.flush_service import MS_SYNC, Msync, ServiceThread, ctypes_errno, map_address
 from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,10 @@ WARM_CHUNK: Final = 8 * 1024 * 1024
 TOUCH_STEP: Final = 1024 * 1024  # the fallback's writes per next_lock hold (the writer may wait)
 
 
-class AllocateMappedFileService:
+class AllocateMappedFileService(ServiceThread):
     """A daemon thread that preallocates and warms mfq's next segment when asked."""
+
+    NAME = "allocate-mapped-file"
 
     def __init__(
         self, mfq: MappedFileQueue, madvise: Msync, msync: Msync | None = None,
@@ -46,19 +48,13 @@ class AllocateMappedFileService:
         self._madvise = madvise
         self._msync = msync
         self.chunk = max(OS_PAGE_SIZE, chunk // OS_PAGE_SIZE * OS_PAGE_SIZE)
-        self._wake = threading.Event()
-        self._stop = False
         self.rounds = 0
         self.warmed_bytes = 0
-        self._thread = threading.Thread(target=self._run, name="allocate-mapped-file", daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def request(self) -> None:
-        """Prepare the next segment (one round however many requests arrive meanwhile)."""
-        self._wake.set()
-
-    def prepare_once(self) -> None:
-        """Create and map the next segment if it is missing, then warm what is not warm yet."""
+    def run_once(self) -> None:
+        """Create and map the next segment if it is missing, then warm what is not warm yet
+        (a close() during a warm-up ends it at its next chunk)."""
         mfq = self.mfq
         mfq.preallocate_next()
         got = mfq.next_to_warm()
@@ -107,22 +103,6 @@ class AllocateMappedFileService:
             pos += step
         return True
 
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop:
-                return
-            try:
-                self.prepare_once()
-            except (OSError, ValueError, BufferError):
-                log.exception("preparing the next segment failed; the next request retries")
-
-    def close(self) -> None:
-        """Stop (a warm-up going on ends at its next chunk)."""
-        self._stop = True
-        self._wake.set()
-        self._thread.join(timeout=60)
 
 
 class FileDeleter:

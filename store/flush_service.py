@@ -68,8 +68,46 @@ def map_address(mm: Any) -> int:
     return addr
 
 
-class _MsyncThread:
-    """A daemon thread running flush_once() rounds on request, msync through ctypes."""
+class ServiceThread:
+    """A daemon thread that runs run_once() after each request() (common/ServiceThread.java:
+    requests made while a round runs fold into one more round)."""
+
+    NAME = "service"
+
+    def __init__(self) -> None:
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name=self.NAME, daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        """Start a round (one is enough however many requests arrive meanwhile)."""
+        self._wake.set()
+
+    def run_once(self) -> Any:
+        """One round."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop:
+                return
+            try:
+                self.run_once()
+            except (OSError, ValueError, BufferError):  # a file closed under the round
+                log.exception("%s round failed; the next request retries", self.NAME)
+
+    def close(self) -> None:
+        """Stop after the round going on."""
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=60)
+
+
+class _MsyncThread(ServiceThread):
+    """A ServiceThread whose rounds msync mapped files through ctypes."""
 
     NAME = "flush"
 
@@ -77,15 +115,8 @@ class _MsyncThread:
         self.store = store
         self._msync = msync
         self._addr: dict[str, tuple[Any, int]] = {}  # path -> (mmap, its address)
-        self._wake = threading.Event()
-        self._stop = False
         self.rounds = 0
-        self._thread = threading.Thread(target=self._run, name=self.NAME, daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        """Start a round (one is enough however many requests arrive meanwhile)."""
-        self._wake.set()
+        super().__init__()
 
     def _address(self, mf: Any) -> int:
         hit = self._addr.get(mf.path)
@@ -106,27 +137,6 @@ class _MsyncThread:
             log.warning("msync failed path=%s errno=%d", mf.path, ctypes_errno())
         return False
 
-    def flush_once(self) -> Any:
-        """One round."""
-        raise NotImplementedError
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop:
-                return
-            try:
-                self.flush_once()
-            except (OSError, ValueError, BufferError):  # a file closed under the round
-                log.exception("%s round failed; the next round retries", self.NAME)
-
-    def close(self) -> None:
-        """Stop after the round going on (the caller flushes what is left)."""
-        self._stop = True
-        self._wake.set()
-        self._thread.join(timeout=60)
-
 
 class CommitLogFlusher(_MsyncThread):
     """FlushRealTimeService: msync of the commit log up to what the writer had published.
@@ -137,7 +147,7 @@ class CommitLogFlusher(_MsyncThread):
 
     NAME = "commitlog-flush"
 
-    def flush_once(self) -> int:
+    def run_once(self) -> int:
         """msync what was published when called; returns the offset now known to be on disk."""
         store = self.store
         st = store.state
@@ -186,7 +196,7 @@ class ConsumeQueueFlusher(_MsyncThread):
         self._least = least_pages if cur is None else min(cur, least_pages)
         self.request()
 
-    def flush_once(self) -> bool:
+    def run_once(self) -> bool:
         """One round; True when every consume queue was flushed whole."""
         least = self._least or 0
         self._least = None

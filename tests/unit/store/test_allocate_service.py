@@ -42,7 +42,7 @@ def test_fallback_touch_never_writes_into_a_segment_the_writer_took(tmp_path: An
 
     alloc = AllocateMappedFileService(mfq, no_populate, chunk=4 * OS_PAGE_SIZE)
     try:
-        alloc.prepare_once()
+        alloc.run_once()
     finally:
         alloc.close()
     assert touched == [(0, True, True)]  # the first chunk only, under the lock, before the roll
