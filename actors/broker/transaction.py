@@ -50,7 +50,6 @@ from protocol.message import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
     PROPERTY_TRANSACTION_CHECK_TIMES,
-    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
@@ -146,11 +145,15 @@ class TransactionalMessageService:
         return RS.SUCCESS, None
 
     def _real_message(self, msg: MessageExt, half_phy: int) -> MessageExtBrokerInner | None:
-        """The committed message: real topic and queue, tx bits COMMIT (endMessageTransaction)."""
+        """The committed message: real topic and queue, tx bits COMMIT (endMessageTransaction).
+
+        Its stored properties are the half message's, all of them: endMessageTransaction fixes
+        the properties string before it clears REAL_TOPIC / REAL_QID / TRAN_MSG from the map, so
+        a Java broker's committed record keeps them (and the Java consumer sets the message's
+        transactionId from UNIQ_KEY because TRAN_MSG=true is there)."""
         props = dict(msg.properties)
-        topic = props.pop(PROPERTY_REAL_TOPIC, None)
-        qid = props.pop(PROPERTY_REAL_QUEUE_ID, None)
-        props.pop(PROPERTY_TRANSACTION_PREPARED, None)
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        qid = props.get(PROPERTY_REAL_QUEUE_ID)
         if not topic or qid is None or not qid.lstrip("-").isdigit():
             return None
         inner = MessageExtBrokerInner.from_stored(

@@ -502,6 +502,8 @@ class SendMessageProcessor:
                         RS.NO_PERMISSION,
                         f"the broker[{self.bc.brokerIP1}] sending transaction message is forbidden",
                     )
+                if w is not None:  # parseHalfMessageInner writes the map again, WAIT put back
+                    props[PROPERTY_WAIT] = w
                 props[PROPERTY_REAL_TOPIC] = topic
                 props[PROPERTY_REAL_QID] = str(queue_id)
                 sys_flag &= ~TRANSACTION_TYPE_MASK

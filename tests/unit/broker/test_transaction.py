@@ -77,6 +77,7 @@ def test_half_message_is_parked_not_visible(txb: Broker) -> None:
     assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 0
     half = _only_record(txb, HALF_TOPIC, 0)
     assert half.properties["REAL_TOPIC"] == "TxTopic" and half.properties["REAL_QID"] == "1"
+    assert half.properties["WAIT"] == "true" and half.properties["TRAN_MSG"] == "true"
     assert half.sys_flag & 0xC == 0
 
 
@@ -89,8 +90,12 @@ def test_commit_stores_real_message_and_op_record(txb: Broker) -> None:
     assert bytes(real.body) == b"tx-body"
     assert real.sys_flag & 0xC == 0x8
     assert real.prepared_transaction_offset == phy
-    assert not {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} & set(real.properties)
     assert real.properties["UNIQ_KEY"] == "U1" and real.properties["PGROUP"] == "PG"
+    # endMessageTransaction fixes the properties string before clearing REAL_TOPIC / REAL_QID /
+    # TRAN_MSG from the map: a Java broker's committed record keeps all of them, and WAIT too
+    # (parseHalfMessageInner wrote the half's string from the map with WAIT put back)
+    assert real.properties["REAL_TOPIC"] == "TxTopic" and real.properties["REAL_QID"] == "1"
+    assert real.properties["TRAN_MSG"] == "true" and real.properties["WAIT"] == "true"
     op = _only_record(txb, OP_TOPIC, 0)
     assert bytes(op.body) == b"0" and op.properties["TAGS"] == "d"
 
