@@ -52,6 +52,7 @@ from protocol.message import (
     PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -264,7 +265,7 @@ class TransactionalMessageService:
                         self._remember_closed(first)
                     elif first >= 0 and first in self._closed_passed:
                         pass  # closed by an op already passed
-                    elif self._put_back(msg, times, now_ms, first if first >= 0 else i) is None:
+                    elif self._put_back(msg, times + 1, now_ms, first if first >= 0 else i) is None:
                         break
                     i += 1
                     budget -= 1
@@ -334,15 +335,24 @@ class TransactionalMessageService:
         self, msg: MessageExt, times: int, now_ms: int, prepared_qoff: int = -1
     ) -> tuple[PutMessageResult, dict[str, str]] | None:
         """putBackHalfMsgQueue: the half message again at the queue's end with its check count
-        (and, for a message still immune, the queue offset of the original it stands for);
-        (the put's result, the copy's properties)."""
+        (needDiscard counts every pass, an immune one's too) and, for a message still immune,
+        the queue offset of the original it stands for; (the put's result, the properties the
+        CHECK_TRANSACTION_STATE body carries).
+
+        As renewHalfMessageInner builds it: no flag and no reconsume times are copied (both 0 in
+        the copy, so a commit answering its check stores flag 0), and WAIT=false is set on the
+        map after a plain copy's properties string was written, so only an immune copy (whose
+        string renewImmunityHalfMessageInner writes again) and the check body carry it."""
         props = dict(msg.properties)
         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
         if prepared_qoff >= 0:
             props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(prepared_qoff)
+        stored = props if prepared_qoff >= 0 else dict(props)
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
         inner = MessageExtBrokerInner.from_stored(
-            msg, HALF_TOPIC, msg.queue_id, props, store_host=self.store_host
+            msg, HALF_TOPIC, msg.queue_id, stored, store_host=self.store_host, reconsume_times=0
         )
+        inner.flag = 0
         result = self.store.put_message(inner, now_ms)
         if result.status is not PutMessageStatus.PUT_OK:
             log.warning("transaction check: put back failed %s", result.status.name)
@@ -368,7 +378,8 @@ class TransactionalMessageService:
             transaction_id=uniq,
             offset_msg_id=offset_msg_id(self.store_host, copy.wrote_offset),
         )
-        # MessageDecoder.encode of the copy as Broker2Client sends it: real topic and queue
+        # MessageDecoder.encode as Broker2Client sends it: the message read from the half queue
+        # (its flag, store time, reconsume times) with the copy's offsets, real topic and queue
         body = encode_record(
             body=bytes(msg.body),
             topic=props.get(PROPERTY_REAL_TOPIC, HALF_TOPIC).encode(),
@@ -380,7 +391,7 @@ class TransactionalMessageService:
             sys_flag=msg.sys_flag,
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
-            store_timestamp=copy.store_timestamp,
+            store_timestamp=msg.store_timestamp,
             store_host=self.store_host,
             reconsume_times=msg.reconsume_times,
         )

@@ -273,7 +273,10 @@ def test_an_immune_half_does_not_hold_back_later_ones(txb: Broker) -> None:
     copy = _only_record(txb, HALF_TOPIC, 0, 2)  # the immune one, put back first
     assert copy.properties["UNIQ_KEY"] == "IMM"
     assert copy.properties["TRAN_PREPARED_QUEUE_OFFSET"] == "0"
-    assert copy.properties.get("TRANSACTION_CHECK_TIMES", "0") == "0"
+    # needDiscard counted this pass before the immunity test; renewImmunityHalfMessageInner
+    # wrote the string again after renewHalfMessageInner had set WAIT=false on the map
+    assert copy.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    assert copy.properties["WAIT"] == "false"
     # the producer commits the original meanwhile: the copy is recognised, never checked
     assert _end(txb, 0, _half_phy(txb, 0), 8).code == RS.SUCCESS
     later = [c for t in range(BORN + 8000, BORN + 700_000, 60_000) for c in _tick(txb, t)]
@@ -341,3 +344,28 @@ def test_immunity_minus_one_means_the_transaction_timeout(txb: Broker) -> None:
     _tick(txb, BORN)
     assert _tick(txb, BORN + 3000) == []  # younger than transactionTimeOut (6 s)
     assert len(_tick(txb, BORN + 7000)) == 1
+
+
+def test_check_copy_and_body_as_renew_half_message_inner_builds_them(txb: Broker) -> None:
+    """The put-back copy has no flag / reconsume times (renewHalfMessageInner copies neither) and
+    keeps WAIT as stored; the check body is the message read (its flag and store time) with
+    WAIT=false; a commit answering the check stores the copy's flag 0."""
+    _producer_heartbeat(txb)
+    props = "UNIQ_KEY\x01F1\x02WAIT\x01true\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
+    ext = send_ext("TxTopic", queue_id=1, props=props, f=4, h=5, j=2)
+    assert txb.call(RC.SEND_MESSAGE_V2, ext, b"fb", now_ms=BORN).code == RS.SUCCESS
+    half = _only_record(txb, HALF_TOPIC, 0)
+    assert half.flag == 5 and half.reconsume_times == 2
+    _tick(txb, BORN)
+    checks = _tick(txb, BORN + 7000)
+    assert len(checks) == 1
+    copy = _only_record(txb, HALF_TOPIC, 0, 1)
+    assert copy.flag == 0 and copy.reconsume_times == 0
+    assert copy.properties["WAIT"] == "true" and copy.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    body = decode_messages(checks[0][1].body)[0]
+    assert body.flag == 5 and body.reconsume_times == 2
+    assert body.store_timestamp == half.store_timestamp != copy.store_timestamp
+    assert body.properties["WAIT"] == "false" and body.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    assert _end(txb, 1, _half_phy(txb, 1), 8).code == RS.SUCCESS
+    real = _only_record(txb, "TxTopic", 1)
+    assert real.flag == 0 and bytes(real.body) == b"fb"
