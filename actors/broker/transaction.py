@@ -165,13 +165,15 @@ class TransactionalMessageService:
         return inner
 
     def _put_op(self, half: MessageExt, now_ms: int) -> bool:
-        """The op record closing a half message: tag "d", body = its half queue offset."""
+        """The op record closing a half message: tag "d", body = its half queue offset; WAIT=true
+        as new Message(topic, tags, body) sets it (makeOpMessageInner writes that map's string
+        before its setWaitStoreMsgOK(false) and UNIQ_KEY reach the map)."""
         self._topic(OP_TOPIC)
         op = MessageExtBrokerInner(
             OP_TOPIC,
             str(half.queue_offset).encode("ascii"),
             0,
-            {PROPERTY_TAGS: REMOVE_TAG},
+            {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "true"},
             half.queue_id,
             0,
             now_ms,

@@ -97,7 +97,8 @@ def test_commit_stores_real_message_and_op_record(txb: Broker) -> None:
     assert real.properties["REAL_TOPIC"] == "TxTopic" and real.properties["REAL_QID"] == "1"
     assert real.properties["TRAN_MSG"] == "true" and real.properties["WAIT"] == "true"
     op = _only_record(txb, OP_TOPIC, 0)
-    assert bytes(op.body) == b"0" and op.properties["TAGS"] == "d"
+    assert bytes(op.body) == b"0" and op.properties == {"TAGS": "d", "WAIT": "true"}
+    assert op.flag == 0 and op.sys_flag == 0
 
 
 def test_rollback_writes_only_the_op_record(txb: Broker) -> None:
