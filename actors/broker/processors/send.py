@@ -666,14 +666,14 @@ class SendMessageProcessor:
             dlq, created = self.ctx.topics.create_in_send_back(new_topic, 1, RW)
             if created:
                 self._emit_topic(dlq)
-            props.pop(PROPERTY_DELAY, None)
+            props[PROPERTY_DELAY] = "0"  # setDelayTimeLevel(0): stored as DELAY=0
         else:
             if delay_level == 0:
                 delay_level = 3 + msg.reconsume_times
             props[PROPERTY_DELAY] = str(delay_level)
         if not props.get(PROPERTY_ORIGIN_MESSAGE_ID):
             props[PROPERTY_ORIGIN_MESSAGE_ID] = msg.offset_msg_id or h.origin_msg_id or ""
-        props.pop(PROPERTY_WAIT, None)
+        props[PROPERTY_WAIT] = "false"  # msgExt.setWaitStoreMsgOK(false), stored with the rest
         result = self.store.put_message(
             MessageExtBrokerInner.from_stored(
                 msg, new_topic, queue_id, props,

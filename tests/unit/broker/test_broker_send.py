@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from broker_kit import Broker, send_ext
 
@@ -203,6 +204,31 @@ def test_send_back_to_retry_and_dlq(broker: Broker) -> None:
     assert broker.store.get_max_offset_in_queue("%DLQ%CG", 0) == 1
     r = broker.call(RC.CONSUMER_SEND_MSG_BACK, dict(back, offset=999999))
     assert r.code == RS.SYSTEM_ERROR and r.remark == "look message by offset failed, 999999"
+
+
+def _record_at(broker: Broker, topic: str, queue_id: int, qoff: int = 0) -> Any:
+    unit = broker.store.consume_queues[(topic, queue_id)].get_unit(qoff)
+    assert unit is not None
+    return decode_messages(broker.store.select_one_message_by_offset(unit[0]))[0]
+
+
+def test_send_back_records_carry_what_java_stores(broker: Broker) -> None:
+    """asyncConsumerSendMsgBack writes the properties string after setWaitStoreMsgOK(false) and
+    setDelayTimeLevel: the retry record has WAIT=false and its DELAY, the DLQ record DELAY=0."""
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("Orig", props="UNIQ_KEY\x01U7", h=3), b"p")
+    phy = decode_offset_msg_id(r.ext_fields["msgId"])[2]
+    back = {"offset": phy, "group": "CG", "delayLevel": 0, "maxReconsumeTimes": 16}
+    assert broker.call(RC.CONSUMER_SEND_MSG_BACK, back).code == RS.SUCCESS
+    parked = _record_at(broker, "SCHEDULE_TOPIC_XXXX", 2)
+    p = parked.properties
+    assert p["WAIT"] == "false" and p["DELAY"] == "3" and p["RETRY_TOPIC"] == "Orig"
+    assert p["REAL_TOPIC"] == "%RETRY%CG" and p["REAL_QID"] == "0" and p["UNIQ_KEY"] == "U7"
+    assert p["ORIGIN_MESSAGE_ID"] == r.ext_fields["msgId"]
+    assert parked.reconsume_times == 1 and parked.flag == 3
+    assert broker.call(RC.CONSUMER_SEND_MSG_BACK, dict(back, delayLevel=-1)).code == RS.SUCCESS
+    dlq = _record_at(broker, "%DLQ%CG", 0)
+    assert dlq.properties["DELAY"] == "0" and dlq.properties["WAIT"] == "false"
+    assert dlq.properties["RETRY_TOPIC"] == "Orig" and "REAL_TOPIC" not in dlq.properties
 
 
 def test_all_topic_config_after_send(broker: Broker) -> None:
