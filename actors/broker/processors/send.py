@@ -443,7 +443,11 @@ class SendMessageProcessor:
         queue_id: int,
         props: dict[str, str],
     ) -> tuple[str, int]:
-        """handleRetryAndDLQ: redirect a %RETRY% send past max reconsume times to %DLQ%."""
+        """handleRetryAndDLQ: redirect a %RETRY% send past max reconsume times to %DLQ%.
+
+        The request's DELAY stays: 4.9.x sets delay level 0 on the message before the request's
+        properties replace its map, so a client's fallback send-back (DELAY 3 + reconsume times)
+        reaches the dead letter queue through SCHEDULE_TOPIC_XXXX after that delay."""
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         cfg, created = self.ctx.groups.find_or_create(group)
         if cfg is None:
@@ -458,7 +462,6 @@ class SendMessageProcessor:
             tc, created = self.ctx.topics.create_in_send_back(dlq, 1, RW)
             if created:
                 self._emit_topic(tc)
-            props.pop(PROPERTY_DELAY, None)
             log.info("send to DLQ topic=%s reconsume=%s max=%d", dlq, h.reconsume_times, max_times)
             return dlq, 0
         return topic, queue_id
