@@ -196,8 +196,10 @@ class IndexFile:
         pos = self.entries_base + count * INDEX_ENTRY_SIZE
         slot_count = self.slot_count
         unpack_slot = _SLOT.unpack_from
-        pack_slot = _SLOT.pack_into
-        pack_entry = INDEX_ENTRY.pack_into
+        # a slot and the header are overwritten while the query actor reads them: write the
+        # packed bytes (pack_into zero-fills its target first, and a reader may catch the zeros)
+        slot_bytes = _SLOT.pack
+        pack_entry = INDEX_ENTRY.pack_into  # a new entry, beyond what readers trust
         for i in range(start, start + n):
             kh = hashes[i]
             slot_pos = INDEX_HEADER_SIZE + (kh % slot_num) * 4
@@ -211,7 +213,7 @@ class IndexFile:
                 diff = (tss[i] - begin) // 1000
                 diff = 0 if diff < 0 else (_INT_MAX if diff > _INT_MAX else diff)
             pack_entry(mm, pos, kh, phys[i], diff, prev)
-            pack_slot(mm, slot_pos, count)
+            mm[slot_pos : slot_pos + 4] = slot_bytes(count)
             count += 1
             pos += INDEX_ENTRY_SIZE
         last = start + n - 1
@@ -219,8 +221,8 @@ class IndexFile:
         self.index_count = count
         self.end_phy = phys[last]
         self.end_ts = tss[last]
-        INDEX_HEADER.pack_into(
-            mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, slot_count, count
+        mm[0:INDEX_HEADER_SIZE] = INDEX_HEADER.pack(
+            self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, slot_count, count
         )
         return n
 

@@ -96,7 +96,7 @@ _REC_PACK = RECORD_V4_HEAD.pack_into
 _I16_PACK = Struct(">h").pack_into
 _I32_UNPACK = Struct(">i").unpack_from
 _U16_UNPACK = Struct(">H").unpack_from
-_Q_PACK = Struct("@q").pack_into  # state page words (native order, see store/state_page.py)
+_MAX_PHY_WORD: Final = OFF_MAX_PHY >> 3  # state page words (see store/state_page.py)
 # A batch item (§5.2): TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length; body; short props len.
 _BATCH_ITEM = Struct(">iiiii")
 _I16: Final = Struct(">h")
@@ -1393,7 +1393,7 @@ class DefaultMessageStore(_StoreReadMixin):
         end = phy + size
         st = self.state
         if st is not None:
-            _Q_PACK(st.mm, OFF_MAX_PHY, end)
+            st.words[_MAX_PHY_WORD] = end
         listener = self.arrival_listener
         if listener is not None and dispatch_cq:
             listener(topic, qid, qoff + 1, tags_code, now_ms)
@@ -1497,7 +1497,7 @@ class DefaultMessageStore(_StoreReadMixin):
         end = offsets[-1] + units[-2]
         st = self.state
         if st is not None:
-            _Q_PACK(st.mm, OFF_MAX_PHY, end)
+            st.words[_MAX_PHY_WORD] = end
         listener = self.arrival_listener
         if listener is not None:
             # one notice per distinct tags code, with the queue's new max (what the holds need)

@@ -7,7 +7,8 @@ head wait times, the commit log's lock time), RocketMQ 4.9.x. In RocketMQ they l
 here the send actor, the pull actor and the RemotingServer's processors are separate processes,
 so each publishes its own words into `<storePathRootDir>/stats` and the admin actor samples them.
 
-Layout (native byte order, 8-byte words, each written by one process only)::
+Layout (native byte order, 8-byte words, each written by one process only, through a memoryview
+cast to int64 as store/state_page.py explains)::
 
     0   magic
     8   boot_ms          when the writer store started (bootTimestamp)
@@ -24,12 +25,9 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from typing import Final
 
 STATS_MAGIC: Final = 0x41434D5153544154 ^ 0x5354
-_Q = struct.Struct("@q")
-_QQ = struct.Struct("@qq")
 STATS_PAGE_SIZE: Final = 4096
 OFF_BOOT_MS: Final = 8
 OFF_PUT_TIMES: Final = 16
@@ -62,6 +60,7 @@ class StatsPage:
         self.path = path
         self.writable = writable
         self.mm: mmap.mmap | None = None
+        self.words: memoryview | None = None
         if writable:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -79,36 +78,43 @@ class StatsPage:
             self.mm = mmap.mmap(fd, STATS_PAGE_SIZE, access=access)
         finally:
             os.close(fd)
+        self.words = memoryview(self.mm).cast("q")
         if writable:
-            _Q.pack_into(self.mm, 0, STATS_MAGIC)
+            self.words[0] = STATS_MAGIC
 
     def get(self, off: int) -> int:
         """Read one word (0 when the page is not there yet)."""
-        mm = self.mm
-        if mm is None:
-            mm = self._reopen()
-            if mm is None:
+        words = self.words
+        if words is None:
+            words = self._reopen()
+            if words is None:
                 return 0
-        return int(_Q.unpack_from(mm, off)[0])
+        return int(words[off >> 3])
 
     def set(self, off: int, value: int) -> None:
         """Write one word."""
-        if self.mm is not None:
-            _Q.pack_into(self.mm, off, value)
+        if self.words is not None:
+            self.words[off >> 3] = value
 
     def set_pair(self, off: int, a: int, b: int) -> None:
         """Write two consecutive words."""
-        if self.mm is not None:
-            _QQ.pack_into(self.mm, off, a, b)
+        words = self.words
+        if words is not None:
+            words[off >> 3] = a
+            words[(off >> 3) + 1] = b
 
-    def _reopen(self) -> mmap.mmap | None:
+    def _reopen(self) -> memoryview | None:
         """A reader started before any writer made the file: map it once it exists."""
         again = StatsPage(self.path, writable=False)
-        self.mm = again.mm
-        return self.mm
+        self.mm, self.words = again.mm, again.words
+        again.mm = again.words = None
+        return self.words
 
     def close(self) -> None:
         """Unmap."""
+        if self.words is not None:
+            self.words.release()
+            self.words = None
         if self.mm is not None:
             self.mm.close()
             self.mm = None
