@@ -61,7 +61,7 @@ class ProcessorCore(Protocol):
         ...
 
 
-Handler = Callable[[Request, int], RemotingCommand]
+Handler = Callable[[Request, int], RemotingCommand | None]  # None: answered later (or oneway)
 
 # What a malformed JSON body raises in the handlers (lenient parsers, int(), dict lookups).
 BAD_BODY_ERRORS: tuple[type[Exception], ...] = (ValueError, KeyError, TypeError, AttributeError)

@@ -153,7 +153,7 @@ class MessageExtBrokerInner:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     tags_code: int | None = None  # None: the store hashes the TAGS property
-    properties_string: str | None = None
+    properties_string: str | bytes | None = None  # bytes: stored as they are
 
     @classmethod
     def from_stored(

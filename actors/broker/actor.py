@@ -358,8 +358,8 @@ class ProcessorActor(WatchingActor):
                     self.gate.accept(self.listener, time.monotonic())
                     self._expire_tokens()
                 else:
-                    for ch in accept_channels(self.listener, name=self.group):
-                        self._add_channel(ch)
+                    for new_ch in accept_channels(self.listener, name=self.group):
+                        self._add_channel(new_ch)
                 self._update_watch()
                 continue
             ch = self.channels.get(fd)
@@ -549,13 +549,14 @@ def _coalesce(arrivals: list[Any]) -> list[list[Any]]:
 # -- IndexService actor: builds the IndexFile entries beside the writer ---------------------------
 def broker_store_config(sc: Any) -> Any:
     """The broker's store config: index built by the IndexService actor unless set otherwise."""
-    if not dataclasses.is_dataclass(sc) or not hasattr(sc, "index_mode"):
+    if not hasattr(sc, "index_mode") or not dataclasses.is_dataclass(sc):
         return sc  # a test personality's stand-in
-    if sc.messageIndexDispatch == "":
-        sc = dataclasses.replace(sc, messageIndexDispatch="process")
-    if sc.index_mode == "process" and sc.messageIndexProcessSpawn:
-        sc = dataclasses.replace(sc, messageIndexProcessSpawn=False)  # the actor owns it
-    return sc
+    out: Any = sc
+    if out.messageIndexDispatch == "":
+        out = dataclasses.replace(out, messageIndexDispatch="process")
+    if out.index_mode == "process" and out.messageIndexProcessSpawn:
+        out = dataclasses.replace(out, messageIndexProcessSpawn=False)  # the actor owns it
+    return out
 
 
 class IndexServiceActor(WatchingActor):

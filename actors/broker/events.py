@@ -122,18 +122,6 @@ class BrokerConfigChanged:
     at_ms: int = 0  # when it was made: the config data version's timestamp
 
 
-BrokerEvent = (
-    TopicConfigChanged
-    | TopicsDeleted
-    | SubscriptionGroupChanged
-    | SubscriptionGroupDeleted
-    | ConsumerGroupChanged
-    | ConsumerGroupRemoved
-    | OffsetCommitted
-    | OffsetMoved
-    | ProducerGroupChanged
-    | BrokerConfigChanged
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +143,19 @@ class StoreCleanRequested:
 
     AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
     what: str
+
+
+BrokerEvent = (
+    TopicConfigChanged
+    | TopicsDeleted
+    | SubscriptionGroupChanged
+    | SubscriptionGroupDeleted
+    | ConsumerGroupChanged
+    | ConsumerGroupRemoved
+    | OffsetCommitted
+    | OffsetMoved
+    | ProducerGroupChanged
+    | BrokerConfigChanged
+    | TableVersions
+    | StoreCleanRequested
+)

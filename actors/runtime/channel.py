@@ -304,14 +304,14 @@ class OutBuffered:
             return True
         done, err = send_out(self.sock, self.out)
         if err is not None:
-            self.closed = True
+            self.closed = True  # type: ignore[misc]  # the slot is the subclass's
             if err.errno not in PEER_GONE:
                 log.warning("%r send failed: %s", self, err)
         return done
 
     def close(self) -> None:
         """Close the socket (idempotent)."""
-        self.closed = True
+        self.closed = True  # type: ignore[misc]  # the slot is the subclass's
         try:
             self.sock.close()
         except OSError:

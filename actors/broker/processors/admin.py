@@ -177,7 +177,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     # --- topics ---------------------------------------------------------------------------
 
-    def _create_topic(self, req: Request, now_ms: int) -> RemotingCommand:
+    def _create_topic(self, req: Request, now_ms: int) -> RemotingCommand | None:
         cmd = req.cmd
         h = CreateTopicRequestHeader.from_ext(cmd.ext_fields)
         topic = h.topic
