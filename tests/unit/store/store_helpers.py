@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 from store.config import StoreConfig
 from store.message_store import (
     DefaultMessageStore,
@@ -94,3 +97,18 @@ def pull_all(
         off = res.next_begin_offset
         res.release()
     return out
+
+
+class GatedCall:
+    """Wraps a libc range call (msync, madvise) of a store thread so the test can hold it inside
+    the call: `inside` is set when the thread entered, the call returns once `gate` is set."""
+
+    def __init__(self, real: Callable[[int, int, int], int]) -> None:
+        self.real = real
+        self.inside = threading.Event()
+        self.gate = threading.Event()
+
+    def __call__(self, addr: int, n: int, flags: int) -> int:
+        self.inside.set()
+        self.gate.wait(10)
+        return self.real(addr, n, flags)

@@ -13,7 +13,7 @@ from store.message_store import (
     DefaultMessageStore,
 )
 from store.state_page import OFF_FLUSHED_PHY
-from tests.unit.store.store_helpers import msg, open_store, small_config
+from tests.unit.store.store_helpers import GatedCall, msg, open_store, small_config
 
 
 def _open_without_flush_thread(cfg: StoreConfig) -> DefaultMessageStore:
@@ -76,19 +76,11 @@ def test_few_dirty_pages_wait_for_the_next_round(tmp_path: object, thread: bool)
 
 
 def test_flush_thread_never_passes_the_written_offset(tmp_path: object) -> None:
-    gate = threading.Event()
-    inside = threading.Event()
     s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20))
     fl = s._flusher
     assert fl is not None
-    real = fl._msync
-
-    def gated(addr: int, n: int, flags: int) -> int:
-        inside.set()
-        gate.wait(10)
-        return real(addr, n, flags)
-
-    fl._msync = gated
+    fl._msync = gated = GatedCall(fl._msync)
+    gate, inside = gated.gate, gated.inside
     try:
         cl = s.commitlog
         body = bytes(4096)
@@ -123,21 +115,13 @@ def _wait_rounds(fl: object, n: int) -> None:
 
 def test_consume_queue_msync_runs_off_the_writers_thread(tmp_path: object) -> None:
     """A consume-queue msync stuck in the kernel (writeback) holds up neither put nor tick."""
-    gate = threading.Event()
-    inside = threading.Event()
     cfg = small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20,
                        mappedFileSizeConsumeQueue=20 * 4096)  # fmt: skip
     s = open_store(cfg)
     cqf = s._cq_flusher
     assert cqf is not None
-    real = cqf._msync
-
-    def gated(addr: int, n: int, flags: int) -> int:
-        inside.set()
-        gate.wait(10)
-        return real(addr, n, flags)
-
-    cqf._msync = gated
+    cqf._msync = gated = GatedCall(cqf._msync)
+    gate, inside = gated.gate, gated.inside
     try:
         for i in range(500):  # > flushConsumeQueueLeastPages pages of units
             assert s.put_message(msg("T", b"x"), 1 + i).ok

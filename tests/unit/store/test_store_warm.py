@@ -7,7 +7,7 @@ import os
 
 from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
 from store.message_store import DefaultMessageStore
-from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
+from tests.unit.store.store_helpers import GatedCall, msg, open_store, pull_all, small_config
 
 
 class _SpyMap:
@@ -168,14 +168,8 @@ def test_allocate_thread_makes_and_warms_the_next_segment_off_the_writers_thread
         alloc = s._allocator
         assert alloc is not None
         alloc.chunk = 16 * OS_PAGE_SIZE  # four chunks per segment
-        real = alloc._madvise
-
-        def gated(addr: int, n: int, flags: int) -> int:
-            inside.set()
-            gate.wait(10)
-            return real(addr, n, flags)
-
-        alloc._madvise = gated
+        alloc._madvise = gated = GatedCall(alloc._madvise)
+        gate, inside = gated.gate, gated.inside
         mfq = s.commitlog.mfq
         second = mfq._next  # made and warmed whole by start()
         assert second is not None
