@@ -22,11 +22,18 @@ BORN = 1_700_000_000_000  # "g" of send_ext
 PRODUCER_CONN = 7
 
 
-def _half(broker: Broker, topic: str = "TxTopic", uniq: str = "U1", group: str = "PG") -> Any:
+def _half(
+    broker: Broker, topic: str = "TxTopic", uniq: str = "U1", group: str = "PG", *,
+    queue_id: int = 1, immunity_s: int | None = None, body: bytes = b"tx-body",
+) -> Any:  # fmt: skip
+    """A half message (TRAN_MSG); immunity_s sets CHECK_IMMUNITY_TIME_IN_SECONDS."""
     props = f"UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02TRAN_MSG\x01true\x02PGROUP\x01{group}"
+    if immunity_s is not None:
+        props += f"\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01{immunity_s}"
     resp = broker.call(
-        RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=1, props=props, f=4), b"tx-body", now_ms=BORN
-    )
+        RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=queue_id, props=props, f=4), body,
+        now_ms=BORN,
+    )  # fmt: skip
     assert resp is not None and resp.code == RS.SUCCESS, resp
     return resp
 
@@ -191,11 +198,7 @@ def test_committed_half_is_never_checked(txb: Broker) -> None:
 
 def test_check_immunity_property_delays_the_first_check(txb: Broker) -> None:
     _producer_heartbeat(txb)
-    props = (
-        "UNIQ_KEY\x01U9\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
-        "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x0120"
-    )
-    txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"b", now_ms=BORN)
+    _half(txb, uniq="U9", queue_id=0, immunity_s=20, body=b"b")
     _tick(txb, BORN)
     assert _tick(txb, BORN + 10_000) == []
     assert len(_tick(txb, BORN + 21_000)) == 1
@@ -264,9 +267,7 @@ def test_ops_beyond_one_read_window_still_close_their_halves(
 def test_an_immune_half_does_not_hold_back_later_ones(txb: Broker) -> None:
     """checkPrepareQueueOffset: the immune message is put back, the next one is checked."""
     _producer_heartbeat(txb)
-    props = ("UNIQ_KEY\x01IMM\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
-             "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01600")  # fmt: skip
-    txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"immune", now_ms=BORN)
+    _half(txb, uniq="IMM", queue_id=0, immunity_s=600, body=b"immune")
     _half(txb, uniq="LATER")
     _tick(txb, BORN)
     checks = _tick(txb, BORN + 7000)
@@ -315,10 +316,8 @@ def test_a_run_over_many_ticks_checks_each_half_once(
 
 
 def test_immune_halves_are_put_back_once_per_run(txb: Broker) -> None:
-    props = ("UNIQ_KEY\x01I\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
-             "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x013600")  # fmt: skip
     for _ in range(5):
-        txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"i", now_ms=BORN)
+        _half(txb, uniq="I", queue_id=0, immunity_s=3600, body=b"i")
     _tick(txb, BORN)
     for t in range(BORN + 7000, BORN + 7020):
         _tick(txb, t)
@@ -339,9 +338,7 @@ def test_a_repeated_end_transaction_does_not_stall_the_op_offset(txb: Broker) ->
 
 def test_immunity_minus_one_means_the_transaction_timeout(txb: Broker) -> None:
     _producer_heartbeat(txb)
-    props = ("UNIQ_KEY\x01M1\x02TRAN_MSG\x01true\x02PGROUP\x01PG"
-             "\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01-1")  # fmt: skip
-    txb.call(RC.SEND_MESSAGE_V2, send_ext("TxTopic", props=props, f=4), b"m", now_ms=BORN)
+    _half(txb, uniq="M1", queue_id=0, immunity_s=-1, body=b"m")
     _tick(txb, BORN)
     assert _tick(txb, BORN + 3000) == []  # younger than transactionTimeOut (6 s)
     assert len(_tick(txb, BORN + 7000)) == 1
