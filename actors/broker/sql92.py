@@ -274,22 +274,25 @@ class _Parser:
         return lambda props: _bool(node(props))
 
     def or_expr(self) -> tuple[Node, tuple[Value] | None]:
-        parts = [self.and_expr()]
-        while self.peek("kw", "OR"):
-            self.i += 1
-            parts.append(self.and_expr())
-        if len(parts) == 1:
-            return parts[0]
-        return _or([self._boolean(n, c) for n, c in parts]), None
+        return self._joined("OR", self.and_expr, _or)
 
     def and_expr(self) -> tuple[Node, tuple[Value] | None]:
-        parts = [self.equality()]
-        while self.peek("kw", "AND"):
+        return self._joined("AND", self.equality, _and)
+
+    def _joined(
+        self,
+        keyword: str,
+        operand: Callable[[], tuple[Node, tuple[Value] | None]],
+        combine: Callable[[list[Node]], Node],
+    ) -> tuple[Node, tuple[Value] | None]:
+        """operand (keyword operand)*: one flat three-valued chain when the keyword appears."""
+        parts = [operand()]
+        while self.peek("kw", keyword):
             self.i += 1
-            parts.append(self.equality())
+            parts.append(operand())
         if len(parts) == 1:
             return parts[0]
-        return _and([self._boolean(n, c) for n, c in parts]), None
+        return combine([self._boolean(n, c) for n, c in parts]), None
 
     @staticmethod
     def _boolean(node: Node, const: tuple[Value] | None) -> Node:
