@@ -12,6 +12,22 @@ from store import config_files
 from store.config_files import BackgroundWriter, read_json_with_bak
 
 
+def _failing_writes(monkeypatch: pytest.MonkeyPatch, errno: int) -> dict[str, Any]:
+    """Make write_json_atomic fail with `errno` while fail["n"] > 0 (once to begin with);
+    fail["texts"] lists every text it was asked to write."""
+    real = config_files.write_json_atomic
+    fail: dict[str, Any] = {"n": 1, "texts": []}
+
+    def flaky(p: str, text: str) -> None:
+        fail["texts"].append(text)
+        if fail["n"] > 0:
+            fail["n"] -= 1
+            raise OSError(errno, os.strerror(errno))
+        real(p, text)
+
+    monkeypatch.setattr(config_files, "write_json_atomic", flaky)
+    return fail
+
 def test_latest_text_wins_and_close_writes_what_is_queued(tmp_path: Any,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path = os.path.join(str(tmp_path), "config", "delayOffset.json")
@@ -72,16 +88,7 @@ def test_a_failed_write_is_written_again_even_if_nothing_newer_comes(
     failed (disk full for a moment) must be retried by the writer: at close() at the latest,
     and after retry_s without any new submit."""
     path = os.path.join(str(tmp_path), "config", "delayOffset.json")
-    real = config_files.write_json_atomic
-    fail = {"n": 1}
-
-    def flaky(p: str, text: str) -> None:
-        if fail["n"] > 0:
-            fail["n"] -= 1
-            raise OSError(28, "No space left on device")
-        real(p, text)
-
-    monkeypatch.setattr(config_files, "write_json_atomic", flaky)
+    fail = _failing_writes(monkeypatch, 28)  # ENOSPC once
     w = BackgroundWriter()
     try:
         w.submit(path, '{"offsetTable":{3:7}}')
@@ -112,16 +119,8 @@ def test_a_newer_text_replaces_a_failed_one(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = os.path.join(str(tmp_path), "config", "delayOffset.json")
-    real = config_files.write_json_atomic
-    seen: list[str] = []
-
-    def flaky(p: str, text: str) -> None:
-        seen.append(text)
-        if len(seen) == 1:
-            raise OSError(5, "Input/output error")
-        real(p, text)
-
-    monkeypatch.setattr(config_files, "write_json_atomic", flaky)
+    fail = _failing_writes(monkeypatch, 5)  # EIO once
+    seen = fail["texts"]
     w = BackgroundWriter()
     try:
         w.submit(path, '{"offsetTable":{1:1}}')
