@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,56 +94,73 @@ def local_cluster(tmp_path: Any) -> Iterator[Callable[..., launch.LocalCluster]]
     assert not survivors, f"actor processes outlived the cluster: {survivors}"
 
 
-class UpProcess:
-    """`python -m deploy up` as a subprocess, output to files, tracked by an env marker."""
+class MarkedProcess:
+    """A command run as a subprocess with its output in files, every process it starts
+    (launcher, Thespian admin, actors) found again by an env marker; stopped by PID."""
 
-    def __init__(self, tmp_path: Any, host: str, personality: str | None) -> None:
-        import subprocess
-        import sys
-        import uuid
-
-        self.marker = f"ACTORMQ_TEST_MARKER={uuid.uuid4().hex}"
-        self.ns_port = launch.stable_free_port()
-        self.broker_port = launch.stable_free_port(pair=True)
-        self.out_path = tmp_path / "up.out"
-        self.err_path = tmp_path / "up.err"
-        env = dict(os.environ)
-        key, _, value = self.marker.partition("=")
-        env[key] = value
-        cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
-               "--namesrv-port", str(self.ns_port), "--broker-port", str(self.broker_port),
-               "--host", host]
-        if personality:
-            cmd += ["--personality", personality]
+    def __init__(self, argv: list[str], out_base: Path, cwd: str,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        self.marker = uuid.uuid4().hex
+        self.out_path = out_base.with_suffix(".out")
+        self.err_path = out_base.with_suffix(".err")
+        full_env = dict(os.environ, ACTORMQ_TEST_MARKER=self.marker, **(env or {}))
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=os.getcwd())
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                         env=full_env, cwd=cwd, start_new_session=True)  # fmt: skip
 
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until the broker line is printed (bounded)."""
+    def wait_for(self, text: str, timeout_s: float = 60.0) -> None:
+        """Until `text` is in the output (bounded); fails early when the command exits."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if b"broker " in self.out_path.read_bytes():
+            if text in self.out_path.read_text(errors="replace"):
                 return
             if self.proc.poll() is not None:
                 break
             time.sleep(0.1)
-        raise AssertionError(f"actormq up not ready: {self.err_path.read_text()[-2000:]}")
+        raise AssertionError(f"{text!r} never printed: {self.err_path.read_text()[-3000:]}")
 
     def pids(self) -> list[int]:
-        """Every live process started for this run (launcher, admin, actors)."""
-        return procinfo.pids_with_env(self.marker)
+        """Every live process started for this run."""
+        return procinfo.pids_with_env(f"ACTORMQ_TEST_MARKER={self.marker}")
+
+    def kill9(self) -> list[int]:
+        """SIGKILL every process of the run at once; the PIDs killed."""
+        pids = self.pids()
+        kill_pids(pids)
+        return pids
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
-        """SIGTERM the launcher and wait for it (bounded); its exit code."""
+        """SIGTERM the launcher (clean shutdown), wait bounded, SIGKILL what is left; its exit
+        code (None when it had to be killed)."""
+        pids = sorted(set(self.pids()) | {self.proc.pid})
+        code: int | None = None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout_s)
-        except Exception:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
-            return None
+        kill_pids(wait_gone(pids, 15.0))
+        return code
+
+
+class UpProcess(MarkedProcess):
+    """`python -m deploy up` on free ports (ns_port, broker_port)."""
+
+    def __init__(self, tmp_path: Path, host: str, personality: str | None) -> None:
+        self.ns_port = launch.stable_free_port()
+        self.broker_port = launch.stable_free_port(pair=True)
+        cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
+               "--namesrv-port", str(self.ns_port), "--broker-port", str(self.broker_port),
+               "--host", host]  # fmt: skip
+        if personality:
+            cmd += ["--personality", personality]
+        super().__init__(cmd, tmp_path / "up", os.getcwd())
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Until the broker line is printed (bounded)."""
+        self.wait_for("broker ", timeout_s)
 
 
 @pytest.fixture
@@ -148,11 +169,10 @@ def up_process(tmp_path: Any) -> Iterator[Callable[..., UpProcess]]:
     made: list[UpProcess] = []
 
     def start(host: str = "127.0.0.1", personality: str | None = ECHO) -> UpProcess:
-        up = UpProcess(tmp_path, host, personality)
+        up = UpProcess(Path(tmp_path), host, personality)
         made.append(up)
         return up
 
     yield start
     for up in made:
         up.stop()
-        kill_pids(wait_gone(up.pids(), 10.0))

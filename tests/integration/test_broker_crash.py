@@ -8,22 +8,18 @@ answered SEND_OK must pull back intact, and the recovered store must pass check(
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from deploy import launch, procinfo
+from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.message import decode_messages, decode_offset_msg_id
-from tests.integration.conftest import kill_pids, wait_gone
+from tests.integration.conftest import MarkedProcess, wait_gone
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     SMALL_STORE,
@@ -46,48 +42,16 @@ LOAD_WINDOW = 16
 LOAD_TIMEOUT_S = 60.0
 
 
-class BrokerProcess:
-    """`python -m deploy broker -c broker.conf`, output to files, tracked by an env marker."""
+class BrokerProcess(MarkedProcess):
+    """`python -m deploy broker -c broker.conf`."""
 
     def __init__(self, conf: Path, tmp: Path, run: int) -> None:
-        self.marker = uuid.uuid4().hex
-        self.out_path = tmp / f"broker{run}.out"
-        self.err_path = tmp / f"broker{run}.err"
-        env = dict(os.environ, ACTORMQ_TEST_MARKER=self.marker)
-        cmd = [sys.executable, "-m", "deploy", "broker", "-c", str(conf)]
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=str(ROOT))
+        super().__init__([sys.executable, "-m", "deploy", "broker", "-c", str(conf)],
+                         tmp / f"broker{run}", str(ROOT))  # fmt: skip
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Until the 'broker ... listening' line (bounded)."""
-        ok = wait_until(lambda: b"listening on" in self.out_path.read_bytes()
-                        or self.proc.poll() is not None, timeout_s)
-        if not ok or b"listening on" not in self.out_path.read_bytes():
-            raise AssertionError(f"broker not ready: {self.err_path.read_text()[-3000:]}")
-
-    def pids(self) -> list[int]:
-        """Every live process of this run."""
-        return procinfo.pids_with_env(f"ACTORMQ_TEST_MARKER={self.marker}")
-
-    def kill9(self) -> list[int]:
-        """SIGKILL every process of the tree at once; the PIDs killed."""
-        pids = self.pids()
-        kill_pids(pids)
-        return pids
-
-    def stop(self, timeout_s: float = 30.0) -> int | None:
-        """SIGTERM the launcher (clean shutdown), wait bounded; then SIGKILL leftovers."""
-        code: int | None = None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        kill_pids(wait_gone(self.pids(), 10.0))
-        return code
+        self.wait_for("listening on", timeout_s)
 
 
 def _write_conf(path: Path, store: Path, port: int) -> None:

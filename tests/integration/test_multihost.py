@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from deploy import procinfo
-from tests.integration.conftest import kill_pids, wait_gone
+from tests.integration.conftest import MarkedProcess
 
 pytestmark = pytest.mark.integration
 
@@ -72,43 +71,11 @@ def two_hosts() -> Iterator[tuple[str, str]]:
             _ip("netns", "del", ns)  # removes the veth pair with it
 
 
-class _Proc:
-    """A command run inside a namespace, output to files, found again by an env marker."""
+class _Proc(MarkedProcess):
+    """A command run inside a network namespace."""
 
     def __init__(self, ns: str, argv: list[str], out: Path, env: dict[str, str] | None = None):
-        self.marker = uuid.uuid4().hex
-        self.out, self.err = out.with_suffix(".out"), out.with_suffix(".err")
-        e = dict(os.environ, ACTORMQ_TEST_MARKER=self.marker, **(env or {}))
-        with open(self.out, "wb") as o, open(self.err, "wb") as er:
-            self.proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=o, stderr=er,
-                                         stdin=subprocess.DEVNULL, env=e, cwd=REPO,
-                                         start_new_session=True)  # fmt: skip
-
-    def wait_for(self, text: str, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if text in self.out.read_text(errors="replace"):
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never printed: {self.err.read_text()[-2000:]}")
-
-    def pids(self) -> list[int]:
-        return procinfo.pids_with_env(f"ACTORMQ_TEST_MARKER={self.marker}")
-
-    def stop(self) -> None:
-        pids = sorted(set(self.pids()) | {self.proc.pid})
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-        kill_pids(wait_gone(pids, 15.0))
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        super().__init__(["ip", "netns", "exec", ns, *argv], out, str(REPO), env)
 
 
 def _run(ns: str, argv: list[str], timeout_s: float = 60.0, env: dict[str, str] | None = None
