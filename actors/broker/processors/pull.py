@@ -237,17 +237,17 @@ class PullMessageProcessor:
             "maxOffset": str(result.max_offset),
         }
         resp: RemotingCommand | None
-        if code == RS.SUCCESS and sub_filter.sql is not None:
-            body, kept = sql_filter_body(result.buffer, sub_filter.sql)
+        if code == RS.SUCCESS:
+            if sub_filter.sql is None:
+                resp = cmd.make_response(code, status.name, ext, result.buffer)
+            else:
+                body, kept = sql_filter_body(result.buffer, sub_filter.sql)
+                if kept:
+                    resp = cmd.make_response(code, status.name, ext, body)
+                else:  # the consume queue passed them, the properties did not
+                    resp = cmd.make_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", ext)
             result.release()
-            if kept:
-                resp = cmd.make_response(code, status.name, ext, body)
-            else:  # the consume queue passed them, the properties did not: NO_MATCHED_MESSAGE
-                resp = cmd.make_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", ext)
-        elif code == RS.SUCCESS:
-            resp = cmd.make_response(code, status.name, ext, result.buffer)
-            result.release()
-            if self.bc.disableConsumeIfConsumerReadSlowly:
+            if self.bc.disableConsumeIfConsumerReadSlowly:  # whatever the filter (Java too)
                 self._check_slow(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
             timeout = (

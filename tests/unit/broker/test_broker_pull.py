@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 
 from actors.broker.events import OffsetMoved
@@ -299,5 +300,35 @@ def test_sql92_subscription_filters_on_properties(tmp_path) -> None:
         assert r.ext_fields["nextBeginOffset"] == "6"
         r = _sql_pull(b, "a >")
         assert r is not None and r.code == RS.SUBSCRIPTION_PARSE_FAILED
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize("sql", [None, "a >= 0"])
+def test_slow_consumer_group_is_disabled(tmp_path, sql: str | None) -> None:
+    """disableConsumeIfConsumerReadSlowly: a pull that leaves its group further behind than
+    consumerFallbehindThreshold bytes disables the group (TAG and SQL92 subscriptions alike);
+    its next pull is refused."""
+    b = Broker(
+        str(tmp_path),
+        enablePropertyFilter=True,
+        disableConsumeIfConsumerReadSlowly=True,
+        consumerFallbehindThreshold=4096,
+    )
+    try:
+        for i in range(20):  # ~20 KiB in the commit log
+            r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=f"UNIQ_KEY\x01U{i}\x02a\x01{i}"),
+                       b"y" * 1024)  # fmt: skip
+            assert r is not None and r.code == RS.SUCCESS
+        ext = pull_ext("T", sub=sql or "*", sys_flag=0b110)
+        ext["maxMsgNums"] = 1
+        if sql:
+            ext["expressionType"] = "SQL92"
+        r = b.call(RC.PULL_MESSAGE, ext)
+        assert r is not None and r.code == RS.SUCCESS  # served, then found 19 KiB behind
+        cfg = b.ctxs["pull"].groups.get("CG")
+        assert cfg is not None and not cfg.consume_enable
+        r = b.call(RC.PULL_MESSAGE, ext)
+        assert r is not None and r.code == RS.NO_PERMISSION
     finally:
         b.close()
