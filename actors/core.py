@@ -40,6 +40,11 @@ class Outbox(Protocol):
         """Queue `cmd` for the connection; dropped silently when the connection is gone."""
         ...
 
+    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
+        """Queue the request `cmd` for the client; its answer (same opaque) reaches the
+        sending core's on_client_response (Broker2Client.callClient)."""
+        ...
+
     def close_conn(self, conn_id: int) -> None:
         """Ask the RemotingServer to close the connection (e.g. an expired client channel)."""
         ...

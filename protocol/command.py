@@ -43,6 +43,8 @@ import json
 import json.encoder
 import json.scanner
 import logging
+import os
+import secrets
 import struct
 from dataclasses import dataclass
 from typing import Any, Final
@@ -96,6 +98,16 @@ _LANG_BY_NAME: Final[dict[str, int]] = {m.name: m.value for m in LanguageCode}
 _LANG_JSON: Final[dict[int, str]] = {m.value: f'"{m.name}"' for m in LanguageCode}
 
 _opaque_counter = itertools.count(1)
+
+
+def _reseed_opaques() -> None:
+    """A forked process (an actor) counts from its own random start: two processors calling
+    the same client then do not share opaques, which route the client's answers back."""
+    global _opaque_counter
+    _opaque_counter = itertools.count(secrets.randbelow(1 << 30) + 1)
+
+
+os.register_at_fork(after_in_child=_reseed_opaques)
 
 
 def next_opaque() -> int:

@@ -38,6 +38,9 @@ class _ServerOutbox:
         if self.server is not None:
             self.server.send(conn_id, cmd.encode())
 
+    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
+        self.send(conn_id, cmd)
+
     def close_conn(self, conn_id: int) -> None:
         if self.server is not None:
             self.server.close(conn_id, "processor asked")

@@ -5,6 +5,12 @@ Frames are never decoded beyond their request code and never re-encoded: each on
 raw bytes in a REQUEST record over the direct channel of its processor group, and REPLY
 records come back as encoded frames written to the client as they are.
 
+Requests a processor sends to a client (Broker2Client.callClient: consumer running info,
+consume-directly, a reply message's push) come as CALL records; the RemotingServer notes
+(connection, opaque) -> that processor's channel, and while a connection has calls open, its
+frames are decoded far enough to see whether one is the answer (a response with that opaque),
+which then goes to the processor that asked instead of the one its code would name.
+
 The VIP ("fast") channel of NettyServerConfig/BrokerStartup: a second listener on
 listenPort - 2 serving every code except PULL_MESSAGE (which falls to the default group and is
 answered REQUEST_CODE_NOT_SUPPORTED), for Java clients <= 4.4 (spec §1.1). Its connections
@@ -19,6 +25,7 @@ from typing import Any, Final
 
 from actors.remoting.router import RouteError, RouteTable, fast_route_table, request_code
 from actors.runtime.channel import (
+    CALL,
     CLOSE_CONN,
     CONN_CLOSED,
     EVENTS,
@@ -39,6 +46,8 @@ from actors.runtime.messages import (
 )
 from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.watch import WatchingActor
+from protocol.codes import RPC_TYPE_RESPONSE
+from protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,8 @@ FLUSH_RETRY_MS = 1.0
 EVENTS_TO_CONTROLLER_MS = 5.0  # the controller only persists and registers: batch its copies
 FAST_CONN_BASE: Final = 1 << 48  # VIP connections' ids on the channels (main ids stay below)
 FAST_PORT_OFFSET: Final = 2  # NettyServerConfig: fastListenPort = listenPort - 2
+CALL_ANSWER_TTL_S: Final = 60.0  # an open call is forgotten after this (callers wait <= 10 s)
+MAX_CALLS_PER_CONN: Final = 1024  # open calls kept per connection (the oldest dropped first)
 
 
 def fast_port_for(port: int, configured: int | None) -> int | None:
@@ -79,6 +90,8 @@ class RemotingServer(WatchingActor):
         self._seen_changes = -1
         self.controller: Any = None  # who sent StartRemoting: replicated events go there too
         self.to_controller: list[EventsApplied] = []
+        # conn id -> opaque of a request a processor sent that client -> (channel, forget at)
+        self.calls: dict[int, dict[int, tuple[Channel, float]]] = {}
 
     # -- control ------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -198,7 +211,15 @@ class RemotingServer(WatchingActor):
                recv_ns: int) -> None:
         group_channel = self.group_channel
         dirty = self.dirty
+        calls = self.calls.get(conn_id)
         for frame in frames:
+            if calls:
+                ch = _answer_channel(calls, frame)
+                if ch is not None:
+                    if not ch.closed:
+                        add_request(ch.out, conn_id, recv_ns, conn.peer_ip, conn.peer_port, frame)
+                        dirty.add(ch)
+                    continue
             try:
                 code = request_code(frame)
             except RouteError as exc:
@@ -221,6 +242,7 @@ class RemotingServer(WatchingActor):
         self._conn_closed(FAST_CONN_BASE + conn.id)
 
     def _conn_closed(self, conn_id: int) -> None:
+        self.calls.pop(conn_id, None)
         for ch in self.group_channel.values():
             if not ch.closed:
                 add_conn_record(ch.out, CONN_CLOSED, conn_id)
@@ -244,6 +266,15 @@ class RemotingServer(WatchingActor):
                     server.send(rec[1], rec[2])
                 elif fast is not None:
                     fast.send(rec[1] - FAST_CONN_BASE, rec[2])
+            elif rtype == CALL:
+                conn_calls = self.calls.setdefault(rec[1], {})
+                if len(conn_calls) >= MAX_CALLS_PER_CONN:
+                    del conn_calls[next(iter(conn_calls))]
+                conn_calls[rec[2]] = (ch, time.monotonic() + CALL_ANSWER_TTL_S)
+                if rec[1] < FAST_CONN_BASE:
+                    server.send(rec[1], rec[3])
+                elif fast is not None:
+                    fast.send(rec[1] - FAST_CONN_BASE, rec[3])
             elif rtype == CLOSE_CONN:
                 if rec[1] < FAST_CONN_BASE:
                     server.close(rec[1], "processor asked")
@@ -299,6 +330,29 @@ class RemotingServer(WatchingActor):
                 closed += self.fast.sweep_idle(now)
             if closed:
                 log.info("closed %d idle connections", closed)
+            self._forget_old_calls(now)
             self.schedule("idle", self.sweep_ms)
         self._flush(now)
         self._refresh_fds()
+
+    def _forget_old_calls(self, now: float) -> None:
+        """Drop open calls nobody answered within CALL_ANSWER_TTL_S."""
+        for conn_id in list(self.calls):
+            conn_calls = self.calls[conn_id]
+            for opaque in [o for o, (_, until) in conn_calls.items() if until <= now]:
+                del conn_calls[opaque]
+            if not conn_calls:
+                del self.calls[conn_id]
+
+
+def _answer_channel(calls: dict[int, tuple[Channel, float]], frame: Any) -> Channel | None:
+    """The channel of the processor whose call `frame` answers (popping the call), or None
+    when the frame is not a response to an open call (a request takes the code route)."""
+    try:
+        cmd = RemotingCommand.decode(frame)
+    except Exception:  # request_code reports a bad header the usual way
+        return None
+    if not cmd.flag & RPC_TYPE_RESPONSE:
+        return None
+    entry = calls.pop(cmd.opaque, None)
+    return entry[0] if entry is not None else None

@@ -8,10 +8,14 @@ Record layout (big-endian), one after another on a stream socket:
 
     offset size field
     0      4    rest_len   bytes after this field (type byte + payload)
-    4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, NOTICES 5, HOLDS 6
+    4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, NOTICES 5, HOLDS 6,
+                           EVENTS 7, APPLY 8, CALL 9
     5      ...  payload:
        REQUEST     q conn_id | q recv_ns | I peer IPv4 | H peer port | frame (no length prefix)
        REPLY       q conn_id | encoded frame (with its 4-byte length: written to TCP as is)
+       CALL        q conn_id | i opaque | encoded request frame (processor -> RemotingServer:
+                   a request to the client whose answer, matched by opaque, comes back to the
+                   processor that sent it; Broker2Client.callClient)
        CONN_CLOSED q conn_id                 (RemotingServer -> processors)
        CLOSE_CONN  q conn_id                 (processor -> RemotingServer: drop that client)
        NOTICES     msgpack list of arrival tuples (send actor -> pull actor); an empty
@@ -55,6 +59,7 @@ NOTICES: Final = 5
 HOLDS: Final = 6
 EVENTS: Final = 7
 APPLY: Final = 8
+CALL: Final = 9
 
 REC_LEN = struct.Struct(">I")
 REQUEST_HDR = struct.Struct(
@@ -70,9 +75,16 @@ CONN_HDR = struct.Struct(
     "B"  # rtype
     "q"  # conn_id
 )
+CALL_HDR = struct.Struct(
+    ">I"  # rest_len
+    "B"  # rtype = CALL
+    "q"  # conn_id
+    "i"  # opaque of the request (its answer carries it back)
+)
 TYPE_HDR = struct.Struct(">IB")
 REQUEST_FIXED: Final = REQUEST_HDR.size - REC_LEN.size  # type byte + fixed fields
 CONN_FIXED: Final = CONN_HDR.size - REC_LEN.size
+CALL_FIXED: Final = CALL_HDR.size - REC_LEN.size
 MAX_RECORD: Final = 64 * 1024 * 1024  # a record beyond this means a corrupt stream
 SOCK_BUF: Final = 4 * 1024 * 1024
 READ_CHUNK: Final = 1024 * 1024
@@ -155,6 +167,12 @@ def add_reply(out: bytearray, conn_id: int, encoded: Any) -> None:
     out += encoded
 
 
+def add_call(out: bytearray, conn_id: int, opaque: int, encoded: Any) -> None:
+    """Append a CALL record: a request frame for the client whose answer comes back here."""
+    out += CALL_HDR.pack(CALL_FIXED + len(encoded), CALL, conn_id, opaque)
+    out += encoded
+
+
 def add_conn_record(out: bytearray, rtype: int, conn_id: int) -> None:
     """Append a CONN_CLOSED or CLOSE_CONN record."""
     out += CONN_HDR.pack(CONN_FIXED, rtype, conn_id)
@@ -223,6 +241,7 @@ class RecordDecoder:
         """Return complete records as tuples; frames are memoryviews over immutable bytes.
 
         REQUEST -> (1, conn_id, recv_ns, (ip, port), frame); REPLY -> (2, conn_id, frame);
+        CALL -> (9, conn_id, opaque, frame);
         CONN_CLOSED / CLOSE_CONN -> (rtype, conn_id); NOTICES -> (5, list); HOLDS -> (6, bool);
         EVENTS -> (7, origin, {group: bytes}, bytes); APPLY -> (8, memoryview).
         """
@@ -256,6 +275,11 @@ class RecordDecoder:
                     raise ChannelError("short REPLY record")
                 _, _, conn_id = CONN_HDR.unpack_from(buf, pos)
                 append((REPLY, conn_id, view[pos + CONN_HDR.size : end]))
+            elif rtype == CALL:
+                if rest_len < CALL_FIXED:
+                    raise ChannelError("short CALL record")
+                _, _, conn_id, opaque = CALL_HDR.unpack_from(buf, pos)
+                append((CALL, conn_id, opaque, view[pos + CALL_HDR.size : end]))
             elif rtype in (CONN_CLOSED, CLOSE_CONN):
                 if rest_len != CONN_FIXED:
                     raise ChannelError("bad connection record")

@@ -21,6 +21,7 @@ from actors.runtime.channel import (
     NOTICES,
     REQUEST,
     Channel,
+    add_call,
     add_conn_record,
     add_reply,
 )
@@ -50,6 +51,14 @@ class ChannelOutbox:
         if ch is None or ch.closed:
             return
         add_reply(ch.out, conn_id, cmd.encode())
+        self.dirty.add(ch)
+
+    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
+        """Queue the request `cmd` for the client; its answer comes back to this processor."""
+        ch = self.conn_channel.get(conn_id) or self.default
+        if ch is None or ch.closed:
+            return
+        add_call(ch.out, conn_id, cmd.opaque, cmd.encode())
         self.dirty.add(ch)
 
     def close_conn(self, conn_id: int) -> None:

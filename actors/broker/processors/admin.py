@@ -283,7 +283,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             self.calls[fwd.opaque] = PendingCall(
                 req.conn_id, cmd, now_ms + CALL_CLIENT_TIMEOUT_MS
             )
-        self.ctx.outbox.send(conn_id, fwd)
+        self.ctx.outbox.call(conn_id, fwd)
         return None
 
     def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
@@ -326,7 +326,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             fwd = RemotingCommand.request(RC.GET_CONSUMER_STATUS_FROM_CLIENT, ext)
             sc.pending[fwd.opaque] = cid
             self.status_calls[fwd.opaque] = sc
-            self.ctx.outbox.send(conn, fwd)
+            self.ctx.outbox.call(conn, fwd)
         return None
 
     def _status_answer(self, sc: StatusCall, resp: RemotingCommand) -> None:

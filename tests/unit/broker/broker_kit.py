@@ -22,9 +22,14 @@ class FakeOutbox:
     def __init__(self) -> None:
         self.sent: list[tuple[int, RemotingCommand]] = []
         self.closed: list[int] = []
+        self.calls: list[int] = []  # opaques sent with call()
 
     def send(self, conn_id: int, cmd: RemotingCommand) -> None:
         self.sent.append((conn_id, cmd))
+
+    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
+        self.sent.append((conn_id, cmd))
+        self.calls.append(cmd.opaque)
 
     def close_conn(self, conn_id: int) -> None:
         self.closed.append(conn_id)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from actors.core import Request
 from actors.remoting.router import RouteError, RouteTable, request_code
 from actors.runtime.channel import (
+    CALL,
     CLOSE_CONN,
     CONN_CLOSED,
     NOTICES,
@@ -18,6 +19,7 @@ from actors.runtime.channel import (
     REQUEST,
     Channel,
     RecordDecoder,
+    add_call,
     add_conn_record,
     add_notices,
     add_reply,
@@ -36,12 +38,14 @@ def _stream() -> tuple[bytes, list[tuple]]:
     add_conn_record(out, CONN_CLOSED, 7)
     add_conn_record(out, CLOSE_CONN, 8)
     add_notices(out, [["T", 1, 5, 42, 1000]])
+    add_call(out, (1 << 48) + 3, -5, b"\x00\x00\x00\x05call!")
     expected = [
         (REQUEST, 7, 123456789, ("10.1.2.3", 4567), b"\x00\x00\x00\x02{}body"),
         (REPLY, 7, b"\x00\x00\x00\x04abcd"),
         (CONN_CLOSED, 7),
         (CLOSE_CONN, 8),
         (NOTICES, [["T", 1, 5, 42, 1000]]),
+        (CALL, (1 << 48) + 3, -5, b"\x00\x00\x00\x05call!"),
     ]
     return bytes(out), expected
 
