@@ -230,7 +230,9 @@ _SEND_V2_SPECS: Final = _specs(SendMessageRequestHeader, SEND_V2_KEYS)
 _send_from_v2 = _build_from_ext(SendMessageRequestHeader, _SEND_V2_SPECS)
 _send_to_v2 = _build_to_ext(SendMessageRequestHeader, _SEND_V2_SPECS)
 
-V2_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+V2_SEND_CODES: Final = frozenset(
+    {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
+)
 
 
 # (topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times)
@@ -289,6 +291,28 @@ class SendMessageResponseHeader(CommandCustomHeader):
     transaction_id: str | None = None
     msg_region: str | None = None  # the broker always adds MSG_REGION (default DefaultRegion)
     trace_on: str | None = None  # and TRACE_ON ("true"/"false")
+
+
+@header
+class ReplyMessageRequestHeader(CommandCustomHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker -> the producer waiting for a reply: the
+    reply's send header plus where and when it was stored (hosts written as Java's
+    InetSocketAddress.toString(), "/ip:port")."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: Long
+    flag: int
+    born_host: str
+    store_host: str
+    store_timestamp: Long
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
 
 
 @header
@@ -845,6 +869,9 @@ REQUEST_HEADERS: Final[dict[int, type[CommandCustomHeader]]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
     RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeader,
     RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_REPLY_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_REPLY_MESSAGE_V2: SendMessageRequestHeader,
+    RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader,
     RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
     RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
@@ -898,6 +925,8 @@ RESPONSE_HEADERS: Final[dict[int, type[CommandCustomHeader]]] = {
     RequestCode.SEND_MESSAGE: SendMessageResponseHeader,
     RequestCode.SEND_MESSAGE_V2: SendMessageResponseHeader,
     RequestCode.SEND_BATCH_MESSAGE: SendMessageResponseHeader,
+    RequestCode.SEND_REPLY_MESSAGE: SendMessageResponseHeader,
+    RequestCode.SEND_REPLY_MESSAGE_V2: SendMessageResponseHeader,
     RequestCode.PULL_MESSAGE: PullMessageResponseHeader,
     RequestCode.QUERY_MESSAGE: QueryMessageResponseHeader,
     RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetResponseHeader,

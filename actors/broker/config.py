@@ -53,6 +53,7 @@ class BrokerConfig:
     msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
     regionId: str = "DefaultRegion"
     traceOn: bool = True
+    storeReplyMessageEnable: bool = True  # a reply message is also stored in its reply topic
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
     transactionTimeOut: int = 6000  # a half message older than this (ms) is checked

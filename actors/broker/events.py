@@ -103,7 +103,8 @@ class OffsetMoved:
 
 @dataclass(frozen=True, slots=True)
 class ProducerGroupChanged:
-    """A producer group's live connections (heartbeats), for transaction check-backs."""
+    """A producer group's live connections (heartbeats): transaction check-backs and reply
+    messages (SEND_REPLY_MESSAGE) reach producers through them."""
 
     # ProducerManager lives in client_manage; the send actor hosts the transaction check
     # (it re-puts half messages, so it must be the writer) and needs a channel per PGROUP.
@@ -111,6 +112,9 @@ class ProducerGroupChanged:
     AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
     group: str
     conn_ids: tuple[int, ...]
+    # (client id, conn id) of each channel: a reply message's push finds its requester by the
+    # client id (ProducerManager.findChannel)
+    clients: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,8 @@ class BrokerState:
         self.offsets = ConsumerOffsetManager()
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, tuple[int, ...]] = {}  # group -> live conn ids
+        # group -> (client id, conn id) of its live channels
+        self.producer_clients: dict[str, tuple[tuple[str, int], ...]] = {}
         self.config_version = DataVersion()  # Configuration's data version: one per update
         # (counter, timestamp) of the topic and group tables: the controller bumps them once per
         # batch that changed a table and tells the replicas that answer with them (TableVersions)
@@ -106,8 +108,10 @@ class BrokerState:
         elif isinstance(ev, ProducerGroupChanged):
             if ev.conn_ids:
                 self.producer_groups[ev.group] = ev.conn_ids
+                self.producer_clients[ev.group] = ev.clients
             else:
                 self.producer_groups.pop(ev.group, None)
+                self.producer_clients.pop(ev.group, None)
         elif not isinstance(ev, OffsetMoved | StoreCleanRequested):  # no table: the send core acts
             return None
         return changed

@@ -79,6 +79,8 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.SEND_BATCH_MESSAGE,
                 RC.CONSUMER_SEND_MSG_BACK,
                 RC.END_TRANSACTION,  # the commit is a put: THE writer serves it (DESIGN.md)
+                RC.SEND_REPLY_MESSAGE,  # ReplyMessageProcessor: a put, then a push to the
+                RC.SEND_REPLY_MESSAGE_V2,  # requester whose answer comes back here
             }
         ),
         "waitTimeMillsInSendQueue",

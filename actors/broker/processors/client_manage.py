@@ -102,7 +102,10 @@ class ClientManageProcessor(CodeDispatchCore):
         if group == CLIENT_INNER_PRODUCER_GROUP:  # every client has it; never transactional
             return
         conns = self.producers.groups.get(group, {})
-        self.ctx.emit(ProducerGroupChanged(group, tuple(sorted(conns))))
+        self.ctx.emit(ProducerGroupChanged(
+            group, tuple(sorted(conns)),
+            tuple(sorted((ch.client_id, c) for c, ch in conns.items())),
+        ))  # fmt: skip
 
     def _group_changed(self, group: str, *, notify: bool, group_flag: bool = True) -> None:
         info = self.consumers.info(group)

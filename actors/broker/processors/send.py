@@ -1,13 +1,14 @@
-"""The send group: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
-CONSUMER_SEND_MSG_BACK (36), on THE single store writer.
+"""The send group: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
+CONSUMER_SEND_MSG_BACK (36), END_TRANSACTION (37) and SEND_REPLY_MESSAGE (324/325), on THE
+single store writer.
 
-Mirrors broker/processor/SendMessageProcessor.java + AbstractSendMessageProcessor.java,
-RocketMQ 4.9.x (spec §9.1, §9.6). SYNC_FLUSH is a group commit: a send that must wait for the
-flush returns None; the runtime calls `flush_and_release(now_ms)` after each batch (and tick
-does too), which flushes once and answers every waiting send whose record is covered, or
-FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. Delay levels are rewritten to
-SCHEDULE_TOPIC_XXXX inside the store; actors.broker.schedule.ScheduleMessageService delivers
-them, driven by tick() only (a master's writer; the request path never touches it).
+Mirrors broker/processor/SendMessageProcessor.java + AbstractSendMessageProcessor.java and
+ReplyMessageProcessor.java, RocketMQ 4.9.x (spec §9.1, §9.6). SYNC_FLUSH is a group commit:
+a send that must wait for the flush returns None; the runtime calls `flush_and_release(now_ms)`
+after each batch (and tick does too), which flushes once and answers every waiting send whose
+record is covered, or FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. Delay levels are
+rewritten to SCHEDULE_TOPIC_XXXX inside the store; actors.broker.schedule.ScheduleMessageService
+delivers them, driven by tick() only (a master's writer; the request path never touches it).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from protocol.errors import HeaderFieldError
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
+    ReplyMessageRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_send_header,
@@ -70,7 +72,9 @@ from protocol.message import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
     PROPERTY_KEYS,
+    PROPERTY_MESSAGE_REPLY_TO_CLIENT,
     PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_PUSH_REPLY_TIME,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS,
@@ -104,6 +108,8 @@ JAVA: Final = int(Lang.JAVA)
 _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 _END_TX: Final = int(RC.END_TRANSACTION)
+_REPLY_CODES: Final = frozenset({int(RC.SEND_REPLY_MESSAGE), int(RC.SEND_REPLY_MESSAGE_V2)})
+PUSH_REPLY_TIMEOUT_MS: Final = 10_000  # Broker2Client.callClient's invokeSync timeout
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
 # SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
@@ -144,6 +150,17 @@ class _Waiting:
     resp: RemotingCommand
 
 
+@dataclass(slots=True)
+class _PushWait:
+    """A reply message pushed to its requester: the replier's response waits for the answer."""
+
+    conn_id: int  # the replier's connection (None response for a oneway replier: not kept)
+    resp: RemotingCommand
+    client_id: str
+    target_conn: int
+    deadline_ms: int
+
+
 class _Reject(Exception):
     """An early error response."""
 
@@ -166,6 +183,8 @@ class SendMessageProcessor:
         self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
         self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
         self.waiting: list[_Waiting] = []
+        self.push_waits: dict[int, _PushWait] = {}  # opaque of a reply push -> its replier
+        self._closed_conns: set[int] = set()  # connections closed (ids are never reused)
         self._read_config()
         self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
         self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
@@ -228,6 +247,8 @@ class SendMessageProcessor:
                 resp = self._send_back(req, now_ms)
             elif cmd.code == _END_TX:
                 resp = self._end_transaction(req, now_ms)
+            elif cmd.code in _REPLY_CODES:
+                resp = self._send_reply(req, now_ms)
             else:
                 resp = self._send(req, now_ms)
         except HeaderFieldError as e:
@@ -237,7 +258,16 @@ class SendMessageProcessor:
         return resp
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
-        """Nothing per connection (waiting replies are dropped by the outbox)."""
+        """A requester gone while its reply push is open: that push failed (waiting sends'
+        replies to a closed connection are dropped by the outbox)."""
+        for opaque in [o for o, w in self.push_waits.items() if w.target_conn == conn_id]:
+            self._push_failed(self.push_waits.pop(opaque))
+        # client_manage's ProducerGroupChanged for it may come later: skip it until then
+        closed = self._closed_conns
+        closed.add(conn_id)
+        if len(closed) > CACHE_LIMIT:
+            live = {c for clients in self.ctx.producer_clients.values() for _, c in clients}
+            closed.intersection_update(live)
 
     def tick(self, now_ms: int) -> int | None:
         """Release flushed sync sends and run the store's periodic work."""
@@ -251,6 +281,12 @@ class SendMessageProcessor:
             wait = t if wait is None else min(wait, t)
         if self.waiting:
             wait = 1 if wait is None else min(wait, 1)
+        if self.push_waits:
+            for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
+                self._push_failed(self.push_waits.pop(opaque))
+            if self.push_waits:
+                due = min(w.deadline_ms for w in self.push_waits.values()) - now_ms
+                wait = due if wait is None else min(wait, due)
         return wait
 
     def flush_and_release(self, now_ms: int) -> int:
@@ -558,6 +594,104 @@ class SendMessageProcessor:
                 return resp
             return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
         return self._put_response(req, result, resp_qid, wait, now_ms)
+
+    # --- SEND_REPLY_MESSAGE / V2 (ReplyMessageProcessor) -------------------------------------
+
+    def _send_reply(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """Store the reply in its topic (storeReplyMessageEnable) and push it to the producer
+        named by REPLY_TO_CLIENT (PUSH_REPLY_MESSAGE_TO_CLIENT); the replier's response waits
+        for the push's answer and is SYSTEM_ERROR when the push fails. As in Java, the record
+        keeps the request's properties text as it came and sysFlag 0."""
+        cmd = req.cmd
+        h = decode_send_header(cmd.code, cmd.ext_fields)
+        try:
+            _tc, queue_id = self._msg_check(cmd, h.topic, h.queue_id, req.peer)
+        except _Reject as r:
+            return cmd.make_response(r.code, r.remark, self._base_ext())
+        text = h.properties or ""
+        props = parse_properties(text) if text else {}
+        ext = self._base_ext()
+        if self.bc.storeReplyMessageEnable:
+            result = self.store.put_message(
+                MessageExtBrokerInner(
+                    h.topic, cmd.body, h.flag, {}, queue_id, 0, h.born_timestamp,
+                    self._born_host(req.peer), self.store_host, h.reconsume_times or 0,
+                    properties_string=text,
+                ),
+                now_ms,
+            )  # fmt: skip
+            if result.status in (_PS.PUT_OK, _PS.FLUSH_DISK_TIMEOUT, _PS.FLUSH_SLAVE_TIMEOUT,
+                                 _PS.SLAVE_NOT_AVAILABLE):  # fmt: skip
+                if self.sync_flush:
+                    self.store.flush(now_ms)
+                ext.update(msgId=offset_msg_id(self.store_host, result.wrote_offset),
+                           queueId=str(queue_id), queueOffset=str(result.logics_offset))
+            else:
+                log.warning("reply message not stored: %s", result.status.name)
+        if "msgId" not in ext:  # Java writes zeros when the push went out and nothing stored
+            ext_ok = {**ext, "msgId": "0", "queueId": str(queue_id), "queueOffset": "0"}
+        else:
+            ext_ok = ext
+        resp = cmd.make_response(RS.SUCCESS, None, ext_ok)
+        client_id = props.get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
+        if client_id is None:
+            log.warning("%s is null, can not reply message", PROPERTY_MESSAGE_REPLY_TO_CLIENT)
+            return cmd.make_response(RS.SYSTEM_ERROR, "reply message properties["
+                                     f"{PROPERTY_MESSAGE_REPLY_TO_CLIENT}] is null", ext)
+        target = self._producer_conn(client_id)
+        outbox = self.ctx.outbox
+        if target is None or outbox is None:
+            remark = f"push reply message fail, channel of <{client_id}> not found."
+            log.warning(remark)
+            return cmd.make_response(RS.SYSTEM_ERROR, remark, ext)
+        props[PROPERTY_PUSH_REPLY_TIME] = str(now_ms)
+        peer = req.peer
+        push = RemotingCommand.request(
+            RC.PUSH_REPLY_MESSAGE_TO_CLIENT,
+            ReplyMessageRequestHeader(
+                h.producer_group, h.topic, h.default_topic, h.default_topic_queue_nums,
+                h.queue_id, h.sys_flag, h.born_timestamp, h.flag,
+                f"/{peer[0]}:{peer[1]}", f"/{self.bc.brokerIP1}:{self.bc.listenPort}", now_ms,
+                properties_to_string(props), h.reconsume_times, bool(h.unit_mode),
+            ).to_ext(),
+            bytes(cmd.body),
+        )  # fmt: skip
+        if not cmd.is_oneway:
+            self.push_waits[push.opaque] = _PushWait(
+                req.conn_id, resp, client_id, target, now_ms + PUSH_REPLY_TIMEOUT_MS
+            )
+        outbox.call(target, push)
+        return None
+
+    def _producer_conn(self, client_id: str) -> int | None:
+        """ProducerManager.findChannel: the connection of a producer client by its id."""
+        closed = self._closed_conns
+        for clients in self.ctx.producer_clients.values():
+            for cid, conn_id in clients:
+                if cid == client_id and conn_id not in closed:
+                    return conn_id
+        return None
+
+    def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
+        """The requester answered a reply push: the replier learns how it went."""
+        wait = self.push_waits.pop(resp.opaque, None)
+        if wait is None:
+            log.info("client response opaque=%d code=%d matches no push", resp.opaque, resp.code)
+            return
+        if resp.code != RS.SUCCESS:
+            log.warning("push reply message to <%s> return fail, response remark: %s",
+                        wait.client_id, resp.remark)  # fmt: skip
+            self._push_failed(wait)
+        elif self.ctx.outbox is not None:
+            self.ctx.outbox.send(wait.conn_id, wait.resp)
+
+    def _push_failed(self, wait: _PushWait) -> None:
+        """Answer the replier SYSTEM_ERROR (the message stays stored, as in Java)."""
+        resp = wait.resp
+        resp.code = RS.SYSTEM_ERROR
+        resp.remark = f"push reply message to {wait.client_id}fail."  # Java's text, no space
+        if self.ctx.outbox is not None:
+            self.ctx.outbox.send(wait.conn_id, resp)
 
     def _send_batch(
         self, req: Request, h: SendMessageRequestHeader, now_ms: int
