@@ -92,6 +92,7 @@ FLUSH_BYTES_PER_TICK: Final = 4 * 1024 * 1024
 LOCALHOST: Final = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 _ROLLBACK_OR_PREPARED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 DELETE_FILES_BATCH_MAX: Final = 10
+MAX_MANUAL_DELETE_FILE_TIMES: Final = 20  # retention passes a manual request keeps "due"
 _REC_PACK = RECORD_V4_HEAD.pack_into
 _I16_PACK = Struct(">h").pack_into
 _I32_UNPACK = Struct(">i").unpack_from
@@ -820,7 +821,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self._last_cq_thorough_ms = 0
         self._last_clean_ms = 0
         self._last_cq_store_ts = 0
-        self.manual_delete = False
+        self.manual_delete_times = 0  # passes left that run as if deleteWhen's hour had come
         self.put_lock = threading.Lock()  # only GroupCommit uses it; the broker is one thread
         # ASYNC_FLUSH: the commit log is flushed by a thread (fdatasync releases the GIL);
         # _flush_mu orders its publishing with flush() on the writer's thread
@@ -1844,15 +1845,22 @@ class DefaultMessageStore(_StoreReadMixin):
         except OSError:
             return 0
 
+    def execute_delete_files_manually(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG: the next retention passes delete expired commit-log files
+        whatever the hour (CleanCommitLogService.executeDeleteFilesManually)."""
+        self.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
+
     def clean_expired(self, now_ms: int) -> int:
         """CleanCommitLogService + CleanConsumeQueueService; returns commit-log files deleted."""
         cfg = self.cfg
         ratio = self.disk_usage(self.commitlog.path) * 100
         clean_immediately = ratio >= cfg.diskSpaceCleanForciblyRatio
         space_full = ratio >= cfg.diskMaxUsedSpaceRatio or clean_immediately
-        if not (self._is_time_to_delete(now_ms) or space_full or self.manual_delete):
+        manual = self.manual_delete_times > 0
+        if not (self._is_time_to_delete(now_ms) or space_full or manual):
             return 0
-        self.manual_delete = False
+        if manual:
+            self.manual_delete_times -= 1
         at_once = cfg.cleanFileForciblyEnable and clean_immediately
         expired_ms = cfg.fileReservedTime * 3_600_000
         files = self.commitlog.mfq.files

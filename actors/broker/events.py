@@ -141,9 +141,11 @@ class TableVersions:
 
 @dataclass(frozen=True, slots=True)
 class StoreCleanRequested:
-    """CLEAN_UNUSED_TOPIC ("unused": consume queues of topics no longer configured) or
-    CLEAN_EXPIRED_CONSUMEQUEUE ("expired": queues wholly below the commit log's min offset),
-    for the store writer (DefaultMessageStore.cleanUnusedTopic / cleanExpiredConsumerQueue)."""
+    """CLEAN_UNUSED_TOPIC ("unused": consume queues of topics no longer configured),
+    CLEAN_EXPIRED_CONSUMEQUEUE ("expired": queues wholly below the commit log's min offset) or
+    DELETE_EXPIRED_COMMITLOG ("commitlog": expired commit-log files, whatever the hour), for
+    the store writer (DefaultMessageStore.cleanUnusedTopic / cleanExpiredConsumerQueue /
+    executeDeleteFilesManually)."""
 
     AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
     what: str

@@ -58,6 +58,7 @@ from protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     MessageExt,
+    decode_offset_msg_id,
 )
 from protocol.record import encode_record, properties_to_string
 from store.consume_queue import PRE_BLANK_SIZE
@@ -181,6 +182,31 @@ class TransactionalMessageService:
             self.store_host,
         )
         return self.store.put_message(op, now_ms).status is PutMessageStatus.PUT_OK
+
+    def resume_check(self, msg_id: str | None, now_ms: int) -> tuple[int, str | None]:
+        """RESUME_CHECK_HALF_MESSAGE (mqadmin resumeCheckHalfMessage): the message at msg_id's
+        commit-log offset (one discarded to TRANS_CHECK_MAX_TIME_TOPIC, usually) goes back to
+        the half queue with its check count at 0, to be checked again; (code, remark)."""
+        exc_remark = "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
+        try:
+            phy = decode_offset_msg_id(msg_id or "")[2]
+        except ValueError:
+            return RS.SYSTEM_ERROR, exc_remark
+        msg = self.store.look_message_by_offset(phy)
+        if msg is None:
+            return RS.SYSTEM_ERROR, exc_remark
+        props = dict(msg.properties)
+        props[PROPERTY_TRANSACTION_CHECK_TIMES] = "0"
+        self._topic(HALF_TOPIC)
+        result = self.store.put_message(
+            MessageExtBrokerInner.from_stored(msg, HALF_TOPIC, 0, props), now_ms
+        )
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.error("resume check half message %s: put back failed %s", msg_id,
+                      result.status.name)  # fmt: skip
+            return RS.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed."
+        log.info("resume check half message %s: put back to the half queue", msg_id)
+        return RS.SUCCESS, None
 
     def _topic(self, name: str) -> None:
         tc, created = self.ctx.topics.create_in_send_back(name, 1, RW)

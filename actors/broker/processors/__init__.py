@@ -81,6 +81,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.END_TRANSACTION,  # the commit is a put: THE writer serves it (DESIGN.md)
                 RC.SEND_REPLY_MESSAGE,  # ReplyMessageProcessor: a put, then a push to the
                 RC.SEND_REPLY_MESSAGE_V2,  # requester whose answer comes back here
+                RC.RESUME_CHECK_HALF_MESSAGE,  # a put back to the half queue
             }
         ),
         "waitTimeMillsInSendQueue",
@@ -102,6 +103,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.HEART_BEAT,
                 RC.UNREGISTER_CLIENT,
                 RC.GET_PRODUCER_CONNECTION_LIST,
+                RC.GET_ALL_PRODUCER_INFO,
                 RC.CHECK_CLIENT_CONFIG,
             }
         ),
@@ -147,6 +149,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
                 RC.CLEAN_UNUSED_TOPIC,
                 RC.CLEAN_EXPIRED_CONSUMEQUEUE,
+                RC.DELETE_EXPIRED_COMMITLOG,
             }
         ),
         "waitTimeMillsInOtherQueue",

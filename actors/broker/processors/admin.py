@@ -173,6 +173,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
             RC.CLEAN_UNUSED_TOPIC: self._clean_unused_topics,
             RC.CLEAN_EXPIRED_CONSUMEQUEUE: self._clean_expired_queues,
+            RC.DELETE_EXPIRED_COMMITLOG: self._delete_expired_commitlog,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -389,6 +390,12 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def _clean_expired_queues(self, req: Request, now_ms: int) -> RemotingCommand:
         """CLEAN_EXPIRED_CONSUMEQUEUE: the store writer drops queues below the log's min offset."""
         self.ctx.emit(StoreCleanRequested("expired"))
+        return req.cmd.make_response(RS.SUCCESS)
+
+    def _delete_expired_commitlog(self, req: Request, now_ms: int) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG: the store writer deletes expired commit-log files now and
+        in its next retention passes, whatever deleteWhen says."""
+        self.ctx.emit(StoreCleanRequested("commitlog"))
         return req.cmd.make_response(RS.SUCCESS)
 
     def _topic_wrapper(self) -> dict[str, Any]:

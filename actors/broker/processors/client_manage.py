@@ -58,6 +58,7 @@ class ClientManageProcessor(CodeDispatchCore):
             RC.HEART_BEAT: self._heartbeat,
             RC.UNREGISTER_CLIENT: self._unregister,
             RC.GET_PRODUCER_CONNECTION_LIST: self._producer_connections,
+            RC.GET_ALL_PRODUCER_INFO: self._all_producer_info,
             RC.CHECK_CLIENT_CONFIG: self._check_client_config,
         }
 
@@ -228,3 +229,21 @@ class ClientManageProcessor(CodeDispatchCore):
         except SubscriptionRefused as e:
             return cmd.make_response(e.code, e.remark)
         return cmd.make_response(RS.SUCCESS)
+
+    # --- GET_ALL_PRODUCER_INFO (mqadmin producer) ----------------------------------------------
+
+    def _all_producer_info(self, req: Request, now_ms: int) -> RemotingCommand:
+        """ProducerTableInfo: every producer group (CLIENT_INNER_PRODUCER too, as Java keeps
+        it) -> its channels as ProducerInfo, the address as Java's "/ip:port"."""
+        from actors.broker.processors.admin import language_name
+
+        data = {
+            group: [
+                {"clientId": c.client_id, "language": language_name(c.language),
+                 "lastUpdateTimestamp": c.last_update_ms, "remoteIP": f"/{c.peer[0]}:{c.peer[1]}",
+                 "version": c.version}
+                for c in sorted(chans.values(), key=lambda c: c.conn_id)
+            ]
+            for group, chans in sorted(self.producers.groups.items())
+        }  # fmt: skip
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"data": data}))

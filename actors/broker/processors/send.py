@@ -63,6 +63,7 @@ from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     ReplyMessageRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_send_header,
@@ -108,6 +109,7 @@ JAVA: Final = int(Lang.JAVA)
 _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 _END_TX: Final = int(RC.END_TRANSACTION)
+_RESUME_CHECK: Final = int(RC.RESUME_CHECK_HALF_MESSAGE)
 _REPLY_CODES: Final = frozenset({int(RC.SEND_REPLY_MESSAGE), int(RC.SEND_REPLY_MESSAGE_V2)})
 PUSH_REPLY_TIMEOUT_MS: Final = 10_000  # Broker2Client.callClient's invokeSync timeout
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
@@ -249,6 +251,8 @@ class SendMessageProcessor:
                 resp = self._end_transaction(req, now_ms)
             elif cmd.code in _REPLY_CODES:
                 resp = self._send_reply(req, now_ms)
+            elif cmd.code == _RESUME_CHECK:
+                resp = self._resume_check(req, now_ms)
             else:
                 resp = self._send(req, now_ms)
         except HeaderFieldError as e:
@@ -839,6 +843,16 @@ class SendMessageProcessor:
                         h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
         return cmd.make_response(code, remark)
 
+    def _resume_check(self, req: Request, now_ms: int) -> RemotingCommand:
+        """RESUME_CHECK_HALF_MESSAGE (AdminBrokerProcessor.resumeCheckHalfMessage): a put, so
+        the writer serves it."""
+        cmd = req.cmd
+        if self.tx is None:
+            return cmd.make_response(RS.SLAVE_NOT_AVAILABLE, "Can't process transaction on slave")
+        h = ResumeCheckHalfMessageRequestHeader.from_ext(cmd.ext_fields)
+        code, remark = self.tx.resume_check(h.msg_id, now_ms)
+        return cmd.make_response(code, remark)
+
     # --- DELETE_TOPIC_IN_BROKER (from the admin actor) -----------------------------------------
 
     def _on_topics_deleted(self, ev: TopicsDeleted, now_ms: int) -> None:
@@ -850,7 +864,7 @@ class SendMessageProcessor:
             log.info("deleted the consume queues of topics %s", gone)
 
     def _on_store_clean(self, ev: StoreCleanRequested, now_ms: int) -> None:
-        """CLEAN_UNUSED_TOPIC / CLEAN_EXPIRED_CONSUMEQUEUE from the admin actor."""
+        """CLEAN_UNUSED_TOPIC / CLEAN_EXPIRED_CONSUMEQUEUE / DELETE_EXPIRED_COMMITLOG."""
         if ev.what == "unused":
             configured = self.ctx.topics.table
             unused = {
@@ -864,6 +878,10 @@ class SendMessageProcessor:
         elif ev.what == "expired":
             n = self.store.clean_expired_consume_queues()
             log.info("clean expired consume queues: %d deleted", n)
+        elif ev.what == "commitlog":
+            self.store.execute_delete_files_manually()
+            n = self.store.clean_expired(now_ms)
+            log.info("delete expired commit log (manual): %d files deleted now", n)
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 

@@ -247,3 +247,27 @@ def test_consumer_status_one_client_timeout_and_offline_group(broker: Broker) ->
     [(conn, resp)] = broker.outbox.take()
     assert conn == 9 and resp.code == RS.SUCCESS
     assert bytes(resp.body) == b'{"consumerTable":{},"messageQueueTable":{}}'
+
+
+# --- GET_ALL_PRODUCER_INFO (328, mqadmin producer) ---------------------------------------------
+
+
+def test_get_all_producer_info_lists_every_group_with_its_channels(broker: Broker) -> None:
+    for conn_id, cid in ((3, "10.0.0.5@a"), (4, "10.0.0.5@b")):
+        body = json.dumps({"clientID": cid, "consumerDataSet": [],
+                           "producerDataSet": [{"groupName": "PG1"},
+                                               {"groupName": "CLIENT_INNER_PRODUCER"}]}).encode()
+        r = broker.call(RC.HEART_BEAT, {}, body, conn_id=conn_id, peer=PEER, now_ms=77,
+                        language="CPP", version=333)  # fmt: skip
+        assert r is not None and r.code == RS.SUCCESS
+    r = broker.call(RC.GET_ALL_PRODUCER_INFO, {})
+    assert r is not None and r.code == RS.SUCCESS
+    data = json.loads(bytes(r.body))["data"]
+    assert sorted(data) == ["CLIENT_INNER_PRODUCER", "PG1"]
+    assert data["PG1"] == [
+        {"clientId": "10.0.0.5@a", "language": "CPP", "lastUpdateTimestamp": 77,
+         "remoteIP": "/10.0.0.5:51000", "version": 333},
+        {"clientId": "10.0.0.5@b", "language": "CPP", "lastUpdateTimestamp": 77,
+         "remoteIP": "/10.0.0.5:51000", "version": 333},
+    ]  # fmt: skip
+    assert list(json.loads(bytes(r.body))["data"]["PG1"][0]) == sorted(data["PG1"][0])

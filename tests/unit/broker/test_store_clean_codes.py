@@ -36,7 +36,7 @@ def test_clean_expired_consume_queue_drops_queues_below_the_log_min(broker: Brok
             r = broker.call(RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=0), body, now_ms=5000)
             assert r is not None and r.code == RS.SUCCESS
     store = broker.store
-    store.manual_delete = True
+    store.execute_delete_files_manually()
     store.cfg.fileReservedTime = 0
     store.disk_usage = lambda _p: 0.1  # type: ignore[method-assign]
     assert store.clean_expired(10_000) > 0  # every file but the one being written
@@ -45,4 +45,24 @@ def test_clean_expired_consume_queue_drops_queues_below_the_log_min(broker: Brok
     assert r is not None and r.code == RS.SUCCESS
     assert ("Old", 0) not in _queues(broker)
     assert ("Fresh", 0) in _queues(broker)  # its unit is above the min: it stays
+    assert store.check() == []
+
+
+def test_delete_expired_commitlog_deletes_now_whatever_the_hour(broker: Broker) -> None:
+    """DELETE_EXPIRED_COMMITLOG (329): expired files go at once, though deleteWhen's hour is not
+    now and the disk is far from full (executeDeleteFilesManually)."""
+    body = b"z" * 60_000
+    for _ in range(40):  # several 1 MiB commit-log files
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext("Old", queue_id=0), body, now_ms=5000)
+        assert r is not None and r.code == RS.SUCCESS
+    store = broker.store
+    store.cfg.fileReservedTime = 0
+    store.cfg.deleteWhen = "99"  # never the hour
+    store.disk_usage = lambda _p: 0.1  # type: ignore[method-assign]
+    assert store.clean_expired(10_000) == 0  # a scheduled pass deletes nothing
+    files = len(store.commitlog.mfq.files)
+    r = broker.call(RC.DELETE_EXPIRED_COMMITLOG, {}, now_ms=10_000)
+    assert r is not None and r.code == RS.SUCCESS
+    assert len(store.commitlog.mfq.files) == 1 < files  # all but the one being written
+    assert store.manual_delete_times == 19  # the next scheduled passes still delete
     assert store.check() == []

@@ -219,6 +219,39 @@ def test_discarded_after_check_max(tmp_path: Any) -> None:
         b.close()
 
 
+def test_resume_check_half_message_puts_a_discarded_half_back(tmp_path: Any) -> None:
+    """RESUME_CHECK_HALF_MESSAGE (mqadmin resumeCheckHalfMessage): the discarded message goes
+    back to the half queue with TRANSACTION_CHECK_TIMES=0 and is checked again."""
+    b = Broker(str(tmp_path), transactionCheckInterval=1000, transactionTimeOut=1000,
+               transactionCheckMax=1)  # fmt: skip
+    try:
+        _producer_heartbeat(b)
+        _half(b, uniq="UR", body=b"resume-me")
+        _tick(b, BORN)
+        assert [len(_tick(b, BORN + 2000 * k)) for k in range(1, 4)] == [1, 0, 0]
+        discarded = _only_record(b, TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        half_max = b.store.get_max_offset_in_queue(HALF_TOPIC, 0)
+        msg_id = discarded.offset_msg_id
+
+        r = b.call(RC.RESUME_CHECK_HALF_MESSAGE, {"msgId": msg_id}, now_ms=BORN + 9000)
+        assert r is not None and r.code == RS.SUCCESS and r.remark is None
+        back = _only_record(b, HALF_TOPIC, 0, half_max)
+        assert bytes(back.body) == b"resume-me"
+        assert back.properties["TRANSACTION_CHECK_TIMES"] == "0"
+        assert back.properties["UNIQ_KEY"] == "UR" and back.properties["PGROUP"] == "PG"
+        assert "WAIT" not in back.properties or back.properties["WAIT"] == "true"
+        # checked again once it is old enough (and discarded again at the max)
+        assert len(_tick(b, BORN + 12_000)) == 1
+
+        for bad in (f"7F00000100002A9F{1 << 40:016X}", "not-an-id"):  # past the end; no id
+            r = b.call(RC.RESUME_CHECK_HALF_MESSAGE, {"msgId": bad}, now_ms=BORN + 13_000)
+            assert r is not None and r.code == RS.SYSTEM_ERROR
+            assert r.remark == ("Exception was thrown when putting message back to "
+                                "RMQ_SYS_TRANS_HALF_TOPIC.")  # fmt: skip
+    finally:
+        b.close()
+
+
 def test_no_live_producer_still_advances(txb: Broker) -> None:
     _half(txb)
     _tick(txb, BORN)

@@ -84,7 +84,7 @@ def test_no_message_in_queue_and_too_small_and_found_null(tmp_path):
     for _ in range(200):
         s.put_message(msg(topic="E", body=b"z" * 200), 5_000)
     # force retention of everything but the last commit-log file
-    s.manual_delete = True
+    s.execute_delete_files_manually()
     s.cfg.fileReservedTime = 0
     assert s.clean_expired(10_000) > 0
     lo = s.get_min_offset_in_queue("E", 0)
