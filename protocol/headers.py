@@ -852,6 +852,15 @@ class ViewBrokerStatsDataRequestHeader(CommandCustomHeader):
 
 
 @header
+class QueryCorrectionOffsetHeader(CommandCustomHeader):
+    """QUERY_CORRECTION_OFFSET (308): filterGroups is a comma-separated list."""
+
+    compare_group: str
+    topic: str
+    filter_groups: str | None = None
+
+
+@header
 class ResumeCheckHalfMessageRequestHeader(CommandCustomHeader):
     """RESUME_CHECK_HALF_MESSAGE (323)."""
 

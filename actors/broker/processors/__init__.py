@@ -150,6 +150,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.CLEAN_UNUSED_TOPIC,
                 RC.CLEAN_EXPIRED_CONSUMEQUEUE,
                 RC.DELETE_EXPIRED_COMMITLOG,
+                RC.QUERY_CORRECTION_OFFSET,
             }
         ),
         "waitTimeMillsInOtherQueue",

@@ -63,6 +63,7 @@ from protocol.headers import (
     GetTopicStatsInfoRequestHeader,
     QueryConsumeQueueRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
+    QueryCorrectionOffsetHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
@@ -92,6 +93,7 @@ def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
 
 CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
 CONSUMER_STATUS_TIMEOUT_MS = 5_000  # Broker2Client.getConsumeStatus's invokeSync
+JAVA_LONG_MAX = (1 << 63) - 1  # Long.MAX_VALUE
 
 
 @dataclass(slots=True)
@@ -174,6 +176,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.CLEAN_UNUSED_TOPIC: self._clean_unused_topics,
             RC.CLEAN_EXPIRED_CONSUMEQUEUE: self._clean_expired_queues,
             RC.DELETE_EXPIRED_COMMITLOG: self._delete_expired_commitlog,
+            RC.QUERY_CORRECTION_OFFSET: self._query_correction_offset,
         }
 
     # --- topics ---------------------------------------------------------------------------
@@ -397,6 +400,31 @@ class AdminBrokerProcessor(CodeDispatchCore):
         in its next retention passes, whatever deleteWhen says."""
         self.ctx.emit(StoreCleanRequested("commitlog"))
         return req.cmd.make_response(RS.SUCCESS)
+
+    def _query_correction_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+        """QUERY_CORRECTION_OFFSET: per queue of the topic, the least committed offset of every
+        group but filterGroups (offsets below the queue's min left out), Long.MAX_VALUE where
+        compareGroup's offset is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup).
+
+        Java's version also deletes filterGroups' offsets from the table as it iterates (it
+        removes through the key set); a query here changes nothing."""
+        h = QueryCorrectionOffsetHeader.from_ext(req.cmd.ext_fields)
+        skip = {g for g in (h.filter_groups or "").split(",") if g.strip()}
+        table = self.ctx.offsets.table
+        least: dict[int, int] = {}
+        for key, queues in table.items():
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            if topic != h.topic or group in skip:
+                continue
+            for qid, off in queues.items():
+                if off >= self.store.get_min_offset_in_queue(h.topic, qid):
+                    least[qid] = min(off, least.get(qid, off))
+        compare = table.get(f"{h.topic}{TOPIC_GROUP_SEPARATOR}{h.compare_group}", {})
+        for qid, off in compare.items():
+            if qid in least and least[qid] > off:
+                least[qid] = JAVA_LONG_MAX
+        body = b'{"correctionOffsets":' + dumps_object_map(sorted(least.items())) + b"}"
+        return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _topic_wrapper(self) -> dict[str, Any]:
         return {

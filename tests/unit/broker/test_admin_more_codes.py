@@ -271,3 +271,25 @@ def test_get_all_producer_info_lists_every_group_with_its_channels(broker: Broke
          "remoteIP": "/10.0.0.5:51000", "version": 333},
     ]  # fmt: skip
     assert list(json.loads(bytes(r.body))["data"]["PG1"][0]) == sorted(data["PG1"][0])
+
+
+# --- QUERY_CORRECTION_OFFSET (308) -------------------------------------------------------------
+
+
+def test_query_correction_offset(broker: Broker) -> None:
+    _send(broker, 6, queue_id=0)
+    _send(broker, 6, queue_id=1)
+    for group, q0, q1 in (("A", 4, 2), ("B", 3, 5), ("SKIP", 1, 1), ("CMP", 5, 1)):
+        _commit(broker, group, 0, q0)
+        _commit(broker, group, 1, q1)
+    ext = {"topic": "T", "compareGroup": "CMP", "filterGroups": "SKIP,CMP"}
+    r = broker.call(RC.QUERY_CORRECTION_OFFSET, ext)
+    assert r is not None and r.code == RS.SUCCESS
+    # least of A and B: q0 3, q1 2; CMP behind on q1 (1 < 2): Long.MAX_VALUE
+    assert bytes(r.body) == b'{"correctionOffsets":{0:3,1:9223372036854775807}}'
+    r = broker.call(RC.QUERY_CORRECTION_OFFSET, {**ext, "filterGroups": ""})
+    assert r is not None and bytes(r.body) == b'{"correctionOffsets":{0:1,1:1}}'
+    # the query changed nothing (Java's deletes filterGroups' offsets as a side effect)
+    r = broker.call(RC.QUERY_CONSUMER_OFFSET, {"consumerGroup": "SKIP", "topic": "T",
+                                                "queueId": 0})  # fmt: skip
+    assert r is not None and r.ext_fields["offset"] == "1"
