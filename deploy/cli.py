@@ -48,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
 
     ns = sub.add_parser("namesrv", help="a name server")
-    ns.add_argument("-p", "--port", type=_port, default=9876)
+    ns.add_argument("-c", "--config", default=None,
+                    help="namesrv.properties (NamesrvConfig names: orderMessageEnable, "
+                         "kvConfigPath, listenPort, ...)")
+    ns.add_argument("-p", "--port", type=_port, default=None, help="listen port (default 9876)")
     ns.add_argument("--host", default="127.0.0.1")
     ns.add_argument("--data", default="./data-namesrv")
     ns.add_argument("--admin-port", type=_port, default=None)
@@ -80,6 +83,16 @@ def _configs(props: dict[str, str], overrides: dict[str, str]) -> tuple[Any, Any
     if not 0 <= int(bc.listenPort) <= 65535:
         raise ConfigError(f"listenPort out of range: {bc.listenPort}")
     return bc, sc
+
+
+def _namesrv_config(props: dict[str, str], data: str) -> Any:
+    """NamesrvConfig from properties, paths defaulting under data/namesrv; ConfigError."""
+    from actors.namesrv.config import NamesrvConfig
+
+    try:
+        return NamesrvConfig.from_properties(props, data)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _wait_for_signal() -> None:
@@ -120,7 +133,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         bc = bc.replace(brokerIP1=args.host)
     cluster = launch.start_system(data, admin_port=args.admin_port)
     try:
-        ns_port = launch.start_namesrv(cluster, port=args.namesrv_port, host=args.host)
+        ns_config = _namesrv_config({"listenPort": str(args.namesrv_port)}, data)
+        ns_port = launch.start_namesrv(cluster, port=args.namesrv_port, host=args.host,
+                                       config=ns_config)  # fmt: skip
         _say(f"name server listening on {args.host}:{ns_port}")
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
@@ -136,9 +151,15 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     """A name server until SIGTERM / Ctrl-C."""
     from deploy import launch
 
-    cluster = launch.start_system(os.path.abspath(args.data), admin_port=args.admin_port)
+    data = os.path.abspath(args.data)
+    props = load_properties(args.config) if args.config else {}
+    if args.port is not None:
+        props["listenPort"] = str(args.port)
+    config = _namesrv_config(props, data)
+    cluster = launch.start_system(data, admin_port=args.admin_port)
     try:
-        port = launch.start_namesrv(cluster, port=args.port, host=args.host)
+        port = launch.start_namesrv(cluster, port=config.listenPort, host=args.host,
+                                    config=config)  # fmt: skip
         _say(f"name server listening on {args.host}:{port}")
         _wait_for_signal()
     finally:

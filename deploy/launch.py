@@ -216,13 +216,16 @@ def _await(asys: Any, expect: tuple[type, ...], timeout_s: float) -> Any:
 
 
 def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBACK,
-                  idle_s: float = 120.0) -> int:
-    """Create the NameServer actor and wait until it listens; return its port."""
+                  idle_s: float = 120.0, config: Any = None) -> int:
+    """Create the NameServer actor and wait until it listens; return its port.
+
+    config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change),
+    or None for one with nothing persisted."""
     from actors.namesrv.actor import NameServerActor
     from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 
     addr = cluster.asys.createActor(NameServerActor)
-    cluster.asys.tell(addr, StartNamesrv(host, port, None, idle_s))
+    cluster.asys.tell(addr, StartNamesrv(host, port, config, idle_s))
     reply = _await(cluster.asys, (NamesrvStarted, NamesrvStartFailed), START_TIMEOUT_S)
     if not isinstance(reply, NamesrvStarted):
         reason = reply.reason if reply is not None else "timeout"

@@ -54,6 +54,7 @@ class BrokerConfig:
     regionId: str = "DefaultRegion"
     traceOn: bool = True
     storeReplyMessageEnable: bool = True  # a reply message is also stored in its reply topic
+    configBlackList: str = "configBlackList;brokerConfigPath"  # names UPDATE_BROKER_CONFIG refuses
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
     transactionTimeOut: int = 6000  # a half message older than this (ms) is checked

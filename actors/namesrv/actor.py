@@ -47,9 +47,13 @@ class _ServerOutbox:
 
 
 def build_namesrv_core(config: Any) -> Any:
-    """Construct the NamesrvProcessor core (config: optional dict of keyword overrides)."""
+    """Construct the NamesrvProcessor core (config: a NamesrvConfig, or a dict of keyword
+    overrides as tests pass them, or None)."""
+    from actors.namesrv.config import NamesrvConfig
     from actors.namesrv.processor import NamesrvProcessor
 
+    if isinstance(config, NamesrvConfig):
+        return NamesrvProcessor(config=config)
     return NamesrvProcessor(**(config or {}))
 
 

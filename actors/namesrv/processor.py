@@ -14,6 +14,7 @@ import zlib
 from typing import Any, Final
 
 from actors.core import FAQ_SUFFIX, CodeDispatchCore, Request
+from actors.namesrv.config import NamesrvConfig
 from actors.namesrv.routes import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
     KVConfigManager,
@@ -43,11 +44,14 @@ from protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from store.config import parse_properties_text
 
 log = logging.getLogger(__name__)
 
 SCAN_INTERVAL_MS: Final = 10_000
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
+TOPIC_SYS_FLAG_UNIT: Final = 0x1  # TopicSysFlag.FLAG_UNIT
+TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2  # TopicSysFlag.FLAG_UNIT_SUB
 V3_0_11: Final = 37
 V4_9_4: Final = 401
 
@@ -131,11 +135,18 @@ class NamesrvProcessor(CodeDispatchCore):
         order_message_enable: bool = False,
         scan_interval_ms: int = SCAN_INTERVAL_MS,
         broker_expired_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
+        config: NamesrvConfig | None = None,
     ) -> None:
-        self.routes = routes or RouteInfoManager(broker_expired_ms)
-        self.kv = kv or KVConfigManager()
-        self.order_message_enable = order_message_enable
-        self.scan_interval_ms = scan_interval_ms
+        if config is None:  # keyword arguments (tests): the same values as a config
+            config = NamesrvConfig(orderMessageEnable=order_message_enable,
+                                   scanNotActiveBrokerInterval=scan_interval_ms,
+                                   brokerChannelExpiredTime=broker_expired_ms)  # fmt: skip
+        self.config = config
+        self.routes = routes or RouteInfoManager(config.brokerChannelExpiredTime)
+        if kv is None:
+            kv = KVConfigManager(config.kvConfigPath or None)
+            kv.load()
+        self.kv = kv
         self._next_scan_ms: int | None = None
         self.expired_conns: list[int] = []  # connections the runtime should close
         self.handlers = {
@@ -154,7 +165,22 @@ class NamesrvProcessor(CodeDispatchCore):
             RC.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
             RC.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RC.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
+            RC.GET_NAMESRV_CONFIG: self._get_config,
+            RC.UPDATE_NAMESRV_CONFIG: self._update_config,
+            RC.GET_UNIT_TOPIC_LIST: self._unit_topics,
+            RC.GET_HAS_UNIT_SUB_TOPIC_LIST: self._unit_sub_topics,
+            RC.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._unit_sub_ununit_topics,
         }
+
+    @property
+    def order_message_enable(self) -> bool:
+        """orderMessageEnable (routes carry the ORDER_TOPIC_CONFIG KV entry)."""
+        return self.config.orderMessageEnable
+
+    @property
+    def scan_interval_ms(self) -> int:
+        """scanNotActiveBrokerInterval."""
+        return self.config.scanNotActiveBrokerInterval
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -313,3 +339,51 @@ class NamesrvProcessor(CodeDispatchCore):
         return req.cmd.make_response(
             RS.SUCCESS, None, AddWritePermOfBrokerResponseHeader(n).to_ext()
         )
+
+    # --- GET / UPDATE_NAMESRV_CONFIG (mqadmin getNamesrvConfig / updateNamesrvConfig) --------
+
+    def _get_config(self, req: Request, now_ms: int) -> RemotingCommand:
+        """Every config name and value as properties text."""
+        return req.cmd.make_response(RS.SUCCESS, None, None, self.config.text().encode())
+
+    def _update_config(self, req: Request, now_ms: int) -> RemotingCommand:
+        """Properties text in the body: the known names change now (the route expiry and scan
+        period included) and are persisted to configStorePath; configBlackList's are refused."""
+        cmd = req.cmd
+        try:
+            text = bytes(cmd.body).decode("utf-8")
+        except UnicodeDecodeError:
+            return cmd.make_response(RS.SYSTEM_ERROR, "UnsupportedEncodingException")
+        props = parse_properties_text(text)
+        if self.config.black_listed(props):
+            return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
+        try:
+            unknown = self.config.update(props)
+        except ValueError as exc:
+            return cmd.make_response(RS.SYSTEM_ERROR, f"update namesrv config failed: {exc}")
+        self.routes.broker_expired_ms = self.config.brokerChannelExpiredTime
+        self._next_scan_ms = None  # the new scan period applies from now
+        try:
+            self.config.persist()
+        except OSError as exc:
+            log.error("namesrv config not persisted to %s: %s", self.config.configStorePath, exc)
+        log.info("namesrv config updated %s%s", sorted(set(props) - set(unknown)),
+                 f"; ignored unknown {unknown}" if unknown else "")  # fmt: skip
+        return cmd.make_response(RS.SUCCESS)
+
+    # --- unit topics (GET_UNIT_TOPIC_LIST and the two GET_HAS_UNIT_SUB_* lists) ---------------
+
+    def _unit_topic_list(self, req: Request, want: int, refuse: int) -> RemotingCommand:
+        """TopicList of the topics some queue data of which has every `want` topicSysFlag bit and
+        none of `refuse` (RouteInfoManager.getUnitTopics and the two variants)."""
+        topics = self.routes.topics_by_sys_flag(want, refuse)
+        return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact({"topicList": topics}))
+
+    def _unit_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        return self._unit_topic_list(req, TOPIC_SYS_FLAG_UNIT, 0)
+
+    def _unit_sub_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        return self._unit_topic_list(req, TOPIC_SYS_FLAG_UNIT_SUB, 0)
+
+    def _unit_sub_ununit_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+        return self._unit_topic_list(req, TOPIC_SYS_FLAG_UNIT_SUB, TOPIC_SYS_FLAG_UNIT)

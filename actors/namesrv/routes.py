@@ -298,6 +298,18 @@ class RouteInfoManager:
         """Every topic with routes."""
         return sorted(self.topic_queue_table)
 
+    def topics_by_sys_flag(self, want: int, refuse: int) -> list[str]:
+        """Topics whose first queue data's topicSysFlag has every `want` bit and no `refuse`
+        bit (getUnitTopics / getHasUnitSubTopicList / getHasUnitSubUnUnitTopicList)."""
+        out = []
+        for topic, qds in self.topic_queue_table.items():
+            first = next(iter(qds.values()), None)
+            if first is not None:
+                flag = first.topic_sys_flag
+                if flag & want == want and not flag & refuse:
+                    out.append(topic)
+        return sorted(out)
+
     def get_topics_by_cluster(self, cluster: str) -> list[str]:
         """Topics hosted by any broker of a cluster."""
         names = self.cluster_addr_table.get(cluster, set())

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
+from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
-from tests.integration.conftest import wait_gone
+from tests.integration.conftest import MarkedProcess, wait_gone
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +63,42 @@ def test_bad_port_option_exits_2(tmp_path) -> None:
     rc, err = _run_cli(["up", "--broker-port", "99999"], tmp_path)
     assert rc == 2
     assert "port" in err
+
+
+def test_namesrv_reads_its_config_file_and_serves_it(tmp_path) -> None:
+    """`actormq namesrv -c namesrv.properties`: the file's values are what GET_NAMESRV_CONFIG
+    answers, UPDATE_NAMESRV_CONFIG persists to configStorePath, and the KV config written
+    through it is there after a restart."""
+    port = launch.stable_free_port()
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(f"orderMessageEnable=true\nlistenPort={port}\n")
+    data = tmp_path / "ns-data"
+    argv = [sys.executable, "-m", "deploy", "namesrv", "-c", str(conf), "--data", str(data)]
+    kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "T", "value": "broker-a:8"}
+    for round_ in range(2):
+        ns = MarkedProcess(argv, tmp_path / f"ns{round_}", os.getcwd())
+        try:
+            ns.wait_for(f"name server listening on 127.0.0.1:{port}", 60.0)
+            with BlockingClient(("127.0.0.1", port)) as cl:
+                r = cl.invoke(RemotingCommand.request(319), 10.0)
+                assert r.code == 0 and b"orderMessageEnable=true\n" in bytes(r.body)
+                if round_ == 0:
+                    assert cl.invoke(RemotingCommand.request(100, kv), 10.0).code == 0
+                    upd = RemotingCommand.request(318, None, b"productEnvName=staging\n")
+                    assert cl.invoke(upd, 10.0).code == 0
+                else:
+                    got = cl.invoke(RemotingCommand.request(101, {k: kv[k] for k in
+                                                                  ("namespace", "key")}), 10.0)
+                    assert got.ext_fields["value"] == "broker-a:8"
+        finally:
+            assert ns.stop() == 0
+    stored = (data / "namesrv" / "namesrv.properties").read_text()
+    assert "productEnvName=staging\n" in stored
+
+
+def test_namesrv_bad_config_exits_2(tmp_path) -> None:
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("orderMessageEnable=perhaps\n")
+    rc, err = _run_cli(["namesrv", "-c", str(conf)], tmp_path)
+    assert rc == 2
+    assert "orderMessageEnable" in err

@@ -686,6 +686,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: Java properties text; every actor applies it (an event), the
         controller persists config/broker.properties and re-registers on a permission change.
+        A name in configBlackList refuses the lot (NO_PERMISSION), as 4.9.x does.
         Unknown names are ignored as RocketMQ does; names read only at start (RESTART_ONLY) are
         stored and take effect at the next start. A value of the wrong type refuses the lot."""
         from actors.broker.config import RESTART_ONLY, split_config_updates
@@ -699,6 +700,9 @@ class AdminBrokerProcessor(CodeDispatchCore):
         props = parse_properties_text(text)
         if not props:
             return cmd.make_response(RS.SYSTEM_ERROR, "no property in the body")
+        black = {n.strip() for n in self.ctx.broker_config.configBlackList.split(";") if n.strip()}
+        if black.intersection(props):
+            return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
         try:
             b_vals, s_vals, unknown = split_config_updates(props, type(self.ctx.store_config))
         except ValueError as e:

@@ -257,3 +257,11 @@ def test_update_broker_config_refuses_a_bad_value(broker: Broker) -> None:
     assert broker.ctxs["send"].broker_config.brokerPermission == 6
     r = broker.call(RC.UPDATE_BROKER_CONFIG, None, b"")
     assert r is not None and r.code == RS.SYSTEM_ERROR
+
+
+def test_update_broker_config_refuses_the_black_list(broker: Broker) -> None:
+    for body in (b"configBlackList=\n", b"regionId=X\nbrokerConfigPath=/tmp/b.conf\n"):
+        r = broker.call(RC.UPDATE_BROKER_CONFIG, None, body)
+        assert r is not None and r.code == RS.NO_PERMISSION
+        assert r.remark == "Can not update config in black list."
+    assert broker.ctxs["admin"].broker_config.regionId == "DefaultRegion"  # nothing applied

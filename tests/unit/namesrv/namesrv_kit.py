@@ -56,7 +56,7 @@ def register_body(topics: dict[str, dict[str, Any]], counter: int = 1, ts: int =
             "readQueueNums": t.get("q", 4),
             "topicFilterType": "SINGLE_TAG",
             "topicName": name,
-            "topicSysFlag": 0,
+            "topicSysFlag": t.get("sys", 0),
             "writeQueueNums": t.get("q", 4),
         }
         for name, t in topics.items()
