@@ -155,6 +155,9 @@ class MessageExtBrokerInner:
     prepared_transaction_offset: int = 0
     tags_code: int | None = None  # None: the store hashes the TAGS property
     properties_string: str | bytes | None = None  # bytes: stored as they are
+    # a delayed message being delivered (ScheduleMessageService.messageTimeup): stored under
+    # its real topic with the DELAY its text still carries, as Java stores it, not parked again
+    deliver_now: bool = False
 
     @classmethod
     def from_stored(
@@ -1324,7 +1327,7 @@ class DefaultMessageStore(_StoreReadMixin):
         sys_flag = msg.sys_flag
         tran = sys_flag & 0xC
         dispatch_cq = tran != 4 and tran != 12
-        if dispatch_cq and b"DELAY\x01" in pb:
+        if dispatch_cq and b"DELAY\x01" in pb and not msg.deliver_now:
             pb = self._apply_delay(msg, pb)
         topic = msg.topic
         info = self._topic_cache.get(topic) or self._topic_info(topic)

@@ -19,7 +19,6 @@ from typing import Any, Final
 from protocol.bodies import DelayOffsetSerializeWrapper
 from protocol.codes import RMQ_SYS_TRANS_HALF_TOPIC
 from protocol.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     MessageExt,
@@ -65,8 +64,11 @@ def build_delivery(msg: MessageExt) -> MessageExtBrokerInner | None:
         queue_id = int(raw_qid)
     except ValueError:
         return None
-    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    return MessageExtBrokerInner.from_stored(msg, topic, queue_id, props)
+    # Java renders the stored text from the parked record's properties before it clears DELAY
+    # from the map: the delivered record keeps DELAY (and WAIT, REAL_TOPIC, REAL_QID)
+    inner = MessageExtBrokerInner.from_stored(msg, topic, queue_id, props)
+    inner.deliver_now = True
+    return inner
 
 
 class ScheduleMessageService:

@@ -64,7 +64,8 @@ def test_delayed_send_then_send_back_retry(local_cluster, tmp_path) -> None:
         assert t_found - t_send >= 0.95  # delivered no earlier than store time + 1 s
         (msg,) = found
         assert msg.topic == topic and msg.queue_id == 1 and bytes(msg.body) == b"later"
-        assert "DELAY" not in msg.properties
+        assert msg.properties["DELAY"] == "1"  # Java's delivered text keeps it
+        assert msg.properties["WAIT"] == "true"
         assert msg.properties["REAL_TOPIC"] == topic and msg.properties["REAL_QID"] == "1"
         assert msg.properties["TAGS"] == "TagD" and msg.reconsume_times == 0
         assert msg.store_timestamp - msg.born_timestamp >= 950
@@ -95,7 +96,7 @@ def test_delayed_send_then_send_back_retry(local_cluster, tmp_path) -> None:
         assert again.reconsume_times == 1
         assert again.properties["RETRY_TOPIC"] == topic
         assert again.properties["REAL_TOPIC"] == retry
-        assert "DELAY" not in again.properties
+        assert again.properties["DELAY"] == "3"  # the send-back's level, kept as Java keeps it
     launch.stop_cluster(cluster)  # clean shutdown persists delayOffset.json
     text = (tmp_path / "store" / "config" / "delayOffset.json").read_text(encoding="utf-8")
     assert DelayOffsetSerializeWrapper.from_json(text).offset_table == {1: 1, 3: 1}

@@ -163,6 +163,14 @@ class _PushWait:
     deadline_ms: int
 
 
+def _delay_level(props: dict[str, str]) -> int:
+    """getDelayTimeLevel: the DELAY property as an int (0 when absent or not a number)."""
+    try:
+        return int(props.get(PROPERTY_DELAY, "0"))
+    except ValueError:
+        return 0
+
+
 class _Reject(Exception):
     """An early error response."""
 
@@ -377,7 +385,8 @@ class SendMessageProcessor:
     def _stored_properties(self, text: str | None) -> tuple[bytes, int] | None:
         """(what the general path stores for these request properties, as bytes, and the
         TAGS hash), worked out on the text; None when the text is not one name=value per
-        segment with unique names, or names CLUSTER or TRAN_MSG (the general path decides)."""
+        segment with unique names, or names CLUSTER, TRAN_MSG or DELAY (the general path
+        decides)."""
         cluster = self._cluster_prop
         if not text:
             return cluster.encode(), 0
@@ -388,6 +397,7 @@ class SendMessageProcessor:
             len(props) != text.count(PROPERTY_SEPARATOR) + 1
             or PROPERTY_CLUSTER in props
             or PROPERTY_TRAN_MSG in props
+            or PROPERTY_DELAY in props  # parked: the general path keeps WAIT for it
         ):
             return None
         wait = props.get(PROPERTY_WAIT)
@@ -536,6 +546,10 @@ class SendMessageProcessor:
                 sys_flag |= MULTI_TAGS_FLAG
             w = props.pop(PROPERTY_WAIT, None)
             wait = w is None or w.lower() != "false"
+            if w is not None and _delay_level(props) > 0:
+                # CommitLog renders a delayed message's text again from the map, where
+                # SendMessageProcessor put WAIT back: the parked record keeps it
+                props[PROPERTY_WAIT] = w
             props[PROPERTY_CLUSTER] = self.cluster
             resp_qid = queue_id
             tran = props.get(PROPERTY_TRAN_MSG)

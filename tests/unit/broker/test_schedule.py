@@ -108,7 +108,7 @@ def test_parked_then_delivered_when_due(env: tuple[DefaultMessageStore, StoreCon
     assert msg.topic == "T" and msg.queue_id == 2 and bytes(msg.body) == b"hello"
     assert msg.flag == 7 and msg.born_timestamp == 1234 and msg.born_host == BORN
     assert msg.reconsume_times == 2 and msg.sys_flag == 0
-    assert "DELAY" not in msg.properties
+    assert msg.properties["DELAY"] == "1"  # kept in the delivered text, as Java stores it
     assert msg.properties["REAL_TOPIC"] == "T" and msg.properties["REAL_QID"] == "2"
     assert msg.properties["TAGS"] == "TagA" and msg.properties["KEYS"] == "k1"
     assert ("T", 2, 1, java_string_hash("TagA"), 2599) in arrivals  # long polls wake
@@ -263,3 +263,36 @@ def test_send_core_hosts_service_and_persists_on_store_shutdown(tmp_path: Any) -
     broker.close()
     with open(delay_offset_path(broker.sc), encoding="utf-8") as f:
         assert json.loads(f.read().replace("{1:", '{"1":'))["offsetTable"]["1"] == 1
+
+
+def test_delayed_send_keeps_wait_parked_and_delay_delivered(tmp_path: Any) -> None:
+    """As the 4.9.x broker stores them: the parked record carries the producer's WAIT (CommitLog
+    renders the map SendMessageProcessor put WAIT back into), and the delivered record keeps
+    DELAY, REAL_TOPIC and REAL_QID (messageTimeup renders the text before clearing DELAY);
+    the delivered record is not parked again."""
+    from protocol.codes import RequestCode as RC
+    from protocol.codes import ResponseCode as RS
+    from protocol.message import decode_messages
+    from tests.unit.broker.broker_kit import send_ext
+
+    broker = Broker(str(tmp_path))
+    try:
+        props = "UNIQ_KEY\x01UD\x02WAIT\x01true\x02TAGS\x01TagD\x02DELAY\x011"
+        r = broker.call(RC.SEND_MESSAGE_V2, send_ext("DelayT", queue_id=1, props=props), b"d",
+                        now_ms=0)  # fmt: skip
+        assert r is not None and r.code == RS.SUCCESS
+        res = broker.store.get_message("G", SCHEDULE_TOPIC, 0, 0, 32)
+        [parked] = decode_messages(res.buffer)
+        assert parked.properties["WAIT"] == "true" and parked.properties["DELAY"] == "1"
+        assert (parked.properties["REAL_TOPIC"], parked.properties["REAL_QID"]) == ("DelayT", "1")
+        core = broker.cores["send"]
+        for now in (0, 1000, 2000, 2100, 2200):  # level 1 is 1 s; the service starts after 1 s
+            core.tick(now)
+        res = broker.store.get_message("G", "DelayT", 1, 0, 32)
+        [got] = decode_messages(res.buffer)
+        assert bytes(got.body) == b"d" and got.properties["DELAY"] == "1"
+        assert got.properties["REAL_TOPIC"] == "DelayT" and got.properties["WAIT"] == "true"
+        assert got.properties["TAGS"] == "TagD" and got.properties["UNIQ_KEY"] == "UD"
+        assert broker.store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) == 1  # not parked again
+    finally:
+        broker.close()
