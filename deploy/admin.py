@@ -24,6 +24,7 @@ from typing import Any
 from deploy.wire import BlockingClient, parse_addr
 from protocol.bodies import ClusterInfo, TopicRouteData, loads_lenient, loads_object_map
 from protocol.codes import RequestCode as RC
+from protocol.codes import is_system_topic
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 from protocol.message import (
@@ -443,6 +444,63 @@ def cmd_consumer_status(a: argparse.Namespace) -> int:
     return 0
 
 
+def _maybe(addr: str, code: int, ext: dict[str, Any]) -> RemotingCommand | None:
+    """The reply when it is a success, else None (statsAll skips what a broker lacks)."""
+    try:
+        return _call(addr, code, ext)
+    except AdminError:
+        return None
+
+
+def _stats(addr: str, name: str, key: str) -> tuple[float, int]:
+    """(minute TPS, 24-hour sum) of a broker stats item; (0, 0) when the broker has none
+    (StatsAllSubCommand: the day's sum, else the hour's, else the minute's)."""
+    resp = _maybe(addr, RC.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+    if resp is None:
+        return 0.0, 0
+    data = _object(resp)
+    sums = [int(data.get(w, {}).get("sum", 0)) for w in ("statsDay", "statsHour", "statsMinute")]
+    return float(data.get("statsMinute", {}).get("tps", 0.0)), next((x for x in sums if x), 0)
+
+
+def cmd_stats_all(a: argparse.Namespace) -> int:
+    """statsAll: per topic and consumer group, the in / out TPS of the last minute, the
+    messages in / out over 24 hours, and the group's accumulation (its lag)."""
+    body = loads_lenient(bytes(_call(a.namesrv, RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body))
+    topics = body.get("topicList", []) if isinstance(body, dict) else []
+    _out(f"{'#Topic':<32} {'#Consumer Group':<32} {'#Accumulation':>13} {'#InTPS':>11} "
+         f"{'#OutTPS':>11} {'#InMsg24Hour':>13} {'#OutMsg24Hour':>14}")  # fmt: skip
+    for topic in sorted(t for t in topics if not is_system_topic(t)):
+        if a.topic and topic != a.topic:
+            continue
+        try:
+            masters = _route_masters(_route(a.namesrv, topic))
+        except AdminError:
+            continue
+        in_tps, in_day = 0.0, 0
+        groups: set[str] = set()
+        for addr in masters.values():
+            tps, day = _stats(addr, "TOPIC_PUT_NUMS", topic)
+            in_tps, in_day = in_tps + tps, in_day + day
+            who = _maybe(addr, RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+            if who is not None:
+                groups.update(_object(who).get("groupList", []))
+        if not groups:
+            _out(f"{topic:<32} {'':<32} {0:>13} {in_tps:>11.2f} {0.0:>11.2f} {in_day:>13} "
+                 f"{0:>14}")  # fmt: skip
+        for group in sorted(groups):
+            out_tps, out_day, lag = 0.0, 0, 0
+            for addr in masters.values():
+                tps, day = _stats(addr, "GROUP_GET_NUMS", f"{topic}@{group}")
+                out_tps, out_day = out_tps + tps, out_day + day
+                cs = _maybe(addr, RC.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+                for _mq, off in _offset_table(cs) if cs is not None else []:
+                    lag += int(off.get("brokerOffset", 0)) - int(off.get("consumerOffset", 0))
+            _out(f"{topic:<32} {group:<32} {lag:>13} {in_tps:>11.2f} {out_tps:>11.2f} "
+                 f"{in_day:>13} {out_day:>14}")  # fmt: skip
+    return 0
+
+
 class _Usage(Exception):
     """A bad argument found after parsing: exit code 2."""
 
@@ -465,6 +523,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "consumerStatus": (cmd_consumer_status, "a consumer client's own running info"),
     "updateBrokerConfig": (cmd_update_broker_config, "set a broker property at runtime"),
     "getBrokerConfig": (cmd_get_broker_config, "a broker's properties"),
+    "statsAll": (cmd_stats_all, "per topic and group: TPS in / out, 24 h counts, lag"),
 }
 
 
@@ -518,6 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "consumerProgress":
             s.add_argument("-g", "--group", required=True)
             s.add_argument("-t", "--topic", default=None)
+        if name == "statsAll":
+            s.add_argument("-t", "--topic", default=None, help="only this topic")
         if name == "queryMsgByKey":
             s.add_argument("-k", "--key", required=True)
             s.add_argument("--max", type=_positive, default=64)

@@ -513,6 +513,12 @@ class ProcessorActor(WatchingActor):
         if self.group == "send":
             self._shutdown_store()
         else:
+            closer = getattr(self.core, "close", None)  # e.g. the pull core's stats, last time
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:
+                    log.exception("group=%s core close failed", self.group)
             store = getattr(self.ctx, "store", None)
             close = getattr(store, "close", None)
             if callable(close):

@@ -159,6 +159,7 @@ class Bench:
             mappedFileSizeConsumeQueue=300_000 * 20,
             maxIndexNum=2_000_000,
             maxHashSlotNum=500_000,
+            messageIndexDispatch="process",  # as the broker runs: the IndexService indexes
         )
         self.store = DefaultMessageStore(self.sc)
         assert self.store.load(0)

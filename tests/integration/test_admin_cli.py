@@ -60,6 +60,15 @@ def test_admin_tools_round_trip(local_cluster, capsys: pytest.CaptureFixture[str
     code, out, _ = _admin(capsys, "consumeMessage", "-n", ns, "-t", "AdminT", "-g", "AdminCG")
     assert code == 0 and "consumed 0 message(s)" in out  # the committed offsets were used
 
+    # statsAll: the send and pull actors publish their counts every 10 s
+    row = re.compile(r"AdminT\s+AdminCG\s+0\s+[0-9.]+\s+[0-9.]+\s+3\s+3\s*$", re.M)
+
+    def stats_all() -> str | None:
+        code, out, _ = _admin(capsys, "statsAll", "-n", ns, "-t", "AdminT")
+        return out if code == 0 and row.search(out) else None
+
+    assert wait_until(stats_all, 30.0, 1.0), _admin(capsys, "statsAll", "-n", ns)[1]
+
     code, out, _ = _admin(capsys, "deleteTopic", "-n", ns, "-c", "DefaultCluster", "-t", "AdminT")
     assert code == 0
     code, out, err = _admin(capsys, "topicRoute", "-n", ns, "-t", "AdminT")

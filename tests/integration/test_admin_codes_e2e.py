@@ -15,6 +15,7 @@ from tests.integration.e2e_helpers import (
     broker_addr,
     create_topic_cmd,
     msg_props,
+    pull_cmd,
     send_cmd,
     simple_cmd,
     start_real,
@@ -68,3 +69,29 @@ def test_query_cq_clone_offset_and_time_span(local_cluster) -> None:
         s = spans[0]
         assert 0 < s["minTimeStamp"] <= s["consumeTimeStamp"] <= s["maxTimeStamp"]
         assert s["delayTime"] >= 0
+
+
+def test_stats_items_published_by_the_send_and_pull_actors(local_cluster) -> None:
+    """VIEW_BROKER_STATS_DATA (statsAll, the dashboard): the send and pull actors sample their
+    counters every 10 s and publish them; the admin actor answers from what they published."""
+    cluster = start_real(local_cluster)
+    topic = "E2EStats"
+    with BlockingClient(broker_addr(cluster)) as cl:
+        assert cl.invoke(create_topic_cmd(topic, 1), RPC_TIMEOUT_S).code == 0
+        for i in range(5):
+            r = cl.invoke(send_cmd(topic, b"s%d" % i, msg_props()), RPC_TIMEOUT_S)
+            assert r.code == 0, r.remark
+        r = cl.invoke(pull_cmd("E2EStatsG", topic, 0, 0), RPC_TIMEOUT_S)
+        assert r.code == 0
+
+        def minute(name: str, key: str) -> dict | None:
+            r = cl.invoke(simple_cmd(315, statsName=name, statsKey=key), RPC_TIMEOUT_S)
+            if r.code != 0:
+                return None
+            m = json.loads(bytes(r.body))["statsMinute"]
+            return m if m["sum"] == 5 else None
+
+        put = wait_until(lambda: minute("TOPIC_PUT_NUMS", topic), 30.0, 0.5)
+        assert put is not None and put["tps"] > 0 and put["avgpt"] == 1.0
+        got = wait_until(lambda: minute("GROUP_GET_NUMS", f"{topic}@E2EStatsG"), 30.0, 0.5)
+        assert got is not None and got["avgpt"] == 5.0

@@ -26,6 +26,8 @@ from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
 from actors.broker.schedule import delay_offset_path
 from actors.broker.stats import BrokerStatsSampler
+from actors.broker.stats_items import GROUP_GET_NUMS, read_published
+from actors.broker.stats_items import window as stats_window
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
 from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request
@@ -577,14 +579,18 @@ class AdminBrokerProcessor(CodeDispatchCore):
         topics = [only] if only else sorted(self.ctx.offsets.topics_of_group(group))
         rows: list[tuple[dict[str, Any], dict[str, int]]] = []
         total_diff = 0
+        tps = 0.0
+        published = self._published_stats()
         for topic in topics:
             tc = self._stats_topic(group, topic)
             if tc is None:
                 continue
             diff = self._offset_rows(group, topic, tc.read_queue_nums, rows)
             total_diff += diff
+            tps += _get_tps(published, group, topic)  # tpsGroupGetNums
         # ConsumeStats.offsetTable is a Map<MessageQueue, OffsetWrapper>: fastjson's object keys
-        body = _consume_stats_json(rows)[:-1] + b',"totalDiff":' + str(total_diff).encode() + b"}"
+        body = (_consume_stats_json(rows, tps)[:-1] + b',"totalDiff":'
+                + str(total_diff).encode() + b"}")  # fmt: skip
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _broker_consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
@@ -595,6 +601,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         only_order = str(ext.get("isOrder", "false")).lower() == "true"
         groups = []
         total_diff = 0
+        published = self._published_stats()
         for group in sorted(self.ctx.groups.table):
             stats = []
             for topic in sorted(self.ctx.offsets.topics_of_group(group)):
@@ -603,7 +610,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
                     continue
                 rows: list[tuple[dict[str, Any], dict[str, int]]] = []
                 total_diff += self._offset_rows(group, topic, tc.write_queue_nums, rows)
-                stats.append(_consume_stats_json(rows))
+                stats.append(_consume_stats_json(rows, _get_tps(published, group, topic)))
             groups.append(
                 b"{" + dumps_compact(group) + b":[" + b",".join(stats) + b"]}"
             )
@@ -896,12 +903,22 @@ class AdminBrokerProcessor(CodeDispatchCore):
         return cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _view_stats_data(self, req: Request, now_ms: int) -> RemotingCommand:
-        """VIEW_BROKER_STATS_DATA (mqadmin statsAll): BrokerStatsManager's per-minute / hour /
-        day stats items are not kept here, so every item answers as an unknown one does."""
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll, the dashboard's topic TPS): one stats
+        item's minute / hour / day windows, as the send and pull actors last published them."""
         cmd = req.cmd
         h = ViewBrokerStatsDataRequestHeader.from_ext(cmd.ext_fields)
-        return cmd.make_response(
-            RS.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+        rings = self._published_stats().get((h.stats_name, h.stats_key))
+        if rings is None:
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+        body = {"statsDay": stats_window(rings["d"]), "statsHour": stats_window(rings["h"]),
+                "statsMinute": stats_window(rings["m"])}  # fmt: skip
+        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
+
+    def _published_stats(self) -> dict[tuple[str, str], Any]:
+        """The stats items the send and pull actors published last."""
+        root = getattr(self.ctx.store_config, "storePathRootDir", "")
+        return read_published(root, ("send", "pull")) if root else {}
 
 
 
@@ -919,6 +936,13 @@ def _version_obj(version: tuple[int, int]) -> dict[str, int]:
     return {"counter": version[0], "timestamp": version[1]}
 
 
-def _consume_stats_json(rows: list[tuple[dict[str, Any], dict[str, int]]]) -> bytes:
-    """ConsumeStats as fastjson writes it (consumeTps is not sampled: 0.0)."""
-    return b'{"consumeTps":0.0,"offsetTable":' + dumps_object_map(rows) + b"}"
+def _get_tps(published: dict[tuple[str, str], Any], group: str, topic: str) -> float:
+    """BrokerStatsManager.tpsGroupGetNums: the GROUP_GET_NUMS minute TPS of topic@group."""
+    rings = published.get((GROUP_GET_NUMS, f"{topic}@{group}"))
+    return float(stats_window(rings["m"])["tps"]) if rings is not None else 0.0
+
+
+def _consume_stats_json(rows: list[tuple[dict[str, Any], dict[str, int]]], tps: float) -> bytes:
+    """ConsumeStats as fastjson writes it."""
+    return (b'{"consumeTps":' + repr(float(tps)).encode() + b',"offsetTable":'
+            + dumps_object_map(rows) + b"}")  # fmt: skip

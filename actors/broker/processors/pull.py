@@ -24,6 +24,12 @@ from actors.broker.events import (
 )
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from actors.broker.sql92 import Sql92Filter, SubscriptionRefused, compile_subscription
+from actors.broker.stats_items import (
+    BROKER_GET_NUMS,
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    StatsPublisher,
+)
 from actors.broker.topic_config import is_readable
 from actors.core import Request
 from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
@@ -138,6 +144,9 @@ class PullMessageProcessor:
         self._registered_filters: dict[int, tuple[SubscriptionData, SubscriptionFilter]] = {}
         # (expression type, text) -> compiled filter (only served types get here)
         self._sql_filters: dict[tuple[str, str], SubscriptionFilter] = {}
+        root = getattr(ctx.store_config, "storePathRootDir", "")
+        # GROUP_GET_NUMS / GROUP_GET_SIZE / BROKER_GET_NUMS (BrokerStatsManager)
+        self.stats = StatsPublisher(root, "pull") if root and self.store is not None else None
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -153,10 +162,19 @@ class PullMessageProcessor:
         self.hold.drop_connection(conn_id)
 
     def tick(self, now_ms: int) -> int | None:
-        """The hold sweep (every 5 s, or shortPollingTimeMills without long polling)."""
+        """The hold sweep (every 5 s, or shortPollingTimeMills without long polling) and the
+        stats samples."""
         if self.hold.due(now_ms) and len(self.hold):
             self._wake(self.hold.check_hold_request(now_ms, self._max_offset), now_ms)
-        return self.hold.ms_until_sweep(now_ms)
+        wait = self.hold.ms_until_sweep(now_ms)
+        if self.stats is not None:
+            wait = min(wait, self.stats.tick(now_ms))
+        return wait
+
+    def close(self) -> None:
+        """The actor stops: publish the stats one last time."""
+        if self.stats is not None:
+            self.stats.close()
 
     def on_arrival(self, notices: list[ArrivalNotice], now_ms: int) -> int:
         """Arrival notices from the writer: wake matching held pulls; the number replied."""
@@ -247,6 +265,13 @@ class PullMessageProcessor:
                 else:  # the consume queue passed them, the properties did not
                     resp = cmd.make_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", ext)
             result.release()
+            stats = self.stats
+            if stats is not None:  # PullMessageProcessor: incGroupGetNums / Size, BrokerGetNums
+                key = f"{h.topic}@{h.consumer_group}"
+                items = stats.items
+                items.add(GROUP_GET_NUMS, key, result.message_count)
+                items.add(GROUP_GET_SIZE, key, result.buffer_total_size)
+                items.add(BROKER_GET_NUMS, self.bc.brokerClusterName, result.message_count)
             if self.bc.disableConsumeIfConsumerReadSlowly:  # whatever the filter (Java too)
                 self._check_slow(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:

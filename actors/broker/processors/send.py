@@ -28,6 +28,13 @@ from actors.broker.events import (
     TopicsDeleted,
 )
 from actors.broker.schedule import ScheduleMessageService
+from actors.broker.stats_items import (
+    BROKER_PUT_NUMS,
+    SNDBCK_PUT_NUMS,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+    StatsPublisher,
+)
 from actors.broker.topic_config import (
     PERM_READ,
     PERM_WRITE,
@@ -205,6 +212,14 @@ class SendMessageProcessor:
         ctx.on_event(StoreCleanRequested, self._on_store_clean)
         self.schedule = self._start_schedule()
         self.tx = self._start_transactions()
+        # TOPIC_PUT_NUMS / TOPIC_PUT_SIZE / BROKER_PUT_NUMS / SNDBCK_PUT_NUMS (BrokerStatsManager);
+        # the hot path adds to a per-topic [messages, bytes, calls] list, folded in at samples
+        root = getattr(sc, "storePathRootDir", "")
+        self.stats = (
+            StatsPublisher(root, "send") if root and isinstance(self.store, DefaultMessageStore)
+            else None
+        )  # fmt: skip
+        self._puts: dict[str, list[int]] = {}
 
     def _read_config(self) -> None:
         """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
@@ -238,9 +253,36 @@ class SendMessageProcessor:
         return str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE"
 
     def before_store_shutdown(self, now_ms: int) -> None:
-        """Clean shutdown, just before the store closes: persist the delay offsets."""
+        """Clean shutdown, just before the store closes: persist the delay offsets (and the
+        stats)."""
         if self.schedule is not None:
             self.schedule.shutdown()
+        if self.stats is not None:
+            self._fold_puts()
+            self.stats.close()
+
+    def _count_put(self, topic: str, msgs: int, size: int) -> None:
+        """handlePutMessageResult's incTopicPutNums / incTopicPutSize / incBrokerPutNums, for
+        the topic the record went to (SCHEDULE_TOPIC_XXXX for a delayed one, as in Java)."""
+        c = self._puts.get(topic)
+        if c is None:
+            c = self._puts[topic] = [0, 0, 0]
+        c[0] += msgs
+        c[1] += size
+        c[2] += 1
+
+    def _fold_puts(self) -> None:
+        """Move the hot path's counts into the stats items."""
+        if self.stats is None or not self._puts:
+            return
+        items = self.stats.items
+        total = 0
+        for topic, (msgs, size, calls) in self._puts.items():
+            items.add(TOPIC_PUT_NUMS, topic, msgs, calls)
+            items.add(TOPIC_PUT_SIZE, topic, size, calls)
+            total += msgs
+        items.add(BROKER_PUT_NUMS, self.cluster, total, len(self._puts))
+        self._puts.clear()
 
     def _base_ext(self) -> dict[str, str]:
         """MSG_REGION and TRACE_ON: on every send response (§9.1)."""
@@ -293,6 +335,10 @@ class SendMessageProcessor:
             wait = t if wait is None else min(wait, t)
         if self.waiting:
             wait = 1 if wait is None else min(wait, 1)
+        if self.stats is not None:
+            self._fold_puts()
+            st = self.stats.tick(now_ms)
+            wait = st if wait is None else min(wait, st)
         if self.push_waits:
             for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
                 self._push_failed(self.push_waits.pop(opaque))
@@ -369,6 +415,12 @@ class SendMessageProcessor:
         )  # fmt: skip
         result = self.store.put_message(msg, now_ms)
         if result.status is _PS.PUT_OK:
+            c = self._puts.get(topic)  # _count_put, inlined
+            if c is None:
+                c = self._puts[topic] = [0, 0, 0]
+            c[0] += 1
+            c[1] += result.wrote_bytes
+            c[2] += 1
             return self._ok_template.frame_plain(  # a hex id and two numbers: nothing to escape
                 st,
                 opaque,
@@ -573,22 +625,22 @@ class SendMessageProcessor:
         peer = req.peer
         born_host = self._hosts.get(peer) or self._born_host(peer)
         # tags_code None: the store hashes TAGS itself (with a per-tag cache)
-        result = self.store.put_message(
-            MessageExtBrokerInner(
-                topic,
-                cmd.body,  # copied into the commit log by the put; not kept
-                flag,
-                props,
-                queue_id,
-                sys_flag,
-                born_timestamp,
-                born_host,
-                self.store_host,
-                reconsume,
-            ),
-            now_ms,
+        inner = MessageExtBrokerInner(
+            topic,
+            cmd.body,  # copied into the commit log by the put; not kept
+            flag,
+            props,
+            queue_id,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            self.store_host,
+            reconsume,
         )
+        result = self.store.put_message(inner, now_ms)
+        topic = inner.topic  # where the record went (SCHEDULE_TOPIC_XXXX, the half topic)
         if result.status is _PS.PUT_OK:
+            self._count_put(topic, 1, result.wrote_bytes)
             # SendMessageResponseHeader.to_ext(), inlined: msgId, queueId, queueOffset + 2
             resp = TemplatedResponse(
                 RS.SUCCESS,
@@ -611,7 +663,7 @@ class SendMessageProcessor:
             if not self.sync_flush:
                 return resp
             return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
-        return self._put_response(req, result, resp_qid, wait, now_ms)
+        return self._put_response(req, result, resp_qid, wait, now_ms, topic)
 
     # --- SEND_REPLY_MESSAGE / V2 (ReplyMessageProcessor) -------------------------------------
 
@@ -642,6 +694,7 @@ class SendMessageProcessor:
                                  _PS.SLAVE_NOT_AVAILABLE):  # fmt: skip
                 if self.sync_flush:
                     self.store.flush(now_ms)
+                self._count_put(h.topic, 1, result.wrote_bytes)
                 ext.update(msgId=offset_msg_id(self.store_host, result.wrote_offset),
                            queueId=str(queue_id), queueOffset=str(result.logics_offset))
             else:
@@ -743,15 +796,19 @@ class SendMessageProcessor:
             batch_properties=properties_to_string(props),
         )
         result = self.store.put_messages(batch, now_ms)
-        return self._put_response(req, result, queue_id, wait, now_ms)
+        return self._put_response(req, result, queue_id, wait, now_ms, h.topic)
 
     def _put_response(
-        self, req: Request, result: Any, queue_id: int, wait: bool, now_ms: int
+        self, req: Request, result: Any, queue_id: int, wait: bool, now_ms: int,
+        topic: str | None = None,
     ) -> RemotingCommand | None:
-        """The response for any put status (batches, errors)."""
+        """The response for any put status (batches, errors); a stored one is counted for
+        `topic` in the stats."""
         code, remark = PUT_STATUS_CODES.get(result.status, (RS.SYSTEM_ERROR, result.status.name))
         ext = self._base_ext()
         if code in _WITH_IDS:
+            if topic is not None:
+                self._count_put(topic, result.msg_num, result.wrote_bytes)
             ext["msgId"] = ",".join(result.msg_ids)
             ext["queueId"] = str(queue_id)
             ext["queueOffset"] = str(result.logics_offset)
@@ -837,6 +894,8 @@ class SendMessageProcessor:
             now_ms,
         )  # fmt: skip
         if result.status is _PS.PUT_OK:
+            if self.stats is not None:  # incSendBackNums(group, topic)
+                self.stats.items.add(SNDBCK_PUT_NUMS, f"{new_topic}@{h.group}", 1)
             return cmd.make_response(RS.SUCCESS)
         return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
 

@@ -75,6 +75,9 @@ class Broker:
             before = getattr(core, "before_store_shutdown", None)
             if callable(before):
                 before(0)
+            closer = getattr(core, "close", None)
+            if callable(closer):
+                closer()
         self.store.shutdown(0)
 
     def pump(self, now_ms: int = 0) -> None:
