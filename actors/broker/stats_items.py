@@ -9,7 +9,7 @@ and last snapshots: sum, tps = sum per second, avgpt = sum per call. An item's f
 in a series follows a zero one, one period earlier.
 
 The send actor counts puts, the pull actor gets; each writes its items' snapshot rings to
-`<storePathRootDir>/brokerstats/<group>.json` after every 10 s sample (a background thread writes it),
+`<storePathRootDir>/brokerstats/<group>.json` after every 10 s sample (on a background thread),
 and the admin actor answers VIEW_BROKER_STATS_DATA from those files.
 """
 
