@@ -86,6 +86,14 @@ class StoreConfig:
     maxTransferCountOnMessageInDisk: int = 8
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     duplicationEnable: bool = False
+    # master-slave replication (MessageStoreConfig names; spec §10)
+    haListenPort: int = 0  # 0: listenPort + 1 (Java's BrokerStartup); -1: no HA service
+    haMasterAddress: str = ""  # a slave: the master's HA address; "" = learn it at registration
+    haSendHeartbeatInterval: int = 5000
+    haHousekeepingInterval: int = 20_000
+    haTransferBatchSize: int = 32 * 1024
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024
+    slaveTimeout: int = 3000  # SYNC_MASTER: how long a send waits for a slave
     # Not a RocketMQ name: who builds IndexFile entries. "sync": inside put; "tick": the writer's
     # tick() catches up from the commit log (ReputMessageService style); "process": another
     # process owns the index files (IndexFollower): `python -m store.index_dispatch` started by

@@ -38,6 +38,8 @@ from protocol.record import (
 from store.allocate_service import AllocateMappedFileService, FileDeleter
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import (
+    _TOTAL_MAGIC,
+    BLANK_MAGIC_CODE,
     SCHEDULE_TOPIC,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -444,6 +446,16 @@ class _StoreReadMixin:
     def _cl_data(self, phy: int, size: int) -> memoryview | None:
         return self.commitlog.get_data(phy, size)
 
+    def get_commit_log_data(self, phy: int, max_bytes: int) -> memoryview | None:
+        """HA transfer (getCommitLogData): raw commit-log bytes from phy, at most max_bytes,
+        never past phy's file nor the published max; None when there is nothing there."""
+        end = self._max_phy()
+        if phy >= end or phy < self._min_phy():
+            return None
+        fs = self.cfg.mappedFileSizeCommitLog
+        n = min(max_bytes, end - phy, fs - phy % fs)
+        return self._cl_data(phy, n) if n > 0 else None
+
     @property
     def max_phy_offset(self) -> int:
         """Commit-log max offset."""
@@ -811,6 +823,8 @@ class DefaultMessageStore(_StoreReadMixin):
         self._delays = cfg.delay_levels_ms
         self._running = False
         self._accepting = False  # running and not a slave
+        self._slave = cfg.brokerRole == "SLAVE"
+        self._reput_offset = 0  # a slave: end of the last record given its consume-queue unit
         self._max_msg_size = cfg.maxMessageSize
         self._index_mode = cfg.index_mode
         self._index_inline = self._index_mode == "sync"
@@ -924,7 +938,12 @@ class DefaultMessageStore(_StoreReadMixin):
         self._last_thorough_ms = now_ms
         self._flush_target = 0  # end of the async flush round going on in slices
         cl = self.commitlog
-        if not cl.mfq.files:  # create + warm the first file now, not on the first put
+        if self._slave:  # its files come from the master: the first where the master starts
+            cqs = self.consume_queues.values()
+            self._reput_offset = max((cq.max_phy_offset for cq in cqs), default=cl.min_offset)
+            self._reput_offset = max(self._reput_offset, cl.min_offset)
+            self._reput(now_ms)
+        elif not cl.mfq.files:  # create + warm the first file now, not on the first put
             cl._cur = cl.mfq.get_last_mapped_file(0)
             self._on_new_file()
         elif cl._cur is not None and self.cfg.warmMapedFileEnable:
@@ -1269,7 +1288,7 @@ class DefaultMessageStore(_StoreReadMixin):
         if st is not None:
             st.set(OFF_MIN_PHY, self.commitlog.min_offset)
             st.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
-            st.set(OFF_MAX_PHY, self.commitlog.max_offset)
+            st.set(OFF_MAX_PHY, self._reput_offset if self._slave else self.commitlog.max_offset)
             if self._index_mode in ("sync", "off"):
                 st.set(OFF_INDEX_PHY, self.commitlog.max_offset)
 
@@ -1412,6 +1431,82 @@ class DefaultMessageStore(_StoreReadMixin):
         delays = self._delays
         n = min(max(int(lvl), 1), len(delays)) if lvl.isdigit() else 1
         return store_ts + delays[n - 1]
+
+    # ---- HA slave: commit-log bytes from the master -----------------------------------------
+    def append_to_commit_log(self, start: int, data: bytes, now_ms: int) -> bool:
+        """The raw commit-log bytes a master sent for offset `start` (CommitLog.appendData), then
+        the reput that gives complete records their consume-queue units; False when `start` is
+        not this log's end or the bytes do not fit its file (the HA client reconnects)."""
+        if not self._running:
+            return False
+        if not data:
+            return True
+        cl = self.commitlog
+        if cl.mfq.files and start != cl.max_offset:
+            return False
+        mf = cl.mfq.get_last_mapped_file(start)  # the first file where the master's starts
+        if mf is None or mf.file_from_offset + mf.wrote_position != start:
+            return False
+        p = mf.wrote_position
+        n = len(data)
+        if p + n > mf.file_size:
+            return False
+        if p == 0:
+            self._on_new_file()
+        mf.mm[p : p + n] = data
+        mf.wrote_position = p + n
+        cl._cur = mf if mf.wrote_position < mf.file_size else None
+        self._reput(now_ms)
+        return True
+
+    def _reput(self, now_ms: int) -> int:
+        """ReputMessageService on a slave: dispatch every complete record past the reput offset
+        (consume-queue unit, index when built here, arrival notice), then publish the new end
+        as max_phy; a record still arriving stops it. The number dispatched."""
+        cl = self.commitlog
+        end = cl.max_offset
+        pos = max(self._reput_offset, cl.min_offset)  # an empty slave's first file starts later
+        listener = self.arrival_listener
+        n = 0
+        while pos < end:
+            mf = cl.mfq.find_mapped_file_by_offset(pos)
+            if mf is None:
+                break
+            p = pos - mf.file_from_offset
+            if mf.file_size - p < 8:  # no room even for a blank: the next file
+                pos = mf.file_end_offset
+                continue
+            if pos + 8 > end:
+                break
+            total, magic = _TOTAL_MAGIC.unpack_from(mf.mv, p)
+            if magic == BLANK_MAGIC_CODE:
+                pos = mf.file_end_offset
+                continue
+            if magic != MESSAGE_MAGIC_CODE or total <= 0:
+                log.error("reput: no record at phy=%d (magic=%d): stopped", pos, magic)
+                break
+            if pos + total > end:
+                break
+            size, req = cl.check_record(mf.mv, p, False)
+            if size <= 0 or req is None:
+                log.error("reput: bad record at phy=%d: stopped", pos)
+                break
+            self._dispatch(req, -1, now_ms)
+            if req.sys_flag & 0xC not in _ROLLBACK_OR_PREPARED:
+                qoff = req.queue_offset + 1
+                self.topic_queue_table[(req.topic, req.queue_id)] = qoff
+                if listener is not None:
+                    listener(req.topic, req.queue_id, qoff, req.tags_code, now_ms)
+            cl.last_store_timestamp = req.store_timestamp
+            pos += size
+            n += 1
+        self._reput_offset = pos
+        st = self.state
+        if st is not None:
+            st.words[_MAX_PHY_WORD] = pos
+        if n:
+            self.put_times_total += n
+        return n
 
     def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes) -> bytes:
         """Park a delayed message in SCHEDULE_TOPIC_XXXX (CommitLog.asyncPutMessage)."""

@@ -13,6 +13,9 @@ Layout (native byte order, 8-byte aligned words)::
     40  writer_pid     pid of the writer (0 after a clean shutdown)
     48  index_phy      commit-log offset below which every record's index entries are written
                        (written by whoever owns the index: the writer, or the index process)
+    56  ha_acked       the largest commit-log offset a slave has reported (written by the
+                       master's HA service; push2SlaveMaxOffset)
+    64  ha_slaves      connected slaves (written by the master's HA service)
 
 The writer publishes max_phy only after writing the bytes and the consume-queue units; a reader
 reads max_phy first and then only trusts data below it.
@@ -40,6 +43,8 @@ OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER
     40,
 )
 OFF_INDEX_PHY: Final = 48
+OFF_HA_ACKED: Final = 56
+OFF_HA_SLAVES: Final = 64
 
 
 class StatePage:

@@ -1,0 +1,148 @@
+"""The store side of master-slave replication: a master's commit-log bytes, read the way its HA
+service reads them (get_commit_log_data: per file, at most a batch), appended to a slave store
+in arbitrary pieces; the slave's reput gives every complete record its consume-queue unit, so
+the slave serves the same messages, survives a restart and passes check()."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from store.ha import (
+    HEADER,
+    REPORT,
+    HAStreamError,
+    ReportDecoder,
+    TransferDecoder,
+    master_start_offset,
+)
+from store.message_store import GetMessageStatus, MessageStoreReader
+from tests.unit.store.store_helpers import msg, open_store, small_config
+
+
+def _fill(master: Any, n: int, t0: int = 1_000) -> None:
+    for i in range(n):
+        r = master.put_message(msg(body=b"m%05d" % i + b"x" * (i % 300), qid=i % 3,
+                                   keys=f"k{i}", uniq=f"U{i:06d}"), t0 + i)  # fmt: skip
+        assert r.ok
+
+
+def _replicate(reader: Any, slave: Any, start: int, rng: random.Random, now: int) -> int:
+    """Ship everything the master published from `start`, in random piece sizes; new end."""
+    pos = start
+    while True:
+        data = reader.get_commit_log_data(pos, rng.choice((7, 100, 1000, 32 * 1024)))
+        if data is None:
+            return pos
+        assert slave.append_to_commit_log(pos, bytes(data), now)
+        pos += len(data)
+
+
+def _bodies(store: Any, topic: str, qid: int) -> list[bytes]:
+    out: list[bytes] = []
+    off = max(0, store.get_min_offset_in_queue(topic, qid))
+    while True:
+        r = store.get_message("g", topic, qid, off, 32)
+        if r.status is not GetMessageStatus.FOUND:
+            return out
+        from protocol.message import decode_messages
+
+        out += [bytes(m.body) for m in decode_messages(r.buffer)]
+        off = r.next_begin_offset
+
+
+def test_slave_store_follows_the_master_across_file_rolls(tmp_path: Any) -> None:
+    rng = random.Random(7)
+    master = open_store(small_config(str(tmp_path / "m")))
+    slave = open_store(small_config(str(tmp_path / "s"), brokerRole="SLAVE"))
+    reader = MessageStoreReader(small_config(str(tmp_path / "m")))
+    arrivals: list[tuple[str, int, int]] = []
+    slave.arrival_listener = lambda t, q, off, tc, now: arrivals.append((t, q, off))
+    try:
+        assert slave.commitlog.mfq.files == []  # a slave makes no file before the master's
+        _fill(master, 400)  # several 16 KiB files
+        assert len(master.commitlog.mfq.files) > 3
+        start = master_start_offset(slave.commitlog.max_offset, master.max_phy_offset,
+                                    master.cfg.mappedFileSizeCommitLog)  # fmt: skip
+        end = _replicate(reader, slave, start, rng, 5_000)
+        assert end == master.max_phy_offset == slave.commitlog.max_offset
+        # an empty slave starts at the master's last file: it holds that file's messages only
+        first = slave.commitlog.mfq.files[0].file_from_offset
+        assert first == start > 0
+        assert slave.state.max_phy == end
+        for q in range(3):
+            theirs = _bodies(slave, "T", q)
+            assert theirs and theirs == _bodies(master, "T", q)[-len(theirs):]
+        assert arrivals and arrivals[-1][0] == "T"
+        _fill(master, 40, 9_000)
+        end = _replicate(reader, slave, end, rng, 9_500)
+        assert end == master.max_phy_offset
+        assert slave.check() == []
+        assert not slave.append_to_commit_log(end - 1, b"x", 9_600)  # not its end
+    finally:
+        reader.close()
+        slave.shutdown(10_000)
+        master.shutdown(10_000)
+    again = open_store(small_config(str(tmp_path / "s"), brokerRole="SLAVE"), 11_000)
+    try:
+        assert again.commitlog.max_offset == end and again.state.max_phy == end
+        assert again.check() == []
+    finally:
+        again.shutdown(12_000)
+
+
+def test_partial_record_waits_for_the_rest(tmp_path: Any) -> None:
+    master = open_store(small_config(str(tmp_path / "m")))
+    slave = open_store(small_config(str(tmp_path / "s"), brokerRole="SLAVE"))
+    reader = MessageStoreReader(small_config(str(tmp_path / "m")))
+    try:
+        _fill(master, 2)
+        data = bytes(reader.get_commit_log_data(0, 1 << 20) or b"")
+        cut = len(data) - 10
+        assert slave.append_to_commit_log(0, data[:cut], 2_000)
+        assert slave.get_max_offset_in_queue("T", 1) == 0  # the second record is incomplete
+        assert slave.state.max_phy < cut
+        assert slave.append_to_commit_log(cut, data[cut:], 2_001)
+        assert slave.get_max_offset_in_queue("T", 1) == 1
+        assert slave.state.max_phy == len(data)
+    finally:
+        reader.close()
+        slave.shutdown(3_000)
+        master.shutdown(3_000)
+
+
+def test_wire_units() -> None:
+    assert master_start_offset(0, 5 * 1024 + 17, 1024) == 5 * 1024
+    assert master_start_offset(777, 5 * 1024, 1024) == 777
+    rd = ReportDecoder()
+    assert rd.feed(REPORT.pack(5)[:3]) is None
+    assert rd.feed(REPORT.pack(5)[3:] + REPORT.pack(9) + REPORT.pack(11)[:2]) == 9
+    td = TransferDecoder()
+    wire = HEADER.pack(100, 3) + b"abc" + HEADER.pack(103, 0) + HEADER.pack(103, 2) + b"d"
+    assert td.feed(wire) == [(100, b"abc"), (103, b"")]
+    assert td.pending == HEADER.size + 1
+    assert td.feed(b"e") == [(103, b"de")]
+    try:
+        TransferDecoder().feed(HEADER.pack(-1, 0))
+    except HAStreamError:
+        pass
+    else:
+        raise AssertionError("a negative offset must be refused")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=40))
+def test_transfer_decoder_any_split(cuts: list[int]) -> None:
+    frames = [(i * 10, bytes([i]) * (i % 5)) for i in range(20)]
+    wire = b"".join(HEADER.pack(p, len(b)) + b for p, b in frames)
+    td = TransferDecoder()
+    got = []
+    pos = 0
+    for c in cuts:
+        got += td.feed(wire[pos : pos + c])
+        pos += c
+    got += td.feed(wire[pos:])
+    assert got == frames
