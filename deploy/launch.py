@@ -250,6 +250,9 @@ def start_broker(
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     name = str(getattr(broker_config, "brokerName", "broker"))
+    broker_id = int(getattr(broker_config, "brokerId", 0))
+    if broker_id:  # a slave shares its master's brokerName
+        name = f"{name}-{broker_id}"
     if int(getattr(broker_config, "listenPort", 0)) == 0 and hasattr(broker_config, "replace"):
         # the port is advertised (name server routes, msgId store host): fix it before start;
         # P - 2 free too so the VIP channel gets its usual port

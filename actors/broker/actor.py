@@ -18,8 +18,9 @@ import pickle
 import time
 from typing import Any
 
-from thespian.actors import ChildActorExited
+from thespian.actors import ActorExitRequest, ChildActorExited
 
+from actors.broker.ha import HAFailed, HAReady, HAServiceActor, StartHA
 from actors.runtime.channel import (
     HOLDS,
     Channel,
@@ -68,6 +69,7 @@ log = logging.getLogger(__name__)
 
 REAL_PERSONALITY = "actors.broker.actor"
 MAX_TICK_MS = 1000.0
+SLAVE_SYNC_MS = 10_000.0  # SlaveSynchronize period (BrokerController: every 10 s)
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
@@ -147,6 +149,24 @@ class _ControllerAdapter:
     def on_namesrv_response(self, addr: str, cmd: Any, t: int) -> None:
         self.core.on_register_response(addr, cmd)
 
+    # HA: the master's HA port in registrations; a slave's master and SlaveSynchronize
+    def set_ha_port(self, port: int) -> None:
+        self.core.ha_port = port
+
+    def take_master_change(self) -> dict[str, list[Any]]:
+        return dict(self.core.take_master_change())
+
+    @property
+    def master_addr(self) -> str:
+        return str(self.core.master_addr)
+
+    @property
+    def slave_sync_codes(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.core.SLAVE_SYNC_CODES)
+
+    def slave_sync_events(self, code: int, body: bytes) -> list[Any]:
+        return list(self.core.slave_sync_events(code, body))
+
     def tick(self, t: int) -> int | None:
         return self.core.tick(t)  # type: ignore[no-any-return]
 
@@ -171,6 +191,7 @@ class ProcessorActor(WatchingActor):
         self.listen_fd = -1
         self.channels: dict[int, Channel] = {}
         self.notice_ch: Channel | None = None  # send actor: to the pull actor
+        self._core_fds: set[int] = set()  # descriptors the core asked to watch (watch_fds)
         self.pull_holding = True  # send actor: the pull actor may hold pulls (notices needed)
         self.reported_holding = True  # pull actor: what the send actor was last told
         self.controller: Any = None
@@ -302,6 +323,9 @@ class ProcessorActor(WatchingActor):
             fds += self.gate.pending_fds()
         if self.notice_ch is not None and not self.notice_ch.closed:
             fds.append(self.notice_ch.fd)
+        core_fds = getattr(self.core, "watch_fds", None)  # e.g. a slave's HA connection
+        self._core_fds = set(core_fds()) if callable(core_fds) else set()
+        fds += self._core_fds
         self.set_watch_fds(fds)
 
     def _held_queue_notices(self) -> list[Any]:
@@ -349,6 +373,14 @@ class ProcessorActor(WatchingActor):
         host = self.host
         if host is None:
             return
+        mine = [fd for fd in fds if fd in self._core_fds]
+        if mine:
+            fds = [fd for fd in fds if fd not in self._core_fds]
+            try:
+                self.core.on_fd_ready(mine, now_ms())
+            except Exception:
+                log.exception("group=%s core fd handler failed", self.group)
+            self._update_watch()
         for fd in fds:
             if self.notice_ch is not None and fd == self.notice_ch.fd:
                 self._read_notice_channel(self.notice_ch)
@@ -479,6 +511,8 @@ class ProcessorActor(WatchingActor):
                 log.warning("group=%s tick took %.0f ms", self.group, spent_ms)
             if nxt is not None:
                 delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
+            if getattr(self.core, "watch_fds", None) is not None:
+                self._update_watch()  # the core may have opened or closed a connection
         self.schedule("tick", delay)
 
     def on_timer(self, key: str) -> None:
@@ -672,6 +706,7 @@ class BrokerControllerActor(WatchingActor):
         self.channel_token = b""  # TCP processor channels only (Unix sockets are mode 0600)
         self.remoting: Any = None
         self.port = 0
+        self.fast_port = 0
         self.state = "idle"
         self.stop_requester: Any = None
         self.ns_conns: dict[str, ClientConn] = {}
@@ -681,6 +716,10 @@ class BrokerControllerActor(WatchingActor):
         self.store_detail = ""
         self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
         self.indexer_starts = 0
+        self.ha: Any = None  # HAServiceActor address (a master with haListenPort != -1)
+        self.master_conn: ClientConn | None = None  # a slave: to its master (SlaveSynchronize)
+        self.master_conn_addr = ""
+        self.master_pending: dict[int, int] = {}  # opaque -> request code
 
     # startup: send first (it recovers the store), then the others, then remoting
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -702,13 +741,20 @@ class BrokerControllerActor(WatchingActor):
             self._fail(f"processor {msg.group}: {msg.reason}")
         elif isinstance(msg, RemotingReady):
             self.port = msg.port
-            self.state = "running"
-            self._register(first=True)
-            bc = self.start_msg.broker_config if self.start_msg else None
-            host = getattr(bc, "brokerIP1", "127.0.0.1")
-            fast = int(getattr(msg, "fast_port", 0) or 0)
-            self.send(self.requester, BrokerStarted(f"{host}:{msg.port}", msg.port, fast))
-            self._tick()
+            self.fast_port = int(getattr(msg, "fast_port", 0) or 0)
+            if not self._start_ha():
+                self._running()
+        elif isinstance(msg, HAReady):
+            log.info("HA service listening on port %d", msg.port)
+            set_port = getattr(self.core, "set_ha_port", None)
+            if callable(set_port):
+                set_port(msg.port)
+            if self.state == "starting-ha":
+                self._running()
+        elif isinstance(msg, HAFailed):
+            log.error("HA service failed: %s (no slave can replicate)", msg.reason)
+            if self.state == "starting-ha":
+                self._running()
         elif isinstance(msg, RemotingStartFailed):
             self._fail(f"remoting: {msg.reason}")
         elif isinstance(msg, BrokerEventBatch):
@@ -736,6 +782,53 @@ class BrokerControllerActor(WatchingActor):
                 self._after_index()
         elif isinstance(msg, ChildActorExited):
             self._on_child_exited(msg.childAddress)
+
+    def _running(self) -> None:
+        """Everything listens: register with the name servers and tell the launcher."""
+        self.state = "running"
+        self._register(first=True)
+        bc = self.start_msg.broker_config if self.start_msg else None
+        host = getattr(bc, "brokerIP1", "127.0.0.1")
+        self.send(self.requester, BrokerStarted(f"{host}:{self.port}", self.port, self.fast_port))
+        self._tick()
+
+    def _start_ha(self) -> bool:
+        """A master's HA service (HAService.AcceptSocketService), on haListenPort (0: listenPort
+        + 1, or a free port when that is taken and was only derived); False when none runs."""
+        msg = self.start_msg
+        if msg is None or "send" not in self.processors:
+            return False
+        bc, sc = msg.broker_config, msg.store_config
+        configured = int(getattr(sc, "haListenPort", 0))
+        if configured < 0 or str(getattr(bc, "brokerRole", "")).upper() == "SLAVE":
+            return False
+        port = configured or self.port + 1
+        if configured == 0 and not self._port_free(msg.host, port):
+            port = 0  # derived and taken: any free port (advertised as haServerAddr)
+        self.state = "starting-ha"
+        self.ha = self.createActor(HAServiceActor)
+        self.send(self.ha, StartHA(
+            sc, msg.host, port, int(getattr(sc, "haSendHeartbeatInterval", 5000)),
+            int(getattr(sc, "haHousekeepingInterval", 20000)),
+            int(getattr(sc, "haTransferBatchSize", 32 * 1024)),
+        ))  # fmt: skip
+        return True
+
+    @staticmethod
+    def _port_free(host: str, port: int) -> bool:
+        import socket as _socket
+
+        if not 0 < port <= 65535:
+            return False
+        probe = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        try:
+            probe.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
 
     def _begin(self, msg: StartBroker) -> None:
         msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))
@@ -927,10 +1020,16 @@ class BrokerControllerActor(WatchingActor):
         if pending:
             self.schedule("ns-flush", 20)
         self._watch_fds = [c.fd for c in self.ns_conns.values()]
+        mc = self.master_conn
+        if mc is not None and not mc.closed:
+            self._watch_fds.append(mc.fd)
         if self.barriers:
             self._check_barriers()
 
     def on_ready(self, fds: list[int]) -> None:
+        mc = self.master_conn
+        if mc is not None and mc.fd in fds:
+            self._read_master(mc)
         for addr, conn in list(self.ns_conns.items()):
             if conn.fd not in fds:
                 continue
@@ -958,6 +1057,13 @@ class BrokerControllerActor(WatchingActor):
             handler(addr, cmd, now_ms())
         elif cmd.code != 0:
             log.warning("name server %s answered code=%d remark=%s", addr, cmd.code, cmd.remark)
+        take = getattr(self.core, "take_master_change", None)
+        changes = take() if callable(take) else {}
+        for group, evs in changes.items():
+            if group in self.processors and evs:
+                self.send(self.processors[group], BrokerEventBatch("controller", evs))
+        if changes:
+            self._slave_sync()
         if self.state == "stopping-unregister":
             self.pending_unregister -= 1
             if self.pending_unregister <= 0:
@@ -971,6 +1077,8 @@ class BrokerControllerActor(WatchingActor):
         self.schedule("register", period)
         self.schedule("persist", float(getattr(bc, "flushConsumerOffsetInterval", 5000)))
         self.schedule("core", MAX_TICK_MS)
+        if getattr(bc, "is_slave", False):
+            self.schedule("slave-sync", SLAVE_SYNC_MS)
 
     def on_timer(self, key: str) -> None:
         bc = self.start_msg.broker_config if self.start_msg else None
@@ -990,6 +1098,10 @@ class BrokerControllerActor(WatchingActor):
                     self._finish_stop()
             return
         if self.state != "running":
+            return
+        if key == "slave-sync":
+            self._slave_sync()
+            self.schedule("slave-sync", SLAVE_SYNC_MS)
             return
         if key == "register":
             self._register(first=False)
@@ -1011,6 +1123,64 @@ class BrokerControllerActor(WatchingActor):
                 log.exception("controller tick failed")
             self.schedule("core", delay)
 
+    # a slave: SlaveSynchronize (topics, offsets, delay offsets, groups from the master)
+    def _slave_sync(self) -> None:
+        master = getattr(self.core, "master_addr", "")
+        if self.state != "running" or not master:
+            return
+        mc = self.master_conn
+        if mc is None or mc.closed or self.master_conn_addr != master:
+            if mc is not None:
+                mc.close()
+            host, _, port = master.rpartition(":")
+            try:
+                mc = ClientConn((host, int(port)))
+            except (OSError, ValueError) as exc:
+                log.warning("master %s unreachable: %s", master, exc)
+                self.master_conn = None
+                return
+            self.master_conn, self.master_conn_addr = mc, master
+            self.master_pending.clear()
+        from protocol.command import RemotingCommand
+
+        for code in getattr(self.core, "slave_sync_codes", ()):
+            cmd = RemotingCommand.request(code)
+            self.master_pending[cmd.opaque] = int(code)
+            mc.out += cmd.encode()
+        mc.flush()
+        self._flush_ns()  # re-arms the watch, the master connection included
+
+    def _read_master(self, mc: ClientConn) -> None:
+        from protocol.command import RemotingCommand
+
+        frames = mc.read_frames()
+        if frames is None:
+            log.info("master %s closed the sync connection", self.master_conn_addr)
+            mc.close()
+            self.master_conn = None
+            self._flush_ns()
+            return
+        for frame in frames:
+            try:
+                resp = RemotingCommand.decode(frame)
+            except Exception as exc:
+                log.warning("bad frame from master %s: %s", self.master_conn_addr, exc)
+                continue
+            code = self.master_pending.pop(resp.opaque, None)
+            if code is None:
+                continue
+            if resp.code != 0:
+                log.warning("master %s answered code=%d to %d: %s", self.master_conn_addr,
+                            resp.code, code, resp.remark)  # fmt: skip
+                continue
+            try:
+                events = self.core.slave_sync_events(code, bytes(resp.body or b""))
+            except Exception:
+                log.exception("slave sync of code %d failed", code)
+                continue
+            if events:
+                self._on_events("controller", events, forward_them=True)
+
     # shutdown: remoting -> store -> persist -> unregister -> reply
     def _stop(self, sender: Any) -> None:
         self.stop_requester = sender
@@ -1019,6 +1189,12 @@ class BrokerControllerActor(WatchingActor):
             self._shutdown_store()
             return
         self.state = "stopping-remoting"
+        if self.ha is not None:  # slaves see the master go
+            self.send(self.ha, ActorExitRequest())
+            self.ha = None
+        if self.master_conn is not None:
+            self.master_conn.close()
+            self.master_conn = None
         self.send(self.remoting, StopRemoting())
         self.schedule("stop-timeout", 3000)
 

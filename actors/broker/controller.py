@@ -30,6 +30,7 @@ from actors.broker.events import (
     ALL_GROUPS,
     BrokerConfigChanged,
     BrokerEvent,
+    HaMasterChanged,
     TableVersions,
     TopicConfigChanged,
     TopicsDeleted,
@@ -58,6 +59,11 @@ class BrokerControllerCore(BrokerState):
         self._barriers: list[tuple[str, int]] = []  # (origin group, token) awaiting a register
         self._next_offset_flush_ms: int | None = None
         self._next_register_ms: int | None = None
+        self.ha_port = 0  # the HA service's port once it listens (a master)
+        # a slave: its master as the name server names it (RegisterBrokerResult)
+        self.master_addr = ""
+        self.master_ha_addr = ""
+        self._master_changed = False
 
     # --- paths ------------------------------------------------------------------------------
 
@@ -253,7 +259,7 @@ class BrokerControllerCore(BrokerState):
             "brokerName": bc.brokerName,
             "brokerAddr": bc.broker_addr,
             "clusterName": bc.brokerClusterName,
-            "haServerAddr": bc.ha_server_addr,
+            "haServerAddr": self.ha_server_addr(),
             "brokerId": str(bc.brokerId),
             "compressed": "false",
             "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
@@ -277,8 +283,14 @@ class BrokerControllerCore(BrokerState):
             for addr in bc.namesrv_addrs
         ]
 
+    def ha_server_addr(self) -> str:
+        """brokerIP2 (else brokerIP1) and the HA service's port (listenPort + 1 until known)."""
+        bc = self.broker_config
+        return f"{bc.brokerIP2 or bc.brokerIP1}:{self.ha_port or bc.listenPort + 1}"
+
     def on_register_response(self, addr: str, resp: RemotingCommand) -> None:
-        """Log the outcome of a registration (a slave learns its master's HA address)."""
+        """Log the outcome of a registration; a slave learns its master (broker and HA
+        addresses) from it (BrokerController.registerBrokerAll's result)."""
         if resp.code != 0:
             log.warning(
                 "register broker to name server %s failed code=%d remark=%s",
@@ -287,8 +299,80 @@ class BrokerControllerCore(BrokerState):
                 resp.remark,
             )
             return
-        master = (resp.ext_fields or {}).get("masterAddr")
-        log.info("registered with name server %s master=%s", addr, master)
+        ext = resp.ext_fields or {}
+        master = ext.get("masterAddr") or ""
+        ha = ext.get("haServerAddr") or ""
+        log.info("registered with name server %s master=%s", addr, master or None)
+        if self.broker_config.is_slave and master and (master, ha) != (
+            self.master_addr, self.master_ha_addr
+        ):  # fmt: skip
+            self.master_addr, self.master_ha_addr = master, ha
+            self._master_changed = True
+
+    def take_master_change(self) -> dict[str, list[BrokerEvent]]:
+        """{group: [HaMasterChanged]} once after a slave learned a new master."""
+        if not self._master_changed:
+            return {}
+        self._master_changed = False
+        ev = HaMasterChanged(self.master_ha_addr, self.master_addr)
+        return {g: [ev] for g in HaMasterChanged.AUDIENCE}
+
+    # --- SlaveSynchronize: a slave copies its master's tables ---------------------------------
+
+    SLAVE_SYNC_CODES = (
+        RC.GET_ALL_TOPIC_CONFIG,
+        RC.GET_ALL_CONSUMER_OFFSET,
+        RC.GET_ALL_DELAY_OFFSET,
+        RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    )
+
+    def slave_sync_events(self, code: int, body: bytes) -> list[BrokerEvent]:
+        """The events that make this slave's table of `code` its master's (syncTopicConfig,
+        syncConsumerOffset, syncSubscriptionGroupConfig); delayOffset.json is written here."""
+        from actors.broker.events import (
+            OffsetCommitted,
+            SubscriptionGroupChanged,
+            SubscriptionGroupDeleted,
+        )
+        from actors.broker.offsets import ConsumerOffsetManager
+
+        text = bytes(body).decode("utf-8", "replace")
+        events: list[BrokerEvent] = []
+        if code == RC.GET_ALL_DELAY_OFFSET:
+            if text.strip():
+                from store.config_files import write_json_atomic
+
+                root = str(getattr(self.store_config, "storePathRootDir", "") or ".")
+                write_json_atomic(os.path.join(root, "config", "delayOffset.json"), text)
+            return events
+        obj = loads_config(text) if code != RC.GET_ALL_CONSUMER_OFFSET else None
+        if code == RC.GET_ALL_TOPIC_CONFIG and isinstance(obj, dict):
+            theirs = {n: TopicConfig.from_json_obj(t, n)
+                      for n, t in (obj.get("topicConfigTable") or {}).items()}  # fmt: skip
+            for name, tc in sorted(theirs.items()):
+                if self.topics.get(name) != tc:
+                    events.append(TopicConfigChanged(tc, register=True))
+            gone = tuple(sorted(n for n in self.topics.table if n not in theirs))
+            if gone:
+                events.append(TopicsDeleted(gone))
+        elif code == RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG and isinstance(obj, dict):
+            theirs_g = {n: group_config_from_obj(g, n)
+                        for n, g in (obj.get("subscriptionGroupTable") or {}).items()}  # fmt: skip
+            for name, cfg in sorted(theirs_g.items()):
+                if self.groups.get(name) != cfg:
+                    events.append(SubscriptionGroupChanged(cfg))
+            for name in sorted(n for n in self.groups.table if n not in theirs_g):
+                events.append(SubscriptionGroupDeleted(name, remove_offset=False))
+        elif code == RC.GET_ALL_CONSUMER_OFFSET:
+            master = ConsumerOffsetManager()
+            master.decode(text)
+            for key, queues in sorted(master.table.items()):
+                topic, _, group = key.partition("@")
+                mine = self.offsets.table.get(key, {})
+                for qid, off in sorted(queues.items()):
+                    if mine.get(qid) != off:
+                        events.append(OffsetCommitted(group, topic, qid, off))
+        return events
 
     # --- timers -------------------------------------------------------------------------------
 

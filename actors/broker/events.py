@@ -118,6 +118,16 @@ class ProducerGroupChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class HaMasterChanged:
+    """A slave learned its master at registration (RegisterBrokerResult's haServerAddr and
+    masterAddr): the slave's store writer replicates from the HA address."""
+
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
+    ha_addr: str
+    master_addr: str
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfigChanged:
     """UPDATE_BROKER_CONFIG: (property name, text value) pairs for the broker or store config."""
 
@@ -161,6 +171,7 @@ BrokerEvent = (
     | OffsetCommitted
     | OffsetMoved
     | ProducerGroupChanged
+    | HaMasterChanged
     | BrokerConfigChanged
     | TableVersions
     | StoreCleanRequested

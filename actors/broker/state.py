@@ -18,6 +18,7 @@ from actors.broker.events import (
     BrokerEvent,
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
+    HaMasterChanged,
     OffsetCommitted,
     OffsetMoved,
     ProducerGroupChanged,
@@ -112,7 +113,8 @@ class BrokerState:
             else:
                 self.producer_groups.pop(ev.group, None)
                 self.producer_clients.pop(ev.group, None)
-        elif not isinstance(ev, OffsetMoved | StoreCleanRequested):  # no table: the send core acts
+        elif not isinstance(ev, OffsetMoved | StoreCleanRequested | HaMasterChanged):
+            # (no table for those: the send core acts)
             return None
         return changed
 

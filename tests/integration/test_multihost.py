@@ -131,7 +131,8 @@ def test_namesrv_and_broker_on_two_hosts(two_hosts: tuple[str, str], tmp_path: P
         pids = broker.pids()
         exposed = {(ip, port) for _pid, ip, port in procinfo.listeners_of(pids, pids[0])
                    if not ip.startswith("127.")}  # fmt: skip
-        assert exposed == {(BROKER_IP, 10911), (BROKER_IP, 10909)}, exposed
+        # the client port, the VIP port (10909) and the master's HA port (10912), as RocketMQ
+        assert exposed == {(BROKER_IP, 10911), (BROKER_IP, 10909), (BROKER_IP, 10912)}, exposed
     finally:
         if broker is not None:
             broker.stop()

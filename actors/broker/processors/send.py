@@ -21,12 +21,14 @@ from typing import Any, Final
 from actors.broker.context import BrokerContext
 from actors.broker.events import (
     BrokerConfigChanged,
+    HaMasterChanged,
     OffsetMoved,
     StoreCleanRequested,
     SubscriptionGroupChanged,
     TopicConfigChanged,
     TopicsDeleted,
 )
+from actors.broker.ha import HAClient
 from actors.broker.schedule import ScheduleMessageService
 from actors.broker.stats_items import (
     BROKER_PUT_NUMS,
@@ -154,9 +156,11 @@ _WITH_IDS: Final = frozenset(
 @dataclass(slots=True)
 class _Waiting:
     end_offset: int
-    deadline_ms: int
+    deadline_ms: int  # SYNC_FLUSH: syncFlushTimeout
     conn_id: int
     resp: RemotingCommand
+    need_flush: bool = True
+    slave_deadline_ms: int = 0  # SYNC_MASTER: slaveTimeout (0: no slave wait)
 
 
 @dataclass(slots=True)
@@ -198,6 +202,10 @@ class SendMessageProcessor:
         self.store_host = pack_host(bc.brokerIP1, bc.listenPort)
         sc = ctx.store_config
         self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
+        # SYNC_MASTER: a WAIT send is answered once a slave has it (GroupTransferService)
+        self.sync_master = str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER"
+        self.slave_timeout_ms = int(getattr(sc, "slaveTimeout", 3000))
+        self.slave_fallbehind_max = int(getattr(sc, "haSlaveFallbehindMax", 256 << 20))
         self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
         self.waiting: list[_Waiting] = []
         self.push_waits: dict[int, _PushWait] = {}  # opaque of a reply push -> its replier
@@ -220,6 +228,17 @@ class SendMessageProcessor:
             else None
         )  # fmt: skip
         self._puts: dict[str, list[int]] = {}
+        # a slave's store writer replicates from its master (HAService.HAClient)
+        self.ha_client: HAClient | None = None
+        if self._is_slave() and isinstance(self.store, DefaultMessageStore):
+            self.ha_client = HAClient(
+                self.store, int(getattr(sc, "haSendHeartbeatInterval", 5000)),
+                int(getattr(sc, "haHousekeepingInterval", 20000)),
+            )  # fmt: skip
+            configured = str(getattr(sc, "haMasterAddress", "") or "")
+            if configured:
+                self.ha_client.set_master(configured, 0)
+            ctx.on_event(HaMasterChanged, self._on_ha_master)
 
     def _read_config(self) -> None:
         """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
@@ -260,6 +279,40 @@ class SendMessageProcessor:
         if self.stats is not None:
             self._fold_puts()
             self.stats.close()
+        if self.ha_client is not None:
+            self.ha_client.close()
+
+    # --- HA: a slave's replication client (fds watched by the runtime) ------------------------
+
+    def watch_fds(self) -> list[int]:
+        """Descriptors besides the channels the runtime watches for this core."""
+        return self.ha_client.fds() if self.ha_client is not None else []
+
+    def on_fd_ready(self, fds: list[int], now_ms: int) -> None:
+        """One of watch_fds() is readable."""
+        if self.ha_client is not None:
+            self.ha_client.on_ready(now_ms)
+
+    def _on_ha_master(self, ev: HaMasterChanged, now_ms: int) -> None:
+        """updateHaMasterAddress, unless haMasterAddress is configured."""
+        if self.ha_client is not None and not getattr(self.ctx.store_config, "haMasterAddress",
+                                                      ""):  # fmt: skip
+            self.ha_client.set_master(ev.ha_addr, now_ms)
+
+    def _slave_ok(self, end_offset: int) -> bool:
+        """HAService.isSlaveOK: a slave is connected and not too far behind."""
+        from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
+
+        st = getattr(self.store, "state", None)
+        if st is None or st.get(OFF_HA_SLAVES) <= 0:
+            return False
+        return end_offset - st.get(OFF_HA_ACKED) < self.slave_fallbehind_max
+
+    def _slave_acked(self) -> int:
+        from store.state_page import OFF_HA_ACKED
+
+        st = getattr(self.store, "state", None)
+        return st.get(OFF_HA_ACKED) if st is not None else -1
 
     def _count_put(self, topic: str, msgs: int, size: int) -> None:
         """handlePutMessageResult's incTopicPutNums / incTopicPutSize / incBrokerPutNums, for
@@ -339,6 +392,9 @@ class SendMessageProcessor:
             self._fold_puts()
             st = self.stats.tick(now_ms)
             wait = st if wait is None else min(wait, st)
+        if self.ha_client is not None:
+            h = self.ha_client.tick(now_ms)
+            wait = h if wait is None else min(wait, h)
         if self.push_waits:
             for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
                 self._push_failed(self.push_waits.pop(opaque))
@@ -348,26 +404,32 @@ class SendMessageProcessor:
         return wait
 
     def flush_and_release(self, now_ms: int) -> int:
-        """Group commit: one flush, then answer every waiting send it covers; the count."""
+        """Group commit: one flush (SYNC_FLUSH), a look at what the slaves have (SYNC_MASTER),
+        then answer every waiting send they cover or whose time is up; the count."""
         if not self.waiting:
             return 0
-        flushed = self.store.flush(now_ms)
+        flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
+        acked = self._slave_acked() if self.sync_master else 1 << 62
         keep: list[_Waiting] = []
         n = 0
         outbox = self.ctx.outbox
         for w in self.waiting:
-            if w.end_offset <= flushed:
-                n += 1
-                if outbox is not None:
-                    outbox.send(w.conn_id, w.resp)
-            elif now_ms >= w.deadline_ms:
-                n += 1
+            disk_ok = not w.need_flush or w.end_offset <= flushed
+            slave_ok = not w.slave_deadline_ms or w.end_offset <= acked
+            if disk_ok and slave_ok:
+                pass
+            elif not disk_ok and now_ms >= w.deadline_ms:
                 w.resp.code = RS.FLUSH_DISK_TIMEOUT
                 log.warning("sync flush timeout end_offset=%d flushed=%d", w.end_offset, flushed)
-                if outbox is not None:
-                    outbox.send(w.conn_id, w.resp)
+            elif disk_ok and now_ms >= w.slave_deadline_ms:
+                w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
+                log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)
             else:
                 keep.append(w)
+                continue
+            n += 1
+            if outbox is not None:
+                outbox.send(w.conn_id, w.resp)
         self.waiting = keep
         return n
 
@@ -385,7 +447,7 @@ class SendMessageProcessor:
         request that would emit an event, wait for a flush, or be rejected.
         """
         parts = request_parts(frame, _SEND_V2)
-        if parts is None or self.sync_flush or not self.broker_writable:
+        if parts is None or self.sync_flush or self.sync_master or not self.broker_writable:
             return None
         opaque, ext, body, st = parts
         fields = send_v2_fields(ext)
@@ -660,7 +722,7 @@ class SendMessageProcessor:
                 cmd.serialize_type,
             )
             resp.template = self._ok_template
-            if not self.sync_flush:
+            if not (self.sync_flush or self.sync_master):
                 return resp
             return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
         return self._put_response(req, result, resp_qid, wait, now_ms, topic)
@@ -820,16 +882,22 @@ class SendMessageProcessor:
     def _maybe_wait(
         self, req: Request, resp: RemotingCommand, end_offset: int, wait: bool, now_ms: int
     ) -> RemotingCommand | None:
-        """SYNC_FLUSH with WAIT: park the reply until a flush covers end_offset (None)."""
-        if (
-            self.sync_flush
-            and wait
-            and not req.cmd.is_oneway
-            and end_offset > self.store.flushed_offset
-        ):
-            self.waiting.append(
-                _Waiting(end_offset, now_ms + self.sync_flush_timeout_ms, req.conn_id, resp)
-            )
+        """WAIT sends: SYNC_FLUSH parks the reply until a flush covers end_offset, SYNC_MASTER
+        until a slave has it (CommitLog.handleDiskFlush / handleHA); None while parked. With no
+        slave, or one too far behind, a SYNC_MASTER send is answered SLAVE_NOT_AVAILABLE at
+        once (the message stays stored)."""
+        if not wait or req.cmd.is_oneway:
+            return resp
+        need_flush = self.sync_flush and end_offset > self.store.flushed_offset
+        slave_deadline = 0
+        if self.sync_master:
+            if self._slave_ok(end_offset):
+                slave_deadline = now_ms + self.slave_timeout_ms
+            else:
+                resp.code = RS.SLAVE_NOT_AVAILABLE
+        if need_flush or slave_deadline:
+            self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
+                                         req.conn_id, resp, need_flush, slave_deadline))
             return None
         return resp
 

@@ -1,0 +1,438 @@
+"""Master-slave replication over RocketMQ's HA stream: the master's HAService as an actor, and
+the slave's HAClient that the slave's store writer (its send actor) runs.
+
+Mirrors store/ha/HAService.java (AcceptSocketService, GroupTransferService's view of slave
+acks), HAConnection.java (ReadSocketService, WriteSocketService) and HAService.HAClient,
+RocketMQ 4.9.x (spec §10; units in store.ha):
+
+- Master: an actor in its own process listens on the HA port, maps the store read-only, and
+  per slave streams the commit log from where the slave's first report says (an empty slave:
+  the master's last file), in frames of at most haTransferBatchSize within one file, a
+  header-only heartbeat after haSendHeartbeatInterval of nothing new; it drops a slave silent
+  for haHousekeepingInterval. The largest offset any slave reported and the number of slaves
+  go to the shared state page, where the send actor (SYNC_MASTER) reads them.
+- Slave: HAClient connects to the master's HA address (haMasterAddress, or the haServerAddr
+  the name server returned at registration), reports its commit-log end at once, every
+  haSendHeartbeatInterval and after every append, and appends what comes to its store
+  (DefaultMessageStore.append_to_commit_log, whose reput builds the consume queues).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from actors.runtime.watch import WatchingActor
+from store.ha import (
+    HEADER,
+    REPORT,
+    HAStreamError,
+    ReportDecoder,
+    TransferDecoder,
+    master_start_offset,
+)
+
+log = logging.getLogger(__name__)
+
+BUSY_PUMP_MS: Final = 1.0  # transfer pass while slaves are being fed
+IDLE_PUMP_MS: Final = 5.0  # and while they are caught up (new data waits at most this long)
+READ_CHUNK: Final = 256 * 1024
+CONNECT_TIMEOUT_S: Final = 3.0
+RECONNECT_MS: Final = 5000
+
+
+@dataclass(frozen=True)
+class StartHA:
+    """Controller -> HAServiceActor: serve the HA port for this store."""
+
+    store_config: Any
+    host: str
+    port: int
+    heartbeat_ms: int = 5000
+    housekeeping_ms: int = 20000
+    batch: int = 32 * 1024
+
+
+@dataclass(frozen=True)
+class HAReady:
+    """HAServiceActor -> controller: listening on `port`."""
+
+    port: int
+
+
+@dataclass(frozen=True)
+class HAFailed:
+    """HAServiceActor -> controller: could not start."""
+
+    reason: str
+
+
+class _SlaveConn:
+    """One slave on the master: its reports in, the commit log out."""
+
+    def __init__(self, sock: socket.socket, peer: Any, now: float) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.reports = ReportDecoder()
+        self.acked = -1  # last report (-1: none yet)
+        self.next = -1  # next commit-log offset to send (-1: waiting for the first report)
+        self.out = bytearray()
+        self.last_read = now
+        self.last_write = now
+
+    def flush(self) -> bool:
+        """Write what the kernel takes; False when something is still pending."""
+        while self.out:
+            try:
+                n = self.sock.send(self.out)
+            except (BlockingIOError, InterruptedError):
+                return False
+            del self.out[:n]
+        return True
+
+
+class HAServiceActor(WatchingActor):
+    """The master's HA service: accepts slaves and feeds them the commit log."""
+
+    LINGER_IDLE_MS = 5.0
+    LINGER_CAP_MS = 50.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.listener: socket.socket | None = None
+        self.conns: dict[int, _SlaveConn] = {}
+        self.reader: Any = None
+        self.state: Any = None
+        self.file_size = 0
+        self.cfg: StartHA | None = None
+        self.busy = False
+
+    # -- control --------------------------------------------------------------------------------
+    def on_control(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, StartHA):
+            try:
+                port = self._start(msg)
+            except Exception as exc:
+                log.exception("HA service failed to start")
+                self._close_all()
+                self.send(sender, HAFailed(f"{type(exc).__name__}: {exc}"))
+                return
+            self.send(sender, HAReady(port))
+
+    def _start(self, msg: StartHA) -> int:
+        from store.message_store import MessageStoreReader
+        from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES, StatePage
+
+        self.cfg = msg
+        sc = msg.store_config
+        self.file_size = int(sc.mappedFileSizeCommitLog)
+        self.reader = MessageStoreReader(sc)
+        import os
+
+        self.state = StatePage(os.path.join(sc.storePathRootDir, "state"), writable=True)
+        self.state.set(OFF_HA_SLAVES, 0)
+        self.state.set(OFF_HA_ACKED, 0)
+        lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lst.bind((msg.host, msg.port))
+        lst.listen(64)
+        lst.setblocking(False)
+        self.listener = lst
+        self._watch()
+        port = int(lst.getsockname()[1])
+        log.info("HA service listening on %s:%d", msg.host, port)
+        return port
+
+    def on_exit(self) -> None:
+        self._close_all()
+
+    def _close_all(self) -> None:
+        for c in list(self.conns.values()):
+            self._drop(c, "shutdown")
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        self.set_watch_fds([])
+
+    def _watch(self) -> None:
+        fds = [c.sock.fileno() for c in self.conns.values()]
+        if self.listener is not None:
+            fds.append(self.listener.fileno())
+        self.set_watch_fds(fds)
+
+    # -- sockets --------------------------------------------------------------------------------
+    def on_ready(self, fds: list[int]) -> None:
+        now = time.monotonic()
+        lst = self.listener
+        for fd in fds:
+            if lst is not None and fd == lst.fileno():
+                self._accept(now)
+                continue
+            c = self.conns.get(fd)
+            if c is not None:
+                self._read(c, now)
+        self._pump()
+
+    def _accept(self, now: float) -> None:
+        assert self.listener is not None
+        while True:
+            try:
+                sock, peer = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                log.warning("HA accept failed: %s", exc)
+                break
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.conns[sock.fileno()] = _SlaveConn(sock, peer, now)
+            log.info("HA slave connected from %s:%d", peer[0], peer[1])
+        self._watch()
+        self.schedule("pump", BUSY_PUMP_MS)
+
+    def _read(self, c: _SlaveConn, now: float) -> None:
+        """ReadSocketService: the last complete report wins."""
+        chunks = []
+        while True:
+            try:
+                data = c.sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._drop(c, str(exc))
+                return
+            if not data:
+                self._drop(c, "closed by the slave")
+                return
+            chunks.append(data)
+        if not chunks:
+            return
+        c.last_read = now
+        try:
+            report = c.reports.feed(b"".join(chunks))
+        except HAStreamError as exc:
+            self._drop(c, str(exc))
+            return
+        if report is None:
+            return
+        if c.next < 0:  # the first report says where to start
+            c.next = master_start_offset(report, self.reader.max_phy_offset, self.file_size)
+            log.info("HA slave %s:%d reported %d: transfer from %d", c.peer[0], c.peer[1],
+                     report, c.next)  # fmt: skip
+        c.acked = report
+        self._publish()
+
+    def _drop(self, c: _SlaveConn, why: str) -> None:
+        log.info("HA slave %s:%d dropped: %s", c.peer[0], c.peer[1], why)
+        self.conns.pop(c.sock.fileno(), None)
+        try:
+            c.sock.close()
+        except OSError:
+            pass
+        self._watch()
+        self._publish()
+
+    def _publish(self) -> None:
+        """push2SlaveMaxOffset and the slave count, for the send actor's SYNC_MASTER waits."""
+        from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
+
+        if self.state is None:
+            return
+        acked = [c.acked for c in self.conns.values() if c.acked >= 0]
+        self.state.set(OFF_HA_SLAVES, len(acked))
+        if acked:
+            self.state.set(OFF_HA_ACKED, max(max(acked), self.state.get(OFF_HA_ACKED)))
+
+    # -- transfer -------------------------------------------------------------------------------
+    def on_timer(self, key: str) -> None:
+        if key == "pump":
+            self._pump()
+
+    def _pump(self) -> None:
+        """WriteSocketService for every slave; re-arms while any slave is connected."""
+        cfg = self.cfg
+        if cfg is None or self.reader is None:
+            return
+        now = time.monotonic()
+        sent = False
+        for c in list(self.conns.values()):
+            if now - c.last_read > cfg.housekeeping_ms / 1000.0:
+                self._drop(c, f"nothing read for {cfg.housekeeping_ms} ms")
+                continue
+            try:
+                if not c.flush():
+                    sent = True  # still writing: come back soon
+                    continue
+                if c.next < 0:
+                    continue
+                data = self.reader.get_commit_log_data(c.next, cfg.batch)
+                if data is not None and len(data):
+                    c.out += HEADER.pack(c.next, len(data))
+                    c.out += data
+                    c.next += len(data)
+                    c.last_write = now
+                    sent = True
+                elif now - c.last_write >= cfg.heartbeat_ms / 1000.0:
+                    c.out += HEADER.pack(c.next, 0)  # heartbeat: nothing new
+                    c.last_write = now
+                c.flush()
+            except OSError as exc:
+                self._drop(c, str(exc))
+        self.busy = sent
+        if self.conns:
+            self.schedule("pump", BUSY_PUMP_MS if sent else IDLE_PUMP_MS)
+
+
+class HAClient:
+    """The slave's end: runs inside the slave's store writer (its send actor)."""
+
+    def __init__(self, store: Any, heartbeat_ms: int = 5000, housekeeping_ms: int = 20000
+                 ) -> None:  # fmt: skip
+        self.store = store
+        self.heartbeat_ms = heartbeat_ms
+        self.housekeeping_ms = housekeeping_ms
+        self.master: str = ""  # "host:port" of the master's HA service
+        self.sock: socket.socket | None = None
+        self.decoder = TransferDecoder()
+        self.last_report_ms = 0
+        self.last_read_ms = 0
+        self.next_connect_ms = 0
+        self.appended = 0  # bytes appended since start (diagnostics)
+
+    def set_master(self, addr: str, now_ms: int) -> None:
+        """The master's HA address changed (or was learned): reconnect to it."""
+        if addr == self.master:
+            return
+        log.info("HA master address %s -> %s", self.master or "(none)", addr or "(none)")
+        self.close()
+        self.master = addr
+        self.next_connect_ms = now_ms
+
+    def fds(self) -> list[int]:
+        """The descriptor to watch (none while disconnected)."""
+        return [self.sock.fileno()] if self.sock is not None else []
+
+    def close(self) -> None:
+        """Drop the connection (reconnect after RECONNECT_MS)."""
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.sock = None
+        self.decoder = TransferDecoder()
+
+    def tick(self, now_ms: int) -> int:
+        """Connect when due, report when due, give up on a silent master; ms to the next."""
+        if not self.master:
+            return 1000
+        if self.sock is None:
+            if now_ms < self.next_connect_ms:
+                return self.next_connect_ms - now_ms
+            self._connect(now_ms)
+            if self.sock is None:
+                return RECONNECT_MS
+        if now_ms - self.last_read_ms > self.housekeeping_ms:
+            log.warning("HA master %s silent for %d ms: reconnecting", self.master,
+                        self.housekeeping_ms)  # fmt: skip
+            self._fail(now_ms)
+            return RECONNECT_MS
+        if now_ms - self.last_report_ms >= self.heartbeat_ms:
+            self._report(now_ms)
+        return max(1, self.heartbeat_ms - (now_ms - self.last_report_ms))
+
+    def _connect(self, now_ms: int) -> None:
+        host, _, port = self.master.rpartition(":")
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+        except (OSError, ValueError) as exc:
+            log.warning("HA master %s unreachable: %s", self.master, exc)
+            self.next_connect_ms = now_ms + RECONNECT_MS
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock
+        self.last_read_ms = now_ms
+        log.info("HA connected to master %s, reporting %d", self.master,
+                 self.store.commitlog.max_offset)  # fmt: skip
+        self._report(now_ms)
+
+    def _fail(self, now_ms: int) -> None:
+        self.close()
+        self.next_connect_ms = now_ms + RECONNECT_MS
+
+    def _report(self, now_ms: int) -> None:
+        """The slave's commit-log end, the next byte it needs."""
+        if self.sock is None:
+            return
+        try:
+            self.sock.send(REPORT.pack(self.store.commitlog.max_offset))
+        except (BlockingIOError, InterruptedError):
+            return  # the socket is full: the next report goes later
+        except OSError as exc:
+            log.warning("HA report to %s failed: %s", self.master, exc)
+            self._fail(now_ms)
+            return
+        self.last_report_ms = now_ms
+
+    def on_ready(self, now_ms: int) -> None:
+        """Read what the master sent, append it, report the new end."""
+        sock = self.sock
+        if sock is None:
+            return
+        chunks = []
+        eof = False
+        while True:
+            try:
+                data = sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
+                    log.warning("HA read from %s failed: %s", self.master, exc)
+                eof = True
+                break
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+        if chunks:
+            self.last_read_ms = now_ms
+            if not self._apply(b"".join(chunks), now_ms):
+                self._fail(now_ms)
+                return
+        if eof:
+            log.info("HA master %s closed the connection", self.master)
+            self._fail(now_ms)
+
+    def _apply(self, data: bytes, now_ms: int) -> bool:
+        """dispatchReadRequest: check each frame's offset against ours, append, report."""
+        try:
+            frames = self.decoder.feed(data)
+        except HAStreamError as exc:
+            log.error("HA stream from %s: %s", self.master, exc)
+            return False
+        appended = False
+        store = self.store
+        for phy, body in frames:
+            ours = store.commitlog.max_offset
+            if ours != 0 and ours != phy:
+                log.error("HA master %s sent offset %d, this slave is at %d: reconnecting",
+                          self.master, phy, ours)  # fmt: skip
+                return False
+            if body:
+                if not store.append_to_commit_log(phy, body, now_ms):
+                    log.error("HA append at %d failed", phy)
+                    return False
+                self.appended += len(body)
+                appended = True
+        if appended:
+            self._report(now_ms)
+        return True
