@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 BUSY_PUMP_MS: Final = 1.0  # transfer pass while slaves are being fed
 IDLE_PUMP_MS: Final = 5.0  # and while they are caught up (new data waits at most this long)
 READ_CHUNK: Final = 256 * 1024
-CONNECT_TIMEOUT_S: Final = 3.0
+CONNECT_TIMEOUT_S: Final = 1.0  # blocking: the slave's writer waits at most this per try
 RECONNECT_MS: Final = 5000
 
 
