@@ -91,6 +91,12 @@ class BrokerConfig:
         if channel not in ("unix", "tcp"):
             raise ValueError(f"processorChannel: expected unix or tcp, got {channel!r}")
         values["processorChannel"] = channel
+        role = str(values.get("brokerRole", "ASYNC_MASTER")).upper()
+        if role == "SLAVE":  # BrokerStartup: a slave needs its own id; a master's is 0
+            if int(values.get("brokerId", 0)) <= 0:
+                raise ValueError("brokerId: a SLAVE's brokerId must be > 0")
+        else:
+            values["brokerId"] = 0
         return cls(**values)
 
     def replace(self, **changes: Any) -> BrokerConfig:

@@ -303,10 +303,13 @@ class BrokerControllerCore(BrokerState):
         master = ext.get("masterAddr") or ""
         ha = ext.get("haServerAddr") or ""
         log.info("registered with name server %s master=%s", addr, master or None)
-        if self.broker_config.is_slave and master and (master, ha) != (
-            self.master_addr, self.master_ha_addr
-        ):  # fmt: skip
-            self.master_addr, self.master_ha_addr = master, ha
+        if not self.broker_config.is_slave:
+            return
+        # doRegisterBrokerAll: the sync follows masterAddr (none: it stops); the HA address is
+        # only ever replaced by another one
+        self.master_addr = master
+        if ha and ha != self.master_ha_addr:
+            self.master_ha_addr = ha
             self._master_changed = True
 
     def take_master_change(self) -> dict[str, list[BrokerEvent]]:
@@ -327,42 +330,37 @@ class BrokerControllerCore(BrokerState):
     )
 
     def slave_sync_events(self, code: int, body: bytes) -> list[BrokerEvent]:
-        """The events that make this slave's table of `code` its master's (syncTopicConfig,
-        syncConsumerOffset, syncSubscriptionGroupConfig); delayOffset.json is written here."""
-        from actors.broker.events import (
-            OffsetCommitted,
-            SubscriptionGroupChanged,
-            SubscriptionGroupDeleted,
-        )
+        """The events that bring this slave's table of `code` to its master's (syncTopicConfig,
+        syncConsumerOffset, syncSubscriptionGroupConfig): every entry the master has is set; an
+        entry only the slave has stays (Java drops it from the table; here that would drop its
+        queues or offsets too). delayOffset.json is written here."""
+        from actors.broker.events import OffsetCommitted, SubscriptionGroupChanged
         from actors.broker.offsets import ConsumerOffsetManager
 
         text = bytes(body).decode("utf-8", "replace")
         events: list[BrokerEvent] = []
         if code == RC.GET_ALL_DELAY_OFFSET:
             if text.strip():
+                from actors.broker.schedule import delay_offset_path
                 from store.config_files import write_json_atomic
 
-                root = str(getattr(self.store_config, "storePathRootDir", "") or ".")
-                write_json_atomic(os.path.join(root, "config", "delayOffset.json"), text)
+                write_json_atomic(delay_offset_path(self.store_config), text)
             return events
         obj = loads_config(text) if code != RC.GET_ALL_CONSUMER_OFFSET else None
         if code == RC.GET_ALL_TOPIC_CONFIG and isinstance(obj, dict):
             theirs = {n: TopicConfig.from_json_obj(t, n)
                       for n, t in (obj.get("topicConfigTable") or {}).items()}  # fmt: skip
+            # Java replaces the table (clear + putAll) without touching the store: a topic
+            # only this slave has keeps its config here, its queues and offsets with it
             for name, tc in sorted(theirs.items()):
                 if self.topics.get(name) != tc:
                     events.append(TopicConfigChanged(tc, register=True))
-            gone = tuple(sorted(n for n in self.topics.table if n not in theirs))
-            if gone:
-                events.append(TopicsDeleted(gone))
         elif code == RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG and isinstance(obj, dict):
             theirs_g = {n: group_config_from_obj(g, n)
                         for n, g in (obj.get("subscriptionGroupTable") or {}).items()}  # fmt: skip
             for name, cfg in sorted(theirs_g.items()):
                 if self.groups.get(name) != cfg:
                     events.append(SubscriptionGroupChanged(cfg))
-            for name in sorted(n for n in self.groups.table if n not in theirs_g):
-                events.append(SubscriptionGroupDeleted(name, remove_offset=False))
         elif code == RC.GET_ALL_CONSUMER_OFFSET:
             master = ConsumerOffsetManager()
             master.decode(text)

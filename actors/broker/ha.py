@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import select
 import socket
 import time
 from dataclasses import dataclass
@@ -41,7 +43,8 @@ log = logging.getLogger(__name__)
 BUSY_PUMP_MS: Final = 1.0  # transfer pass while slaves are being fed
 IDLE_PUMP_MS: Final = 5.0  # and while they are caught up (new data waits at most this long)
 READ_CHUNK: Final = 256 * 1024
-CONNECT_TIMEOUT_S: Final = 1.0  # blocking: the slave's writer waits at most this per try
+PUMP_BUDGET: Final = 4 * 1024 * 1024  # bytes per slave per pass (control messages wait meanwhile)
+CONNECT_TIMEOUT_MS: Final = 3000
 RECONNECT_MS: Final = 5000
 
 
@@ -131,8 +134,6 @@ class HAServiceActor(WatchingActor):
         sc = msg.store_config
         self.file_size = int(sc.mappedFileSizeCommitLog)
         self.reader = MessageStoreReader(sc)
-        import os
-
         self.state = StatePage(os.path.join(sc.storePathRootDir, "state"), writable=True)
         self.state.set(OFF_HA_SLAVES, 0)
         self.state.set(OFF_HA_ACKED, 0)
@@ -195,6 +196,7 @@ class HAServiceActor(WatchingActor):
             self.conns[sock.fileno()] = _SlaveConn(sock, peer, now)
             log.info("HA slave connected from %s:%d", peer[0], peer[1])
         self._watch()
+        self._publish()
         self.schedule("pump", BUSY_PUMP_MS)
 
     def _read(self, c: _SlaveConn, now: float) -> None:
@@ -226,6 +228,9 @@ class HAServiceActor(WatchingActor):
             c.next = master_start_offset(report, self.reader.max_phy_offset, self.file_size)
             log.info("HA slave %s:%d reported %d: transfer from %d", c.peer[0], c.peer[1],
                      report, c.next)  # fmt: skip
+        elif report > self.reader.max_phy_offset:  # 4.9.1+: a slave ahead of us is refused
+            self._drop(c, f"reported {report}, beyond this master's {self.reader.max_phy_offset}")
+            return
         c.acked = report
         self._publish()
 
@@ -245,9 +250,9 @@ class HAServiceActor(WatchingActor):
 
         if self.state is None:
             return
+        self.state.set(OFF_HA_SLAVES, len(self.conns))  # connectionCount: from the accept on
         acked = [c.acked for c in self.conns.values() if c.acked >= 0]
-        self.state.set(OFF_HA_SLAVES, len(acked))
-        if acked:
+        if acked:  # push2SlaveMaxOffset only grows
             self.state.set(OFF_HA_ACKED, max(max(acked), self.state.get(OFF_HA_ACKED)))
 
     # -- transfer -------------------------------------------------------------------------------
@@ -272,14 +277,20 @@ class HAServiceActor(WatchingActor):
                     continue
                 if c.next < 0:
                     continue
-                data = self.reader.get_commit_log_data(c.next, cfg.batch)
-                if data is not None and len(data):
+                budget = PUMP_BUDGET  # WriteSocketService writes until the socket is full
+                while budget > 0:
+                    data = self.reader.get_commit_log_data(c.next, cfg.batch)
+                    if data is None or not len(data):
+                        break
                     c.out += HEADER.pack(c.next, len(data))
                     c.out += data
                     c.next += len(data)
                     c.last_write = now
                     sent = True
-                elif now - c.last_write >= cfg.heartbeat_ms / 1000.0:
+                    budget -= len(data)
+                    if not c.flush():
+                        break
+                if not sent and now - c.last_write >= cfg.heartbeat_ms / 1000.0:
                     c.out += HEADER.pack(c.next, 0)  # heartbeat: nothing new
                     c.last_write = now
                 c.flush()
@@ -304,6 +315,8 @@ class HAClient:
         self.last_report_ms = 0
         self.last_read_ms = 0
         self.next_connect_ms = 0
+        self.connecting = False  # a non-blocking connect is under way
+        self.connect_deadline_ms = 0
         self.appended = 0  # bytes appended since start (diagnostics)
 
     def set_master(self, addr: str, now_ms: int) -> None:
@@ -321,6 +334,7 @@ class HAClient:
 
     def close(self) -> None:
         """Drop the connection (reconnect after RECONNECT_MS)."""
+        self.connecting = False
         if self.sock is not None:
             try:
                 self.sock.close()
@@ -339,6 +353,8 @@ class HAClient:
             self._connect(now_ms)
             if self.sock is None:
                 return RECONNECT_MS
+        if self.connecting:
+            return self._connected(now_ms)
         if now_ms - self.last_read_ms > self.housekeeping_ms:
             log.warning("HA master %s silent for %d ms: reconnecting", self.master,
                         self.housekeeping_ms)  # fmt: skip
@@ -349,20 +365,52 @@ class HAClient:
         return max(1, self.heartbeat_ms - (now_ms - self.last_report_ms))
 
     def _connect(self, now_ms: int) -> None:
+        """Start a non-blocking connect (the writer's thread never waits on the network)."""
         host, _, port = self.master.rpartition(":")
         try:
-            sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+            addr = (host, int(port))
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         except (OSError, ValueError) as exc:
-            log.warning("HA master %s unreachable: %s", self.master, exc)
+            log.warning("HA master address %s unusable: %s", self.master, exc)
             self.next_connect_ms = now_ms + RECONNECT_MS
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        err = sock.connect_ex(addr)
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            log.warning("HA master %s unreachable: %s", self.master, os.strerror(err))
+            sock.close()
+            self.next_connect_ms = now_ms + RECONNECT_MS
+            return
         self.sock = sock
+        self.connecting = True
+        self.connect_deadline_ms = now_ms + CONNECT_TIMEOUT_MS
+        self.last_read_ms = now_ms
+        self._connected(now_ms)
+
+    def _connected(self, now_ms: int) -> int:
+        """Finish a pending connect when the socket is writable: report at once (connectMaster);
+        ms until the next look."""
+        sock = self.sock
+        assert sock is not None
+        _r, writable, _x = select.select([], [sock], [], 0)
+        if not writable:
+            if now_ms >= self.connect_deadline_ms:
+                log.warning("HA master %s: connect timed out", self.master)
+                self._fail(now_ms)
+                return RECONNECT_MS
+            return 5
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            log.warning("HA master %s unreachable: %s", self.master, os.strerror(err))
+            self._fail(now_ms)
+            return RECONNECT_MS
+        self.connecting = False
         self.last_read_ms = now_ms
         log.info("HA connected to master %s, reporting %d", self.master,
                  self.store.commitlog.max_offset)  # fmt: skip
         self._report(now_ms)
+        return self.heartbeat_ms
 
     def _fail(self, now_ms: int) -> None:
         self.close()
@@ -373,11 +421,15 @@ class HAClient:
         if self.sock is None:
             return
         try:
-            self.sock.send(REPORT.pack(self.store.commitlog.max_offset))
+            n = self.sock.send(REPORT.pack(self.store.commitlog.max_offset))
         except (BlockingIOError, InterruptedError):
             return  # the socket is full: the next report goes later
         except OSError as exc:
             log.warning("HA report to %s failed: %s", self.master, exc)
+            self._fail(now_ms)
+            return
+        if n != REPORT.size:  # a torn report would shift every later one: start over
+            log.warning("HA report to %s written in part (%d bytes): reconnecting", self.master, n)
             self._fail(now_ms)
             return
         self.last_report_ms = now_ms
@@ -387,6 +439,10 @@ class HAClient:
         sock = self.sock
         if sock is None:
             return
+        if self.connecting:  # readable while connecting: a refused connect (or data)
+            self._connected(now_ms)
+            if self.sock is None or self.connecting:
+                return
         chunks = []
         eof = False
         while True:

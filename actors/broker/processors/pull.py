@@ -271,7 +271,7 @@ class PullMessageProcessor:
                 items = stats.items
                 items.add(GROUP_GET_NUMS, key, result.message_count)
                 items.add(GROUP_GET_SIZE, key, result.buffer_total_size)
-                items.add(BROKER_GET_NUMS, self.bc.brokerClusterName, result.message_count)
+                items.add(BROKER_GET_NUMS, self.bc.brokerClusterName, result.message_count, 0)
             if self.bc.disableConsumeIfConsumerReadSlowly:  # whatever the filter (Java too)
                 self._check_slow(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:

@@ -334,7 +334,7 @@ class SendMessageProcessor:
             items.add(TOPIC_PUT_NUMS, topic, msgs, calls)
             items.add(TOPIC_PUT_SIZE, topic, size, calls)
             total += msgs
-        items.add(BROKER_PUT_NUMS, self.cluster, total, len(self._puts))
+        items.add(BROKER_PUT_NUMS, self.cluster, total, 0)  # incBrokerPutNums: no times
         self._puts.clear()
 
     def _base_ext(self) -> dict[str, str]:
@@ -414,19 +414,20 @@ class SendMessageProcessor:
         n = 0
         outbox = self.ctx.outbox
         for w in self.waiting:
-            disk_ok = not w.need_flush or w.end_offset <= flushed
-            slave_ok = not w.slave_deadline_ms or w.end_offset <= acked
-            if disk_ok and slave_ok:
-                pass
-            elif not disk_ok and now_ms >= w.deadline_ms:
-                w.resp.code = RS.FLUSH_DISK_TIMEOUT
-                log.warning("sync flush timeout end_offset=%d flushed=%d", w.end_offset, flushed)
-            elif disk_ok and now_ms >= w.slave_deadline_ms:
-                w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
-                log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)
-            else:
+            # both outcomes settle first (asyncPutMessage's thenCombine); the slave's wins
+            disk_late = w.need_flush and w.end_offset > flushed
+            slave_late = bool(w.slave_deadline_ms) and w.end_offset > acked
+            if (disk_late and now_ms < w.deadline_ms) or (
+                slave_late and now_ms < w.slave_deadline_ms
+            ):
                 keep.append(w)
                 continue
+            if slave_late:
+                w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
+                log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)
+            elif disk_late and w.resp.code != RS.SLAVE_NOT_AVAILABLE:
+                w.resp.code = RS.FLUSH_DISK_TIMEOUT
+                log.warning("sync flush timeout end_offset=%d flushed=%d", w.end_offset, flushed)
             n += 1
             if outbox is not None:
                 outbox.send(w.conn_id, w.resp)
@@ -962,8 +963,9 @@ class SendMessageProcessor:
             now_ms,
         )  # fmt: skip
         if result.status is _PS.PUT_OK:
-            if self.stats is not None:  # incSendBackNums(group, topic)
-                self.stats.items.add(SNDBCK_PUT_NUMS, f"{new_topic}@{h.group}", 1)
+            if self.stats is not None:  # incSendBackNums(group, the message's RETRY_TOPIC)
+                back = props.get(PROPERTY_RETRY_TOPIC) or msg.topic
+                self.stats.items.add(SNDBCK_PUT_NUMS, f"{back}@{h.group}", 1)
             return cmd.make_response(RS.SUCCESS)
         return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
 
@@ -988,8 +990,9 @@ class SendMessageProcessor:
         """RESUME_CHECK_HALF_MESSAGE (AdminBrokerProcessor.resumeCheckHalfMessage): a put, so
         the writer serves it."""
         cmd = req.cmd
-        if self.tx is None:
-            return cmd.make_response(RS.SLAVE_NOT_AVAILABLE, "Can't process transaction on slave")
+        if self.tx is None:  # a slave: Java's put fails there
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
         h = ResumeCheckHalfMessageRequestHeader.from_ext(cmd.ext_fields)
         code, remark = self.tx.resume_check(h.msg_id, now_ms)
         return cmd.make_response(code, remark)

@@ -70,3 +70,27 @@ def test_slave_timeout_and_fall_behind(sync_master: Broker) -> None:
     core.slave_fallbehind_max = 10
     r = _send(sync_master, now=NOW + 10_000)
     assert r is not None and r.code == RS.SLAVE_NOT_AVAILABLE
+
+
+def test_sync_flush_and_sync_master_settle_together(tmp_path: Any) -> None:
+    """Both waits settle before the answer, and the slave's outcome wins over the disk's
+    (asyncPutMessage combines them with the replica status applied last)."""
+    b = Broker(str(tmp_path / "store"), sync_flush=True, brokerRole="SYNC_MASTER")
+    try:
+        core = b.cores["send"]
+        # no slave: SLAVE_NOT_AVAILABLE, still answered only once the flush covers it
+        r = _send(b)
+        if r is None:
+            core.flush_and_release(NOW + 1)
+            [(_, r)] = b.outbox.take()
+        assert r.code == RS.SLAVE_NOT_AVAILABLE
+        # a slave that never catches up while the disk is fine: FLUSH_SLAVE_TIMEOUT
+        _slaves(b, 1, 0)
+        assert _send(b, now=NOW + 10) is None
+        core.flush_and_release(NOW + 11)
+        assert b.outbox.take() == []  # flushed, the slave still pending
+        core.flush_and_release(NOW + 10 + core.slave_timeout_ms)
+        [(_, r)] = b.outbox.take()
+        assert r.code == RS.FLUSH_SLAVE_TIMEOUT
+    finally:
+        b.close()
