@@ -10,7 +10,6 @@ A record that does not fit (`size + 8 > remaining`) is replaced by an END_FILE b
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -82,7 +81,7 @@ class CommitLog:
     def __init__(self, cfg: StoreConfig, *, writable: bool = True) -> None:
         self.cfg = cfg
         self.file_size = cfg.mappedFileSizeCommitLog
-        self.path = os.path.join(cfg.storePathRootDir, "commitlog")
+        self.path = cfg.commitlog_path
         self.mfq = MappedFileQueue(
             self.path,
             self.file_size,

@@ -51,6 +51,9 @@ class StoreConfig:
     """Message store settings; names and defaults follow MessageStoreConfig."""
 
     storePathRootDir: str = os.path.join(os.path.expanduser("~"), "store")
+    # the commit log's directory; "" = <storePathRootDir>/commitlog (Java's default is
+    # ~/store/commitlog whatever the root says: set both there, either here)
+    storePathCommitLog: str = ""
     mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
     mappedFileSizeConsumeQueue: int = 300_000 * 20
     maxHashSlotNum: int = 5_000_000
@@ -135,6 +138,12 @@ class StoreConfig:
             if not part.strip().isdigit() or not 0 <= int(part) <= 23:
                 raise ValueError(f"deleteWhen: bad hour {part!r}")
         parse_delay_levels(self.messageDelayLevel)
+
+    @property
+    def commitlog_path(self) -> str:
+        """Where the commit-log files are (storePathCommitLog, else under the root)."""
+        return os.path.expanduser(self.storePathCommitLog) if self.storePathCommitLog else (
+            os.path.join(self.storePathRootDir, "commitlog"))  # fmt: skip
 
     @property
     def index_mode(self) -> str:

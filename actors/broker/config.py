@@ -136,7 +136,7 @@ class BrokerConfig:
 # persisted but takes effect at the next start, as in RocketMQ.
 RESTART_ONLY: frozenset[str] = frozenset({
     "brokerClusterName", "brokerName", "brokerId", "listenPort", "fastListenPort", "brokerIP1",
-    "brokerIP2", "brokerRole", "storePathRootDir", "mappedFileSizeCommitLog",
+    "brokerIP2", "brokerRole", "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog",
     "mappedFileSizeConsumeQueue", "flushDiskType", "processorChannel", "processorChannelHost",
     "messageIndexDispatch", "maxHashSlotNum", "maxIndexNum",
 })  # fmt: skip

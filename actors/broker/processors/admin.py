@@ -474,7 +474,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _disk_ratio(self) -> float:
         """Used share (0..1) of the commit log's disk partition, as commitLogDiskRatio."""
-        path = os.path.join(self.ctx.store_config.storePathRootDir, "commitlog")
+        path = self.ctx.store_config.commitlog_path
         try:
             du = shutil.disk_usage(path if os.path.exists(path) else
                                    self.ctx.store_config.storePathRootDir)  # fmt: skip

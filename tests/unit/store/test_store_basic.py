@@ -354,3 +354,26 @@ def test_store_config_from_properties():
     with pytest.raises(ValueError, match="deleteWhen"):
         StoreConfig.from_properties({"deleteWhen": "25"})
     assert StoreConfig().delay_levels_ms[:3] == [1000, 5000, 10000]
+
+
+def test_commit_log_in_its_own_directory(tmp_path) -> None:
+    """storePathCommitLog: the commit log lives where it says; readers, recovery and check()
+    find it there."""
+    from store.message_store import MessageStoreReader
+
+    cfg = small_config(str(tmp_path / "root"), storePathCommitLog=str(tmp_path / "cl"))
+    s = open_store(cfg)
+    for i in range(50):
+        assert s.put_message(msg(body=b"c%d" % i), 2_000 + i).ok
+    assert sorted(os.listdir(tmp_path / "cl")) and not (tmp_path / "root" / "commitlog").exists()
+    r = MessageStoreReader(cfg)
+    try:
+        assert r.get_message("g", "T", 0, 18, 32).message_count == 32
+    finally:
+        r.close()
+    s.shutdown(3_000)
+    again = open_store(cfg, 4_000)
+    try:
+        assert again.get_max_offset_in_queue("T", 0) == 50 and again.check() == []
+    finally:
+        again.shutdown(5_000)
