@@ -55,6 +55,8 @@ class BrokerConfig:
     traceOn: bool = True
     storeReplyMessageEnable: bool = True  # a reply message is also stored in its reply topic
     configBlackList: str = "configBlackList;brokerConfigPath"  # names UPDATE_BROKER_CONFIG refuses
+    aclEnable: bool = False  # not built: true is refused at start (no silent open broker)
+    enableDLegerCommitLog: bool = False  # DLedger mode is not built: true is refused at start
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
     transactionTimeOut: int = 6000  # a half message older than this (ms) is checked
@@ -91,6 +93,12 @@ class BrokerConfig:
         if channel not in ("unix", "tcp"):
             raise ValueError(f"processorChannel: expected unix or tcp, got {channel!r}")
         values["processorChannel"] = channel
+        if values.get("aclEnable"):
+            raise ValueError("aclEnable: ACL (plain_acl.yml, signed requests) is not supported by"
+                             " actormq; remove aclEnable=true rather than run an open broker")
+        if values.get("enableDLegerCommitLog"):
+            raise ValueError("enableDLegerCommitLog: DLedger mode is not supported by actormq; "
+                             "use brokerRole ASYNC_MASTER / SYNC_MASTER / SLAVE")
         role = str(values.get("brokerRole", "ASYNC_MASTER")).upper()
         if role == "SLAVE":  # BrokerStartup: a slave needs its own id; a master's is 0
             if int(values.get("brokerId", 0)) <= 0:

@@ -49,7 +49,8 @@ def test_broker_missing_config_file_exits_2(tmp_path) -> None:
     ("line", "key"),
     [("listenPort=abc", "listenPort"), ("listenPort=70000", "listenPort"),
      ("autoCreateTopicEnable=maybe", "autoCreateTopicEnable"),
-     ("brokerId=x1", "brokerId"), ("brokerRole=SLAVE", "brokerId")],
+     ("brokerId=x1", "brokerId"), ("brokerRole=SLAVE", "brokerId"),
+     ("aclEnable=true", "aclEnable"), ("enableDLegerCommitLog=true", "DLedger")],
 )
 def test_broker_bad_values_exit_2(tmp_path, line: str, key: str) -> None:
     conf = tmp_path / "broker.conf"
