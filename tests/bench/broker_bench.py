@@ -7,6 +7,9 @@ B: send 100, wait for the 100 responses, repeat (goal >= 100,000 msgs/s), twice:
    type 2, ours: what our own clients send).
 C: pull 200,000 stored messages, 32 per pull (goal >= 150,000 msgs/s).   [real cores only]
 D: 500 msgs/s with a long-polling consumer, end-to-end p50 <= 1 ms, p99 <= 5 ms. [real cores]
+E: replication (no goal in an issue: reported): once, after the runs, a slave broker starts
+   empty and catches up with the master's whole commit log over the HA stream; bytes/s against
+   a raw Python loopback TCP copy measured just before. [real cores]
 Broker CPU microseconds per message (CPU time of the actor system's processes from
 /proc/<pid>/schedstat) for A, B, C. The table shows the median and min-max of --runs runs.
 """
@@ -359,6 +362,67 @@ def bench_d(addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
     return p50, p99, len(lat_ns)
 
 
+def raw_copy_rate(total: int = 256 << 20, chunk: int = 32 << 10) -> float:
+    """Bytes/s of a plain loopback TCP copy in haTransferBatchSize pieces (a sender thread,
+    this thread receiving)."""
+    import threading
+
+    lst = socket.create_server(("127.0.0.1", 0))
+    port = lst.getsockname()[1]
+    payload = b"r" * chunk
+
+    def sender() -> None:
+        with socket.create_connection(("127.0.0.1", port)) as out:
+            for _ in range(total // chunk):
+                out.sendall(payload)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t0 = time.perf_counter()
+    t.start()
+    conn, _ = lst.accept()
+    got = 0
+    buf = bytearray(chunk)
+    while got < total:
+        n = conn.recv_into(buf)
+        if not n:
+            break
+        got += n
+    dt = time.perf_counter() - t0
+    t.join(10)
+    conn.close()
+    lst.close()
+    return got / dt
+
+
+def bench_e(cluster: Any, data: str, ha_port: int, master_root: str) -> tuple[float, int]:
+    """Start an empty slave of the master and time its catch-up from its first replicated
+    record (actor start-up left out); (bytes/s, bytes)."""
+    from actors.broker.config import BrokerConfig
+    from deploy import launch
+    from store.config import StoreConfig
+    from store.state_page import StatePage
+
+    master = StatePage(os.path.join(master_root, "state"), writable=False)
+    target = master.max_phy
+    props = {"listenPort": "0", "brokerId": "1", "brokerRole": "SLAVE",
+             "haMasterAddress": f"127.0.0.1:{ha_port}",
+             "storePathRootDir": os.path.join(data, "slave-store")}  # fmt: skip
+    launch.start_broker(cluster, BrokerConfig.from_properties(props),
+                        StoreConfig.from_properties(props))  # fmt: skip
+    slave = StatePage(os.path.join(props["storePathRootDir"], "state"), writable=False)
+    deadline = time.perf_counter() + 600
+    first = 0
+    t0 = time.perf_counter()
+    while slave.max_phy < target and time.perf_counter() < deadline:
+        if not first and slave.max_phy > 0:
+            first, t0 = slave.max_phy, time.perf_counter()
+        time.sleep(0.002)
+    dt = time.perf_counter() - t0
+    if slave.max_phy < target or dt <= 0:
+        return 0.0, target
+    return (target - first) / dt, target
+
+
 def run(args: argparse.Namespace) -> dict[str, list[float]]:
     """Start a cluster like `actormq up`, run the scenarios --runs times, stop it."""
     from actors.broker.config import BrokerConfig
@@ -378,7 +442,9 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
         data = os.environ.get("AMQ_BENCH_DATA", data)  # keep the logs: an existing dir
         cluster = launch.start_system(data, log_level="WARNING")
         try:
-            props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store")}
+            ha_port = launch.stable_free_port()
+            props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store"),
+                     "haListenPort": str(ha_port)}  # fmt: skip
             bc = BrokerConfig.from_properties(props)
             sc = StoreConfig.from_properties(props)
             port = launch.start_broker(cluster, bc, sc, personality=args.personality)
@@ -413,6 +479,12 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     p50, p99, _n = bench_d(addr, args.d, i)
                     add("D_p50", p50)
                     add("D_p99", p99)
+            if real and args.e:
+                add("E_raw", raw_copy_rate())
+                rate, size = bench_e(cluster, data, ha_port, props["storePathRootDir"])
+                add("E", rate)
+                add("E_ratio", rate / results["E_raw"][-1])
+                add("E_bytes", float(size))
         finally:
             launch.stop_cluster(cluster)
     return results
@@ -454,6 +526,12 @@ def format_table(results: dict[str, list[float]]) -> str:
         busy = [f"{role} {us:.1f}" for role, us in parts if us >= 0.05]
         if busy:
             lines.append(f"{label + ' CPU us/msg by process':32s} " + ", ".join(busy))
+    if "E" in results:
+        mbs = _cell([v / 1e6 for v in results["E"]], ".1f")
+        lines.append(f"{'E slave catch-up, MB/s':32s} {mbs:>26s} "
+                     f"{_cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
+                     f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
+                     f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB replicated")
     if "D_p50" in results:
         lines.append(f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
                      f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5")
@@ -468,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--b", type=int, default=100, help="B: rounds of 100 (0 = skip)")
     p.add_argument("--c", type=int, default=200_000, help="C: messages to pull (0 = skip)")
     p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
+    p.add_argument("--e", type=int, default=1, help="E: replication catch-up (0 = skip)")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--personality", default=None,
