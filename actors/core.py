@@ -117,3 +117,20 @@ class CodeDispatchCore:
     def tick(self, now_ms: int) -> int | None:
         """No timers unless overridden."""
         return None
+
+
+def properties_update(cmd: RemotingCommand, black_list: str) -> dict[str, str] | RemotingCommand:
+    """The properties text of an UPDATE_*_CONFIG body, or the error answer: not UTF-8, no
+    property, or a name in `black_list` (";"-separated, configBlackList) refusing the lot."""
+    from store.config import parse_properties_text
+
+    try:
+        text = bytes(cmd.body).decode("utf-8")
+    except UnicodeDecodeError:
+        return cmd.make_response(RS.SYSTEM_ERROR, "the body is not UTF-8 properties text")
+    props = parse_properties_text(text)
+    if not props:
+        return cmd.make_response(RS.SYSTEM_ERROR, "no property in the body")
+    if {n.strip() for n in black_list.split(";") if n.strip()}.intersection(props):
+        return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
+    return props

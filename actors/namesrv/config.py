@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from store.config import properties_text, typed_properties
 
@@ -58,11 +57,6 @@ class NamesrvConfig:
     def text(self) -> str:
         """All names and values as properties text (Configuration.getAllConfigsFormatString)."""
         return properties_text(self)
-
-    def black_listed(self, names: Any) -> list[str]:
-        """The names configBlackList forbids updating remotely."""
-        black = {n.strip() for n in self.configBlackList.split(";") if n.strip()}
-        return sorted(n for n in names if n in black)
 
     def update(self, props: dict[str, str]) -> list[str]:
         """Apply the known names (all or nothing: a bad value raises ValueError); the unknown

@@ -13,7 +13,7 @@ import struct
 import zlib
 from typing import Any, Final
 
-from actors.core import FAQ_SUFFIX, CodeDispatchCore, Request
+from actors.core import FAQ_SUFFIX, CodeDispatchCore, Request, properties_update
 from actors.namesrv.config import NamesrvConfig
 from actors.namesrv.routes import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
@@ -44,7 +44,6 @@ from protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from store.config import parse_properties_text
 
 log = logging.getLogger(__name__)
 
@@ -350,13 +349,9 @@ class NamesrvProcessor(CodeDispatchCore):
         """Properties text in the body: the known names change now (the route expiry and scan
         period included) and are persisted to configStorePath; configBlackList's are refused."""
         cmd = req.cmd
-        try:
-            text = bytes(cmd.body).decode("utf-8")
-        except UnicodeDecodeError:
-            return cmd.make_response(RS.SYSTEM_ERROR, "UnsupportedEncodingException")
-        props = parse_properties_text(text)
-        if self.config.black_listed(props):
-            return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
+        props = properties_update(cmd, self.config.configBlackList)
+        if isinstance(props, RemotingCommand):  # refused
+            return props
         try:
             unknown = self.config.update(props)
         except ValueError as exc:

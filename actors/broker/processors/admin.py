@@ -30,7 +30,7 @@ from actors.broker.stats_items import GROUP_GET_NUMS, read_published
 from actors.broker.stats_items import window as stats_window
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
-from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request
+from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request, properties_update
 from protocol.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -74,7 +74,7 @@ from protocol.headers import (
 )
 from protocol.message import decode_offset_msg_id
 from protocol.record import RecordError, decode_record_fields
-from store.config import parse_properties_text, properties_text
+from store.config import properties_text
 from store.consume_queue import CQ_UNIT
 from store.stats_page import StatsPage, stats_path
 
@@ -700,16 +700,9 @@ class AdminBrokerProcessor(CodeDispatchCore):
         from actors.broker.events import BrokerConfigChanged
 
         cmd = req.cmd
-        try:
-            text = bytes(cmd.body).decode("utf-8")
-        except UnicodeDecodeError:
-            return cmd.make_response(RS.SYSTEM_ERROR, "the body is not UTF-8 properties text")
-        props = parse_properties_text(text)
-        if not props:
-            return cmd.make_response(RS.SYSTEM_ERROR, "no property in the body")
-        black = {n.strip() for n in self.ctx.broker_config.configBlackList.split(";") if n.strip()}
-        if black.intersection(props):
-            return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
+        props = properties_update(cmd, self.ctx.broker_config.configBlackList)
+        if isinstance(props, RemotingCommand):  # refused
+            return props
         try:
             b_vals, s_vals, unknown = split_config_updates(props, type(self.ctx.store_config))
         except ValueError as e:

@@ -377,31 +377,28 @@ class SendMessageProcessor:
             closed.intersection_update(live)
 
     def tick(self, now_ms: int) -> int | None:
-        """Release flushed sync sends and run the store's periodic work."""
+        """Release flushed sync sends, run the store's periodic work and the services hosted
+        here; ms until the earliest of them wants the next tick (None: no timer)."""
         self.flush_and_release(now_ms)
-        wait = self.store.tick(now_ms) if self.store is not None else None
+        waits = [self.store.tick(now_ms) if self.store is not None else None]
         if self.schedule is not None:
-            s = self.schedule.tick(now_ms)
-            wait = s if wait is None else min(wait, s)
+            waits.append(self.schedule.tick(now_ms))
         if self.tx is not None:
-            t = self.tx.tick(now_ms)
-            wait = t if wait is None else min(wait, t)
+            waits.append(self.tx.tick(now_ms))
         if self.waiting:
-            wait = 1 if wait is None else min(wait, 1)
+            waits.append(1)
         if self.stats is not None:
             self._fold_puts()
-            st = self.stats.tick(now_ms)
-            wait = st if wait is None else min(wait, st)
+            waits.append(self.stats.tick(now_ms))
         if self.ha_client is not None:
-            h = self.ha_client.tick(now_ms)
-            wait = h if wait is None else min(wait, h)
+            waits.append(self.ha_client.tick(now_ms))
         if self.push_waits:
             for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
                 self._push_failed(self.push_waits.pop(opaque))
             if self.push_waits:
-                due = min(w.deadline_ms for w in self.push_waits.values()) - now_ms
-                wait = due if wait is None else min(wait, due)
-        return wait
+                waits.append(min(w.deadline_ms for w in self.push_waits.values()) - now_ms)
+        wanted = [w for w in waits if w is not None]
+        return min(wanted) if wanted else None
 
     def flush_and_release(self, now_ms: int) -> int:
         """Group commit: one flush (SYNC_FLUSH), a look at what the slaves have (SYNC_MASTER),
