@@ -137,3 +137,68 @@ def test_namesrv_and_broker_on_two_hosts(two_hosts: tuple[str, str], tmp_path: P
         if broker is not None:
             broker.stop()
         namesrv.stop()
+
+
+_MAX_OFFSETS = """
+import sys
+from deploy.wire import BlockingClient
+from protocol.command import RemotingCommand
+total = 0
+with BlockingClient((sys.argv[1], int(sys.argv[2]))) as cl:
+    for q in range(int(sys.argv[4])):
+        r = cl.invoke(RemotingCommand.request(30, {"topic": sys.argv[3], "queueId": str(q)}), 10)
+        total += int((r.ext_fields or {}).get("offset", 0)) if r.code == 0 else 0
+print(total)
+"""
+
+
+def test_master_and_slave_on_two_hosts(two_hosts: tuple[str, str], tmp_path: Path) -> None:
+    """A master on one host, its slave on the other: the slave learns the master's HA address
+    from the name server and replicates across the link; both show in the cluster."""
+    ns_a, ns_b = two_hosts
+    common = ("brokerClusterName=DefaultCluster\nbrokerName=broker-ha\n"
+              f"namesrvAddr={NS_IP}:9876\nmappedFileSizeCommitLog=4194304\n")  # fmt: skip
+    master_conf, slave_conf = tmp_path / "master.conf", tmp_path / "slave.conf"
+    master_conf.write_text(common + f"brokerIP1={BROKER_IP}\nlistenPort=10911\n"
+                           f"storePathRootDir={tmp_path / 'master-store'}\n")  # fmt: skip
+    slave_conf.write_text(common + f"brokerId=1\nbrokerRole=SLAVE\nbrokerIP1={NS_IP}\n"
+                          f"listenPort=10921\nstorePathRootDir={tmp_path / 'slave-store'}\n")
+    py = sys.executable
+    procs: list[_Proc] = []
+    try:
+        procs.append(_Proc(ns_a, [py, "-m", "deploy", "namesrv", "-p", "9876", "--host", NS_IP,
+                                  "--data", str(tmp_path / "ns")], tmp_path / "namesrv"))
+        procs[-1].wait_for(f"name server listening on {NS_IP}:9876")
+        procs.append(_Proc(ns_b, [py, "-m", "deploy", "broker", "-c", str(master_conf),
+                                  "--host", BROKER_IP], tmp_path / "master"))  # fmt: skip
+        procs[-1].wait_for(f"listening on {BROKER_IP}:10911")
+        admin = [py, "-m", "deploy", "admin"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if f"{BROKER_IP}:10911" in _run(ns_a, [*admin, "clusterList", "-n",
+                                                    f"{NS_IP}:9876"]).stdout:  # fmt: skip
+                break
+            time.sleep(0.3)
+        r = _run(ns_a, [*admin, "updateTopic", "-n", f"{NS_IP}:9876", "-c", "DefaultCluster",
+                        "-t", "HaAcross", "-r", "2", "-w", "2"])  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        for i in range(20):
+            r = _run(ns_a, [*admin, "sendMessage", "-n", f"{NS_IP}:9876", "-t", "HaAcross",
+                            "-p", f"m{i}"])  # fmt: skip
+            assert r.returncode == 0 and "SEND_OK" in r.stdout, r.stderr
+        procs.append(_Proc(ns_a, [py, "-m", "deploy", "broker", "-c", str(slave_conf),
+                                  "--host", NS_IP], tmp_path / "slave"))  # fmt: skip
+        procs[-1].wait_for(f"listening on {NS_IP}:10921")
+        got = ""
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:  # replicated over BROKER_IP:10912
+            got = _run(ns_a, [py, "-c", _MAX_OFFSETS, NS_IP, "10921", "HaAcross", "2"]).stdout
+            if got.strip() == "20":
+                break
+            time.sleep(0.5)
+        assert got.strip() == "20", (got, procs[-1].err_path.read_text()[-2000:])
+        out = _run(ns_a, [*admin, "clusterList", "-n", f"{NS_IP}:9876"]).stdout
+        assert f"{BROKER_IP}:10911" in out and f"{NS_IP}:10921" in out, out
+    finally:
+        for p in reversed(procs):
+            p.stop()
