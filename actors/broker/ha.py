@@ -485,7 +485,9 @@ class HAClient:
                 return False
             if body:
                 if not store.append_to_commit_log(phy, body, now_ms):
-                    log.error("HA append at %d failed", phy)
+                    log.error("HA append of %d bytes at %d failed (does mappedFileSizeCommitLog "
+                              "%d match the master's?)", len(body), phy,
+                              store.cfg.mappedFileSizeCommitLog)  # fmt: skip
                     return False
                 self.appended += len(body)
                 appended = True
