@@ -195,3 +195,42 @@ def test_slave_killed_mid_replication_recovers_and_catches_up(local_cluster, tmp
         assert offline.check() == []
     finally:
         offline.shutdown(0)
+
+
+def test_ha_port_refuses_garbage_and_keeps_serving(local_cluster) -> None:
+    """Bad reports on the master's HA port (negative, beyond its log) close that connection;
+    the HA service keeps serving a well-behaved slave (frames from where it asked)."""
+    import socket
+    import struct
+
+    ha_port = launch.stable_free_port()
+    cluster = start_real(local_cluster, haListenPort=str(ha_port))
+    with BlockingClient(broker_addr(cluster)) as master:
+        assert master.invoke(create_topic_cmd("HaBad", 1), RPC_TIMEOUT_S).code == 0
+        assert master.invoke(send_cmd("HaBad", b"x", msg_props()), RPC_TIMEOUT_S).code == 0
+
+    def closed_after(payload: bytes, first: bytes = b"") -> bool:
+        with socket.create_connection(("127.0.0.1", ha_port), timeout=5) as s:
+            if first:  # a first report, and its first frame back
+                s.sendall(first)
+                assert len(s.recv(12)) > 0
+            s.sendall(payload)
+            s.settimeout(5)
+            try:
+                while True:
+                    data = s.recv(65536)
+                    if not data:
+                        return True
+            except TimeoutError:
+                return False
+
+    assert closed_after(struct.pack(">q", -5))  # negative report
+    # after the first report (which, as in Java, is taken as the start), one beyond the log
+    assert closed_after(struct.pack(">q", 1 << 50), first=struct.pack(">q", 0))
+    with socket.create_connection(("127.0.0.1", ha_port), timeout=5) as s:
+        s.sendall(struct.pack(">q", 0))  # an empty slave: gets the log from its start
+        head = b""
+        while len(head) < 12:
+            head += s.recv(12 - len(head))
+        phy, size = struct.unpack(">qi", head)
+        assert phy == 0 and size > 0
