@@ -81,6 +81,13 @@ def test_slave_store_follows_the_master_across_file_rolls(tmp_path: Any) -> None
         end = _replicate(reader, slave, end, rng, 9_500)
         assert end == master.max_phy_offset
         assert slave.check() == []
+        # byte for byte the master's log from where the slave started
+        pos = start
+        while pos < end:
+            theirs = bytes(reader.get_commit_log_data(pos, 1 << 20) or b"")
+            ours = bytes(slave.get_commit_log_data(pos, len(theirs)) or b"")
+            assert theirs and ours == theirs, pos
+            pos += len(theirs)
         assert not slave.append_to_commit_log(end - 1, b"x", 9_600)  # not its end
     finally:
         reader.close()
