@@ -54,18 +54,19 @@ class ReportDecoder:
 
 
 class TransferDecoder:
-    """Slave side: complete (phyOffset, body) frames out of the master's stream."""
+    """Slave side: complete (phyOffset, body) frames out of the master's stream; the bodies are
+    memoryviews over the bytes fed (nothing copied but an unfinished frame's tail)."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_rest",)
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._rest = b""
 
-    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+    def feed(self, data: bytes) -> list[tuple[int, memoryview]]:
         """Consume data; the frames it completed, in order (heartbeats have an empty body)."""
-        buf = self._buf
-        buf += data
-        out: list[tuple[int, bytes]] = []
+        buf = self._rest + data if self._rest else data
+        mv = memoryview(buf)
+        out: list[tuple[int, memoryview]] = []
         pos = 0
         n = len(buf)
         while n - pos >= HEADER_SIZE:
@@ -75,13 +76,12 @@ class TransferDecoder:
             end = pos + HEADER_SIZE + size
             if end > n:
                 break
-            out.append((phy, bytes(buf[pos + HEADER_SIZE : end])))
+            out.append((phy, mv[pos + HEADER_SIZE : end]))
             pos = end
-        if pos:
-            del buf[:pos]
+        self._rest = bytes(mv[pos:]) if pos < n else b""
         return out
 
     @property
     def pending(self) -> int:
         """Bytes of an incomplete frame held back."""
-        return len(self._buf)
+        return len(self._rest)

@@ -1433,7 +1433,7 @@ class DefaultMessageStore(_StoreReadMixin):
         return store_ts + delays[n - 1]
 
     # ---- HA slave: commit-log bytes from the master -----------------------------------------
-    def append_to_commit_log(self, start: int, data: bytes, now_ms: int) -> bool:
+    def append_to_commit_log(self, start: int, data: bytes | memoryview, now_ms: int) -> bool:
         """The raw commit-log bytes a master sent for offset `start` (CommitLog.appendData), then
         the reput that gives complete records their consume-queue units; False when `start` is
         not this log's end or the bytes do not fit its file (the HA client reconnects)."""

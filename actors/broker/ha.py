@@ -97,6 +97,27 @@ class _SlaveConn:
             del self.out[:n]
         return True
 
+    def send_frame(self, header: bytes, body: Any) -> bool:
+        """Write a frame straight from the mapped commit log (sendmsg of header and body, no
+        copy); only what the kernel did not take is kept; False when some is kept."""
+        if self.out:
+            self.out += header
+            self.out += body
+            return self.flush()
+        try:
+            n = self.sock.sendmsg([header, body])
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        total = len(header) + len(body)
+        if n >= total:
+            return True
+        if n < len(header):
+            self.out += header[n:]
+            self.out += body
+        else:
+            self.out += body[n - len(header) :]
+        return False
+
 
 class HAServiceActor(WatchingActor):
     """The master's HA service: accepts slaves and feeds them the commit log."""
@@ -282,18 +303,15 @@ class HAServiceActor(WatchingActor):
                     data = self.reader.get_commit_log_data(c.next, cfg.batch)
                     if data is None or not len(data):
                         break
-                    c.out += HEADER.pack(c.next, len(data))
-                    c.out += data
                     c.next += len(data)
                     c.last_write = now
                     sent = True
                     budget -= len(data)
-                    if not c.flush():
-                        break
+                    if not c.send_frame(HEADER.pack(c.next - len(data), len(data)), data):
+                        break  # the socket is full: the rest goes next pass
                 if not sent and now - c.last_write >= cfg.heartbeat_ms / 1000.0:
-                    c.out += HEADER.pack(c.next, 0)  # heartbeat: nothing new
+                    c.send_frame(HEADER.pack(c.next, 0), b"")  # heartbeat: nothing new
                     c.last_write = now
-                c.flush()
             except OSError as exc:
                 self._drop(c, str(exc))
         self.busy = sent
