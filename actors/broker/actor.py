@@ -317,6 +317,13 @@ class ProcessorActor(WatchingActor):
                 return ch
         return None
 
+    def _core_fds_changed(self) -> None:
+        """Re-arm the watch only when the core's own descriptors changed (a rebuilt watch
+        set rebuilds the epoll)."""
+        core_fds = getattr(self.core, "watch_fds", None)
+        if callable(core_fds) and set(core_fds()) != self._core_fds:
+            self._update_watch()
+
     def _update_watch(self) -> None:
         fds = [self.listen_fd, *self.channels]
         if self.gate is not None:
@@ -380,7 +387,7 @@ class ProcessorActor(WatchingActor):
                 self.core.on_fd_ready(mine, now_ms())
             except Exception:
                 log.exception("group=%s core fd handler failed", self.group)
-            self._update_watch()
+            self._core_fds_changed()
         for fd in fds:
             if self.notice_ch is not None and fd == self.notice_ch.fd:
                 self._read_notice_channel(self.notice_ch)
@@ -511,8 +518,7 @@ class ProcessorActor(WatchingActor):
                 log.warning("group=%s tick took %.0f ms", self.group, spent_ms)
             if nxt is not None:
                 delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
-            if getattr(self.core, "watch_fds", None) is not None:
-                self._update_watch()  # the core may have opened or closed a connection
+            self._core_fds_changed()  # the core may have opened or closed a connection
         self.schedule("tick", delay)
 
     def on_timer(self, key: str) -> None:
@@ -803,32 +809,16 @@ class BrokerControllerActor(WatchingActor):
         if configured < 0 or str(getattr(bc, "brokerRole", "")).upper() == "SLAVE":
             return False
         port = configured or self.port + 1
-        if configured == 0 and not self._port_free(msg.host, port):
-            port = 0  # derived and taken: any free port (advertised as haServerAddr)
         self.state = "starting-ha"
         self.ha = self.createActor(HAServiceActor)
         self.send(self.ha, StartHA(
             sc, msg.host, port, int(getattr(sc, "haSendHeartbeatInterval", 5000)),
             int(getattr(sc, "haHousekeepingInterval", 20000)),
             int(getattr(sc, "haTransferBatchSize", 32 * 1024)),
+            str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER",
+            free_port_fallback=configured == 0,
         ))  # fmt: skip
         return True
-
-    @staticmethod
-    def _port_free(host: str, port: int) -> bool:
-        import socket as _socket
-
-        if not 0 < port <= 65535:
-            return False
-        probe = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-        try:
-            probe.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-            return True
-        except OSError:
-            return False
-        finally:
-            probe.close()
 
     def _begin(self, msg: StartBroker) -> None:
         msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))

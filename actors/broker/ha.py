@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from actors.runtime.channel import recv_available, send_out
 from actors.runtime.watch import WatchingActor
 from store.ha import (
     HEADER,
@@ -37,11 +38,15 @@ from store.ha import (
     TransferDecoder,
     master_start_offset,
 )
+from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES, StatePage
 
 log = logging.getLogger(__name__)
 
 BUSY_PUMP_MS: Final = 1.0  # transfer pass while slaves are being fed
-IDLE_PUMP_MS: Final = 5.0  # and while they are caught up (new data waits at most this long)
+# while they are caught up, new data waits at most this long: short for a SYNC_MASTER (its
+# sends wait on the slave), Java's 100 ms for an ASYNC_MASTER
+SYNC_IDLE_PUMP_MS: Final = 5.0
+ASYNC_IDLE_PUMP_MS: Final = 100.0
 READ_CHUNK: Final = 256 * 1024
 PUMP_BUDGET: Final = 4 * 1024 * 1024  # bytes per slave per pass (control messages wait meanwhile)
 CONNECT_TIMEOUT_MS: Final = 3000
@@ -58,6 +63,8 @@ class StartHA:
     heartbeat_ms: int = 5000
     housekeeping_ms: int = 20000
     batch: int = 32 * 1024
+    sync_master: bool = False
+    free_port_fallback: bool = False  # the port was only derived: any free one if it is taken
 
 
 @dataclass(frozen=True)
@@ -89,13 +96,10 @@ class _SlaveConn:
 
     def flush(self) -> bool:
         """Write what the kernel takes; False when something is still pending."""
-        while self.out:
-            try:
-                n = self.sock.send(self.out)
-            except (BlockingIOError, InterruptedError):
-                return False
-            del self.out[:n]
-        return True
+        empty, err = send_out(self.sock, self.out)
+        if err is not None:
+            raise err
+        return empty
 
     def send_frame(self, header: bytes, body: Any) -> bool:
         """Write a frame straight from the mapped commit log (sendmsg of header and body, no
@@ -133,7 +137,6 @@ class HAServiceActor(WatchingActor):
         self.state: Any = None
         self.file_size = 0
         self.cfg: StartHA | None = None
-        self.busy = False
 
     # -- control --------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -149,7 +152,6 @@ class HAServiceActor(WatchingActor):
 
     def _start(self, msg: StartHA) -> int:
         from store.message_store import MessageStoreReader
-        from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES, StatePage
 
         self.cfg = msg
         sc = msg.store_config
@@ -160,7 +162,13 @@ class HAServiceActor(WatchingActor):
         self.state.set(OFF_HA_ACKED, 0)
         lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lst.bind((msg.host, msg.port))
+        try:
+            lst.bind((msg.host, msg.port))
+        except OSError as exc:
+            if not msg.free_port_fallback or exc.errno != errno.EADDRINUSE:
+                lst.close()
+                raise
+            lst.bind((msg.host, 0))  # derived and taken: any free port (advertised)
         lst.listen(64)
         lst.setblocking(False)
         self.listener = lst
@@ -222,24 +230,15 @@ class HAServiceActor(WatchingActor):
 
     def _read(self, c: _SlaveConn, now: float) -> None:
         """ReadSocketService: the last complete report wins."""
-        chunks = []
-        while True:
-            try:
-                data = c.sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                self._drop(c, str(exc))
-                return
-            if not data:
-                self._drop(c, "closed by the slave")
-                return
-            chunks.append(data)
-        if not chunks:
+        data, eof, err = recv_available(c.sock, READ_CHUNK)
+        if eof:
+            self._drop(c, str(err) if err is not None else "closed by the slave")
+            return
+        if not data:
             return
         c.last_read = now
         try:
-            report = c.reports.feed(b"".join(chunks))
+            report = c.reports.feed(data)
         except HAStreamError as exc:
             self._drop(c, str(exc))
             return
@@ -267,8 +266,6 @@ class HAServiceActor(WatchingActor):
 
     def _publish(self) -> None:
         """push2SlaveMaxOffset and the slave count, for the send actor's SYNC_MASTER waits."""
-        from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
-
         if self.state is None:
             return
         self.state.set(OFF_HA_SLAVES, len(self.conns))  # connectionCount: from the accept on
@@ -287,36 +284,43 @@ class HAServiceActor(WatchingActor):
         if cfg is None or self.reader is None:
             return
         now = time.monotonic()
-        sent = False
+        busy = False
         for c in list(self.conns.values()):
             if now - c.last_read > cfg.housekeeping_ms / 1000.0:
                 self._drop(c, f"nothing read for {cfg.housekeeping_ms} ms")
                 continue
             try:
-                if not c.flush():
-                    sent = True  # still writing: come back soon
-                    continue
-                if c.next < 0:
-                    continue
-                budget = PUMP_BUDGET  # WriteSocketService writes until the socket is full
-                while budget > 0:
-                    data = self.reader.get_commit_log_data(c.next, cfg.batch)
-                    if data is None or not len(data):
-                        break
-                    c.next += len(data)
-                    c.last_write = now
-                    sent = True
-                    budget -= len(data)
-                    if not c.send_frame(HEADER.pack(c.next - len(data), len(data)), data):
-                        break  # the socket is full: the rest goes next pass
-                if not sent and now - c.last_write >= cfg.heartbeat_ms / 1000.0:
-                    c.send_frame(HEADER.pack(c.next, 0), b"")  # heartbeat: nothing new
-                    c.last_write = now
+                busy = self._feed(c, cfg, now) or busy
             except OSError as exc:
                 self._drop(c, str(exc))
-        self.busy = sent
         if self.conns:
-            self.schedule("pump", BUSY_PUMP_MS if sent else IDLE_PUMP_MS)
+            idle = SYNC_IDLE_PUMP_MS if cfg.sync_master else ASYNC_IDLE_PUMP_MS
+            self.schedule("pump", BUSY_PUMP_MS if busy else idle)
+
+    def _feed(self, c: _SlaveConn, cfg: StartHA, now: float) -> bool:
+        """One slave's turn: what is pending, then new frames until the socket is full (or the
+        pass's budget is spent), else a heartbeat when due; True when more is likely waiting."""
+        if not c.flush():
+            return True  # still writing: come back soon
+        if c.next < 0:
+            return False
+        fed = False
+        budget = PUMP_BUDGET  # WriteSocketService writes until the socket is full
+        while budget > 0:
+            data = self.reader.get_commit_log_data(c.next, cfg.batch)
+            if data is None or not len(data):
+                break
+            header = HEADER.pack(c.next, len(data))
+            c.next += len(data)
+            c.last_write = now
+            fed = True
+            budget -= len(data)
+            if not c.send_frame(header, data):
+                break  # the socket is full: the rest goes next pass
+        if not fed and now - c.last_write >= cfg.heartbeat_ms / 1000.0:
+            c.send_frame(HEADER.pack(c.next, 0), b"")  # heartbeat: nothing new
+            c.last_write = now
+        return fed
 
 
 class HAClient:
@@ -461,25 +465,12 @@ class HAClient:
             self._connected(now_ms)
             if self.sock is None or self.connecting:
                 return
-        chunks = []
-        eof = False
-        while True:
-            try:
-                data = sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
-                    log.warning("HA read from %s failed: %s", self.master, exc)
-                eof = True
-                break
-            if not data:
-                eof = True
-                break
-            chunks.append(data)
-        if chunks:
+        data, eof, err = recv_available(sock, READ_CHUNK)
+        if err is not None and err.errno not in (errno.ECONNRESET, errno.EPIPE):
+            log.warning("HA read from %s failed: %s", self.master, err)
+        if data:
             self.last_read_ms = now_ms
-            if not self._apply(b"".join(chunks), now_ms):
+            if not self._apply(data, now_ms):
                 self._fail(now_ms)
                 return
         if eof:

@@ -24,12 +24,7 @@ from actors.broker.events import (
 )
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from actors.broker.sql92 import Sql92Filter, SubscriptionRefused, compile_subscription
-from actors.broker.stats_items import (
-    BROKER_GET_NUMS,
-    GROUP_GET_NUMS,
-    GROUP_GET_SIZE,
-    StatsPublisher,
-)
+from actors.broker.stats_items import StatsPublisher, count, fold_gets
 from actors.broker.topic_config import is_readable
 from actors.core import Request
 from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
@@ -146,7 +141,10 @@ class PullMessageProcessor:
         self._sql_filters: dict[tuple[str, str], SubscriptionFilter] = {}
         root = getattr(ctx.store_config, "storePathRootDir", "")
         # GROUP_GET_NUMS / GROUP_GET_SIZE / BROKER_GET_NUMS (BrokerStatsManager)
-        self.stats = StatsPublisher(root, "pull") if root and self.store is not None else None
+        self.stats = (
+            StatsPublisher(root, "pull", fold_gets(bc.brokerClusterName))
+            if root and self.store is not None else None
+        )  # fmt: skip
 
     # --- ProcessorCore --------------------------------------------------------------------
 
@@ -265,13 +263,9 @@ class PullMessageProcessor:
                 else:  # the consume queue passed them, the properties did not
                     resp = cmd.make_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", ext)
             result.release()
-            stats = self.stats
-            if stats is not None:  # PullMessageProcessor: incGroupGetNums / Size, BrokerGetNums
-                key = f"{h.topic}@{h.consumer_group}"
-                items = stats.items
-                items.add(GROUP_GET_NUMS, key, result.message_count)
-                items.add(GROUP_GET_SIZE, key, result.buffer_total_size)
-                items.add(BROKER_GET_NUMS, self.bc.brokerClusterName, result.message_count, 0)
+            if self.stats is not None:  # incGroupGetNums / Size, BrokerGetNums (folded later)
+                count(self.stats.counts, (h.topic, h.consumer_group), result.message_count,
+                      result.buffer_total_size)  # fmt: skip
             if self.bc.disableConsumeIfConsumerReadSlowly:  # whatever the filter (Java too)
                 self._check_slow(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:

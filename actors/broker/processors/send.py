@@ -31,11 +31,11 @@ from actors.broker.events import (
 from actors.broker.ha import HAClient
 from actors.broker.schedule import ScheduleMessageService
 from actors.broker.stats_items import (
-    BROKER_PUT_NUMS,
     SNDBCK_PUT_NUMS,
-    TOPIC_PUT_NUMS,
-    TOPIC_PUT_SIZE,
     StatsPublisher,
+    count,
+    fold_puts,
+    stats_key,
 )
 from actors.broker.topic_config import (
     PERM_READ,
@@ -224,10 +224,11 @@ class SendMessageProcessor:
         # the hot path adds to a per-topic [messages, bytes, calls] list, folded in at samples
         root = getattr(sc, "storePathRootDir", "")
         self.stats = (
-            StatsPublisher(root, "send") if root and isinstance(self.store, DefaultMessageStore)
-            else None
+            StatsPublisher(root, "send", fold_puts(self.cluster))
+            if root and isinstance(self.store, DefaultMessageStore) else None
         )  # fmt: skip
-        self._puts: dict[str, list[int]] = {}
+        # the hot path's put counts (topic -> [messages, bytes, calls]), folded at samples
+        self._puts: dict[Any, list[int]] = self.stats.counts if self.stats is not None else {}
         # a slave's store writer replicates from its master (HAService.HAClient)
         self.ha_client: HAClient | None = None
         if self._is_slave() and isinstance(self.store, DefaultMessageStore):
@@ -277,7 +278,6 @@ class SendMessageProcessor:
         if self.schedule is not None:
             self.schedule.shutdown()
         if self.stats is not None:
-            self._fold_puts()
             self.stats.close()
         if self.ha_client is not None:
             self.ha_client.close()
@@ -315,27 +315,9 @@ class SendMessageProcessor:
         return st.get(OFF_HA_ACKED) if st is not None else -1
 
     def _count_put(self, topic: str, msgs: int, size: int) -> None:
-        """handlePutMessageResult's incTopicPutNums / incTopicPutSize / incBrokerPutNums, for
-        the topic the record went to (SCHEDULE_TOPIC_XXXX for a delayed one, as in Java)."""
-        c = self._puts.get(topic)
-        if c is None:
-            c = self._puts[topic] = [0, 0, 0]
-        c[0] += msgs
-        c[1] += size
-        c[2] += 1
-
-    def _fold_puts(self) -> None:
-        """Move the hot path's counts into the stats items."""
-        if self.stats is None or not self._puts:
-            return
-        items = self.stats.items
-        total = 0
-        for topic, (msgs, size, calls) in self._puts.items():
-            items.add(TOPIC_PUT_NUMS, topic, msgs, calls)
-            items.add(TOPIC_PUT_SIZE, topic, size, calls)
-            total += msgs
-        items.add(BROKER_PUT_NUMS, self.cluster, total, 0)  # incBrokerPutNums: no times
-        self._puts.clear()
+        """handlePutMessageResult's stats, for the topic the record went to (SCHEDULE_TOPIC_XXXX
+        for a delayed one, as in Java)."""
+        count(self._puts, topic, msgs, size)
 
     def _base_ext(self) -> dict[str, str]:
         """MSG_REGION and TRACE_ON: on every send response (§9.1)."""
@@ -388,7 +370,6 @@ class SendMessageProcessor:
         if self.waiting:
             waits.append(1)
         if self.stats is not None:
-            self._fold_puts()
             waits.append(self.stats.tick(now_ms))
         if self.ha_client is not None:
             waits.append(self.ha_client.tick(now_ms))
@@ -962,7 +943,7 @@ class SendMessageProcessor:
         if result.status is _PS.PUT_OK:
             if self.stats is not None:  # incSendBackNums(group, the message's RETRY_TOPIC)
                 back = props.get(PROPERTY_RETRY_TOPIC) or msg.topic
-                self.stats.items.add(SNDBCK_PUT_NUMS, f"{back}@{h.group}", 1)
+                self.stats.items.add(SNDBCK_PUT_NUMS, stats_key(back, h.group), 1)
             return cmd.make_response(RS.SUCCESS)
         return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
 

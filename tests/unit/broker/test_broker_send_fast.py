@@ -139,6 +139,8 @@ def test_fast_path_answers_and_stores_like_the_general_path(
         assert RecordDecoder().feed(got), name  # something was answered
     assert fast.taken == taken
     assert fast.stored() == slow.stored()
+    # the same stats counts (topic -> messages, bytes, calls): the fast path counts its puts
+    assert fast.core._puts == slow.core._puts and fast.core._puts["T"][0] >= 1
 
 
 @pytest.mark.parametrize("st", [J, M])
