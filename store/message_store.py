@@ -810,7 +810,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self.checkpoint: StoreCheckpoint | None = None
         self.state: StatePage | None = None
         self.arrival_listener: Callable[[str, int, int, int, int], None] | None = None
-        self.disk_usage: Callable[[str], float] = _disk_usage_ratio
+        self.disk_usage: Callable[[str], float] = disk_usage_ratio
         self._lock_fd: int | None = None
         self._topic_cache: dict[str, tuple[bytes, bytes, int]] = {}
         self._tags_cache: dict[bytes, int] = {}
@@ -2022,7 +2022,8 @@ class DefaultMessageStore(_StoreReadMixin):
         return check_store(self)
 
 
-def _disk_usage_ratio(path: str) -> float:
+def disk_usage_ratio(path: str) -> float:
+    """Used share (0..1) of the file system holding path (0.0 when it cannot be read)."""
     try:
         st = os.statvfs(path)
     except OSError:

@@ -1133,6 +1133,10 @@ class BrokerControllerActor(WatchingActor):
             self.master_pending.clear()
         from protocol.command import RemotingCommand
 
+        if self.master_pending:  # the last round is still unanswered: no second one on top
+            log.warning("master %s has not answered the last sync: skipping this one", master)
+            self.master_pending.clear()  # answers still to come are ignored; resend next time
+            return
         for code in getattr(self.core, "slave_sync_codes", ()):
             cmd = RemotingCommand.request(code)
             self.master_pending[cmd.opaque] = int(code)

@@ -269,14 +269,15 @@ class RemotingServer(WatchingActor):
                 elif fast is not None:
                     fast.send(rec[1] - FAST_CONN_BASE, rec[2])
             elif rtype == CALL:
-                conn_calls = self.calls.setdefault(rec[1], {})
-                if len(conn_calls) >= MAX_CALLS_PER_CONN:
-                    del conn_calls[next(iter(conn_calls))]
-                conn_calls[rec[2]] = (ch, time.monotonic() + CALL_ANSWER_TTL_S)
                 if rec[1] < FAST_CONN_BASE:
-                    server.send(rec[1], rec[3])
-                elif fast is not None:
-                    fast.send(rec[1] - FAST_CONN_BASE, rec[3])
+                    sent = server.send(rec[1], rec[3])
+                else:
+                    sent = fast is not None and fast.send(rec[1] - FAST_CONN_BASE, rec[3])
+                if sent:  # the connection is there: its answer will come back to ch
+                    conn_calls = self.calls.setdefault(rec[1], {})
+                    if len(conn_calls) >= MAX_CALLS_PER_CONN:
+                        del conn_calls[next(iter(conn_calls))]
+                    conn_calls[rec[2]] = (ch, time.monotonic() + CALL_ANSWER_TTL_S)
             elif rtype == CLOSE_CONN:
                 if rec[1] < FAST_CONN_BASE:
                     server.close(rec[1], "processor asked")

@@ -45,28 +45,31 @@ class ChannelOutbox:
         self.default: Channel | None = None
         self.dirty: set[Channel] = set()
 
-    def send(self, conn_id: int, cmd: RemotingCommand) -> None:
-        """Queue `cmd` for the connection; dropped when the connection is unknown."""
+    def _channel(self, conn_id: int) -> Channel | None:
+        """The live channel the connection's requests came on (else the default one)."""
         ch = self.conn_channel.get(conn_id) or self.default
         if ch is None or ch.closed:
-            return
-        add_reply(ch.out, conn_id, cmd.encode())
+            return None
         self.dirty.add(ch)
+        return ch
+
+    def send(self, conn_id: int, cmd: RemotingCommand) -> None:
+        """Queue `cmd` for the connection; dropped when the connection is unknown."""
+        ch = self._channel(conn_id)
+        if ch is not None:
+            add_reply(ch.out, conn_id, cmd.encode())
 
     def call(self, conn_id: int, cmd: RemotingCommand) -> None:
         """Queue the request `cmd` for the client; its answer comes back to this processor."""
-        ch = self.conn_channel.get(conn_id) or self.default
-        if ch is None or ch.closed:
-            return
-        add_call(ch.out, conn_id, cmd.opaque, cmd.encode())
-        self.dirty.add(ch)
+        ch = self._channel(conn_id)
+        if ch is not None:
+            add_call(ch.out, conn_id, cmd.opaque, cmd.encode())
 
     def close_conn(self, conn_id: int) -> None:
         """Ask the RemotingServer to drop a client connection."""
-        ch = self.conn_channel.get(conn_id) or self.default
-        if ch is not None and not ch.closed:
+        ch = self._channel(conn_id)
+        if ch is not None:
             add_conn_record(ch.out, CLOSE_CONN, conn_id)
-            self.dirty.add(ch)
 
     def forget(self, conn_id: int) -> None:
         """The connection is gone."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -76,6 +75,7 @@ from protocol.message import decode_offset_msg_id
 from protocol.record import RecordError, decode_record_fields
 from store.config import properties_text
 from store.consume_queue import CQ_UNIT
+from store.message_store import disk_usage_ratio
 from store.stats_page import StatsPage, stats_path
 
 log = logging.getLogger(__name__)
@@ -421,7 +421,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             for qid, off in queues.items():
                 if off >= self.store.get_min_offset_in_queue(h.topic, qid):
                     least[qid] = min(off, least.get(qid, off))
-        compare = table.get(f"{h.topic}{TOPIC_GROUP_SEPARATOR}{h.compare_group}", {})
+        compare = table.get(self.ctx.offsets.key(h.topic, h.compare_group), {})
         for qid, off in compare.items():
             if qid in least and least[qid] > off:
                 least[qid] = JAVA_LONG_MAX
@@ -475,12 +475,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def _disk_ratio(self) -> float:
         """Used share (0..1) of the commit log's disk partition, as commitLogDiskRatio."""
         path = self.ctx.store_config.commitlog_path
-        try:
-            du = shutil.disk_usage(path if os.path.exists(path) else
-                                   self.ctx.store_config.storePathRootDir)  # fmt: skip
-        except OSError:
-            return -1.0
-        return round(du.used / du.total, 4) if du.total else -1.0
+        return round(disk_usage_ratio(path if os.path.exists(path) else
+                                      self.ctx.store_config.storePathRootDir), 4)  # fmt: skip
 
     # --- offsets by queue -----------------------------------------------------------------
 

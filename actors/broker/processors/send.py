@@ -108,6 +108,7 @@ from store.message_store import (
     PutMessageStatus,
     offset_msg_id,
 )
+from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,7 @@ class _PushWait:
     client_id: str
     target_conn: int
     deadline_ms: int
+    end_offset: int = 0  # where the stored reply ends (0: not stored): SYNC_FLUSH waits for it
 
 
 def _delay_level(props: dict[str, str]) -> int:
@@ -301,16 +303,12 @@ class SendMessageProcessor:
 
     def _slave_ok(self, end_offset: int) -> bool:
         """HAService.isSlaveOK: a slave is connected and not too far behind."""
-        from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
-
         st = getattr(self.store, "state", None)
         if st is None or st.get(OFF_HA_SLAVES) <= 0:
             return False
         return end_offset - st.get(OFF_HA_ACKED) < self.slave_fallbehind_max
 
     def _slave_acked(self) -> int:
-        from store.state_page import OFF_HA_ACKED
-
         st = getattr(self.store, "state", None)
         return st.get(OFF_HA_ACKED) if st is not None else -1
 
@@ -350,7 +348,7 @@ class SendMessageProcessor:
         """A requester gone while its reply push is open: that push failed (waiting sends'
         replies to a closed connection are dropped by the outbox)."""
         for opaque in [o for o, w in self.push_waits.items() if w.target_conn == conn_id]:
-            self._push_failed(self.push_waits.pop(opaque))
+            self._push_failed(self.push_waits.pop(opaque), now_ms)
         # client_manage's ProducerGroupChanged for it may come later: skip it until then
         closed = self._closed_conns
         closed.add(conn_id)
@@ -375,7 +373,7 @@ class SendMessageProcessor:
             waits.append(self.ha_client.tick(now_ms))
         if self.push_waits:
             for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
-                self._push_failed(self.push_waits.pop(opaque))
+                self._push_failed(self.push_waits.pop(opaque), now_ms)
             if self.push_waits:
                 waits.append(min(w.deadline_ms for w in self.push_waits.values()) - now_ms)
         wanted = [w for w in waits if w is not None]
@@ -722,6 +720,7 @@ class SendMessageProcessor:
         text = h.properties or ""
         props = parse_properties(text) if text else {}
         ext = self._base_ext()
+        end_offset = 0
         if self.bc.storeReplyMessageEnable:
             result = self.store.put_message(
                 MessageExtBrokerInner(
@@ -733,8 +732,7 @@ class SendMessageProcessor:
             )  # fmt: skip
             if result.status in (_PS.PUT_OK, _PS.FLUSH_DISK_TIMEOUT, _PS.FLUSH_SLAVE_TIMEOUT,
                                  _PS.SLAVE_NOT_AVAILABLE):  # fmt: skip
-                if self.sync_flush:
-                    self.store.flush(now_ms)
+                end_offset = result.end_offset
                 self._count_put(h.topic, 1, result.wrote_bytes)
                 ext.update(msgId=offset_msg_id(self.store_host, result.wrote_offset),
                            queueId=str(queue_id), queueOffset=str(result.logics_offset))
@@ -748,14 +746,16 @@ class SendMessageProcessor:
         client_id = props.get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
         if client_id is None:
             log.warning("%s is null, can not reply message", PROPERTY_MESSAGE_REPLY_TO_CLIENT)
-            return cmd.make_response(RS.SYSTEM_ERROR, "reply message properties["
-                                     f"{PROPERTY_MESSAGE_REPLY_TO_CLIENT}] is null", ext)
+            return self._reply_stored(req.conn_id, cmd.make_response(
+                RS.SYSTEM_ERROR, f"reply message properties[{PROPERTY_MESSAGE_REPLY_TO_CLIENT}]"
+                " is null", ext), end_offset, now_ms)  # fmt: skip
         target = self._producer_conn(client_id)
         outbox = self.ctx.outbox
         if target is None or outbox is None:
             remark = f"push reply message fail, channel of <{client_id}> not found."
             log.warning(remark)
-            return cmd.make_response(RS.SYSTEM_ERROR, remark, ext)
+            return self._reply_stored(req.conn_id, cmd.make_response(RS.SYSTEM_ERROR, remark, ext),
+                                      end_offset, now_ms)  # fmt: skip
         props[PROPERTY_PUSH_REPLY_TIME] = str(now_ms)
         peer = req.peer
         push = RemotingCommand.request(
@@ -770,7 +770,7 @@ class SendMessageProcessor:
         )  # fmt: skip
         if not cmd.is_oneway:
             self.push_waits[push.opaque] = _PushWait(
-                req.conn_id, resp, client_id, target, now_ms + PUSH_REPLY_TIMEOUT_MS
+                req.conn_id, resp, client_id, target, now_ms + PUSH_REPLY_TIMEOUT_MS, end_offset
             )
         outbox.call(target, push)
         return None
@@ -793,17 +793,30 @@ class SendMessageProcessor:
         if resp.code != RS.SUCCESS:
             log.warning("push reply message to <%s> return fail, response remark: %s",
                         wait.client_id, resp.remark)  # fmt: skip
-            self._push_failed(wait)
-        elif self.ctx.outbox is not None:
-            self.ctx.outbox.send(wait.conn_id, wait.resp)
+            self._push_failed(wait, now_ms)
+        else:
+            self._send_reply_response(wait, now_ms)
 
-    def _push_failed(self, wait: _PushWait) -> None:
-        """Answer the replier SYSTEM_ERROR (the message stays stored, as in Java)."""
-        resp = wait.resp
-        resp.code = RS.SYSTEM_ERROR
-        resp.remark = f"push reply message to {wait.client_id}fail."  # Java's text, no space
-        if self.ctx.outbox is not None:
+    def _reply_stored(self, conn_id: int, resp: RemotingCommand, end_offset: int, now_ms: int
+                      ) -> RemotingCommand | None:  # fmt: skip
+        """The replier's answer once the stored reply is on disk (SYNC_FLUSH: it joins the
+        group commit's waiting sends); None while it waits."""
+        if self.sync_flush and end_offset > self.store.flushed_offset:
+            self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
+                                         conn_id, resp))  # fmt: skip
+            return None
+        return resp
+
+    def _send_reply_response(self, wait: _PushWait, now_ms: int) -> None:
+        resp = self._reply_stored(wait.conn_id, wait.resp, wait.end_offset, now_ms)
+        if resp is not None and self.ctx.outbox is not None:
             self.ctx.outbox.send(wait.conn_id, resp)
+
+    def _push_failed(self, wait: _PushWait, now_ms: int) -> None:
+        """Answer the replier SYSTEM_ERROR (the message stays stored, as in Java)."""
+        wait.resp.code = RS.SYSTEM_ERROR
+        wait.resp.remark = f"push reply message to {wait.client_id}fail."  # Java's text
+        self._send_reply_response(wait, now_ms)
 
     def _send_batch(
         self, req: Request, h: SendMessageRequestHeader, now_ms: int

@@ -174,3 +174,22 @@ def test_requester_closed_before_its_producer_table_update(broker: Broker) -> No
     resp = _reply(broker)
     assert resp is not None and resp.code == RS.SYSTEM_ERROR
     assert resp.remark == f"push reply message fail, channel of <{REQUESTER_ID}> not found."
+
+
+def test_sync_flush_reply_answers_after_the_group_commit(tmp_path: Any) -> None:
+    """SYNC_FLUSH: the replier's answer joins the waiting sends (one flush for all of them),
+    not a flush of its own."""
+    b = Broker(str(tmp_path / "store"), sync_flush=True)
+    try:
+        _requester_heartbeat(b)
+        core = b.cores["send"]
+        assert _reply(b) is None
+        [(_, push)] = b.outbox.take()
+        core.on_client_response(push.make_response(RS.SUCCESS, None, None), NOW + 1)
+        assert b.outbox.take() == [] and len(core.waiting) == 1  # parked until flushed
+        assert core.flush_and_release(NOW + 2) == 1
+        [(conn, resp)] = b.outbox.take()
+        assert conn == REPLIER_CONN and resp.code == RS.SUCCESS
+        assert b.store.flushed_offset >= b.store.max_phy_offset
+    finally:
+        b.close()

@@ -79,10 +79,9 @@ def test_sync_flush_and_sync_master_settle_together(tmp_path: Any) -> None:
     try:
         core = b.cores["send"]
         # no slave: SLAVE_NOT_AVAILABLE, still answered only once the flush covers it
-        r = _send(b)
-        if r is None:
-            core.flush_and_release(NOW + 1)
-            [(_, r)] = b.outbox.take()
+        assert _send(b) is None  # SLAVE_NOT_AVAILABLE decided, the flush still to come
+        core.flush_and_release(NOW + 1)
+        [(_, r)] = b.outbox.take()
         assert r.code == RS.SLAVE_NOT_AVAILABLE
         # a slave that never catches up while the disk is fine: FLUSH_SLAVE_TIMEOUT
         _slaves(b, 1, 0)
