@@ -81,7 +81,8 @@ class AllocateMappedFileService(ServiceThread):
                 self._msync(addr + pos, n, MS_SYNC)  # SYNC_FLUSH: no dirty zeros left behind
             pos += n
             self.warmed_bytes += n
-            self.mfq.note_warmed(mf, pos)
+            if not self.mfq.note_warmed(mf, pos):
+                return  # the writer took the segment
 
     def _touch(self, mf: MappedFile, start: int, end: int) -> bool:
         """Warm [start, end) of mf the writer's way (a zero byte written per page above its

@@ -96,7 +96,7 @@ class ServiceThread:
                 return
             try:
                 self.run_once()
-            except (OSError, ValueError, BufferError):  # a file closed under the round
+            except Exception:  # e.g. a file closed under the round: the service must live on
                 log.exception("%s round failed; the next request retries", self.NAME)
 
     def close(self) -> None:
@@ -188,18 +188,21 @@ class ConsumeQueueFlusher(_MsyncThread):
 
     def __init__(self, store: DefaultMessageStore, msync: Msync) -> None:
         self._least: int | None = None
+        self._least_mu = threading.Lock()  # the writer asks while this thread takes the request
         super().__init__(store, msync)
 
     def request_round(self, least_pages: int) -> None:
         """Start a round; a pending round keeps the smaller least_pages (0 = flush all)."""
-        cur = self._least
-        self._least = least_pages if cur is None else min(cur, least_pages)
+        with self._least_mu:
+            cur = self._least
+            self._least = least_pages if cur is None else min(cur, least_pages)
         self.request()
 
     def run_once(self) -> bool:
         """One round; True when every consume queue was flushed whole."""
-        least = self._least or 0
-        self._least = None
+        with self._least_mu:
+            least = self._least or 0
+            self._least = None
         store = self.store
         complete = store.flush_logics(least, self._sync)
         self.rounds += 1

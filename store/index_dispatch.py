@@ -117,6 +117,11 @@ class IndexDispatcher:
                     self.next_phy = base + p
                     self._put(keys, pres, phys, tss, now_ms)
                     return done
+                if p + total > fend:  # not all of it is below the limit yet: done for now
+                    self.next_phy = base + p
+                    self._put(keys, pres, phys, tss, now_ms)
+                    self.records += done
+                    return done
                 done += 1
                 rphy = base + p
                 if sys_flag & _ROLLBACK == _ROLLBACK or rphy <= skip:

@@ -361,11 +361,14 @@ class MappedFileQueue:
             nxt = self._next
             return None if nxt is None else (nxt, self._next_warmed)
 
-    def note_warmed(self, mf: MappedFile, upto: int) -> None:
-        """The allocate thread warmed mf up to `upto`."""
+    def note_warmed(self, mf: MappedFile, upto: int) -> bool:
+        """The allocate thread warmed mf up to `upto`; False once mf is no longer the next
+        segment (the writer took it: warming it further would only compete with appends)."""
         with self.next_lock:
-            if self._next is mf:
-                self._next_warmed = max(self._next_warmed, upto)
+            if self._next is not mf:
+                return False
+            self._next_warmed = max(self._next_warmed, upto)
+            return True
 
     def _preallocate_next(self) -> None:
         if not self.files:

@@ -1046,7 +1046,7 @@ class DefaultMessageStore(_StoreReadMixin):
         disp = self._index_disp
         if disp is None:
             return 0
-        limit = self.commitlog.max_offset
+        limit = self._published_max()
         if disp.next_phy >= limit:
             return 0
         n = disp.catch_up(limit, now_ms, max_records)
@@ -1267,7 +1267,7 @@ class DefaultMessageStore(_StoreReadMixin):
         return self.consume_queues.get((topic, queue_id))
 
     def _max_phy(self) -> int:
-        return self.commitlog.max_offset
+        return self._published_max()
 
     def _min_phy(self) -> int:
         return self.commitlog.min_offset
@@ -1283,14 +1283,19 @@ class DefaultMessageStore(_StoreReadMixin):
         if self._allocator is not None:
             self._allocator.request()  # the segment after this one, made and warmed ahead
 
+    def _published_max(self) -> int:
+        """The end of what readers may use: a slave's reput offset (its log may end inside a
+        record still arriving), else the commit log's end."""
+        return self._reput_offset if self._slave else self.commitlog.max_offset
+
     def _publish(self) -> None:
         st = self.state
         if st is not None:
             st.set(OFF_MIN_PHY, self.commitlog.min_offset)
             st.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
-            st.set(OFF_MAX_PHY, self._reput_offset if self._slave else self.commitlog.max_offset)
+            st.set(OFF_MAX_PHY, self._published_max())
             if self._index_mode in ("sync", "off"):
-                st.set(OFF_INDEX_PHY, self.commitlog.max_offset)
+                st.set(OFF_INDEX_PHY, self._published_max())
 
     # ---- put -----------------------------------------------------------------------------
     def _topic_info(self, topic: str) -> tuple[bytes, bytes, int] | None:
@@ -1500,12 +1505,13 @@ class DefaultMessageStore(_StoreReadMixin):
             cl.last_store_timestamp = req.store_timestamp
             pos += size
             n += 1
+        if n:
+            self.put_times_total += n
+            self.put_size_total += pos - max(self._reput_offset, cl.min_offset)
         self._reput_offset = pos
         st = self.state
         if st is not None:
             st.words[_MAX_PHY_WORD] = pos
-        if n:
-            self.put_times_total += n
         return n
 
     def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes) -> bytes:

@@ -48,3 +48,30 @@ def test_fallback_touch_never_writes_into_a_segment_the_writer_took(tmp_path: An
     assert touched == [(0, True, True)]  # the first chunk only, under the lock, before the roll
     assert nxt.mm[0 : len(record)] == record
     mfq.close()
+
+
+def test_warming_stops_once_the_writer_took_the_segment(tmp_path: Any) -> None:
+    """With MADV_POPULATE_WRITE working, the thread warms chunk by chunk; once the writer rolls
+    into the segment it stops (further warming would only compete with the appends)."""
+    size = 16 * OS_PAGE_SIZE
+    mfq = MappedFileQueue(str(tmp_path), size, warm=True)
+    first = mfq.get_last_mapped_file(0)
+    assert first is not None
+    nxt = MappedFile(os.path.join(str(tmp_path), offset2file_name(size)), size, create=True)
+    mfq._next, mfq._next_warmed = nxt, 0
+    chunks: list[int] = []
+
+    def populate(addr: int, n: int, flags: int) -> int:
+        chunks.append(n)
+        if len(chunks) == 1:  # the writer takes the segment during the first chunk
+            first.wrote_position = size
+            assert mfq.get_last_mapped_file(size) is nxt
+        return 0
+
+    alloc = AllocateMappedFileService(mfq, populate, chunk=4 * OS_PAGE_SIZE)
+    try:
+        alloc.run_once()
+    finally:
+        alloc.close()
+    assert len(chunks) == 1  # not the other three
+    mfq.close()

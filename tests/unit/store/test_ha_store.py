@@ -153,3 +153,27 @@ def test_transfer_decoder_any_split(cuts: list[int]) -> None:
         pos += c
     got += td.feed(wire[pos:])
     assert got == frames
+
+
+def test_tick_index_on_a_slave_waits_for_whole_records(tmp_path: Any) -> None:
+    """messageIndexDispatch=tick on a slave: the index follows the reput offset, so a record
+    still arriving is indexed once whole, under its real keys."""
+    master = open_store(small_config(str(tmp_path / "m")))
+    slave = open_store(small_config(str(tmp_path / "s"), brokerRole="SLAVE",
+                                    messageIndexDispatch="tick"))  # fmt: skip
+    reader = MessageStoreReader(small_config(str(tmp_path / "m")))
+    try:
+        _fill(master, 2)
+        data = bytes(reader.get_commit_log_data(0, 1 << 20) or b"")
+        cut = len(data) - 10
+        assert slave.append_to_commit_log(0, data[:cut], 2_000)
+        slave.dispatch_index(2_000)
+        assert slave.query_message("T", "k1", 8, 0, 1 << 62).phy_offsets == []
+        assert slave.append_to_commit_log(cut, data[cut:], 2_001)
+        slave.dispatch_index(2_001)
+        assert len(slave.query_message("T", "k1", 8, 0, 1 << 62).phy_offsets) == 1
+        assert len(slave.query_message("T", "U000001", 8, 0, 1 << 62).phy_offsets) == 1
+    finally:
+        reader.close()
+        slave.shutdown(3_000)
+        master.shutdown(3_000)
