@@ -890,6 +890,8 @@ class DefaultMessageStore(_StoreReadMixin):
         if abnormal:
             log.warning("abort file found: abnormal recovery root=%s", self.root)
         self._recover(abnormal, clean_end, now_ms)
+        if self._slave:  # recovery ends the log at its last whole record, every one dispatched
+            self._reput_offset = self.commitlog.max_offset
         self._setup_index_dispatch(indexed_word)
         with open(abort_path, "wb") as f:
             f.flush()
@@ -938,12 +940,9 @@ class DefaultMessageStore(_StoreReadMixin):
         self._last_thorough_ms = now_ms
         self._flush_target = 0  # end of the async flush round going on in slices
         cl = self.commitlog
-        if self._slave:  # its files come from the master: the first where the master starts
-            cqs = self.consume_queues.values()
-            self._reput_offset = max((cq.max_phy_offset for cq in cqs), default=cl.min_offset)
-            self._reput_offset = max(self._reput_offset, cl.min_offset)
-            self._reput(now_ms)
-        elif not cl.mfq.files:  # create + warm the first file now, not on the first put
+        # create + warm the first file now, not on the first put (a slave's first file starts
+        # where the master's first byte for it falls: append_to_commit_log makes it)
+        if not self._slave and not cl.mfq.files:
             cl._cur = cl.mfq.get_last_mapped_file(0)
             self._on_new_file()
         elif cl._cur is not None and self.cfg.warmMapedFileEnable:
