@@ -134,8 +134,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster = launch.start_system(data, admin_port=args.admin_port)
     try:
         ns_config = _namesrv_config({"listenPort": str(args.namesrv_port)}, data)
-        ns_port = launch.start_namesrv(cluster, port=args.namesrv_port, host=args.host,
-                                       config=ns_config)  # fmt: skip
+        ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
         _say(f"name server listening on {args.host}:{ns_port}")
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
@@ -158,8 +157,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     config = _namesrv_config(props, data)
     cluster = launch.start_system(data, admin_port=args.admin_port)
     try:
-        port = launch.start_namesrv(cluster, port=config.listenPort, host=args.host,
-                                    config=config)  # fmt: skip
+        port = launch.start_namesrv(cluster, host=args.host, config=config)
         _say(f"name server listening on {args.host}:{port}")
         _wait_for_signal()
     finally:

@@ -219,11 +219,14 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
                   idle_s: float = 120.0, config: Any = None) -> int:
     """Create the NameServer actor and wait until it listens; return its port.
 
-    config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change),
-    or None for one with nothing persisted."""
+    config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change;
+    its listenPort and serverChannelMaxIdleTimeSeconds are the port and idle limit), or None
+    for one with nothing persisted."""
     from actors.namesrv.actor import NameServerActor
     from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 
+    if config is not None:
+        port, idle_s = int(config.listenPort), float(config.serverChannelMaxIdleTimeSeconds)
     addr = cluster.asys.createActor(NameServerActor)
     cluster.asys.tell(addr, StartNamesrv(host, port, config, idle_s))
     reply = _await(cluster.asys, (NamesrvStarted, NamesrvStartFailed), START_TIMEOUT_S)

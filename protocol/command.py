@@ -44,6 +44,7 @@ import json.encoder
 import json.scanner
 import logging
 import os
+import re
 import secrets
 import struct
 from dataclasses import dataclass
@@ -512,6 +513,38 @@ class RemotingCommand:
             mv[end:] if end < flen else b"",
             st,
         )
+
+
+_JSON_FLAG = re.compile(rb'"flag":(-?[0-9]{1,10})[,}]')
+
+
+def response_opaque(frame: memoryview | bytes) -> int | None:
+    """The opaque of a frame (without its total length) that is a response, None for a request
+    or a header that does not read; no RemotingCommand built, and a request told apart before
+    any full header decode where its flag sits where it can be seen (the JSON "flag" member,
+    the binary header's fixed field)."""
+    try:
+        (meta,) = _META.unpack_from(frame, 0)
+        st = (meta >> 24) & 0xFF
+        end = 4 + (meta & HEADER_LENGTH_MASK)
+        if end > len(frame):
+            return None
+        if st == _ROCKETMQ:
+            _c, _l, _v, opaque, flag, _r = _BIN_FIXED.unpack_from(frame, 4)
+            return int(opaque) if flag & RPC_TYPE_RESPONSE else None
+        if st == _JSON:
+            m = _JSON_FLAG.search(frame, 4, end)
+            if m is not None and not int(m.group(1)) & RPC_TYPE_RESPONSE:
+                return None
+            _c, _l, _v, opaque, flag, _r, _e = _decode_json(frame[4:end])
+        elif st == _MSGPACK:
+            h = _msgpack_unpackb(frame[4:end])
+            opaque, flag = h[3], h[4]
+        else:
+            return None
+        return int(opaque) if flag & RPC_TYPE_RESPONSE else None
+    except Exception:  # unreadable: the caller's normal path reports it
+        return None
 
 
 def request_parts(

@@ -30,7 +30,7 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: str, text: str) -> None:
+def write_text_atomic(path: str, text: str) -> None:
     """Write text to path atomically, keeping the previous content as path.bak."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
@@ -50,7 +50,7 @@ def write_json_atomic(path: str, text: str) -> None:
 
 
 class BackgroundWriter:
-    """write_json_atomic on a daemon thread; of the texts submitted for one path while a write
+    """write_text_atomic on a daemon thread; of the texts submitted for one path while a write
     is going on, only the latest is written next. A text whose write failed is written again
     (ConfigManager.persist rewrites its file every period): after retry_s, at the next submit,
     and at close(), unless a newer text for that path came meanwhile."""
@@ -112,7 +112,7 @@ class BackgroundWriter:
                 self._busy = True
             ok = False
             try:
-                write_json_atomic(path, text)
+                write_text_atomic(path, text)
                 ok = True
             except OSError:
                 log.exception("writing %s failed (written again later)", path)

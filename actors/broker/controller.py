@@ -125,10 +125,10 @@ class BrokerControllerCore(BrokerState):
         return json.dumps(obj, indent="\t", sort_keys=True)
 
     def _write(self, name: str, text: str) -> None:
-        from store.config_files import write_json_atomic
+        from store.config_files import write_text_atomic
 
         os.makedirs(self.config_dir, exist_ok=True)
-        write_json_atomic(self.path(name), text)
+        write_text_atomic(self.path(name), text)
 
     def persist_config(self) -> None:
         """Write config/broker.properties: every broker and store property as key=value
@@ -342,9 +342,9 @@ class BrokerControllerCore(BrokerState):
         if code == RC.GET_ALL_DELAY_OFFSET:
             if text.strip():
                 from actors.broker.schedule import delay_offset_path
-                from store.config_files import write_json_atomic
+                from store.config_files import write_text_atomic
 
-                write_json_atomic(delay_offset_path(self.store_config), text)
+                write_text_atomic(delay_offset_path(self.store_config), text)
             return events
         obj = loads_config(text) if code != RC.GET_ALL_CONSUMER_OFFSET else None
         if code == RC.GET_ALL_TOPIC_CONFIG and isinstance(obj, dict):

@@ -25,7 +25,7 @@ from protocol.message import (
 )
 from store.commitlog import SCHEDULE_TOPIC
 from store.config import parse_delay_levels
-from store.config_files import BackgroundWriter, read_json_with_bak, write_json_atomic
+from store.config_files import BackgroundWriter, read_json_with_bak, write_text_atomic
 from store.consume_queue import PRE_BLANK_SIZE
 from store.message_store import MessageExtBrokerInner, PutMessageStatus
 
@@ -128,7 +128,7 @@ class ScheduleMessageService:
             if self.writer is not None:
                 self.writer.close()  # an older text queued there must not land after this one
                 self.writer = None
-            write_json_atomic(self.path, text)
+            write_text_atomic(self.path, text)
         self.dirty = False
 
     def encode(self) -> str:

@@ -72,6 +72,6 @@ class NamesrvConfig:
         """Write configStorePath atomically (nothing when it is not set)."""
         if not self.configStorePath:
             return
-        from store.config_files import write_json_atomic  # any text: tmp + fsync + rename
+        from store.config_files import write_text_atomic
 
-        write_json_atomic(self.configStorePath, self.text())
+        write_text_atomic(self.configStorePath, self.text())

@@ -369,9 +369,9 @@ class KVConfigManager:
         """Write kvConfig.json atomically when a path is set."""
         if not self.path:
             return
-        from store.config_files import write_json_atomic
+        from store.config_files import write_text_atomic
 
-        write_json_atomic(
+        write_text_atomic(
             self.path, json.dumps({"configTable": self.table}, indent="\t", sort_keys=True)
         )
 

@@ -20,8 +20,6 @@ travel on the same processor channels with ids offset by FAST_CONN_BASE.
 from __future__ import annotations
 
 import logging
-import re
-import struct
 import time
 from typing import Any, Final
 
@@ -48,8 +46,7 @@ from actors.runtime.messages import (
 )
 from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.watch import WatchingActor
-from protocol.codes import RPC_TYPE_RESPONSE
-from protocol.command import RemotingCommand
+from protocol.command import response_opaque
 
 log = logging.getLogger(__name__)
 
@@ -348,30 +345,11 @@ class RemotingServer(WatchingActor):
                 del self.calls[conn_id]
 
 
-_JSON_FLAG = re.compile(rb'"flag":(-?[0-9]{1,10})[,}]')
-_BIN_OPAQUE_FLAG = struct.Struct(">ii")  # at 4 + code 2 + language 1 + version 2
-
-
 def _answer_channel(calls: dict[int, tuple[Channel, float]], frame: Any) -> Channel | None:
     """The channel of the processor whose call `frame` answers (popping the call), or None
-    when the frame is not a response to an open call (a request takes the code route).
-    Requests are told apart without decoding the whole header where the flag can be found
-    directly (a JSON header's "flag" member, the binary header's fixed field)."""
-    try:
-        meta = int.from_bytes(frame[0:4], "big")
-        stype, hlen = meta >> 24, meta & 0xFFFFFF
-        if stype == 0:
-            m = _JSON_FLAG.search(frame, 4, 4 + hlen)
-            if m is not None and not int(m.group(1)) & RPC_TYPE_RESPONSE:
-                return None
-        elif stype == 1 and hlen >= 13:
-            _opaque, flag = _BIN_OPAQUE_FLAG.unpack_from(frame, 9)
-            if not flag & RPC_TYPE_RESPONSE:
-                return None
-        cmd = RemotingCommand.decode(frame)
-    except Exception:  # request_code reports a bad header the usual way
+    when the frame is not a response to an open call (a request takes the code route)."""
+    opaque = response_opaque(frame)
+    if opaque is None:
         return None
-    if not cmd.flag & RPC_TYPE_RESPONSE:
-        return None
-    entry = calls.pop(cmd.opaque, None)
+    entry = calls.pop(opaque, None)
     return entry[0] if entry is not None else None

@@ -161,21 +161,24 @@ def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes 
                                    serialize_type=serialize_type, oneway=oneway)
 
 
-def heartbeat_cmd(client_id: str, group: str, topics: dict[str, str],
-                  serialize_type: int = SerializeType.JSON) -> RemotingCommand:
-    """HEART_BEAT (34) as a Java push consumer writes it; topics maps topic -> subString."""
+def heartbeat_cmd(client_id: str, group: str | None, topics: dict[str, str],
+                  serialize_type: int = SerializeType.JSON,
+                  producer_groups: tuple[str, ...] = ()) -> RemotingCommand:
+    """HEART_BEAT (34) as a Java client writes it: a push consumer of `group` (none when
+    None; topics maps topic -> subString) and the producer groups, CLIENT_INNER_PRODUCER last."""
     subs = []
     for topic, sub in topics.items():
         tags = [] if sub == "*" else [t.strip() for t in sub.split("||") if t.strip()]
         subs.append({"classFilterMode": False, "codeSet": [java_string_hash(t) for t in tags],
                      "expressionType": "TAG", "subString": sub, "subVersion": 1,
                      "tagsSet": tags, "topic": topic})
-    body = {"clientID": client_id,
-            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
-                                 "messageModel": "CLUSTERING", "subscriptionDataSet": subs,
-                                 "unitMode": False}],
-            "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}]}
+    consumers = [] if group is None else [
+        {"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
+         "groupName": group, "messageModel": "CLUSTERING", "subscriptionDataSet": subs,
+         "unitMode": False}]  # fmt: skip
+    body = {"clientID": client_id, "consumerDataSet": consumers,
+            "producerDataSet": [{"groupName": g}
+                                for g in (*producer_groups, "CLIENT_INNER_PRODUCER")]}
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     return RemotingCommand.request(34, None, data, serialize_type=serialize_type)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,32 +135,41 @@ def test_slave_killed_mid_replication_recovers_and_catches_up(local_cluster, tmp
     from tests.integration.conftest import MarkedProcess
 
     ha_port = launch.stable_free_port()
-    cluster = start_real(local_cluster, haListenPort=str(ha_port))
+    master_root = str(tmp_path / "master-store")
+    big = str(64 << 20)  # one commit-log file: the empty slave copies the log from 0 (~24 MB)
+    cluster = start_real(local_cluster, haListenPort=str(ha_port), storePathRootDir=master_root,
+                         mappedFileSizeCommitLog=big)  # fmt: skip
     topic = "HaCrash"
     with BlockingClient(broker_addr(cluster)) as master:
         assert master.invoke(create_topic_cmd(topic, 2), RPC_TIMEOUT_S).code == 0
-        body = b"z" * 4000
+        body = b"z" * 8000
         cmds = [send_cmd(topic, body + b"%05d" % i, msg_props(), queue_id=i % 2)
                 for i in range(3000)]  # fmt: skip
-        for k in range(0, len(cmds), 100):  # ~12 MB, three 4 MiB files
+        for k in range(0, len(cmds), 100):  # ~24 MB
             assert all(r.code == 0 for r in master.invoke_many(cmds[k:k + 100], RPC_TIMEOUT_S))
     store_props = {"listenPort": str(launch.stable_free_port(pair=True)),
                    "brokerName": "broker-a", "brokerId": "1", "brokerRole": "SLAVE",
                    "haMasterAddress": f"127.0.0.1:{ha_port}", "namesrvAddr": cluster.namesrv_addr(),
-                   "storePathRootDir": str(tmp_path / "slave-store"), **SMALL_STORE}  # fmt: skip
+                   "storePathRootDir": str(tmp_path / "slave-store"), **SMALL_STORE,
+                   "mappedFileSizeCommitLog": big}  # fmt: skip
     conf = tmp_path / "slave.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in store_props.items()))
     argv = [sys.executable, "-m", "deploy", "broker", "-c", str(conf)]
     state_path = tmp_path / "slave-store" / "state"
 
-    def slave_end() -> int:
-        return StatePage(str(state_path), writable=False).max_phy if state_path.exists() else 0
-
     first = MarkedProcess(argv, tmp_path / "slave1", os.getcwd())
-    try:
-        first.wait_for("listening on", 60.0)
-        assert wait_until(lambda: slave_end() > 1_000_000, 30.0, 0.01), "no replication began"
-        first.kill9()  # mid-copy
+    try:  # the copy starts before the broker says it listens: watch its state page from the start
+        assert wait_until(state_path.exists, 60.0, 0.001)
+        page = StatePage(str(state_path), writable=False)
+        master_page = StatePage(os.path.join(master_root, "state"), writable=False)
+        try:
+            assert wait_until(lambda: page.max_phy > 0, 30.0, 0.001), "no replication"
+            copied = page.max_phy
+            first.kill9()  # mid-copy
+            assert copied < master_page.max_phy, "the copy had already finished"
+        finally:
+            page.close()
+            master_page.close()
     finally:
         first.stop()
     assert (tmp_path / "slave-store" / "abort").exists()
@@ -210,19 +220,22 @@ def test_ha_port_refuses_garbage_and_keeps_serving(local_cluster) -> None:
         assert master.invoke(send_cmd("HaBad", b"x", msg_props()), RPC_TIMEOUT_S).code == 0
 
     def closed_after(payload: bytes, first: bytes = b"") -> bool:
+        """True when the master closes within 2 s of the payload (well before its 5 s
+        heartbeat or 20 s housekeeping could be what ends the wait)."""
         with socket.create_connection(("127.0.0.1", ha_port), timeout=5) as s:
             if first:  # a first report, and its first frame back
                 s.sendall(first)
                 assert len(s.recv(12)) > 0
             s.sendall(payload)
-            s.settimeout(5)
-            try:
-                while True:
-                    data = s.recv(65536)
-                    if not data:
+            deadline = time.monotonic() + 2.0
+            s.settimeout(0.5)
+            while time.monotonic() < deadline:
+                try:
+                    if not s.recv(65536):
                         return True
-            except TimeoutError:
-                return False
+                except TimeoutError:
+                    continue
+            return False
 
     assert closed_after(struct.pack(">q", -5))  # negative report
     # after the first report (which, as in Java, is taken as the start), one beyond the log

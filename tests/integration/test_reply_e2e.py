@@ -5,7 +5,6 @@ response code), which then answers the replier. The reply is also stored in the 
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -19,6 +18,7 @@ from protocol.message import decode_messages, decode_offset_msg_id, parse_proper
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     broker_addr,
+    heartbeat_cmd,
     pull_cmd,
     send_cmd,
     simple_cmd,
@@ -51,10 +51,8 @@ def test_reply_pushed_to_requester_and_answer_routed_back(local_cluster) -> None
     cluster = start_real(local_cluster)
     addr = broker_addr(cluster)
     with BlockingClient(addr) as requester, BlockingClient(addr) as replier:
-        hb = json.dumps({"clientID": REQUESTER_ID, "consumerDataSet": [],
-                         "producerDataSet": [{"groupName": "RequesterPG"},
-                                             {"groupName": "CLIENT_INNER_PRODUCER"}]}).encode()
-        assert requester.invoke(RemotingCommand.request(34, None, hb), RPC_TIMEOUT_S).code == 0
+        hb = heartbeat_cmd(REQUESTER_ID, None, {}, producer_groups=("RequesterPG",))
+        assert requester.invoke(hb, RPC_TIMEOUT_S).code == 0
 
         # 1. the requester answers SUCCESS: the replier gets SEND_OK with the stored record's id
         cmd = _reply_cmd(b"reply-1", "c1")

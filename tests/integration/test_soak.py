@@ -14,8 +14,16 @@ import pytest
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
 from protocol.message import decode_messages
-from tests.bench.broker_bench import heartbeat_request, pull_request
-from tests.integration.e2e_helpers import RPC_TIMEOUT_S, broker_addr, create_topic_cmd, start_real
+from tests.integration.e2e_helpers import (
+    RPC_TIMEOUT_S,
+    broker_addr,
+    create_topic_cmd,
+    heartbeat_cmd,
+    msg_props,
+    pull_cmd,
+    send_cmd,
+    start_real,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +35,9 @@ WINDOW = 50
 
 
 def _send(pid: int, j: int) -> RemotingCommand:
-    ext = {"a": "soak_pg", "b": TOPIC, "c": "TBW102", "d": str(QUEUES), "e": str(j % QUEUES),
-           "f": "0", "g": "1700000000000", "h": "0",
-           "i": f"KEYS\x01k{pid}-{j}\x02TAGS\x01T{j % 3}\x02WAIT\x01true\x02", "j": "0",
-           "k": "false", "m": "false"}  # fmt: skip
-    return RemotingCommand.request(310, ext, f"p{pid}-{j}|".encode() + b"x" * 300)
+    return send_cmd(TOPIC, f"p{pid}-{j}|".encode() + b"x" * 300,
+                    msg_props(tags=f"T{j % 3}", keys=f"k{pid}-{j}"), queue_id=j % QUEUES,
+                    group="soak_pg")  # fmt: skip
 
 
 def _producer(addr: tuple[str, int], pid: int, errors: list[str]) -> None:
@@ -42,7 +48,7 @@ def _producer(addr: tuple[str, int], pid: int, errors: list[str]) -> None:
                 for _ in range(50):  # SYSTEM_BUSY (fast failure) is retried like a producer does
                     if r.code != 2:
                         break
-                    r = cl.invoke(RemotingCommand.request(310, dict(req.ext_fields or {}),
+                    r = cl.invoke(RemotingCommand.request(req.code, dict(req.ext_fields or {}),
                                                           bytes(req.body)), 30)  # fmt: skip
                 if r.code != 0:
                     errors.append(f"send {r.code} {r.remark}")
@@ -52,12 +58,13 @@ def _consumer(addr: tuple[str, int], queues: list[int], want: int, got: list[Any
               errors: list[str], stop: threading.Event) -> None:
     offs = dict.fromkeys(queues, 0)
     with BlockingClient(addr) as cl:
-        cl.invoke(heartbeat_request("soak@c", "soak_cg", TOPIC), RPC_TIMEOUT_S)
+        cl.invoke(heartbeat_cmd("soak@c", "soak_cg", {TOPIC: "*"}), RPC_TIMEOUT_S)
         for _ in range(20_000):  # bounded; ends when every expected message came
             if len(got) >= want or stop.is_set():
                 return
             for q in queues:
-                r = cl.invoke(pull_request("soak_cg", TOPIC, q, offs[q], 32, suspend_ms=200), 30)
+                r = cl.invoke(pull_cmd("soak_cg", TOPIC, q, offs[q], sys_flag=6, suspend_ms=200),
+                              30)  # fmt: skip
                 nxt = int(r.ext_fields.get("nextBeginOffset", offs[q]))
                 if r.code == 0:
                     for m in decode_messages(r.body):

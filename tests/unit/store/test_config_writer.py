@@ -13,9 +13,9 @@ from store.config_files import BackgroundWriter, read_json_with_bak
 
 
 def _failing_writes(monkeypatch: pytest.MonkeyPatch, errno: int) -> dict[str, Any]:
-    """Make write_json_atomic fail with `errno` while fail["n"] > 0 (once to begin with);
+    """Make write_text_atomic fail with `errno` while fail["n"] > 0 (once to begin with);
     fail["texts"] lists every text it was asked to write."""
-    real = config_files.write_json_atomic
+    real = config_files.write_text_atomic
     fail: dict[str, Any] = {"n": 1, "texts": []}
 
     def flaky(p: str, text: str) -> None:
@@ -25,7 +25,7 @@ def _failing_writes(monkeypatch: pytest.MonkeyPatch, errno: int) -> dict[str, An
             raise OSError(errno, os.strerror(errno))
         real(p, text)
 
-    monkeypatch.setattr(config_files, "write_json_atomic", flaky)
+    monkeypatch.setattr(config_files, "write_text_atomic", flaky)
     return fail
 
 def test_latest_text_wins_and_close_writes_what_is_queued(tmp_path: Any,
@@ -33,7 +33,7 @@ def test_latest_text_wins_and_close_writes_what_is_queued(tmp_path: Any,
     path = os.path.join(str(tmp_path), "config", "delayOffset.json")
     gate = threading.Event()
     inside = threading.Event()
-    real = config_files.write_json_atomic
+    real = config_files.write_text_atomic
     written: list[str] = []
 
     def slow(p: str, text: str) -> None:  # the first write waits like an fsync behind writeback
@@ -42,7 +42,7 @@ def test_latest_text_wins_and_close_writes_what_is_queued(tmp_path: Any,
         real(p, text)
         written.append(text)
 
-    monkeypatch.setattr(config_files, "write_json_atomic", slow)
+    monkeypatch.setattr(config_files, "write_text_atomic", slow)
     w = BackgroundWriter()
     try:
         w.submit(path, '{"offsetTable":{1:1}}')

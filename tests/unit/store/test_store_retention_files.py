@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from store.config_files import read_json_with_bak, write_json_atomic
+from store.config_files import read_json_with_bak, write_text_atomic
 from store.message_store import GetMessageStatus, GroupCommit
 from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
 
@@ -69,8 +69,8 @@ def test_retention_disk_full_and_forced(tmp_path):
 def test_config_files_atomic_with_bak(tmp_path):
     p = str(tmp_path / "config" / "topics.json")
     assert read_json_with_bak(p) is None
-    write_json_atomic(p, '{"a": 1}')
-    write_json_atomic(p, '{"a": 2}')
+    write_text_atomic(p, '{"a": 1}')
+    write_text_atomic(p, '{"a": 2}')
     assert read_json_with_bak(p) == '{"a": 2}'
     with open(p + ".bak") as f:
         assert f.read() == '{"a": 1}'
@@ -80,7 +80,7 @@ def test_config_files_atomic_with_bak(tmp_path):
     os.unlink(p)
     assert read_json_with_bak(p) == '{"a": 1}'
     fastjson = '{\n\t"offsetTable":{"T@g":{0:12,1:3}}\n}'
-    write_json_atomic(p, fastjson)
+    write_text_atomic(p, fastjson)
     assert read_json_with_bak(p) == fastjson
     assert not os.path.exists(p + ".tmp")
 
