@@ -15,8 +15,9 @@ import logging
 import mmap
 import os
 import struct
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
+
+from store.mapped_file import RangeSync
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class StoreCheckpoint:
             CHECKPOINT.unpack_from(self.mm, 0)
         )
 
-    def flush(self, sync: Callable[[Any, int, int], bool] | None = None) -> None:
+    def flush(self, sync: RangeSync | None = None) -> None:
         """Write the three timestamps and msync (through `sync(self, 0, size)` when given)."""
         CHECKPOINT.pack_into(
             self.mm,

@@ -2002,23 +2002,22 @@ class DefaultMessageStore(_StoreReadMixin):
             for key, cq in self.consume_queues.items()
             if cq.get_max_offset_in_queue() > 0 and cq.max_phy_offset < min_phy
         ]
-        for key in expired:
-            self.consume_queues.pop(key).destroy()
-            self.topic_queue_table.pop(key, None)
-            shutil.rmtree(os.path.join(self.cq_root, key[0], str(key[1])), ignore_errors=True)
-        if expired and self.state is not None:
-            self.state.bump_generation()
+        self._drop_queues(expired)
         return len(expired)
 
     def delete_topics(self, topics: set[str] | list[str]) -> None:
         """Drop the consume queues of these topics."""
-        for key in [k for k in self.consume_queues if k[0] in topics]:
-            cq = self.consume_queues.pop(key)
-            cq.destroy()
-            self.topic_queue_table.pop(key, None)
+        self._drop_queues([k for k in self.consume_queues if k[0] in topics])
         for t in topics:
             shutil.rmtree(os.path.join(self.cq_root, t), ignore_errors=True)
-        if self.state is not None:
+
+    def _drop_queues(self, keys: list[tuple[str, int]]) -> None:
+        """Unmap, delete and forget these consume queues; readers rescan."""
+        for key in keys:
+            self.consume_queues.pop(key).destroy()
+            self.topic_queue_table.pop(key, None)
+            shutil.rmtree(os.path.join(self.cq_root, key[0], str(key[1])), ignore_errors=True)
+        if keys and self.state is not None:
             self.state.bump_generation()
 
     # ---- check -------------------------------------------------------------------------------

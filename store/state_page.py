@@ -47,24 +47,45 @@ OFF_HA_ACKED: Final = 56
 OFF_HA_SLAVES: Final = 64
 
 
+def map_words(
+    path: str, size: int, magic: int, *, writable: bool, missing_ok: bool = False
+) -> tuple[mmap.mmap, memoryview] | None:
+    """Map a page of int64 words shared between processes: (mmap, its words); a writer makes
+    the file and stamps `magic` in word 0. A reader gets None for a page not there (yet) when
+    missing_ok, else the OSError."""
+    if writable:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise
+    try:
+        if os.fstat(fd).st_size < size:
+            if not writable:
+                if missing_ok:
+                    return None
+                raise OSError(f"{path}: shorter than a {size}-byte page")
+            os.ftruncate(fd, size)
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    words = memoryview(mm).cast("q")  # one aligned 8-byte store or load per word
+    if writable:
+        words[0] = magic
+    return mm, words
+
+
 class StatePage:
     """Writer or reader view of `<root>/state`."""
 
     def __init__(self, path: str, *, writable: bool) -> None:
         self.path = path
         self.writable = writable
-        fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
-        try:
-            if writable and os.fstat(fd).st_size < STATE_PAGE_SIZE:
-                os.ftruncate(fd, STATE_PAGE_SIZE)
-            self.mm = mmap.mmap(
-                fd, STATE_PAGE_SIZE, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-            )
-        finally:
-            os.close(fd)
-        self.words = memoryview(self.mm).cast("q")  # one aligned 8-byte store or load per word
-        if writable:
-            self.words[OFF_MAGIC >> 3] = STATE_MAGIC
+        mapped = map_words(path, STATE_PAGE_SIZE, STATE_MAGIC, writable=writable)
+        assert mapped is not None  # (missing_ok is off: a failure raised)
+        self.mm, self.words = mapped
 
     def get(self, off: int) -> int:
         """Read one word."""

@@ -27,6 +27,8 @@ import mmap
 import os
 from typing import Final
 
+from store.state_page import map_words
+
 STATS_MAGIC: Final = 0x41434D5153544154 ^ 0x5354
 STATS_PAGE_SIZE: Final = 4096
 OFF_BOOT_MS: Final = 8
@@ -61,26 +63,9 @@ class StatsPage:
         self.writable = writable
         self.mm: mmap.mmap | None = None
         self.words: memoryview | None = None
-        if writable:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        else:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                return
-        try:
-            if os.fstat(fd).st_size < STATS_PAGE_SIZE:
-                if not writable:
-                    return
-                os.ftruncate(fd, STATS_PAGE_SIZE)
-            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-            self.mm = mmap.mmap(fd, STATS_PAGE_SIZE, access=access)
-        finally:
-            os.close(fd)
-        self.words = memoryview(self.mm).cast("q")
-        if writable:
-            self.words[0] = STATS_MAGIC
+        mapped = map_words(path, STATS_PAGE_SIZE, STATS_MAGIC, writable=writable, missing_ok=True)
+        if mapped is not None:
+            self.mm, self.words = mapped
 
     def get(self, off: int) -> int:
         """Read one word (0 when the page is not there yet)."""
