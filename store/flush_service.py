@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from store.mapped_file import OS_PAGE_SIZE, MappedFile
+from store.mapped_file import MappedFile
 
 if TYPE_CHECKING:
     from store.message_store import DefaultMessageStore
@@ -158,10 +158,10 @@ class CommitLogFlusher(_MsyncThread):
         target = min(st.max_phy, cl.max_offset)
         done: list[tuple[MappedFile, int]] = []
         for mf in list(cl.mfq.files):
-            upto = min(mf.wrote_position, target - mf.file_from_offset)
-            start = mf.flushed_position // OS_PAGE_SIZE * OS_PAGE_SIZE
-            if upto <= mf.flushed_position or mf.mm.closed:
+            rng = None if mf.mm.closed else mf.dirty_range(0, target - mf.file_from_offset)
+            if rng is None:
                 continue
+            start, upto = rng
             if not self._sync(mf, start, upto):
                 log.warning("commit log flushed offset stays at %d", cl.flushed_offset)
                 return cl.flushed_offset

@@ -153,17 +153,31 @@ class MappedFile:
         """True when nothing more fits."""
         return self.wrote_position >= self.file_size
 
-    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
-        """msync the dirty range if >= least_pages pages are dirty (at most max_bytes of it when
-        max_bytes > 0); returns the flushed position."""
-        wrote = self.wrote_position
+    def dirty_range(self, least_pages: int = 0, upto: int | None = None) -> tuple[int, int] | None:
+        """(page-aligned start, end) of what is written but not flushed (up to `upto`), or None
+        when nothing is, or when fewer than least_pages pages are and the file is not full
+        (MappedFile.isAbleToFlush: a full file is flushed whatever least_pages says)."""
+        wrote = self.wrote_position if upto is None else min(self.wrote_position, upto)
         flushed = self.flushed_position
         if wrote <= flushed:
-            return flushed
-        if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
-            return flushed
-        start = flushed // OS_PAGE_SIZE * OS_PAGE_SIZE
-        end = wrote if max_bytes <= 0 else min(wrote, start + max_bytes)
+            return None
+        if (
+            least_pages > 0
+            and not self.is_full()
+            and wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE < least_pages
+        ):
+            return None
+        return flushed // OS_PAGE_SIZE * OS_PAGE_SIZE, wrote
+
+    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
+        """msync the dirty range (see dirty_range; at most max_bytes of it when max_bytes > 0);
+        returns the flushed position."""
+        rng = self.dirty_range(least_pages)
+        if rng is None:
+            return self.flushed_position
+        start, end = rng
+        if max_bytes > 0:
+            end = min(end, start + max_bytes)
         self.mm.flush(start, end - start)
         self.flushed_position = end
         return end
@@ -444,14 +458,13 @@ class MappedFileQueue:
         `sync` (None = mmap.flush); True when nothing was left dirty."""
         complete = True
         for mf in list(self.files):
-            wrote = mf.wrote_position
-            flushed = mf.flushed_position
-            if wrote <= flushed:
+            if mf.wrote_position <= mf.flushed_position:
                 continue
-            if least_pages > 0 and wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE < least_pages:
+            rng = mf.dirty_range(least_pages)
+            if rng is None:  # dirty, but fewer pages than asked for
                 complete = False
                 continue
-            start = flushed // OS_PAGE_SIZE * OS_PAGE_SIZE
+            start, wrote = rng
             if sync is None:
                 mf.mm.flush(start, wrote - start)
             elif not sync(mf, start, wrote):

@@ -70,10 +70,10 @@ def test_reader_refresh_maps_a_segment_made_again_under_its_name(tmp_path) -> No
     reader.close()
 
 
-def test_flushed_where_never_passes_a_file_left_dirty(tmp_path) -> None:
-    """flush_ranges(least_pages) may skip a file with few dirty pages while flushing a later one;
-    flushed_where stays at the skipped file so flush() still syncs its tail (a clean shutdown
-    left a consume queue's tail unflushed otherwise)."""
+def test_a_full_file_is_flushed_whatever_least_pages_says(tmp_path) -> None:
+    """flush_ranges(least_pages) skips a file with few dirty pages unless it is full
+    (MappedFile.isAbleToFlush): a full file's tail would otherwise wait for a thorough round,
+    and flushed_where would have to stop at it. flushed_where never passes a skipped file."""
     q = MappedFileQueue(str(tmp_path / "cq"), 4 * 4096, writable=True, warm=False)
     a = q.get_last_mapped_file(0)
     assert a is not None
@@ -81,16 +81,16 @@ def test_flushed_where_never_passes_a_file_left_dirty(tmp_path) -> None:
     a.wrote_position = 4 * 4096 - 100
     assert q.flush_ranges(0)  # a flushed whole up to its wrote position
     a.mm[4 * 4096 - 100 : 4 * 4096] = b"t" * 100
-    a.wrote_position = 4 * 4096  # one page dirty in a
+    a.wrote_position = 4 * 4096  # one page dirty in a, which is now full
     b = q.get_last_mapped_file(4 * 4096)
     assert b is not None and b is not a
-    b.mm[0 : 3 * 4096] = b"b" * (3 * 4096)
-    b.wrote_position = 3 * 4096  # three pages dirty in b
-    assert q.flush_ranges(2) is False  # a skipped (1 page < 2), b flushed
-    assert b.flushed_position == 3 * 4096 and a.flushed_position == 4 * 4096 - 100
-    assert q.flushed_where == 4 * 4096 - 100
-    q.flush(0)  # what a clean shutdown runs: a's tail too
-    assert a.flushed_position == 4 * 4096
+    b.mm[0:4096] = b"b" * 4096
+    b.wrote_position = 4096  # one page dirty in b, not full
+    assert q.flush_ranges(2) is False  # a flushed (full), b skipped (1 page < 2)
+    assert a.flushed_position == 4 * 4096 and b.flushed_position == 0
+    assert q.flushed_where == 4 * 4096  # up to a's end, not past the skipped b
+    q.flush(0)  # what a clean shutdown runs: b's page too
+    assert b.flushed_position == 4096
     q.close()
 
 
