@@ -26,11 +26,10 @@ import threading
 from typing import Final
 
 from store.flush_service import MS_SYNC, Msync, ServiceThread, ctypes_errno, map_address
-from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
+from store.mapped_file import MADV_POPULATE_WRITE, OS_PAGE_SIZE, MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-MADV_POPULATE_WRITE: Final = 23  # Linux >= 5.14
 WARM_CHUNK: Final = 8 * 1024 * 1024
 TOUCH_STEP: Final = 1024 * 1024  # the fallback's writes per next_lock hold (the writer may wait)
 

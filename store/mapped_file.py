@@ -16,12 +16,12 @@ import mmap
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = mmap.PAGESIZE
-_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+MADV_POPULATE_WRITE: Final = 23  # Linux >= 5.14
 
 
 # msync of [start, end) of a mapped file (anything with .mm and .path); False when it failed
@@ -129,7 +129,7 @@ class MappedFile:
     def _populate(self, start: int, n: int) -> None:
         """Write-fault the pages of [start, start + n) (start page-aligned)."""
         try:
-            self.mm.madvise(_MADV_POPULATE_WRITE, start, n)
+            self.mm.madvise(MADV_POPULATE_WRITE, start, n)
             return
         except (OSError, ValueError):
             pass
