@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from actors.broker.processors.admin import CALL_CLIENT_TIMEOUT_MS
 from protocol.bodies import loads_object_map
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
@@ -160,7 +161,9 @@ def test_consumer_running_info_unknown_client_and_timeout(broker: Broker) -> Non
     assert broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext, conn_id=9, now_ms=1000) is None
     broker.outbox.take()
     admin = broker.cores["admin"]
-    assert 0 < admin.tick(5000) <= 6000  # back by the call's deadline (or the stats sample)
+    [call] = admin.calls.values()
+    assert call.deadline_ms == 1000 + CALL_CLIENT_TIMEOUT_MS  # Broker2Client.callClient: 10 s
+    assert 0 < admin.tick(5000) <= 6000  # back by that deadline at the latest
     admin.tick(10_999)
     assert broker.outbox.take() == []
     admin.tick(11_000)
