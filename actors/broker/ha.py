@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.runtime.channel import recv_available, send_out
+from actors.runtime.channel import listen_channel, recv_available, send_out
 from actors.runtime.watch import WatchingActor
 from store.ha import (
     HEADER,
@@ -160,17 +160,12 @@ class HAServiceActor(WatchingActor):
         self.state = StatePage(os.path.join(sc.storePathRootDir, "state"), writable=True)
         self.state.set(OFF_HA_SLAVES, 0)
         self.state.set(OFF_HA_ACKED, 0)
-        lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            lst.bind((msg.host, msg.port))
+            lst = listen_channel((msg.host, msg.port))
         except OSError as exc:
             if not msg.free_port_fallback or exc.errno != errno.EADDRINUSE:
-                lst.close()
                 raise
-            lst.bind((msg.host, 0))  # derived and taken: any free port (advertised)
-        lst.listen(64)
-        lst.setblocking(False)
+            lst = listen_channel((msg.host, 0))  # derived and taken: any free port (advertised)
         self.listener = lst
         self._watch()
         port = int(lst.getsockname()[1])

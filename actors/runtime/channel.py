@@ -384,12 +384,16 @@ def listen_channel(addr: ChannelAddr) -> socket.socket:
         except FileNotFoundError:
             pass
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(addr)
-        os.chmod(addr, 0o600)
     else:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
         sock.bind(addr)
+    except OSError:
+        sock.close()
+        raise
+    if isinstance(addr, str):
+        os.chmod(addr, 0o600)
     sock.listen(64)
     sock.setblocking(False)
     return sock
