@@ -84,10 +84,12 @@ class StatsItemSet:
         return max(0, min(self._next.get(k, 0) for k in _PERIOD) - now_ms)
 
     def to_json(self) -> str:
-        """The rings as published for the admin actor."""
+        """The rings as published for the admin actor (an item not sampled yet has empty
+        rings: it exists, with zero windows, as a Java StatsItem does from its first add)."""
+        empty: dict[str, deque[Snapshot]] = {k: deque() for k in KEEP}
         return json.dumps(
-            [[name, key, {k: list(r) for k, r in rings.items()}]
-             for (name, key), rings in self.rings.items()],
+            [[name, key, {k: list(r) for k, r in self.rings.get((name, key), empty).items()}]
+             for (name, key) in self.counters],
             separators=(",", ":"),
         )  # fmt: skip
 
@@ -144,6 +146,7 @@ class StatsPublisher:
         self._fold = fold
         self.path = os.path.join(stats_dir(store_root), f"{group}.json")
         self._writer = BackgroundWriter(name=f"stats-{group}")
+        self._published_items = 0
 
     def fold_counts(self) -> None:
         """Move the hot path's counts into the stats items."""
@@ -152,9 +155,12 @@ class StatsPublisher:
             self.counts.clear()  # the same dict: the owner's hot path keeps a reference
 
     def tick(self, now_ms: int) -> int:
-        """Sample when due and publish after a minute-series sample; ms to the next one."""
+        """Sample when due; publish after a minute-series sample or when items were added
+        (so a new item is visible at once); ms to the next sample."""
         self.fold_counts()
-        if self.items.sample(now_ms):
+        sampled = self.items.sample(now_ms)
+        if sampled or len(self.items.counters) != self._published_items:
+            self._published_items = len(self.items.counters)
             self._writer.submit(self.path, self.items.to_json())
         return self.items.next_sample_in(now_ms)
 

@@ -82,3 +82,20 @@ def test_view_broker_stats_data_and_consume_tps_from_the_actors(broker: Broker) 
     resp = broker.call(RC.GET_CONSUME_STATS, {"consumerGroup": "StatsG", "topic": "StatsT"})
     assert resp is not None and resp.code == RS.SUCCESS
     assert bytes(resp.body).startswith(b'{"consumeTps":0.6,')
+
+
+def test_a_new_item_exists_before_its_first_sample(broker: Broker) -> None:
+    """A Java StatsItem exists from its first add; its windows read zero until sampled."""
+    send = broker.cores["send"]
+    t0 = 2_000_000
+    send.tick(t0)  # every series sampled: the next minute sample is 10 s away
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("FreshT", queue_id=0), b"x", now_ms=t0 + 1)
+    assert r is not None and r.code == RS.SUCCESS
+    send.tick(t0 + 2)  # not a sample: the new item alone makes it publish
+    assert send.stats._writer.flush()
+    ask = {"statsName": TOPIC_PUT_NUMS, "statsKey": "FreshT"}
+    resp = broker.call(RC.VIEW_BROKER_STATS_DATA, ask)
+    assert resp is not None and resp.code == RS.SUCCESS, resp.remark
+    zero = {"avgpt": 0.0, "sum": 0, "tps": 0.0}
+    body = json.loads(bytes(resp.body))
+    assert body == {"statsDay": zero, "statsHour": zero, "statsMinute": zero}
