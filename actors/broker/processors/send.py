@@ -353,7 +353,7 @@ class SendMessageProcessor:
         closed = self._closed_conns
         closed.add(conn_id)
         if len(closed) > CACHE_LIMIT:
-            live = {c for clients in self.ctx.producer_clients.values() for _, c in clients}
+            live = {c for conns in self.ctx.producer_channels.values() for c in conns}
             closed.intersection_update(live)
 
     def tick(self, now_ms: int) -> int | None:
@@ -778,10 +778,9 @@ class SendMessageProcessor:
     def _producer_conn(self, client_id: str) -> int | None:
         """ProducerManager.findChannel: the connection of a producer client by its id."""
         closed = self._closed_conns
-        for clients in self.ctx.producer_clients.values():
-            for cid, conn_id in clients:
-                if cid == client_id and conn_id not in closed:
-                    return conn_id
+        for conn_id in self.ctx.producer_channels.get(client_id, ()):
+            if conn_id not in closed:
+                return conn_id
         return None
 
     def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:

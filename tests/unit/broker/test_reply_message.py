@@ -193,3 +193,20 @@ def test_sync_flush_reply_answers_after_the_group_commit(tmp_path: Any) -> None:
         assert b.store.flushed_offset >= b.store.max_phy_offset
     finally:
         b.close()
+
+
+def test_producer_channels_span_groups() -> None:
+    """findChannel by client id: a client in two producer groups keeps its channel while either
+    group lists it; a reconnect's old connection stays behind the new one in the list."""
+    from actors.broker.config import BrokerConfig
+    from actors.broker.events import ProducerGroupChanged
+    from actors.broker.state import BrokerState
+
+    st = BrokerState(BrokerConfig())
+    st.apply_state(ProducerGroupChanged("A", (1, 2), (("c1", 1), ("c2", 2))))
+    st.apply_state(ProducerGroupChanged("B", (1, 3), (("c1", 1), ("c1", 3))))
+    assert st.producer_channels == {"c1": [1, 3], "c2": [2]}
+    st.apply_state(ProducerGroupChanged("A", ()))
+    assert st.producer_channels == {"c1": [1, 3]}
+    st.apply_state(ProducerGroupChanged("B", ()))
+    assert st.producer_channels == {}
