@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from deploy.config import ConfigError, load_properties
+from deploy.launch import StartError
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_broker(args)
     except ConfigError as exc:
         sys.stderr.write(f"actormq: bad configuration: {exc}\n")
+        return EXIT_BAD_CONFIG
+    except StartError as exc:
+        sys.stderr.write(f"actormq: cannot start: {exc}\n")
         return EXIT_BAD_CONFIG
     return 0
 

@@ -165,6 +165,10 @@ class LocalCluster:
         return self.fast_ports.get(name, 0)
 
 
+class StartError(RuntimeError):
+    """A server could not start (a port in use, a locked store, ...): the CLI exits 2."""
+
+
 def start_system(
     data_dir: str,
     *,
@@ -184,7 +188,7 @@ def start_system(
     if admin_port is None:
         admin_port = stable_free_port()
     elif not port_is_free(admin_port):
-        raise RuntimeError(f"Thespian Admin Port {admin_port} is in use (stale actor system?)")
+        raise StartError(f"Thespian Admin Port {admin_port} is in use (stale actor system?)")
     capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
     asys = ActorSystem(
         "multiprocTCPBase",
@@ -232,7 +236,7 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
     reply = _await(cluster.asys, (NamesrvStarted, NamesrvStartFailed), START_TIMEOUT_S)
     if not isinstance(reply, NamesrvStarted):
         reason = reply.reason if reply is not None else "timeout"
-        raise RuntimeError(f"name server failed to start: {reason}")
+        raise StartError(f"name server failed to start: {reason}")
     cluster.namesrv = addr
     cluster.namesrv_port = reply.port
     return int(reply.port)
@@ -272,7 +276,7 @@ def start_broker(
     if not isinstance(reply, BrokerStarted):
         reason = reply.reason if reply is not None else "timeout"
         cluster.brokers[name] = (addr, 0)
-        raise RuntimeError(f"broker {name} failed to start: {reason}")
+        raise StartError(f"broker {name} failed to start: {reason}")
     cluster.brokers[name] = (addr, reply.port)
     cluster.fast_ports[name] = int(getattr(reply, "fast_port", 0) or 0)
     log.info("broker %s serving on %s (VIP port %s)", name, reply.addr,

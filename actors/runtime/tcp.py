@@ -107,7 +107,11 @@ class FrameServer:
         """Bind and listen; return the bound port."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         sock.listen(1024)
         sock.setblocking(False)
         self.listener = sock
