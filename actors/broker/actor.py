@@ -253,6 +253,7 @@ class ProcessorActor(WatchingActor):
         if hasattr(self.ctx, "registration_barrier"):
             self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
+        self.SPIN_US = float(getattr(group, "spin_us", 0.0))
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
         slow_fn = getattr(bc, "slow_processor_ms", None)

@@ -31,6 +31,9 @@ class ProcessorGroup:
     codes: frozenset[int]
     max_wait_ms_key: str  # BrokerConfig attribute name
     build: Callable[[BrokerContext], ProcessorCore]
+    # after a pass that served something, poll without sleeping this long (WatchingActor.SPIN_US):
+    # the send group's next request is then read without a wake-up (A: +12-16%, measured)
+    spin_us: float = 0.0
 
 
 def _build_send(ctx: BrokerContext) -> ProcessorCore:
@@ -86,6 +89,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         ),
         "waitTimeMillsInSendQueue",
         _build_send,
+        spin_us=50.0,
     ),
     ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull),
     ProcessorGroup(
