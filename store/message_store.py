@@ -1659,6 +1659,7 @@ class DefaultMessageStore(_StoreReadMixin):
         n_raw = len(raw)
         ub, item_unpack = self._unpack_memo
         head = _REC_HEAD.pack
+        rv = memoryview(raw)  # body pieces as views: crc32 and the join read them in place
         pos = 0
         try:
             while pos < n_raw:
@@ -1678,7 +1679,7 @@ class DefaultMessageStore(_StoreReadMixin):
                 pe = pos + itotal  # past the end of raw: the loop ends with pos != n_raw
                 if itotal != 22 + bl + pl:
                     break
-                b = raw[a:pp]
+                b = rv[a:pp]
                 if extra:  # item props + (separator) + batch props
                     rpl = pl + extra + (1 if pl and raw[pe - 1] != 2 else 0)
                     if rpl > 32767:
