@@ -1655,7 +1655,7 @@ class DefaultMessageStore(_StoreReadMixin):
         inline = self._index_inline
         items: list[_BatchItem] = []
         units: list[int] = []
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         n_raw = len(raw)
         ub, item_unpack = self._unpack_memo
         head = _REC_HEAD.pack
