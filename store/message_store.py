@@ -854,12 +854,16 @@ class DefaultMessageStore(_StoreReadMixin):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def _lock(self) -> None:
+        """Take <root>/lock both ways: flock, and the POSIX record lock on byte 0 that a Java
+        broker's FileChannel.tryLock(0, 1, false) takes (on Linux the two never conflict, so
+        one alone would let a Java broker open the same store at the same time)."""
         path = os.path.join(self.root, "lock")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
         except OSError:
-            os.close(fd)
+            os.close(fd)  # drops whichever lock was taken
             raise RuntimeError("Lock failed,MQ already started") from None
         os.ftruncate(fd, 0)
         os.write(fd, b"lock")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -254,6 +257,48 @@ def test_lock_file(tmp_path):
     s2.shutdown(3)
 
 
+# What a Java broker's DefaultMessageStore does with <root>/lock: FileChannel.tryLock(0, 1,
+# false), i.e. fcntl(F_SETLK) on byte 0 (a POSIX record lock, which flock never sees on Linux).
+_JAVA_STYLE_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+except OSError:
+    print("BUSY", flush=True)
+    sys.exit(0)
+print("LOCKED", flush=True)
+sys.stdin.readline()  # hold it until the test closes our stdin
+"""
+
+
+def _java_style_locker(path: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _JAVA_STYLE_LOCK, path], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+
+
+def test_lock_file_excludes_a_java_broker_both_ways(tmp_path):
+    cfg = small_config(str(tmp_path))
+    lock_path = os.path.join(cfg.storePathRootDir, "lock")
+    s = open_store(cfg)
+    p = _java_style_locker(lock_path)
+    try:
+        assert p.communicate(timeout=30)[0].strip() == "BUSY"
+    finally:
+        p.kill()
+    s.shutdown(2)
+    p = _java_style_locker(lock_path)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "LOCKED"
+        with pytest.raises(RuntimeError, match="Lock failed,MQ already started"):
+            DefaultMessageStore(cfg).load(3)
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+    s2 = open_store(cfg)  # the other process is gone: its lock with it
+    s2.shutdown(4)
+
+
 def test_clean_restart_and_abnormal_recovery_redispatch(tmp_path):
     cfg = small_config(str(tmp_path))
     s = open_store(cfg)
@@ -266,8 +311,6 @@ def test_clean_restart_and_abnormal_recovery_redispatch(tmp_path):
     assert s.check() == []
     # lose the consume queue of queue 1 and the index, then crash: rebuilt from the commit log
     s.close_abruptly()
-    import shutil
-
     shutil.rmtree(os.path.join(str(tmp_path), "consumequeue", "T", "1"))
     shutil.rmtree(os.path.join(str(tmp_path), "index"))
     s = open_store(cfg, 7_000)
@@ -377,3 +420,50 @@ def test_commit_log_in_its_own_directory(tmp_path) -> None:
         assert again.get_max_offset_in_queue("T", 0) == 50 and again.check() == []
     finally:
         again.shutdown(5_000)
+
+
+_JAVA_PROBE = """
+import java.io.RandomAccessFile;
+import java.nio.channels.FileLock;
+
+public class LockProbe {
+    public static void main(String[] args) throws Exception {
+        RandomAccessFile file = new RandomAccessFile(args[0], "rw");
+        FileLock lock = file.getChannel().tryLock(0, 1, false);  // as DefaultMessageStore.start
+        System.out.println(lock != null ? "LOCKED" : "BUSY");
+        System.out.flush();
+        if (lock != null) {
+            System.in.read();  // hold it until the test closes our stdin
+        }
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (README: Java 17)")
+def test_lock_file_against_a_real_jvm(tmp_path):
+    """The same exclusion with the JVM's own FileChannel.tryLock (source-file launch)."""
+    probe = tmp_path / "LockProbe.java"
+    probe.write_text(_JAVA_PROBE)
+    cfg = small_config(str(tmp_path / "store"))
+    lock_path = os.path.join(cfg.storePathRootDir, "lock")
+
+    def java() -> subprocess.Popen[str]:
+        return subprocess.Popen(["java", str(probe), lock_path], text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+
+    s = open_store(cfg)
+    p = java()
+    try:
+        assert p.communicate(timeout=120)[0].strip() == "BUSY"
+    finally:
+        p.kill()
+    s.shutdown(2)
+    p = java()
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "LOCKED"
+        with pytest.raises(RuntimeError, match="Lock failed,MQ already started"):
+            DefaultMessageStore(cfg).load(3)
+    finally:
+        p.kill()
+        p.wait(timeout=30)
