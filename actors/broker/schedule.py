@@ -46,6 +46,21 @@ def delay_offset_path(store_config: Any) -> str:
     return os.path.join(root, "config", DELAY_OFFSET_FILE)
 
 
+def read_persisted_offsets(store_config: Any) -> bytes:
+    """delayOffset.json (else its .bak) as last written; an empty table when neither has text
+    (a slave's copy of its master's offsets: SlaveSynchronize.syncDelayOffset)."""
+    path = delay_offset_path(store_config)
+    for candidate in (path, path + ".bak"):
+        try:
+            with open(candidate, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        if data.strip():
+            return data
+    return b'{"offsetTable":{}}'
+
+
 def encode_offsets(table: dict[int, int]) -> str:
     """delayOffset.json text: fastjson's shape, integer keys unquoted (spec §4.4)."""
     inner = ",".join(f"{k}:{v}" for k, v in sorted(table.items()))

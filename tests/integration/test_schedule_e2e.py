@@ -97,6 +97,11 @@ def test_delayed_send_then_send_back_retry(local_cluster, tmp_path) -> None:
         assert again.properties["RETRY_TOPIC"] == topic
         assert again.properties["REAL_TOPIC"] == retry
         assert again.properties["DELAY"] == "3"  # the send-back's level, kept as Java keeps it
+        # mqadmin's view (GET_ALL_DELAY_OFFSET): the live table, before any 10 s persist
+        live = cl.invoke(simple_cmd(45), RPC_TIMEOUT_S)
+        assert live.code == 0, live.remark
+        assert DelayOffsetSerializeWrapper.from_json(bytes(live.body).decode()).offset_table == {
+            1: 1, 3: 1}  # fmt: skip
     launch.stop_cluster(cluster)  # clean shutdown persists delayOffset.json
     text = (tmp_path / "store" / "config" / "delayOffset.json").read_text(encoding="utf-8")
     assert DelayOffsetSerializeWrapper.from_json(text).offset_table == {1: 1, 3: 1}

@@ -85,6 +85,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.SEND_REPLY_MESSAGE,  # ReplyMessageProcessor: a put, then a push to the
                 RC.SEND_REPLY_MESSAGE_V2,  # requester whose answer comes back here
                 RC.RESUME_CHECK_HALF_MESSAGE,  # a put back to the half queue
+                RC.GET_ALL_DELAY_OFFSET,  # the live table is the writer's ScheduleMessageService
             }
         ),
         "waitTimeMillsInSendQueue",
@@ -143,7 +144,6 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.GET_TOPIC_STATS_INFO,
                 RC.GET_BROKER_CONFIG,
                 RC.UPDATE_BROKER_CONFIG,
-                RC.GET_ALL_DELAY_OFFSET,
                 RC.INVOKE_BROKER_TO_RESET_OFFSET,
                 RC.QUERY_TOPIC_CONSUME_BY_WHO,
                 RC.QUERY_CONSUME_QUEUE,

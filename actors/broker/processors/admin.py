@@ -23,7 +23,6 @@ from actors.broker.events import (
 )
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
-from actors.broker.schedule import delay_offset_path
 from actors.broker.stats import BrokerStatsSampler
 from actors.broker.stats_items import GROUP_GET_NUMS, read_published
 from actors.broker.stats_items import window as stats_window
@@ -165,7 +164,6 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self._system_topics,
             RC.GET_BROKER_CONFIG: self._broker_config,
             RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
-            RC.GET_ALL_DELAY_OFFSET: self._delay_offsets,
             RC.INVOKE_BROKER_TO_RESET_OFFSET: self._reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
             RC.GET_CONSUMER_RUNNING_INFO: self._consumer_running_info,
@@ -714,19 +712,6 @@ class AdminBrokerProcessor(CodeDispatchCore):
             notes.append(f"{', '.join(later)} take effect at the next start")
         log.info("broker config updated %s %s", dict(known), "; ".join(notes))
         return cmd.make_response(RS.SUCCESS, "; ".join(notes) or None)
-
-    def _delay_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
-        """GET_ALL_DELAY_OFFSET: delayOffset.json as the send actor last persisted it."""
-        path = delay_offset_path(self.ctx.store_config)
-        body = b'{"offsetTable":{}}'
-        for candidate in (path, path + ".bak"):
-            if os.path.exists(candidate):
-                with open(candidate, "rb") as f:
-                    data = f.read()
-                if data.strip():
-                    body = data
-                    break
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _reset_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET (Broker2Client.resetOffset): per queue the offset at

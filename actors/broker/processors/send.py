@@ -29,7 +29,7 @@ from actors.broker.events import (
     TopicsDeleted,
 )
 from actors.broker.ha import HAClient
-from actors.broker.schedule import ScheduleMessageService
+from actors.broker.schedule import ScheduleMessageService, read_persisted_offsets
 from actors.broker.stats_items import (
     SNDBCK_PUT_NUMS,
     StatsPublisher,
@@ -120,6 +120,7 @@ _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 _END_TX: Final = int(RC.END_TRANSACTION)
 _RESUME_CHECK: Final = int(RC.RESUME_CHECK_HALF_MESSAGE)
+_ALL_DELAY_OFFSET: Final = int(RC.GET_ALL_DELAY_OFFSET)
 _REPLY_CODES: Final = frozenset({int(RC.SEND_REPLY_MESSAGE), int(RC.SEND_REPLY_MESSAGE_V2)})
 PUSH_REPLY_TIMEOUT_MS: Final = 10_000  # Broker2Client.callClient's invokeSync timeout
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
@@ -336,6 +337,8 @@ class SendMessageProcessor:
                 resp = self._send_reply(req, now_ms)
             elif cmd.code == _RESUME_CHECK:
                 resp = self._resume_check(req, now_ms)
+            elif cmd.code == _ALL_DELAY_OFFSET:
+                resp = self._all_delay_offset(cmd)
             else:
                 resp = self._send(req, now_ms)
         except HeaderFieldError as e:
@@ -343,6 +346,16 @@ class SendMessageProcessor:
         if resp is None or cmd.flag & 2:  # RPC_ONEWAY
             return None
         return resp
+
+    def _all_delay_offset(self, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET (AdminBrokerProcessor.getAllDelayOffset): the live table of
+        the ScheduleMessageService running here; a slave, which runs none, answers the copy
+        of its master's that SlaveSynchronize wrote."""
+        if self.schedule is not None:
+            body = self.schedule.encode().encode()
+        else:
+            body = read_persisted_offsets(self.ctx.store_config)
+        return cmd.make_response(RS.SUCCESS, None, None, body)
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """A requester gone while its reply push is open: that push failed (waiting sends'
