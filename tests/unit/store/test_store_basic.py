@@ -272,22 +272,23 @@ sys.stdin.readline()  # hold it until the test closes our stdin
 """
 
 
-def _java_style_locker(path: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", _JAVA_STYLE_LOCK, path], text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
-
-
-def test_lock_file_excludes_a_java_broker_both_ways(tmp_path):
-    cfg = small_config(str(tmp_path))
+def _check_lock_exclusion(cfg: StoreConfig, locker: list[str], timeout_s: float) -> None:
+    """`locker + [lock path]` (prints BUSY or LOCKED, then holds a lock until its stdin closes)
+    is refused while our store is open, and refuses our store while it holds the lock."""
     lock_path = os.path.join(cfg.storePathRootDir, "lock")
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen([*locker, lock_path], text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+
     s = open_store(cfg)
-    p = _java_style_locker(lock_path)
+    p = start()
     try:
-        assert p.communicate(timeout=30)[0].strip() == "BUSY"
+        assert p.communicate(timeout=timeout_s)[0].strip() == "BUSY"
     finally:
         p.kill()
     s.shutdown(2)
-    p = _java_style_locker(lock_path)
+    p = start()
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "LOCKED"
         with pytest.raises(RuntimeError, match="Lock failed,MQ already started"):
@@ -297,6 +298,11 @@ def test_lock_file_excludes_a_java_broker_both_ways(tmp_path):
         p.wait(timeout=30)
     s2 = open_store(cfg)  # the other process is gone: its lock with it
     s2.shutdown(4)
+
+
+def test_lock_file_excludes_a_java_broker_both_ways(tmp_path):
+    locker = [sys.executable, "-c", _JAVA_STYLE_LOCK]
+    _check_lock_exclusion(small_config(str(tmp_path)), locker, 30.0)
 
 
 def test_clean_restart_and_abnormal_recovery_redispatch(tmp_path):
@@ -445,25 +451,4 @@ def test_lock_file_against_a_real_jvm(tmp_path):
     """The same exclusion with the JVM's own FileChannel.tryLock (source-file launch)."""
     probe = tmp_path / "LockProbe.java"
     probe.write_text(_JAVA_PROBE)
-    cfg = small_config(str(tmp_path / "store"))
-    lock_path = os.path.join(cfg.storePathRootDir, "lock")
-
-    def java() -> subprocess.Popen[str]:
-        return subprocess.Popen(["java", str(probe), lock_path], text=True,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
-
-    s = open_store(cfg)
-    p = java()
-    try:
-        assert p.communicate(timeout=120)[0].strip() == "BUSY"
-    finally:
-        p.kill()
-    s.shutdown(2)
-    p = java()
-    try:
-        assert p.stdout is not None and p.stdout.readline().strip() == "LOCKED"
-        with pytest.raises(RuntimeError, match="Lock failed,MQ already started"):
-            DefaultMessageStore(cfg).load(3)
-    finally:
-        p.kill()
-        p.wait(timeout=30)
+    _check_lock_exclusion(small_config(str(tmp_path / "store")), ["java", str(probe)], 120.0)
