@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import fcntl
 import logging
 import os
@@ -794,6 +795,21 @@ def _key_hashes(pre: bytes, pre_h: int, keys: list[bytes]) -> list[int]:
 
 
 # ---- the writer -------------------------------------------------------------------------------
+# struct flock on Linux x86-64 / arm64: l_type, l_whence, l_start, l_len, l_pid (0 for OFD)
+_FLOCK: Final = Struct("@hhqqi4x")
+_F_OFD_SETLK: Final = getattr(fcntl, "F_OFD_SETLK", 37)
+
+
+def _record_lock(fd: int) -> None:
+    """Write-lock byte 0 of fd without waiting (OSError when another holder has it)."""
+    try:
+        fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # a kernel without OFD locks
+
+
 class DefaultMessageStore(_StoreReadMixin):
     """The single writer of one store directory."""
 
@@ -854,24 +870,36 @@ class DefaultMessageStore(_StoreReadMixin):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def _lock(self) -> None:
-        """Take <root>/lock both ways: flock, and the POSIX record lock on byte 0 that a Java
-        broker's FileChannel.tryLock(0, 1, false) takes (on Linux the two never conflict, so
-        one alone would let a Java broker open the same store at the same time)."""
+        """Take <root>/lock both ways: flock, and a record lock on byte 0, the range a Java
+        broker's FileChannel.tryLock(0, 1, false) takes (on Linux flock and record locks never
+        conflict, so flock alone would let a Java broker open the same store at the same time).
+        The record lock is an open-file-description one (F_OFD_SETLK): it conflicts with
+        Java's F_SETLK lock, and unlike lockf it is not dropped when this process closes some
+        other descriptor of the file (a second, refused open of the same store)."""
         path = os.path.join(self.root, "lock")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            _record_lock(fd)
         except OSError:
-            os.close(fd)  # drops whichever lock was taken
+            os.close(fd)  # drops whichever lock this descriptor took
             raise RuntimeError("Lock failed,MQ already started") from None
         os.ftruncate(fd, 0)
         os.write(fd, b"lock")
         self._lock_fd = fd
 
     def load(self, now_ms: int = 0) -> bool:
-        """Map every file and recover (normal, or abnormal when the abort marker exists)."""
+        """Map every file and recover (normal, or abnormal when the abort marker exists); on an
+        error everything taken so far (maps, descriptors, the lock) is let go before it is
+        raised, so the same process, or another one, can try again."""
         self._lock()
+        try:
+            return self._load_locked(now_ms)
+        except BaseException:
+            self.close_abruptly()
+            raise
+
+    def _load_locked(self, now_ms: int) -> bool:
         abort_path = os.path.join(self.root, "abort")
         abnormal = os.path.exists(abort_path)
         self.recovered_abnormally = abnormal
@@ -1103,7 +1131,7 @@ class DefaultMessageStore(_StoreReadMixin):
         log.info("store shut down root=%s", self.root)
 
     def close_abruptly(self) -> None:
-        """Test helper: drop everything without flushing (the abort marker stays)."""
+        """Drop everything without flushing (the abort marker stays): a failed load, tests."""
         self._running = self._accepting = False
         self._stop_flusher()
         self._stop_index_process(kill=True)

@@ -282,6 +282,8 @@ def _check_lock_exclusion(cfg: StoreConfig, locker: list[str], timeout_s: float)
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
 
     s = open_store(cfg)
+    with pytest.raises(RuntimeError, match="Lock failed,MQ already started"):
+        DefaultMessageStore(cfg).load(1)  # refused in this process: s keeps its lock
     p = start()
     try:
         assert p.communicate(timeout=timeout_s)[0].strip() == "BUSY"
@@ -452,3 +454,25 @@ def test_lock_file_against_a_real_jvm(tmp_path):
     probe = tmp_path / "LockProbe.java"
     probe.write_text(_JAVA_PROBE)
     _check_lock_exclusion(small_config(str(tmp_path / "store")), ["java", str(probe)], 120.0)
+
+
+def test_failed_load_lets_go_of_the_lock(tmp_path, monkeypatch):
+    """A load that fails half-way (here: recovery raising) unmaps and unlocks before raising,
+    so the same process can open the store again once the cause is gone."""
+    cfg = small_config(str(tmp_path))
+    s = open_store(cfg)
+    s.put_message(msg(qid=0, body=b"kept"), 1)
+    s.shutdown(2)
+
+    def broken(*_a, **_k):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(DefaultMessageStore, "_recover", broken)
+    with pytest.raises(OSError, match="disk gone"):
+        DefaultMessageStore(cfg).load(3)
+    monkeypatch.undo()
+    s2 = open_store(cfg)
+    try:
+        assert pull_all(s2, "T", 0, 4) == [(0, b"kept")]
+    finally:
+        s2.shutdown(4)
