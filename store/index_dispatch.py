@@ -304,8 +304,8 @@ def run_process(
     """Follow the writer's published max offset and build the index until told to stop.
 
     While records arrive it looks again every poll_s; each empty look doubles the wait up to
-    max_poll_s (ReputMessageService sleeps 1 ms between looks; here a wake-up costs tens of
-    microseconds, and an idle broker polling every 0.5 ms spent ~19% of a CPU on it)."""
+    max_poll_s (ReputMessageService sleeps 1 ms between looks; idle, looking every 0.5 ms cost
+    2.4% of a CPU here, backing off to 5 ms 0.8%)."""
     follower = IndexFollower(cfg)
     follower.open(wait_s=1e9)  # the store waits on this lock at load: an earlier owner exits
     stop = False

@@ -92,6 +92,7 @@ class ProcessorHost:
         self.outbox = outbox
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
         self.slow_s = slow_s
+        self.unshed: frozenset[int] = frozenset()  # codes never answered SYSTEM_BUSY
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
@@ -162,7 +163,7 @@ class ProcessorHost:
                             log.exception("group=%s client response handler failed", self.group)
                     continue
                 oneway = flag & RPC_ONEWAY
-                if recv_ns < oldest_ok_ns:
+                if recv_ns < oldest_ok_ns and cmd.code not in self.unshed:
                     self.busy += 1
                     if not oneway:
                         remark = (

@@ -9,6 +9,8 @@ What each figure includes (ASYNC_FLUSH unless stated):
   properties bytes as the broker has them. Like raw's, single put's body is one hot 1 KiB
   object; batches cycle through BATCH_POOL encoded bodies (4 MiB: what the broker has just read
   off its channel), and the "input cold" row gives each batch its own body (~n KiB from RAM);
+  with the pool, KEYS and UNIQ_KEY repeat every 4096 messages, so the index (built in put in
+  the "index in put" row, by the index process in "dispatched") touches fewer hash slots;
   the timed loop calls tick() with a real clock every 256 messages, so the periodic flush
   (flushIntervalCommitLog, least pages) and the consume queue flush run inside the timed
   region exactly as in the broker; the dirty tail left after

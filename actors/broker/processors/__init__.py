@@ -34,6 +34,9 @@ class ProcessorGroup:
     # after a pass that served something, poll without sleeping this long (WatchingActor.SPIN_US):
     # the send group's next request is then read without a wake-up (A: +12-16%, measured)
     spin_us: float = 0.0
+    # codes this group serves that fast failure never sheds (BrokerFastFailure cleans the send,
+    # pull, heartbeat and end-transaction queues only: an admin code hosted here is kept)
+    unshed_codes: frozenset[int] = frozenset()
 
 
 def _build_send(ctx: BrokerContext) -> ProcessorCore:
@@ -91,6 +94,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         "waitTimeMillsInSendQueue",
         _build_send,
         spin_us=50.0,
+        unshed_codes=frozenset({RC.GET_ALL_DELAY_OFFSET}),
     ),
     ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull),
     ProcessorGroup(

@@ -83,6 +83,23 @@ def test_all_delay_offset_is_the_live_table(broker: Broker) -> None:
     assert r is not None and r.body == b'{"offsetTable":{1:12,3:7}}'
 
 
+def test_all_delay_offset_on_a_slave_is_the_synced_copy(tmp_path) -> None:
+    """A slave runs no ScheduleMessageService: it answers the delayOffset.json its
+    SlaveSynchronize wrote (a Java slave answers the table it loaded at start)."""
+    slave = Broker(str(tmp_path), brokerRole="SLAVE", brokerId=1)
+    try:
+        assert slave.cores["send"].schedule is None
+        r = slave.call(RC.GET_ALL_DELAY_OFFSET)
+        assert r is not None and r.code == RS.SUCCESS and r.body == b'{"offsetTable":{}}'
+        synced = b'{"offsetTable":{2:40,5:9}}'
+        (tmp_path / "config").mkdir(exist_ok=True)
+        (tmp_path / "config" / "delayOffset.json").write_bytes(synced)
+        r = slave.call(RC.GET_ALL_DELAY_OFFSET)
+        assert r is not None and r.body == synced
+    finally:
+        slave.close()
+
+
 def test_reset_offset_by_time_tells_each_consumer(broker: Broker) -> None:
     for i, ts in enumerate((1000, 2000, 3000, 4000)):
         r = broker.call(RC.SEND_MESSAGE_V2, send_ext("T", queue_id=0), f"m{i}".encode(), now_ms=ts)

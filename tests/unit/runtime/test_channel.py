@@ -149,6 +149,28 @@ def test_processor_host_batch() -> None:
         b.close()
 
 
+def test_processor_host_never_sheds_its_unshed_codes() -> None:
+    """A code in `unshed` (GET_ALL_DELAY_OFFSET hosted by the send group) is served however
+    long it waited; the group's own codes are still shed."""
+    a, b = socket.socketpair()
+    try:
+        ch = Channel(a, "t")
+        host = ProcessorHost("send", _Core(), ChannelOutbox(), max_wait_ms=200)
+        host.unshed = frozenset({45})
+        stale = time.monotonic_ns() - 10_000_000_000
+        reqs = [RemotingCommand.request(45, None, b"live"), RemotingCommand.request(310)]
+        host.handle(ch, [(REQUEST, 1, stale, ("1.2.3.4", 5), memoryview(r.encode()[4:]))
+                         for r in reqs])  # fmt: skip
+        replies = [
+            RemotingCommand.decode(bytes(r[2])[4:]) for r in RecordDecoder().feed(bytes(ch.out))
+        ]
+        assert [(r.opaque, r.code) for r in replies] == [(reqs[0].opaque, 0), (reqs[1].opaque, 2)]
+        assert bytes(replies[0].body) == b"live"
+    finally:
+        a.close()
+        b.close()
+
+
 def test_processor_host_hands_client_responses_to_the_core() -> None:
     """A response frame (a client answering a request a core sent) is never answered, and a
     core with on_client_response gets it; a core without one simply drops it."""
