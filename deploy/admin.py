@@ -22,7 +22,13 @@ from collections.abc import Callable
 from typing import Any
 
 from deploy.wire import BlockingClient, parse_addr
-from protocol.bodies import ClusterInfo, TopicRouteData, loads_lenient, loads_object_map
+from protocol.bodies import (
+    ClusterInfo,
+    TopicRouteData,
+    dumps_compact,
+    loads_lenient,
+    loads_object_map,
+)
 from protocol.codes import RequestCode as RC
 from protocol.codes import is_system_topic
 from protocol.command import RemotingCommand
@@ -176,6 +182,60 @@ def cmd_delete_topic(a: argparse.Namespace) -> int:
     for ns in a.all_namesrv.split(";"):
         _call(ns, RC.DELETE_TOPIC_IN_NAMESRV, {"topic": a.topic})
     _out(f"delete topic [{a.topic}] from NameServer success.")
+    return 0
+
+
+def cmd_topic_status(a: argparse.Namespace) -> int:
+    """topicStatus: per queue of every broker in the route, min / max offset and last store
+    time (GET_TOPIC_STATS_INFO)."""
+    rows: list[tuple[str, int, int, int, int]] = []
+    for name, addr in sorted(_route_masters(_route(a.namesrv, a.topic)).items()):
+        resp = _call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": a.topic})
+        for mq, st in _offset_table(resp):
+            rows.append((name, int(mq.get("queueId", 0)), int(st.get("minOffset", 0)),
+                         int(st.get("maxOffset", 0)), int(st.get("lastUpdateTimestamp", 0))))
+    _out(f"{'#Broker Name':<32} {'#QID':<4} {'#Min Offset':<20} {'#Max Offset':<20} "
+         "#Last Updated")  # fmt: skip
+    for name, qid, lo, hi, last in sorted(rows):
+        when = _format_ms(last) if last else ""
+        _out(f"{name:<32} {qid:<4} {lo:<20} {hi:<20} {when}")
+    return 0
+
+
+def _format_ms(ms: int) -> str:
+    """UtilAll.timeMillisToHumanString2: yyyy-MM-dd HH:mm:ss,SSS (local time)."""
+    t = time.localtime(ms / 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", t) + f",{ms % 1000:03d}"
+
+
+def _group_targets(a: argparse.Namespace) -> list[tuple[str, str]]:
+    if a.broker:
+        return [(a.broker, a.broker)]
+    if not a.cluster:
+        raise _Usage("pass -c cluster or -b broker address")
+    return _masters(_cluster(a.namesrv), a.cluster)
+
+
+def cmd_update_sub_group(a: argparse.Namespace) -> int:
+    """updateSubGroup: create or update a subscription group (SubscriptionGroupConfig) on a
+    broker (-b) or every master of a cluster (-c)."""
+    body = {"groupName": a.group, "consumeEnable": a.consume_enable,
+            "consumeFromMinEnable": a.consume_from_min, "consumeBroadcastEnable": a.broadcast,
+            "retryQueueNums": a.retry_queues, "retryMaxTimes": a.retry_max_times,
+            "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
+            "notifyConsumerIdsChangedEnable": True}  # fmt: skip
+    for name, addr in _group_targets(a):
+        _call(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, dumps_compact(body))
+        _out(f"create subscription group to {addr} ({name}) success.")
+    return 0
+
+
+def cmd_delete_sub_group(a: argparse.Namespace) -> int:
+    """deleteSubGroup: delete a subscription group (and, with --remove-offset, its offsets)."""
+    for name, addr in _group_targets(a):
+        _call(addr, RC.DELETE_SUBSCRIPTIONGROUP,
+              {"groupName": a.group, "removeOffset": str(a.remove_offset).lower()})  # fmt: skip
+        _out(f"delete subscription group [{a.group}] from broker {name} ({addr}) success.")
     return 0
 
 
@@ -511,7 +571,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "topicRoute": (cmd_topic_route, "show a topic's route"),
     "updateTopic": (cmd_update_topic, "create or update a topic"),
     "deleteTopic": (cmd_delete_topic, "delete a topic from a cluster and the name server"),
+    "topicStatus": (cmd_topic_status, "a topic's min / max offset per queue"),
     "consumerProgress": (cmd_consumer_progress, "a consumer group's offsets and lag"),
+    "updateSubGroup": (cmd_update_sub_group, "create or update a subscription group"),
+    "deleteSubGroup": (cmd_delete_sub_group, "delete a subscription group"),
     "queryMsgByKey": (cmd_query_by_key, "find messages by key"),
     "queryMsgById": (cmd_query_by_id, "show a message by its offset message id"),
     "sendMessage": (cmd_send, "send one message"),
@@ -525,6 +588,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "getBrokerConfig": (cmd_get_broker_config, "a broker's properties"),
     "statsAll": (cmd_stats_all, "per topic and group: TPS in / out, 24 h counts, lag"),
 }
+
+
+def _bool(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
+    return text.lower() == "true"
 
 
 def _positive(text: str) -> int:
@@ -547,16 +616,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="name server host:port (default: $NAMESRV_ADDR)")  # fmt: skip
         if name in ("topicRoute", "updateTopic", "deleteTopic", "queryMsgByKey",
                     "sendMessage", "consumeMessage", "producerConnection",
-                    "resetOffsetByTime"):  # fmt: skip
+                    "resetOffsetByTime", "topicStatus"):  # fmt: skip
             s.add_argument("-t", "--topic", required=True)
         if name in ("consumerConnection", "producerConnection", "resetOffsetByTime",
-                    "consumerStatus"):  # fmt: skip
+                    "consumerStatus", "updateSubGroup", "deleteSubGroup"):  # fmt: skip
             s.add_argument("-g", "--group", required=True)
         if name in ("brokerStatus", "consumerConnection", "consumerStatus",
-                    "updateBrokerConfig", "getBrokerConfig"):  # fmt: skip
+                    "updateBrokerConfig", "getBrokerConfig", "updateSubGroup",
+                    "deleteSubGroup"):  # fmt: skip
             s.add_argument("-b", "--broker", default=None, help="broker address host:port")
-        if name in ("updateBrokerConfig", "getBrokerConfig"):
+        if name in ("updateBrokerConfig", "getBrokerConfig", "updateSubGroup", "deleteSubGroup"):
             s.add_argument("-c", "--cluster", default=None)
+        if name == "updateSubGroup":
+            s.add_argument("-r", "--retry-max-times", type=int, default=16)
+            s.add_argument("-q", "--retry-queues", type=int, default=1)
+            s.add_argument("-s", "--consume-enable", type=_bool, default=True)
+            s.add_argument("-m", "--consume-from-min", type=_bool, default=True)
+            s.add_argument("-d", "--broadcast", type=_bool, default=True)
+        if name == "deleteSubGroup":
+            s.add_argument("--remove-offset", action="store_true",
+                           help="also drop the group's consumer offsets")  # fmt: skip
         if name == "updateBrokerConfig":
             s.add_argument("-k", "--key", required=True)
             s.add_argument("-v", "--value", required=True)
@@ -609,7 +688,7 @@ def main(argv: list[str]) -> int:
             parse_addr(ns)
         if getattr(args, "broker", None) and args.admin_command in (
             "updateTopic", "brokerStatus", "consumerConnection", "consumerStatus",
-            "updateBrokerConfig", "getBrokerConfig",
+            "updateBrokerConfig", "getBrokerConfig", "updateSubGroup", "deleteSubGroup",
         ):
             parse_addr(args.broker)
     except (_Usage, ValueError) as exc:

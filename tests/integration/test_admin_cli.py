@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from deploy.admin import main as admin_main
+from deploy.wire import BlockingClient
+from protocol.command import RemotingCommand
 from tests.integration.e2e_helpers import start_real, wait_until
 
 pytestmark = pytest.mark.integration
@@ -18,6 +22,15 @@ def _admin(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
     code = admin_main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def _groups(broker: str) -> dict[str, Any]:
+    """The broker's subscription group table (GET_ALL_SUBSCRIPTIONGROUP_CONFIG)."""
+    with BlockingClient(broker) as cl:
+        resp = cl.invoke(RemotingCommand.request(201), 10.0)
+    assert resp.code == 0
+    table: dict[str, Any] = json.loads(bytes(resp.body))["subscriptionGroupTable"]
+    return table
 
 
 def test_admin_tools_round_trip(local_cluster, capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,6 +57,23 @@ def test_admin_tools_round_trip(local_cluster, capsys: pytest.CaptureFixture[str
                                 "-q", str(i % 2))  # fmt: skip
         assert code == 0 and "SEND_OK" in out, err
         ids.append(re.search(r"offsetMsgId=([0-9A-F]+)", out).group(1))  # type: ignore[union-attr]
+
+    code, out, _ = _admin(capsys, "topicStatus", "-n", ns, "-t", "AdminT")
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    assert code == 0 and re.search(rf"broker-a\s+0\s+0\s+2\s+{stamp}", out), out
+    assert re.search(rf"broker-a\s+1\s+0\s+1\s+{stamp}", out), out
+
+    code, out, err = _admin(capsys, "updateSubGroup", "-n", ns, "-c", "DefaultCluster",
+                            "-g", "AdminSG", "-r", "5", "-d", "false")  # fmt: skip
+    assert code == 0 and "success" in out, err
+    groups = _groups(broker)
+    assert groups["AdminSG"]["retryMaxTimes"] == 5
+    assert groups["AdminSG"]["consumeBroadcastEnable"] is False
+    code, out, err = _admin(capsys, "deleteSubGroup", "-n", ns, "-b", broker, "-g", "AdminSG")
+    assert code == 0 and "success" in out, err
+    assert wait_until(lambda: "AdminSG" not in _groups(broker), 10.0)
+    code, _, err = _admin(capsys, "deleteSubGroup", "-n", ns, "-g", "AdminSG")
+    assert code == 2 and "-c cluster or -b broker" in err
 
     code, out, _ = _admin(capsys, "queryMsgById", "-n", ns, "-i", ids[1])
     assert code == 0 and "body='hello-1'" in out and "keys=k1" in out
