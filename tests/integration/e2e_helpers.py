@@ -79,6 +79,23 @@ def run_driver(argv: list[str], out_base: Path, wall_timeout_s: float, *,
     return code, events, err_path.read_text(errors="replace")[-3000:]
 
 
+def assert_store_clean(store_root: Path | str, **props: str) -> None:
+    """Open a stopped broker's store (SMALL_STORE + props) as its writer would, and require
+    check() to find nothing wrong; the store is shut down again after."""
+    from store.config import StoreConfig
+    from store.message_store import DefaultMessageStore
+
+    merged = dict(SMALL_STORE, storePathRootDir=str(store_root))
+    merged.update(props)
+    ds = DefaultMessageStore(StoreConfig.from_properties(merged))
+    now = int(time.time() * 1000)
+    assert ds.load(now)
+    try:
+        assert ds.check() == []
+    finally:
+        ds.shutdown(now)
+
+
 def broker_addr(cluster: launch.LocalCluster) -> tuple[str, int]:
     """The broker's client address."""
     return ("127.0.0.1", cluster.broker_port())

@@ -23,6 +23,7 @@ from tests.integration.conftest import MarkedProcess, wait_gone
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     SMALL_STORE,
+    assert_store_clean,
     create_topic_cmd,
     msg_props,
     pull_cmd,
@@ -159,15 +160,5 @@ def test_kill9_during_sync_flush_load_loses_no_acked_message(tmp_path: Path) -> 
             if bp is not None:
                 bp.stop()
 
-    from store.config import StoreConfig
-    from store.message_store import DefaultMessageStore
-
-    props = dict(SMALL_STORE, storePathRootDir=str(store), flushDiskType="SYNC_FLUSH",
-                 mappedFileSizeCommitLog=str(COMMITLOG_FILE))
-    ds = DefaultMessageStore(StoreConfig.from_properties(props))
-    now = int(time.time() * 1000)
-    assert ds.load(now)
-    try:
-        assert ds.check() == []
-    finally:
-        ds.shutdown(now)
+    assert_store_clean(store, flushDiskType="SYNC_FLUSH",
+                       mappedFileSizeCommitLog=str(COMMITLOG_FILE))  # fmt: skip
