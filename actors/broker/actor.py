@@ -258,8 +258,8 @@ class ProcessorActor(WatchingActor):
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
         slow_fn = getattr(bc, "slow_processor_ms", None)
         slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
-        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0)
-        self.host.unshed = frozenset(getattr(group, "unshed_codes", ()))
+        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
+                                  frozenset(getattr(group, "unshed_codes", ())))  # fmt: skip
         if hasattr(self.core, "on_arrival"):
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply

@@ -47,18 +47,10 @@ def delay_offset_path(store_config: Any) -> str:
 
 
 def read_persisted_offsets(store_config: Any) -> bytes:
-    """delayOffset.json (else its .bak) as last written; an empty table when neither has text
+    """delayOffset.json (else its .bak) as last written; an empty table when neither parses
     (a slave's copy of its master's offsets: SlaveSynchronize.syncDelayOffset)."""
-    path = delay_offset_path(store_config)
-    for candidate in (path, path + ".bak"):
-        try:
-            with open(candidate, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            continue
-        if data.strip():
-            return data
-    return b'{"offsetTable":{}}'
+    text = read_json_with_bak(delay_offset_path(store_config))
+    return (text if text is not None else encode_offsets({})).encode()
 
 
 def encode_offsets(table: dict[int, int]) -> str:

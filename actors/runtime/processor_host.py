@@ -86,13 +86,14 @@ class ProcessorHost:
         outbox: ChannelOutbox,
         max_wait_ms: int,
         slow_s: float = 0.0,
+        unshed: frozenset[int] = frozenset(),
     ) -> None:
         self.group = group
         self.core = core
         self.outbox = outbox
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
         self.slow_s = slow_s
-        self.unshed: frozenset[int] = frozenset()  # codes never answered SYSTEM_BUSY
+        self.unshed = unshed  # codes never answered SYSTEM_BUSY, however long they waited
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events

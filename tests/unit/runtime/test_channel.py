@@ -155,8 +155,8 @@ def test_processor_host_never_sheds_its_unshed_codes() -> None:
     a, b = socket.socketpair()
     try:
         ch = Channel(a, "t")
-        host = ProcessorHost("send", _Core(), ChannelOutbox(), max_wait_ms=200)
-        host.unshed = frozenset({45})
+        host = ProcessorHost("send", _Core(), ChannelOutbox(), max_wait_ms=200,
+                             unshed=frozenset({45}))  # fmt: skip
         stale = time.monotonic_ns() - 10_000_000_000
         reqs = [RemotingCommand.request(45, None, b"live"), RemotingCommand.request(310)]
         host.handle(ch, [(REQUEST, 1, stale, ("1.2.3.4", 5), memoryview(r.encode()[4:]))
