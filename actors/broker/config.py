@@ -81,7 +81,14 @@ class BrokerConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
-        """Build from a properties dict: typed conversion, unknown keys ignored."""
+        """Build from a properties dict: typed conversion, unknown keys ignored, then the
+        whole-config rules (validated)."""
+        return cls(**cls.typed_values(props)).validated()
+
+    @classmethod
+    def typed_values(cls, props: dict[str, str]) -> dict[str, Any]:
+        """Each known property converted to its field's type, each value checked on its own
+        (ValueError naming the key); a partial set, as UPDATE_BROKER_CONFIG sends, is fine."""
         values = typed_properties(cls, props)
         fast = values.get("fastListenPort")
         if isinstance(fast, str):  # `int | None` is not one of typed_properties' types
@@ -89,23 +96,27 @@ class BrokerConfig:
                 values["fastListenPort"] = int(fast) if fast else None
             except ValueError:
                 raise ValueError(f"fastListenPort: expected an integer, got {fast!r}") from None
-        channel = str(values.get("processorChannel", "unix")).lower()
-        if channel not in ("unix", "tcp"):
-            raise ValueError(f"processorChannel: expected unix or tcp, got {channel!r}")
-        values["processorChannel"] = channel
-        if values.get("aclEnable"):
+        if "processorChannel" in values:
+            channel = str(values["processorChannel"]).lower()
+            if channel not in ("unix", "tcp"):
+                raise ValueError(f"processorChannel: expected unix or tcp, got {channel!r}")
+            values["processorChannel"] = channel
+        return values
+
+    def validated(self) -> BrokerConfig:
+        """The rules on the whole config (BrokerStartup's): what actormq does not do is
+        refused, a SLAVE needs brokerId > 0 and a master's brokerId is 0; ValueError names it."""
+        if self.aclEnable:
             raise ValueError("aclEnable: ACL (plain_acl.yml, signed requests) is not supported by"
                              " actormq; remove aclEnable=true rather than run an open broker")
-        if values.get("enableDLegerCommitLog"):
+        if self.enableDLegerCommitLog:
             raise ValueError("enableDLegerCommitLog: DLedger mode is not supported by actormq; "
                              "use brokerRole ASYNC_MASTER / SYNC_MASTER / SLAVE")
-        role = str(values.get("brokerRole", "ASYNC_MASTER")).upper()
-        if role == "SLAVE":  # BrokerStartup: a slave needs its own id; a master's is 0
-            if int(values.get("brokerId", 0)) <= 0:
+        if self.is_slave:
+            if self.brokerId <= 0:
                 raise ValueError("brokerId: a SLAVE's brokerId must be > 0")
-        else:
-            values["brokerId"] = 0
-        return cls(**values)
+            return self
+        return self if self.brokerId == 0 else self.replace(brokerId=0)
 
     def replace(self, **changes: Any) -> BrokerConfig:
         """Copy with some attributes changed."""
@@ -158,8 +169,7 @@ def split_config_updates(
     broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)}
     store_fields = {f.name for f in dataclasses.fields(store_config_cls)}
     unknown = sorted(k for k in props if k not in broker_fields and k not in store_fields)
-    broker = BrokerConfig.from_properties({k: v for k, v in props.items() if k in broker_fields})
-    b_vals = {k: getattr(broker, k) for k in props if k in broker_fields}
+    b_vals = BrokerConfig.typed_values({k: v for k, v in props.items() if k in broker_fields})
     s_vals = typed_properties(store_config_cls,
                               {k: v for k, v in props.items() if k in store_fields})  # fmt: skip
     return b_vals, s_vals, unknown

@@ -699,6 +699,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             return props
         try:
             b_vals, s_vals, unknown = split_config_updates(props, type(self.ctx.store_config))
+            self.ctx.broker_config.replace(**b_vals).validated()  # what the next start reads
         except ValueError as e:
             return cmd.make_response(RS.SYSTEM_ERROR, f"update broker config failed: {e}")
         known = tuple((k, props[k]) for k in sorted({*b_vals, *s_vals}))

@@ -278,6 +278,33 @@ def test_update_broker_config_refuses_a_bad_value(broker: Broker) -> None:
     assert r is not None and r.code == RS.SYSTEM_ERROR
 
 
+def test_update_broker_config_checks_the_config_the_next_start_reads(tmp_path) -> None:
+    """A partial update is checked merged with the running config: a slave's new brokerId is
+    kept as sent (it used to be read as a master's and stored as 0, which the next start
+    refuses), and an update that would leave a config the next start refuses is refused."""
+    import os
+
+    slave = Broker(str(tmp_path / "slave"), brokerRole="SLAVE", brokerId=2)
+    try:
+        r = slave.call(RC.UPDATE_BROKER_CONFIG, None, b"brokerId=3\n", now_ms=5)
+        assert r is not None and r.code == RS.SUCCESS, r.remark
+        path = os.path.join(slave.sc.storePathRootDir, "config", "broker.properties")
+        with open(path, encoding="utf-8") as f:
+            assert "brokerId=3" in f.read().splitlines()
+        r = slave.call(RC.UPDATE_BROKER_CONFIG, None, b"brokerId=0\n")
+        assert r is not None and r.code == RS.SYSTEM_ERROR and "brokerId" in (r.remark or "")
+    finally:
+        slave.close()
+    master = Broker(str(tmp_path / "master"))
+    try:
+        for body, key in ((b"brokerRole=SLAVE\n", "brokerId"), (b"aclEnable=true\n", "aclEnable")):
+            r = master.call(RC.UPDATE_BROKER_CONFIG, None, body)
+            assert r is not None and r.code == RS.SYSTEM_ERROR and key in (r.remark or ""), body
+        assert master.ctxs["admin"].broker_config.brokerRole == "ASYNC_MASTER"  # nothing applied
+    finally:
+        master.close()
+
+
 def test_update_broker_config_refuses_the_black_list(broker: Broker) -> None:
     for body in (b"configBlackList=\n", b"regionId=X\nbrokerConfigPath=/tmp/b.conf\n"):
         r = broker.call(RC.UPDATE_BROKER_CONFIG, None, body)
