@@ -24,8 +24,8 @@ from typing import Any
 from deploy.wire import BlockingClient, parse_addr
 from protocol.bodies import (
     ClusterInfo,
+    SubscriptionGroupConfig,
     TopicRouteData,
-    dumps_compact,
     loads_lenient,
     loads_object_map,
 )
@@ -219,13 +219,13 @@ def _group_targets(a: argparse.Namespace) -> list[tuple[str, str]]:
 def cmd_update_sub_group(a: argparse.Namespace) -> int:
     """updateSubGroup: create or update a subscription group (SubscriptionGroupConfig) on a
     broker (-b) or every master of a cluster (-c)."""
-    body = {"groupName": a.group, "consumeEnable": a.consume_enable,
-            "consumeFromMinEnable": a.consume_from_min, "consumeBroadcastEnable": a.broadcast,
-            "retryQueueNums": a.retry_queues, "retryMaxTimes": a.retry_max_times,
-            "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
-            "notifyConsumerIdsChangedEnable": True}  # fmt: skip
+    body = SubscriptionGroupConfig(
+        group_name=a.group, consume_enable=a.consume_enable,
+        consume_from_min_enable=a.consume_from_min, consume_broadcast_enable=a.broadcast,
+        retry_queue_nums=a.retry_queues, retry_max_times=a.retry_max_times,
+    ).to_json()  # fmt: skip
     for name, addr in _group_targets(a):
-        _call(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, dumps_compact(body))
+        _call(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
         _out(f"create subscription group to {addr} ({name}) success.")
     return 0
 

@@ -128,11 +128,6 @@ class BrokerConfig:
         return f"{self.brokerIP1}:{self.listenPort}"
 
     @property
-    def ha_server_addr(self) -> str:
-        """brokerIP2:haListenPort (listenPort + 1)."""
-        return f"{self.brokerIP2 or self.brokerIP1}:{self.listenPort + 1}"
-
-    @property
     def namesrv_addrs(self) -> list[str]:
         """The name server addresses, split on ';'."""
         return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]

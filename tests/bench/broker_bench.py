@@ -362,11 +362,14 @@ def bench_d(addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
     return p50, p99, len(lat_ns)
 
 
-def raw_copy_rate(total: int = 256 << 20, chunk: int = 32 << 10) -> float:
-    """Bytes/s of a plain loopback TCP copy in haTransferBatchSize pieces (a sender thread,
-    this thread receiving)."""
+def raw_copy_rate(total: int = 256 << 20, chunk: int = 0) -> float:
+    """Bytes/s of a plain loopback TCP copy in `chunk` pieces (0: the haTransferBatchSize
+    default; a sender thread, this thread receiving)."""
     import threading
 
+    from store.config import StoreConfig
+
+    chunk = chunk or int(StoreConfig().haTransferBatchSize)
     lst = socket.create_server(("127.0.0.1", 0))
     port = lst.getsockname()[1]
     payload = b"r" * chunk

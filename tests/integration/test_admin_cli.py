@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 
 from deploy.admin import main as admin_main
 from deploy.wire import BlockingClient
+from protocol.bodies import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from protocol.command import RemotingCommand
 from tests.integration.e2e_helpers import start_real, wait_until
 
@@ -24,13 +23,12 @@ def _admin(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
     return code, out, err
 
 
-def _groups(broker: str) -> dict[str, Any]:
+def _groups(broker: str) -> dict[str, SubscriptionGroupConfig]:
     """The broker's subscription group table (GET_ALL_SUBSCRIPTIONGROUP_CONFIG)."""
     with BlockingClient(broker) as cl:
         resp = cl.invoke(RemotingCommand.request(201), 10.0)
     assert resp.code == 0
-    table: dict[str, Any] = json.loads(bytes(resp.body))["subscriptionGroupTable"]
-    return table
+    return SubscriptionGroupWrapper.from_json(bytes(resp.body)).subscription_group_table
 
 
 def test_admin_tools_round_trip(local_cluster, capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,8 +65,8 @@ def test_admin_tools_round_trip(local_cluster, capsys: pytest.CaptureFixture[str
                             "-g", "AdminSG", "-r", "5", "-d", "false")  # fmt: skip
     assert code == 0 and "success" in out, err
     groups = _groups(broker)
-    assert groups["AdminSG"]["retryMaxTimes"] == 5
-    assert groups["AdminSG"]["consumeBroadcastEnable"] is False
+    assert groups["AdminSG"].retry_max_times == 5
+    assert groups["AdminSG"].consume_broadcast_enable is False
     code, out, err = _admin(capsys, "deleteSubGroup", "-n", ns, "-b", broker, "-g", "AdminSG")
     assert code == 0 and "success" in out, err
     assert wait_until(lambda: "AdminSG" not in _groups(broker), 10.0)
