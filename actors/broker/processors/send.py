@@ -714,7 +714,8 @@ class SendMessageProcessor:
             resp.template = self._ok_template
             if not (self.sync_flush or self.sync_master):
                 return resp
-            return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
+            return self._maybe_wait(req.conn_id, req.cmd.is_oneway, resp, result.end_offset, wait,
+                                   now_ms)
         return self._put_response(req, result, resp_qid, wait, now_ms, topic)
 
     # --- SEND_REPLY_MESSAGE / V2 (ReplyMessageProcessor) -------------------------------------
@@ -811,13 +812,12 @@ class SendMessageProcessor:
 
     def _reply_stored(self, conn_id: int, resp: RemotingCommand, end_offset: int, now_ms: int
                       ) -> RemotingCommand | None:  # fmt: skip
-        """The replier's answer once the stored reply is on disk (SYNC_FLUSH: it joins the
-        group commit's waiting sends); None while it waits."""
-        if self.sync_flush and end_offset > self.store.flushed_offset:
-            self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
-                                         conn_id, resp))  # fmt: skip
-            return None
-        return resp
+        """The replier's answer once the stored reply is as durable as a WAIT send's
+        (ReplyMessageProcessor's putMessage waits for the flush and the slave alike); None
+        while it waits. end_offset 0: nothing was stored, nothing to wait for."""
+        if not end_offset:
+            return resp
+        return self._maybe_wait(conn_id, False, resp, end_offset, True, now_ms)
 
     def _send_reply_response(self, wait: _PushWait, now_ms: int) -> None:
         resp = self._reply_stored(wait.conn_id, wait.resp, wait.end_offset, now_ms)
@@ -881,16 +881,18 @@ class SendMessageProcessor:
         resp = req.cmd.make_response(code, remark, ext)
         if code != RS.SUCCESS:
             return resp
-        return self._maybe_wait(req, resp, result.end_offset, wait, now_ms)
+        return self._maybe_wait(req.conn_id, req.cmd.is_oneway, resp, result.end_offset, wait,
+                                   now_ms)
 
     def _maybe_wait(
-        self, req: Request, resp: RemotingCommand, end_offset: int, wait: bool, now_ms: int
+        self, conn_id: int, oneway: bool, resp: RemotingCommand, end_offset: int, wait: bool,
+        now_ms: int,
     ) -> RemotingCommand | None:
         """WAIT sends: SYNC_FLUSH parks the reply until a flush covers end_offset, SYNC_MASTER
         until a slave has it (CommitLog.handleDiskFlush / handleHA); None while parked. With no
         slave, or one too far behind, a SYNC_MASTER send is answered SLAVE_NOT_AVAILABLE at
         once (the message stays stored)."""
-        if not wait or req.cmd.is_oneway:
+        if not wait or oneway:
             return resp
         need_flush = self.sync_flush and end_offset > self.store.flushed_offset
         slave_deadline = 0
@@ -901,7 +903,7 @@ class SendMessageProcessor:
                 resp.code = RS.SLAVE_NOT_AVAILABLE
         if need_flush or slave_deadline:
             self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
-                                         req.conn_id, resp, need_flush, slave_deadline))
+                                         conn_id, resp, need_flush, slave_deadline))
             return None
         return resp
 

@@ -195,6 +195,30 @@ def test_sync_flush_reply_answers_after_the_group_commit(tmp_path: Any) -> None:
         b.close()
 
 
+def test_sync_master_reply_answers_once_a_slave_has_it(tmp_path: Any) -> None:
+    """SYNC_MASTER: the replier's answer waits for a slave's report as a WAIT send does."""
+    from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
+
+    b = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER")
+    try:
+        b.store.state.set(OFF_HA_SLAVES, 1)
+        b.store.state.set(OFF_HA_ACKED, 0)
+        _requester_heartbeat(b)
+        core = b.cores["send"]
+        assert _reply(b) is None
+        [(_, push)] = b.outbox.take()
+        core.on_client_response(push.make_response(RS.SUCCESS, None, None), NOW + 1)
+        assert b.outbox.take() == [] and len(core.waiting) == 1  # the slave has not got it
+        core.flush_and_release(NOW + 2)
+        assert b.outbox.take() == []
+        b.store.state.set(OFF_HA_ACKED, b.store.max_phy_offset)
+        assert core.flush_and_release(NOW + 3) == 1
+        [(conn, resp)] = b.outbox.take()
+        assert conn == REPLIER_CONN and resp.code == RS.SUCCESS
+    finally:
+        b.close()
+
+
 def test_producer_channels_span_groups() -> None:
     """findChannel by client id: a client in two producer groups keeps its channel while either
     group lists it; a reconnect's old connection stays behind the new one in the list."""
