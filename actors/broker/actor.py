@@ -259,7 +259,7 @@ class ProcessorActor(WatchingActor):
         slow_fn = getattr(bc, "slow_processor_ms", None)
         slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
-                                  frozenset(getattr(group, "unshed_codes", ())))  # fmt: skip
+                                  getattr(group, "shed_codes", None))  # fmt: skip
         if hasattr(self.core, "on_arrival"):
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply

@@ -86,14 +86,14 @@ class ProcessorHost:
         outbox: ChannelOutbox,
         max_wait_ms: int,
         slow_s: float = 0.0,
-        unshed: frozenset[int] = frozenset(),
+        shed: frozenset[int] | None = None,
     ) -> None:
         self.group = group
         self.core = core
         self.outbox = outbox
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
         self.slow_s = slow_s
-        self.unshed = unshed  # codes never answered SYSTEM_BUSY, however long they waited
+        self.shed = shed  # the codes answered SYSTEM_BUSY once waited too long (None: all)
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
@@ -164,7 +164,7 @@ class ProcessorHost:
                             log.exception("group=%s client response handler failed", self.group)
                     continue
                 oneway = flag & RPC_ONEWAY
-                if recv_ns < oldest_ok_ns and cmd.code not in self.unshed:
+                if recv_ns < oldest_ok_ns and (self.shed is None or cmd.code in self.shed):
                     self.busy += 1
                     if not oneway:
                         remark = (

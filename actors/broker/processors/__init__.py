@@ -34,9 +34,10 @@ class ProcessorGroup:
     # after a pass that served something, poll without sleeping this long (WatchingActor.SPIN_US):
     # the send group's next request is then read without a wake-up (A: +12-16%, measured)
     spin_us: float = 0.0
-    # codes this group serves that fast failure never sheds (BrokerFastFailure cleans the send,
-    # pull, heartbeat and end-transaction queues only: an admin code hosted here is kept)
-    unshed_codes: frozenset[int] = frozenset()
+    # the codes fast failure may shed (None: every code of the group). BrokerFastFailure cleans
+    # the send, pull, heartbeat and end-transaction queues only, so of the send group's codes
+    # the replies, the half-message resume and the delay-offset query are never shed
+    shed_codes: frozenset[int] | None = None
 
 
 def _build_send(ctx: BrokerContext) -> ProcessorCore:
@@ -94,7 +95,8 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         "waitTimeMillsInSendQueue",
         _build_send,
         spin_us=50.0,
-        unshed_codes=frozenset({RC.GET_ALL_DELAY_OFFSET}),
+        shed_codes=frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE,
+                              RC.CONSUMER_SEND_MSG_BACK, RC.END_TRANSACTION}),
     ),
     ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull),
     ProcessorGroup(

@@ -149,14 +149,14 @@ def test_processor_host_batch() -> None:
         b.close()
 
 
-def test_processor_host_never_sheds_its_unshed_codes() -> None:
-    """A code in `unshed` (GET_ALL_DELAY_OFFSET hosted by the send group) is served however
-    long it waited; the group's own codes are still shed."""
+def test_processor_host_sheds_only_its_shed_codes() -> None:
+    """With shed codes set (the send group's sends), another code the group hosts
+    (GET_ALL_DELAY_OFFSET, a reply) is served however long it waited."""
     a, b = socket.socketpair()
     try:
         ch = Channel(a, "t")
         host = ProcessorHost("send", _Core(), ChannelOutbox(), max_wait_ms=200,
-                             unshed=frozenset({45}))  # fmt: skip
+                             shed=frozenset({310}))  # fmt: skip
         stale = time.monotonic_ns() - 10_000_000_000
         reqs = [RemotingCommand.request(45, None, b"live"), RemotingCommand.request(310)]
         host.handle(ch, [(REQUEST, 1, stale, ("1.2.3.4", 5), memoryview(r.encode()[4:]))
