@@ -165,8 +165,11 @@ class StatsPublisher:
         return self.items.next_sample_in(now_ms)
 
     def close(self) -> None:
-        """Write what is pending and stop the writer thread."""
+        """Publish the counts since the last sample (an admin reading the file after a clean
+        stop sees every message), then stop the writer thread once it is written."""
         self.fold_counts()
+        if self.items.counters:
+            self._writer.submit(self.path, self.items.to_json())
         self._writer.close()
 
 

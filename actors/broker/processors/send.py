@@ -780,7 +780,7 @@ class SendMessageProcessor:
                 f"/{peer[0]}:{peer[1]}", f"/{self.bc.brokerIP1}:{self.bc.listenPort}", now_ms,
                 properties_to_string(props), h.reconsume_times, bool(h.unit_mode),
             ).to_ext(),
-            bytes(cmd.body),
+            cmd.body,  # encode() joins the view: no copy here
         )  # fmt: skip
         if not cmd.is_oneway:
             self.push_waits[push.opaque] = _PushWait(
