@@ -467,12 +467,7 @@ class SendMessageProcessor:
         )  # fmt: skip
         result = self.store.put_message(msg, now_ms)
         if result.status is _PS.PUT_OK:
-            c = self._puts.get(topic)  # _count_put, inlined
-            if c is None:
-                c = self._puts[topic] = [0, 0, 0]
-            c[0] += 1
-            c[1] += result.wrote_bytes
-            c[2] += 1
+            count(self._puts, topic, 1, result.wrote_bytes)
             return self._ok_template.frame_plain(  # a hex id and two numbers: nothing to escape
                 st,
                 opaque,
