@@ -382,8 +382,13 @@ class CommitLog:
             end = files[idx].file_from_offset
         return end, last_ts, (mark if mark >= 0 else end)
 
-    def walk(self, start: int, check_crc: bool) -> Iterator[DispatchRequest]:
-        """Yield valid records from start; afterwards self.walk_end is the valid end offset."""
+    def walk(
+        self, start: int, check_crc: bool, end: int | None = None
+    ) -> Iterator[DispatchRequest]:
+        """Yield valid records from start; afterwards self.walk_end is the valid end offset.
+
+        With `end` (a slave's reput: bytes past it may still be arriving) the walk stops
+        before a record or blank that does not lie wholly below end."""
         self.walk_end = start
         idx = next(
             (
@@ -401,6 +406,10 @@ class CommitLog:
             mf = files[idx]
             mv = mf.mv
             while True:
+                if end is not None:
+                    at = mf.file_from_offset + pos
+                    if at + 8 > end or at + _TOTAL_MAGIC.unpack_from(mv, pos)[0] > end:
+                        return
                 size, req = self.check_record(mv, pos, check_crc)
                 if size > 0 and req is not None:
                     if req.phy_offset != mf.file_from_offset + pos:

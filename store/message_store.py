@@ -1497,53 +1497,51 @@ class DefaultMessageStore(_StoreReadMixin):
 
     def _reput(self, now_ms: int) -> int:
         """ReputMessageService on a slave: dispatch every complete record past the reput offset
-        (consume-queue unit, index when built here, arrival notice), then publish the new end
-        as max_phy; a record still arriving stops it. The number dispatched."""
+        (consume-queue unit, index when built here), one arrival notice per queue and tags code
+        with its new max, then publish the new end as max_phy; a record still arriving stops
+        it. The number dispatched."""
         cl = self.commitlog
         end = cl.max_offset
-        pos = max(self._reput_offset, cl.min_offset)  # an empty slave's first file starts later
-        listener = self.arrival_listener
+        start = max(self._reput_offset, cl.min_offset)  # an empty slave's first file starts later
+        arrivals: dict[tuple[str, int, int], int] = {}
         n = 0
-        while pos < end:
-            mf = cl.mfq.find_mapped_file_by_offset(pos)
-            if mf is None:
-                break
-            p = pos - mf.file_from_offset
-            if mf.file_size - p < 8:  # no room even for a blank: the next file
-                pos = mf.file_end_offset
-                continue
-            if pos + 8 > end:
-                break
-            total, magic = _TOTAL_MAGIC.unpack_from(mf.mv, p)
-            if magic == BLANK_MAGIC_CODE:
-                pos = mf.file_end_offset
-                continue
-            if magic != MESSAGE_MAGIC_CODE or total <= 0:
-                log.error("reput: no record at phy=%d (magic=%d): stopped", pos, magic)
-                break
-            if pos + total > end:
-                break
-            size, req = cl.check_record(mf.mv, p, False)
-            if size <= 0 or req is None:
-                log.error("reput: bad record at phy=%d: stopped", pos)
-                break
+        for req in cl.walk(start, False, end):
             self._dispatch(req, -1, now_ms)
             if req.sys_flag & 0xC not in _ROLLBACK_OR_PREPARED:
                 qoff = req.queue_offset + 1
                 self.topic_queue_table[(req.topic, req.queue_id)] = qoff
-                if listener is not None:
-                    listener(req.topic, req.queue_id, qoff, req.tags_code, now_ms)
+                arrivals[(req.topic, req.queue_id, req.tags_code)] = qoff
             cl.last_store_timestamp = req.store_timestamp
-            pos += size
             n += 1
+        pos = max(cl.walk_end, start)
+        if pos < end and self._bad_record_at(pos, end):
+            log.error("reput: no valid record at phy=%d below end=%d: stopped", pos, end)
+        listener = self.arrival_listener
+        if listener is not None:
+            for (topic, qid, tc), qoff in arrivals.items():
+                listener(topic, qid, qoff, tc, now_ms)
         if n:
             self.put_times_total += n
-            self.put_size_total += pos - max(self._reput_offset, cl.min_offset)
+            self.put_size_total += pos - start
         self._reput_offset = pos
         st = self.state
         if st is not None:
             st.words[_MAX_PHY_WORD] = pos
         return n
+
+    def _bad_record_at(self, pos: int, end: int) -> bool:
+        """True when the bytes at pos are neither a record still arriving nor a file's end
+        blank waiting for the next file (so the reput stopped at a bad record)."""
+        mf = self.commitlog.mfq.find_mapped_file_by_offset(pos)
+        if mf is None:
+            return False
+        p = pos - mf.file_from_offset
+        if pos + 8 > end or p + 8 > mf.file_size:
+            return False
+        total, magic = _TOTAL_MAGIC.unpack_from(mf.mv, p)
+        if magic == BLANK_MAGIC_CODE:  # a file's end: the next file has not arrived yet
+            return False
+        return magic != MESSAGE_MAGIC_CODE or pos + total <= end
 
     def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes) -> bytes:
         """Park a delayed message in SCHEDULE_TOPIC_XXXX (CommitLog.asyncPutMessage)."""

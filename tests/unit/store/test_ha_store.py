@@ -131,6 +131,26 @@ def test_partial_record_waits_for_the_rest(tmp_path: Any) -> None:
         assert slave.state.max_phy == len(data)
 
 
+def test_one_append_gives_one_arrival_per_queue(tmp_path: Any) -> None:
+    """The reput of many records notifies each queue (and tags code) once, with its new max,
+    as a batch put does: not one notice per record."""
+    master = open_store(small_config(str(tmp_path / "m")))
+    slave = open_store(small_config(str(tmp_path / "s"), brokerRole="SLAVE"))
+    reader = MessageStoreReader(small_config(str(tmp_path / "m")))
+    arrivals: list[tuple[str, int, int, int]] = []
+    slave.arrival_listener = lambda t, q, off, tc, now: arrivals.append((t, q, off, tc))
+    try:
+        _fill(master, 12)  # four records in each of three queues, all in the first file
+        data = bytes(reader.get_commit_log_data(0, 1 << 20) or b"")
+        assert slave.append_to_commit_log(0, data, 2_000)
+        assert sorted((t, q, off) for t, q, off, _tc in arrivals) == [
+            ("T", 0, 4), ("T", 1, 4), ("T", 2, 4)]  # fmt: skip
+    finally:
+        reader.close()
+        slave.shutdown(3_000)
+        master.shutdown(3_000)
+
+
 def test_wire_units() -> None:
     assert master_start_offset(0, 5 * 1024 + 17, 1024) == 5 * 1024
     assert master_start_offset(777, 5 * 1024, 1024) == 777
