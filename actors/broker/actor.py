@@ -814,10 +814,7 @@ class BrokerControllerActor(WatchingActor):
         self.state = "starting-ha"
         self.ha = self.createActor(HAServiceActor)
         self.send(self.ha, StartHA(
-            sc, msg.host, port, int(getattr(sc, "haSendHeartbeatInterval", 5000)),
-            int(getattr(sc, "haHousekeepingInterval", 20000)),
-            int(getattr(sc, "haTransferBatchSize", 32 * 1024)),
-            str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER",
+            sc, msg.host, port, str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER",
             free_port_fallback=configured == 0,
         ))  # fmt: skip
         return True

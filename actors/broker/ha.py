@@ -57,12 +57,9 @@ RECONNECT_MS: Final = 5000
 class StartHA:
     """Controller -> HAServiceActor: serve the HA port for this store."""
 
-    store_config: Any
+    store_config: Any  # haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize
     host: str
     port: int
-    heartbeat_ms: int = 5000
-    housekeeping_ms: int = 20000
-    batch: int = 32 * 1024
     sync_master: bool = False
     free_port_fallback: bool = False  # the port was only derived: any free one if it is taken
 
@@ -281,8 +278,8 @@ class HAServiceActor(WatchingActor):
         now = time.monotonic()
         busy = False
         for c in list(self.conns.values()):
-            if now - c.last_read > cfg.housekeeping_ms / 1000.0:
-                self._drop(c, f"nothing read for {cfg.housekeeping_ms} ms")
+            if now - c.last_read > cfg.store_config.haHousekeepingInterval / 1000.0:
+                self._drop(c, f"nothing read for {cfg.store_config.haHousekeepingInterval} ms")
                 continue
             try:
                 busy = self._feed(c, cfg, now) or busy
@@ -302,7 +299,7 @@ class HAServiceActor(WatchingActor):
         fed = False
         budget = PUMP_BUDGET  # WriteSocketService writes until the socket is full
         while budget > 0:
-            data = self.reader.get_commit_log_data(c.next, cfg.batch)
+            data = self.reader.get_commit_log_data(c.next, cfg.store_config.haTransferBatchSize)
             if data is None or not len(data):
                 break
             header = HEADER.pack(c.next, len(data))
@@ -312,7 +309,7 @@ class HAServiceActor(WatchingActor):
             budget -= len(data)
             if not c.send_frame(header, data):
                 break  # the socket is full: the rest goes next pass
-        if not fed and now - c.last_write >= cfg.heartbeat_ms / 1000.0:
+        if not fed and now - c.last_write >= cfg.store_config.haSendHeartbeatInterval / 1000.0:
             c.send_frame(HEADER.pack(c.next, 0), b"")  # heartbeat: nothing new
             c.last_write = now
         return fed
@@ -321,11 +318,10 @@ class HAServiceActor(WatchingActor):
 class HAClient:
     """The slave's end: runs inside the slave's store writer (its send actor)."""
 
-    def __init__(self, store: Any, heartbeat_ms: int = 5000, housekeeping_ms: int = 20000
-                 ) -> None:  # fmt: skip
+    def __init__(self, store: Any) -> None:
         self.store = store
-        self.heartbeat_ms = heartbeat_ms
-        self.housekeeping_ms = housekeeping_ms
+        self.heartbeat_ms = int(store.cfg.haSendHeartbeatInterval)
+        self.housekeeping_ms = int(store.cfg.haHousekeepingInterval)
         self.master: str = ""  # "host:port" of the master's HA service
         self.sock: socket.socket | None = None
         self.decoder = TransferDecoder()

@@ -235,10 +235,7 @@ class SendMessageProcessor:
         # a slave's store writer replicates from its master (HAService.HAClient)
         self.ha_client: HAClient | None = None
         if self._is_slave() and isinstance(self.store, DefaultMessageStore):
-            self.ha_client = HAClient(
-                self.store, int(getattr(sc, "haSendHeartbeatInterval", 5000)),
-                int(getattr(sc, "haHousekeepingInterval", 20000)),
-            )  # fmt: skip
+            self.ha_client = HAClient(self.store)
             configured = str(getattr(sc, "haMasterAddress", "") or "")
             if configured:
                 self.ha_client.set_master(configured, 0)
