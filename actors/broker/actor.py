@@ -253,13 +253,13 @@ class ProcessorActor(WatchingActor):
         if hasattr(self.ctx, "registration_barrier"):
             self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
-        self.SPIN_US = float(getattr(group, "spin_us", 0.0))
+        self.SPIN_US = group.spin_us
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
         slow_fn = getattr(bc, "slow_processor_ms", None)
         slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
-                                  getattr(group, "shed_codes", None))  # fmt: skip
+                                  group.shed_codes)  # fmt: skip
         if hasattr(self.core, "on_arrival"):
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply

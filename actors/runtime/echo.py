@@ -36,6 +36,8 @@ class EchoGroup:
     codes: frozenset[int]
     max_wait_ms_key: str
     build: Callable[[Any], ProcessorCore]
+    spin_us: float = 0.0
+    shed_codes: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
