@@ -111,14 +111,27 @@ def stats_dir(store_root: str) -> str:
     return os.path.join(store_root, "brokerstats")
 
 
+# path -> ((inode, st_mtime_ns, st_size), its items): each publish renames a new file in (at a
+# 10 s sample or a new item), while an admin command such as statsAll asks per topic and group
+_PUBLISHED: dict[str, tuple[tuple[int, int, int], list[Any]]] = {}
+
+
 def read_published(store_root: str, groups: tuple[str, ...]) -> dict[tuple[str, str], Any]:
-    """(name, key) -> rings, from the files the given groups' actors published."""
+    """(name, key) -> rings, from the files the given groups' actors published (each parsed
+    again only when it changed)."""
     out: dict[tuple[str, str], Any] = {}
     for group in groups:
         path = os.path.join(stats_dir(store_root), f"{group}.json")
         try:
-            with open(path, encoding="utf-8") as f:
-                items = json.load(f)
+            st = os.stat(path)
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            cached = _PUBLISHED.get(path)
+            if cached is not None and cached[0] == stamp:
+                items = cached[1]
+            else:
+                with open(path, encoding="utf-8") as f:
+                    items = json.load(f)
+                _PUBLISHED[path] = (stamp, items)
         except FileNotFoundError:
             continue
         except (OSError, ValueError) as exc:
