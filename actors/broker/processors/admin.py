@@ -404,7 +404,8 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def _query_correction_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         """QUERY_CORRECTION_OFFSET: per queue of the topic, the least committed offset of every
         group but filterGroups (offsets below the queue's min left out), Long.MAX_VALUE where
-        compareGroup's offset is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup).
+        compareGroup's offset is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup);
+        a compareGroup among filterGroups compares nothing, as in Java.
 
         Java's version also deletes filterGroups' offsets from the table as it iterates (it
         removes through the key set); a query here changes nothing."""
@@ -419,7 +420,9 @@ class AdminBrokerProcessor(CodeDispatchCore):
             for qid, off in queues.items():
                 if off >= self.store.get_min_offset_in_queue(h.topic, qid):
                     least[qid] = min(off, least.get(qid, off))
-        compare = table.get(self.ctx.offsets.key(h.topic, h.compare_group), {})
+        # Java's filter removed a filtered compareGroup's offsets first: then nothing compares
+        compare = {} if h.compare_group in skip else table.get(
+            self.ctx.offsets.key(h.topic, h.compare_group), {})  # fmt: skip
         for qid, off in compare.items():
             if qid in least and least[qid] > off:
                 least[qid] = JAVA_LONG_MAX
