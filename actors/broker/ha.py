@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.runtime.channel import listen_channel, recv_available, send_out
+from actors.runtime.tcp import start_connect
 from actors.runtime.watch import WatchingActor
 from store.ha import (
     HEADER,
@@ -381,16 +382,12 @@ class HAClient:
         """Start a non-blocking connect (the writer's thread never waits on the network)."""
         host, _, port = self.master.rpartition(":")
         try:
-            addr = (host, int(port))
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        except (OSError, ValueError) as exc:
+            sock, err = start_connect((host, int(port)))
+        except (OSError, ValueError, OverflowError) as exc:
             log.warning("HA master address %s unusable: %s", self.master, exc)
             self.next_connect_ms = now_ms + RECONNECT_MS
             return
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        err = sock.connect_ex(addr)
-        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+        if err:
             log.warning("HA master %s unreachable: %s", self.master, os.strerror(err))
             sock.close()
             self.next_connect_ms = now_ms + RECONNECT_MS

@@ -248,22 +248,29 @@ class FrameServer:
             self.listen_fd = -1
 
 
+def start_connect(addr: tuple[str, int]) -> tuple[socket.socket, int]:
+    """A non-blocking TCP_NODELAY socket whose connect to addr is under way: (socket, 0) or
+    (socket, errno) when it failed at once (the caller closes it)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    err = sock.connect_ex(addr)
+    return sock, 0 if err in (0, errno.EINPROGRESS, errno.EWOULDBLOCK) else err
+
+
 class ClientConn(OutBuffered):
     """An outbound non-blocking connection (broker -> name server) with a frame decoder."""
 
     def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.addr = addr
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setblocking(False)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock, err = start_connect(addr)
         self.fd = self.sock.fileno()
         self.decoder = FrameDecoder(max_frame)
         self.out = bytearray()
         self.closed = False
         self.sent = 0  # requests written (the owner counts them)
         self.answered = 0  # responses read
-        err = self.sock.connect_ex(addr)
-        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+        if err:
             self.closed = True
 
     def flush(self) -> bool:
