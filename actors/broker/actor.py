@@ -20,7 +20,7 @@ from typing import Any
 
 from thespian.actors import ActorExitRequest, ChildActorExited
 
-from actors.broker.ha import HAFailed, HAReady, HAServiceActor, StartHA
+from actors.broker.ha import HAServiceActor
 from actors.runtime.channel import (
     HOLDS,
     Channel,
@@ -41,6 +41,8 @@ from actors.runtime.messages import (
     BrokerStopped,
     ConnectNotices,
     EventsApplied,
+    HAFailed,
+    HAReady,
     IndexerFailed,
     IndexerReady,
     IndexerStopped,
@@ -52,6 +54,7 @@ from actors.runtime.messages import (
     RemotingStopped,
     ShutdownStore,
     StartBroker,
+    StartHA,
     StartIndexer,
     StartProcessor,
     StartRemoting,

@@ -25,10 +25,10 @@ import os
 import select
 import socket
 import time
-from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.runtime.channel import listen_channel, recv_available, send_out
+from actors.runtime.messages import HAFailed, HAReady, StartHA
 from actors.runtime.tcp import start_connect
 from actors.runtime.watch import WatchingActor
 from store.ha import (
@@ -52,31 +52,6 @@ READ_CHUNK: Final = 256 * 1024
 PUMP_BUDGET: Final = 4 * 1024 * 1024  # bytes per slave per pass (control messages wait meanwhile)
 CONNECT_TIMEOUT_MS: Final = 3000
 RECONNECT_MS: Final = 5000
-
-
-@dataclass(frozen=True)
-class StartHA:
-    """Controller -> HAServiceActor: serve the HA port for this store."""
-
-    store_config: Any  # haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize
-    host: str
-    port: int
-    sync_master: bool = False
-    free_port_fallback: bool = False  # the port was only derived: any free one if it is taken
-
-
-@dataclass(frozen=True)
-class HAReady:
-    """HAServiceActor -> controller: listening on `port`."""
-
-    port: int
-
-
-@dataclass(frozen=True)
-class HAFailed:
-    """HAServiceActor -> controller: could not start."""
-
-    reason: str
 
 
 class _SlaveConn:

@@ -224,3 +224,28 @@ class IndexerStopped:
 
     ok: bool
     next_phy: int = -1
+
+
+@dataclass(frozen=True)
+class StartHA:
+    """Controller -> HAServiceActor: serve the HA port for this store."""
+
+    store_config: Any  # haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize
+    host: str
+    port: int
+    sync_master: bool = False
+    free_port_fallback: bool = False  # the port was only derived: any free one if it is taken
+
+
+@dataclass(frozen=True)
+class HAReady:
+    """HAServiceActor -> controller: listening on `port`."""
+
+    port: int
+
+
+@dataclass(frozen=True)
+class HAFailed:
+    """HAServiceActor -> controller: could not start."""
+
+    reason: str
