@@ -92,9 +92,20 @@ def send_request(topic: str, queue_id: int, serialize_type: int = 0) -> Any:
     """A SEND_MESSAGE_V2 request as a Java producer writes it."""
     from protocol.command import RemotingCommand
 
-    ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": "WAIT\x01true\x02TAGS\x01bench",
-           "j": "0", "k": "false", "m": "false"}
+    ext = {
+        "a": "bench_pg",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(queue_id),
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": "WAIT\x01true\x02TAGS\x01bench",
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
     return RemotingCommand.request(310, ext, BODY, serialize_type=serialize_type)
 
 
@@ -114,7 +125,7 @@ def role_of(pid: int) -> str:
             name = f.read().strip()
     except OSError:
         return "?"
-    return name[len(PROCESS_NAME_PREFIX):] if name.startswith(PROCESS_NAME_PREFIX) else name
+    return name[len(PROCESS_NAME_PREFIX) :] if name.startswith(PROCESS_NAME_PREFIX) else name
 
 
 def cpu_by_role(pids: list[int]) -> dict[str, float]:
@@ -144,6 +155,7 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
     decoder = FrameDecoder()
     buf = memoryview(bytearray(1 << 16))
     try:
+
         def round_trip(i: int) -> None:
             sock.sendall(frames[i])
             got: list[Any] = []
@@ -167,8 +179,13 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         sock.close()
 
 
-def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0,
-            roles: dict[str, float] | None = None) -> tuple[float, float]:
+def bench_b(
+    addr: tuple[str, int],
+    rounds: int,
+    pids: list[int],
+    serialize_type: int = 0,
+    roles: dict[str, float] | None = None,
+) -> tuple[float, float]:
     """100 in flight, repeated: (msgs/s, broker CPU us/msg); headers in `serialize_type`.
 
     `roles`, when given, receives the CPU us/msg of each actor role (see cpu_by_role).
@@ -226,28 +243,52 @@ def heartbeat_request(client_id: str, group: str, topic: str) -> Any:
 
     from protocol.command import RemotingCommand
 
-    sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
-           "subVersion": 1, "tagsSet": [], "topic": topic}
-    body = {"clientID": client_id,
-            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
-                                 "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
-                                 "unitMode": False}],
-            "producerDataSet": []}
+    sub = {
+        "classFilterMode": False,
+        "codeSet": [],
+        "expressionType": "TAG",
+        "subString": "*",
+        "subVersion": 1,
+        "tagsSet": [],
+        "topic": topic,
+    }
+    body = {
+        "clientID": client_id,
+        "consumerDataSet": [
+            {
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "consumeType": "CONSUME_PASSIVELY",
+                "groupName": group,
+                "messageModel": "CLUSTERING",
+                "subscriptionDataSet": [sub],
+                "unitMode": False,
+            }
+        ],
+        "producerDataSet": [],
+    }
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     return RemotingCommand.request(34, None, data)
 
 
-def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int,
-                 suspend_ms: int = 0) -> Any:
+def pull_request(
+    group: str, topic: str, queue_id: int, offset: int, max_nums: int, suspend_ms: int = 0
+) -> Any:
     """PULL_MESSAGE (11); sysFlag 0x4 (subscription in the request) | 0x2 when suspending."""
     from protocol.command import RemotingCommand
 
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-           "queueOffset": str(offset), "maxMsgNums": str(max_nums),
-           "sysFlag": str(4 | (2 if suspend_ms else 0)), "commitOffset": "0",
-           "suspendTimeoutMillis": str(suspend_ms), "subVersion": "0",
-           "expressionType": "TAG", "subscription": "*"}
+    ext = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(max_nums),
+        "sysFlag": str(4 | (2 if suspend_ms else 0)),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": str(suspend_ms),
+        "subVersion": "0",
+        "expressionType": "TAG",
+        "subscription": "*",
+    }
     return RemotingCommand.request(11, ext)
 
 
@@ -266,8 +307,10 @@ def _subscribe(cl: Any, group: str, topic: str) -> None:
 
 PRELOAD_BUSY_LIMIT = 10_000  # resends of SYSTEM_BUSY replies while preloading C
 
-def bench_c(addr: tuple[str, int], total: int, pids: list[int], run: int = 0
-            ) -> tuple[float, float]:
+
+def bench_c(
+    addr: tuple[str, int], total: int, pids: list[int], run: int = 0
+) -> tuple[float, float]:
     """Pull `total` stored messages from one queue, 32 per pull: (msgs/s, CPU us/msg)."""
     from deploy.wire import BlockingClient
 
@@ -321,8 +364,9 @@ def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
             cl.invoke(req, 10)
 
 
-def bench_d(addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
-            ) -> tuple[float, float, int]:
+def bench_d(
+    addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
+) -> tuple[float, float, int]:
     """Long-polling consumer, sender at `rate`/s: (p50 ms, p99 ms, messages received)."""
     from deploy.wire import BlockingClient
     from protocol.message import decode_messages
@@ -432,6 +476,34 @@ def bench_e(cluster: Any, data: str, ha_port: int, master_root: str
         slave.close()
 
 
+def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
+    """A and B against tests.bench.send_bound's one-process server, --runs times."""
+    from tests.bench.send_bound import inline_server
+
+    results: dict[str, list[float]] = {}
+
+    def add(key: str, val: float) -> None:
+        results.setdefault(key, []).append(val)
+
+    with inline_server(("BenchA", "BenchB")) as (addr, pids):
+        for _ in range(args.runs):
+            raw = raw_echo_rate(args.a)
+            add("raw", raw)
+            rate, cpu = bench_a(addr, args.a, pids)
+            add("A", rate)
+            add("A_ratio", rate / raw)
+            add("A_cpu", cpu)
+            if args.b:
+                for key, st in (("B", 0), ("Bm", MSGPACK)):
+                    roles: dict[str, float] = {}
+                    rate, cpu = bench_b(addr, args.b, pids, st, roles=roles)
+                    add(key, rate)
+                    add(f"{key}_cpu", cpu)
+                    for role, us in roles.items():
+                        add(f"{key}_cpu:{role}", us)
+    return results
+
+
 def run(args: argparse.Namespace) -> dict[str, list[float]]:
     """Start a cluster like `actormq up`, run the scenarios --runs times, stop it."""
     from actors.broker.config import BrokerConfig
@@ -520,18 +592,25 @@ def _cell(vals: list[float] | None, fmt: str) -> str:
 def format_table(results: dict[str, list[float]]) -> str:
     """Per scenario: median (min-max) over the runs, ratio to raw echo, broker CPU us/msg."""
     runs = max((len(v) for v in results.values()), default=0)
-    lines = [f"broker benchmark, {runs} run(s); median (min-max)",
-             f"{'scenario':32s} {'msgs/s':>26s} {'x raw echo':>18s} {'CPU us/msg':>18s}  goal"]
+    lines = [
+        f"broker benchmark, {runs} run(s); median (min-max)",
+        f"{'scenario':32s} {'msgs/s':>26s} {'x raw echo':>18s} {'CPU us/msg':>18s}  goal",
+    ]
     for name, rate, ratio, cpu, goal in ROWS:
         if rate not in results:
             continue
-        lines.append(f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
-                     f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
-                     f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}")
+        lines.append(
+            f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
+            f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
+            f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}"
+        )
     for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack")):
         parts = sorted(
-            ((k[len(key):], statistics.median(v)) for k, v in results.items()
-             if k.startswith(key)),
+            (
+                (k[len(key) :], statistics.median(v))
+                for k, v in results.items()
+                if k.startswith(key)
+            ),
             key=lambda kv: -kv[1],
         )
         busy = [f"{role} {us:.1f}" for role, us in parts if us >= 0.05]
@@ -539,13 +618,17 @@ def format_table(results: dict[str, list[float]]) -> str:
             lines.append(f"{label + ' CPU us/msg by process':32s} " + ", ".join(busy))
     if "E" in results:
         mbs = _cell([v / 1e6 for v in results["E"]], ".1f")
-        lines.append(f"{'E slave catch-up, MB/s':32s} {mbs:>26s} "
-                     f"{_cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
-                     f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
-                     f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB timed")
+        lines.append(
+            f"{'E slave catch-up, MB/s':32s} {mbs:>26s} "
+            f"{_cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
+            f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
+            f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB timed"
+        )
     if "D_p50" in results:
-        lines.append(f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
-                     f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5")
+        lines.append(
+            f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
+            f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -558,17 +641,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--c", type=int, default=200_000, help="C: messages to pull (0 = skip)")
     p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
     p.add_argument("--e", type=int, default=1, help="E: replication catch-up (0 = skip)")
-    p.add_argument("--affinity", default=None,
-                   help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
-    p.add_argument("--personality", default=None,
-                   help="actors.runtime.echo to measure the runtime alone (A and B only)")
+    p.add_argument(
+        "--affinity",
+        default=None,
+        help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)',
+    )
+    p.add_argument(
+        "--personality",
+        default=None,
+        help="actors.runtime.echo to measure the runtime alone (A and B only)",
+    )
+    p.add_argument(
+        "--bound",
+        action="store_true",
+        help="A and B against one process running the send core inline, no actors "
+        "(tests.bench.send_bound): the ceiling of any layout of this send path",
+    )
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be >= 1")
     if not args.a:
         args.a = 1000  # the raw echo still needs a count
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    sys.stdout.write(format_table(run(args)))
+    sys.stdout.write(format_table(run_bound(args) if args.bound else run(args)))
     return 0
 
 

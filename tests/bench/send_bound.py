@@ -1,0 +1,159 @@
+"""The ceiling of any broker design built on this send core: one process, no actors at all.
+
+Mirrors nothing in RocketMQ. The server is one forked process that owns the client socket,
+the store (ASYNC_FLUSH, index built by a spawned IndexService process as in the broker) and
+the broker's own SendMessageProcessor, and serves SEND_MESSAGE_V2 in a blocking loop shaped
+like the raw echo's: read, split frames, `fast_send` each (the general path for the first one,
+which creates the topic), write every reply in one send. No selector, no channel, no second
+process on the request path: whatever the RemotingServer / processor split costs is absent.
+
+`broker_bench --bound` runs scenarios A and B against it with the same clients and the same
+raw echo as the real broker, so the gap between the real broker and this bound is what the
+actor layout costs, and the gap between this bound and the goal is the send path's own cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct(">i")
+TICK_MS = 10  # the store's periodic work (async flush, checkpoint), as the send actor ticks
+
+
+def _serve(srv: socket.socket, root: str, topics: tuple[str, ...]) -> None:
+    """Accept connections one after another and answer their sends until SIGTERM."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the finally: store shut down
+    try:  # the CPU table's role name (broker_bench.role_of); its IndexService shows as python
+        with open("/proc/self/comm", "w", encoding="ascii") as f:
+            f.write("amq-bound")
+    except OSError:
+        pass
+    from actors.broker.actor import broker_store_config
+    from actors.broker.config import BrokerConfig
+    from actors.broker.context import BrokerContext
+    from actors.broker.controller import BrokerControllerCore
+    from actors.broker.events import TopicConfigChanged
+    from actors.broker.processors import BROKER_PROCESSOR_GROUPS
+    from actors.broker.topic_config import TopicConfig
+    from actors.core import Request
+    from protocol.command import RemotingCommand
+    from store.config import StoreConfig
+    from store.message_store import DefaultMessageStore
+
+    bc = BrokerConfig(namesrvAddr="127.0.0.1:9876")
+    sc = broker_store_config(StoreConfig(storePathRootDir=root))
+    sc.messageIndexProcessSpawn = True  # no IndexService actor here: the store spawns it
+    store = DefaultMessageStore(sc)
+    now = time.time_ns() // 1_000_000
+    if not store.load(now):
+        raise RuntimeError("store did not load")
+    store.start(now)
+    controller = BrokerControllerCore(bc, sc)
+    controller.load(now)
+    created = [TopicConfigChanged(TopicConfig(t, 4, 4), register=False) for t in topics]
+    controller.apply_events(created, "admin", now)  # type: ignore[arg-type]
+    group = next(g for g in BROKER_PROCESSOR_GROUPS if g.name == "send")
+    ctx = BrokerContext(bc, sc, group="send", outbox=None, store=store)
+    ctx.load_snapshot(controller.snapshot())
+    core = group.build(ctx)
+    fast = core.fast_send  # type: ignore[attr-defined]
+    _wait_warm(store)
+    next_tick = now + TICK_MS
+    try:
+        while True:
+            conn, peer = srv.accept()
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            buf = b""
+            while True:
+                data = conn.recv(1 << 20)
+                if not data:
+                    conn.close()
+                    break
+                buf = buf + data if buf else data
+                now = time.time_ns() // 1_000_000
+                out = []
+                pos = 0
+                end = len(buf)
+                with memoryview(buf) as mv:
+                    while end - pos >= 4:
+                        (n,) = _LEN.unpack_from(buf, pos)
+                        if end - pos < 4 + n:
+                            break
+                        frame = mv[pos + 4 : pos + 4 + n]
+                        reply = fast(frame, 1, peer, now)
+                        if reply is None:  # a topic's first send (name check): general path
+                            cmd = RemotingCommand.decode(frame)
+                            resp = core.process(Request(1, peer, cmd, 0), now)
+                            reply = resp.encode() if resp is not None else b""
+                        out.append(reply)
+                        pos += 4 + n
+                buf = buf[pos:]
+                if out:
+                    conn.sendall(b"".join(out))
+                if now >= next_tick:
+                    next_tick = now + store.tick(now)
+    finally:
+        store.shutdown(time.time_ns() // 1_000_000)
+
+
+def _wait_warm(store: object, limit_s: float = 120.0) -> None:
+    """Serve once the next CommitLog segment is warm (its background warm-up of up to 1 GiB
+    would otherwise be measured too), at most limit_s."""
+    mfq = store.commitlog.mfq  # type: ignore[attr-defined]
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        got = mfq.next_to_warm()
+        if got is not None and got[1] >= got[0].file_size:
+            return
+        time.sleep(0.05)
+    log.warning("bound server: next segment not warm after %.0f s, serving anyway", limit_s)
+
+
+@contextmanager
+def inline_server(topics: tuple[str, ...]) -> Iterator[tuple[tuple[str, int], list[int]]]:
+    """((host, port), [server pid, IndexService pid]) of a running bound server; stopped after."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    root = tempfile.mkdtemp(prefix="amq-bound-")
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_serve, args=(srv, root, topics), daemon=True, name="amq-bound")
+    proc.start()
+    try:
+        yield srv.getsockname(), [proc.pid or 0, *_children(proc.pid or 0)]
+    finally:
+        proc.terminate()  # SIGTERM: the finally above shuts the store (and its index process)
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        srv.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _children(pid: int, wait_s: float = 5.0) -> list[int]:
+    """The processes `pid` spawned (its IndexService), waited for up to wait_s."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            kids = []
+        if kids:
+            return kids
+        time.sleep(0.02)
+    log.warning("bound server %d spawned no index process within %.0f s", pid, wait_s)
+    return []

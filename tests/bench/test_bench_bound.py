@@ -1,0 +1,34 @@
+"""broker_bench --bound: the one-process send bound answers A and B and leaves nothing running."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from tests.bench import send_bound
+from tests.bench.broker_bench import bench_a, bench_b, run_bound
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z")
+
+
+def test_bound_server_serves_a_and_b_then_stops() -> None:
+    with send_bound.inline_server(("BenchA", "BenchB")) as (addr, pids):
+        assert len(pids) == 2  # the server and the IndexService process its store spawned
+        rate, cpu = bench_a(addr, 30, pids)  # every reply is checked: code 0, its opaque
+        assert rate > 0 and cpu > 0
+        rate, cpu = bench_b(addr, 2, pids, 2)  # msgpack headers through the same core
+        assert rate > 0 and cpu > 0
+    assert not [p for p in pids if _alive(p)]
+
+
+def test_run_bound_reports_every_row() -> None:
+    got = run_bound(argparse.Namespace(runs=1, a=20, b=1))
+    for key in ("raw", "A", "A_ratio", "A_cpu", "B", "B_cpu", "Bm", "Bm_cpu"):
+        assert len(got[key]) == 1 and got[key][0] > 0, key
+    assert "B_cpu:bound" in got
