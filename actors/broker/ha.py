@@ -30,6 +30,7 @@ from typing import Any, Final
 from actors.runtime.channel import listen_channel, recv_available, send_out
 from actors.runtime.messages import HAFailed, HAReady, StartHA
 from actors.runtime.tcp import start_connect
+from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
 from actors.runtime.watch import WatchingActor
 from store.ha import (
     HEADER,
@@ -110,6 +111,10 @@ class HAServiceActor(WatchingActor):
         self.state: Any = None
         self.file_size = 0
         self.cfg: StartHA | None = None
+        # SYNC_MASTER: the send actor pokes when a send waits for a slave, and is poked back
+        # when a slave acked more (see actors.runtime.wake)
+        self.transfer_wake: WakeReader | None = None
+        self.acked_wake: WakeWriter | None = None
 
     # -- control --------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -133,6 +138,10 @@ class HAServiceActor(WatchingActor):
         self.state = StatePage(os.path.join(sc.storePathRootDir, "state"), writable=True)
         self.state.set(OFF_HA_SLAVES, 0)
         self.state.set(OFF_HA_ACKED, 0)
+        if msg.sync_master:
+            root = sc.storePathRootDir
+            self.transfer_wake = WakeReader(os.path.join(root, HA_TRANSFER))
+            self.acked_wake = WakeWriter(os.path.join(root, HA_ACKED))
         try:
             lst = listen_channel((msg.host, msg.port))
         except OSError as exc:
@@ -157,21 +166,31 @@ class HAServiceActor(WatchingActor):
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+        for end in (self.transfer_wake, self.acked_wake):
+            if end is not None:
+                end.close()
+        self.transfer_wake = self.acked_wake = None
         self.set_watch_fds([])
 
     def _watch(self) -> None:
         fds = [c.sock.fileno() for c in self.conns.values()]
         if self.listener is not None:
             fds.append(self.listener.fileno())
+        if self.transfer_wake is not None:
+            fds += self.transfer_wake.fds()
         self.set_watch_fds(fds)
 
     # -- sockets --------------------------------------------------------------------------------
     def on_ready(self, fds: list[int]) -> None:
         now = time.monotonic()
         lst = self.listener
+        wake = self.transfer_wake
         for fd in fds:
             if lst is not None and fd == lst.fileno():
                 self._accept(now)
+                continue
+            if wake is not None and fd == wake.fd:
+                wake.drain()  # a send waits for a slave: the pump below feeds the slaves now
                 continue
             c = self.conns.get(fd)
             if c is not None:
@@ -239,7 +258,11 @@ class HAServiceActor(WatchingActor):
         self.state.set(OFF_HA_SLAVES, len(self.conns))  # connectionCount: from the accept on
         acked = [c.acked for c in self.conns.values() if c.acked >= 0]
         if acked:  # push2SlaveMaxOffset only grows
-            self.state.set(OFF_HA_ACKED, max(max(acked), self.state.get(OFF_HA_ACKED)))
+            before = self.state.get(OFF_HA_ACKED)
+            if max(acked) > before:
+                self.state.set(OFF_HA_ACKED, max(acked))
+                if self.acked_wake is not None:  # notifyTransferSome
+                    self.acked_wake.poke()
 
     # -- transfer -------------------------------------------------------------------------------
     def on_timer(self, key: str) -> None:

@@ -476,6 +476,86 @@ def bench_e(cluster: Any, data: str, ha_port: int, master_root: str
         slave.close()
 
 
+def start_sync_pair(cluster: Any, data: str) -> tuple[tuple[str, int], str]:
+    """A SYNC_MASTER broker ("broker-f") and its slave in the cluster; (master address,
+    master store root) once the slave is connected."""
+    from actors.broker.config import BrokerConfig
+    from deploy import launch
+    from store.config import StoreConfig
+    from store.state_page import OFF_HA_SLAVES, StatePage
+
+    ha_port = launch.stable_free_port()
+    root = os.path.join(data, "f-master")
+    props = {"listenPort": "0", "brokerName": "broker-f", "brokerRole": "SYNC_MASTER",
+             "storePathRootDir": root, "haListenPort": str(ha_port)}  # fmt: skip
+    port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
+                               StoreConfig.from_properties(props))  # fmt: skip
+    props = {"listenPort": "0", "brokerName": "broker-f", "brokerId": "1",
+             "brokerRole": "SLAVE", "haMasterAddress": f"127.0.0.1:{ha_port}",
+             "storePathRootDir": os.path.join(data, "f-slave")}  # fmt: skip
+    launch.start_broker(cluster, BrokerConfig.from_properties(props),
+                        StoreConfig.from_properties(props))  # fmt: skip
+    st = StatePage(os.path.join(root, "state"), writable=False)
+    try:
+        deadline = time.monotonic() + 60
+        while st.get(OFF_HA_SLAVES) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if st.get(OFF_HA_SLAVES) < 1:
+            raise RuntimeError("F: the slave never connected to the SYNC_MASTER")
+    finally:
+        st.close()
+    return ("127.0.0.1", port), root
+
+
+def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float, float, float]:
+    """SYNC_MASTER, one WAIT send in flight, one slave: (msgs/s, p50 ms, p99 ms, CPU us/msg);
+    every answer must be SUCCESS (a slave has the message), as GroupTransferService gives."""
+    from protocol.command import RemotingCommand
+    from protocol.framing import FrameDecoder
+
+    reqs = [send_request("BenchF", 0) for _ in range(n + 20)]
+    frames = [r.encode() for r in reqs]
+    lat: list[int] = []
+    with socket.create_connection(addr, timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        decoder = FrameDecoder()
+        buf = memoryview(bytearray(1 << 16))
+
+        def round_trip(i: int) -> int:
+            t = time.perf_counter_ns()
+            sock.sendall(frames[i])
+            got: list[Any] = []
+            while not got:
+                k = sock.recv_into(buf)
+                if not k:
+                    raise ConnectionError("broker closed the connection")
+                got = decoder.feed(buf[:k])
+            dt = time.perf_counter_ns() - t
+            r = RemotingCommand.decode(got[0])
+            if r.code != 0 or r.opaque != reqs[i].opaque:
+                raise RuntimeError(f"F: send answered {r.code} {r.remark}")
+            return dt
+
+        deadline = time.monotonic() + 30
+        for i in range(n, n + 20):  # warm-up: topic creation, then the slave's first acks
+            while True:
+                try:
+                    round_trip(i)
+                    break
+                except RuntimeError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        c0 = cpu_us(pids)
+        t0 = time.perf_counter()
+        for i in range(n):
+            lat.append(round_trip(i))
+        dt = time.perf_counter() - t0
+    lat.sort()
+    return (n / dt, lat[n // 2] / 1e6, lat[min(n - 1, int(n * 0.99))] / 1e6,
+            (cpu_us(pids) - c0) / n)  # fmt: skip
+
+
 def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
     """A and B against tests.bench.send_bound's one-process server, --runs times."""
     from tests.bench.send_bound import inline_server
@@ -560,6 +640,15 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     p50, p99, _n = bench_d(addr, args.d, i)
                     add("D_p50", p50)
                     add("D_p99", p99)
+            if real and args.f:
+                f_addr, _root = start_sync_pair(cluster, data)
+                f_pids = [p for p in cluster_pids(cluster) if p != os.getpid()]
+                for _ in range(args.runs):
+                    rate, p50, p99, cpu = bench_f(f_addr, args.f, f_pids)
+                    add("F", rate)
+                    add("F_p50", p50)
+                    add("F_p99", p99)
+                    add("F_cpu", cpu)
             if real and args.e:
                 add("E_raw", raw_copy_rate())
                 timed = bench_e(cluster, data, ha_port, props["storePathRootDir"])
@@ -624,6 +713,15 @@ def format_table(results: dict[str, list[float]]) -> str:
             f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
             f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB timed"
         )
+    if "F" in results:
+        lines.append(
+            f"{'F SYNC_MASTER, 1 WAIT in flight':32s} {_cell(results['F'], ',.0f'):>26s} "
+            f"{'-':>18s} {_cell(results['F_cpu'], '.1f'):>18s}  (reported; all processes)"
+        )
+        lines.append(
+            f"{'F send latency with a slave, ms':32s} p50 {_cell(results['F_p50'], '.2f')}"
+            f"  p99 {_cell(results['F_p99'], '.2f')}"
+        )
     if "D_p50" in results:
         lines.append(
             f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
@@ -641,6 +739,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--c", type=int, default=200_000, help="C: messages to pull (0 = skip)")
     p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
     p.add_argument("--e", type=int, default=1, help="E: replication catch-up (0 = skip)")
+    p.add_argument("--f", type=int, default=1000,
+                   help="F: WAIT sends to a SYNC_MASTER with one slave (0 = skip)")
     p.add_argument(
         "--affinity",
         default=None,

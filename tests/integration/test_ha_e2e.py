@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,16 @@ def test_sync_master_waits_for_a_slave(local_cluster, tmp_path: Path) -> None:
 
         r = wait_until(synced, 20.0, 0.2)
         assert r is not None, "a SYNC_MASTER send never got SEND_OK with a slave connected"
+        # one after the other, each answered once the slave has it (the HA service is woken
+        # for each, the send actor on each ack, through the store's two wake pipes)
+        for i in range(100):
+            r = master.invoke(send_cmd(topic, b"seq-%d" % i, msg_props(), queue_id=0),
+                              RPC_TIMEOUT_S)  # fmt: skip
+            assert r.code == RS.SUCCESS, (i, r.code, r.remark)
+        root = os.path.join(str(tmp_path), "data0", "store")
+        for name in ("ha-transfer.wake", "ha-acked.wake"):
+            mode = os.stat(os.path.join(root, name)).st_mode
+            assert stat.S_ISFIFO(mode) and stat.S_IMODE(mode) == 0o600, name
         # WAIT=false: answered at once whatever the slaves
         r = master.invoke(send_cmd(topic, b"nowait", msg_props(wait=False), queue_id=0),
                           RPC_TIMEOUT_S)  # fmt: skip

@@ -14,6 +14,7 @@ delivers them, driven by tick() only (a master's writer; the request path never 
 from __future__ import annotations
 
 import logging
+import os
 import random
 from dataclasses import dataclass
 from typing import Any, Final
@@ -48,6 +49,7 @@ from actors.broker.topic_config import (
 )
 from actors.broker.transaction import TransactionalMessageService
 from actors.core import FAQ_SUFFIX, Request
+from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
 from protocol.bodies import MessageQueue, dumps_compact
 from protocol.codes import (
     CURRENT_VERSION,
@@ -240,6 +242,13 @@ class SendMessageProcessor:
             if configured:
                 self.ha_client.set_master(configured, 0)
             ctx.on_event(HaMasterChanged, self._on_ha_master)
+        # SYNC_MASTER: wake the HA service for a waiting send, be woken by a slave's ack
+        self._transfer_wake: WakeWriter | None = None
+        self._acked_wake: WakeReader | None = None
+        self._poke_transfer = False
+        if self.sync_master and root and isinstance(self.store, DefaultMessageStore):
+            self._transfer_wake = WakeWriter(os.path.join(root, HA_TRANSFER))
+            self._acked_wake = WakeReader(os.path.join(root, HA_ACKED))
 
     def _read_config(self) -> None:
         """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
@@ -281,15 +290,24 @@ class SendMessageProcessor:
             self.stats.close()
         if self.ha_client is not None:
             self.ha_client.close()
+        for end in (self._transfer_wake, self._acked_wake):
+            if end is not None:
+                end.close()
 
     # --- HA: a slave's replication client (fds watched by the runtime) ------------------------
 
     def watch_fds(self) -> list[int]:
         """Descriptors besides the channels the runtime watches for this core."""
-        return self.ha_client.fds() if self.ha_client is not None else []
+        fds = self.ha_client.fds() if self.ha_client is not None else []
+        if self._acked_wake is not None:
+            fds += self._acked_wake.fds()
+        return fds
 
     def on_fd_ready(self, fds: list[int], now_ms: int) -> None:
-        """One of watch_fds() is readable."""
+        """One of watch_fds() is readable (the runtime then runs flush_and_release)."""
+        acked = self._acked_wake
+        if acked is not None and acked.fd in fds:
+            acked.drain()  # a slave acked more: the waiting sends are looked at after this
         if self.ha_client is not None:
             self.ha_client.on_ready(now_ms)
 
@@ -394,6 +412,10 @@ class SendMessageProcessor:
         then answer every waiting send they cover or whose time is up; the count."""
         if not self.waiting:
             return 0
+        if self._poke_transfer:  # one wake-up of the HA service per batch that parked sends
+            self._poke_transfer = False
+            if self._transfer_wake is not None:
+                self._transfer_wake.poke()
         flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
         acked = self._slave_acked() if self.sync_master else 1 << 62
         keep: list[_Waiting] = []
@@ -891,6 +913,7 @@ class SendMessageProcessor:
         if self.sync_master:
             if self._slave_ok(end_offset):
                 slave_deadline = now_ms + self.slave_timeout_ms
+                self._poke_transfer = True
             else:
                 resp.code = RS.SLAVE_NOT_AVAILABLE
         if need_flush or slave_deadline:

@@ -5,10 +5,13 @@ figures come from the shared state page the master's HA service writes."""
 
 from __future__ import annotations
 
+import os
+import select
 from typing import Any
 
 import pytest
 
+from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
@@ -91,5 +94,48 @@ def test_sync_flush_and_sync_master_settle_together(tmp_path: Any) -> None:
         core.flush_and_release(NOW + 10 + core.slave_timeout_ms)
         [(_, r)] = b.outbox.take()
         assert r.code == RS.FLUSH_SLAVE_TIMEOUT
+    finally:
+        b.close()
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def test_a_parked_send_wakes_the_ha_service_and_an_ack_wakes_the_send_core(
+    sync_master: Broker, tmp_path: Any
+) -> None:
+    """CommitLog.submitReplicaRequest's wakeup and notifyTransferSome, across processes: the
+    core pokes the HA service's pipe once per batch that parked sends, and watches the pipe
+    the HA service pokes when a slave acked more."""
+    root = sync_master.sc.storePathRootDir
+    ha_side = WakeReader(os.path.join(root, HA_TRANSFER))  # what the HA service watches
+    acks = WakeWriter(os.path.join(root, HA_ACKED))  # what it pokes
+    core = sync_master.cores["send"]
+    try:
+        [acked_fd] = core.watch_fds()
+        _slaves(sync_master, 1, 0)
+        assert _send(sync_master) is None and _send(sync_master) is None  # two parked
+        assert not _readable(ha_side.fd)
+        core.flush_and_release(NOW + 1)  # the runtime's after-batch call
+        assert ha_side.drain() == 1  # one poke for the batch
+        core.flush_and_release(NOW + 2)
+        assert ha_side.drain() == 0  # nothing newly parked: no poke
+        _slaves(sync_master, 1, sync_master.store.max_phy_offset)
+        assert acks.poke() and _readable(acked_fd)
+        core.on_fd_ready([acked_fd], NOW + 3)
+        assert not _readable(acked_fd)  # drained
+        assert core.flush_and_release(NOW + 3) == 2
+        assert [r.code for _, r in sync_master.outbox.take()] == [RS.SUCCESS, RS.SUCCESS]
+    finally:
+        ha_side.close()
+        acks.close()
+
+
+def test_an_async_master_opens_no_wake_pipe(tmp_path: Any) -> None:
+    b = Broker(str(tmp_path / "store"))
+    try:
+        assert b.cores["send"].watch_fds() == []
+        assert not [n for n in os.listdir(b.sc.storePathRootDir) if n.endswith(".wake")]
     finally:
         b.close()
