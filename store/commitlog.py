@@ -17,13 +17,16 @@ from typing import Final, NamedTuple
 
 from protocol.record import (
     BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE,
     RECORD_V4_HEAD,
+    STOREHOSTADDRESS_V6_FLAG,
     RecordError,
     decode_record_fields,
     encode_record_into,
 )
 from store.config import StoreConfig
+from store.index import java_hash_bytes
 from store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,12 @@ _BLANK = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+# what dispatch needs from an IPv4/IPv4 record's 88-byte fixed part, in one unpack: TOTALSIZE,
+# MAGICCODE, BODYCRC, QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, (BORNTIMESTAMP,
+# BORNHOST), STORETIMESTAMP, (STOREHOST, RECONSUMETIMES, PREPARED OFFSET), BODY length
+_DISPATCH_V4 = struct.Struct(">iiii4xqqi16xq20xi")
+_V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_CACHE_LIMIT: Final = 4096  # distinct topics / tags remembered by a walker
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 TRANSACTION_TYPE_MASK: Final = 0xC
 TRANSACTION_PREPARED_TYPE: Final = 0x4
@@ -93,6 +102,8 @@ class CommitLog:
         self._cur: MappedFile | None = None
         self.last_store_timestamp = 0
         self.on_new_file: object = None  # callable() when a file is created
+        self._topics: dict[bytes, str] = {}  # check_record's caches: topic bytes -> name,
+        self._tags: dict[bytes, int] = {}  # TAGS value -> its hash
 
     # ---- append --------------------------------------------------------------------------
     def _current(self, need: int) -> MappedFile:
@@ -261,13 +272,21 @@ class CommitLog:
         self, mv: memoryview, pos: int, check_crc: bool
     ) -> tuple[int, DispatchRequest | None]:
         """Validate the record at mv[pos:]; returns (size, request); 0 = end, -1 = bad."""
-        if pos + 8 > len(mv):
+        n = len(mv)
+        if pos + 8 > n:
             return 0, None
         total, magic = _TOTAL_MAGIC.unpack_from(mv, pos)
         if magic == BLANK_MAGIC_CODE:
             return 0, None
         if magic != MESSAGE_MAGIC_CODE:
             return (0 if total == 0 and magic == 0 else -1), None
+        if pos + 88 <= n:
+            total, _, crc, qid, qoff, phy, sys_flag, store_ts, blen = _DISPATCH_V4.unpack_from(
+                mv, pos
+            )
+            if not sys_flag & _V6_FLAGS:
+                return self._check_v4(mv, pos, check_crc, total, crc, qid, qoff, phy, sys_flag,
+                                      store_ts, blen)  # fmt: skip
         try:
             f = decode_record_fields(mv, pos)
         except (RecordError, IndexError, struct.error):
@@ -291,8 +310,6 @@ class CommitLog:
         else:
             tags = prop_value(props, b"TAGS\x01")
             if tags:
-                from store.index import java_hash_bytes
-
                 tags_code = java_hash_bytes(tags)
         req = DispatchRequest(
             topic,
@@ -306,6 +323,58 @@ class CommitLog:
             props,
         )
         return total, req
+
+    def _check_v4(
+        self, mv: memoryview, pos: int, check_crc: bool, total: int, crc: int, qid: int,
+        qoff: int, phy: int, sys_flag: int, store_ts: int, blen: int,
+    ) -> tuple[int, DispatchRequest | None]:
+        """check_record for IPv4 hosts: the fixed part came in one unpack; the same checks
+        as decode_record_fields, the topic and TAGS hash from per-walker caches."""
+        end = pos + total
+        b = pos + 88
+        if total < 91 or end > len(mv) or blen < 0 or b + blen + 1 > end:
+            return -1, None
+        if check_crc and (zlib.crc32(mv[b : b + blen]) & 0x7FFFFFFF) != crc:
+            return -1, None
+        t = b + blen + 1
+        te = t + mv[t - 1]
+        if te + 2 > end:
+            return -1, None
+        plen = _I16.unpack_from(mv, te)[0]
+        if plen < 0 or te + 2 + plen != end:
+            return -1, None
+        tb = mv[t:te].tobytes()
+        topic = self._topics.get(tb)
+        if topic is None:
+            try:
+                topic = tb.decode()
+            except UnicodeDecodeError:
+                return -1, None
+            if len(self._topics) >= _CACHE_LIMIT:
+                self._topics.clear()
+            self._topics[tb] = topic
+        props = mv[te + 2 : end].tobytes()
+        if topic == SCHEDULE_TOPIC:
+            lvl = prop_value(props, b"DELAY\x01")
+            delays = self.cfg.delay_levels_ms
+            if lvl is not None and lvl.isdigit():
+                tags_code = store_ts + delays[min(max(int(lvl), 1), len(delays)) - 1]
+            else:
+                tags_code = store_ts
+        else:
+            tags = prop_value(props, b"TAGS\x01")
+            if tags:
+                code = self._tags.get(tags)
+                if code is None:
+                    if len(self._tags) >= _CACHE_LIMIT:
+                        self._tags.clear()
+                    code = self._tags[tags] = java_hash_bytes(tags)
+                tags_code = code
+            else:
+                tags_code = 0
+        return total, DispatchRequest(
+            topic, qid, phy, total, tags_code, store_ts, qoff, sys_flag, props
+        )
 
     def scan(self, start: int, check_crc: bool, ts_mark: int) -> tuple[int, int, int]:
         """Validate records from start without building objects (abnormal recovery).
