@@ -92,20 +92,9 @@ def send_request(topic: str, queue_id: int, serialize_type: int = 0) -> Any:
     """A SEND_MESSAGE_V2 request as a Java producer writes it."""
     from protocol.command import RemotingCommand
 
-    ext = {
-        "a": "bench_pg",
-        "b": topic,
-        "c": "TBW102",
-        "d": "4",
-        "e": str(queue_id),
-        "f": "0",
-        "g": str(int(time.time() * 1000)),
-        "h": "0",
-        "i": "WAIT\x01true\x02TAGS\x01bench",
-        "j": "0",
-        "k": "false",
-        "m": "false",
-    }
+    ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": "WAIT\x01true\x02TAGS\x01bench",
+           "j": "0", "k": "false", "m": "false"}
     return RemotingCommand.request(310, ext, BODY, serialize_type=serialize_type)
 
 
@@ -125,7 +114,7 @@ def role_of(pid: int) -> str:
             name = f.read().strip()
     except OSError:
         return "?"
-    return name[len(PROCESS_NAME_PREFIX) :] if name.startswith(PROCESS_NAME_PREFIX) else name
+    return name[len(PROCESS_NAME_PREFIX):] if name.startswith(PROCESS_NAME_PREFIX) else name
 
 
 def cpu_by_role(pids: list[int]) -> dict[str, float]:
@@ -139,13 +128,26 @@ def cpu_by_role(pids: list[int]) -> dict[str, float]:
     return out
 
 
+def _round_trip(sock: socket.socket, decoder: Any, buf: memoryview, frame: bytes) -> Any:
+    """Write one request frame and read until a response frame is complete; it, decoded."""
+    from protocol.command import RemotingCommand
+
+    sock.sendall(frame)
+    got: list[Any] = []
+    while not got:
+        k = sock.recv_into(buf)
+        if not k:
+            raise ConnectionError("broker closed the connection")
+        got = decoder.feed(buf[:k])
+    return RemotingCommand.decode(got[0])
+
+
 def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float]:
     """One in flight: (msgs/s, broker CPU us/msg).
 
     Like the raw echo client, the requests are encoded before the clock starts; every
     response is still decoded and checked (code 0, matching opaque).
     """
-    from protocol.command import RemotingCommand
     from protocol.framing import FrameDecoder
 
     reqs = [send_request("BenchA", i % 4) for i in range(n + 1)]
@@ -155,16 +157,8 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
     decoder = FrameDecoder()
     buf = memoryview(bytearray(1 << 16))
     try:
-
         def round_trip(i: int) -> None:
-            sock.sendall(frames[i])
-            got: list[Any] = []
-            while not got:
-                k = sock.recv_into(buf)
-                if not k:
-                    raise ConnectionError("broker closed the connection")
-                got = decoder.feed(buf[:k])
-            r = RemotingCommand.decode(got[0])
+            r = _round_trip(sock, decoder, buf, frames[i])
             if r.code != 0 or r.opaque != reqs[i].opaque:
                 raise RuntimeError(f"send failed: {r.code} {r.remark}")
 
@@ -179,13 +173,8 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         sock.close()
 
 
-def bench_b(
-    addr: tuple[str, int],
-    rounds: int,
-    pids: list[int],
-    serialize_type: int = 0,
-    roles: dict[str, float] | None = None,
-) -> tuple[float, float]:
+def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0,
+            roles: dict[str, float] | None = None) -> tuple[float, float]:
     """100 in flight, repeated: (msgs/s, broker CPU us/msg); headers in `serialize_type`.
 
     `roles`, when given, receives the CPU us/msg of each actor role (see cpu_by_role).
@@ -243,52 +232,28 @@ def heartbeat_request(client_id: str, group: str, topic: str) -> Any:
 
     from protocol.command import RemotingCommand
 
-    sub = {
-        "classFilterMode": False,
-        "codeSet": [],
-        "expressionType": "TAG",
-        "subString": "*",
-        "subVersion": 1,
-        "tagsSet": [],
-        "topic": topic,
-    }
-    body = {
-        "clientID": client_id,
-        "consumerDataSet": [
-            {
-                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                "consumeType": "CONSUME_PASSIVELY",
-                "groupName": group,
-                "messageModel": "CLUSTERING",
-                "subscriptionDataSet": [sub],
-                "unitMode": False,
-            }
-        ],
-        "producerDataSet": [],
-    }
+    sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
+           "subVersion": 1, "tagsSet": [], "topic": topic}
+    body = {"clientID": client_id,
+            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
+                                 "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
+                                 "unitMode": False}],
+            "producerDataSet": []}
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     return RemotingCommand.request(34, None, data)
 
 
-def pull_request(
-    group: str, topic: str, queue_id: int, offset: int, max_nums: int, suspend_ms: int = 0
-) -> Any:
+def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int,
+                 suspend_ms: int = 0) -> Any:
     """PULL_MESSAGE (11); sysFlag 0x4 (subscription in the request) | 0x2 when suspending."""
     from protocol.command import RemotingCommand
 
-    ext = {
-        "consumerGroup": group,
-        "topic": topic,
-        "queueId": str(queue_id),
-        "queueOffset": str(offset),
-        "maxMsgNums": str(max_nums),
-        "sysFlag": str(4 | (2 if suspend_ms else 0)),
-        "commitOffset": "0",
-        "suspendTimeoutMillis": str(suspend_ms),
-        "subVersion": "0",
-        "expressionType": "TAG",
-        "subscription": "*",
-    }
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+           "queueOffset": str(offset), "maxMsgNums": str(max_nums),
+           "sysFlag": str(4 | (2 if suspend_ms else 0)), "commitOffset": "0",
+           "suspendTimeoutMillis": str(suspend_ms), "subVersion": "0",
+           "expressionType": "TAG", "subscription": "*"}
     return RemotingCommand.request(11, ext)
 
 
@@ -307,10 +272,8 @@ def _subscribe(cl: Any, group: str, topic: str) -> None:
 
 PRELOAD_BUSY_LIMIT = 10_000  # resends of SYSTEM_BUSY replies while preloading C
 
-
-def bench_c(
-    addr: tuple[str, int], total: int, pids: list[int], run: int = 0
-) -> tuple[float, float]:
+def bench_c(addr: tuple[str, int], total: int, pids: list[int], run: int = 0
+            ) -> tuple[float, float]:
     """Pull `total` stored messages from one queue, 32 per pull: (msgs/s, CPU us/msg)."""
     from deploy.wire import BlockingClient
 
@@ -364,9 +327,8 @@ def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
             cl.invoke(req, 10)
 
 
-def bench_d(
-    addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
-) -> tuple[float, float, int]:
+def bench_d(addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
+            ) -> tuple[float, float, int]:
     """Long-polling consumer, sender at `rate`/s: (p50 ms, p99 ms, messages received)."""
     from deploy.wire import BlockingClient
     from protocol.message import decode_messages
@@ -510,7 +472,6 @@ def start_sync_pair(cluster: Any, data: str) -> tuple[tuple[str, int], str]:
 def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float, float, float]:
     """SYNC_MASTER, one WAIT send in flight, one slave: (msgs/s, p50 ms, p99 ms, CPU us/msg);
     every answer must be SUCCESS (a slave has the message), as GroupTransferService gives."""
-    from protocol.command import RemotingCommand
     from protocol.framing import FrameDecoder
 
     reqs = [send_request("BenchF", 0) for _ in range(n + 20)]
@@ -523,15 +484,8 @@ def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
 
         def round_trip(i: int) -> int:
             t = time.perf_counter_ns()
-            sock.sendall(frames[i])
-            got: list[Any] = []
-            while not got:
-                k = sock.recv_into(buf)
-                if not k:
-                    raise ConnectionError("broker closed the connection")
-                got = decoder.feed(buf[:k])
+            r = _round_trip(sock, decoder, buf, frames[i])
             dt = time.perf_counter_ns() - t
-            r = RemotingCommand.decode(got[0])
             if r.code != 0 or r.opaque != reqs[i].opaque:
                 raise RuntimeError(f"F: send answered {r.code} {r.remark}")
             return dt
@@ -681,25 +635,18 @@ def _cell(vals: list[float] | None, fmt: str) -> str:
 def format_table(results: dict[str, list[float]]) -> str:
     """Per scenario: median (min-max) over the runs, ratio to raw echo, broker CPU us/msg."""
     runs = max((len(v) for v in results.values()), default=0)
-    lines = [
-        f"broker benchmark, {runs} run(s); median (min-max)",
-        f"{'scenario':32s} {'msgs/s':>26s} {'x raw echo':>18s} {'CPU us/msg':>18s}  goal",
-    ]
+    lines = [f"broker benchmark, {runs} run(s); median (min-max)",
+             f"{'scenario':32s} {'msgs/s':>26s} {'x raw echo':>18s} {'CPU us/msg':>18s}  goal"]
     for name, rate, ratio, cpu, goal in ROWS:
         if rate not in results:
             continue
-        lines.append(
-            f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
-            f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
-            f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}"
-        )
+        lines.append(f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
+                     f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
+                     f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}")
     for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack")):
         parts = sorted(
-            (
-                (k[len(key) :], statistics.median(v))
-                for k, v in results.items()
-                if k.startswith(key)
-            ),
+            ((k[len(key):], statistics.median(v)) for k, v in results.items()
+             if k.startswith(key)),
             key=lambda kv: -kv[1],
         )
         busy = [f"{role} {us:.1f}" for role, us in parts if us >= 0.05]
@@ -707,12 +654,10 @@ def format_table(results: dict[str, list[float]]) -> str:
             lines.append(f"{label + ' CPU us/msg by process':32s} " + ", ".join(busy))
     if "E" in results:
         mbs = _cell([v / 1e6 for v in results["E"]], ".1f")
-        lines.append(
-            f"{'E slave catch-up, MB/s':32s} {mbs:>26s} "
-            f"{_cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
-            f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
-            f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB timed"
-        )
+        lines.append(f"{'E slave catch-up, MB/s':32s} {mbs:>26s} "
+                     f"{_cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
+                     f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
+                     f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB timed")
     if "F" in results:
         lines.append(
             f"{'F SYNC_MASTER, 1 WAIT in flight':32s} {_cell(results['F'], ',.0f'):>26s} "
@@ -723,10 +668,8 @@ def format_table(results: dict[str, list[float]]) -> str:
             f"  p99 {_cell(results['F_p99'], '.2f')}"
         )
     if "D_p50" in results:
-        lines.append(
-            f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
-            f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5"
-        )
+        lines.append(f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
+                     f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5")
     return "\n".join(lines) + "\n"
 
 
@@ -741,22 +684,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--e", type=int, default=1, help="E: replication catch-up (0 = skip)")
     p.add_argument("--f", type=int, default=1000,
                    help="F: WAIT sends to a SYNC_MASTER with one slave (0 = skip)")
-    p.add_argument(
-        "--affinity",
-        default=None,
-        help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)',
-    )
-    p.add_argument(
-        "--personality",
-        default=None,
-        help="actors.runtime.echo to measure the runtime alone (A and B only)",
-    )
-    p.add_argument(
-        "--bound",
-        action="store_true",
-        help="A and B against one process running the send core inline, no actors "
-        "(tests.bench.send_bound): the ceiling of any layout of this send path",
-    )
+    p.add_argument("--affinity", default=None,
+                   help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
+    p.add_argument("--personality", default=None,
+                   help="actors.runtime.echo to measure the runtime alone (A and B only)")
+    p.add_argument("--bound", action="store_true",
+                   help="A and B against one process running the send core inline, no actors "
+                        "(tests.bench.send_bound): the ceiling of any layout of this send path")
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be >= 1")
