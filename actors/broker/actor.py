@@ -254,6 +254,8 @@ class ProcessorActor(WatchingActor):
         )
         if msg.snapshot is not None:
             self.ctx.load_snapshot(msg.snapshot)
+        if hasattr(self.ctx, "runtime_dir"):
+            self.ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
         if hasattr(self.ctx, "registration_barrier"):
             self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
@@ -821,7 +823,7 @@ class BrokerControllerActor(WatchingActor):
         self.ha = self.createActor(HAServiceActor)
         self.send(self.ha, StartHA(
             sc, msg.host, port, str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER",
-            free_port_fallback=configured == 0,
+            free_port_fallback=configured == 0, runtime_dir=msg.runtime_dir,
         ))  # fmt: skip
         return True
 
@@ -860,6 +862,7 @@ class BrokerControllerActor(WatchingActor):
                 self.myAddress,
                 msg.personality,
                 self.channel_token,
+                msg.runtime_dir,
             ),
         )
 

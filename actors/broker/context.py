@@ -42,6 +42,7 @@ class BrokerContext(BrokerState):
         self.group = group
         self.outbox = outbox
         self.store = store
+        self.runtime_dir = ""  # the broker's private directory on this host (set by the actor)
         self._events: list[BrokerEvent] = []
         self._offset_events: dict[tuple[str, str, int], OffsetCommitted] = {}
         self._arrivals: list[ArrivalNotice] = []

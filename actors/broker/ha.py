@@ -115,6 +115,7 @@ class HAServiceActor(WatchingActor):
         # when a slave acked more (see actors.runtime.wake)
         self.transfer_wake: WakeReader | None = None
         self.acked_wake: WakeWriter | None = None
+        self.ack_wanted_to = -1  # sends wait on data up to here: poke their acks until covered
 
     # -- control --------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -138,10 +139,9 @@ class HAServiceActor(WatchingActor):
         self.state = StatePage(os.path.join(sc.storePathRootDir, "state"), writable=True)
         self.state.set(OFF_HA_SLAVES, 0)
         self.state.set(OFF_HA_ACKED, 0)
-        if msg.sync_master:
-            root = sc.storePathRootDir
-            self.transfer_wake = WakeReader(os.path.join(root, HA_TRANSFER))
-            self.acked_wake = WakeWriter(os.path.join(root, HA_ACKED))
+        if msg.sync_master and msg.runtime_dir:
+            self.transfer_wake = WakeReader(os.path.join(msg.runtime_dir, HA_TRANSFER))
+            self.acked_wake = WakeWriter(os.path.join(msg.runtime_dir, HA_ACKED))
         try:
             lst = listen_channel((msg.host, msg.port))
         except OSError as exc:
@@ -191,6 +191,8 @@ class HAServiceActor(WatchingActor):
                 continue
             if wake is not None and fd == wake.fd:
                 wake.drain()  # a send waits for a slave: the pump below feeds the slaves now
+                if self.reader is not None:
+                    self.ack_wanted_to = max(self.ack_wanted_to, self.reader.max_phy_offset)
                 continue
             c = self.conns.get(fd)
             if c is not None:
@@ -261,8 +263,8 @@ class HAServiceActor(WatchingActor):
             before = self.state.get(OFF_HA_ACKED)
             if max(acked) > before:
                 self.state.set(OFF_HA_ACKED, max(acked))
-                if self.acked_wake is not None:  # notifyTransferSome
-                    self.acked_wake.poke()
+                if self.acked_wake is not None and before < self.ack_wanted_to:
+                    self.acked_wake.poke()  # notifyTransferSome, while sends wait on it
 
     # -- transfer -------------------------------------------------------------------------------
     def on_timer(self, key: str) -> None:

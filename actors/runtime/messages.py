@@ -65,6 +65,7 @@ class StartProcessor:
     controller: Any  # controller ActorAddress (events go there)
     personality: str | None = None
     channel_token: bytes = b""  # TCP channels: what a connector must send first
+    runtime_dir: str = ""  # the broker's private (0700) directory on this host; "" = none
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ class StartHA:
     port: int
     sync_master: bool = False
     free_port_fallback: bool = False  # the port was only derived: any free one if it is taken
+    runtime_dir: str = ""  # where the wake pipes shared with the send actor live ("" = none)
 
 
 @dataclass(frozen=True)

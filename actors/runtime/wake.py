@@ -1,15 +1,15 @@
-"""Wake-ups between two processes of one broker through a FIFO in its store directory.
+"""Wake-ups between two processes of one broker through FIFOs in its runtime directory.
 
 Mirrors the wakeup()/waitForRunning pairs of RocketMQ 4.9.x's ServiceThread as they are used
 across the HA roles: CommitLog.submitReplicaRequest wakes HAConnection's WriteSocketService
 when a SYNC_MASTER send waits for a slave, and HAService.notifyTransferSome wakes the
 GroupTransferService when a slave's ack arrives. Here the two ends live in different
-processes, so a one-byte write into a named pipe (mode 0600, next to the store's files: only
-the broker's own user can poke it, nothing listens on any socket) makes the other side's
-watched descriptor readable. A poke carries no data: the reader looks at the shared state
-(the mapped commit log, the state page) for what changed. Every failure only costs the
-latency the periodic timers already bound: a missing reader, a full pipe, a file system
-without FIFOs.
+processes, so a one-byte write into a named pipe makes the other side's watched descriptor
+readable. The pipe is mode 0600 in the broker's private runtime directory and is checked to be
+a FIFO of this user on every open; nothing listens on any socket. A poke carries no data: the
+reader looks at the shared state (the mapped commit log, the state page) for what changed.
+Every failure only costs the latency the periodic timers already bound: a missing reader, a
+full pipe, a file system without FIFOs.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ REOPEN_S: Final = 1.0  # a writer without a reader tries to open again after thi
 
 
 def _ensure_fifo(path: str) -> bool:
-    """Create the FIFO at `path` (0600) unless one is there; False when it cannot be one."""
+    """Create the FIFO at `path` (0600) unless something is there; False when it cannot."""
     try:
         os.mkfifo(path, 0o600)
     except FileExistsError:
@@ -37,13 +37,24 @@ def _ensure_fifo(path: str) -> bool:
     except OSError as exc:
         log.warning("wake pipe %s not created (%s): timers alone bound the latency", path, exc)
         return False
-    try:
-        if not stat.S_ISFIFO(os.stat(path).st_mode):
-            log.warning("wake pipe %s exists and is not a FIFO: not used", path)
-            return False
-    except OSError:
-        return False
     return True
+
+
+def _open_fifo(path: str, flags: int) -> int:
+    """Open `path` (no symlink followed) and keep it only when it is a FIFO of this user that
+    nobody else may open; the descriptor, or -1 (logged)."""
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: a writer finds no reader yet
+            log.warning("wake pipe %s not opened: %s", path, exc)
+        return -1
+    st = os.fstat(fd)
+    if not stat.S_ISFIFO(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(fd)
+        log.warning("wake pipe %s is not a FIFO of this user with mode 0600: not used", path)
+        return -1
+    return fd
 
 
 class WakeReader:
@@ -51,12 +62,8 @@ class WakeReader:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = -1
-        if _ensure_fifo(path):
-            try:  # read-write: the FIFO never reads EOF (which would stay readable) between writers
-                self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError as exc:
-                log.warning("wake pipe %s not opened: %s", path, exc)
+        # read-write: the FIFO never reads EOF (which would stay readable) between writers
+        self.fd = _open_fifo(path, os.O_RDWR) if _ensure_fifo(path) else -1
 
     def fds(self) -> list[int]:
         """[fd] to watch, or [] when the pipe is unusable."""
@@ -115,9 +122,8 @@ class WakeWriter:
         now = time.monotonic()
         if not self.usable or now < self._retry_at:
             return False
-        try:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:  # ENXIO: no reader yet (or any longer)
+        self.fd = _open_fifo(self.path, os.O_WRONLY)
+        if self.fd < 0:  # no reader yet (or any longer), or not a private FIFO
             self._retry_at = now + REOPEN_S
             return False
         return True

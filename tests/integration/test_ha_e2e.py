@@ -6,6 +6,7 @@ appears in the topic's route; a SYNC_MASTER answers a WAIT send only once a slav
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import stat
@@ -123,9 +124,9 @@ def test_sync_master_waits_for_a_slave(local_cluster, tmp_path: Path) -> None:
             r = master.invoke(send_cmd(topic, b"seq-%d" % i, msg_props(), queue_id=0),
                               RPC_TIMEOUT_S)  # fmt: skip
             assert r.code == RS.SUCCESS, (i, r.code, r.remark)
-        root = os.path.join(str(tmp_path), "data0", "store")
-        for name in ("ha-transfer.wake", "ha-acked.wake"):
-            mode = os.stat(os.path.join(root, name)).st_mode
+        for name in ("ha-transfer.wake", "ha-acked.wake"):  # in the master's runtime dir
+            [path] = glob.glob(os.path.join(cluster.runtime_dir, "*", name))
+            mode = os.stat(path).st_mode
             assert stat.S_ISFIFO(mode) and stat.S_IMODE(mode) == 0o600, name
         # WAIT=false: answered at once whatever the slaves
         r = master.invoke(send_cmd(topic, b"nowait", msg_props(wait=False), queue_id=0),

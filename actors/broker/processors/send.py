@@ -246,9 +246,10 @@ class SendMessageProcessor:
         self._transfer_wake: WakeWriter | None = None
         self._acked_wake: WakeReader | None = None
         self._poke_transfer = False
-        if self.sync_master and root and isinstance(self.store, DefaultMessageStore):
-            self._transfer_wake = WakeWriter(os.path.join(root, HA_TRANSFER))
-            self._acked_wake = WakeReader(os.path.join(root, HA_ACKED))
+        wake_dir = getattr(ctx, "runtime_dir", "")
+        if self.sync_master and wake_dir and isinstance(self.store, DefaultMessageStore):
+            self._transfer_wake = WakeWriter(os.path.join(wake_dir, HA_TRANSFER))
+            self._acked_wake = WakeReader(os.path.join(wake_dir, HA_ACKED))
 
     def _read_config(self) -> None:
         """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""

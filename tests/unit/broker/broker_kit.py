@@ -42,7 +42,9 @@ class FakeOutbox:
 class Broker:
     """All processor cores of one broker plus the controller, events and arrivals wired."""
 
-    def __init__(self, root: str, sync_flush: bool = False, **bc: Any) -> None:
+    def __init__(
+        self, root: str, sync_flush: bool = False, runtime_dir: str = "", **bc: Any
+    ) -> None:
         self.bc = BrokerConfig(namesrvAddr="127.0.0.1:9876", **bc)
         self.sc = StoreConfig(
             storePathRootDir=root,
@@ -66,6 +68,7 @@ class Broker:
                 self.bc, self.sc, group=g.name, outbox=self.outbox, store=self.store
             )
             ctx.load_snapshot(snap)
+            ctx.runtime_dir = runtime_dir  # what the processor actor sets (wake pipes go there)
             self.ctxs[g.name] = ctx
             self.cores[g.name] = g.build(ctx)
 

@@ -103,14 +103,16 @@ def _readable(fd: int) -> bool:
 
 
 def test_a_parked_send_wakes_the_ha_service_and_an_ack_wakes_the_send_core(
-    sync_master: Broker, tmp_path: Any
+    tmp_path: Any,
 ) -> None:
     """CommitLog.submitReplicaRequest's wakeup and notifyTransferSome, across processes: the
     core pokes the HA service's pipe once per batch that parked sends, and watches the pipe
-    the HA service pokes when a slave acked more."""
-    root = sync_master.sc.storePathRootDir
-    ha_side = WakeReader(os.path.join(root, HA_TRANSFER))  # what the HA service watches
-    acks = WakeWriter(os.path.join(root, HA_ACKED))  # what it pokes
+    the HA service pokes when a slave acked more (both in the broker's runtime directory)."""
+    rdir = str(tmp_path / "run")
+    os.mkdir(rdir, 0o700)
+    sync_master = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER", runtime_dir=rdir)
+    ha_side = WakeReader(os.path.join(rdir, HA_TRANSFER))  # what the HA service watches
+    acks = WakeWriter(os.path.join(rdir, HA_ACKED))  # what it pokes
     core = sync_master.cores["send"]
     try:
         [acked_fd] = core.watch_fds()
@@ -130,12 +132,15 @@ def test_a_parked_send_wakes_the_ha_service_and_an_ack_wakes_the_send_core(
     finally:
         ha_side.close()
         acks.close()
+        sync_master.close()
 
 
 def test_an_async_master_opens_no_wake_pipe(tmp_path: Any) -> None:
-    b = Broker(str(tmp_path / "store"))
+    rdir = str(tmp_path / "run")
+    os.mkdir(rdir, 0o700)
+    b = Broker(str(tmp_path / "store"), runtime_dir=rdir)
     try:
         assert b.cores["send"].watch_fds() == []
-        assert not [n for n in os.listdir(b.sc.storePathRootDir) if n.endswith(".wake")]
+        assert os.listdir(rdir) == []
     finally:
         b.close()

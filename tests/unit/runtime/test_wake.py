@@ -80,3 +80,26 @@ def test_a_missing_directory_costs_only_the_wake_ups(tmp_path: Any) -> None:
     r = WakeReader(path)
     w = WakeWriter(path)
     assert r.fds() == [] and not w.poke()
+
+
+def test_a_fifo_others_may_open_is_refused(tmp_path: Any) -> None:
+    path = str(tmp_path / "x.wake")
+    os.mkfifo(path, 0o600)
+    os.chmod(path, 0o622)
+    r = WakeReader(path)
+    w = WakeWriter(path)
+    assert r.fds() == [] and not w.poke()
+
+
+def test_a_symlink_is_not_followed(tmp_path: Any) -> None:
+    real = str(tmp_path / "real.wake")
+    os.mkfifo(real, 0o600)
+    keep = WakeReader(real)  # a reader on the real FIFO: a followed link would take pokes
+    link = str(tmp_path / "x.wake")
+    os.symlink(real, link)
+    try:
+        assert WakeReader(link).fds() == []
+        assert not WakeWriter(link).poke()
+        assert keep.drain() == 0
+    finally:
+        keep.close()
