@@ -44,6 +44,7 @@ _I64 = struct.Struct(">q")
 _DISPATCH_V4 = struct.Struct(">iiii4xqqi16xq20xi")
 _V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _CACHE_LIMIT: Final = 4096  # distinct topics / tags remembered by a walker
+_CACHED_TAGS_MAX: Final = 128  # longer TAGS values are hashed every time
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 TRANSACTION_TYPE_MASK: Final = 0xC
 TRANSACTION_PREPARED_TYPE: Final = 0x4
@@ -366,9 +367,11 @@ class CommitLog:
             if tags:
                 code = self._tags.get(tags)
                 if code is None:
-                    if len(self._tags) >= _CACHE_LIMIT:
-                        self._tags.clear()
-                    code = self._tags[tags] = java_hash_bytes(tags)
+                    code = java_hash_bytes(tags)
+                    if len(tags) <= _CACHED_TAGS_MAX:  # long ones would make the cache large
+                        if len(self._tags) >= _CACHE_LIMIT:
+                            self._tags.clear()
+                        self._tags[tags] = code
                 tags_code = code
             else:
                 tags_code = 0
