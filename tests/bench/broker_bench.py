@@ -519,7 +519,8 @@ def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
     def add(key: str, val: float) -> None:
         results.setdefault(key, []).append(val)
 
-    with inline_server(("BenchA", "BenchB")) as (addr, pids):
+    props = getattr(args, "bound_props", None)  # store settings (tests: small files)
+    with inline_server(("BenchA", "BenchB"), props) as (addr, pids):
         for _ in range(args.runs):
             raw = raw_echo_rate(args.a)
             add("raw", raw)

@@ -14,8 +14,11 @@ actor layout costs, and the gap between this bound and the goal is the send path
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
+import os
+import select
 import shutil
 import signal
 import socket
@@ -25,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +36,13 @@ _LEN = struct.Struct(">i")
 TICK_MS = 10  # the store's periodic work (async flush, checkpoint), as the send actor ticks
 
 
-def _serve(srv: socket.socket, root: str, topics: tuple[str, ...]) -> None:
-    """Accept connections one after another and answer their sends until SIGTERM."""
+def _serve(
+    srv: socket.socket, root: str, topics: tuple[str, ...], ready: Any, props: dict[str, str]
+) -> None:
+    """Accept connections one after another and answer their sends until SIGTERM (also sent
+    when the parent dies); `ready` gets one byte once the store is open and warm."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the finally: store shut down
+    _die_with_parent()
     try:  # the CPU table's role name (broker_bench.role_of); its IndexService shows as python
         with open("/proc/self/comm", "w", encoding="ascii") as f:
             f.write("amq-bound")
@@ -53,7 +61,7 @@ def _serve(srv: socket.socket, root: str, topics: tuple[str, ...]) -> None:
     from store.message_store import DefaultMessageStore
 
     bc = BrokerConfig(namesrvAddr="127.0.0.1:9876")
-    sc = broker_store_config(StoreConfig(storePathRootDir=root))
+    sc = broker_store_config(StoreConfig.from_properties({**props, "storePathRootDir": root}))
     sc.messageIndexProcessSpawn = True  # no IndexService actor here: the store spawns it
     store = DefaultMessageStore(sc)
     now = time.time_ns() // 1_000_000
@@ -70,6 +78,8 @@ def _serve(srv: socket.socket, root: str, topics: tuple[str, ...]) -> None:
     core = group.build(ctx)
     fast = core.fast_send  # type: ignore[attr-defined]
     _wait_warm(store)
+    os.write(ready, b"1")
+    os.close(ready)
     next_tick = now + TICK_MS
     try:
         while True:
@@ -121,24 +131,49 @@ def _wait_warm(store: object, limit_s: float = 120.0) -> None:
     log.warning("bound server: next segment not warm after %.0f s, serving anyway", limit_s)
 
 
-@contextmanager
-def inline_server(topics: tuple[str, ...]) -> Iterator[tuple[tuple[str, int], list[int]]]:
-    """((host, port), [server pid, IndexService pid]) of a running bound server; stopped after."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-    root = tempfile.mkdtemp(prefix="amq-bound-")
-    ctx = multiprocessing.get_context("fork")
-    proc = ctx.Process(target=_serve, args=(srv, root, topics), daemon=True, name="amq-bound")
-    proc.start()
+def _die_with_parent() -> None:
+    """SIGTERM this process when its parent dies (prctl PR_SET_PDEATHSIG), so a killed bench
+    or test run leaves no server behind; best effort off Linux."""
     try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@contextmanager
+def inline_server(
+    topics: tuple[str, ...], props: dict[str, str] | None = None, ready_s: float = 180.0
+) -> Iterator[tuple[tuple[str, int], list[int]]]:
+    """((host, port), [server pid, IndexService pid]) of a bound server that is ready to serve
+    (store open, next segment warm); stopped after. `props`: broker.conf store settings
+    (defaults: the broker's)."""
+    srv = socket.socket()
+    root = tempfile.mkdtemp(prefix="amq-bound-")
+    proc: Any = None
+    r, w = os.pipe()
+    try:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        ctx = multiprocessing.get_context("fork")
+        proc = ctx.Process(target=_serve, args=(srv, root, topics, w, dict(props or {})),
+                           daemon=True, name="amq-bound")  # fmt: skip
+        proc.start()
+        os.close(w)
+        w = -1
+        if not select.select([r], [], [], ready_s)[0] or os.read(r, 1) != b"1":
+            raise RuntimeError(f"bound server not ready within {ready_s:.0f} s")
         yield srv.getsockname(), [proc.pid or 0, *_children(proc.pid or 0)]
     finally:
-        proc.terminate()  # SIGTERM: the finally above shuts the store (and its index process)
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
+        if proc is not None and proc.pid is not None:
+            proc.terminate()  # SIGTERM: the finally above shuts the store (and its index process)
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        for fd in (r, w):
+            if fd >= 0:
+                os.close(fd)
         srv.close()
         shutil.rmtree(root, ignore_errors=True)
 

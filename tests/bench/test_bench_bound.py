@@ -18,7 +18,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_bound_server_serves_a_and_b_then_stops() -> None:
-    with send_bound.inline_server(("BenchA", "BenchB")) as (addr, pids):
+    small = {"mappedFileSizeCommitLog": str(16 << 20)}  # the test's tmp space, not 2 GiB
+    with send_bound.inline_server(("BenchA", "BenchB"), small) as (addr, pids):
         assert len(pids) == 2  # the server and the IndexService process its store spawned
         rate, cpu = bench_a(addr, 30, pids)  # every reply is checked: code 0, its opaque
         assert rate > 0 and cpu > 0
@@ -28,7 +29,8 @@ def test_bound_server_serves_a_and_b_then_stops() -> None:
 
 
 def test_run_bound_reports_every_row() -> None:
-    got = run_bound(argparse.Namespace(runs=1, a=20, b=1))
+    small = {"mappedFileSizeCommitLog": str(16 << 20)}
+    got = run_bound(argparse.Namespace(runs=1, a=20, b=1, bound_props=small))
     for key in ("raw", "A", "A_ratio", "A_cpu", "B", "B_cpu", "Bm", "Bm_cpu"):
         assert len(got[key]) == 1 and got[key][0] > 0, key
     assert "B_cpu:bound" in got
