@@ -120,8 +120,9 @@ class CodeDispatchCore:
 
 
 def properties_update(cmd: RemotingCommand, black_list: str) -> dict[str, str] | RemotingCommand:
-    """The properties text of an UPDATE_*_CONFIG body, or the error answer: not UTF-8, no
-    property, or a name in `black_list` (";"-separated, configBlackList) refusing the lot."""
+    """The properties of an UPDATE_*_CONFIG body (none for an empty one: nothing changes, as
+    in Java), or the error answer: not UTF-8, or a name in `black_list` (";"-separated,
+    configBlackList) refusing the lot."""
     from store.config import parse_properties_text
 
     try:
@@ -129,8 +130,6 @@ def properties_update(cmd: RemotingCommand, black_list: str) -> dict[str, str] |
     except UnicodeDecodeError:
         return cmd.make_response(RS.SYSTEM_ERROR, "the body is not UTF-8 properties text")
     props = parse_properties_text(text)
-    if not props:
-        return cmd.make_response(RS.SYSTEM_ERROR, "no property in the body")
     if {n.strip() for n in black_list.split(";") if n.strip()}.intersection(props):
         return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
     return props

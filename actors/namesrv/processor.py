@@ -85,9 +85,10 @@ def parse_topic_wrapper(obj: Any) -> tuple[tuple[int, int] | None, list[TopicCon
 def decode_register_body(
     body: bytes | memoryview, compressed: bool, version: int
 ) -> tuple[tuple[int, int] | None, list[TopicConfigItem], list[str]]:
-    """RegisterBrokerBody (plain, zlib-compressed, or pre-V3_0_11 bare wrapper)."""
+    """RegisterBrokerBody (plain, zlib-compressed, or pre-V3_0_11 bare wrapper); none: an
+    empty wrapper (DataVersion 0/0), as registerBrokerWithFilterServer builds one."""
     if not body:
-        return None, [], []
+        return (0, 0), [], []
     if compressed:
         raw = zlib.decompress(bytes(body))
         pos = 0
@@ -227,7 +228,7 @@ class NamesrvProcessor(CodeDispatchCore):
         )
         out_ext = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr).to_ext()
         order_conf = self.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        resp_body = dumps_compact({"table": order_conf}) if order_conf else b""
+        resp_body = dumps_compact({"table": order_conf}) if order_conf is not None else b""
         return cmd.make_response(RS.SUCCESS, None, out_ext, resp_body)
 
     def _unregister_broker(self, req: Request, now_ms: int) -> RemotingCommand:

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 MASTER_ID: Final = 0
 BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 120_000
+PERM_READ: Final = int(PermName.PERM_READ)
 PERM_WRITE: Final = int(PermName.PERM_WRITE)
 
 
@@ -332,8 +333,8 @@ class RouteInfoManager:
         n = 0
         for qds in self.topic_queue_table.values():
             qd = qds.get(broker_name)
-            if qd is not None:
-                qd.perm = qd.perm & ~PERM_WRITE if wipe else qd.perm | PERM_WRITE
+            if qd is not None:  # operateWritePermOfBroker: adding sets read + write outright
+                qd.perm = qd.perm & ~PERM_WRITE if wipe else PERM_READ | PERM_WRITE
                 n += 1
         return n
 
@@ -388,9 +389,7 @@ class KVConfigManager:
         """deleteKVConfig."""
         kv = self.table.get(namespace)
         if kv is not None and kv.pop(key, None) is not None:
-            if not kv:
-                del self.table[namespace]
-            self.persist()
+            self.persist()  # an emptied namespace stays (listed as {"table":{}}), as in Java
 
     def list_namespace(self, namespace: str) -> dict[str, str] | None:
         """getKVListByNamespace."""

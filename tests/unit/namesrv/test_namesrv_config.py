@@ -54,6 +54,8 @@ def test_update_config_applies_persists_and_refuses_the_black_list(tmp_path: Pat
     r = p.process(wire_req(RC.UPDATE_NAMESRV_CONFIG, None, b"clusterTest=maybe\n"), 0)
     assert r is not None and r.code == RS.SYSTEM_ERROR and "clusterTest" in (r.remark or "")
     assert _config(p)["clusterTest"] == "false"
+    r = p.process(wire_req(RC.UPDATE_NAMESRV_CONFIG, None, b""), 0)  # Java: nothing to do
+    assert r is not None and r.code == RS.SUCCESS and _config(p)["clusterTest"] == "false"
 
 
 def test_order_message_enable_update_reaches_routes(tmp_path: Path) -> None:

@@ -226,3 +226,40 @@ def test_slave_register_response_has_master() -> None:
     body = register_body({"A": {}})
     r = p.process(wire_req(RC.REGISTER_BROKER, ext, body, conn_id=2), 0)
     assert r.ext_fields == {"masterAddr": "127.0.0.1:10911", "haServerAddr": "127.0.0.1:10912"}
+
+
+def test_add_write_perm_sets_read_and_write() -> None:
+    """operateWritePermOfBroker: adding gives PERM_READ | PERM_WRITE whatever was there (a
+    write-only topic becomes readable, an inherited 7 becomes 6)."""
+    p = NamesrvProcessor()
+    register(p, {"W": {"perm": 2}, "X": {"perm": 7}})
+    p.process(wire_req(RC.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}), 0)
+    p.process(wire_req(RC.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}), 0)
+    assert [json.loads(route(p, t).body)["queueDatas"][0]["perm"] for t in "WX"] == [6, 6]
+
+
+def test_an_emptied_kv_namespace_stays_and_goes_out_with_registrations() -> None:
+    """deleteKVConfig removes the key only: the namespace lists as {"table":{}} and a broker's
+    registration reply carries that empty ORDER_TOPIC_CONFIG table (its order topics end)."""
+    p = NamesrvProcessor()
+    ns = {"namespace": "ORDER_TOPIC_CONFIG", "key": "T"}
+    p.process(wire_req(RC.PUT_KV_CONFIG, dict(ns, value="broker-a:4")), 0)
+    assert json.loads(register(p, {"T": {}}).body) == {"table": {"T": "broker-a:4"}}
+    p.process(wire_req(RC.DELETE_KV_CONFIG, ns), 0)
+    r = p.process(wire_req(RC.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"}), 0)
+    assert r.code == RS.SUCCESS and json.loads(r.body) == {"table": {}}
+    assert json.loads(register(p, {"T": {}}, counter=2).body) == {"table": {}}
+    r = p.process(wire_req(RC.GET_KVLIST_BY_NAMESPACE, {"namespace": "never"}), 0)
+    assert r.code == RS.QUERY_NOT_FOUND
+
+
+def test_a_registration_without_a_body_has_data_version_zero() -> None:
+    """registerBrokerWithFilterServer: no body is an empty wrapper with DataVersion 0/0, so a
+    QUERY_DATA_VERSION of 0/0 is unchanged (and keeps the broker alive)."""
+    p = NamesrvProcessor()
+    r = p.process(wire_req(RC.REGISTER_BROKER, dict(REG_EXT, bodyCrc32=0)), 0)
+    assert r.code == RS.SUCCESS
+    ext = {k: REG_EXT[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
+    zero = json.dumps({"counter": 0, "timestamp": 0}).encode()
+    r = p.process(wire_req(RC.QUERY_DATA_VERSION, ext, zero), 0)
+    assert r.ext_fields == {"changed": "false"}
