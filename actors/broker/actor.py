@@ -160,6 +160,9 @@ class _ControllerAdapter:
     def take_master_change(self) -> dict[str, list[Any]]:
         return dict(self.core.take_master_change())
 
+    def order_topic_events(self, cmd: Any) -> list[Any]:
+        return list(self.core.order_topic_events(cmd))
+
     @property
     def master_addr(self) -> str:
         return str(self.core.master_addr)
@@ -1055,6 +1058,10 @@ class BrokerControllerActor(WatchingActor):
             handler(addr, cmd, now_ms())
         elif cmd.code != 0:
             log.warning("name server %s answered code=%d remark=%s", addr, cmd.code, cmd.remark)
+        order = getattr(self.core, "order_topic_events", None)
+        events = order(cmd) if callable(order) and self.state == "running" else []
+        if events:  # the name server's order topic list (updateOrderTopicConfig)
+            self._on_events("controller", events, forward_them=True)
         take = getattr(self.core, "take_master_change", None)
         changes = take() if callable(take) else {}
         for group, evs in changes.items():

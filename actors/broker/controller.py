@@ -19,6 +19,7 @@ How the runtime uses it:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from actors.broker.offsets import loads_config
 from actors.broker.state import GROUPS_CHANGED, TOPICS_CHANGED, BrokerState
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig
+from protocol.bodies import BodyError, loads_lenient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 from store.config import properties_text
@@ -311,6 +313,26 @@ class BrokerControllerCore(BrokerState):
         if ha and ha != self.master_ha_addr:
             self.master_ha_addr = ha
             self._master_changed = True
+
+    def order_topic_events(self, resp: RemotingCommand) -> list[BrokerEvent]:
+        """TopicConfigManager.updateOrderTopicConfig: a registration's reply body is the name
+        server's ORDER_TOPIC_CONFIG table ({"table": {topic: "broker-a:4;..."}}; none when it
+        has no such namespace); a topic here is an order topic exactly when it is listed."""
+        if resp.code != 0 or not resp.body:
+            return []
+        try:
+            obj = loads_lenient(bytes(resp.body))
+        except BodyError as exc:
+            log.warning("registration reply: unreadable order topic table: %s", exc)
+            return []
+        table = obj.get("table") if isinstance(obj, dict) else None
+        if not isinstance(table, dict):
+            return []
+        return [
+            TopicConfigChanged(dataclasses.replace(tc, order=name in table), register=False)
+            for name, tc in sorted(self.topics.table.items())
+            if tc.order != (name in table)
+        ]
 
     def take_master_change(self) -> dict[str, list[BrokerEvent]]:
         """{group: [HaMasterChanged]} once after a slave learned a new master."""

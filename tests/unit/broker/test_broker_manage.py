@@ -310,3 +310,42 @@ def test_create_topic_without_barrier_answers_at_once(broker: Broker) -> None:
     r = broker.call(RC.UPDATE_AND_CREATE_TOPIC, _create_topic_ext("D"))
     assert r is not None and r.code == RS.SUCCESS
     assert broker.controller.take_barriers() == []
+
+
+def test_registration_reply_sets_the_order_topics(broker: Broker) -> None:
+    """updateOrderTopicConfig: the name server's ORDER_TOPIC_CONFIG table in a registration
+    reply makes exactly the listed topics order topics; an empty table ends them all; no body
+    (the name server has no such namespace) changes nothing."""
+    from protocol.command import RemotingCommand
+
+    ext = {"defaultTopic": "TBW102", "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
+           "topicSysFlag": 0, "writeQueueNums": 4}  # fmt: skip
+    for name, order in (("Plain", False), ("WasOrder", True)):
+        r = broker.call(RC.UPDATE_AND_CREATE_TOPIC, dict(ext, topic=name, order=order))
+        assert r.code == RS.SUCCESS
+
+    def reply(body: bytes) -> RemotingCommand:
+        ok = RemotingCommand.request(RC.REGISTER_BROKER, {}, body).make_response(RS.SUCCESS)
+        ok.body = body
+        return ok
+
+    def orders() -> dict[str, bool]:
+        topics = broker.ctxs["send"].topics
+        return {t: topics.get(t).order for t in ("Plain", "WasOrder")}
+
+    def apply(body: bytes) -> None:
+        events = broker.controller.order_topic_events(reply(body))
+        for target, evs in broker.controller.apply_events(events, "controller", 5).items():
+            for ev in evs:
+                broker.ctxs[target].apply(ev, 5)
+
+    assert broker.controller.order_topic_events(reply(b"")) == []
+    apply(b'{"table":{"Plain":"broker-a:4","Elsewhere":"broker-b:8"}}')
+    assert orders() == {"Plain": True, "WasOrder": False}
+    assert json.loads(broker.controller.topics_json())["topicConfigTable"]["Plain"]["order"]
+    apply(b'{"table":{}}')
+    assert orders() == {"Plain": False, "WasOrder": False}
+    failed = reply(b'{"table":{"Plain":"x"}}')
+    failed.code = RS.SYSTEM_ERROR
+    assert broker.controller.order_topic_events(failed) == []
+    assert broker.controller.order_topic_events(reply(b"{not json")) == []
