@@ -63,6 +63,8 @@ class StoreConfig:
     messageIndexSafe: bool = False
     flushDiskType: str = ASYNC_FLUSH
     brokerRole: str = "ASYNC_MASTER"
+    # a slave corrects a pull's out-of-range offset (nextOffsetCorrection) only when set
+    offsetCheckInSlave: bool = False
     flushIntervalCommitLog: int = 500
     flushCommitLogLeastPages: int = 4
     flushCommitLogThoroughInterval: int = 10_000

@@ -615,28 +615,34 @@ class _StoreReadMixin:
         filter: MessageFilter | None,
     ) -> GetMessageResult:
         G = GetMessageStatus
+        cfg = self.cfg
+        # nextOffsetCorrection: a slave leaves an out-of-range offset as asked (the broker
+        # then answers PULL_RETRY_IMMEDIATELY towards the master) unless offsetCheckInSlave
+        fix = cfg.brokerRole != "SLAVE" or cfg.offsetCheckInSlave
         cq = self._cq(topic, queue_id)
         if cq is None:
-            return GetMessageResult(G.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+            return GetMessageResult(G.NO_MATCHED_LOGIC_QUEUE, 0 if fix else offset, 0, 0)
         min_off = cq.get_min_offset_in_queue()
         max_off = cq.get_max_offset_in_queue()
         if max_off == 0:
-            return GetMessageResult(G.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+            return GetMessageResult(G.NO_MESSAGE_IN_QUEUE, 0 if fix else offset, min_off, max_off)
         if offset < min_off:
-            return GetMessageResult(G.OFFSET_TOO_SMALL, min_off, min_off, max_off)
+            return GetMessageResult(
+                G.OFFSET_TOO_SMALL, min_off if fix else offset, min_off, max_off
+            )
         if offset == max_off:
             return GetMessageResult(G.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
-        if offset > max_off:
+        if offset > max_off:  # 4.9.4+: the max whatever the min (before, 0 when the min was 0)
             return GetMessageResult(
-                G.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off, min_off, max_off
+                G.OFFSET_OVERFLOW_BADLY, max_off if fix else offset, min_off, max_off
             )
         ib = cq.get_index_buffer(offset)
         if ib is None:
             return GetMessageResult(
-                G.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_off, max_off
-            )
+                G.OFFSET_FOUND_NULL, cq.roll_next_file(offset) if fix else offset, min_off,
+                max_off,
+            )  # fmt: skip
         buf, n_units = ib
-        cfg = self.cfg
         max_phy = self._max_phy()
         min_phy = self._min_phy()
         memory = cfg.totalPhysicalMemory * cfg.accessMessageInMemoryMaxRatio // 100

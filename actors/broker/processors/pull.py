@@ -133,6 +133,7 @@ class PullMessageProcessor:
         self.broker_readable = is_readable(bc.brokerPermission)
         ctx.on_event(BrokerConfigChanged, self._on_config_changed)
         self.is_slave = bc.is_slave
+        self.offset_check_in_slave = bool(getattr(ctx.store_config, "offsetCheckInSlave", False))
         # (subscription, expression type) of FLAG_SUBSCRIPTION pulls -> filter
         self._request_filters: dict[tuple[str | None, str], SubscriptionFilter] = {}
         # the heartbeat-registered SubscriptionData (by identity) -> its filter
@@ -279,6 +280,11 @@ class PullMessageProcessor:
             )
             resp = None
         else:
+            if code == RS.PULL_OFFSET_MOVED and self.is_slave and not self.offset_check_in_slave:
+                # the store kept the offset: retry, towards the group's broker (the master)
+                code = RS.PULL_RETRY_IMMEDIATELY
+                gcfg = self.ctx.groups.get(h.consumer_group)
+                ext["suggestWhichBrokerId"] = str(gcfg.broker_id if gcfg is not None else 0)
             resp = cmd.make_response(code, status.name, ext)
             if code == RS.PULL_OFFSET_MOVED and not self.is_slave:
                 self.ctx.emit(

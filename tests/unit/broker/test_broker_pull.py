@@ -58,7 +58,7 @@ def test_status_codes(broker: Broker) -> None:
     assert r.ext_fields["nextBeginOffset"] == "2"
     r = pull(broker, "T", offset=9)
     assert (r.code, r.remark) == (RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY")
-    assert r.ext_fields["nextBeginOffset"] == "0"  # Java: min offset when it is 0
+    assert r.ext_fields["nextBeginOffset"] == "2"  # Java 4.9.4+: the max offset, always
     # queue 1 exists in the topic but never written: NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE
     r = pull(broker, "T", queue_id=1, offset=0, sys_flag=4)
     assert r.code == RS.PULL_NOT_FOUND
@@ -225,7 +225,7 @@ def test_offset_moved_event_written_by_the_send_core(broker: Broker) -> None:
     assert json.loads(m.body) == {
         "consumerGroup": "CG",
         "messageQueue": {"brokerName": "broker-a", "queueId": 0, "topic": "T"},
-        "offsetNew": 0,
+        "offsetNew": 2,
         "offsetRequest": 9,
     }
     assert m.body.startswith(b'{"consumerGroup":"CG","messageQueue":{"brokerName"')
@@ -246,11 +246,27 @@ def test_offset_moved_event_goes_to_the_writer_only(broker: Broker) -> None:
     assert len(_offset_moved_messages(broker)) == 1
 
 
-def test_no_offset_moved_event_on_a_slave(tmp_path) -> None:
+@pytest.mark.parametrize("check_in_slave", [False, True])
+def test_a_slave_keeps_an_out_of_range_offset_unless_offset_check_in_slave(
+    tmp_path, check_in_slave: bool
+) -> None:
+    """PullMessageProcessor on a slave: PULL_RETRY_IMMEDIATELY towards the group's broker with
+    the offset as asked (nextOffsetCorrection leaves it), so a consumer reading a lagging slave
+    never moves back; with offsetCheckInSlave the slave corrects it (21) as a master does. A
+    slave writes no OFFSET_MOVED_EVENT either way."""
     b = Broker(str(tmp_path / "s"), brokerRole="SLAVE")
     try:
-        put(b, "T", 1)
-        assert pull(b, "T", offset=9).code == RS.PULL_OFFSET_MOVED
+        put(b, "T", 1)  # what replication brought; the store now reads as the slave's
+        b.sc.brokerRole = "SLAVE"
+        b.sc.offsetCheckInSlave = check_in_slave
+        b.cores["pull"].offset_check_in_slave = check_in_slave
+        r = pull(b, "T", offset=9)
+        if check_in_slave:
+            assert (r.code, r.ext_fields["nextBeginOffset"]) == (RS.PULL_OFFSET_MOVED, "1")
+        else:
+            assert (r.code, r.remark) == (RS.PULL_RETRY_IMMEDIATELY, "OFFSET_OVERFLOW_BADLY")
+            assert r.ext_fields["nextBeginOffset"] == "9"
+            assert r.ext_fields["suggestWhichBrokerId"] == "0"  # the group's brokerId
         assert _offset_moved_messages(b) == []
     finally:
         b.close()

@@ -66,7 +66,7 @@ def test_get_message_statuses(store):
     r = store.get_message("g", "T", 1, 5, 32)
     assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_ONE, 5)
     r = store.get_message("g", "T", 1, 9, 32)
-    assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_BADLY, 0)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_BADLY, 5)  # 4.9.4+: the max
     r = store.get_message("g", "T", 1, 0, 32, filter=TagFilter({java_string_hash("A")}))
     assert r.status is G.FOUND and r.message_queue_offsets == [1, 3] and r.next_begin_offset == 5
     r = store.get_message("g", "T", 1, 0, 32, filter=TagFilter({java_string_hash("C")}))
@@ -476,3 +476,17 @@ def test_failed_load_lets_go_of_the_lock(tmp_path, monkeypatch):
         assert pull_all(s2, "T", 0, 4) == [(0, b"kept")]
     finally:
         s2.shutdown(4)
+
+
+def test_a_slave_store_leaves_out_of_range_offsets_as_asked(store):
+    """nextOffsetCorrection: on a slave (without offsetCheckInSlave) every out-of-range status
+    gives back the offset asked for; the broker then has the consumer retry at the master."""
+    for _ in range(3):
+        store.put_message(msg(qid=0), 1_000)
+    store.cfg.brokerRole = "SLAVE"  # as the slave's reader of replicated files sees them
+    assert store.get_message("g", "T", 0, 9, 32).next_begin_offset == 9
+    assert store.get_message("g", "T", 7, 4, 32).next_begin_offset == 4  # no such queue
+    assert store.get_message("g", "T", 0, 3, 32).next_begin_offset == 3  # OVERFLOW_ONE
+    store.cfg.offsetCheckInSlave = True
+    assert store.get_message("g", "T", 0, 9, 32).next_begin_offset == 3
+    assert store.get_message("g", "T", 7, 4, 32).next_begin_offset == 0
