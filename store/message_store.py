@@ -348,7 +348,10 @@ class GetMessageResult:
 
 
 class MessageFilter(Protocol):
-    """Consume-queue level filter (MessageFilter)."""
+    """Consume-queue level filter (MessageFilter). A filter may also have
+    `is_matched_by_commit_log(record: memoryview) -> bool`, asked for each stored record that
+    passed the consume queue (a SQL92 subscription's properties check): a record it refuses
+    is skipped like a tag mismatch, within the same scan."""
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         """True when a unit with this tags code should be returned."""
@@ -669,6 +672,7 @@ class _StoreReadMixin:
         byte_cap = max_bytes if max_bytes is not None else 1 << 62
         commitlog = self.commitlog
         find = commitlog.mfq.find_mapped_file_by_offset
+        by_record = getattr(filter, "is_matched_by_commit_log", None)
         # coalesce adjacent records into one view: (file, start, end)
         span_mf = None
         span_start = span_end = 0
@@ -694,6 +698,8 @@ class _StoreReadMixin:
                 if total + size > byte_cap:
                     break
             if filter is not None and not filter.is_matched_by_consume_queue(tags):
+                if count == 0:
+                    status = G.NO_MATCHED_MESSAGE
                 continue
             if phy < min_phy or phy + size > max_phy:
                 mf = None
@@ -711,6 +717,10 @@ class _StoreReadMixin:
                 next_phy_file_start = commitlog.roll_next_file(phy)
                 continue
             p = phy - mf.file_from_offset
+            if by_record is not None and not by_record(mf.mv[p : p + size]):
+                if count == 0:
+                    status = G.NO_MATCHED_MESSAGE
+                continue
             if mf is span_mf and p == span_end:
                 span_end = p + size
             else:

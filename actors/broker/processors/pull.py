@@ -83,6 +83,28 @@ class SubscriptionFilter:
         return _int32(tags_code) in self.code_set
 
 
+class SqlSubscriptionFilter(SubscriptionFilter):
+    """A SQL92 subscription in the store's scan: every unit passes the consume queue and each
+    record is kept only when its properties match (isMatchedByCommitLog), so only matching
+    records count towards maxMsgNums, as in DefaultMessageStore.getMessage."""
+
+    __slots__ = ()
+
+    def is_matched_by_commit_log(self, record: memoryview) -> bool:
+        """Evaluate the expression on the stored record's properties."""
+        assert self.sql is not None
+        return self.sql.matches(record_properties(record))
+
+
+def record_properties(record: memoryview) -> dict[str, str]:
+    """The properties of one stored record ({} when it does not decode)."""
+    try:
+        raw = decode_record_fields(record, 0).properties
+        return parse_properties(bytes(raw).decode("utf-8", "replace")) if raw else {}
+    except (RecordError, ValueError):
+        return {}
+
+
 MATCH_ALL: Final = SubscriptionFilter(None)
 
 
@@ -91,27 +113,6 @@ def filter_for(sub: SubscriptionData) -> SubscriptionFilter:
     if matches_all(sub):
         return MATCH_ALL
     return SubscriptionFilter(frozenset(_int32(c) for c in sub.code_set))
-
-
-def sql_filter_body(body: Any, sql: Sql92Filter) -> tuple[bytes, int]:
-    """isMatchedByCommitLog over a pull body: (the matching records, how many)."""
-    mv = memoryview(body)
-    keep: list[memoryview] = []
-    pos = 0
-    end = len(mv)
-    while pos + 8 <= end:
-        total = int.from_bytes(mv[pos : pos + 4], "big", signed=True)
-        if total <= 0 or pos + total > end:
-            break
-        try:
-            raw = decode_record_fields(mv, pos).properties
-            props = parse_properties(bytes(raw).decode("utf-8", "replace")) if raw else {}
-        except (RecordError, ValueError):
-            props = {}
-        if sql.matches(props):
-            keep.append(mv[pos : pos + total])
-        pos += total
-    return b"".join(keep), len(keep)
 
 
 class _Reject(Exception):
@@ -202,6 +203,17 @@ class PullMessageProcessor:
             except Exception as exc:  # one bad pull must not strand the other woken ones
                 log.exception("woken pull failed topic=%s qid=%d", h.topic, h.queue_id)
                 resp = h.req.cmd.make_response(RS.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            if (
+                resp is not None
+                and resp.code == RS.PULL_RETRY_IMMEDIATELY
+                and resp.remark == "NO_MATCHED_MESSAGE"
+                and isinstance(h.filter, SqlSubscriptionFilter)
+                and now_ms < h.suspend_ms + h.timeout_ms
+            ):
+                # notifyMessageArriving checks a SQL92 subscription on the arrival's properties
+                # and keeps the pull held when they do not match: the scan just said so
+                self.hold.suspend(h)
+                continue
             if resp is not None and outbox is not None and not h.req.cmd.is_oneway:
                 outbox.send(h.req.conn_id, resp)
         return len(woken)
@@ -254,15 +266,8 @@ class PullMessageProcessor:
             "maxOffset": str(result.max_offset),
         }
         resp: RemotingCommand | None
-        if code == RS.SUCCESS:
-            if sub_filter.sql is None:
-                resp = cmd.make_response(code, status.name, ext, result.buffer)
-            else:
-                body, kept = sql_filter_body(result.buffer, sub_filter.sql)
-                if kept:
-                    resp = cmd.make_response(code, status.name, ext, body)
-                else:  # the consume queue passed them, the properties did not
-                    resp = cmd.make_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", ext)
+        if code == RS.SUCCESS:  # a SQL92 subscription's records were matched in the scan
+            resp = cmd.make_response(code, status.name, ext, result.buffer)
             result.release()
             if self.stats is not None:  # incGroupGetNums / Size, BrokerGetNums (folded later)
                 count(self.stats.counts, (h.topic, h.consumer_group), result.message_count,
@@ -394,7 +399,7 @@ class PullMessageProcessor:
                 sql = compile_subscription(expr, key, self.bc.enablePropertyFilter)
             except SubscriptionRefused as e:
                 raise _Reject(e.code, e.remark) from e
-            flt = SubscriptionFilter(None, sql)
+            flt = SqlSubscriptionFilter(None, sql)
             if len(self._sql_filters) >= CACHE_LIMIT:
                 self._sql_filters.clear()
             self._sql_filters[(expr, key)] = flt

@@ -320,6 +320,54 @@ def test_sql92_subscription_filters_on_properties(tmp_path) -> None:
         b.close()
 
 
+def test_sql92_counts_only_matching_records_towards_the_batch(tmp_path) -> None:
+    """getMessage evaluates a SQL92 subscription inside its scan: 40 records that do not match
+    and then 5 that do come back in one pull (maxMsgNums 32), nextBeginOffset past them all."""
+    b = Broker(str(tmp_path), enablePropertyFilter=True)
+    try:
+        for i in range(45):
+            props = f"UNIQ_KEY\x01U{i}\x02a\x01{1 if i >= 40 else 2}"
+            r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), f"m{i}".encode())
+            assert r is not None and r.code == RS.SUCCESS
+        r = _sql_pull(b, "a = 1")
+        assert r is not None and r.code == RS.SUCCESS
+        assert [bytes(m.body) for m in decode_messages(r.body)] == [
+            b"m%d" % i for i in range(40, 45)
+        ]
+        assert r.ext_fields["nextBeginOffset"] == "45"
+    finally:
+        b.close()
+
+
+def test_sql92_held_pull_stays_held_for_an_arrival_that_does_not_match(tmp_path) -> None:
+    """notifyMessageArriving checks a SQL92 subscription on the arrival's properties: a
+    non-matching arrival leaves the pull held, a matching one answers it with that record."""
+    b = Broker(str(tmp_path), enablePropertyFilter=True)
+
+    def send(i: int, a: int) -> None:
+        props = f"UNIQ_KEY\x01U{i}\x02a\x01{a}"
+        r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), f"m{i}".encode())
+        assert r is not None and r.code == RS.SUCCESS
+
+    try:
+        send(0, 2)
+        ext = pull_ext("T", sub="a = 1", sys_flag=0b110, offset=1, suspend=15000)
+        ext["expressionType"] = "SQL92"
+        assert b.call(RC.PULL_MESSAGE, ext, conn_id=9) is None  # held
+        b.outbox.take()
+        send(1, 2)  # does not match: still held
+        assert [c for c, _ in b.outbox.take() if c == 9] == []
+        assert len(b.cores["pull"].hold) == 1
+        send(2, 1)  # matches: answered with it, past the one that did not
+        [resp] = [r for c, r in b.outbox.take() if c == 9]
+        assert resp.code == RS.SUCCESS
+        assert [bytes(m.body) for m in decode_messages(resp.body)] == [b"m2"]
+        assert resp.ext_fields["nextBeginOffset"] == "3"
+        assert len(b.cores["pull"].hold) == 0
+    finally:
+        b.close()
+
+
 @pytest.mark.parametrize("sql", [None, "a >= 0"])
 def test_slow_consumer_group_is_disabled(tmp_path, sql: str | None) -> None:
     """disableConsumeIfConsumerReadSlowly: a pull that leaves its group further behind than
