@@ -26,7 +26,7 @@ from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from actors.broker.sql92 import Sql92Filter, SubscriptionRefused, compile_subscription
 from actors.broker.stats_items import StatsPublisher, count, fold_gets
 from actors.broker.topic_config import is_readable
-from actors.core import Request
+from actors.core import FAQ_SUFFIX, Request
 from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -327,7 +327,7 @@ class PullMessageProcessor:
             if cfg is None:
                 raise _Reject(
                     RS.SUBSCRIPTION_GROUP_NOT_EXIST,
-                    f"subscription group [{group}] does not exist",
+                    f"subscription group [{group}] does not exist, {FAQ_SUFFIX}",
                 )
             if created:
                 self.ctx.emit(SubscriptionGroupChanged(cfg))
@@ -356,7 +356,9 @@ class PullMessageProcessor:
             return flt
         info = self.ctx.consumer_groups.get(group)
         if info is None:
-            raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+            raise _Reject(
+                RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ_SUFFIX}"
+            )
         if not cfg.consume_broadcast_enable and info.message_model == "BROADCASTING":
             raise _Reject(
                 RS.NO_PERMISSION,
@@ -364,7 +366,9 @@ class PullMessageProcessor:
             )
         sub = info.find_subscription(h.topic)
         if sub is None:
-            raise _Reject(RS.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+            raise _Reject(
+                RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ_SUFFIX}"
+            )
         if sub.sub_version < h.sub_version:
             raise _Reject(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         if sub.expression_type != EXPRESSION_TYPE_TAG:

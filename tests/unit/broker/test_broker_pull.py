@@ -11,6 +11,7 @@ from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 from actors.broker.events import OffsetMoved
 from actors.broker.processors.pull import RESPONSE_KEYS
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from actors.core import FAQ_SUFFIX
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.headers import PullMessageResponseHeader
@@ -84,7 +85,7 @@ def test_check_order(broker: Broker) -> None:
     # no subscription flag and no heartbeat => 24
     r = pull(broker, "T", sys_flag=2, sub=None)
     assert r.code == RS.SUBSCRIPTION_NOT_EXIST
-    assert r.remark == "the consumer's group info not exist"
+    assert r.remark == "the consumer's group info not exist" + FAQ_SUFFIX
     ext = pull_ext("T")
     del ext["queueOffset"]
     r = broker.call(RC.PULL_MESSAGE, ext)
@@ -103,7 +104,7 @@ def test_heartbeat_subscription_rules(broker: Broker) -> None:
     r = pull(broker, "Other", sys_flag=2, sub=None)
     assert (r.code, r.remark) == (
         RS.SUBSCRIPTION_NOT_EXIST,
-        "the consumer's subscription not exist",
+        "the consumer's subscription not exist" + FAQ_SUFFIX,
     )
     r = pull(broker, "T", sys_flag=2, sub=None, sub_version=6)
     assert r.code == RS.SUBSCRIPTION_NOT_LATEST
