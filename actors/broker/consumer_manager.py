@@ -110,7 +110,7 @@ class ConsumerManager:
             consume_from_where,
         )
         old = g.channels.get(channel.conn_id)
-        new_channel = old is None or old.client_id != channel.client_id
+        new_channel = old is None  # another clientId on the channel: replaced, no notify
         g.channels[channel.conn_id] = channel
         # updateSubscription: replace on newer subVersion, drop topics no longer sent.
         topics_changed = False

@@ -18,6 +18,8 @@ __all__ = ["STARTUP_GROUPS", "SubscriptionGroupConfig", "SubscriptionGroupManage
 
 log = logging.getLogger(__name__)
 
+SYS_CONSUMER_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_SYS_RMQ_SYS
+
 # Groups RocketMQ pre-creates at startup (SubscriptionGroupManager.init).
 STARTUP_GROUPS = (
     "TOOLS_CONSUMER",
@@ -59,7 +61,10 @@ class SubscriptionGroupManager:
         cfg = self.table.get(group)
         if cfg is not None:
             return cfg, False
-        if not self.broker_config.autoCreateSubscriptionGroup:
+        # MixAll.isSysConsumerGroup: system groups are created whatever the setting
+        if not self.broker_config.autoCreateSubscriptionGroup and not group.startswith(
+            SYS_CONSUMER_GROUP_PREFIX
+        ):
             return None, False
         cfg = SubscriptionGroupConfig(group)
         self.table[group] = cfg

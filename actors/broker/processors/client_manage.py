@@ -42,6 +42,8 @@ from protocol.headers import (
 
 log = logging.getLogger(__name__)
 
+UNIT_SUB_SYS_FLAG: Final = 0x2  # TopicSysFlag.FLAG_UNIT_SUB: a unit-mode consumer's retry topic
+
 HOUSEKEEPING_INTERVAL_MS: Final = 10_000
 
 
@@ -156,8 +158,9 @@ class ClientManageProcessor(CodeDispatchCore):
                 self.ctx.emit(SubscriptionGroupChanged(cfg))
             if cfg is not None:
                 rt, made = self.ctx.topics.create_in_send_back(
-                    retry_topic(group), cfg.retry_queue_nums, PERM_READ | PERM_WRITE
-                )
+                    retry_topic(group), cfg.retry_queue_nums, PERM_READ | PERM_WRITE,
+                    UNIT_SUB_SYS_FLAG if cd.unit_mode else 0,  # TopicSysFlag.buildSysFlag
+                )  # fmt: skip
                 if made:
                     self.ctx.emit(TopicConfigChanged(rt, register=True))
             changed, notify = self.consumers.register(

@@ -349,3 +349,29 @@ def test_registration_reply_sets_the_order_topics(broker: Broker) -> None:
     failed.code = RS.SYSTEM_ERROR
     assert broker.controller.order_topic_events(failed) == []
     assert broker.controller.order_topic_events(reply(b"{not json")) == []
+
+
+def test_heartbeat_details_as_client_manage_processor(tmp_path) -> None:
+    """A system group (CID_RMQ_SYS_*) is created even with autoCreateSubscriptionGroup=false;
+    a unit-mode consumer's retry topic has TopicSysFlag FLAG_UNIT_SUB; another clientId on a
+    known connection replaces it without notifying the group."""
+    b = Broker(str(tmp_path / "s"), autoCreateSubscriptionGroup=False)
+    try:
+        b.call(RC.HEART_BEAT, None, heartbeat_body("c1", "PlainG", "T"), conn_id=1)
+        assert b.ctxs["pull"].groups.get("PlainG") is None
+        assert b.ctxs["pull"].topics.get("%RETRY%PlainG") is None
+        b.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CID_RMQ_SYS_X", "T"), conn_id=1)
+        assert b.ctxs["pull"].groups.get("CID_RMQ_SYS_X") is not None
+        assert b.ctxs["pull"].topics.get("%RETRY%CID_RMQ_SYS_X") is not None
+
+        unit = json.loads(heartbeat_body("c2", "CID_RMQ_SYS_U", "T"))
+        unit["consumerDataSet"][0]["unitMode"] = True
+        b.call(RC.HEART_BEAT, None, json.dumps(unit).encode(), conn_id=2)
+        assert b.ctxs["pull"].topics.get("%RETRY%CID_RMQ_SYS_U").topic_sys_flag == 2
+        b.outbox.take()
+        b.call(RC.HEART_BEAT, None, heartbeat_body("c9", "CID_RMQ_SYS_X", "T"), conn_id=1)
+        assert b.outbox.take() == []
+        r = b.call(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CID_RMQ_SYS_X"})
+        assert json.loads(r.body) == {"consumerIdList": ["c9"]}
+    finally:
+        b.close()
