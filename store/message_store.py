@@ -776,10 +776,6 @@ def _batch_items(
                 rpl += extra + (1 if pl and raw[pp + 1 + pl] != 2 else 0)
             if rpl > 32767:
                 return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-            if raw.find(b"DELAY\x01", pp + 2, pp + 2 + pl) >= 0 and prop_value(
-                raw[pp + 2 : pp + 2 + pl], b"DELAY\x01"
-            ) not in (None, b"0"):
-                return PutMessageStatus.MESSAGE_ILLEGAL
             items.append((pos, flag, bl, pl, rpl))
             total += base + bl + rpl
             pos += itotal
@@ -788,6 +784,14 @@ def _batch_items(
     if not items:
         return PutMessageStatus.MESSAGE_ILLEGAL
     return items, total
+
+
+def _delay_level(value: bytes | None) -> int:
+    """Message.getDelayTimeLevel of a DELAY value (0: none, or not a number)."""
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
 
 
 def _record_keys(pb: bytes) -> list[bytes]:
@@ -1603,6 +1607,9 @@ class DefaultMessageStore(_StoreReadMixin):
         raw = body if body.__class__ is bytes else bytes(body)
         bprops = batch.batch_properties
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
+        if bp and b"DELAY\x01" in bp and _delay_level(prop_value(bp, b"DELAY\x01")) > 0:
+            # asyncPutMessages: a delayed batch (the batch's own properties) is refused
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         tb, pre, pre_h = info
         tl = len(tb)
         qid = batch.queue_id
@@ -1771,14 +1778,9 @@ class DefaultMessageStore(_StoreReadMixin):
                 pos = pe
         except (ValueError, IndexError, struct_error):
             pos = -1
-        # One search for DELAY in the properties of all items (a body may hold any bytes); a
-        # hit, which may span two items' pieces, or a bad item: _batch_items then names the
-        # first bad item's status, checked in the same order as always.
-        if (
-            pos != n_raw
-            or not units
-            or b"".join(pieces[4::6] if extra else pieces[3::4]).find(b"DELAY\x01") >= 0
-        ):
+        # a bad item: _batch_items names the first bad item's status, checked in the same order
+        # as always (an item's DELAY is stored as it is, as MessageExtBatchEncoder does)
+        if pos != n_raw or not units:
             checked = _batch_items(raw, bp, base)
             if isinstance(checked, PutMessageStatus):
                 return checked

@@ -6,6 +6,7 @@ import struct
 import tempfile
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,9 +87,7 @@ def _expected_status(items: list[Item], bp: bytes) -> PutMessageStatus:
             return S.MESSAGE_ILLEGAL
         if len(_stored_props(it, bp)) > 32767:
             return S.PROPERTIES_SIZE_EXCEEDED
-        if _first(it.props, b"DELAY") not in (None, b"0"):
-            return S.MESSAGE_ILLEGAL
-    return S.PUT_OK
+    return S.PUT_OK  # an item's DELAY is stored as it is (only the batch's own is refused)
 
 
 def _tags_code(props: bytes) -> int:
@@ -156,14 +155,32 @@ def test_bad_item_rejects_whole_batch(items: list[Item], bp: str, k: int, delta:
     _check_batch(items, bp, 1 << 20)
 
 
-def test_properties_too_long_and_delay_order() -> None:
+def test_properties_too_long_and_item_delay() -> None:
     big = Item(0, b"b", b"K\x01" + b"v" * 32766)
     delayed = Item(0, b"d", b"DELAY\x012")
     ok = Item(0, b"o", b"TAGS\x01A")
     assert _expected_status([ok, big, delayed], b"") is S.PROPERTIES_SIZE_EXCEEDED
     _check_batch([ok, big, delayed], "", 1 << 20)
     _check_batch([ok, delayed, big], "", 1 << 20)
+    _check_batch([ok, delayed], "", 1 << 20)  # stored at once, DELAY kept in its properties
     _check_batch([ok, Item(0, b"b", b"K\x01" + b"v" * 32760)], "CLUSTER\x01c1", 1 << 20)
+
+
+@pytest.mark.parametrize("bp", ["DELAY\x012", "WAIT\x01true\x02DELAY\x011"])
+def test_a_batch_with_its_own_delay_is_refused(bp: str) -> None:
+    """CommitLog.asyncPutMessages: the batch's own DELAY (header properties) > 0 is illegal."""
+    with tempfile.TemporaryDirectory() as root:
+        s = open_store(small_config(root))
+        try:
+            r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
+                                               batch_properties=bp), 5)  # fmt: skip
+            assert r.status is S.MESSAGE_ILLEGAL and s.max_phy_offset == 0
+            for ok_bp in ("DELAY\x010", "DELAY\x01x"):  # 0 or not a number: no delay level
+                r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
+                                                   batch_properties=ok_bp), 5)  # fmt: skip
+                assert r.status is S.PUT_OK
+        finally:
+            s.shutdown(0)
 
 
 def test_batch_near_file_end_takes_the_slow_path() -> None:
