@@ -167,9 +167,9 @@ def test_every_pull_status(local_cluster) -> None:
 
         badly = _pull(cl, topic, 0, 10)
         assert badly.code == 21
-        # Java 4.9.8 getMessage: minOffset when it is 0, else maxOffset (the §9.3 table
-        # simplifies this to maxOffset)
-        assert badly.ext_fields["nextBeginOffset"] == "0"
+        # getMessage since 4.9.4 (apache/rocketmq#4219, spec §9.3): the max offset (it was the
+        # min when that was 0, which sent consumers back to the start)
+        assert badly.ext_fields["nextBeginOffset"] == "3"
 
         small = _pull(cl, topic, 0, -1)
         assert small.code == 21
