@@ -532,12 +532,14 @@ class _StoreReadMixin:
         return self._cl_data(phy_offset, size)
 
     def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
-        """The decoded message at phy_offset, or None."""
+        """The decoded message at phy_offset, or None. The body stays as stored (a compressed
+        one keeps COMPRESSED in its sysFlag), as lookMessageByOffset reads it: what send-back,
+        delayed delivery and transactions store again is the bytes the producer sent."""
         data = self.select_one_message_by_offset(phy_offset)
         if data is None:
             return None
         try:
-            return decode_message_ext(bytes(data), 0)
+            return decode_message_ext(bytes(data), 0, decompress=False)
         except Exception:
             log.warning("undecodable record phy_offset=%d", phy_offset)
             return None

@@ -218,6 +218,30 @@ def _record_at(broker: Broker, topic: str, queue_id: int, qoff: int = 0) -> Any:
     return decode_messages(broker.store.select_one_message_by_offset(unit[0]))[0]
 
 
+def test_a_compressed_body_is_stored_again_compressed(broker: Broker) -> None:
+    """lookMessageByOffset keeps the body as stored: a Java producer's zlib body (sysFlag
+    COMPRESSED) goes to the schedule queue, the DLQ and, once due, the retry topic as the same
+    bytes with the flag, not inflated (a body inflated past maxMessageSize stalled its level)."""
+    import zlib
+
+    raw = b"z" * 100_000
+    packed = zlib.compress(raw)
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("Orig", f=1), packed)  # f: sysFlag
+    phy = decode_offset_msg_id(r.ext_fields["msgId"])[2]
+    back = {"offset": phy, "group": "CG", "delayLevel": 0, "originMsgId": "ABC",
+            "originTopic": "Orig", "maxReconsumeTimes": 16}  # fmt: skip
+    assert broker.call(RC.CONSUMER_SEND_MSG_BACK, back).code == RS.SUCCESS
+    assert broker.call(RC.CONSUMER_SEND_MSG_BACK, dict(back, delayLevel=-1)).code == RS.SUCCESS
+    for topic, qid in (("SCHEDULE_TOPIC_XXXX", 2), ("%DLQ%CG", 0)):
+        unit = broker.store.consume_queues[(topic, qid)].get_unit(0)
+        assert unit is not None and unit[1] < 1000  # stored small
+        [m] = decode_messages(broker.store.select_one_message_by_offset(unit[0]),
+                              decompress=False)  # fmt: skip
+        assert m.sys_flag & 1 and bytes(m.body) == packed
+        [m] = decode_messages(broker.store.select_one_message_by_offset(unit[0]))
+        assert bytes(m.body) == raw  # what a consumer reads
+
+
 def test_send_back_records_carry_what_java_stores(broker: Broker) -> None:
     """asyncConsumerSendMsgBack writes the properties string after setWaitStoreMsgOK(false) and
     setDelayTimeLevel: the retry record has WAIT=false and its DELAY, the DLQ record DELAY=0."""
