@@ -195,6 +195,9 @@ class ScheduleMessageService:
             log.warning("delay level %d offset %d below queue min %d", level, offset, min_off)
             offset = min_off
         max_off = cq.get_max_offset_in_queue()
+        if offset > max_off:  # correctDelayOffset / executeOnTimeup: never past the queue's end
+            log.warning("delay level %d offset %d above queue max %d", level, offset, max_off)
+            offset = max_off
         limit = now_ms + self.delays[level]
         wait = DELAY_FOR_A_WHILE
         while offset < max_off:

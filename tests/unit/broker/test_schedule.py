@@ -296,3 +296,28 @@ def test_delayed_send_keeps_wait_parked_and_delay_delivered(tmp_path: Any) -> No
         assert broker.store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) == 1  # not parked again
     finally:
         broker.close()
+
+
+def test_an_offset_past_the_queue_end_is_corrected(tmp_path: Any) -> None:
+    """correctDelayOffset: a saved offset beyond the level's queue (a truncated consume queue,
+    a store wiped with its config kept) is brought back to the queue's end, so what is parked
+    from then on is delivered (it used to wait for an offset that never came)."""
+    cfg = _config(str(tmp_path))
+    path = delay_offset_path(cfg)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"offsetTable":{1:5}}')
+    store = _open(cfg)
+    try:
+        for i in range(2):
+            _put_delayed(store, i, 1)
+        svc = ScheduleMessageService(store, cfg)
+        assert svc.offsets == {1: 5}
+        svc.tick(0)
+        svc.tick(1002)
+        assert svc.offsets[1] == 2  # the two parked before the correction are left behind
+        _put_delayed(store, 2000, 1)
+        svc.tick(3100)
+        assert [m.body for m, _ in _delivered(store)] == [b"hello"]
+    finally:
+        store.shutdown(0)
