@@ -658,6 +658,7 @@ class SendMessageProcessor:
         try:
             tc, queue_id = self._msg_check(cmd, topic, queue_id, req.peer)
             props = parse_properties(props_string) if props_string else {}
+            resp_qid = queue_id  # the answer names the queue asked for, even after a DLQ turn
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 h = decode_send_header(cmd.code, ext)
                 topic, queue_id = self._retry_dlq(h, cmd.version, topic, queue_id, props)
@@ -670,7 +671,6 @@ class SendMessageProcessor:
                 # SendMessageProcessor put WAIT back: the parked record keeps it
                 props[PROPERTY_WAIT] = w
             props[PROPERTY_CLUSTER] = self.cluster
-            resp_qid = queue_id
             tran = props.get(PROPERTY_TRAN_MSG)
             if tran is not None and tran.lower() == "true":
                 if self.bc.rejectTransactionMessage:
@@ -849,14 +849,14 @@ class SendMessageProcessor:
         self, req: Request, h: SendMessageRequestHeader, now_ms: int
     ) -> RemotingCommand | None:
         cmd = req.cmd
-        try:
+        try:  # sendBatchMessage: msgCheck first (its topic check answers a long name first)
+            tc, queue_id = self._msg_check(cmd, h.topic, h.queue_id, req.peer)
             if len(h.topic) > 127:
                 raise _Reject(RS.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
             if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 raise _Reject(
                     RS.MESSAGE_ILLEGAL, f"batch request does not support retry group {h.topic}"
                 )
-            tc, queue_id = self._msg_check(cmd, h.topic, h.queue_id, req.peer)
         except _Reject as r:
             return cmd.make_response(r.code, r.remark, self._base_ext())
         props = parse_properties(h.properties) if h.properties else {}

@@ -138,6 +138,28 @@ def test_retry_topic_past_max_goes_to_dlq(broker: Broker) -> None:
     assert decode_messages(broker.store.select_one_message_by_offset(phy))[0].topic == "%RETRY%CG"
 
 
+def test_dlq_turn_answers_the_queue_asked_for(broker: Broker) -> None:
+    """SendMessageProcessor answers queueIdInt, the request's queue, also when
+    handleRetryAndDLQ sent the message to the DLQ's queue 0."""
+    ext = {"topic": "%RETRY%G2", "defaultTopic": "TBW102", "readQueueNums": 4,
+           "writeQueueNums": 4, "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+           "order": False}  # fmt: skip
+    assert broker.call(RC.UPDATE_AND_CREATE_TOPIC, ext).code == RS.SUCCESS
+    r = broker.call(RC.SEND_MESSAGE_V2, send_ext("%RETRY%G2", queue_id=3, j=3, l=3), b"dead")
+    assert r.code == RS.SUCCESS and r.ext_fields["queueId"] == "3"
+    phy = decode_offset_msg_id(r.ext_fields["msgId"])[2]
+    m = decode_messages(broker.store.select_one_message_by_offset(phy))[0]
+    assert (m.topic, m.queue_id) == ("%DLQ%G2", 0)
+
+
+def test_batch_checks_the_topic_as_msg_check_first(broker: Broker) -> None:
+    """sendBatchMessage runs msgCheck before its own checks: a name over 127 characters gets
+    TopicValidator's answer (1, which a Java client retries), not MESSAGE_ILLEGAL."""
+    items = [BatchItem(0, b"m", {"UNIQ_KEY": "K"})]
+    r = broker.call(RC.SEND_BATCH_MESSAGE, send_ext("t" * 200, m=True), encode_batch(items))
+    assert r.code == RS.SYSTEM_ERROR and "longer than topic max length" in (r.remark or "")
+
+
 def test_oneway_send_is_stored_not_answered(broker: Broker) -> None:
     assert broker.call(RC.SEND_MESSAGE_V2, send_ext("OW"), b"x", oneway=True) is None
     assert broker.store.get_max_offset_in_queue("OW", 0) == 1
