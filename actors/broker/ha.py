@@ -52,7 +52,8 @@ ASYNC_IDLE_PUMP_MS: Final = 100.0
 READ_CHUNK: Final = 256 * 1024
 PUMP_BUDGET: Final = 4 * 1024 * 1024  # bytes per slave per pass (control messages wait meanwhile)
 CONNECT_TIMEOUT_MS: Final = 3000
-RECONNECT_MS: Final = 5000
+RECONNECT_MS: Final = 5000  # after a connect that failed (HAClient waits 5 s)
+REDIAL_MS: Final = 1000  # after an established connection dropped (its next 1 s loop)
 
 
 class _SlaveConn:
@@ -372,8 +373,8 @@ class HAClient:
         if now_ms - self.last_read_ms > self.housekeeping_ms:
             log.warning("HA master %s silent for %d ms: reconnecting", self.master,
                         self.housekeeping_ms)  # fmt: skip
-            self._fail(now_ms)
-            return RECONNECT_MS
+            self._fail(now_ms, dropped=True)
+            return REDIAL_MS
         if now_ms - self.last_report_ms >= self.heartbeat_ms:
             self._report(now_ms)
         return max(1, self.heartbeat_ms - (now_ms - self.last_report_ms))
@@ -422,9 +423,12 @@ class HAClient:
         self._report(now_ms)
         return self.heartbeat_ms
 
-    def _fail(self, now_ms: int) -> None:
+    def _fail(self, now_ms: int, dropped: bool = False) -> None:
+        """Close; connect again after RECONNECT_MS, or REDIAL_MS when a working connection
+        dropped (closeMaster, then the next loop connects: a SYNC_MASTER's sends are answered
+        SLAVE_NOT_AVAILABLE until then)."""
         self.close()
-        self.next_connect_ms = now_ms + RECONNECT_MS
+        self.next_connect_ms = now_ms + (REDIAL_MS if dropped else RECONNECT_MS)
 
     def _report(self, now_ms: int) -> None:
         """The slave's commit-log end, the next byte it needs."""
@@ -436,11 +440,11 @@ class HAClient:
             return  # the socket is full: the next report goes later
         except OSError as exc:
             log.warning("HA report to %s failed: %s", self.master, exc)
-            self._fail(now_ms)
+            self._fail(now_ms, dropped=True)
             return
         if n != REPORT.size:  # a torn report would shift every later one: start over
             log.warning("HA report to %s written in part (%d bytes): reconnecting", self.master, n)
-            self._fail(now_ms)
+            self._fail(now_ms, dropped=True)
             return
         self.last_report_ms = now_ms
 
@@ -459,11 +463,11 @@ class HAClient:
         if data:
             self.last_read_ms = now_ms
             if not self._apply(data, now_ms):
-                self._fail(now_ms)
+                self._fail(now_ms, dropped=True)
                 return
         if eof:
             log.info("HA master %s closed the connection", self.master)
-            self._fail(now_ms)
+            self._fail(now_ms, dropped=True)
 
     def _apply(self, data: bytes, now_ms: int) -> bool:
         """dispatchReadRequest: check each frame's offset against ours, append, report."""
