@@ -126,7 +126,9 @@ class RemotingServer(WatchingActor):
         return port
 
     def _start_fast(self, msg: StartRemoting, port: int) -> None:
-        """Listen on the VIP port; a derived port already taken only disables the channel."""
+        """Listen on the VIP port. A port already taken stops the start, as it stops a Java
+        broker: clients that use the VIP channel (Java <= 4.4, and a Java slave syncing topic
+        configs) would otherwise reach whatever else listens there."""
         configured = msg.fast_port
         want = fast_port_for(msg.port, configured)
         if want is None:
@@ -142,13 +144,10 @@ class RemotingServer(WatchingActor):
         try:
             self.fast_port = fast.listen(msg.host, want)
         except OSError as exc:
-            if free:
-                self.fast_port = fast.listen(msg.host, 0)
-            elif configured is not None:
-                raise
-            else:
-                log.warning("VIP channel off: cannot listen on %s:%d: %s", msg.host, want, exc)
-                return
+            if not free:
+                raise OSError(exc.errno, f"{exc.strerror} (the VIP port, listenPort - 2; "
+                                         "fastListenPort=-1 turns it off)") from exc  # fmt: skip
+            self.fast_port = fast.listen(msg.host, 0)
         self.fast = fast
 
     def on_exit(self) -> None:

@@ -106,24 +106,28 @@ def test_namesrv_bad_config_exits_2(tmp_path) -> None:
     assert "orderMessageEnable" in err
 
 
-@pytest.mark.parametrize("which", ["broker", "namesrv"])
+@pytest.mark.parametrize("which", ["broker", "namesrv", "vip"])
 def test_up_port_in_use_exits_2_and_leaves_no_process(tmp_path, which: str) -> None:
     """Another server (a Java broker, say) already on the port: a clear message, exit 2, and
-    the actor system it started is gone."""
+    the actor system it started is gone. The broker's VIP port (listenPort - 2) too, as a Java
+    broker refuses to start without it."""
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
     port = taken.getsockname()[1]
     free = launch.stable_free_port()
-    ports = (["--broker-port", str(port), "--namesrv-port", str(free)] if which == "broker"
-             else ["--broker-port", str(free), "--namesrv-port", str(port)])
+    if which == "vip":
+        ports = ["--broker-port", str(port + 2), "--namesrv-port", str(free)]
+    else:
+        ports = (["--broker-port", str(port), "--namesrv-port", str(free)] if which != "namesrv"
+                 else ["--broker-port", str(free), "--namesrv-port", str(port)])
     run = MarkedProcess([sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "d"),
                          *ports], tmp_path / "up", cwd=os.getcwd())  # fmt: skip
     try:
         rc = run.proc.wait(timeout=60)
         err = run.err_path.read_text()
         assert rc == 2, err[-2000:]
-        assert f"cannot start: {'broker' if which == 'broker' else 'name server'}" in err
+        assert f"cannot start: {'name server' if which == 'namesrv' else 'broker'}" in err
         assert f"127.0.0.1:{port}" in err and "Address already in use" in err
         assert "Traceback" not in err
         assert wait_gone(run.pids(), 15.0) == []
