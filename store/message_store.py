@@ -108,12 +108,12 @@ _ITEM_UNPACKERS: dict[int, Callable[[bytes, int], tuple[Any, ...]]] = {}
 
 
 def _item_unpacker(body_len: int) -> Callable[[bytes, int], tuple[Any, ...]]:
-    """unpack_from of (TOTALSIZE, FLAG, body length, PROPLEN) for items of this body length."""
+    """unpack_from of (FLAG, body length, PROPLEN) for items of this body length."""
     f = _ITEM_UNPACKERS.get(body_len)
     if f is None:
         if len(_ITEM_UNPACKERS) >= 256:
             _ITEM_UNPACKERS.clear()
-        f = _ITEM_UNPACKERS[body_len] = Struct(f">i8xii{body_len}xH").unpack_from
+        f = _ITEM_UNPACKERS[body_len] = Struct(f">12xii{body_len}xH").unpack_from
     return f
 
 # RECORD_V4_HEAD for a batch's records: the 48 bytes SYSFLAG..PREPAREDTRANSACTIONOFFSET are
@@ -766,12 +766,14 @@ def _batch_items(
     pos = total = 0
     try:
         while pos < n_raw:
-            itotal, _magic, _crc, flag, bl = unpack_item(raw, pos)
+            # TOTALSIZE, MAGICCODE and BODYCRC are skipped, as MessageExtBatchEncoder skips them:
+            # an item is as long as its body and properties lengths say
+            _total, _magic, _crc, flag, bl = unpack_item(raw, pos)
             pp = pos + 20 + bl
             if bl < 0 or pp + 2 > n_raw:
                 return PutMessageStatus.MESSAGE_ILLEGAL
             pl = u16(raw, pp)[0]
-            if itotal != 22 + bl + pl or pp + 2 + pl > n_raw:
+            if pp + 2 + pl > n_raw:
                 return PutMessageStatus.MESSAGE_ILLEGAL
             rpl = pl
             if extra:  # item props + (separator) + batch props
@@ -780,7 +782,7 @@ def _batch_items(
                 return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
             items.append((pos, flag, bl, pl, rpl))
             total += base + bl + rpl
-            pos += itotal
+            pos = pp + 2 + pl
     except (ValueError, IndexError, struct_error):
         return PutMessageStatus.MESSAGE_ILLEGAL
     if not items:
@@ -1718,8 +1720,8 @@ class DefaultMessageStore(_StoreReadMixin):
         pos = 0
         try:
             while pos < n_raw:
-                try:  # the item head and PROPLEN in one unpack, for the last body length seen
-                    itotal, flag, bl, pl = item_unpack(raw, pos)
+                try:  # FLAG, body length, PROPLEN in one unpack, for the last body length seen
+                    flag, bl, pl = item_unpack(raw, pos)
                 except struct_error:
                     bl = -1
                 if bl != ub:
@@ -1728,12 +1730,10 @@ class DefaultMessageStore(_StoreReadMixin):
                         break
                     item_unpack = _item_unpacker(bl)
                     ub = bl
-                    itotal, flag, bl, pl = item_unpack(raw, pos)
+                    flag, bl, pl = item_unpack(raw, pos)
                 a = pos + 20
                 pp = a + bl
-                pe = pos + itotal  # past the end of raw: the loop ends with pos != n_raw
-                if itotal != 22 + bl + pl:
-                    break
+                pe = pp + 2 + pl  # past the end of raw: the loop ends with pos != n_raw
                 b = rv[a:pp]
                 if extra:  # item props + (separator) + batch props
                     rpl = pl + extra + (1 if pl and raw[pe - 1] != 2 else 0)

@@ -92,7 +92,8 @@ def test_encoded_properties_bytes_and_delay(tmp_path):
 def test_batch_rejects_bad_item_without_writing_any(tmp_path):
     s = open_store(small_config(str(tmp_path)))
     good = (22 + 1 + 0).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"a" + bytes(2)
-    bad = (99).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"b" + bytes(2)
+    # its properties length runs past the batch's end (TOTALSIZE is skipped, as in Java)
+    bad = (99).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"b" + b"\x00\x09"
     r = s.put_messages(MessageExtBatch("T", good + bad), 1_000)
     assert r.status.name == "MESSAGE_ILLEGAL"
     assert s.max_phy_offset == 0 and s.get_max_offset_in_queue("T", 0) == 0
@@ -108,7 +109,8 @@ def test_rejected_batch_leaves_no_record_for_recovery(tmp_path):
     s = open_store(cfg)
     good = (22 + 1 + 6).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"a"
     good += (6).to_bytes(2, "big") + b"K\x01v\x02X\x01"
-    bad = (99).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"b" + bytes(2)
+    # its properties length runs past the batch's end (TOTALSIZE is skipped, as in Java)
+    bad = (99).to_bytes(4, "big") + bytes(12) + (1).to_bytes(4, "big") + b"b" + b"\x00\x09"
     for body, batch_props in ((good * 3 + bad, ""), (good * 3, "DELAY\x012")):
         r = s.put_messages(MessageExtBatch("T", body, batch_properties=batch_props), 1_000)
         assert r.status.name == "MESSAGE_ILLEGAL"
