@@ -300,14 +300,18 @@ def _sql_pull(b: Broker, sql: str, offset: int = 0) -> Any:
     return b.call(RC.PULL_MESSAGE, ext)
 
 
+def _send_props(b: Broker, props: str, body: bytes) -> None:
+    """One SEND_MESSAGE_V2 to T with this properties text, which must succeed."""
+    r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), body)
+    assert r is not None and r.code == RS.SUCCESS
+
+
 def test_sql92_subscription_filters_on_properties(tmp_path) -> None:
     """enablePropertyFilter=true: records are evaluated on their properties (TAGS included)."""
     b = Broker(str(tmp_path), enablePropertyFilter=True)
     try:
         for i in range(6):
-            props = f"UNIQ_KEY\x01U{i}\x02TAGS\x01Tag{i % 2}\x02a\x01{i}"
-            r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), f"m{i}".encode())
-            assert r is not None and r.code == RS.SUCCESS
+            _send_props(b, f"UNIQ_KEY\x01U{i}\x02TAGS\x01Tag{i % 2}\x02a\x01{i}", b"m%d" % i)
         r = _sql_pull(b, "a between 2 and 4 AND TAGS = 'Tag0'")
         assert r is not None and r.code == RS.SUCCESS
         assert [bytes(m.body) for m in decode_messages(r.body)] == [b"m2", b"m4"]
@@ -327,9 +331,7 @@ def test_sql92_counts_only_matching_records_towards_the_batch(tmp_path) -> None:
     b = Broker(str(tmp_path), enablePropertyFilter=True)
     try:
         for i in range(45):
-            props = f"UNIQ_KEY\x01U{i}\x02a\x01{1 if i >= 40 else 2}"
-            r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), f"m{i}".encode())
-            assert r is not None and r.code == RS.SUCCESS
+            _send_props(b, f"UNIQ_KEY\x01U{i}\x02a\x01{1 if i >= 40 else 2}", b"m%d" % i)
         r = _sql_pull(b, "a = 1")
         assert r is not None and r.code == RS.SUCCESS
         assert [bytes(m.body) for m in decode_messages(r.body)] == [
@@ -346,9 +348,7 @@ def test_sql92_held_pull_stays_held_for_an_arrival_that_does_not_match(tmp_path)
     b = Broker(str(tmp_path), enablePropertyFilter=True)
 
     def send(i: int, a: int) -> None:
-        props = f"UNIQ_KEY\x01U{i}\x02a\x01{a}"
-        r = b.call(RC.SEND_MESSAGE_V2, send_ext("T", props=props), f"m{i}".encode())
-        assert r is not None and r.code == RS.SUCCESS
+        _send_props(b, f"UNIQ_KEY\x01U{i}\x02a\x01{a}", b"m%d" % i)
 
     try:
         send(0, 2)
