@@ -165,6 +165,7 @@ class _Waiting:
     resp: RemotingCommand
     need_flush: bool = True
     slave_deadline_ms: int = 0  # SYNC_MASTER: slaveTimeout (0: no slave wait)
+    keep_code: bool = False  # a replier's answer: its code is the push's, whatever the wait
 
 
 @dataclass(slots=True)
@@ -432,11 +433,13 @@ class SendMessageProcessor:
                 keep.append(w)
                 continue
             if slave_late:
-                w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
                 log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)
+                if not w.keep_code:
+                    w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
             elif disk_late and w.resp.code != RS.SLAVE_NOT_AVAILABLE:
-                w.resp.code = RS.FLUSH_DISK_TIMEOUT
                 log.warning("sync flush timeout end_offset=%d flushed=%d", w.end_offset, flushed)
+                if not w.keep_code:
+                    w.resp.code = RS.FLUSH_DISK_TIMEOUT
             n += 1
             if outbox is not None:
                 outbox.send(w.conn_id, w.resp)
@@ -832,7 +835,7 @@ class SendMessageProcessor:
         while it waits. end_offset 0: nothing was stored, nothing to wait for."""
         if not end_offset:
             return resp
-        return self._maybe_wait(conn_id, False, resp, end_offset, True, now_ms)
+        return self._maybe_wait(conn_id, False, resp, end_offset, True, now_ms, keep_code=True)
 
     def _send_reply_response(self, wait: _PushWait, now_ms: int) -> None:
         resp = self._reply_stored(wait.conn_id, wait.resp, wait.end_offset, now_ms)
@@ -901,12 +904,13 @@ class SendMessageProcessor:
 
     def _maybe_wait(
         self, conn_id: int, oneway: bool, resp: RemotingCommand, end_offset: int, wait: bool,
-        now_ms: int,
+        now_ms: int, *, keep_code: bool = False,
     ) -> RemotingCommand | None:
         """WAIT sends: SYNC_FLUSH parks the reply until a flush covers end_offset, SYNC_MASTER
         until a slave has it (CommitLog.handleDiskFlush / handleHA); None while parked. With no
         slave, or one too far behind, a SYNC_MASTER send is answered SLAVE_NOT_AVAILABLE at
-        once (the message stays stored)."""
+        once (the message stays stored). keep_code (ReplyMessageProcessor): wait the same, but
+        the answer's code stays the push result's."""
         if not wait or oneway:
             return resp
         need_flush = self.sync_flush and end_offset > self.store.flushed_offset
@@ -915,11 +919,11 @@ class SendMessageProcessor:
             if self._slave_ok(end_offset):
                 slave_deadline = now_ms + self.slave_timeout_ms
                 self._poke_transfer = True
-            else:
+            elif not keep_code:
                 resp.code = RS.SLAVE_NOT_AVAILABLE
         if need_flush or slave_deadline:
             self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
-                                         conn_id, resp, need_flush, slave_deadline))
+                                         conn_id, resp, need_flush, slave_deadline, keep_code))
             return None
         return resp
 

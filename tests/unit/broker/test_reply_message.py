@@ -220,6 +220,33 @@ def test_sync_master_reply_answers_once_a_slave_has_it(tmp_path: Any) -> None:
         b.close()
 
 
+def test_sync_master_reply_keeps_the_push_result_code(tmp_path: Any) -> None:
+    """ReplyMessageProcessor answers with the push's result: the wait for a slave never turns
+    it into SLAVE_NOT_AVAILABLE (11, which a client counts as stored) or FLUSH_SLAVE_TIMEOUT,
+    and a failed push stays SYSTEM_ERROR."""
+    from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
+
+    b = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER")
+    try:
+        core = b.cores["send"]
+        _requester_heartbeat(b)
+        assert _reply(b) is None  # no slave at all: not 11 either
+        [(_, push)] = b.outbox.take()
+        core.on_client_response(push.make_response(RS.SUCCESS, None, None), NOW + 1)
+        [(_, resp)] = b.outbox.take()
+        assert resp.code == RS.SUCCESS
+        b.store.state.set(OFF_HA_SLAVES, 1)
+        b.store.state.set(OFF_HA_ACKED, 0)
+        assert _reply(b) is None
+        [(_, push)] = b.outbox.take()
+        core.on_client_response(push.make_response(RS.SYSTEM_ERROR, "no", None), NOW + 2)
+        core.flush_and_release(NOW + 2 + core.slave_timeout_ms)  # the slave never acks
+        [(_, resp)] = b.outbox.take()
+        assert resp.code == RS.SYSTEM_ERROR and "fail" in (resp.remark or "")
+    finally:
+        b.close()
+
+
 def test_producer_channels_span_groups() -> None:
     """findChannel by client id: a client in two producer groups keeps its channel while either
     group lists it; a reconnect's old connection stays behind the new one in the list."""
