@@ -516,6 +516,7 @@ class RemotingCommand:
 
 
 _JSON_FLAG = re.compile(rb'"flag":(-?[0-9]{1,10})[,}]')
+_JSON_EXT = re.compile(rb'"extFields"')
 
 
 def response_opaque(frame: memoryview | bytes) -> int | None:
@@ -530,11 +531,18 @@ def response_opaque(frame: memoryview | bytes) -> int | None:
         if end > len(frame):
             return None
         if st == _ROCKETMQ:
+            if end - 4 < BIN_MIN_HEADER_SIZE:  # decode refuses it: not an answer to anything
+                return None
             _c, _l, _v, opaque, flag, _r = _BIN_FIXED.unpack_from(frame, 4)
             return int(opaque) if flag & RPC_TYPE_RESPONSE else None
         if st == _JSON:
             m = _JSON_FLAG.search(frame, 4, end)
-            if m is not None and not int(m.group(1)) & RPC_TYPE_RESPONSE:
+            # trusted only ahead of extFields (whose members may be named "flag" too)
+            if (
+                m is not None
+                and not int(m.group(1)) & RPC_TYPE_RESPONSE
+                and _JSON_EXT.search(frame, 4, m.start()) is None
+            ):
                 return None
             _c, _l, _v, opaque, flag, _r, _e = _decode_json(frame[4:end])
         elif st == _MSGPACK:

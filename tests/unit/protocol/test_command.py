@@ -352,3 +352,32 @@ def test_response_round_trip_in_request_serialize_type(req: RemotingCommand, st_
     back = _round_trip(resp)
     assert (back.serialize_type, back.opaque, back.flag) == (st_, req.opaque, 1)
     assert back.ext_fields == {"offset": "12"}
+
+
+def _body(frame: bytes) -> memoryview:
+    """A frame as the RemotingServer holds it: without its total length, as a view."""
+    return memoryview(frame)[4:]
+
+
+def test_response_opaque_tells_answers_from_requests_as_decode_does() -> None:
+    """response_opaque (the RemotingServer's look at frames on a connection with calls open)
+    agrees with decode in every serialization, whatever precedes the header's own flag."""
+    from protocol.command import response_opaque
+
+    for st_ in (0, 1, 2):
+        req = RemotingCommand.request(10, {"a": "1"}, b"x", serialize_type=st_)
+        assert response_opaque(_body(req.encode())) is None
+        resp = req.make_response(0, None, {"flag": "0"})
+        assert response_opaque(_body(resp.encode())) == req.opaque
+    # a compact JSON answer whose extFields has a numeric "flag" ahead of the header's
+    head = b'{"code":0,"extFields":{"flag":0},"flag":1,"opaque":5}'
+    frame = struct.pack(">ii", 4 + len(head), len(head)) + head
+    assert RemotingCommand.decode(_body(frame)).flag == 1
+    assert response_opaque(_body(frame)) == 5
+    # a ROCKETMQ header shorter than its fixed part: decode refuses it, so no answer either
+    # (a 4-byte header; the bytes after it, body bytes, would read as a response's fixed part)
+    short = struct.pack(">hbhiii", 0, 0, 0, 9, 1, 0)
+    frame = struct.pack(">ii", 4 + len(short), (1 << 24) | 4) + short
+    with pytest.raises(BadHeaderError):
+        RemotingCommand.decode(_body(frame))
+    assert response_opaque(_body(frame)) is None
