@@ -882,7 +882,6 @@ REQUEST_HEADERS: Final[dict[int, type[CommandCustomHeader]]] = {
     RequestCode.SEND_REPLY_MESSAGE_V2: SendMessageRequestHeader,
     RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader,
     RequestCode.QUERY_CORRECTION_OFFSET: QueryCorrectionOffsetHeader,
-    RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeCheckHalfMessageRequestHeader,
     RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
     RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
