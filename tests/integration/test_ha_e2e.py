@@ -255,7 +255,11 @@ def test_ha_port_refuses_garbage_and_keeps_serving(local_cluster) -> None:
     with socket.create_connection(("127.0.0.1", ha_port), timeout=5) as s:
         s.sendall(struct.pack(">q", 0))  # an empty slave: gets the log from its start
         head = b""
-        while len(head) < 12:
-            head += s.recv(12 - len(head))
+        for _ in range(12):  # at most one byte per read; a closed socket fails at once
+            got = s.recv(12 - len(head))
+            assert got, "the master closed the connection before the first frame's header"
+            head += got
+            if len(head) == 12:
+                break
         phy, size = struct.unpack(">qi", head)
         assert phy == 0 and size > 0

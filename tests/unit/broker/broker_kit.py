@@ -43,8 +43,14 @@ class Broker:
     """All processor cores of one broker plus the controller, events and arrivals wired."""
 
     def __init__(
-        self, root: str, sync_flush: bool = False, runtime_dir: str = "", **bc: Any
+        self,
+        root: str,
+        sync_flush: bool = False,
+        runtime_dir: str = "",
+        store: dict[str, Any] | None = None,
+        **bc: Any,
     ) -> None:
+        """bc: BrokerConfig fields; store: StoreConfig fields over the kit's small files."""
         self.bc = BrokerConfig(namesrvAddr="127.0.0.1:9876", **bc)
         self.sc = StoreConfig(
             storePathRootDir=root,
@@ -53,6 +59,7 @@ class Broker:
             maxIndexNum=1000,
             maxHashSlotNum=100,
             flushDiskType="SYNC_FLUSH" if sync_flush else "ASYNC_FLUSH",
+            **(store or {}),
         )
         self.store = DefaultMessageStore(self.sc)
         assert self.store.load(0)

@@ -255,12 +255,11 @@ def test_a_slave_keeps_an_out_of_range_offset_unless_offset_check_in_slave(
     the offset as asked (nextOffsetCorrection leaves it), so a consumer reading a lagging slave
     never moves back; with offsetCheckInSlave the slave corrects it (21) as a master does. A
     slave writes no OFFSET_MOVED_EVENT either way."""
-    b = Broker(str(tmp_path / "s"), brokerRole="SLAVE")
+    b = Broker(str(tmp_path / "s"), brokerRole="SLAVE",
+               store={"offsetCheckInSlave": check_in_slave})  # fmt: skip
     try:
         put(b, "T", 1)  # what replication brought; the store now reads as the slave's
-        b.sc.brokerRole = "SLAVE"
-        b.sc.offsetCheckInSlave = check_in_slave
-        b.cores["pull"].offset_check_in_slave = check_in_slave
+        b.sc.brokerRole = "SLAVE"  # (a slave store takes no puts: switched after this one)
         r = pull(b, "T", offset=9)
         if check_in_slave:
             assert (r.code, r.ext_fields["nextBeginOffset"]) == (RS.PULL_OFFSET_MOVED, "1")
