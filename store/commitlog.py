@@ -10,6 +10,7 @@ A record that does not fit (`size + 8 > remaining`) is replaced by an END_FILE b
 from __future__ import annotations
 
 import logging
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from protocol.record import (
     encode_record_into,
 )
 from store.config import StoreConfig
-from store.index import java_hash_bytes
+from store.index import TagCodes
 from store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,8 @@ _I64 = struct.Struct(">q")
 # BORNHOST), STORETIMESTAMP, (STOREHOST, RECONSUMETIMES, PREPARED OFFSET), BODY length
 _DISPATCH_V4 = struct.Struct(">iiii4xqqi16xq20xi")
 _V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_CACHE_LIMIT: Final = 4096  # distinct topics / tags remembered by a walker
-_CACHED_TAGS_MAX: Final = 128  # longer TAGS values are hashed every time
+_CACHE_LIMIT: Final = 4096  # distinct topics remembered by a walker
+_JAVA_INT: Final = re.compile(rb"[+-]?[0-9]{1,10}")  # what Integer.parseInt reads (DELAY)
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 TRANSACTION_TYPE_MASK: Final = 0xC
 TRANSACTION_PREPARED_TYPE: Final = 0x4
@@ -103,8 +104,9 @@ class CommitLog:
         self._cur: MappedFile | None = None
         self.last_store_timestamp = 0
         self.on_new_file: object = None  # callable() when a file is created
-        self._topics: dict[bytes, str] = {}  # check_record's caches: topic bytes -> name,
-        self._tags: dict[bytes, int] = {}  # TAGS value -> its hash
+        self._topics: dict[bytes, str] = {}  # check_record's topic bytes -> name
+        self.tag_codes = TagCodes()  # TAGS hashes, shared with the store's put path
+        self._delays = cfg.delay_levels_ms
 
     # ---- append --------------------------------------------------------------------------
     def _current(self, need: int) -> MappedFile:
@@ -294,43 +296,18 @@ class CommitLog:
             return -1, None
         if check_crc and (zlib.crc32(f.body) & 0x7FFFFFFF) != f.body_crc:
             return -1, None
-        props = f.properties
-        try:
-            topic = f.topic.decode()
-        except UnicodeDecodeError:
-            return -1, None
-        tags_code = 0
-        if topic == SCHEDULE_TOPIC:
-            lvl = prop_value(props, b"DELAY\x01")
-            delays = self.cfg.delay_levels_ms
-            if lvl is not None and lvl.isdigit():
-                n = min(max(int(lvl), 1), len(delays))
-                tags_code = f.store_timestamp + delays[n - 1]
-            else:
-                tags_code = f.store_timestamp
-        else:
-            tags = prop_value(props, b"TAGS\x01")
-            if tags:
-                tags_code = java_hash_bytes(tags)
-        req = DispatchRequest(
-            topic,
-            f.queue_id,
-            f.phy_offset,
-            total,
-            tags_code,
-            f.store_timestamp,
-            f.queue_offset,
-            f.sys_flag,
-            props,
-        )
-        return total, req
+        req = self._dispatch_request(
+            f.topic, f.properties, f.queue_id, f.phy_offset, total, f.store_timestamp,
+            f.queue_offset, f.sys_flag,
+        )  # fmt: skip
+        return (total, req) if req is not None else (-1, None)
 
     def _check_v4(
         self, mv: memoryview, pos: int, check_crc: bool, total: int, crc: int, qid: int,
         qoff: int, phy: int, sys_flag: int, store_ts: int, blen: int,
     ) -> tuple[int, DispatchRequest | None]:
         """check_record for IPv4 hosts: the fixed part came in one unpack; the same checks
-        as decode_record_fields, the topic and TAGS hash from per-walker caches."""
+        as decode_record_fields."""
         end = pos + total
         b = pos + 88
         if total < 91 or end > len(mv) or blen < 0 or b + blen + 1 > end:
@@ -344,40 +321,39 @@ class CommitLog:
         plen = _I16.unpack_from(mv, te)[0]
         if plen < 0 or te + 2 + plen != end:
             return -1, None
-        tb = mv[t:te].tobytes()
+        req = self._dispatch_request(
+            mv[t:te].tobytes(), mv[te + 2 : end].tobytes(), qid, phy, total, store_ts, qoff,
+            sys_flag,
+        )  # fmt: skip
+        return (total, req) if req is not None else (-1, None)
+
+    def _dispatch_request(
+        self, tb: bytes, props: bytes, qid: int, phy: int, total: int, store_ts: int,
+        qoff: int, sys_flag: int,
+    ) -> DispatchRequest | None:
+        """What dispatch needs of a checked record, as checkMessageAndReturnSize works it out:
+        the TAGS hash, or for SCHEDULE_TOPIC_XXXX with DELAY > 0 the delivery time; None (a
+        bad record) for a topic that is not UTF-8 or a DELAY that is not a number."""
         topic = self._topics.get(tb)
         if topic is None:
             try:
                 topic = tb.decode()
             except UnicodeDecodeError:
-                return -1, None
+                return None
             if len(self._topics) >= _CACHE_LIMIT:
                 self._topics.clear()
             self._topics[tb] = topic
-        props = mv[te + 2 : end].tobytes()
+        tags = prop_value(props, b"TAGS\x01")
+        tags_code = self.tag_codes.get(tags) if tags else 0
         if topic == SCHEDULE_TOPIC:
             lvl = prop_value(props, b"DELAY\x01")
-            delays = self.cfg.delay_levels_ms
-            if lvl is not None and lvl.isdigit():
-                tags_code = store_ts + delays[min(max(int(lvl), 1), len(delays)) - 1]
-            else:
-                tags_code = store_ts
-        else:
-            tags = prop_value(props, b"TAGS\x01")
-            if tags:
-                code = self._tags.get(tags)
-                if code is None:
-                    code = java_hash_bytes(tags)
-                    if len(tags) <= _CACHED_TAGS_MAX:  # long ones would make the cache large
-                        if len(self._tags) >= _CACHE_LIMIT:
-                            self._tags.clear()
-                        self._tags[tags] = code
-                tags_code = code
-            else:
-                tags_code = 0
-        return total, DispatchRequest(
-            topic, qid, phy, total, tags_code, store_ts, qoff, sys_flag, props
-        )
+            if lvl is not None:
+                if _JAVA_INT.fullmatch(lvl) is None:  # Integer.parseInt throws: a bad record
+                    return None
+                level = min(int(lvl), len(self._delays))
+                if level > 0:
+                    tags_code = store_ts + self._delays[level - 1]
+        return DispatchRequest(topic, qid, phy, total, tags_code, store_ts, qoff, sys_flag, props)
 
     def scan(self, start: int, check_crc: bool, ts_mark: int) -> tuple[int, int, int]:
         """Validate records from start without building objects (abnormal recovery).

@@ -63,6 +63,29 @@ def java_hash_bytes(b: bytes) -> int:
     return java_string_hash(b.decode("utf-8", "replace"))
 
 
+class TagCodes:
+    """java_hash_bytes of TAGS values, remembered: bounded in count, and only short values
+    (a client may send any tag; 32 KiB ones would make the cache large)."""
+
+    __slots__ = ("codes",)
+    LIMIT: Final = 65536
+    MAX_CACHED_LEN: Final = 128
+
+    def __init__(self) -> None:
+        self.codes: dict[bytes, int] = {}
+
+    def get(self, tags: bytes) -> int:
+        """The hash of `tags` (tagsString2tagsCode)."""
+        code = self.codes.get(tags)
+        if code is None:
+            code = java_hash_bytes(tags)
+            if len(tags) <= self.MAX_CACHED_LEN:
+                if len(self.codes) >= self.LIMIT:
+                    self.codes.clear()
+                self.codes[tags] = code
+        return code
+
+
 _POW31: Final = [pow(31, i, 1 << 32) for i in range(1024)]
 
 

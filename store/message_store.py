@@ -853,7 +853,7 @@ class DefaultMessageStore(_StoreReadMixin):
         self.disk_usage: Callable[[str], float] = disk_usage_ratio
         self._lock_fd: int | None = None
         self._topic_cache: dict[str, tuple[bytes, bytes, int]] = {}
-        self._tags_cache: dict[bytes, int] = {}
+        self._tags_cache = self.commitlog.tag_codes.codes  # one TAGS hash cache per store
         # batch append: per tag offset (0 or 2) the last "TAGS\x01<v>\x02" prefix seen, where
         # it ends and its code; and the last item body length with its unpacker
         self._tag_memo: dict[int, tuple[bytes, int, int]] = {
@@ -1381,12 +1381,8 @@ class DefaultMessageStore(_StoreReadMixin):
         return tc if tc is not None else self._tag_hash(tags)
 
     def _tag_hash(self, tags: bytes) -> int:
-        """Hash a tag and remember it (the cache is bounded: clients may send any tag)."""
-        cache = self._tags_cache
-        if len(cache) >= 65536:
-            cache.clear()
-        tc = cache[tags] = java_hash_bytes(tags)
-        return tc
+        """Hash a tag and remember it (store.index.TagCodes: bounded)."""
+        return self.commitlog.tag_codes.get(tags)
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
         """Append one message and dispatch it (CommitLog.putMessage + reput).

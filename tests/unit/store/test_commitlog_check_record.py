@@ -21,7 +21,10 @@ V6 = pack_host("fe80::1", 4000)
 
 
 def reference(cl: CommitLog, mv: memoryview, pos: int, check_crc: bool) -> tuple[int, Any]:
-    """The general path, written out from decode_record_fields."""
+    """Java's CommitLog.checkMessageAndReturnSize over protocol.record's decoder: the tags code
+    is the TAGS hash, replaced for SCHEDULE_TOPIC_XXXX by the delivery time when DELAY
+    (Integer.parseInt, capped at the highest level) is above 0; a DELAY that is not a number
+    makes parseInt throw, which makes the record bad."""
     if pos + 8 > len(mv):
         return 0, None
     total = int.from_bytes(mv[pos : pos + 4], "big", signed=True)
@@ -41,15 +44,18 @@ def reference(cl: CommitLog, mv: memoryview, pos: int, check_crc: bool) -> tuple
     except UnicodeDecodeError:
         return -1, None
     props = f.properties
-    if topic == SCHEDULE_TOPIC:
-        lvl = prop_value(props, b"DELAY\x01")
+    tags = prop_value(props, b"TAGS\x01")
+    tc = java_hash_bytes(tags) if tags else 0
+    lvl = prop_value(props, b"DELAY\x01")
+    if topic == SCHEDULE_TOPIC and lvl is not None:
+        text = lvl.decode("latin-1")
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if not digits.isdigit() or not digits.isascii() or len(digits) > 10:
+            return -1, None
         delays = cl.cfg.delay_levels_ms
-        tc = f.store_timestamp
-        if lvl is not None and lvl.isdigit():
-            tc += delays[min(max(int(lvl), 1), len(delays)) - 1]
-    else:
-        tags = prop_value(props, b"TAGS\x01")
-        tc = java_hash_bytes(tags) if tags else 0
+        level = min(int(text), len(delays))
+        if level > 0:
+            tc = f.store_timestamp + delays[level - 1]
     return total, DispatchRequest(topic, f.queue_id, f.phy_offset, total, tc, f.store_timestamp,
                                   f.queue_offset, f.sys_flag, props)  # fmt: skip
 
@@ -60,7 +66,9 @@ def _record(rng: random.Random, i: int) -> bytes:
         (b"TopicB", b"UNIQ_KEY\x01U\x02TAGS\x01TagB"),
         (b"NoTags", b""),
         (SCHEDULE_TOPIC.encode(), b"DELAY\x013\x02REAL_TOPIC\x01T"),
-        (SCHEDULE_TOPIC.encode(), b"DELAY\x01x"),
+        (SCHEDULE_TOPIC.encode(), b"DELAY\x01x"),  # not a number: a bad record, as in Java
+        (SCHEDULE_TOPIC.encode(), b"TAGS\x01t\x02DELAY\x010"),  # level 0: the TAGS hash
+        (SCHEDULE_TOPIC.encode(), b"DELAY\x0199"),  # above the highest level: capped
         ("t\u00e9".encode(), b"TAGS\x01\xff"),
     ])  # fmt: skip
     born, store = rng.choice([(V4, V4), (V6, V4), (V4, V6), (V6, V6)])
@@ -85,7 +93,7 @@ def test_valid_records_read_the_same(cl: CommitLog) -> None:
         for crc in (False, True):
             got = cl.check_record(buf, 5, crc)
             assert got == reference(cl, buf, 5, crc)
-            assert got[0] == len(rec)
+            assert got[0] == (-1 if b"DELAY\x01x" in rec else len(rec))
 
 
 def test_corrupted_and_truncated_records_read_the_same(cl: CommitLog) -> None:
@@ -101,3 +109,23 @@ def test_corrupted_and_truncated_records_read_the_same(cl: CommitLog) -> None:
         buf = memoryview(bytes(rec))
         for crc in (False, True):
             assert cl.check_record(buf, 0, crc) == reference(cl, buf, 0, crc), (i, bytes(rec))
+
+
+@pytest.mark.parametrize(
+    ("props", "want"),
+    [
+        (b"DELAY\x013", 1_700_000_000_000 + 10_000),  # level 3 of the default table: 10s
+        (b"DELAY\x0199", 1_700_000_000_000 + 7_200_000),  # capped at level 18: 2h
+        (b"TAGS\x01t\x02DELAY\x010", 116),  # level 0: "t".hashCode()
+        (b"TAGS\x01t", 116),  # no DELAY: the TAGS hash
+    ],
+)
+def test_schedule_records_tags_code_from_the_spec(cl: CommitLog, props: bytes, want: int) -> None:
+    """The tags code of a SCHEDULE_TOPIC_XXXX unit, worked out by hand from Java's rules."""
+    rec = encode_record(
+        body=b"b", topic=SCHEDULE_TOPIC.encode(), properties=props, queue_id=2, flag=0,
+        queue_offset=0, phy_offset=0, sys_flag=0, born_timestamp=1, born_host=V4,
+        store_timestamp=1_700_000_000_000, store_host=V4,
+    )  # fmt: skip
+    size, req = cl.check_record(memoryview(rec), 0, True)
+    assert size == len(rec) and req is not None and req.tags_code == want
