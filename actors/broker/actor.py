@@ -160,8 +160,8 @@ class _ControllerAdapter:
     def take_master_change(self) -> dict[str, list[Any]]:
         return dict(self.core.take_master_change())
 
-    def order_topic_events(self, cmd: Any) -> list[Any]:
-        return list(self.core.order_topic_events(cmd))
+    def order_topic_events(self, addr: str, cmd: Any) -> list[Any]:
+        return list(self.core.order_topic_events(addr, cmd))
 
     @property
     def master_addr(self) -> str:
@@ -1059,7 +1059,7 @@ class BrokerControllerActor(WatchingActor):
         elif cmd.code != 0:
             log.warning("name server %s answered code=%d remark=%s", addr, cmd.code, cmd.remark)
         order = getattr(self.core, "order_topic_events", None)
-        events = order(cmd) if callable(order) and self.state == "running" else []
+        events = order(addr, cmd) if callable(order) and self.state == "running" else []
         if events:  # the name server's order topic list (updateOrderTopicConfig)
             self._on_events("controller", events, forward_them=True)
         take = getattr(self.core, "take_master_change", None)

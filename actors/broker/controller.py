@@ -314,11 +314,14 @@ class BrokerControllerCore(BrokerState):
             self.master_ha_addr = ha
             self._master_changed = True
 
-    def order_topic_events(self, resp: RemotingCommand) -> list[BrokerEvent]:
+    def order_topic_events(self, addr: str, resp: RemotingCommand) -> list[BrokerEvent]:
         """TopicConfigManager.updateOrderTopicConfig: a registration's reply body is the name
         server's ORDER_TOPIC_CONFIG table ({"table": {topic: "broker-a:4;..."}}; none when it
-        has no such namespace); a topic here is an order topic exactly when it is listed."""
-        if resp.code != 0 or not resp.body:
+        has no such namespace); a topic here is an order topic exactly when it is listed. Only
+        the first name server's reply counts (Java takes the first result), so two name
+        servers with different tables cannot flip the topics at every registration."""
+        addrs = self.broker_config.namesrv_addrs
+        if resp.code != 0 or not resp.body or not addrs or addr != addrs[0]:
             return []
         try:
             obj = loads_lenient(bytes(resp.body))

@@ -312,6 +312,9 @@ def test_create_topic_without_barrier_answers_at_once(broker: Broker) -> None:
     assert broker.controller.take_barriers() == []
 
 
+NS = "127.0.0.1:9876"  # the kit's (only, so first) name server
+
+
 def test_registration_reply_sets_the_order_topics(broker: Broker) -> None:
     """updateOrderTopicConfig: the name server's ORDER_TOPIC_CONFIG table in a registration
     reply makes exactly the listed topics order topics; an empty table ends them all; no body
@@ -334,12 +337,12 @@ def test_registration_reply_sets_the_order_topics(broker: Broker) -> None:
         return {t: topics.get(t).order for t in ("Plain", "WasOrder")}
 
     def apply(body: bytes) -> None:
-        events = broker.controller.order_topic_events(reply(body))
+        events = broker.controller.order_topic_events(NS, reply(body))
         for target, evs in broker.controller.apply_events(events, "controller", 5).items():
             for ev in evs:
                 broker.ctxs[target].apply(ev, 5)
 
-    assert broker.controller.order_topic_events(reply(b"")) == []
+    assert broker.controller.order_topic_events(NS, reply(b"")) == []
     apply(b'{"table":{"Plain":"broker-a:4","Elsewhere":"broker-b:8"}}')
     assert orders() == {"Plain": True, "WasOrder": False}
     assert json.loads(broker.controller.topics_json())["topicConfigTable"]["Plain"]["order"]
@@ -347,8 +350,12 @@ def test_registration_reply_sets_the_order_topics(broker: Broker) -> None:
     assert orders() == {"Plain": False, "WasOrder": False}
     failed = reply(b'{"table":{"Plain":"x"}}')
     failed.code = RS.SYSTEM_ERROR
-    assert broker.controller.order_topic_events(failed) == []
-    assert broker.controller.order_topic_events(reply(b"{not json")) == []
+    assert broker.controller.order_topic_events(NS, failed) == []
+    assert broker.controller.order_topic_events(NS, reply(b"{not json")) == []
+    # another name server's table is not taken (only the first's, as Java's first result)
+    listed = reply(b'{"table":{"Plain":"broker-a:4"}}')
+    assert broker.controller.order_topic_events(NS, listed) != []
+    assert broker.controller.order_topic_events("10.9.9.9:9876", listed) == []
 
 
 def test_heartbeat_details_as_client_manage_processor(tmp_path) -> None:
