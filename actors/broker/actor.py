@@ -74,7 +74,6 @@ REAL_PERSONALITY = "actors.broker.actor"
 MAX_TICK_MS = 1000.0
 SLAVE_SYNC_MS = 10_000.0  # SlaveSynchronize period (BrokerController: every 10 s)
 SLOW_TICK_MS = 50.0
-WAITING_TICK_MS = 1.0  # next look at parked sends (flush / slave ack) after a batch parked some
 FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 MAX_INDEXER_STARTS = 10  # IndexService actor restarts before the broker gives up on it
@@ -474,8 +473,10 @@ class ProcessorActor(WatchingActor):
                 release(now_ms())
             except Exception:
                 log.exception("group=%s flush_and_release failed", self.group)
-            if self.core.waiting:  # e.g. SYNC_MASTER sends until a slave acks: look again soon
-                self.schedule("tick", WAITING_TICK_MS)
+            next_look = getattr(self.core, "next_look_ms", None)
+            look = next_look(now_ms()) if callable(next_look) else 1  # parked: look again then
+            if look is not None:
+                self.schedule("tick", float(look))
         events = ctx.drain_events()
         if events:  # from timers, notices or control messages: no reply waits on them
             rs = self._rs_channel()

@@ -288,7 +288,9 @@ class HAServiceActor(WatchingActor):
             except OSError as exc:
                 self._drop(c, str(exc))
         if self.conns:
-            idle = SYNC_IDLE_PUMP_MS if cfg.sync_master else ASYNC_IDLE_PUMP_MS
+            # a SYNC_MASTER without the transfer pipe polls for what its sends wait on
+            woken = self.transfer_wake is not None and bool(self.transfer_wake.fds())
+            idle = SYNC_IDLE_PUMP_MS if cfg.sync_master and not woken else ASYNC_IDLE_PUMP_MS
             self.schedule("pump", BUSY_PUMP_MS if busy else idle)
 
     def _feed(self, c: _SlaveConn, cfg: StartHA, now: float) -> bool:

@@ -247,6 +247,7 @@ class SendMessageProcessor:
         self._transfer_wake: WakeWriter | None = None
         self._acked_wake: WakeReader | None = None
         self._poke_transfer = False
+        self._woken = False  # the last transfer poke reached the HA service: acks will wake us
         wake_dir = getattr(ctx, "runtime_dir", "")
         if self.sync_master and wake_dir and isinstance(self.store, DefaultMessageStore):
             self._transfer_wake = WakeWriter(os.path.join(wake_dir, HA_TRANSFER))
@@ -395,8 +396,9 @@ class SendMessageProcessor:
             waits.append(self.schedule.tick(now_ms))
         if self.tx is not None:
             waits.append(self.tx.tick(now_ms))
-        if self.waiting:
-            waits.append(1)
+        look = self.next_look_ms(now_ms)
+        if look is not None:
+            waits.append(look)
         if self.stats is not None:
             waits.append(self.stats.tick(now_ms))
         if self.ha_client is not None:
@@ -409,6 +411,18 @@ class SendMessageProcessor:
         wanted = [w for w in waits if w is not None]
         return min(wanted) if wanted else None
 
+    def next_look_ms(self, now_ms: int) -> int | None:
+        """When the waiting sends want their next look (None: none waits). A slave's ack wakes
+        this core through the acked pipe once the HA service got the transfer poke, so then
+        only the earliest deadline needs a timer; otherwise (no pipe, a flush to wait for)
+        every millisecond."""
+        if not self.waiting:
+            return None
+        if not self._woken or any(w.need_flush for w in self.waiting):
+            return 1
+        due = min(w.slave_deadline_ms or w.deadline_ms for w in self.waiting)
+        return max(1, due - now_ms)
+
     def flush_and_release(self, now_ms: int) -> int:
         """Group commit: one flush (SYNC_FLUSH), a look at what the slaves have (SYNC_MASTER),
         then answer every waiting send they cover or whose time is up; the count."""
@@ -416,8 +430,7 @@ class SendMessageProcessor:
             return 0
         if self._poke_transfer:  # one wake-up of the HA service per batch that parked sends
             self._poke_transfer = False
-            if self._transfer_wake is not None:
-                self._transfer_wake.poke()
+            self._woken = self._transfer_wake is not None and self._transfer_wake.poke()
         flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
         acked = self._slave_acked() if self.sync_master else 1 << 62
         keep: list[_Waiting] = []

@@ -119,8 +119,11 @@ def test_a_parked_send_wakes_the_ha_service_and_an_ack_wakes_the_send_core(
         _slaves(sync_master, 1, 0)
         assert _send(sync_master) is None and _send(sync_master) is None  # two parked
         assert not _readable(ha_side.fd)
+        assert core.next_look_ms(NOW + 1) == 1  # not poked yet: polled
         core.flush_and_release(NOW + 1)  # the runtime's after-batch call
         assert ha_side.drain() == 1  # one poke for the batch
+        # the HA service has it, so an ack will wake the core: only the slave deadline is timed
+        assert core.next_look_ms(NOW + 1) == core.slave_timeout_ms - 1
         core.flush_and_release(NOW + 2)
         assert ha_side.drain() == 0  # nothing newly parked: no poke
         _slaves(sync_master, 1, sync_master.store.max_phy_offset)
