@@ -593,9 +593,14 @@ class _StoreReadMixin:
         max_bytes: int | None = None,
         filter: MessageFilter | None = None,
         now_ms: int = 0,
+        *,
+        count_stats: bool = True,
     ) -> GetMessageResult:
-        """DefaultMessageStore.getMessage: read up to max_msgs records from a queue (§9.3)."""
+        """DefaultMessageStore.getMessage: read up to max_msgs records from a queue (§9.3);
+        count_stats=False for the broker's own looks (not a consumer's get)."""
         res = self._get_message(topic, queue_id, offset, max_msgs, max_bytes, filter)
+        if not count_stats:
+            return res
         if res.status is GetMessageStatus.FOUND:
             self.get_found_total += 1
             self.get_transferred_total += res.message_count

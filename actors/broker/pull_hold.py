@@ -32,6 +32,7 @@ class HeldPull:
     suspend_ms: int  # when it was parked
     timeout_ms: int  # hold time
     filter: Any  # has is_matched_by_consume_queue(tags_code) -> bool
+    checked_to: int = -1  # arrivals below this were read and did not match (SQL92)
 
     @property
     def conn_id(self) -> int:
@@ -51,6 +52,9 @@ class PullRequestHoldService:
         self.sweep_interval_ms = sweep_interval_ms
         self.table: dict[str, list[HeldPull]] = {}
         self._next_sweep_ms: int | None = None
+        # (held pull, queue max offset) -> whether what arrived matches it on the commit log
+        # (isMatchedByCommitLog with the arrival's properties); None: the tags decide alone
+        self.arrival_match: Callable[[HeldPull, int], bool] | None = None
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.table.values())
@@ -85,6 +89,8 @@ class PullRequestHoldService:
                     or h.filter is None
                     or (h.filter.is_matched_by_consume_queue(tags_code))
                 )
+                if match and tags_code is not None and self.arrival_match is not None:
+                    match = self.arrival_match(h, newest)  # an arrival, not the sweep
                 if match:
                     woken.append(h)
                     continue

@@ -131,6 +131,7 @@ class PullMessageProcessor:
         self.store = ctx.store
         sweep = 5_000 if bc.longPollingEnable else bc.shortPollingTimeMills
         self.hold = PullRequestHoldService(sweep)
+        self.hold.arrival_match = self._arrival_matches
         self.broker_readable = is_readable(bc.brokerPermission)
         ctx.on_event(BrokerConfigChanged, self._on_config_changed)
         self.is_slave = bc.is_slave
@@ -192,6 +193,27 @@ class PullMessageProcessor:
         """brokerPermission may have changed: read it again."""
         self.broker_readable = is_readable(self.bc.brokerPermission)
 
+    def _arrival_matches(self, h: HeldPull, max_offset: int) -> bool:
+        """notifyMessageArriving's isMatchedByCommitLog for a held SQL92 pull: does a record
+        that arrived since the last look match? Each record is read once (checked_to moves
+        past the ones that did not); other filters were decided by the tags code."""
+        flt = h.filter
+        if not isinstance(flt, SqlSubscriptionFilter):
+            return True
+        start = max(h.checked_to, h.pull_from_offset)
+        if start >= max_offset:
+            return False
+        res = self.store.get_message(
+            "", h.topic, h.queue_id, start, 1, None, flt, 0, count_stats=False
+        )
+        try:
+            if res.status is GetMessageStatus.NO_MATCHED_MESSAGE:
+                h.checked_to = res.next_begin_offset
+                return False
+            return True  # found one, or a status the pull itself should answer
+        finally:
+            res.release()
+
     def _max_offset(self, topic: str, queue_id: int) -> int:
         return int(self.store.get_max_offset_in_queue(topic, queue_id))
 
@@ -203,17 +225,6 @@ class PullMessageProcessor:
             except Exception as exc:  # one bad pull must not strand the other woken ones
                 log.exception("woken pull failed topic=%s qid=%d", h.topic, h.queue_id)
                 resp = h.req.cmd.make_response(RS.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-            if (
-                resp is not None
-                and resp.code == RS.PULL_RETRY_IMMEDIATELY
-                and resp.remark == "NO_MATCHED_MESSAGE"
-                and isinstance(h.filter, SqlSubscriptionFilter)
-                and now_ms < h.suspend_ms + h.timeout_ms
-            ):
-                # notifyMessageArriving checks a SQL92 subscription on the arrival's properties
-                # and keeps the pull held when they do not match: the scan just said so
-                self.hold.suspend(h)
-                continue
             if resp is not None and outbox is not None and not h.req.cmd.is_oneway:
                 outbox.send(h.req.conn_id, resp)
         return len(woken)
