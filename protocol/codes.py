@@ -211,6 +211,13 @@ SEND_RETRY_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 PULL_STATUS_CODES: Final = frozenset({0, 19, 20, 21})
 
 
+class TopicSysFlag(IntFlag):
+    """TopicConfig.topicSysFlag bits (TopicSysFlag.java)."""
+
+    FLAG_UNIT = 0x1
+    FLAG_UNIT_SUB = 0x2  # a unit-mode consumer's retry topic: buildSysFlag(false, true)
+
+
 class PermName(IntFlag):
     """Topic / broker permission bits."""
 
@@ -352,6 +359,7 @@ DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 LMQ_PREFIX: Final = "%LMQ%"
 
 CID_RMQ_SYS_TRANS: Final = "CID_RMQ_SYS_TRANS"
+SYS_CONSUMER_GROUP_PREFIX: Final = "CID_RMQ_SYS_"  # MixAll.isSysConsumerGroup
 SCHEDULE_CONSUMER_GROUP: Final = "SCHEDULE_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP: Final = "CLIENT_INNER_PRODUCER"
 DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"

@@ -12,13 +12,12 @@ from typing import Any
 
 from actors.broker.config import BrokerConfig
 from protocol.bodies import SubscriptionGroupConfig
+from protocol.codes import SYS_CONSUMER_GROUP_PREFIX
 
 __all__ = ["STARTUP_GROUPS", "SubscriptionGroupConfig", "SubscriptionGroupManager",
            "group_config_from_obj"]
 
 log = logging.getLogger(__name__)
-
-SYS_CONSUMER_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_SYS_RMQ_SYS
 
 # Groups RocketMQ pre-creates at startup (SubscriptionGroupManager.init).
 STARTUP_GROUPS = (

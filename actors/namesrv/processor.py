@@ -24,6 +24,7 @@ from actors.namesrv.routes import (
 from protocol.bodies import dumps_compact, loads_lenient
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.codes import TopicSysFlag
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
@@ -49,8 +50,8 @@ log = logging.getLogger(__name__)
 
 SCAN_INTERVAL_MS: Final = 10_000
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
-TOPIC_SYS_FLAG_UNIT: Final = 0x1  # TopicSysFlag.FLAG_UNIT
-TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2  # TopicSysFlag.FLAG_UNIT_SUB
+TOPIC_SYS_FLAG_UNIT: Final = int(TopicSysFlag.FLAG_UNIT)
+TOPIC_SYS_FLAG_UNIT_SUB: Final = int(TopicSysFlag.FLAG_UNIT_SUB)
 V3_0_11: Final = 37
 V4_9_4: Final = 401
 

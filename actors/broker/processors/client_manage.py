@@ -30,7 +30,7 @@ from protocol.bodies import (
     dumps_compact,
     loads_lenient,
 )
-from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, retry_topic
+from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, TopicSysFlag, retry_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -41,8 +41,6 @@ from protocol.headers import (
 )
 
 log = logging.getLogger(__name__)
-
-UNIT_SUB_SYS_FLAG: Final = 0x2  # TopicSysFlag.FLAG_UNIT_SUB: a unit-mode consumer's retry topic
 
 HOUSEKEEPING_INTERVAL_MS: Final = 10_000
 
@@ -159,7 +157,7 @@ class ClientManageProcessor(CodeDispatchCore):
             if cfg is not None:
                 rt, made = self.ctx.topics.create_in_send_back(
                     retry_topic(group), cfg.retry_queue_nums, PERM_READ | PERM_WRITE,
-                    UNIT_SUB_SYS_FLAG if cd.unit_mode else 0,  # TopicSysFlag.buildSysFlag
+                    TopicSysFlag.FLAG_UNIT_SUB if cd.unit_mode else 0,
                 )  # fmt: skip
                 if made:
                     self.ctx.emit(TopicConfigChanged(rt, register=True))

@@ -56,6 +56,7 @@ from protocol.codes import (
     OFFSET_MOVED_EVENT,
     RETRY_GROUP_TOPIC_PREFIX,
     RPC_TYPE_RESPONSE,
+    TopicSysFlag,
     dlq_topic,
     is_system_topic,
     retry_topic,
@@ -963,7 +964,10 @@ class SendMessageProcessor:
             return cmd.make_response(RS.SUCCESS)
         new_topic = retry_topic(group)
         queue_id = self.rng.randrange(cfg.retry_queue_nums)
-        tc, created = self.ctx.topics.create_in_send_back(new_topic, cfg.retry_queue_nums, RW)
+        unit = TopicSysFlag.FLAG_UNIT_SUB if h.unit_mode else 0  # buildSysFlag(false, true)
+        tc, created = self.ctx.topics.create_in_send_back(
+            new_topic, cfg.retry_queue_nums, RW, int(unit)
+        )
         if created:
             self._emit_topic(tc)
         if not is_writeable(tc.perm):

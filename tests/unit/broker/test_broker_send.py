@@ -232,6 +232,11 @@ def test_send_back_to_retry_and_dlq(broker: Broker) -> None:
     assert broker.store.get_max_offset_in_queue("%DLQ%CG", 0) == 1
     r = broker.call(RC.CONSUMER_SEND_MSG_BACK, dict(back, offset=999999))
     assert r.code == RS.SYSTEM_ERROR and r.remark == "look message by offset failed, 999999"
+    # a unit-mode consumer's retry topic: TopicSysFlag.buildSysFlag(false, true)
+    r = broker.call(RC.CONSUMER_SEND_MSG_BACK, dict(back, group="UG", unitMode="true"))
+    assert r.code == RS.SUCCESS
+    assert broker.ctxs["send"].topics.get("%RETRY%UG").topic_sys_flag == 2
+    assert broker.ctxs["send"].topics.get("%RETRY%CG").topic_sys_flag == 0
 
 
 def _record_at(broker: Broker, topic: str, queue_id: int, qoff: int = 0) -> Any:
