@@ -22,7 +22,6 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import sys
 import tempfile
 import time
@@ -32,7 +31,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_LEN = struct.Struct(">i")
 TICK_MS = 10  # the store's periodic work (async flush, checkpoint), as the send actor ticks
 
 
@@ -43,11 +41,6 @@ def _serve(
     when the parent dies); `ready` gets one byte once the store is open and warm."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the finally: store shut down
     _die_with_parent()
-    try:  # the CPU table's role name (broker_bench.role_of); its IndexService shows as python
-        with open("/proc/self/comm", "w", encoding="ascii") as f:
-            f.write("amq-bound")
-    except OSError:
-        pass
     from actors.broker.actor import broker_store_config
     from actors.broker.config import BrokerConfig
     from actors.broker.context import BrokerContext
@@ -56,10 +49,14 @@ def _serve(
     from actors.broker.processors import BROKER_PROCESSOR_GROUPS
     from actors.broker.topic_config import TopicConfig
     from actors.core import Request
+    from actors.runtime.watch import name_process
     from protocol.command import RemotingCommand
+    from protocol.errors import ProtocolError
+    from protocol.framing import FrameDecoder
     from store.config import StoreConfig
     from store.message_store import DefaultMessageStore
 
+    name_process("bound")  # the CPU table's role (broker_bench.role_of); its index: python
     bc = BrokerConfig(namesrvAddr="127.0.0.1:9876")
     sc = broker_store_config(StoreConfig.from_properties({**props, "storePathRootDir": root}))
     sc.messageIndexProcessSpawn = True  # no IndexService actor here: the store spawns it
@@ -85,31 +82,25 @@ def _serve(
         while True:
             conn, peer = srv.accept()
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            buf = b""
+            decoder = FrameDecoder()  # the broker's own splitter (views, a bounded length)
             while True:
                 data = conn.recv(1 << 20)
-                if not data:
+                try:
+                    frames = decoder.feed(data) if data else None
+                except ProtocolError:
+                    frames = None
+                if frames is None:
                     conn.close()
                     break
-                buf = buf + data if buf else data
                 now = time.time_ns() // 1_000_000
                 out = []
-                pos = 0
-                end = len(buf)
-                with memoryview(buf) as mv:
-                    while end - pos >= 4:
-                        (n,) = _LEN.unpack_from(buf, pos)
-                        if end - pos < 4 + n:
-                            break
-                        frame = mv[pos + 4 : pos + 4 + n]
-                        reply = fast(frame, 1, peer, now)
-                        if reply is None:  # a topic's first send (name check): general path
-                            cmd = RemotingCommand.decode(frame)
-                            resp = core.process(Request(1, peer, cmd, 0), now)
-                            reply = resp.encode() if resp is not None else b""
-                        out.append(reply)
-                        pos += 4 + n
-                buf = buf[pos:]
+                for frame in frames:
+                    reply = fast(frame, 1, peer, now)
+                    if reply is None:  # a topic's first send (name check): general path
+                        cmd = RemotingCommand.decode(frame)
+                        resp = core.process(Request(1, peer, cmd, 0), now)
+                        reply = resp.encode() if resp is not None else b""
+                    out.append(reply)
                 if out:
                     conn.sendall(b"".join(out))
                 if now >= next_tick:

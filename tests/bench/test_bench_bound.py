@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from deploy.procinfo import is_zombie
 from tests.bench import send_bound
 from tests.bench.broker_bench import bench_a, bench_b, run_bound
 
@@ -14,7 +15,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return not open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z")
+    return not is_zombie(pid)
 
 
 def test_bound_server_serves_a_and_b_then_stops() -> None:
