@@ -393,16 +393,18 @@ def main() -> None:
             add("raw", raw_append_rate(a.n))
             if "sync" not in skip:
                 add("single_sync", bench_single(os.path.join(root, "s1"), a.n)[0])
-                add("batch_sync", bench_batch(os.path.join(root, "b1"), a.n)[0])
+                # index in the put: every batch its own keys (a pool would repeat them)
+                add("batch_sync", bench_batch(os.path.join(root, "b1"), a.n, pool=0)[0])
             if "process" not in skip:
                 p, d = bench_single(os.path.join(root, "s2"), a.n, index="process")
                 add("single_proc", p)
                 add("single_proc_disp", d)
-                p, d = bench_batch(os.path.join(root, "b2"), a.n, index="process")
-                add("batch_proc", p)
+                # the append: input cycling 128 batches; the dispatch figure comes from the
+                # cold run, whose keys never repeat (repeated ones keep the index's slots warm)
+                add("batch_proc", bench_batch(os.path.join(root, "b2"), a.n, index="process")[0])
+                p, d = bench_batch(os.path.join(root, "b3"), a.n, index="process", pool=0)
+                add("batch_proc_cold", p)
                 add("batch_proc_disp", d)
-                add("batch_proc_cold", bench_batch(
-                    os.path.join(root, "b3"), a.n, index="process", pool=0)[0])  # fmt: skip
             add("raw_after", raw_append_rate(a.n))
             if "get" not in skip:
                 add("get", bench_get(os.path.join(root, "g"), min(a.n, 50_000)))
@@ -432,8 +434,8 @@ def main() -> None:
         ("single_proc_disp", "  fully dispatched (CQ+index)", "keeps up"),
         ("batch_sync", "put_messages x32, index in put", ">= 0.30"),
         ("batch_proc", "put_messages x32, index process", ">= 0.30"),
-        ("batch_proc_disp", "  fully dispatched (CQ+index)", "keeps up"),
         ("batch_proc_cold", "  same, input cold (n/32 batches)", "(reported)"),
+        ("batch_proc_disp", "  cold, fully dispatched (CQ+index)", "keeps up"),
     ]
     for key, name, target in rows:
         if key in res:
