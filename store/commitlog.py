@@ -55,6 +55,11 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 SEP: Final = b"\x02"
 
 
+def java_int(value: bytes) -> int | None:
+    """Integer.parseInt of a property value (a DELAY level); None where it would throw."""
+    return int(value) if _JAVA_INT.fullmatch(value) is not None else None
+
+
 def prop_value(props: bytes, name: bytes) -> bytes | None:
     """Value of property `name` (given as b'NAME\\x01') in an encoded properties string."""
     if props.startswith(name):
@@ -348,9 +353,10 @@ class CommitLog:
         if topic == SCHEDULE_TOPIC:
             lvl = prop_value(props, b"DELAY\x01")
             if lvl is not None:
-                if _JAVA_INT.fullmatch(lvl) is None:  # Integer.parseInt throws: a bad record
+                parsed = java_int(lvl)
+                if parsed is None:  # Integer.parseInt throws: a bad record
                     return None
-                level = min(int(lvl), len(self._delays))
+                level = min(parsed, len(self._delays))
                 if level > 0:
                     tags_code = store_ts + self._delays[level - 1]
         return DispatchRequest(topic, qid, phy, total, tags_code, store_ts, qoff, sys_flag, props)

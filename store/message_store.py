@@ -47,6 +47,7 @@ from store.commitlog import (
     AppendError,
     CommitLog,
     DispatchRequest,
+    java_int,
     prop_value,
 )
 from store.config import StoreConfig
@@ -793,14 +794,6 @@ def _batch_items(
     if not items:
         return PutMessageStatus.MESSAGE_ILLEGAL
     return items, total
-
-
-def _delay_level(value: bytes | None) -> int:
-    """Message.getDelayTimeLevel of a DELAY value (0: none, or not a number)."""
-    try:
-        return int(value) if value else 0
-    except ValueError:
-        return 0
 
 
 def _record_keys(pb: bytes) -> list[bytes]:
@@ -1571,13 +1564,8 @@ class DefaultMessageStore(_StoreReadMixin):
     def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes) -> bytes:
         """Park a delayed message in SCHEDULE_TOPIC_XXXX (CommitLog.asyncPutMessage)."""
         raw = prop_value(pb, b"DELAY\x01")
-        if raw is None:
-            return pb
-        try:
-            level = int(raw)
-        except ValueError:
-            return pb
-        if level <= 0:
+        level = java_int(raw) if raw is not None else None
+        if level is None or level <= 0:
             return pb
         props = (
             msg.properties
@@ -1612,9 +1600,11 @@ class DefaultMessageStore(_StoreReadMixin):
         raw = body if body.__class__ is bytes else bytes(body)
         bprops = batch.batch_properties
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
-        if bp and b"DELAY\x01" in bp and _delay_level(prop_value(bp, b"DELAY\x01")) > 0:
-            # asyncPutMessages: a delayed batch (the batch's own properties) is refused
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        delay = prop_value(bp, b"DELAY\x01") if bp and b"DELAY\x01" in bp else None
+        if delay is not None:
+            level = java_int(delay)  # asyncPutMessages: a delayed batch (its own DELAY) is
+            if level is None or level > 0:  # refused, and one getDelayTimeLevel cannot parse
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         tb, pre, pre_h = info
         tl = len(tb)
         qid = batch.queue_id

@@ -181,10 +181,11 @@ def test_a_batch_with_its_own_delay_is_refused(bp: str) -> None:
             r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
                                                batch_properties=bp), 5)  # fmt: skip
             assert r.status is S.MESSAGE_ILLEGAL and s.max_phy_offset == 0
-            for ok_bp in ("DELAY\x010", "DELAY\x01x"):  # 0 or not a number: no delay level
+            # getDelayTimeLevel: 0 is no delay; a value Integer.parseInt refuses is refused
+            for other_bp, want in (("DELAY\x010", S.PUT_OK), ("DELAY\x01x", S.MESSAGE_ILLEGAL)):
                 r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
-                                                   batch_properties=ok_bp), 5)  # fmt: skip
-                assert r.status is S.PUT_OK
+                                                   batch_properties=other_bp), 5)  # fmt: skip
+                assert r.status is want
         finally:
             s.shutdown(0)
 
