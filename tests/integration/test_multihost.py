@@ -23,6 +23,7 @@ import pytest
 
 from deploy import procinfo
 from tests.integration.conftest import MarkedProcess
+from tests.integration.e2e_helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -173,12 +174,9 @@ def test_master_and_slave_on_two_hosts(two_hosts: tuple[str, str], tmp_path: Pat
                                   "--host", BROKER_IP], tmp_path / "master"))  # fmt: skip
         procs[-1].wait_for(f"listening on {BROKER_IP}:10911")
         admin = [py, "-m", "deploy", "admin"]
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if f"{BROKER_IP}:10911" in _run(ns_a, [*admin, "clusterList", "-n",
-                                                    f"{NS_IP}:9876"]).stdout:  # fmt: skip
-                break
-            time.sleep(0.3)
+        registered = wait_until(lambda: f"{BROKER_IP}:10911" in _run(
+            ns_a, [*admin, "clusterList", "-n", f"{NS_IP}:9876"]).stdout or None, 30.0, 0.3)
+        assert registered, "the master never showed in clusterList"
         r = _run(ns_a, [*admin, "updateTopic", "-n", f"{NS_IP}:9876", "-c", "DefaultCluster",
                         "-t", "HaAcross", "-r", "2", "-w", "2"])  # fmt: skip
         assert r.returncode == 0, r.stderr
@@ -189,14 +187,11 @@ def test_master_and_slave_on_two_hosts(two_hosts: tuple[str, str], tmp_path: Pat
         procs.append(_Proc(ns_a, [py, "-m", "deploy", "broker", "-c", str(slave_conf),
                                   "--host", NS_IP], tmp_path / "slave"))  # fmt: skip
         procs[-1].wait_for(f"listening on {NS_IP}:10921")
-        got = ""
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:  # replicated over BROKER_IP:10912
-            got = _run(ns_a, [py, "-c", _MAX_OFFSETS, NS_IP, "10921", "HaAcross", "2"]).stdout
-            if got.strip() == "20":
-                break
-            time.sleep(0.5)
-        assert got.strip() == "20", (got, procs[-1].err_path.read_text()[-2000:])
+        def offsets() -> str:
+            return _run(ns_a, [py, "-c", _MAX_OFFSETS, NS_IP, "10921", "HaAcross", "2"]).stdout
+
+        got = wait_until(lambda: offsets().strip() == "20" or None, 40.0, 0.5)  # over :10912
+        assert got, (offsets(), procs[-1].err_path.read_text()[-2000:])
         out = _run(ns_a, [*admin, "clusterList", "-n", f"{NS_IP}:9876"]).stdout
         assert f"{BROKER_IP}:10911" in out and f"{NS_IP}:10921" in out, out
     finally:

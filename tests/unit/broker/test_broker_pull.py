@@ -11,13 +11,13 @@ from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
 from actors.broker.events import OffsetMoved
 from actors.broker.processors.pull import RESPONSE_KEYS
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
-from actors.core import FAQ_SUFFIX
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.headers import PullMessageResponseHeader
 from protocol.message import decode_messages
 
 SUB_ALL = 2 | 4  # suspend + subscription (ali-ons / C++)
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."  # FAQUrl.suggestTodo
 
 
 def put(b: Broker, topic: str, n: int, tags: str | None = None, qid: int = 0) -> None:
@@ -85,7 +85,7 @@ def test_check_order(broker: Broker) -> None:
     # no subscription flag and no heartbeat => 24
     r = pull(broker, "T", sys_flag=2, sub=None)
     assert r.code == RS.SUBSCRIPTION_NOT_EXIST
-    assert r.remark == "the consumer's group info not exist" + FAQ_SUFFIX
+    assert r.remark == "the consumer's group info not exist" + FAQ
     ext = pull_ext("T")
     del ext["queueOffset"]
     r = broker.call(RC.PULL_MESSAGE, ext)
@@ -104,7 +104,7 @@ def test_heartbeat_subscription_rules(broker: Broker) -> None:
     r = pull(broker, "Other", sys_flag=2, sub=None)
     assert (r.code, r.remark) == (
         RS.SUBSCRIPTION_NOT_EXIST,
-        "the consumer's subscription not exist" + FAQ_SUFFIX,
+        "the consumer's subscription not exist" + FAQ,
     )
     r = pull(broker, "T", sys_flag=2, sub=None, sub_version=6)
     assert r.code == RS.SUBSCRIPTION_NOT_LATEST

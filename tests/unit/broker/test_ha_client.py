@@ -7,16 +7,12 @@ import socket
 from typing import Any
 
 from actors.broker.ha import RECONNECT_MS, REDIAL_MS, HAClient
-from store.config import StoreConfig
 from store.message_store import DefaultMessageStore
+from tests.unit.store.store_helpers import open_store, small_config
 
 
 def _slave_store(root: str) -> DefaultMessageStore:
-    s = DefaultMessageStore(StoreConfig(storePathRootDir=root, brokerRole="SLAVE",
-                                        mappedFileSizeCommitLog=1 << 20))  # fmt: skip
-    assert s.load(0)
-    s.start(0)
-    return s
+    return open_store(small_config(root, brokerRole="SLAVE"))
 
 
 def test_a_dropped_connection_is_redialled_sooner_than_a_failed_connect(tmp_path: Any) -> None:

@@ -289,6 +289,7 @@ def _check_lock_exclusion(cfg: StoreConfig, locker: list[str], timeout_s: float)
         assert p.communicate(timeout=timeout_s)[0].strip() == "BUSY"
     finally:
         p.kill()
+        p.wait(timeout=30)
     s.shutdown(2)
     p = start()
     try:
