@@ -167,8 +167,7 @@ def cmd_update_topic(a: argparse.Namespace) -> int:
     ext = {"topic": a.topic, "defaultTopic": "TBW102", "readQueueNums": a.read_queues,
            "writeQueueNums": a.write_queues, "perm": a.perm, "topicFilterType": "SINGLE_TAG",
            "topicSysFlag": 0, "order": "false"}  # fmt: skip
-    targets = [(a.broker, a.broker)] if a.broker else _masters(_cluster(a.namesrv), a.cluster)
-    for name, addr in targets:
+    for name, addr in _targets(a):
         _call(addr, RC.UPDATE_AND_CREATE_TOPIC, ext)
         _out(f"create topic to {addr} ({name}) success.")
     return 0
@@ -208,12 +207,15 @@ def _format_ms(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", t) + f",{ms % 1000:03d}"
 
 
-def _group_targets(a: argparse.Namespace) -> list[tuple[str, str]]:
-    if a.broker:
+def _targets(a: argparse.Namespace, *, require: bool = False) -> list[tuple[str, str]]:
+    """(name, address) of the -b broker, else of every master of the -c cluster (of every
+    cluster when no -c is given, unless `require` asks for one of the two)."""
+    if getattr(a, "broker", None):
         return [(a.broker, a.broker)]
-    if not a.cluster:
+    cluster = getattr(a, "cluster", None)
+    if require and not cluster:
         raise _Usage("pass -c cluster or -b broker address")
-    return _masters(_cluster(a.namesrv), a.cluster)
+    return _masters(_cluster(a.namesrv), cluster)
 
 
 def cmd_update_sub_group(a: argparse.Namespace) -> int:
@@ -224,7 +226,7 @@ def cmd_update_sub_group(a: argparse.Namespace) -> int:
         consume_from_min_enable=a.consume_from_min, consume_broadcast_enable=a.broadcast,
         retry_queue_nums=a.retry_queues, retry_max_times=a.retry_max_times,
     ).to_json()  # fmt: skip
-    for name, addr in _group_targets(a):
+    for name, addr in _targets(a, require=True):
         _call(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
         _out(f"create subscription group to {addr} ({name}) success.")
     return 0
@@ -232,7 +234,7 @@ def cmd_update_sub_group(a: argparse.Namespace) -> int:
 
 def cmd_delete_sub_group(a: argparse.Namespace) -> int:
     """deleteSubGroup: delete a subscription group (and, with --remove-offset, its offsets)."""
-    for name, addr in _group_targets(a):
+    for name, addr in _targets(a, require=True):
         _call(addr, RC.DELETE_SUBSCRIPTIONGROUP,
               {"groupName": a.group, "removeOffset": str(a.remove_offset).lower()})  # fmt: skip
         _out(f"delete subscription group [{a.group}] from broker {name} ({addr}) success.")
@@ -384,8 +386,7 @@ def _group_broker(a: argparse.Namespace) -> str:
 
 def cmd_broker_status(a: argparse.Namespace) -> int:
     """brokerStatus: a broker's runtime table (GET_BROKER_RUNTIME_INFO)."""
-    addrs = [a.broker] if a.broker else [addr for _n, addr in _masters(_cluster(a.namesrv), None)]
-    for addr in addrs:
+    for _name, addr in _targets(a):
         body = loads_lenient(bytes(_call(addr, RC.GET_BROKER_RUNTIME_INFO).body))
         table = body.get("table", {}) if isinstance(body, dict) else {}
         _out(f"# {addr}")
@@ -468,17 +469,11 @@ def cmd_reset_offset(a: argparse.Namespace) -> int:
     return 0
 
 
-def _broker_targets(a: argparse.Namespace) -> list[str]:
-    if a.broker:
-        return [str(a.broker)]
-    return [addr for _n, addr in _masters(_cluster(a.namesrv), a.cluster)]
-
-
 def cmd_update_broker_config(a: argparse.Namespace) -> int:
     """updateBrokerConfig: set one property on a broker (-b) or every master of a cluster."""
     if "\n" in a.key or "=" in a.key or "\n" in a.value:
         raise _Usage("key and value must be one line, and the key without '='")
-    for addr in _broker_targets(a):
+    for _name, addr in _targets(a):
         resp = _call(addr, RC.UPDATE_BROKER_CONFIG, None, f"{a.key}={a.value}\n".encode())
         note = f" ({resp.remark})" if resp.remark else ""
         _out(f"update broker config success, {addr}{note}")
@@ -487,7 +482,7 @@ def cmd_update_broker_config(a: argparse.Namespace) -> int:
 
 def cmd_get_broker_config(a: argparse.Namespace) -> int:
     """getBrokerConfig: a broker's properties (-b) or every master's of a cluster."""
-    for addr in _broker_targets(a):
+    for _name, addr in _targets(a):
         _out(f"============{addr}============")
         for line in sorted(_text(_call(addr, RC.GET_BROKER_CONFIG).body).splitlines()):
             k, _, v = line.partition("=")
