@@ -145,7 +145,8 @@ class RemotingServer(WatchingActor):
             self.fast_port = fast.listen(msg.host, want)
         except OSError as exc:
             if not free:
-                raise OSError(exc.errno, f"{exc.strerror} (the VIP port, listenPort - 2; "
+                which = "fastListenPort" if configured is not None else "listenPort - 2"
+                raise OSError(exc.errno, f"{exc.strerror} (the VIP port, {which}; "
                                          "fastListenPort=-1 turns it off)") from exc  # fmt: skip
             self.fast_port = fast.listen(msg.host, 0)
         self.fast = fast

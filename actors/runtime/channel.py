@@ -376,8 +376,9 @@ class Channel(OutBuffered):
         return records
 
 
-def listen_channel(addr: ChannelAddr) -> socket.socket:
-    """Open a listening socket for `addr` (Unix path, or TCP (host, port); port 0 = any)."""
+def listen_channel(addr: ChannelAddr, backlog: int = 64) -> socket.socket:
+    """Open a non-blocking listening socket for `addr` (Unix path, mode 0600, or TCP
+    (host, port) with SO_REUSEADDR; port 0 = any)."""
     if isinstance(addr, str):
         try:
             os.unlink(addr)
@@ -394,7 +395,7 @@ def listen_channel(addr: ChannelAddr) -> socket.socket:
         raise
     if isinstance(addr, str):
         os.chmod(addr, 0o600)
-    sock.listen(64)
+    sock.listen(backlog)
     sock.setblocking(False)
     return sock
 

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final
 
-from actors.runtime.channel import OutBuffered, ip_to_int, recv_available
+from actors.runtime.channel import OutBuffered, ip_to_int, listen_channel, recv_available
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 
@@ -105,15 +105,10 @@ class FrameServer:
 
     def listen(self, host: str, port: int) -> int:
         """Bind and listen; return the bound port."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((host, port))
+            sock = listen_channel((host, port), backlog=1024)
         except OSError as exc:
-            sock.close()
             raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-        sock.listen(1024)
-        sock.setblocking(False)
         self.listener = sock
         self.listen_fd = sock.fileno()
         self.changes += 1
