@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -64,6 +64,24 @@ class ProcessorCore(Protocol):
     def tick(self, now_ms: int) -> int | None:
         """Run due timers; return ms until the next wanted tick, or None for no timer."""
         ...
+
+
+@dataclass(frozen=True)
+class ProcessorGroup:
+    """One isolated executor of a personality: its request codes, the fast-failure limit's
+    config key and the factory of its core (ProcessorActor reads every field)."""
+
+    name: str
+    codes: frozenset[int]
+    max_wait_ms_key: str  # BrokerConfig attribute name
+    build: Callable[[Any], ProcessorCore]  # context -> core
+    # after a pass that served something, poll without sleeping this long (WatchingActor.SPIN_US):
+    # the send group's next request is then read without a wake-up (A: +12-16%, measured)
+    spin_us: float = 0.0
+    # the codes fast failure may shed (None: every code of the group). BrokerFastFailure cleans
+    # the send, pull, heartbeat and end-transaction queues only, so of the send group's codes
+    # the replies, the half-message resume and the delay-offset query are never shed
+    shed_codes: frozenset[int] | None = None
 
 
 Handler = Callable[[Request, int], RemotingCommand | None]  # None: answered later (or oneway)

@@ -15,29 +15,16 @@ Codes (chosen from RocketMQ's request codes so real frames route the same way):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actors.core import Outbox, ProcessorCore, Request
+from actors.core import Outbox, ProcessorGroup, Request
 from protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
 RAISE_CODE = 9999
 STATS_CODE = 9998
-
-
-@dataclass(frozen=True)
-class EchoGroup:
-    """Same shape as actors.broker.processors.ProcessorGroup."""
-
-    name: str
-    codes: frozenset[int]
-    max_wait_ms_key: str
-    build: Callable[[Any], ProcessorCore]
-    spin_us: float = 0.0
-    shed_codes: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,10 +109,10 @@ class EchoCore:
         return None
 
 
-GROUPS: tuple[EchoGroup, ...] = (
-    EchoGroup("send", frozenset({10, 310, 320, 36}), "waitTimeMillsInSendQueue", EchoCore),
-    EchoGroup("pull", frozenset({11}), "waitTimeMillsInPullQueue", EchoCore),
-    EchoGroup("admin", frozenset({RAISE_CODE, STATS_CODE}), "waitTimeMillsInOtherQueue",
+GROUPS: tuple[ProcessorGroup, ...] = (
+    ProcessorGroup("send", frozenset({10, 310, 320, 36}), "waitTimeMillsInSendQueue", EchoCore),
+    ProcessorGroup("pull", frozenset({11}), "waitTimeMillsInPullQueue", EchoCore),
+    ProcessorGroup("admin", frozenset({RAISE_CODE, STATS_CODE}), "waitTimeMillsInOtherQueue",
               EchoCore),
 )
 DEFAULT_GROUP = "admin"

@@ -9,35 +9,16 @@ codes by `codes`; unknown codes go to DEFAULT_GROUP.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from actors.broker.config import BrokerConfig
 from actors.broker.context import BrokerContext
-from actors.core import Outbox, ProcessorCore
+from actors.core import Outbox, ProcessorCore, ProcessorGroup
 from protocol.codes import RequestCode as RC
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GROUP = "admin"
-
-
-@dataclass(frozen=True)
-class ProcessorGroup:
-    """One isolated executor: its request codes, fast-failure limit key and core factory."""
-
-    name: str
-    codes: frozenset[int]
-    max_wait_ms_key: str  # BrokerConfig attribute name
-    build: Callable[[BrokerContext], ProcessorCore]
-    # after a pass that served something, poll without sleeping this long (WatchingActor.SPIN_US):
-    # the send group's next request is then read without a wake-up (A: +12-16%, measured)
-    spin_us: float = 0.0
-    # the codes fast failure may shed (None: every code of the group). BrokerFastFailure cleans
-    # the send, pull, heartbeat and end-transaction queues only, so of the send group's codes
-    # the replies, the half-message resume and the delay-offset query are never shed
-    shed_codes: frozenset[int] | None = None
 
 
 def _build_send(ctx: BrokerContext) -> ProcessorCore:
