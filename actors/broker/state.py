@@ -63,8 +63,7 @@ class BrokerState:
         self.producer_groups: dict[str, tuple[int, ...]] = {}  # group -> live conn ids
         # group -> (client id, conn id) of its live channels
         self.producer_clients: dict[str, tuple[tuple[str, int], ...]] = {}
-        # client id -> its live conn ids, over every group (ProducerManager.clientChannelTable)
-        self.producer_channels: dict[str, list[int]] = {}
+        self._producer_channels: dict[str, list[int]] | None = {}  # None: to rebuild
         self.config_version = DataVersion()  # Configuration's data version: one per update
         # (counter, timestamp) of the topic and group tables: the controller bumps them once per
         # batch that changed a table and tells the replicas that answer with them (TableVersions)
@@ -115,17 +114,26 @@ class BrokerState:
             else:
                 self.producer_groups.pop(ev.group, None)
                 self.producer_clients.pop(ev.group, None)
-            channels: dict[str, list[int]] = {}  # membership changes only: rebuilt whole
+            self._producer_channels = None  # rebuilt when read (the send core only)
+        elif not isinstance(ev, OffsetMoved | StoreCleanRequested | HaMasterChanged):
+            # (no table for those: the send core acts)
+            return None
+        return changed
+
+    @property
+    def producer_channels(self) -> dict[str, list[int]]:
+        """Client id -> its live conn ids over every group (ProducerManager's
+        clientChannelTable), rebuilt from producer_clients after a membership change."""
+        channels = self._producer_channels
+        if channels is None:
+            channels = {}
             for clients in self.producer_clients.values():
                 for client_id, conn_id in clients:
                     conns = channels.setdefault(client_id, [])
                     if conn_id not in conns:
                         conns.append(conn_id)
-            self.producer_channels = channels
-        elif not isinstance(ev, OffsetMoved | StoreCleanRequested | HaMasterChanged):
-            # (no table for those: the send core acts)
-            return None
-        return changed
+            self._producer_channels = channels
+        return channels
 
     def snapshot(self) -> BrokerSnapshot:
         """The state as a snapshot (the controller sends it to every processor actor)."""
