@@ -37,15 +37,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from protocol.record import (
-    BORNHOST_V6_FLAG,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
     MESSAGE_MAGIC_CODE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     RECORD_V4_HEAD,
-    STOREHOSTADDRESS_V6_FLAG,
     V4_FIXED_SIZE,
+    V6_FLAGS,
     RecordError,
     decode_record_fields,
     encode_record_into,
@@ -333,7 +332,6 @@ def _raw_properties_of(msg: MessageExt) -> bytes:
 # --- record decode ------------------------------------------------------------------------------
 _V4 = RECORD_V4_HEAD
 _I16 = struct.Struct(">h")
-_V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _MIN_RECORD: Final = 91
 
 
@@ -362,7 +360,7 @@ def _decode_at(
     end = pos + total
     if total < _MIN_RECORD or end > end_buf:
         raise MessageDecodeError(f"bad total size {total}")
-    if sys_flag & _V6_FLAGS:
+    if sys_flag & V6_FLAGS:
         try:
             f = decode_record_fields(mv, pos)
         except RecordError as exc:

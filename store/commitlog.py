@@ -18,10 +18,9 @@ from typing import Final, NamedTuple
 
 from protocol.record import (
     BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE,
     RECORD_V4_HEAD,
-    STOREHOSTADDRESS_V6_FLAG,
+    V6_FLAGS,
     RecordError,
     decode_record_fields,
     encode_record_into,
@@ -43,7 +42,6 @@ _I64 = struct.Struct(">q")
 # MAGICCODE, BODYCRC, QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, (BORNTIMESTAMP,
 # BORNHOST), STORETIMESTAMP, (STOREHOST, RECONSUMETIMES, PREPARED OFFSET), BODY length
 _DISPATCH_V4 = struct.Struct(">iiii4xqqi16xq20xi")
-_V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _CACHE_LIMIT: Final = 4096  # distinct topics remembered by a walker
 _JAVA_INT: Final = re.compile(rb"[+-]?[0-9]{1,10}")  # what Integer.parseInt reads (DELAY)
 END_FILE_MIN_BLANK_LENGTH: Final = 8
@@ -292,7 +290,7 @@ class CommitLog:
             total, _, crc, qid, qoff, phy, sys_flag, store_ts, blen = _DISPATCH_V4.unpack_from(
                 mv, pos
             )
-            if not sys_flag & _V6_FLAGS:
+            if not sys_flag & V6_FLAGS:
                 return self._check_v4(mv, pos, check_crc, total, crc, qid, qoff, phy, sys_flag,
                                       store_ts, blen)  # fmt: skip
         try:

@@ -24,6 +24,7 @@ from itertools import repeat
 from typing import Final
 
 from protocol.record import java_string_hash
+from store.mapped_file import MADV_POPULATE_WRITE
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class IndexFile:
             # order, one first-touch fault per ~200 entries, so they are left to fault lazily
             # (populating a whole 400 MB file cost ~0.2-0.5 s on the first put / at restart)
             with contextlib.suppress(OSError, ValueError):
-                self.mm.madvise(23, 0, _page_ceil(self.entries_base))  # MADV_POPULATE_WRITE
+                self.mm.madvise(MADV_POPULATE_WRITE, 0, _page_ceil(self.entries_base))
 
     def reload_header(self) -> None:
         """Reader: re-read the header."""

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Final, Protocol
 
-from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, V6_FLAGS
 from store.commitlog import CommitLog, prop_value
 from store.config import StoreConfig
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 _TOTAL_MAGIC: Final = struct.Struct(">ii")
 # TOTALSIZE, MAGICCODE, SYSFLAG (@36), STORETIMESTAMP (@56), BODYLEN (@84) of an IPv4 record
 _DISPATCH_HEAD: Final = struct.Struct(">ii28xi16xq20xi")
-_V6_FLAGS: Final = 0x30
 _ROLLBACK: Final = 0xC
 _UNIQ: Final = b"UNIQ_KEY\x01"
 _KEYS: Final = b"KEYS\x01"
@@ -127,7 +126,7 @@ class IndexDispatcher:
                 if sys_flag & _ROLLBACK == _ROLLBACK or rphy <= skip:
                     p += total
                     continue
-                if sys_flag & _V6_FLAGS:
+                if sys_flag & V6_FLAGS:
                     self._slow(mf.mv, p, keys, pres, phys, tss)
                     p += total
                     continue
