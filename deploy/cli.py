@@ -3,7 +3,8 @@
 Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.x: `-c` reads
 a Java properties file with RocketMQ's property names, command-line options override it, a
 bad configuration prints a clear message and exits (code 2 here), and a shutdown hook stops
-everything cleanly on SIGTERM / Ctrl-C.
+everything cleanly on SIGTERM / Ctrl-C. A role that keeps dying (actors.runtime.supervisor)
+stops everything too, and the command exits EXIT_ROLE_FAILED.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from deploy.launch import StartError
 log = logging.getLogger(__name__)
 
 EXIT_BAD_CONFIG = 2
+EXIT_ROLE_FAILED = 3  # a role kept dying (or its supervisor died): everything was stopped
 
 
 def _port(text: str) -> int:
@@ -96,7 +98,11 @@ def _namesrv_config(props: dict[str, str], data: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _wait_for_signal() -> None:
+def _serve(cluster: Any) -> int:
+    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
+    stderr); the caller stops the cluster either way."""
+    from deploy import launch
+
     stop = threading.Event()
 
     def handler(signum: int, frame: Any) -> None:
@@ -104,8 +110,12 @@ def _wait_for_signal() -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
-    while not stop.wait(1.0):
-        pass
+    failure = launch.wait_for_stop(cluster, stop)
+    if failure is None:
+        return 0
+    sys.stderr.write(f"actormq: stopping: {failure}\n")
+    sys.stderr.flush()
+    return EXIT_ROLE_FAILED
 
 
 def _say(text: str) -> None:
@@ -140,11 +150,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
-        _wait_for_signal()
+        code = _serve(cluster)
         _say("shutting down")
     finally:
         launch.stop_cluster(cluster)
-    return 0
+    return code
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
@@ -160,10 +170,10 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     try:
         port = launch.start_namesrv(cluster, host=args.host, config=config)
         _say(f"name server listening on {args.host}:{port}")
-        _wait_for_signal()
+        code = _serve(cluster)
     finally:
         launch.stop_cluster(cluster)
-    return 0
+    return code
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -181,10 +191,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
         port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)})")
-        _wait_for_signal()
+        code = _serve(cluster)
     finally:
         launch.stop_cluster(cluster)
-    return 0
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

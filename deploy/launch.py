@@ -14,6 +14,15 @@ host we were given (127.0.0.1). The patch is applied in the launching process be
 actor system starts; the admin and every actor are forked from it (Process Startup Method
 'fork'), so they inherit it. Only the ports the user asked for (name server, broker) listen
 on the host given by --host.
+
+Logging: every actor process appends its own records to `<data>/actormq.log`
+(deploy.actor_logging); nothing an actor logs travels through Thespian's transport.
+
+Supervision: the name server and each broker controller are started under a RoleSupervisor
+(actors.runtime.supervisor), which replaces them when they die; the controller replaces its
+own children (actors.broker.supervision). `wait_for_stop` is the launcher's loop: it returns
+when asked to stop, or with the reason when a role kept failing (RoleFailed) or a supervisor
+process died, and the CLI then stops everything and exits non-zero.
 """
 
 from __future__ import annotations
@@ -24,9 +33,12 @@ import random
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from deploy import actor_logging
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +158,7 @@ class LocalCluster:
     namesrv: Any = None
     brokers: dict[str, tuple[Any, int]] = field(default_factory=dict)  # name -> (addr, port)
     fast_ports: dict[str, int] = field(default_factory=dict)  # name -> VIP port (0 = none)
+    supervisor_pids: dict[str, int] = field(default_factory=dict)  # role -> its supervisor's pid
     stopped: bool = False
 
     def namesrv_addr(self) -> str:
@@ -190,12 +203,14 @@ def start_system(
     elif not port_is_free(admin_port):
         raise StartError(f"Thespian Admin Port {admin_port} is in use (stale actor system?)")
     capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
-    asys = ActorSystem(
-        "multiprocTCPBase",
-        capabilities,
-        logDefs=log_defs(os.path.join(data_dir, "actormq.log"), log_level),
-        transientUnique=True,
-    )
+    log_file = os.path.join(data_dir, "actormq.log")
+    with actor_logging.directly(log_file, log_level):  # the admin forks in here
+        asys = ActorSystem(
+            "multiprocTCPBase",
+            capabilities,
+            logDefs=log_defs(log_file, log_level),
+            transientUnique=True,
+        )
     runtime_dir = tempfile.mkdtemp(prefix="amq-")  # short: Unix socket paths max 107 bytes
     os.chmod(runtime_dir, 0o700)
     log.info("actor system up, admin port %d", admin_port)
@@ -219,21 +234,34 @@ def _await(asys: Any, expect: tuple[type, ...], timeout_s: float) -> Any:
         log.debug("launcher ignored %r", msg)
 
 
+def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
+                expect: tuple[type, ...]) -> tuple[Any, Any]:
+    """Start `actor_class` under a RoleSupervisor; (the supervisor's address, the answer)."""
+    from actors.runtime.messages import Supervise, Supervising
+    from actors.runtime.supervisor import RoleSupervisor
+
+    sup = cluster.asys.createActor(RoleSupervisor)
+    cluster.asys.tell(sup, Supervise(role, actor_class, start))
+    hello = _await(cluster.asys, (Supervising,), START_TIMEOUT_S)
+    if hello is not None:
+        cluster.supervisor_pids[role] = int(hello.pid)
+    return sup, _await(cluster.asys, expect, START_TIMEOUT_S)
+
+
 def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBACK,
                   idle_s: float = 120.0, config: Any = None) -> int:
-    """Create the NameServer actor and wait until it listens; return its port.
+    """Create the NameServer actor (supervised) and wait until it listens; return its port.
 
     config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change;
     its listenPort and serverChannelMaxIdleTimeSeconds are the port and idle limit), or None
     for one with nothing persisted."""
-    from actors.namesrv.actor import NameServerActor
     from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 
     if config is not None:
         port, idle_s = int(config.listenPort), float(config.serverChannelMaxIdleTimeSeconds)
-    addr = cluster.asys.createActor(NameServerActor)
-    cluster.asys.tell(addr, StartNamesrv(host, port, config, idle_s))
-    reply = _await(cluster.asys, (NamesrvStarted, NamesrvStartFailed), START_TIMEOUT_S)
+    addr, reply = _supervised(cluster, "namesrv", "actors.namesrv.actor.NameServerActor",
+                              StartNamesrv(host, port, config, idle_s),
+                              (NamesrvStarted, NamesrvStartFailed))  # fmt: skip
     if not isinstance(reply, NamesrvStarted):
         reason = reply.reason if reply is not None else "timeout"
         raise StartError(f"name server failed to start: {reason}")
@@ -252,8 +280,7 @@ def start_broker(
     max_frame: int = 16 * 1024 * 1024,
     personality: str | None = None,
 ) -> int:
-    """Create a broker (controller, processors, remoting); return its client port."""
-    from actors.broker.actor import BrokerControllerActor
+    """Create a broker (controller, processors, remoting; supervised); return its port."""
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     name = str(getattr(broker_config, "brokerName", "broker"))
@@ -269,10 +296,9 @@ def start_broker(
         # between this pick and the RemotingServer's bind
         broker_config = broker_config.replace(listenPort=stable_free_port(local, pair=derived))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
-    addr = cluster.asys.createActor(BrokerControllerActor)
-    cluster.asys.tell(addr, StartBroker(broker_config, store_config, rdir, host, idle_s,
-                                        max_frame, personality))
-    reply = _await(cluster.asys, (BrokerStarted, BrokerStartFailed), START_TIMEOUT_S)
+    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame, personality)
+    addr, reply = _supervised(cluster, name, "actors.broker.actor.BrokerControllerActor", start,
+                              (BrokerStarted, BrokerStartFailed))  # fmt: skip
     if not isinstance(reply, BrokerStarted):
         reason = reply.reason if reply is not None else "timeout"
         cluster.brokers[name] = (addr, 0)
@@ -284,6 +310,24 @@ def start_broker(
     return int(reply.port)
 
 
+def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
+    """Serve until `stop` is set (None), or until a role keeps failing or a supervisor process
+    dies: then the reason (the caller stops the cluster and exits non-zero)."""
+    from datetime import timedelta
+
+    from actors.runtime.messages import RoleFailed
+    from deploy.procinfo import is_zombie
+
+    while not stop.is_set():
+        msg = cluster.asys.listen(timedelta(seconds=1))
+        if isinstance(msg, RoleFailed):
+            return f"{msg.role} keeps failing ({msg.reason})"
+        for role, pid in cluster.supervisor_pids.items():
+            if is_zombie(pid):
+                return f"the supervisor of {role} (pid {pid}) died"
+    return None
+
+
 def stop_cluster(cluster: LocalCluster) -> None:
     """Stop brokers cleanly (store shutdown, offsets, unregister), then the actor system."""
     if cluster.stopped:
@@ -291,8 +335,13 @@ def stop_cluster(cluster: LocalCluster) -> None:
     cluster.stopped = True
     try:
         from actors.runtime.messages import BrokerStopped, StopBroker
+        from deploy.procinfo import is_zombie
 
         for name, (addr, _port) in cluster.brokers.items():
+            sup_pid = cluster.supervisor_pids.get(name)
+            if sup_pid is not None and is_zombie(sup_pid):
+                log.warning("broker %s: its supervisor is gone; stopped by the shutdown", name)
+                continue
             try:
                 cluster.asys.tell(addr, StopBroker())
                 reply = _await(cluster.asys, (BrokerStopped,), STOP_TIMEOUT_S)

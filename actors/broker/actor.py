@@ -18,9 +18,10 @@ import pickle
 import time
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ChildActorExited
+from thespian.actors import ActorExitRequest
 
 from actors.broker.ha import HAServiceActor
+from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
 from actors.runtime.channel import (
     HOLDS,
     Channel,
@@ -57,7 +58,6 @@ from actors.runtime.messages import (
     StartHA,
     StartIndexer,
     StartProcessor,
-    StartRemoting,
     StopBroker,
     StopIndexer,
     StopRemoting,
@@ -76,7 +76,8 @@ SLAVE_SYNC_MS = 10_000.0  # SlaveSynchronize period (BrokerController: every 10 
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
-MAX_INDEXER_STARTS = 10  # IndexService actor restarts before the broker gives up on it
+NS_FIRST_RETRY_MS = 200.0  # a lost name server connection: register again this soon,
+NS_RETRY_MS = 1000.0  # then this often until it answers
 HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
 
 
@@ -215,11 +216,8 @@ class ProcessorActor(WatchingActor):
         elif isinstance(msg, BrokerEventBatch):
             if self.ctx is not None:
                 t = now_ms()
-                for event in msg.events:
-                    try:
-                        self.ctx.apply(event, t)
-                    except Exception:
-                        log.exception("group=%s failed applying %r", self.group, event)
+                for event in msg.events:  # a replica that cannot apply one ends the actor
+                    self.ctx.apply(event, t)
                 self._after_batch()
         elif isinstance(msg, ReleaseBarrier):
             release = getattr(self.core, "release", None)
@@ -230,6 +228,10 @@ class ProcessorActor(WatchingActor):
                     log.exception("group=%s release(%d) failed", self.group, msg.token)
             self._after_batch()
         elif isinstance(msg, ConnectNotices):
+            if self.notice_ch is not None:  # the pull actor was replaced: the old one is gone
+                self.unwatch(self.notice_ch.fd)
+                self.notice_ch.close()
+            self.pull_holding = True  # until the new pull actor says otherwise
             self.notice_ch = connect_channel(
                 msg.channel_addr, name="notices", token=getattr(msg, "channel_token", b"")
             )
@@ -312,12 +314,10 @@ class ProcessorActor(WatchingActor):
                 self.outbox.send(conn_id, cmd)
 
     def _on_apply(self, blob: Any, t: int) -> None:
-        """Replicated events from another processor, in channel order with requests."""
+        """Replicated events from another processor, in channel order with requests (one that
+        cannot be applied leaves the replica wrong: the exception ends the actor)."""
         for event in pickle.loads(blob):
-            try:
-                self.ctx.apply(event, t)
-            except Exception:
-                log.exception("group=%s failed applying %r", self.group, event)
+            self.ctx.apply(event, t)
 
     def _rs_channel(self) -> Channel | None:
         """A live channel to the RemotingServer (not the send actor's notice channel)."""
@@ -372,7 +372,8 @@ class ProcessorActor(WatchingActor):
         """Send actor: HOLDS records from the pull actor."""
         records = ch.read_records()
         if records is None:
-            log.error("group=%s notice channel closed", self.group)
+            log.warning("group=%s notice channel closed", self.group)
+            self.unwatch(ch.fd)
             ch.close()
             self.notice_ch = None
             self._update_watch()
@@ -457,10 +458,23 @@ class ProcessorActor(WatchingActor):
             self._update_watch()
 
     def _drop_channel(self, ch: Channel) -> None:
+        """A channel closed (its RemotingServer died, or the send actor's notices ended): the
+        connections whose requests came on it are gone for this processor too."""
+        self.unwatch(ch.fd)
         ch.close()
         self.channels.pop(ch.fd, None)
         if self.outbox.default is ch:
             self.outbox.default = next(iter(self.channels.values()), None)
+        if self.host is not None and self.host.notice_channel is ch:
+            self.host.notice_channel = None
+        gone = [c for c, via in self.outbox.conn_channel.items() if via is ch]
+        t = now_ms()
+        for conn_id in gone:
+            self.outbox.forget(conn_id)
+            try:
+                self.core.on_connection_closed(conn_id, t)
+            except Exception:
+                log.exception("group=%s on_connection_closed failed", self.group)
         self._update_watch()
 
     def _after_batch(self) -> None:
@@ -469,10 +483,9 @@ class ProcessorActor(WatchingActor):
             return
         release = getattr(self.core, "flush_and_release", None)
         if release is not None and getattr(self.core, "waiting", None):
-            try:  # SYNC_FLUSH group commit: one flush for the batch, then the replies
-                release(now_ms())
-            except Exception:
-                log.exception("group=%s flush_and_release failed", self.group)
+            # SYNC_FLUSH group commit: one flush for the batch, then the replies (an exception
+            # leaves them held: it ends the actor, and the store recovers in its replacement)
+            release(now_ms())
             next_look = getattr(self.core, "next_look_ms", None)
             look = next_look(now_ms()) if callable(next_look) else 1  # parked: look again then
             if look is not None:
@@ -522,11 +535,7 @@ class ProcessorActor(WatchingActor):
             publish()
         if self.core is not None:
             t0 = time.monotonic()
-            try:
-                nxt = self.core.tick(now_ms())
-            except Exception:
-                log.exception("group=%s tick failed", self.group)
-                nxt = None
+            nxt = self.core.tick(now_ms())  # an exception ends the actor (let it fail)
             spent_ms = (time.monotonic() - t0) * 1000.0
             if spent_ms > SLOW_TICK_MS:  # requests wait meanwhile (fast failure may answer busy)
                 log.warning("group=%s tick took %.0f ms", self.group, spent_ms)
@@ -679,14 +688,11 @@ class IndexServiceActor(WatchingActor):
         """Index what was published, for at most SLICE_MS; returns the next tick's delay."""
         end = time.monotonic() + self.SLICE_MS / 1000.0
         walked = 0
-        try:
-            while True:
-                n = self.follower.step(8192)
-                walked += n
-                if n == 0 or time.monotonic() >= end:
-                    break
-        except Exception:
-            log.exception("index dispatch failed")
+        while True:  # an exception ends the actor: its replacement resumes from the files
+            n = self.follower.step(8192)
+            walked += n
+            if n == 0 or time.monotonic() >= end:
+                break
         if walked:
             self.idle_ms = self.BUSY_MS
         else:
@@ -710,8 +716,9 @@ class IndexServiceActor(WatchingActor):
 
 
 # -- controller actor --------------------------------------------------------------------------
-class BrokerControllerActor(WatchingActor):
-    """Starts the broker's actors, owns its authoritative state, talks to name servers."""
+class BrokerControllerActor(BrokerChildSupervisor):
+    """Starts the broker's actors (and replaces the dead: actors.broker.supervision), owns its
+    authoritative state, talks to name servers."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -721,7 +728,6 @@ class BrokerControllerActor(WatchingActor):
         self.core: Any = None
         self.groups: list[Any] = []
         self.processors: dict[str, Any] = {}  # group -> ActorAddress
-        self.by_addr: dict[Any, str] = {}
         self.channel_addrs: dict[str, Any] = {}
         self.channel_token = b""  # TCP processor channels only (Unix sockets are mode 0600)
         self.remoting: Any = None
@@ -735,7 +741,7 @@ class BrokerControllerActor(WatchingActor):
         self.store_ok = True
         self.store_detail = ""
         self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
-        self.indexer_starts = 0
+        self.ns_down: set[str] = set()  # name servers whose connection was lost (logged once)
         self.ha: Any = None  # HAServiceActor address (a master with haListenPort != -1)
         self.master_conn: ClientConn | None = None  # a slave: to its master (SlaveSynchronize)
         self.master_conn_addr = ""
@@ -743,6 +749,8 @@ class BrokerControllerActor(WatchingActor):
 
     # startup: send first (it recovers the store), then the others, then remoting
     def on_control(self, msg: Any, sender: Any) -> None:
+        if self.on_supervision(msg):
+            return
         if isinstance(msg, StartBroker):
             self.requester = sender
             try:
@@ -766,6 +774,7 @@ class BrokerControllerActor(WatchingActor):
                 self._running()
         elif isinstance(msg, HAReady):
             log.info("HA service listening on port %d", msg.port)
+            self.ha_port = msg.port
             set_port = getattr(self.core, "set_ha_port", None)
             if callable(set_port):
                 set_port(msg.port)
@@ -787,7 +796,8 @@ class BrokerControllerActor(WatchingActor):
                 return
             self._on_events(msg.origin, events, forward_them=False)
         elif isinstance(msg, StopBroker):
-            self._stop(sender)
+            if not self.answer_stop_when_stopped(sender):
+                self._stop(sender)
         elif isinstance(msg, RemotingStopped):
             self._shutdown_store()
         elif isinstance(msg, StoreShutdownDone):
@@ -796,12 +806,10 @@ class BrokerControllerActor(WatchingActor):
             log.info("index service ready at phy=%d", msg.next_phy)
         elif isinstance(msg, IndexerFailed):
             log.error("index service failed: %s (queries scan the commit log)", msg.reason)
-        elif isinstance(msg, IndexerStopped):
-            if self.state == "stopping-index":
-                self.indexer = None
-                self._after_index()
-        elif isinstance(msg, ChildActorExited):
-            self._on_child_exited(msg.childAddress)
+        elif isinstance(msg, IndexerStopped) and self.state == "stopping-index":
+            self.release(INDEX)
+            self.indexer = None
+            self._after_index()
 
     def _running(self) -> None:
         """Everything listens: register with the name servers and tell the launcher."""
@@ -810,6 +818,7 @@ class BrokerControllerActor(WatchingActor):
         bc = self.start_msg.broker_config if self.start_msg else None
         host = getattr(bc, "brokerIP1", "127.0.0.1")
         self.send(self.requester, BrokerStarted(f"{host}:{self.port}", self.port, self.fast_port))
+        self.report_pids()
         self._tick()
 
     def _start_ha(self) -> bool:
@@ -822,12 +831,14 @@ class BrokerControllerActor(WatchingActor):
         configured = int(getattr(sc, "haListenPort", 0))
         if configured < 0 or str(getattr(bc, "brokerRole", "")).upper() == "SLAVE":
             return False
-        port = configured or self.port + 1
-        self.state = "starting-ha"
+        port = self.ha_port or configured or self.port + 1  # a replacement: the port bound
+        if self.state != "running":
+            self.state = "starting-ha"
         self.ha = self.createActor(HAServiceActor)
+        self.track(HA, self.ha)
         self.send(self.ha, StartHA(
             sc, msg.host, port, str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER",
-            free_port_fallback=configured == 0, runtime_dir=msg.runtime_dir,
+            free_port_fallback=configured == 0 and not self.ha_port, runtime_dir=msg.runtime_dir,
         ))  # fmt: skip
         return True
 
@@ -841,7 +852,7 @@ class BrokerControllerActor(WatchingActor):
         for group in self.groups:
             addr = self.createActor(ProcessorActor)
             self.processors[group.name] = addr
-            self.by_addr[str(addr)] = group.name
+            self.track(group.name, addr)
         self.state = "starting-send"
         first = "send" if "send" in self.processors else self.groups[0].name
         self._start_processor(first)
@@ -880,22 +891,9 @@ class BrokerControllerActor(WatchingActor):
         sc = msg.store_config if msg is not None else None
         if "send" not in self.processors or getattr(sc, "index_mode", "") != "process":
             return
-        if self.indexer_starts >= MAX_INDEXER_STARTS:
-            log.error("index service restarted %d times: giving up", self.indexer_starts)
-            return
-        self.indexer_starts += 1
         self.indexer = self.createActor(IndexServiceActor)
+        self.track(INDEX, self.indexer)
         self.send(self.indexer, StartIndexer(sc))
-
-    def _on_child_exited(self, addr: Any) -> None:
-        if self.indexer is None or addr != self.indexer:  # (local until the child confirms)
-            return
-        self.indexer = None
-        if self.state == "stopping-index":
-            self._after_index()
-        elif not self.state.startswith("stop") and self.state not in ("failed", "stopped"):
-            log.warning("index service exited: restarting it")
-            self._start_indexer()
 
     def _start_others(self) -> None:
         self.state = "starting-others"
@@ -914,23 +912,11 @@ class BrokerControllerActor(WatchingActor):
         if "send" in self.processors and "pull" in self.channel_addrs:
             self.send(self.processors["send"],
                       ConnectNotices(self.channel_addrs["pull"], self.channel_token))  # fmt: skip
-        code_groups = {code: g.name for g in self.groups for code in g.codes}
         self.remoting = self.createActor("actors.remoting.actor.RemotingServer")
+        self.track(REMOTING, self.remoting)
         bc = msg.broker_config
-        self.send(
-            self.remoting,
-            StartRemoting(
-                msg.host,
-                int(getattr(bc, "listenPort", 0)),
-                dict(self.channel_addrs),
-                code_groups,
-                self.personality.DEFAULT_GROUP,
-                msg.idle_s,
-                msg.max_frame,
-                getattr(bc, "fastListenPort", None),
-                self.channel_token,
-            ),
-        )
+        self.send(self.remoting, self.remoting_start(int(getattr(bc, "listenPort", 0)),
+                                                     getattr(bc, "fastListenPort", None)))
 
     def _fail(self, reason: str) -> None:
         log.error("broker start failed: %s", reason)
@@ -942,11 +928,9 @@ class BrokerControllerActor(WatchingActor):
     def _on_events(self, origin: str, events: list[Any], forward_them: bool) -> None:
         """Apply events; forward them unless the RemotingServer already delivered them."""
         t = now_ms()
-        try:
-            forward, register = self.core.route_events(events, origin, t)
-        except Exception:
-            log.exception("controller failed applying events from %s", origin)
-            return
+        # an exception here leaves the authoritative state unknown: it ends this actor (let it
+        # fail: actors.runtime.watch) and the broker is started again from its files
+        forward, register = self.core.route_events(events, origin, t)
         if forward_them:
             for group, evs in forward.items():
                 if group in self.processors and evs:
@@ -1017,16 +1001,32 @@ class BrokerControllerActor(WatchingActor):
             if not conn.flush():
                 pending = True
             if conn.closed:
-                log.warning("name server %s connection lost", addr)
-                self.ns_conns.pop(addr, None)
+                self._ns_lost(addr, conn)
         if pending:
             self.schedule("ns-flush", 20)
-        self._watch_fds = [c.fd for c in self.ns_conns.values()]
+        fds = [c.fd for c in self.ns_conns.values()]
         mc = self.master_conn
         if mc is not None and not mc.closed:
-            self._watch_fds.append(mc.fd)
+            fds.append(mc.fd)
+        self.set_watch_fds(fds)
         if self.barriers:
             self._check_barriers()
+
+    def _ns_lost(self, addr: str, conn: ClientConn) -> None:
+        """A name server connection closed (the name server restarted, or is down): register
+        again within NS_RETRY_MS rather than at the next period, so a replaced name server
+        gets this broker's routes back at once (tried each NS_RETRY_MS while it is down)."""
+        self.unwatch(conn.fd)
+        conn.close()
+        if self.ns_conns.get(addr) is conn:
+            del self.ns_conns[addr]
+        first = addr not in self.ns_down
+        if first:
+            self.ns_down.add(addr)
+            log.warning("name server %s connection lost: registering again every %.0f ms until "
+                        "it answers", addr, NS_RETRY_MS)  # fmt: skip
+        if self.state == "running":
+            self.schedule("register", NS_FIRST_RETRY_MS if first else NS_RETRY_MS)
 
     def on_ready(self, fds: list[int]) -> None:
         mc = self.master_conn
@@ -1037,9 +1037,11 @@ class BrokerControllerActor(WatchingActor):
                 continue
             frames = conn.read_frames()
             if frames is None:
-                conn.close()
-                self.ns_conns.pop(addr, None)
+                self._ns_lost(addr, conn)
                 continue
+            if frames and addr in self.ns_down:
+                self.ns_down.discard(addr)
+                log.info("name server %s answers again", addr)
             for frame in frames:
                 conn.answered += 1
                 self._on_ns_response(addr, frame)
@@ -1088,6 +1090,8 @@ class BrokerControllerActor(WatchingActor):
 
     def on_timer(self, key: str) -> None:
         bc = self.start_msg.broker_config if self.start_msg else None
+        if self.on_replace_timer(key):
+            return
         if key == "ns-flush":
             self._flush_ns()
             return
@@ -1121,12 +1125,9 @@ class BrokerControllerActor(WatchingActor):
             self.schedule("persist", float(getattr(bc, "flushConsumerOffsetInterval", 5000)))
         elif key == "core":
             delay = MAX_TICK_MS
-            try:
-                nxt = self.core.tick(now_ms())
-                if nxt is not None:
-                    delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
-            except Exception:
-                log.exception("controller tick failed")
+            nxt = self.core.tick(now_ms())  # an exception ends the actor (let it fail)
+            if nxt is not None:
+                delay = min(MAX_TICK_MS, max(1.0, float(nxt)))
             self.schedule("core", delay)
 
     # a slave: SlaveSynchronize (topics, offsets, delay offsets, groups from the master)
@@ -1137,6 +1138,7 @@ class BrokerControllerActor(WatchingActor):
         mc = self.master_conn
         if mc is None or mc.closed or self.master_conn_addr != master:
             if mc is not None:
+                self.unwatch(mc.fd)  # before close: a child forked since may hold it too
                 mc.close()
             host, _, port = master.rpartition(":")
             try:
@@ -1166,6 +1168,7 @@ class BrokerControllerActor(WatchingActor):
         frames = mc.read_frames()
         if frames is None:
             log.info("master %s closed the sync connection", self.master_conn_addr)
+            self.unwatch(mc.fd)
             mc.close()
             self.master_conn = None
             self._flush_ns()
@@ -1200,11 +1203,16 @@ class BrokerControllerActor(WatchingActor):
             return
         self.state = "stopping-remoting"
         if self.ha is not None:  # slaves see the master go
+            self.release(HA)
             self.send(self.ha, ActorExitRequest())
             self.ha = None
         if self.master_conn is not None:
+            self.unwatch(self.master_conn.fd)
             self.master_conn.close()
             self.master_conn = None
+        if self.remoting is None:  # given up on: nothing listens any more
+            self._shutdown_store()
+            return
         self.send(self.remoting, StopRemoting())
         self.schedule("stop-timeout", 3000)
 
@@ -1254,13 +1262,14 @@ class BrokerControllerActor(WatchingActor):
         if self.state == "stopped":
             return
         self.state = "stopped"
+        self.set_watch_fds([])
         for conn in self.ns_conns.values():
             conn.close()
         self.ns_conns.clear()
-        self._watch_fds = []
         if self.stop_requester is not None:
             self.send(self.stop_requester, BrokerStopped(self.store_ok, self.store_detail))
 
     def on_exit(self) -> None:
+        self.state = "stopped"  # the actor system stops: children exiting now are no deaths
         for conn in self.ns_conns.values():
             conn.close()

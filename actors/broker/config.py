@@ -75,6 +75,9 @@ class BrokerConfig:
     # carry request records and pickled state events, so a TCP channel only accepts a
     # connection that first sends the broker's random 32-byte token; keep the host on loopback
     # or a private network all the same (the token travels in clear)
+    # ours (RocketMQ 4.9.x has no such limit): client connections the RemotingServer keeps
+    # open at most, per port; one more is accepted and closed at once (logged, rate-limited)
+    maxConnections: int = 10_000
     processorChannel: str = "unix"
     processorChannelHost: str = "127.0.0.1"
     testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request
@@ -112,6 +115,8 @@ class BrokerConfig:
         if self.enableDLegerCommitLog:
             raise ValueError("enableDLegerCommitLog: DLedger mode is not supported by actormq; "
                              "use brokerRole ASYNC_MASTER / SYNC_MASTER / SLAVE")
+        if self.maxConnections < 1:
+            raise ValueError(f"maxConnections: {self.maxConnections} must be > 0")
         if self.is_slave:
             if self.brokerId <= 0:
                 raise ValueError("brokerId: a SLAVE's brokerId must be > 0")
@@ -152,7 +157,7 @@ RESTART_ONLY: frozenset[str] = frozenset({
     "brokerClusterName", "brokerName", "brokerId", "listenPort", "fastListenPort", "brokerIP1",
     "brokerIP2", "brokerRole", "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog",
     "mappedFileSizeConsumeQueue", "flushDiskType", "processorChannel", "processorChannelHost",
-    "messageIndexDispatch", "maxHashSlotNum", "maxIndexNum",
+    "messageIndexDispatch", "maxHashSlotNum", "maxIndexNum", "maxConnections",
 })  # fmt: skip
 
 

@@ -4,6 +4,8 @@ Mirrors namesrv/NamesrvController.java + NettyRemotingServer, RocketMQ 4.9.x: re
 answered by DefaultRequestProcessor (actors.namesrv.processor), the RouteInfoManager scan
 runs every 10 s (first after 5 s), and a closed broker connection unregisters that broker
 (BrokerHousekeepingService.onChannelClose). Traffic is low, so there is no channel hop.
+Client sockets are watched one by one in the actor's epoll (actors.runtime.watch) and capped
+by maxConnections (actors.runtime.tcp); nothing is logged per connection.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def build_namesrv_core(config: Any) -> Any:
     return NamesrvProcessor(**(config or {}))
 
 
+def _max_connections(msg: StartNamesrv) -> int:
+    """maxConnections from the name server's config when it has one, else the message's."""
+    return int(getattr(msg.namesrv_config, "maxConnections", msg.max_connections))
+
+
 class NameServerActor(WatchingActor):
     """Serves the name server protocol on one TCP port."""
 
@@ -72,7 +79,8 @@ class NameServerActor(WatchingActor):
                 self.core = build_namesrv_core(msg.namesrv_config)
                 self.server = FrameServer(self._on_frames, self._on_closed,
                                           max_frame=msg.max_frame, idle_s=msg.idle_s,
-                                          name="namesrv")
+                                          name="namesrv", watcher=self,
+                                          max_connections=_max_connections(msg))
                 self.outbox.server = self.server
                 port = self.server.listen(msg.host, msg.port)
             except Exception as exc:
@@ -84,7 +92,6 @@ class NameServerActor(WatchingActor):
                 return
             self.schedule("scan", SCAN_FIRST_MS)
             self.schedule("idle", max(10.0, min(10_000.0, msg.idle_s * 250.0)))
-            self._watch_fds = self.server.fds()
             self.send(sender, NamesrvStarted(port))
 
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
@@ -130,12 +137,8 @@ class NameServerActor(WatchingActor):
         self._flush(now)
 
     def _flush(self, now: float) -> None:
-        if self.server is None:
-            self._watch_fds = []
-            return
-        if not self.server.flush(now):
+        if self.server is not None and not self.server.flush(now):
             self.schedule("flush", FLUSH_RETRY_MS)
-        self._watch_fds = self.server.fds()
 
     def on_timer(self, key: str) -> None:
         server = self.server

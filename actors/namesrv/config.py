@@ -33,6 +33,7 @@ class NamesrvConfig:
     brokerChannelExpiredTime: int = 120_000  # ours: a silent broker is dropped after (ms)
     listenPort: int = 9876  # NettyServerConfig
     serverChannelMaxIdleTimeSeconds: int = 120  # NettyServerConfig
+    maxConnections: int = 10_000  # ours: client connections at most (more: accepted, closed)
 
     @classmethod
     def from_properties(cls, props: dict[str, str], data_dir: str = "") -> NamesrvConfig:
@@ -53,6 +54,8 @@ class NamesrvConfig:
             raise ValueError("scanNotActiveBrokerInterval/brokerChannelExpiredTime: must be > 0")
         if not 0 <= self.listenPort <= 65535:
             raise ValueError(f"listenPort: {self.listenPort} is not a port")
+        if self.maxConnections < 1:
+            raise ValueError(f"maxConnections: {self.maxConnections} must be > 0")
 
     def text(self) -> str:
         """All names and values as properties text (Configuration.getAllConfigsFormatString)."""

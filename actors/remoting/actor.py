@@ -15,6 +15,13 @@ The VIP ("fast") channel of NettyServerConfig/BrokerStartup: a second listener o
 listenPort - 2 serving every code except PULL_MESSAGE (which falls to the default group and is
 answered REQUEST_CODE_NOT_SUPPORTED), for Java clients <= 4.4 (spec §1.1). Its connections
 travel on the same processor channels with ids offset by FAST_CONN_BASE.
+
+Supervision: the controller replaces a RemotingServer that died (the new one listens on the
+same ports, numbers its connections above every earlier one's, and connects to every
+processor channel) and tells a live one where a replaced processor listens (ConnectProcessor).
+While a group has no live channel its requests are answered SYSTEM_BUSY (RocketMQ's answer
+when an executor rejects a request), oneway ones dropped; a connection is told to no
+processor it never sent to: a connection that sent nothing costs no channel record.
 """
 
 from __future__ import annotations
@@ -37,16 +44,21 @@ from actors.runtime.channel import (
     connect_channel,
 )
 from actors.runtime.messages import (
+    ConnectProcessor,
     EventsApplied,
+    EventsSynced,
     RemotingReady,
     RemotingStartFailed,
     RemotingStopped,
     StartRemoting,
     StopRemoting,
+    SyncEvents,
 )
-from actors.runtime.tcp import Conn, FrameServer
+from actors.runtime.tcp import REFUSAL_LOG_S, Conn, FrameServer
 from actors.runtime.watch import WatchingActor
-from protocol.command import response_opaque
+from protocol.codes import RPC_ONEWAY, ResponseCode
+from protocol.command import RemotingCommand, response_opaque
+from protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +68,8 @@ FAST_CONN_BASE: Final = 1 << 48  # VIP connections' ids on the channels (main id
 FAST_PORT_OFFSET: Final = 2  # NettyServerConfig: fastListenPort = listenPort - 2
 CALL_ANSWER_TTL_S: Final = 60.0  # an open call is forgotten after this (callers wait <= 10 s)
 MAX_CALLS_PER_CONN: Final = 1024  # open calls kept per connection (the oldest dropped first)
+NO_PROCESSOR_REMARK: Final = (
+    "[PROCESSOR_RESTARTING]the processor of this request is being replaced, try again")
 
 
 def fast_port_for(port: int, configured: int | None) -> int | None:
@@ -86,7 +100,8 @@ class RemotingServer(WatchingActor):
         self.by_fd: dict[int, Channel] = {}
         self.dirty: set[Channel] = set()
         self.sweep_ms = 10_000.0
-        self._seen_changes = -1
+        self.busy_answered = 0  # requests answered SYSTEM_BUSY for want of a processor channel
+        self._busy_logged_at = -REFUSAL_LOG_S
         self.controller: Any = None  # who sent StartRemoting: replicated events go there too
         self.to_controller: list[EventsApplied] = []
         # conn id -> opaque of a request a processor sent that client -> (channel, forget at)
@@ -108,22 +123,44 @@ class RemotingServer(WatchingActor):
             self._send_events()
             self._close_everything()
             self.send(sender, RemotingStopped())
+        elif isinstance(msg, ConnectProcessor):
+            self._connect_group(msg.group, msg.channel_addr, msg.channel_token)
+            log.info("processor group=%s reconnected at %s", msg.group, msg.channel_addr)
+        elif isinstance(msg, SyncEvents):
+            self._send_events()
+            self.send(sender, EventsSynced())
 
     def _start(self, msg: StartRemoting) -> int:
         self.routes = RouteTable(msg.code_groups, msg.default_group)
         for group, addr in msg.routes.items():
-            ch = connect_channel(addr, name=group, token=msg.channel_token)
-            self.group_channel[group] = ch
-            self.by_fd[ch.fd] = ch
+            self._connect_group(group, addr, msg.channel_token)
         self.server = FrameServer(
-            self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s
+            self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s,
+            watcher=self, max_connections=msg.max_connections,
+            first_conn_id=msg.conn_id_base + 1,
         )
         port = self.server.listen(msg.host, msg.port)
         self._start_fast(msg, port)
         self.sweep_ms = max(10.0, min(10_000.0, msg.idle_s * 1000.0 / 4))
         self.schedule("idle", self.sweep_ms)
-        self._refresh_fds()
         return port
+
+    def _connect_group(self, group: str, addr: Any, token: bytes) -> None:
+        """(Re)connect the channel of a processor group; an old one is closed."""
+        old = self.group_channel.pop(group, None)
+        if old is not None:
+            self._drop_channel(old)
+        ch = connect_channel(addr, name=group, token=token)
+        self.group_channel[group] = ch
+        self.by_fd[ch.fd] = ch
+        self.watch(ch.fd)
+
+    def _drop_channel(self, ch: Channel) -> None:
+        self.by_fd.pop(ch.fd, None)
+        self.dirty.discard(ch)
+        if ch.sock.fileno() >= 0:  # still open: its number is not someone else's yet
+            self.unwatch(ch.fd)
+        ch.close()
 
     def _start_fast(self, msg: StartRemoting, port: int) -> None:
         """Listen on the VIP port. A port already taken stops the start, as it stops a Java
@@ -140,7 +177,9 @@ class RemotingServer(WatchingActor):
         assert self.routes is not None
         self.fast_routes = fast_route_table(self.routes)
         fast = FrameServer(self._on_fast_frames, self._on_fast_closed, max_frame=msg.max_frame,
-                           idle_s=msg.idle_s, name="remoting-vip")
+                           idle_s=msg.idle_s, name="remoting-vip", watcher=self,
+                           max_connections=msg.max_connections,
+                           first_conn_id=msg.conn_id_base + 1)  # fmt: skip
         try:
             self.fast_port = fast.listen(msg.host, want)
         except OSError as exc:
@@ -161,25 +200,11 @@ class RemotingServer(WatchingActor):
                 server.on_closed = lambda conn: None
                 server.close_all()
         self.server = self.fast = None
-        for ch in self.group_channel.values():
-            ch.close()
+        for ch in list(self.group_channel.values()):
+            self._drop_channel(ch)
         self.group_channel.clear()
         self.by_fd.clear()
         self.set_watch_fds([])
-
-    def _refresh_fds(self, force: bool = False) -> None:
-        server, fast = self.server, self.fast
-        changes = (server.changes if server is not None else 0) + (
-            fast.changes if fast is not None else 0)
-        if server is not None and changes == self._seen_changes and not force:
-            return
-        fds = list(self.by_fd)
-        if server is not None:
-            fds.extend(server.fds())
-        if fast is not None:
-            fds.extend(fast.fds())
-        self._seen_changes = changes
-        self.set_watch_fds(fds)
 
     # -- data plane -----------------------------------------------------------------------------
     def on_ready(self, fds: list[int]) -> None:
@@ -196,18 +221,17 @@ class RemotingServer(WatchingActor):
             elif self.fast is not None and self.fast.owns(fd):
                 self.fast.handle_ready(fd, now, time.monotonic_ns())
         self._flush(now)
-        self._refresh_fds()
 
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
-        assert self.routes is not None
-        self._route(conn, conn.id, self.routes, frames, recv_ns)
+        assert self.routes is not None and self.server is not None
+        self._route(self.server, conn, conn.id, self.routes, frames, recv_ns)
 
     def _on_fast_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
-        assert self.fast_routes is not None
-        self._route(conn, FAST_CONN_BASE + conn.id, self.fast_routes, frames, recv_ns)
+        assert self.fast_routes is not None and self.fast is not None
+        self._route(self.fast, conn, FAST_CONN_BASE + conn.id, self.fast_routes, frames, recv_ns)
 
-    def _route(self, conn: Conn, conn_id: int, routes: RouteTable, frames: list[Any],
-               recv_ns: int) -> None:
+    def _route(self, owner: FrameServer, conn: Conn, conn_id: int, routes: RouteTable,
+               frames: list[Any], recv_ns: int) -> None:
         group_channel = self.group_channel
         dirty = self.dirty
         calls = self.calls.get(conn_id)
@@ -226,23 +250,51 @@ class RemotingServer(WatchingActor):
                             conn.id, conn.peer[0], conn.peer[1], exc)
                 conn.closed = True  # FrameServer closes it after this pass
                 return
-            ch = group_channel.get(routes.group_for(code))
+            group = routes.group_for(code)
+            ch = group_channel.get(group)
             if ch is None or ch.closed:
-                log.error("no live processor channel for code=%d, closing conn=%d", code, conn.id)
-                conn.closed = True
-                return
+                self._no_processor(owner, conn, group, code, frame)
+                continue
             add_request(ch.out, conn_id, recv_ns, conn.peer_ip, conn.peer_port, frame)
             dirty.add(ch)
+            routed = conn.routed
+            if routed is None:
+                conn.routed = {ch}
+            elif ch not in routed:
+                routed.add(ch)
+
+    def _no_processor(self, owner: FrameServer, conn: Conn, group: str, code: int,
+                      frame: Any) -> None:
+        """Answer SYSTEM_BUSY: the group's processor is being replaced (oneway: dropped)."""
+        self.busy_answered += 1
+        now = time.monotonic()
+        if now - self._busy_logged_at >= REFUSAL_LOG_S:
+            self._busy_logged_at = now
+            log.warning("group=%s has no live processor channel: answering SYSTEM_BUSY "
+                        "(code=%d; %d so far)", group, code, self.busy_answered)  # fmt: skip
+        try:
+            cmd = RemotingCommand.decode(frame)
+        except ProtocolError:
+            conn.closed = True  # undecodable: closed after this pass, as a processor would
+            return
+        if cmd.flag & RPC_ONEWAY:
+            return
+        reply = cmd.make_response(int(ResponseCode.SYSTEM_BUSY), NO_PROCESSOR_REMARK).encode()
+        owner.send(conn.id, reply)
 
     def _on_closed(self, conn: Conn) -> None:
-        self._conn_closed(conn.id)
+        self._conn_closed(conn, conn.id)
 
     def _on_fast_closed(self, conn: Conn) -> None:
-        self._conn_closed(FAST_CONN_BASE + conn.id)
+        self._conn_closed(conn, FAST_CONN_BASE + conn.id)
 
-    def _conn_closed(self, conn_id: int) -> None:
+    def _conn_closed(self, conn: Conn, conn_id: int) -> None:
+        """Tell the processors this connection sent to (or was called by) that it is gone."""
         self.calls.pop(conn_id, None)
-        for ch in self.group_channel.values():
+        routed = conn.routed
+        if not routed:
+            return
+        for ch in routed:
             if not ch.closed:
                 add_conn_record(ch.out, CONN_CLOSED, conn_id)
                 self.dirty.add(ch)
@@ -252,10 +304,9 @@ class RemotingServer(WatchingActor):
         assert server is not None
         records = ch.read_records()
         if records is None:
-            log.error("processor channel %s closed", ch.name)
-            ch.close()
-            self.by_fd.pop(ch.fd, None)
-            self._refresh_fds(force=True)
+            log.warning("processor channel %s closed: its requests are answered SYSTEM_BUSY "
+                        "until the processor is replaced", ch.name)  # fmt: skip
+            self._drop_channel(ch)
             return
         fast = self.fast
         for rec in records:
@@ -267,10 +318,17 @@ class RemotingServer(WatchingActor):
                     fast.send(rec[1] - FAST_CONN_BASE, rec[2])
             elif rtype == CALL:
                 if rec[1] < FAST_CONN_BASE:
-                    sent = server.send(rec[1], rec[3])
+                    owner: FrameServer | None = server
+                    local_id = rec[1]
                 else:
-                    sent = fast is not None and fast.send(rec[1] - FAST_CONN_BASE, rec[3])
-                if sent:  # the connection is there: its answer will come back to ch
+                    owner, local_id = fast, rec[1] - FAST_CONN_BASE
+                target = owner.conns.get(local_id) if owner is not None else None
+                sent = target is not None and owner is not None and owner.send(local_id, rec[3])
+                if sent and target is not None:  # its answer will come back to ch
+                    if target.routed is None:
+                        target.routed = {ch}
+                    else:
+                        target.routed.add(ch)
                     conn_calls = self.calls.setdefault(rec[1], {})
                     if len(conn_calls) >= MAX_CALLS_PER_CONN:
                         del conn_calls[next(iter(conn_calls))]
@@ -283,8 +341,7 @@ class RemotingServer(WatchingActor):
             elif rtype == EVENTS:
                 self._forward_events(rec[1], rec[2], rec[3])
         if ch.closed:
-            self.by_fd.pop(ch.fd, None)
-            self._refresh_fds(force=True)
+            self._drop_channel(ch)
 
     def _forward_events(self, origin: str, by_group: dict[str, bytes], full: bytes) -> None:
         """Copy events into their audience's channels (ahead of the replies that follow)."""
@@ -333,7 +390,6 @@ class RemotingServer(WatchingActor):
             self._forget_old_calls(now)
             self.schedule("idle", self.sweep_ms)
         self._flush(now)
-        self._refresh_fds()
 
     def _forget_old_calls(self, now: float) -> None:
         """Drop open calls nobody answered within CALL_ANSWER_TTL_S."""

@@ -141,6 +141,8 @@ class StartRemoting:
     max_frame: int = 16 * 1024 * 1024
     fast_port: int | None = None  # VIP port: None = port - 2, -1 = off, 0 = any free port
     channel_token: bytes = b""  # TCP processor channels: sent first on each connection
+    max_connections: int = 10_000  # maxConnections (ours): more are accepted and closed at once
+    conn_id_base: int = 0  # a replacement RemotingServer numbers its connections above this
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,7 @@ class StartNamesrv:
     namesrv_config: Any = None
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
+    max_connections: int = 10_000  # maxConnections (ours): more are accepted and closed at once
 
 
 @dataclass(frozen=True)
@@ -251,3 +254,57 @@ class HAFailed:
     """HAServiceActor -> controller: could not start."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class ConnectProcessor:
+    """Controller -> RemotingServer: a replaced processor group listens on channel_addr."""
+
+    group: str
+    channel_addr: Any
+    channel_token: bytes = b""
+
+
+@dataclass(frozen=True)
+class SyncEvents:
+    """Controller -> RemotingServer: send every replicated event held for the controller now."""
+
+
+@dataclass(frozen=True)
+class EventsSynced:
+    """RemotingServer -> controller: every event it held went ahead of this message."""
+
+
+@dataclass(frozen=True)
+class Supervise:
+    """Launcher -> RoleSupervisor: create `actor_class`, send it `start`, replace it when it
+    dies (restarted with `start` again, the port it bound kept)."""
+
+    role: str  # "namesrv", "broker-a", ...: how the logs and RoleFailed name it
+    actor_class: str  # dotted path of the actor class
+    start: Any  # StartNamesrv / StartBroker
+
+
+@dataclass(frozen=True)
+class RoleFailed:
+    """A supervisor -> its parent (and on to the launcher): `role` keeps dying (or cannot be
+    replaced); what it serves is stopped: the process should stop and exit non-zero."""
+
+    role: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChildPids:
+    """Controller -> RoleSupervisor: the processes of the broker's child actors (role -> pid),
+    so a replacement broker starts only once a dead controller's children are gone."""
+
+    pids: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Supervising:
+    """RoleSupervisor -> launcher: it runs as process `pid` (the launcher watches that pid)."""
+
+    role: str
+    pid: int

@@ -209,12 +209,9 @@ class ProcessorHost:
                         self.on_notices(rec[1], now_ms)
                     except Exception:
                         log.exception("group=%s on_arrival failed", self.group)
-            elif rtype == APPLY:
-                if self.on_apply is not None:
-                    try:
-                        self.on_apply(rec[1], now_ms)
-                    except Exception:
-                        log.exception("group=%s applying replicated events failed", self.group)
+            elif rtype == APPLY:  # a replica that cannot apply them is wrong: the exception
+                if self.on_apply is not None:  # ends the actor (its replacement starts fresh)
+                    self.on_apply(rec[1], now_ms)
             else:
                 log.warning("group=%s unexpected record type %d", self.group, rtype)
         if out:

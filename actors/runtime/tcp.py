@@ -5,15 +5,23 @@ RocketMQ 4.9.x: one length-field frame decoder per connection (max frame 16 MiB,
 error closes the channel), TCP_NODELAY, and a channel with no read and no write for
 serverChannelMaxIdleTimeSeconds (120 s) is closed. No Thespian here: the owning actor feeds
 readiness in and flushes once per pass.
+
+Connections are cheap to open and close: nothing is logged per connection (an accept or a
+close is a few syscalls and dict updates), and the owner's watch set changes by one
+descriptor at a time (Watcher.watch / unwatch). `maxConnections` (ours: RocketMQ 4.9.x has no
+such setting; default 10,000) caps the open connections: one more is accepted and closed at
+once, and the refusals are logged at most once per REFUSAL_LOG_S with their count.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import resource
 import socket
+import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from actors.runtime.channel import OutBuffered, ip_to_int, listen_channel, recv_available
 from protocol.errors import ProtocolError
@@ -26,6 +34,56 @@ DEFAULT_IDLE_S: Final = 120.0
 MAX_READ_PER_PASS: Final = 4 * 1024 * 1024
 MAX_PENDING_OUT: Final = 64 * 1024 * 1024  # a client that reads nothing gets dropped
 MAX_ACCEPT_PER_PASS: Final = 256
+DEFAULT_MAX_CONNECTIONS: Final = 10_000
+REFUSAL_LOG_S: Final = 10.0  # at most one "refused" line per this many seconds
+FD_RESERVE: Final = 256  # descriptors kept beyond maxConnections (channels, files, Thespian)
+
+
+class Watcher(Protocol):
+    """Who watches the server's sockets for input (a WatchingActor)."""
+
+    def watch(self, fd: int) -> None: ...
+
+    def unwatch(self, fd: int) -> None: ...
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise this process's soft RLIMIT_NOFILE towards `wanted` (up to the hard limit); the
+    soft limit now in force."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return -1
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError):
+            pass
+    return int(soft)
+
+
+class RefusalLog:
+    """Counts refused connections and logs them at most once per REFUSAL_LOG_S."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.pending = 0  # refused since the last line
+        self.total = 0
+        self.next_log = 0.0
+
+    def refused(self, peer: tuple[str, int], now: float) -> None:
+        """One connection was refused; log (with the count since the last line) when due."""
+        self.pending += 1
+        self.total += 1
+        if now >= self.next_log:
+            log.warning("%s: maxConnections=%d reached: refused %d connection(s) since the "
+                        "last report (latest from %s:%d; %d in all)", self.name, self.limit,
+                        self.pending, peer[0], peer[1], self.total)  # fmt: skip
+            self.pending = 0
+            self.next_log = now + REFUSAL_LOG_S
 
 
 class Conn(OutBuffered):
@@ -41,6 +99,7 @@ class Conn(OutBuffered):
         "peer",
         "peer_ip",
         "peer_port",
+        "routed",
         "sock",
     )
 
@@ -57,6 +116,7 @@ class Conn(OutBuffered):
         self.out = bytearray()
         self.last_active = now
         self.closed = False
+        self.routed: Any = None  # the owner's note of where this connection's frames went
 
     def __repr__(self) -> str:
         return f"conn={self.id}"
@@ -89,19 +149,24 @@ class FrameServer:
         max_frame: int = DEFAULT_MAX_FRAME,
         idle_s: float = DEFAULT_IDLE_S,
         name: str = "remoting",
+        watcher: Watcher | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        first_conn_id: int = 1,
     ) -> None:
         self.on_frames = on_frames
         self.on_closed = on_closed
         self.max_frame = max_frame
         self.idle_s = idle_s
         self.name = name
+        self.watcher = watcher
+        self.max_connections = max(1, int(max_connections))
+        self.refusals = RefusalLog(name, self.max_connections)
         self.listener: socket.socket | None = None
         self.listen_fd = -1
         self.conns: dict[int, Conn] = {}  # conn_id -> Conn
         self.by_fd: dict[int, Conn] = {}
         self.dirty: dict[int, Conn] = {}  # conn_id -> Conn with pending output
-        self.changes = 0  # bumped on every accept/close (the owner re-reads fds())
-        self._next_id = 1
+        self._next_id = first_conn_id
 
     def listen(self, host: str, port: int) -> int:
         """Bind and listen; return the bound port."""
@@ -111,9 +176,15 @@ class FrameServer:
             raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         self.listener = sock
         self.listen_fd = sock.fileno()
-        self.changes += 1
+        if self.watcher is not None:
+            self.watcher.watch(self.listen_fd)
+        limit = raise_fd_limit(self.max_connections + FD_RESERVE)
+        if 0 <= limit < self.max_connections + FD_RESERVE:
+            log.warning("%s: maxConnections=%d but this process may open only %d descriptors",
+                        self.name, self.max_connections, limit)  # fmt: skip
         bound: int = sock.getsockname()[1]
-        log.info("%s listening on %s:%d", self.name, host, bound)
+        log.info("%s listening on %s:%d (maxConnections=%d)", self.name, host, bound,
+                 self.max_connections)  # fmt: skip
         return bound
 
     def fds(self) -> list[int]:
@@ -152,14 +223,20 @@ class FrameServer:
 
     def _accept(self, now: float) -> None:
         assert self.listener is not None
+        accept = self.listener.accept
+        conns, by_fd, watcher = self.conns, self.by_fd, self.watcher
         for _ in range(MAX_ACCEPT_PER_PASS):
             try:
-                sock, addr = self.listener.accept()
+                sock, addr = accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # EMFILE and friends: try again on the next pass
                 log.warning("%s accept failed: %s", self.name, exc)
                 return
+            if len(conns) >= self.max_connections:
+                sock.close()
+                self.refusals.refused((addr[0], addr[1]), time.monotonic())
+                continue
             sock.setblocking(False)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -168,10 +245,10 @@ class FrameServer:
             conn_id = self._next_id
             self._next_id += 1
             conn = Conn(conn_id, sock, (addr[0], addr[1]), self.max_frame, now)
-            self.conns[conn_id] = conn
-            self.by_fd[conn.fd] = conn
-            self.changes += 1
-            log.debug("conn=%d accepted from %s:%d", conn_id, addr[0], addr[1])
+            conns[conn_id] = conn
+            by_fd[conn.fd] = conn
+            if watcher is not None:
+                watcher.watch(conn.fd)
 
     def send(self, conn_id: int, data: Any) -> bool:
         """Queue encoded bytes for a connection (written by flush(): one send per pass)."""
@@ -204,15 +281,15 @@ class FrameServer:
         return not pending
 
     def close(self, conn_id: int, reason: str) -> None:
-        """Close a connection and tell the owner."""
+        """Close a connection and tell the owner (nothing logged: closes are routine)."""
         conn = self.conns.pop(conn_id, None)
         if conn is None:
             return
         self.by_fd.pop(conn.fd, None)
         self.dirty.pop(conn_id, None)
-        self.changes += 1
         conn.closed = True
-        log.debug("conn=%d closed: %s", conn_id, reason)
+        if self.watcher is not None:
+            self.watcher.unwatch(conn.fd)
         try:
             conn.sock.close()
         except OSError:
@@ -220,7 +297,7 @@ class FrameServer:
         try:
             self.on_closed(conn)
         except Exception:
-            log.exception("conn=%d close handler failed", conn_id)
+            log.exception("conn=%d close handler failed (%s)", conn_id, reason)
 
     def sweep_idle(self, now: float) -> int:
         """Close connections idle longer than idle_s; return how many were closed."""
@@ -235,6 +312,8 @@ class FrameServer:
         for conn_id in list(self.conns):
             self.close(conn_id, "shutdown")
         if self.listener is not None:
+            if self.watcher is not None:
+                self.watcher.unwatch(self.listen_fd)
             try:
                 self.listener.close()
             except OSError:

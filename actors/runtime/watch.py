@@ -3,8 +3,19 @@
 Mirrors the event-loop half of remoting/netty/NettyRemotingServer.java, RocketMQ 4.9.x (the
 NIO selector and the scheduled executors), as a Thespian actor: readiness arrives as
 WatchMessage, timers as WakeupMessage. Every receiveMessage returns the ThespianWatch again
-(otherwise Thespian drops the watched sockets), and an exception in a handler is logged and
-never escapes (an escaping exception would also drop the watch).
+(otherwise Thespian drops the watched sockets).
+
+One epoll per actor: the actor's sockets are registered in its own persistent epoll as they
+open and close (O(1) each), and Thespian watches only that epoll's descriptor, which is
+readable whenever one of them is. Thespian builds a new selector over every watched descriptor
+on every pass of its loop, so handing it thousands of client sockets would cost O(connections)
+per pass; this costs O(1).
+
+Let it fail: an exception escaping a handler means the actor's state is unknown, so the actor
+logs it (with the traceback) and its process exits at once (EXIT_FAILED); its parent's
+supervisor (actors.runtime.supervisor) replaces it. Every actor process also asks the kernel
+for SIGTERM when its parent process dies (PR_SET_PDEATHSIG), so an actor whose parent was
+killed shuts down instead of running on unsupervised with its ports and files.
 
 Linger: one pass through Thespian's select loop costs tens of microseconds (it builds a new
 selector per pass) plus a message dispatch, so a data-plane actor that returned to Thespian
@@ -25,9 +36,11 @@ send:1" pins each named actor (its processor group, else its class name) to thos
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import select
+import signal
 import time
 from datetime import timedelta
 from typing import Any
@@ -46,6 +59,8 @@ log = logging.getLogger(__name__)
 
 _EP_IN = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
 AFFINITY_ENV = "ACTORMQ_CPU_AFFINITY"
+EXIT_FAILED = 70  # an actor process that died of an exception in a handler (EX_SOFTWARE)
+_PR_SET_PDEATHSIG = 1
 
 
 def now_ms() -> int:
@@ -80,6 +95,21 @@ def name_process(role: str) -> None:
         pass
 
 
+def die_with_parent() -> None:
+    """Have the kernel send this process SIGTERM when its parent process dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def exit_failed(role: str, what: str) -> None:
+    """Log the exception being handled and end this actor process at once (let it fail)."""
+    log.critical("role=%s failed %s: exiting to be replaced", role, what, exc_info=True)
+    os._exit(EXIT_FAILED)
+
+
 def pin_cpus(role: str, spec: str | None) -> set[int] | None:
     """Pin this process to the CPUs `spec` names for `role`; the CPUs set, or None."""
     cpus = parse_affinity(spec).get(role)
@@ -103,12 +133,11 @@ class WatchingActor(Actor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        die_with_parent()
         self._timer_due: dict[str, float] = {}
         self._next_due = float("inf")  # lower bound of the pending due times
-        self._watch_fds: list[int] = []
-        self._watch_version = 0
-        self._ep: Any = None  # select.epoll over _watch_fds (linger only)
-        self._ep_version = -1
+        self._watched: set[int] = set()
+        self._ep: Any = None  # select.epoll over _watched (what Thespian watches)
         self._sent_control = False
         self._pinned = False
         self._named = ""  # the role this process is named after (see name_process)
@@ -127,14 +156,72 @@ class WatchingActor(Actor):
     def on_exit(self) -> None:
         """The actor is being stopped: release sockets and files."""
 
+    # -- the watched set ------------------------------------------------------------------------
+    def _epoll(self) -> Any:
+        if self._ep is None:
+            self._ep = select.epoll()
+        return self._ep
+
     def watch_fds(self) -> list[int]:
-        """Descriptors to watch after this turn."""
-        return self._watch_fds
+        """What Thespian watches after this turn: our epoll, when anything is in it."""
+        return [self._ep.fileno()] if self._watched and self._ep is not None else []
+
+    def watched(self) -> set[int]:
+        """The descriptors currently watched."""
+        return self._watched
+
+    def watch(self, fd: int) -> None:
+        """Watch `fd` for input (a descriptor number closed and reused is registered anew)."""
+        ep = self._epoll()
+        try:
+            ep.register(fd, _EP_IN)
+        except FileExistsError:
+            ep.modify(fd, _EP_IN)
+        self._watched.add(fd)
+
+    def unwatch(self, fd: int) -> None:
+        """Stop watching `fd`; call it before closing the descriptor."""
+        self._watched.discard(fd)
+        if self._ep is not None:
+            try:
+                self._ep.unregister(fd)
+            except (OSError, ValueError):
+                pass  # closed already: the kernel dropped it
 
     def set_watch_fds(self, fds: list[int]) -> None:
-        """Replace the watched set; call whenever a socket was opened or closed."""
-        self._watch_fds = fds
-        self._watch_version += 1
+        """Replace the watched set (small sets; a busy owner calls watch/unwatch per socket)."""
+        new = set(fds)
+        for fd in self._watched - new:
+            self.unwatch(fd)
+        for fd in new:
+            try:
+                self.watch(fd)
+            except (OSError, ValueError) as exc:
+                log.debug("fd=%d not watchable: %s", fd, exc)
+
+    def _ready_fds(self) -> list[int]:
+        """The watched descriptors ready now (without blocking)."""
+        if self._ep is None:
+            return []
+        fds = [fd for fd, _ in self._ep.poll(0)]
+        watched = self._watched
+        if any(fd not in watched for fd in fds):
+            self._rebuild_epoll()
+            fds = [fd for fd in fds if fd in watched]
+        return fds
+
+    def _rebuild_epoll(self) -> None:
+        """A descriptor closed before unwatch() while another process (a child forked since)
+        still held it stays registered under its old number: start from a new epoll."""
+        log.warning("role=%s epoll had a closed descriptor registered: rebuilt", self._named)
+        old, self._ep = self._ep, select.epoll()
+        for fd in list(self._watched):
+            try:
+                self._ep.register(fd, _EP_IN)
+            except (OSError, ValueError):
+                self._watched.discard(fd)
+        if old is not None:
+            old.close()
 
     # -- Thespian sends: note them so the linger loop hands control back at once ----------------
     def send(self, targetAddr: Any, msg: Any) -> None:
@@ -179,22 +266,6 @@ class WatchingActor(Actor):
         return self._next_due
 
     # -- linger loop ------------------------------------------------------------------------------
-    def _sync_epoll(self) -> Any:
-        """The persistent epoll over the watched fds (rebuilt when the set changed)."""
-        if self._ep is not None and self._ep_version == self._watch_version:
-            return self._ep
-        if self._ep is not None:
-            self._ep.close()  # fds may have been closed and reused: start from scratch
-        ep = select.epoll()
-        for fd in self._watch_fds:
-            try:
-                ep.register(fd, _EP_IN)
-            except (OSError, ValueError) as exc:
-                log.debug("fd=%d not watchable: %s", fd, exc)
-        self._ep = ep
-        self._ep_version = self._watch_version
-        return ep
-
     def _thespian_inputs(self) -> tuple[list[int], bool]:
         """Thespian's own readable sockets for this actor, and whether input is already queued."""
         try:
@@ -206,12 +277,12 @@ class WatchingActor(Actor):
 
     def _linger(self) -> None:
         idle_s = self.LINGER_IDLE_MS / 1000.0
-        if idle_s <= 0 or self._sent_control or not self._watch_fds:
+        if idle_s <= 0 or self._sent_control or not self._watched:
             return
         tfds, queued = self._thespian_inputs()
         if queued:
             return
-        ep = self._sync_epoll()
+        ep = self._epoll()
         tep = select.epoll()
         for fd in tfds:
             try:
@@ -245,13 +316,10 @@ class WatchingActor(Actor):
                 fds = [fd for fd, _ in events if fd != tep_fd]
                 if len(fds) != len(events):
                     return  # a Thespian message is waiting for us
+                if any(fd not in self._watched for fd in fds):
+                    return  # a stale registration: _ready_fds rebuilds the epoll
                 self.linger_passes += 1
                 self.on_ready(fds)
-                if self._ep_version != self._watch_version:
-                    ep.unregister(tep_fd)
-                    ep = self._sync_epoll()
-                    ep.register(tep_fd, _EP_IN)
-                    poll = ep.poll
                 now = time.monotonic()
                 idle_until = now + idle_s
                 spin_until = now + spin_s
@@ -265,8 +333,18 @@ class WatchingActor(Actor):
     # -- Thespian entry point -----------------------------------------------------------------
     def receiveMessage(self, msg: Any, sender: Any) -> Any:
         self._sent_control = False
+        role = getattr(self, "group", "") or type(self).__name__
+        if isinstance(msg, ActorExitRequest):
+            try:
+                self.on_exit()
+            except Exception:
+                log.exception("role=%s failed releasing its resources on exit", role)
+            if self._ep is not None:
+                self._ep.close()
+                self._ep = None
+                self._watched.clear()
+            return None
         try:
-            role = getattr(self, "group", "") or type(self).__name__
             if role != self._named:  # a processor learns its group from its first message
                 self._named = role
                 name_process(role)
@@ -276,23 +354,18 @@ class WatchingActor(Actor):
                     spec = os.environ.get(AFFINITY_ENV)
                     if spec:
                         pin_cpus(role, spec)
-                self.on_ready(msg.ready)
+                fds = self._ready_fds()
+                if fds:
+                    self.on_ready(fds)
                 self._linger()
             elif isinstance(msg, WakeupMessage):
                 self._fire(msg.payload)
-            elif isinstance(msg, ActorExitRequest):
-                self.on_exit()
-                if self._ep is not None:
-                    self._ep.close()
-                    self._ep = None
-                return None
             elif isinstance(msg, ChildActorExited):
-                log.warning("child actor exited: %s", msg.childAddress)
                 self.on_control(msg, sender)
             elif isinstance(msg, PoisonMessage):
                 log.warning("poison message returned: %r", msg.poisonMessage)
             else:
                 self.on_control(msg, sender)
         except Exception:
-            log.exception("%s failed handling %s", type(self).__name__, type(msg).__name__)
+            exit_failed(role, f"handling {type(msg).__name__}")
         return ThespianWatch(self.watch_fds())

@@ -71,7 +71,7 @@ def test_linger_serves_traffic_then_returns_when_idle() -> None:
         b.send(b"x")
         ret = actor.receiveMessage(WatchMessage([a.fileno()]), None)
         assert isinstance(ret, ThespianWatch)
-        assert ret.filenos == [a.fileno()]
+        assert ret.filenos == [actor._ep.fileno()]  # Thespian watches our one epoll
         assert actor.passes == 20
         assert actor.linger_passes == 19  # all but the first came from our own epoll
     finally:
@@ -123,18 +123,42 @@ def test_no_linger_when_disabled() -> None:
         b.close()
 
 
-def test_watch_set_change_rebuilds_epoll() -> None:
+def test_watch_and_unwatch_change_the_one_epoll_thespian_watches() -> None:
     a, b = _pair()
     c, d = _pair()
     try:
         actor = _PingActor(a, b, limit=1)
-        ep1 = actor._sync_epoll()
-        assert actor._sync_epoll() is ep1
-        actor.set_watch_fds([a.fileno(), c.fileno()])
-        ep2 = actor._sync_epoll()
-        assert ep2 is not ep1
+        ep = actor._ep
+        actor.watch(c.fileno())
+        assert actor._ep is ep and actor.watched() == {a.fileno(), c.fileno()}
         d.send(b"y")
-        assert [fd for fd, _ in ep2.poll(1.0)] == [c.fileno()]
+        assert actor._ready_fds() == [c.fileno()]
+        actor.unwatch(c.fileno())
+        assert actor._ready_fds() == []
+        assert actor.watch_fds() == [ep.fileno()]
+        actor.set_watch_fds([])
+        assert actor.watch_fds() == []  # nothing watched: Thespian watches nothing
+    finally:
+        for s in (a, b, c, d):
+            s.close()
+
+
+def test_a_descriptor_closed_while_another_process_holds_it_is_dropped() -> None:
+    a, b = _pair()
+    c, d = _pair()
+    try:
+        actor = _PingActor(a, b, limit=1)
+        actor.watch(c.fileno())
+        held = os.dup(c.fileno())  # as a child forked since would hold it
+        stale = c.fileno()
+        actor._watched.discard(stale)  # closed without unwatch: epoll keeps it (held elsewhere)
+        c.close()
+        d.send(b"y")
+        assert actor._ready_fds() == []  # the stale registration is noticed, the epoll rebuilt
+        d.send(b"y")
+        assert actor._ready_fds() == []
+        assert actor.watched() == {a.fileno()}
+        os.close(held)
     finally:
         for s in (a, b, c, d):
             s.close()
