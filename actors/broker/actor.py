@@ -21,6 +21,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest
 
 from actors.broker.ha import HAServiceActor
+from actors.broker.index_service import IndexServiceActor, broker_store_config
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
 from actors.runtime.channel import (
     HOLDS,
@@ -615,106 +616,6 @@ def _coalesce(arrivals: list[Any]) -> list[list[Any]]:
     return list(last.values())
 
 
-# -- IndexService actor: builds the IndexFile entries beside the writer ---------------------------
-def broker_store_config(sc: Any) -> Any:
-    """The broker's store config: index built by the IndexService actor unless set otherwise."""
-    if not hasattr(sc, "index_mode") or not dataclasses.is_dataclass(sc):
-        return sc  # a test personality's stand-in
-    out: Any = sc
-    if out.messageIndexDispatch == "":
-        out = dataclasses.replace(out, messageIndexDispatch="process")
-    if out.index_mode == "process" and out.messageIndexProcessSpawn:
-        out = dataclasses.replace(out, messageIndexProcessSpawn=False)  # the actor owns it
-    return out
-
-
-class IndexServiceActor(WatchingActor):
-    """RocketMQ's IndexService as a dispatcher role: store.index_dispatch.IndexFollower on ticks.
-
-    Mirrors store/index/IndexService.java + the index part of DefaultMessageStore's
-    ReputMessageService, RocketMQ 4.9.x.
-    """
-
-    BUSY_MS = 1.0  # next tick after a tick that indexed something
-    IDLE_MAX_MS = 10.0  # idle back-off cap (queries scan the unindexed tail meanwhile)
-    SLICE_MS = 20.0  # at most this much indexing per tick (control messages wait meanwhile)
-    OPEN_RETRIES = 500  # x 20 ms: a previous owner may still hold the index lock
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.follower: Any = None
-        self.cfg: Any = None
-        self.requester: Any = None
-        self.open_tries = 0
-        self.idle_ms = self.BUSY_MS
-
-    def on_control(self, msg: Any, sender: Any) -> None:
-        if isinstance(msg, StartIndexer):
-            self.cfg = msg.store_config
-            self.requester = sender
-            self._open()
-        elif isinstance(msg, StopIndexer):
-            ok, nxt = self._close(drain=True)
-            self.send(sender, IndexerStopped(ok, nxt))
-
-    def _open(self) -> None:
-        from store.index_dispatch import IndexFollower
-
-        try:
-            follower = IndexFollower(self.cfg)
-            if not follower.open():
-                follower.close(drain=False)
-                self.open_tries += 1
-                if self.open_tries < self.OPEN_RETRIES:
-                    self.schedule("open", 20.0)
-                    return
-                raise RuntimeError("index lock held by another process")
-        except Exception as exc:
-            log.exception("index service failed to start")
-            self.send(self.requester, IndexerFailed(f"{type(exc).__name__}: {exc}"))
-            return
-        self.follower = follower
-        log.info("index service following from phy=%d", follower.next_phy)
-        self.send(self.requester, IndexerReady(follower.next_phy))
-        self.schedule("tick", self.BUSY_MS)
-
-    def on_timer(self, key: str) -> None:
-        if key == "open" and self.follower is None:
-            self._open()
-        elif key == "tick" and self.follower is not None:
-            self.schedule("tick", self._tick())
-
-    def _tick(self) -> float:
-        """Index what was published, for at most SLICE_MS; returns the next tick's delay."""
-        end = time.monotonic() + self.SLICE_MS / 1000.0
-        walked = 0
-        while True:  # an exception ends the actor: its replacement resumes from the files
-            n = self.follower.step(8192)
-            walked += n
-            if n == 0 or time.monotonic() >= end:
-                break
-        if walked:
-            self.idle_ms = self.BUSY_MS
-        else:
-            self.idle_ms = min(self.IDLE_MAX_MS, self.idle_ms * 2)
-        return self.idle_ms
-
-    def _close(self, drain: bool) -> tuple[bool, int]:
-        follower, self.follower = self.follower, None
-        if follower is None:
-            return True, -1
-        try:
-            nxt = int(follower.close(drain=drain))
-        except Exception:
-            log.exception("index service close failed")
-            return False, -1
-        log.info("index service stopped at phy=%d", nxt)
-        return True, nxt
-
-    def on_exit(self) -> None:
-        self._close(drain=False)
-
-
 # -- controller actor --------------------------------------------------------------------------
 class BrokerControllerActor(BrokerChildSupervisor):
     """Starts the broker's actors (and replaces the dead: actors.broker.supervision), owns its
@@ -1196,7 +1097,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
 
     # shutdown: remoting -> store -> persist -> unregister -> reply
     def _stop(self, sender: Any) -> None:
-        self.stop_requester = sender
+        if sender is not None:
+            self.stop_requester = sender
+        if self.state.startswith("stopping"):
+            return  # a stop under way (the broker stopping itself): it answers this one too
         if self.state != "running":
             self.state = "stopping-store"
             self._shutdown_store()
@@ -1222,7 +1126,8 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.send(self.processors["send"], ShutdownStore())
             self._timer_due.pop("stop-timeout", None)
             self.schedule("stop-timeout", 10000)
-        elif self.state.startswith("stopping"):
+        elif self.state in ("stopping-remoting", "stopping-store"):
+            self.state = "stopping-store"  # no writer (none, or given up on): next step
             self._after_store(StoreShutdownDone(True, "no store"))
 
     def _after_store(self, msg: StoreShutdownDone) -> None:

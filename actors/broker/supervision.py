@@ -103,6 +103,9 @@ class BrokerChildSupervisor(WatchingActor):
     def _stop(self, sender: Any) -> None:
         raise NotImplementedError
 
+    def _fail(self, reason: str) -> None:
+        raise NotImplementedError
+
     def _after_index(self) -> None:
         raise NotImplementedError
 
@@ -162,9 +165,10 @@ class BrokerChildSupervisor(WatchingActor):
             self.indexer = None
             self._after_index()
             return
+        if self.state.startswith("starting"):
+            self._fail(f"{child.role} {child.cause()} while the broker started")
+            return
         if self.state != "running":
-            if not self.state.startswith("stop") and self.state not in ("failed", "stopped"):
-                log.error("role=%s %s while the broker starts", child.role, child.cause())
             return
         self._died(child)
 
@@ -198,8 +202,11 @@ class BrokerChildSupervisor(WatchingActor):
                         (time.monotonic() - since) * 1000.0)  # fmt: skip
 
     def _replacement_failed(self, role: str, reason: str) -> None:
-        """A replacement could not start: counts as a death; tried again after RETRY_MS."""
-        self.release(role)
+        """A replacement could not start: counts as a death; it is stopped, and tried again
+        after RETRY_MS."""
+        failed = self.children.forget(role)
+        if failed is not None:
+            self.send(failed.addr, ActorExitRequest())
         t = now_ms()
         if not self.budget.died(role, t):
             self._give_up(role, f"its replacement keeps failing to start: {reason}")

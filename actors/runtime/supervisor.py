@@ -34,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-from thespian.actors import ChildActorExited
+from thespian.actors import ActorExitRequest, ChildActorExited
 
 from actors.runtime.messages import (
     BrokerStarted,
@@ -44,6 +44,8 @@ from actors.runtime.messages import (
     NamesrvStarted,
     NamesrvStartFailed,
     RoleFailed,
+    StartBroker,
+    StartNamesrv,
     StopBroker,
     Supervise,
     Supervising,
@@ -60,6 +62,10 @@ ORPHAN_POLL_MS: Final = 20.0
 
 STARTED: Final = (NamesrvStarted, BrokerStarted)
 START_FAILED: Final = (NamesrvStartFailed, BrokerStartFailed)
+FAILED_FOR: Final[dict[type, type]] = {  # the start message -> how its failure is told
+    StartNamesrv: NamesrvStartFailed,
+    StartBroker: BrokerStartFailed,
+}
 
 
 class RestartBudget:
@@ -280,17 +286,34 @@ class RoleSupervisor(WatchingActor):
         if self.state != "replacing":
             return
         log.error("role=%s replacement failed to start: %s", self.role, msg.reason)
-        self.children.forget(self.role)  # it stops itself; its exit is not another death
-        if self.budget.died(self.role, now_ms()):
-            self.schedule("retry", RETRY_MS)
-        else:
+        failed = self.children.forget(self.role)  # stopped here: its exit is no other death
+        if not self.budget.died(self.role, now_ms()):
             self._fail(self.role, f"its replacement keeps failing to start: {msg.reason}")
+            return
+        self._stop_then_create(failed)
+
+    def _stop_then_create(self, failed: Child | None) -> None:
+        """Stop a replacement that failed to start (and its children), then try again."""
+        self.orphans = {r: p for r, p in self.child_pids.items() if pid_alive(p)}
+        self.child_pids = {}
+        if failed is not None:
+            if failed.pid is not None:
+                self.orphans[self.role] = failed.pid
+            self.send(failed.addr, ActorExitRequest())
+        self.orphan_deadline = time.monotonic() + ORPHAN_WAIT_S
+        self.schedule("orphans", RETRY_MS)
 
     def _child_exited(self, addr: Any) -> None:
         child = self.children.remove(addr)
         if child is None or self.state in ("stopping", "failed", "idle"):
             return
         cause = child.cause()
+        if self.state == "starting":  # the first start: the launcher reports it and exits 2
+            self.state = "failed"
+            failed = FAILED_FOR.get(type(self.start))
+            if failed is not None:
+                self.send(self.launcher, failed(f"{self.role} {cause} while starting"))
+            return
         t = now_ms()
         if not self.budget.died(self.role, t):
             log.error("role=%s pid=%s %s: %s; not replaced", self.role, child.pid, cause,
@@ -329,8 +352,6 @@ class RoleSupervisor(WatchingActor):
             return
         if key == "orphans":
             self._after_orphans()
-        elif key == "retry":
-            self._create()
 
     def _fail(self, role: str, reason: str) -> None:
         """Give up: tell the launcher (it stops everything and exits non-zero)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import multiprocessing
 import os
 import select
 import signal
@@ -96,12 +97,16 @@ def name_process(role: str) -> None:
 
 
 def die_with_parent() -> None:
-    """Have the kernel send this process SIGTERM when its parent process dies (Linux)."""
+    """Have the kernel send this process SIGTERM when its parent process dies (Linux); a
+    parent that died before this call (between the fork and here) counts as dead already."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
-        pass
+        return
+    parent = multiprocessing.parent_process()  # who forked us (None outside multiprocessing)
+    if parent is not None and parent.pid != os.getppid():
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def exit_failed(role: str, what: str) -> None:

@@ -5,14 +5,18 @@ connections as fast as it can (connect, close, next), against the broker port an
 name server port of a real `actormq up`-style cluster. A round ends when the server process
 holds no more descriptors than before it (every connection accepted and closed on its side);
 the figure is N / that time, median and min-max of --runs rounds, beside the client's own
-connect+close rate (the raw limit of one client on this host).
+connect+close rate (the limit of one client on this host) and a raw Python epoll server that
+only accepts and closes, measured the same way in the same run (the ceiling of any Python
+server here).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
+import select
 import socket
 import statistics
 import sys
@@ -61,6 +65,64 @@ def drained_rate(pid: int, port: int, n: int, baseline: int) -> tuple[float, flo
     return n / total, n / client_s
 
 
+def _raw_server(sock: socket.socket) -> None:
+    """Accept and close, nothing else: epoll, non-blocking, as the actors' loop does."""
+    ep = select.epoll()
+    sock.setblocking(False)
+    ep.register(sock.fileno(), select.EPOLLIN)
+    conns: dict[int, socket.socket] = {}
+    while True:
+        for fd, _ in ep.poll():
+            if fd == sock.fileno():
+                while True:
+                    try:
+                        c, _ = sock.accept()
+                    except BlockingIOError:
+                        break
+                    c.setblocking(False)
+                    conns[c.fileno()] = c
+                    ep.register(c.fileno(), select.EPOLLIN)
+                continue
+            c = conns.pop(fd)
+            try:
+                data = c.recv(65536)
+            except OSError:
+                data = b""
+            if data:
+                conns[fd] = c
+                continue
+            ep.unregister(fd)
+            c.close()
+
+
+def raw_rates(n: int, runs: int) -> list[float]:
+    """The raw epoll accept+close server's rates for `runs` rounds of n connections."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1024)
+    proc = multiprocessing.get_context("fork").Process(target=_raw_server, args=(lst,),
+                                                       daemon=True)  # fmt: skip
+    proc.start()
+    lst.close()
+    try:
+        from deploy import procinfo
+
+        assert proc.pid is not None
+        port = 0
+        for _ in range(100):  # until the child holds the listener (the parent closed its copy)
+            held = procinfo.listeners_of([proc.pid])
+            if held:
+                port = held[0][2]
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)
+        baseline = fd_count(proc.pid)
+        return [drained_rate(proc.pid, port, n, baseline)[0] for _ in range(runs)]
+    finally:
+        proc.kill()
+        proc.join(5)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print one line per server."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -98,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"the client alone {statistics.median(client):,.0f} connect+close/s\n")
     finally:
         launch.stop_cluster(cluster)
+    raw = raw_rates(args.n, args.runs)
+    sys.stdout.write(f"raw Python epoll accept+close server: {statistics.median(raw):,.0f}/s "
+                     f"({min(raw):,.0f}-{max(raw):,.0f})\n")
     return 0
 
 

@@ -41,11 +41,11 @@ def _serve(
     when the parent dies); `ready` gets one byte once the store is open and warm."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the finally: store shut down
     _die_with_parent()
-    from actors.broker.actor import broker_store_config
     from actors.broker.config import BrokerConfig
     from actors.broker.context import BrokerContext
     from actors.broker.controller import BrokerControllerCore
     from actors.broker.events import TopicConfigChanged
+    from actors.broker.index_service import broker_store_config
     from actors.broker.processors import BROKER_PROCESSOR_GROUPS
     from actors.broker.topic_config import TopicConfig
     from actors.core import Request

@@ -8,6 +8,7 @@ level; the log does not grow by a line per connection.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import threading
@@ -103,7 +104,7 @@ class GoodClient(threading.Thread):
         codes = {c for _t, c in self.answers}
         assert codes <= {0, int(ResponseCode.SYSTEM_BUSY)}, codes
         times = [since] + [t for t, _c in self.answers if since <= t <= until] + [until]
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert max(gaps) < MAX_GAP_S, f"no answer for {max(gaps):.1f} s"
         assert sum(1 for t, c in self.answers if since <= t <= until and c == 0) > 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +26,10 @@ from deploy.cli import EXIT_ROLE_FAILED
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message import decode_messages
-from tests.integration.conftest import cluster_pids, wait_gone
+from tests.integration.conftest import ECHO, MarkedProcess, cluster_pids, wait_gone
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
+    SMALL_STORE,
     broker_addr,
     create_topic_cmd,
     heartbeat_cmd,
@@ -59,10 +61,28 @@ def comm(pid: int) -> str:
         return ""
 
 
+def ppid(pid: int) -> int:
+    """The parent process id (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
 def role_pids(pids: list[int], role: str) -> list[int]:
-    """The live processes named amq-<role> (15 characters at most) among `pids`."""
+    """The live processes named amq-<role> (15 characters at most) among `pids` whose parent
+    is one of them too: a child just forked bears its parent's name until it names itself,
+    and a process whose parent died is on its way out: neither is counted."""
     name = ("amq-" + role)[:15]
-    return [p for p in pids if comm(p) == name and not procinfo.is_zombie(p)]
+    return [p for p in pids if comm(p) == name and ppid(p) in pids
+            and comm(ppid(p)) != name and not procinfo.is_zombie(p)]  # fmt: skip
+
+
+def _one(pids: list[int]) -> int | None:
+    """The only pid of the list (None when there are none or several)."""
+    return pids[0] if len(pids) == 1 else None
 
 
 class Producer:
@@ -182,7 +202,9 @@ def test_each_role_killed_is_replaced_and_nothing_acknowledged_is_lost(local_clu
     for role, probe in roles:
         producer.send_acked(PER_ROLE)
         producer.client.close()
-        [old] = role_pids(cluster_pids(cluster), role)
+        old = wait_until(lambda role=role: _one(role_pids(cluster_pids(cluster), role)), 5.0,
+                         0.05)  # fmt: skip
+        assert old, f"not one {role} process: {role_pids(cluster_pids(cluster), role)}"
         os.kill(old, signal.SIGKILL)
         assert wait_gone([old], 5.0) == [], role
 
@@ -222,9 +244,8 @@ def test_connection_cap_refuses_the_excess_and_says_so_once(local_cluster) -> No
             finally:
                 s.close()
         assert refused == [True] * 5
-        with BlockingClient(addr) as probe:  # still full: refused too
-            with pytest.raises((ConnectionError, OSError)):
-                probe.invoke(simple_cmd(int(RequestCode.GET_BROKER_RUNTIME_INFO)), 3.0)
+        with BlockingClient(addr) as probe, pytest.raises((ConnectionError, OSError)):
+            probe.invoke(simple_cmd(int(RequestCode.GET_BROKER_RUNTIME_INFO)), 3.0)  # still full
         held.pop().close()
         assert wait_until(lambda: _admin_ok(addr), 5.0, 0.1), "a freed slot was not reusable"
         # the held ones still work
@@ -247,21 +268,44 @@ def _admin_ok(addr: tuple[str, int]) -> bool:
         return False
 
 
-def test_role_killed_repeatedly_stops_up_nonzero_leaving_nothing(up_process) -> None:
-    up = up_process()
-    up.wait_ready()
+@pytest.mark.parametrize(("role", "named", "personality"), [
+    ("RemotingServer", "RemotingServer", ECHO),
+    ("send", "send", None),  # the store writer of the real broker
+    ("BrokerControllerActor", "broker-a", ECHO),
+    ("NameServerActor", "namesrv", ECHO),
+])  # fmt: skip
+def test_role_killed_repeatedly_stops_up_nonzero_leaving_nothing(
+    tmp_path: Path, role: str, named: str, personality: str | None
+) -> None:
+    conf = tmp_path / "broker.conf"  # small store files: the real writer recovers them fast
+    conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
+    ns_port, port = launch.stable_free_port(), launch.stable_free_port(pair=True)
+    cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"), "-c",
+           str(conf), "--namesrv-port", str(ns_port), "--broker-port", str(port)]  # fmt: skip
+    if personality:
+        cmd += ["--personality", personality]
+    up = MarkedProcess(cmd, tmp_path / "up", os.getcwd())
+    try:
+        up.wait_for("broker ", 60.0)
+        _kill_until_given_up(up, role, named)
+    finally:
+        up.stop()
+
+
+def _kill_until_given_up(up: MarkedProcess, role: str, named: str) -> None:
     killed: list[int] = []
     for i in range(MAX_DEATHS):
-        pids = wait_until(lambda: [p for p in role_pids(up.pids(), "RemotingServer")
-                                   if p not in killed], 10.0, 0.02)  # fmt: skip
-        assert pids, f"no RemotingServer after {i} kills"
+        pids = wait_until(lambda: [p for p in role_pids(up.pids(), role)
+                                   if p not in killed], 15.0, 0.02)  # fmt: skip
+        assert pids, f"no {role} after {i} kills"
         os.kill(pids[0], signal.SIGKILL)
         killed.append(pids[0])
     code = up.proc.wait(30)
     assert code == EXIT_ROLE_FAILED
     err = up.err_path.read_text(errors="replace")
-    assert "RemotingServer keeps failing" in err, err[-2000:]
+    assert f"{named} keeps failing" in err, err[-2000:]
     assert wait_gone(up.pids(), 15.0) == []
     log_text = (up.out_path.parent / "data" / "actormq.log").read_text(errors="replace")
     assert f"death {MAX_DEATHS - 1} of {MAX_DEATHS}" in log_text
+    assert "did not confirm shutdown" not in err  # stopped itself, then answered the stop
     assert "keeps failing" in log_text

@@ -1,0 +1,106 @@
+"""FrameServer on real loopback sockets: watched one descriptor at a time, maxConnections, the
+rate-limited refusal line, nothing logged per connection."""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from actors.runtime.tcp import REFUSAL_LOG_S, FrameServer, RefusalLog
+
+
+class _Watcher:
+    """Records watch / unwatch calls (what WatchingActor does with its epoll)."""
+
+    def __init__(self) -> None:
+        self.fds: set[int] = set()
+        self.calls = 0
+
+    def watch(self, fd: int) -> None:
+        self.fds.add(fd)
+        self.calls += 1
+
+    def unwatch(self, fd: int) -> None:
+        self.fds.discard(fd)
+        self.calls += 1
+
+
+def _serve(server: FrameServer, watcher: _Watcher, seconds: float) -> None:
+    """Hand readiness of the watched descriptors to the server for a while (bounded)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select(list(watcher.fds), [], [], 0.01)
+        for fd in ready:
+            server.handle_ready(fd, time.monotonic(), time.monotonic_ns())
+
+
+def _server(limit: int) -> tuple[FrameServer, _Watcher, list[Any]]:
+    watcher = _Watcher()
+    closed: list[Any] = []
+    server = FrameServer(lambda conn, frames, ns: None, closed.append, watcher=watcher,
+                         max_connections=limit, name="test")  # fmt: skip
+    server.listen("127.0.0.1", 0)
+    return server, watcher, closed
+
+
+def test_accepts_and_closes_watching_one_descriptor_at_a_time(caplog: Any) -> None:
+    server, watcher, closed = _server(100)
+    port = server.listener.getsockname()[1]  # type: ignore[union-attr]
+    try:
+        with caplog.at_level(logging.DEBUG, logger="actors.runtime.tcp"):
+            clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(50)]
+            _serve(server, watcher, 0.3)
+            assert len(server.conns) == 50
+            assert watcher.fds == {server.listen_fd, *server.by_fd}
+            for c in clients:
+                c.close()
+            _serve(server, watcher, 0.3)
+        assert server.conns == {} and len(closed) == 50
+        assert watcher.fds == {server.listen_fd}
+        assert caplog.records == []  # nothing per connection
+    finally:
+        server.close_all()
+    assert watcher.fds == set()
+
+
+def test_connections_beyond_the_cap_are_closed_and_reported_once(caplog: Any) -> None:
+    server, watcher, _closed = _server(3)
+    port = server.listener.getsockname()[1]  # type: ignore[union-attr]
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    extra = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    try:
+        with caplog.at_level(logging.WARNING, logger="actors.runtime.tcp"):
+            _serve(server, watcher, 0.3)
+        assert len(server.conns) == 3
+        for s in extra:
+            s.settimeout(2.0)
+            try:
+                assert s.recv(1) == b""
+            except ConnectionResetError:
+                pass
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and "maxConnections=3 reached" in lines[0], lines
+        assert server.refusals.total == 4
+    finally:
+        for s in held + extra:
+            s.close()
+        server.close_all()
+
+
+@pytest.mark.parametrize("gap_s", [0.0, REFUSAL_LOG_S])
+def test_refusal_log_counts_between_lines(caplog: Any, gap_s: float) -> None:
+    log = RefusalLog("x", 5)
+    with caplog.at_level(logging.WARNING, logger="actors.runtime.tcp"):
+        log.refused(("10.0.0.1", 1), 100.0)
+        log.refused(("10.0.0.2", 2), 100.0 + gap_s / 2)
+        log.refused(("10.0.0.3", 3), 100.0 + gap_s)
+    lines = [r.getMessage() for r in caplog.records]
+    if gap_s:
+        assert len(lines) == 2 and "refused 2 connection(s)" in lines[1]
+    else:
+        assert len(lines) == 1 and log.pending == 2
