@@ -220,10 +220,10 @@ class BrokerChildSupervisor(WatchingActor):
         if not key.startswith("replace:"):
             return False
         role = key.partition(":")[2]
-        if self.state == "running" and self.children.by_role(role) is None:
-            self._replace(role)
-        elif key == "replace:sync-events":
+        if role == "sync-events":  # SyncEvents went unanswered: start what waits anyway
             self._start_pending_groups()
+        elif self.state == "running" and self.children.by_role(role) is None:
+            self._replace(role)
         return True
 
     # -- RemotingServer --------------------------------------------------------------------------

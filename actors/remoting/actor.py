@@ -289,13 +289,16 @@ class RemotingServer(WatchingActor):
         self._conn_closed(conn, FAST_CONN_BASE + conn.id)
 
     def _conn_closed(self, conn: Conn, conn_id: int) -> None:
-        """Tell the processors this connection sent to (or was called by) that it is gone."""
+        """Tell the processor groups this connection sent to (or was called by) that it is
+        gone: the group's live channel (a replaced processor holds its state from the
+        controller's snapshot, where the connection may appear)."""
         self.calls.pop(conn_id, None)
         routed = conn.routed
         if not routed:
             return
-        for ch in routed:
-            if not ch.closed:
+        live = {old if not old.closed else self.group_channel.get(old.name) for old in routed}
+        for ch in live:
+            if ch is not None and not ch.closed:
                 add_conn_record(ch.out, CONN_CLOSED, conn_id)
                 self.dirty.add(ch)
 

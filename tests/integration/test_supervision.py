@@ -304,7 +304,8 @@ def _kill_until_given_up(up: MarkedProcess, role: str, named: str) -> None:
     assert code == EXIT_ROLE_FAILED
     err = up.err_path.read_text(errors="replace")
     assert f"{named} keeps failing" in err, err[-2000:]
-    assert wait_gone(up.pids(), 15.0) == []
+    left = wait_gone(up.pids(), 30.0)
+    assert left == [], [(p, comm(p)) for p in left]
     log_text = (up.out_path.parent / "data" / "actormq.log").read_text(errors="replace")
     assert f"death {MAX_DEATHS - 1} of {MAX_DEATHS}" in log_text
     assert "did not confirm shutdown" not in err  # stopped itself, then answered the stop
