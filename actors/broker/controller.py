@@ -172,13 +172,13 @@ class BrokerControllerCore(BrokerState):
                     # a new topic data version, or the name servers keep the old queue perms
                     topics_changed = True
                     self._register_needed = True
-            if isinstance(ev, TopicConfigChanged):
-                if changed:
-                    self._register_needed = self._register_needed or ev.register
-                if ev.barrier:
-                    self._barriers.append((origin, ev.barrier))
-                    self._register_needed = True
+            if isinstance(ev, TopicConfigChanged) and changed:
+                self._register_needed = self._register_needed or ev.register
             elif isinstance(ev, TopicsDeleted):
+                self._register_needed = True
+            if isinstance(ev, TopicConfigChanged | TopicsDeleted | BrokerConfigChanged) and (
+                    ev.barrier):  # the origin answers once this registration is done
+                self._barriers.append((origin, ev.barrier))
                 self._register_needed = True
             for group in ev.AUDIENCE & ALL_GROUPS:
                 if group != origin:
