@@ -78,6 +78,18 @@ from store.stats_page import StatsPage, stats_path
 log = logging.getLogger(__name__)
 
 
+def _writable(path: str) -> bool:
+    """True when `path` (or, not there yet, the nearest directory that would hold it) may be
+    written by this process."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return False
+        probe = parent
+    return os.access(probe, os.W_OK)
+
+
 def language_name(code: int) -> str:
     """LanguageCode as fastjson writes the enum (its name)."""
     try:
@@ -637,13 +649,14 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """UPDATE_BROKER_CONFIG: Java properties text; every actor applies it (an event), the
-        controller persists config/broker.properties and re-registers on a permission change,
+        controller persists it into the broker's config file (the -c file, which the next start
+        reads, as RocketMQ's Configuration does) and re-registers on a permission change,
         answered once the name servers have that registration (registerBrokerAll in Java's
         updateBrokerConfig). A name in configBlackList refuses the lot (NO_PERMISSION), as
         4.9.x does. Unknown names are ignored as RocketMQ does; names read only at start
-        (RESTART_ONLY) are stored and take effect at the next start. A value of the wrong type
-        refuses the lot."""
-        from actors.broker.config import RESTART_ONLY, split_config_updates
+        (RESTART_ONLY) are only persisted, and the remark says where. A value of the wrong
+        type refuses the lot."""
+        from actors.broker.config import RESTART_ONLY, broker_config_path, split_config_updates
         from actors.broker.events import BrokerConfigChanged
 
         cmd = req.cmd
@@ -661,7 +674,12 @@ class AdminBrokerProcessor(CodeDispatchCore):
         if unknown:
             notes.append(f"ignored unknown {', '.join(unknown)}")
         if later:
-            notes.append(f"{', '.join(later)} take effect at the next start")
+            path = broker_config_path(self.ctx.broker_config, self.ctx.store_config)
+            if _writable(path):
+                notes.append(f"{', '.join(later)} take effect at the next start (saved to {path})")
+            else:
+                notes.append(f"{', '.join(later)} not kept for the next start: {path} cannot "
+                             "be written")  # fmt: skip
         log.info("broker config updated %s %s", dict(known), "; ".join(notes))
         resp = cmd.make_response(RS.SUCCESS, "; ".join(notes) or None)
         if not known:
