@@ -12,6 +12,8 @@ against the real broker and name server.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from deploy.wire import BlockingClient
@@ -24,11 +26,11 @@ from tests.integration.e2e_helpers import (
     create_topic_cmd,
     get_route,
     msg_props,
-    namesrv_addr,
     pull_cmd,
     send_cmd,
     simple_cmd,
     start_real,
+    start_up_process,
     wait_until,
 )
 
@@ -95,38 +97,41 @@ def test_sends_after_a_delete_are_never_lost(local_cluster) -> None:
     assert remade + refused == ROUNDS and remade > 0  # autoCreateTopicEnable: made anew
 
 
-def _registrations(log_path) -> int:  # type: ignore[no-untyped-def]
+def _registrations(log_path: Path) -> int:
     text = log_path.read_text(errors="replace")
     return text.count("actors.broker.controller: registered with name server")
 
 
-def test_a_topic_deleted_in_broker_and_name_server_stays_deleted(local_cluster, tmp_path) -> None:
-    cluster = start_real(local_cluster, registerNameServerPeriod="10000")
-    ns = namesrv_addr(cluster)
+def test_a_topic_deleted_in_broker_and_name_server_stays_deleted(tmp_path) -> None:
+    run, ns_port, broker_port, data = start_up_process(tmp_path, registerNameServerPeriod="10000")
+    ns = ("127.0.0.1", ns_port)
     topics = [f"RaceRoute{i}" for i in range(ROUNDS)]
-    with BlockingClient(broker_addr(cluster)) as cl, BlockingClient(ns) as nc:
-        for i, topic in enumerate(topics):
-            assert cl.invoke(create_topic_cmd(topic, 2), RPC_TIMEOUT_S).code == 0
-            assert nc.invoke(simple_cmd(RC.GET_ROUTEINFO_BY_TOPIC, topic=topic),
-                             RPC_TIMEOUT_S).code == RS.SUCCESS  # answered once registered
-            update = simple_cmd(RC.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n")
-            delete = simple_cmd(RC.DELETE_TOPIC_IN_BROKER, topic=topic)
-            if i % 2:  # pipelined on one connection
-                updated, deleted = cl.invoke_many([update, delete], RPC_TIMEOUT_S)
-            else:  # one after the other, each answer awaited (the sequence)
-                updated = cl.invoke(update, RPC_TIMEOUT_S)
-                deleted = cl.invoke(delete, RPC_TIMEOUT_S)
-            assert updated.code == deleted.code == RS.SUCCESS
-            r = nc.invoke(simple_cmd(RC.DELETE_TOPIC_IN_NAMESRV, topic=topic), RPC_TIMEOUT_S)
-            assert r.code == RS.SUCCESS
-            r = nc.invoke(simple_cmd(RC.GET_ROUTEINFO_BY_TOPIC, topic=topic), RPC_TIMEOUT_S)
-            assert r.code == RS.TOPIC_NOT_EXIST, f"{topic}: route back at once"
-    # the registrations that follow (periodic, every 10 s here) do not bring any of them back
-    log_path = tmp_path / "data0" / "actormq.log"
-    seen = _registrations(log_path)
-    assert wait_until(lambda: _registrations(log_path) > seen, 15.0), "no periodic registration"
-    resurrected = [t for t in topics if get_route(ns, t).code != RS.TOPIC_NOT_EXIST]
-    assert resurrected == []
-    with BlockingClient(ns) as nc:
-        r = nc.invoke(simple_cmd(RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), RPC_TIMEOUT_S)
-        assert b"RaceRoute" not in bytes(r.body)
+    try:
+        with BlockingClient(("127.0.0.1", broker_port)) as cl, BlockingClient(ns) as nc:
+            for i, topic in enumerate(topics):
+                assert cl.invoke(create_topic_cmd(topic, 2), RPC_TIMEOUT_S).code == 0
+                assert nc.invoke(simple_cmd(RC.GET_ROUTEINFO_BY_TOPIC, topic=topic),
+                                 RPC_TIMEOUT_S).code == RS.SUCCESS  # answered once registered
+                update = simple_cmd(RC.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n")
+                delete = simple_cmd(RC.DELETE_TOPIC_IN_BROKER, topic=topic)
+                if i % 2:  # pipelined on one connection
+                    updated, deleted = cl.invoke_many([update, delete], RPC_TIMEOUT_S)
+                else:  # one after the other, each answer awaited (the sequence)
+                    updated = cl.invoke(update, RPC_TIMEOUT_S)
+                    deleted = cl.invoke(delete, RPC_TIMEOUT_S)
+                assert updated.code == deleted.code == RS.SUCCESS
+                r = nc.invoke(simple_cmd(RC.DELETE_TOPIC_IN_NAMESRV, topic=topic), RPC_TIMEOUT_S)
+                assert r.code == RS.SUCCESS
+                r = nc.invoke(simple_cmd(RC.GET_ROUTEINFO_BY_TOPIC, topic=topic), RPC_TIMEOUT_S)
+                assert r.code == RS.TOPIC_NOT_EXIST, f"{topic}: route back at once"
+        # the registrations that follow (periodic, every 10 s here) bring none of them back
+        log_path = data / "actormq.log"
+        seen = _registrations(log_path)
+        assert wait_until(lambda: _registrations(log_path) > seen, 15.0), "no registration"
+        resurrected = [t for t in topics if get_route(ns, t).code != RS.TOPIC_NOT_EXIST]
+        assert resurrected == []
+        with BlockingClient(ns) as nc:
+            r = nc.invoke(simple_cmd(RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), RPC_TIMEOUT_S)
+            assert b"RaceRoute" not in bytes(r.body)
+    finally:
+        assert run.stop() == 0

@@ -10,17 +10,10 @@ import time
 
 import pytest
 
-from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from tests.integration.e2e_helpers import (
-    RPC_TIMEOUT_S,
-    broker_addr,
-    namesrv_addr,
-    start_real,
-    wait_until,
-)
+from tests.integration.e2e_helpers import RPC_TIMEOUT_S, start_up_process, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,29 +60,31 @@ def _closed_by_server(sock: socket.socket, timeout_s: float = 5.0) -> bool:
     return False
 
 
-def test_pathological_headers_close_the_connection_with_one_warning(local_cluster,
-                                                                   tmp_path) -> None:  # fmt: skip
-    cluster = start_real(local_cluster)
-    ping = {"broker": RemotingCommand.request(28),  # GET_BROKER_RUNTIME_INFO
-            "namesrv": RemotingCommand.request(106)}  # GET_BROKER_CLUSTER_INFO
-    for role, addr in (("broker", broker_addr(cluster)), ("namesrv", namesrv_addr(cluster))):
-        with BlockingClient(addr) as good:
-            assert good.invoke(ping[role], RPC_TIMEOUT_S).code == 0
-            for name, frame in PATHOLOGICAL.items():
-                with socket.create_connection(addr, timeout=5) as bad:
-                    bad.sendall(frame)
-                    assert _closed_by_server(bad), f"{role} kept the connection of {name}"
-            assert good.invoke(ping[role], RPC_TIMEOUT_S).code == 0  # still serving
-    log_path = tmp_path / "data0" / "actormq.log"
-    n = len(PATHOLOGICAL) * 2
+def test_pathological_headers_close_the_connection_with_one_warning(tmp_path) -> None:
+    run, ns, broker, data = start_up_process(tmp_path)
+    try:
+        ping = {"broker": RemotingCommand.request(28),  # GET_BROKER_RUNTIME_INFO
+                "namesrv": RemotingCommand.request(106)}  # GET_BROKER_CLUSTER_INFO
+        for role, port in (("broker", broker), ("namesrv", ns)):
+            addr = ("127.0.0.1", port)
+            with BlockingClient(addr) as good:
+                assert good.invoke(ping[role], RPC_TIMEOUT_S).code == 0
+                for name, frame in PATHOLOGICAL.items():
+                    with socket.create_connection(addr, timeout=5) as bad:
+                        bad.sendall(frame)
+                        assert _closed_by_server(bad), f"{role} kept the connection of {name}"
+                assert good.invoke(ping[role], RPC_TIMEOUT_S).code == 0  # still serving
+        log_path = data / "actormq.log"
+        n = len(PATHOLOGICAL) * 2
 
-    def closing_lines() -> list[str]:
-        return [ln for ln in log_path.read_text(errors="replace").splitlines()
-                if " WARNING " in ln and "closing" in ln]  # fmt: skip
+        def closing_lines() -> list[str]:
+            return [ln for ln in log_path.read_text(errors="replace").splitlines()
+                    if " WARNING " in ln and "closing" in ln]  # fmt: skip
 
-    wait_until(lambda: len(closing_lines()) >= n, 10.0)
-    launch.stop_cluster(cluster)
+        wait_until(lambda: len(closing_lines()) >= n, 10.0)
+    finally:
+        assert run.stop() == 0
     text = log_path.read_text(errors="replace")
     assert "Traceback" not in text
     assert " ERROR " not in text, [ln for ln in text.splitlines() if " ERROR " in ln][:5]
-    assert len(closing_lines()) >= n, closing_lines()
+    assert len(closing_lines()) >= n, closing_lines()  # one warning line per connection
