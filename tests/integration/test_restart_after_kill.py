@@ -57,9 +57,11 @@ def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
             "--admin-port", str(admin), "--namesrv-port", str(ns),
             "--broker-port", str(broker), "-c", str(conf)]  # fmt: skip
+    started = time.monotonic()
     first = MarkedProcess(argv, tmp_path / "up1", os.getcwd())
     try:
         first.wait_for(f"listening on 127.0.0.1:{broker}", 60.0)
+        fresh = time.monotonic() - started  # a start with nothing to clean, on this host now
         with BlockingClient(("127.0.0.1", broker)) as cl:
             assert cl.invoke(create_topic_cmd("KillT", 1), RPC_TIMEOUT_S).code == 0
             sent = cl.invoke(send_cmd("KillT", b"kept", msg_props(), queue_id=0), RPC_TIMEOUT_S)
@@ -81,7 +83,10 @@ def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
     try:
         second.wait_for(f"listening on 127.0.0.1:{broker}", 60.0)
         took = time.monotonic() - started
-        assert took < RESTART_LIMIT_S, f"serving after {took:.1f} s"
+        # within 5 s; on a loaded host, no slower than twice the fresh start measured above
+        # (the defect was a refusal, "Admin Port in use", or ~60 s of retries)
+        limit = max(RESTART_LIMIT_S, 2 * fresh)
+        assert took < limit, f"serving after {took:.1f} s (a fresh start took {fresh:.1f} s)"
         assert not os.path.exists(dead_dir), "the dead run's runtime directory is still there"
         assert len(_dirs_of(second.proc.pid)) == 1
         with BlockingClient(("127.0.0.1", broker)) as cl:
