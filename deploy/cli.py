@@ -4,7 +4,11 @@ Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.
 a Java properties file with RocketMQ's property names, command-line options override it, a
 bad configuration prints a clear message and exits (code 2 here), and a shutdown hook stops
 everything cleanly on SIGTERM / Ctrl-C. A role that keeps dying (actors.runtime.supervisor)
-stops everything too, and the command exits EXIT_ROLE_FAILED.
+stops everything too, and the command exits EXIT_ROLE_FAILED. Relative paths, in options and
+in config files, are taken from the working directory the command was started in. The
+broker's config file (the `-c` file; for `up` without one,
+<data>/store/config/broker.properties) is also where UPDATE_BROKER_CONFIG persists its changes
+(BrokerPathConfigHelper), so the next start reads them; options given on the command line still win.
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ import sys
 import threading
 from typing import Any
 
-from deploy.config import ConfigError, load_properties
+from deploy.config import (
+    BROKER_PATH_KEYS,
+    NAMESRV_PATH_KEYS,
+    ConfigError,
+    load_properties,
+    resolve_paths,
+)
 from deploy.launch import StartError
 
 log = logging.getLogger(__name__)
@@ -43,11 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="name server + one broker on this host")
     up.add_argument("--data", default="./data", help="data directory (store, logs)")
-    up.add_argument("--namesrv-port", type=_port, default=9876)
-    up.add_argument("--broker-port", type=_port, default=10911)
+    up.add_argument("--namesrv-port", type=_port, default=None, help="default 9876")
+    up.add_argument("--broker-port", type=_port, default=None,
+                    help="default: listenPort of the broker's config file, else 10911")
     up.add_argument("--host", default="127.0.0.1", help="listen address for client ports")
     up.add_argument("--admin-port", type=_port, default=None, help="Thespian Admin Port")
-    up.add_argument("-c", "--config", default=None, help="optional broker.conf")
+    up.add_argument("-c", "--config", default=None,
+                    help="optional broker.conf (default: <data>/store/config/broker.properties "
+                         "when there, where updateBrokerConfig keeps its changes)")
     up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
 
     ns = sub.add_parser("namesrv", help="a name server")
@@ -72,12 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _configs(props: dict[str, str], overrides: dict[str, str]) -> tuple[Any, Any]:
+def _configs(props: dict[str, str], overrides: dict[str, str | None]) -> tuple[Any, Any]:
+    """BrokerConfig and StoreConfig from the file's properties and the command line's
+    overrides (None: not given), paths made absolute; ConfigError."""
     from actors.broker.config import BrokerConfig
     from store.config import StoreConfig
 
     merged = dict(props)
     merged.update({k: v for k, v in overrides.items() if v is not None})
+    merged = resolve_paths(merged, BROKER_PATH_KEYS)
     try:
         bc = BrokerConfig.from_properties(merged)
         sc = StoreConfig.from_properties(merged)
@@ -93,7 +109,7 @@ def _namesrv_config(props: dict[str, str], data: str) -> Any:
     from actors.namesrv.config import NamesrvConfig
 
     try:
-        return NamesrvConfig.from_properties(props, data)
+        return NamesrvConfig.from_properties(resolve_paths(props, NAMESRV_PATH_KEYS), data)
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
 
@@ -134,17 +150,24 @@ def cmd_up(args: argparse.Namespace) -> int:
     from deploy import launch
 
     data = os.path.abspath(args.data)
-    props = load_properties(args.config) if args.config else {}
+    if args.config:
+        conf = os.path.abspath(args.config)
+        props = load_properties(conf)
+    else:  # the file updateBrokerConfig wrote in an earlier run, if any
+        conf = os.path.join(data, "store", "config", "broker.properties")
+        props = load_properties(conf) if os.path.isfile(conf) else {}
+    ns_port = 9876 if args.namesrv_port is None else args.namesrv_port
     bc, sc = _configs(props, {
-        "listenPort": str(args.broker_port),
-        "namesrvAddr": props.get("namesrvAddr") or f"127.0.0.1:{args.namesrv_port}",
+        "listenPort": None if args.broker_port is None else str(args.broker_port),
+        "namesrvAddr": props.get("namesrvAddr") or f"127.0.0.1:{ns_port}",
         "storePathRootDir": props.get("storePathRootDir") or os.path.join(data, "store"),
+        "brokerConfigPath": conf,
     })
     if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
         bc = bc.replace(brokerIP1=args.host)
     cluster = launch.start_system(data, admin_port=args.admin_port)
     try:
-        ns_config = _namesrv_config({"listenPort": str(args.namesrv_port)}, data)
+        ns_config = _namesrv_config({"listenPort": str(ns_port)}, data)
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
         _say(f"name server listening on {args.host}:{ns_port}")
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
@@ -180,10 +203,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
     """A broker from broker.conf until SIGTERM / Ctrl-C."""
     from deploy import launch
 
-    props = load_properties(args.config)
+    conf = os.path.abspath(args.config)
+    props = load_properties(conf)
     bc, sc = _configs(props, {
         "namesrvAddr": args.namesrvAddr,
         "listenPort": None if args.listenPort is None else str(args.listenPort),
+        "brokerConfigPath": conf,  # where updateBrokerConfig persists: the next start reads it
     })
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
@@ -205,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return admin_main(argv[1:])
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
+        checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if checkout not in sys.path:  # tests/ is in the checkout, not in the installed package
+            sys.path.insert(0, checkout)
         from tests.bench.broker_bench import main as bench_main
 
         return int(bench_main(argv[1:]) or 0)

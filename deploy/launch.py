@@ -32,13 +32,12 @@ import os
 import random
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from deploy import actor_logging
+from deploy import actor_logging, runtime_dir
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +115,14 @@ def free_port_pair(host: str = LOOPBACK, tries: int = 50) -> int:
 
 
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:
-    """True when `port` can be bound on `host` and on every interface."""
+    """True when a listener can bind `port` on `host` and on every interface.
+
+    Bound with SO_REUSEADDR, as every listener here binds (Thespian's, the RemotingServer's,
+    the HA service's): the sockets a killed run leaves in TIME_WAIT do not count, a live
+    listener does."""
     for h in (host, ""):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((h, port))
             except OSError:
@@ -198,10 +202,16 @@ def start_system(
     patch_thespian_bind(LOOPBACK)
     from thespian.actors import ActorSystem
 
+    runtime_dir.clean_dead()  # what runs killed with SIGKILL left behind
     if admin_port is None:
         admin_port = stable_free_port()
     elif not port_is_free(admin_port):
-        raise StartError(f"Thespian Admin Port {admin_port} is in use (stale actor system?)")
+        from deploy.procinfo import pid_listening_on
+
+        holder = pid_listening_on(admin_port)
+        who = f" by process {holder}" if holder is not None else ""
+        raise StartError(f"Thespian Admin Port {admin_port} is in use{who} (a running actor "
+                         "system? stop it first)")
     capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
     log_file = os.path.join(data_dir, "actormq.log")
     with actor_logging.directly(log_file, log_level):  # the admin forks in here
@@ -211,10 +221,9 @@ def start_system(
             logDefs=log_defs(log_file, log_level),
             transientUnique=True,
         )
-    runtime_dir = tempfile.mkdtemp(prefix="amq-")  # short: Unix socket paths max 107 bytes
-    os.chmod(runtime_dir, 0o700)
+    rdir = runtime_dir.create(admin_port)  # Unix sockets of this run; removed at stop
     log.info("actor system up, admin port %d", admin_port)
-    return LocalCluster(asys, admin_port, data_dir, runtime_dir)
+    return LocalCluster(asys, admin_port, data_dir, rdir)
 
 
 def _await(asys: Any, expect: tuple[type, ...], timeout_s: float) -> Any:

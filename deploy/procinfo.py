@@ -15,6 +15,7 @@ import struct
 log = logging.getLogger(__name__)
 
 TCP_LISTEN = "0A"
+TCP_TIME_WAIT = "06"
 
 
 def listening_sockets(net_of: int | None = None) -> dict[int, tuple[str, int]]:
@@ -35,6 +36,22 @@ def listening_sockets(net_of: int | None = None) -> dict[int, tuple[str, int]]:
     except OSError:
         pass
     return out
+
+
+def tcp_states(port: int) -> list[str]:
+    """The TCP state (hex, as /proc/net/tcp writes it: 0A listen, 06 time-wait, ...) of every
+    IPv4 socket whose local port is `port`."""
+    states: list[str] = []
+    try:
+        with open("/proc/net/tcp", encoding="ascii") as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                if len(parts) > 3 and int(parts[1].split(":")[1], 16) == port:
+                    states.append(parts[3])
+    except OSError:
+        pass
+    return states
 
 
 def socket_inodes(pid: int) -> set[int]:
@@ -87,6 +104,17 @@ def pids_in_session(sid: int) -> list[int]:
         if session_id(pid) == sid and not is_zombie(pid):
             pids.append(pid)
     return pids
+
+
+def start_time(pid: int) -> int:
+    """When a process started, in clock ticks since boot (field 22 of /proc/<pid>/stat); 0 when
+    it is gone. A pid and its start time name one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
 
 
 def is_zombie(pid: int) -> bool:

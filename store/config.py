@@ -201,6 +201,43 @@ def parse_properties_text(text: str) -> dict[str, str]:
     return props
 
 
+def _property_key(line: str) -> str:
+    """The key of a properties line as parse_properties_text reads it ("" for none)."""
+    for i, ch in enumerate(line):
+        if ch in "=:" or ch.isspace():
+            return line[:i]
+    return line
+
+
+def update_properties_text(text: str, updates: dict[str, str]) -> str:
+    """`text` (a properties file) with each key of `updates` set: its lines (and their
+    continuation lines) replaced in place by `key=value`, keys it lacks appended; comments,
+    blank lines and every other line kept as they were (Configuration.persist rewrites the whole
+    file; this keeps what its author wrote)."""
+    out: list[str] = []
+    done: set[str] = set()
+    continued = dropping = False  # the last line went on (trailing backslash); and was replaced
+    for raw in text.splitlines(keepends=True):
+        line = raw.strip()
+        if continued:  # part of the line before it, never a key of its own
+            continued = line.endswith("\\") and not line.endswith("\\\\")
+            if not dropping:
+                out.append(raw)
+            continue
+        key = "" if not line or line[0] in "#!" else _property_key(line)
+        continued = bool(key) and line.endswith("\\") and not line.endswith("\\\\")
+        dropping = key in updates
+        if not dropping:
+            out.append(raw)
+        elif key not in done:
+            out.append(f"{key}={updates[key]}\n")
+            done.add(key)
+    if out and not out[-1].endswith("\n"):
+        out[-1] += "\n"
+    out.extend(f"{k}={v}\n" for k, v in updates.items() if k not in done)
+    return "".join(out)
+
+
 def properties_text(*configs: Any) -> str:
     """MixAll.properties2String of config dataclasses: `name=value` lines (booleans as
     true/false, None left out), in field order."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,9 @@ class BrokerConfig:
     maxConnections: int = 10_000
     processorChannel: str = "unix"
     processorChannelHost: str = "127.0.0.1"
+    # the file UPDATE_BROKER_CONFIG persists to and the next start reads (BrokerPathConfigHelper:
+    # the -c file; "" = <storePathRootDir>/config/broker.properties); in configBlackList
+    brokerConfigPath: str = ""
     testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request
 
     @classmethod
@@ -161,6 +165,15 @@ RESTART_ONLY: frozenset[str] = frozenset({
 })  # fmt: skip
 
 
+def broker_config_path(broker_config: BrokerConfig, store_config: Any) -> str:
+    """The file UPDATE_BROKER_CONFIG persists to: brokerConfigPath, else
+    <storePathRootDir>/config/broker.properties."""
+    if broker_config.brokerConfigPath:
+        return broker_config.brokerConfigPath
+    root = os.path.expanduser(str(getattr(store_config, "storePathRootDir", "") or "."))
+    return os.path.join(root, "config", "broker.properties")
+
+
 def split_config_updates(
     props: dict[str, str], store_config_cls: Any
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
@@ -177,8 +190,11 @@ def split_config_updates(
 
 def apply_config_updates(broker_config: Any, store_config: Any,
                          updates: tuple[tuple[str, str], ...]) -> bool:  # fmt: skip
-    """Set each (key, text) on the broker or store config it belongs to; True if any changed."""
-    props = dict(updates)
+    """Set each (key, text) on the broker or store config it belongs to; True if any changed.
+    Names read only at start (RESTART_ONLY) are left as the running broker has them: they are
+    persisted for the next start (a listenPort set now would be advertised before anything
+    listens there)."""
+    props = {k: v for k, v in updates if k not in RESTART_ONLY}
     changed = False
     try:
         b_vals, s_vals, _ = split_config_updates(props, type(store_config))

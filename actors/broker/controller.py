@@ -26,7 +26,7 @@ import os
 import zlib
 from typing import Any
 
-from actors.broker.config import BrokerConfig
+from actors.broker.config import BrokerConfig, broker_config_path
 from actors.broker.events import (
     ALL_GROUPS,
     BrokerConfigChanged,
@@ -43,7 +43,7 @@ from actors.broker.topic_config import TopicConfig
 from protocol.bodies import BodyError, loads_lenient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
-from store.config import properties_text
+from store.config import update_properties_text
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +132,22 @@ class BrokerControllerCore(BrokerState):
         os.makedirs(self.config_dir, exist_ok=True)
         write_text_atomic(self.path(name), text)
 
-    def persist_config(self) -> None:
-        """Write config/broker.properties: every broker and store property as key=value
-        (Configuration.persist; read back only when a broker.conf points at it)."""
-        self._write("broker.properties", properties_text(self.broker_config, self.store_config))
+    def persist_config(self, updates: tuple[tuple[str, str], ...]) -> None:
+        """Configuration.persist after UPDATE_BROKER_CONFIG: the updated names set in the
+        broker's config file (broker_config_path: the -c file, which the next start reads, else
+        config/broker.properties), in place; a file that cannot be written is logged."""
+        from store.config_files import write_text_atomic
+
+        path = broker_config_path(self.broker_config, self.store_config)
+        try:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    old = f.read()
+            except FileNotFoundError:
+                old = ""
+            write_text_atomic(path, update_properties_text(old, dict(updates)))
+        except (OSError, UnicodeDecodeError) as exc:
+            log.error("broker config update not persisted to %s: %s", path, exc)
 
     def persist_topics(self) -> None:
         """Write topics.json."""
@@ -167,18 +179,18 @@ class BrokerControllerCore(BrokerState):
             topics_changed = topics_changed or bool(changed & TOPICS_CHANGED)
             groups_changed = groups_changed or bool(changed & GROUPS_CHANGED)
             if isinstance(ev, BrokerConfigChanged):  # persisted even when this copy had it
-                self.persist_config()
+                self.persist_config(ev.updates)
                 if any(k == "brokerPermission" for k, _ in ev.updates):
                     # a new topic data version, or the name servers keep the old queue perms
                     topics_changed = True
                     self._register_needed = True
-            if isinstance(ev, TopicConfigChanged):
-                if changed:
-                    self._register_needed = self._register_needed or ev.register
-                if ev.barrier:
-                    self._barriers.append((origin, ev.barrier))
-                    self._register_needed = True
+            if isinstance(ev, TopicConfigChanged) and changed:
+                self._register_needed = self._register_needed or ev.register
             elif isinstance(ev, TopicsDeleted):
+                self._register_needed = True
+            if isinstance(ev, TopicConfigChanged | TopicsDeleted | BrokerConfigChanged) and (
+                    ev.barrier):  # the origin answers once this registration is done
+                self._barriers.append((origin, ev.barrier))
                 self._register_needed = True
             for group in ev.AUDIENCE & ALL_GROUPS:
                 if group != origin:

@@ -35,10 +35,14 @@ class TopicConfigChanged:
 
 @dataclass(frozen=True, slots=True)
 class TopicsDeleted:
-    """Topics were deleted (DELETE_TOPIC_IN_BROKER)."""
+    """Topics were deleted (DELETE_TOPIC_IN_BROKER, by the store writer, which has already
+    dropped their consume queues when this is sent)."""
 
     AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
     topics: tuple[str, ...]
+    # != 0: the origin holds its reply under this token until the controller has registered
+    # without these topics with every name server (see actors.broker.held_replies)
+    barrier: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +138,9 @@ class BrokerConfigChanged:
     AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
     updates: tuple[tuple[str, str], ...]
     at_ms: int = 0  # when it was made: the config data version's timestamp
-
-
+    # != 0 (a brokerPermission change): the origin holds its reply under this token until the
+    # controller has re-registered (registerBrokerAll in updateBrokerConfig)
+    barrier: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,18 +152,6 @@ class TableVersions:
     AUDIENCE: ClassVar[frozenset[str]] = frozenset({"admin"})
     topics: tuple[int, int]
     groups: tuple[int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCleanRequested:
-    """CLEAN_UNUSED_TOPIC ("unused": consume queues of topics no longer configured),
-    CLEAN_EXPIRED_CONSUMEQUEUE ("expired": queues wholly below the commit log's min offset) or
-    DELETE_EXPIRED_COMMITLOG ("commitlog": expired commit-log files, whatever the hour), for
-    the store writer (DefaultMessageStore.cleanUnusedTopic / cleanExpiredConsumerQueue /
-    executeDeleteFilesManually)."""
-
-    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
-    what: str
 
 
 BrokerEvent = (
@@ -174,5 +167,4 @@ BrokerEvent = (
     | HaMasterChanged
     | BrokerConfigChanged
     | TableVersions
-    | StoreCleanRequested
 )

@@ -22,7 +22,6 @@ from actors.broker.events import (
     OffsetCommitted,
     OffsetMoved,
     ProducerGroupChanged,
-    StoreCleanRequested,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TableVersions,
@@ -115,7 +114,7 @@ class BrokerState:
                 self.producer_groups.pop(ev.group, None)
                 self.producer_clients.pop(ev.group, None)
             self._producer_channels = None  # rebuilt when read (the send core only)
-        elif not isinstance(ev, OffsetMoved | StoreCleanRequested | HaMasterChanged):
+        elif not isinstance(ev, OffsetMoved | HaMasterChanged):
             # (no table for those: the send core acts)
             return None
         return changed

@@ -51,7 +51,7 @@ def request_code(frame: Any) -> int:
     if stype == JSON:
         try:
             obj = json.loads(header)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # Recursion: deep nesting
             raise RouteError(f"invalid JSON header: {exc}") from None
         if not isinstance(obj, dict):
             raise RouteError("JSON header is not an object")
@@ -59,8 +59,8 @@ def request_code(frame: Any) -> int:
     if stype == MSGPACK:
         try:
             obj = msgpack.unpackb(header, raw=False, strict_map_key=False)
-        except Exception as exc:
-            raise RouteError(f"invalid msgpack header: {exc}") from None
+        except Exception as exc:  # StackError (deep nesting) has no message: name the type
+            raise RouteError(f"invalid msgpack header: {exc!r}") from None
         if isinstance(obj, dict):
             return _as_code(obj.get("code", obj.get(0, 0)))
         if isinstance(obj, list | tuple) and obj:
@@ -74,8 +74,8 @@ def _as_code(value: Any) -> int:
         raise RouteError("boolean code")
     try:
         return int(value)
-    except (TypeError, ValueError):
-        raise RouteError(f"bad code {value!r}") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 reads as inf
+        raise RouteError(f"bad code {value!r:.100}") from None
 
 
 class RouteTable:

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -239,3 +240,26 @@ def start_namesrv_with(cluster: launch.LocalCluster, config: dict[str, Any],
     if not isinstance(reply, NamesrvStarted):
         raise RuntimeError(f"name server failed to start: {reply!r}")
     return int(reply.port)
+
+
+def start_up_process(tmp_path: Path, **props: str) -> tuple[Any, int, int, Path]:
+    """`python -m deploy up` as a subprocess: the real broker with SMALL_STORE + props (its
+    -c file), on explicit free ports; (MarkedProcess, name server port, broker port, data dir).
+    Its actors' log (data dir / actormq.log) is complete, which a cluster started inside the
+    pytest process does not guarantee once earlier tests imported the actor modules (a forked
+    actor's module loggers still point at the launcher's logging). The caller stops it."""
+    from tests.integration.conftest import MarkedProcess
+
+    ns, broker = launch.stable_free_port(), launch.stable_free_port(pair=True)
+    conf = tmp_path / "up.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in {**SMALL_STORE, **props}.items()))
+    data = tmp_path / "data"
+    argv = [sys.executable, "-m", "deploy", "up", "--data", str(data), "-c", str(conf),
+            "--namesrv-port", str(ns), "--broker-port", str(broker)]  # fmt: skip
+    run = MarkedProcess(argv, tmp_path / "up", os.getcwd())
+    try:
+        run.wait_for(f"listening on 127.0.0.1:{broker} (", 60.0)
+    except BaseException:
+        run.stop()
+        raise
+    return run, ns, broker, data

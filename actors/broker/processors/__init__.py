@@ -71,6 +71,11 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.SEND_REPLY_MESSAGE_V2,  # requester whose answer comes back here
                 RC.RESUME_CHECK_HALF_MESSAGE,  # a put back to the half queue
                 RC.GET_ALL_DELAY_OFFSET,  # the live table is the writer's ScheduleMessageService
+                # the admin codes that change the store: in order with the sends (admin_store)
+                RC.DELETE_TOPIC_IN_BROKER,
+                RC.CLEAN_UNUSED_TOPIC,
+                RC.CLEAN_EXPIRED_CONSUMEQUEUE,
+                RC.DELETE_EXPIRED_COMMITLOG,
             }
         ),
         "waitTimeMillsInSendQueue",
@@ -113,7 +118,6 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         frozenset(
             {
                 RC.UPDATE_AND_CREATE_TOPIC,
-                RC.DELETE_TOPIC_IN_BROKER,
                 RC.GET_ALL_TOPIC_CONFIG,
                 RC.GET_BROKER_RUNTIME_INFO,
                 RC.SEARCH_OFFSET_BY_TIMESTAMP,
@@ -138,9 +142,6 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.QUERY_CONSUME_TIME_SPAN,
                 RC.VIEW_BROKER_STATS_DATA,
                 RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
-                RC.CLEAN_UNUSED_TOPIC,
-                RC.CLEAN_EXPIRED_CONSUMEQUEUE,
-                RC.DELETE_EXPIRED_COMMITLOG,
                 RC.QUERY_CORRECTION_OFFSET,
             }
         ),

@@ -15,12 +15,11 @@ from typing import Any
 from actors.broker.context import BrokerContext
 from actors.broker.events import (
     OffsetCommitted,
-    StoreCleanRequested,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
-    TopicsDeleted,
 )
+from actors.broker.held_replies import HeldReplies
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
 from actors.broker.stats import BrokerStatsSampler
@@ -48,7 +47,6 @@ from protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
-    DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -78,6 +76,18 @@ from store.message_store import disk_usage_ratio
 from store.stats_page import StatsPage, stats_path
 
 log = logging.getLogger(__name__)
+
+
+def _writable(path: str) -> bool:
+    """True when `path` (or, not there yet, the nearest directory that would hold it) may be
+    written by this process."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return False
+        probe = parent
+    return os.access(probe, os.W_OK)
 
 
 def language_name(code: int) -> str:
@@ -118,15 +128,6 @@ class StatusCall:
     tables: dict[str, bytes]  # client id -> its messageQueueTable (fastjson object-keyed map)
 
 
-@dataclass(slots=True)
-class HeldReply:
-    """A reply waiting for the name-server registration (UPDATE_AND_CREATE_TOPIC)."""
-
-    conn_id: int
-    resp: RemotingCommand
-    deadline_ms: int
-
-
 class AdminBrokerProcessor(CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
 
@@ -138,13 +139,13 @@ class AdminBrokerProcessor(CodeDispatchCore):
         root = getattr(ctx.store_config, "storePathRootDir", None) or "."
         self.stats = BrokerStatsSampler(StatsPage(stats_path(root), writable=False))
         self.locks = RebalanceLockManager()
-        self.held: dict[int, HeldReply] = {}
+        # UPDATE_AND_CREATE_TOPIC / UPDATE_BROKER_CONFIG of brokerPermission: answered once the
+        # name servers have the registration (registerIncrementBrokerData / registerBrokerAll)
+        self.held = HeldReplies(ctx.outbox, ctx.broker_config.registerBrokerTimeoutMills)
         self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
         self.status_calls: dict[int, StatusCall] = {}  # opaque of one client's request -> call
-        self._next_token = 1
         self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
-            RC.DELETE_TOPIC_IN_BROKER: self._delete_topic,
             RC.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
             RC.GET_BROKER_RUNTIME_INFO: self._runtime_info,
             RC.GET_MAX_OFFSET: self._max_offset,
@@ -173,9 +174,6 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.QUERY_CONSUME_TIME_SPAN: self._consume_time_span,
             RC.VIEW_BROKER_STATS_DATA: self._view_stats_data,
             RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
-            RC.CLEAN_UNUSED_TOPIC: self._clean_unused_topics,
-            RC.CLEAN_EXPIRED_CONSUMEQUEUE: self._clean_expired_queues,
-            RC.DELETE_EXPIRED_COMMITLOG: self._delete_expired_commitlog,
             RC.QUERY_CORRECTION_OFFSET: self._query_correction_offset,
         }
 
@@ -207,10 +205,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             return resp
         # registerIncrementBrokerData is synchronous in Java: answer once the name servers
         # have the route (release), or after registerBrokerTimeoutMills anyway (tick).
-        token = self._next_token
-        self._next_token += 1
-        deadline = now_ms + self.ctx.broker_config.registerBrokerTimeoutMills
-        self.held[token] = HeldReply(req.conn_id, resp, deadline)
+        token = self.held.hold(req.conn_id, resp, now_ms)
         self.ctx.emit(TopicConfigChanged(tc, register=True, barrier=token))
         return None
 
@@ -218,17 +213,11 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def release(self, token: int, now_ms: int) -> bool:
         """The controller re-registered: send the reply held under `token` (False if gone)."""
-        held = self.held.pop(token, None)
-        if held is None:
-            return False
-        if self.ctx.outbox is not None:
-            self.ctx.outbox.send(held.conn_id, held.resp)
-        return True
+        return self.held.release(token)
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Forget replies held for the connection (locks expire by time)."""
-        for token in [t for t, h in self.held.items() if h.conn_id == conn_id]:
-            del self.held[token]
+        self.held.forget(conn_id)
         for opaque in [o for o, c in self.calls.items() if c.conn_id == conn_id]:
             del self.calls[opaque]
         for opaque in [o for o, c in self.status_calls.items() if c.conn_id == conn_id]:
@@ -236,9 +225,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
 
     def tick(self, now_ms: int) -> int | None:
         """Answer held replies and client calls that did not complete in time."""
-        for token in [t for t, h in self.held.items() if now_ms >= h.deadline_ms]:
-            log.warning("name server registration not confirmed in time; replying token=%d", token)
-            self.release(token, now_ms)
+        held_wait = self.held.expire(now_ms)
         for opaque in [o for o, c in self.calls.items() if now_ms >= c.deadline_ms]:
             call = self.calls.pop(opaque)
             ext = call.cmd.ext_fields or {}
@@ -249,7 +236,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
         for sc in {id(c): c for c in self.status_calls.values()}.values():
             if now_ms >= sc.deadline_ms:  # clients that did not answer are left out, as in Java
                 self._finish_status(sc)
-        deadlines = [h.deadline_ms for h in self.held.values()]
+        deadlines = [now_ms + held_wait] if held_wait is not None else []
         deadlines += [c.deadline_ms for c in self.calls.values()]
         deadlines += [c.deadline_ms for c in self.status_calls.values()]
         deadlines.append(now_ms + self.stats.sample(now_ms))  # StoreStatsService, each second
@@ -373,33 +360,6 @@ class AdminBrokerProcessor(CodeDispatchCore):
         h.broker_name = self.ctx.broker_config.brokerName  # the consumer builds its MQ from it
         fwd = RemotingCommand.request(RC.CONSUME_MESSAGE_DIRECTLY, h.to_ext(), bytes(data))
         return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
-
-    def _delete_topic(self, req: Request, now_ms: int) -> RemotingCommand:
-        cmd = req.cmd
-        topic = DeleteTopicRequestHeader.from_ext(cmd.ext_fields).topic
-        if is_system_topic(topic):
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
-            )
-        self.ctx.emit(TopicsDeleted((topic,)))
-        return cmd.make_response(RS.SUCCESS, None, {})
-
-    def _clean_unused_topics(self, req: Request, now_ms: int) -> RemotingCommand:
-        """CLEAN_UNUSED_TOPIC: the store writer drops the queues of topics no longer configured
-        (it runs before this client's next request reaches it: causal replication)."""
-        self.ctx.emit(StoreCleanRequested("unused"))
-        return req.cmd.make_response(RS.SUCCESS)
-
-    def _clean_expired_queues(self, req: Request, now_ms: int) -> RemotingCommand:
-        """CLEAN_EXPIRED_CONSUMEQUEUE: the store writer drops queues below the log's min offset."""
-        self.ctx.emit(StoreCleanRequested("expired"))
-        return req.cmd.make_response(RS.SUCCESS)
-
-    def _delete_expired_commitlog(self, req: Request, now_ms: int) -> RemotingCommand:
-        """DELETE_EXPIRED_COMMITLOG: the store writer deletes expired commit-log files now and
-        in its next retention passes, whatever deleteWhen says."""
-        self.ctx.emit(StoreCleanRequested("commitlog"))
-        return req.cmd.make_response(RS.SUCCESS)
 
     def _query_correction_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         """QUERY_CORRECTION_OFFSET: per queue of the topic, the least committed offset of every
@@ -687,13 +647,16 @@ class AdminBrokerProcessor(CodeDispatchCore):
         version = GetBrokerConfigResponseHeader(self.ctx.config_version.to_json().decode()).to_ext()
         return req.cmd.make_response(RS.SUCCESS, None, version, body)
 
-    def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
+    def _update_broker_config(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """UPDATE_BROKER_CONFIG: Java properties text; every actor applies it (an event), the
-        controller persists config/broker.properties and re-registers on a permission change.
-        A name in configBlackList refuses the lot (NO_PERMISSION), as 4.9.x does.
-        Unknown names are ignored as RocketMQ does; names read only at start (RESTART_ONLY) are
-        stored and take effect at the next start. A value of the wrong type refuses the lot."""
-        from actors.broker.config import RESTART_ONLY, split_config_updates
+        controller persists it into the broker's config file (the -c file, which the next start
+        reads, as RocketMQ's Configuration does) and re-registers on a permission change,
+        answered once the name servers have that registration (registerBrokerAll in Java's
+        updateBrokerConfig). A name in configBlackList refuses the lot (NO_PERMISSION), as
+        4.9.x does. Unknown names are ignored as RocketMQ does; names read only at start
+        (RESTART_ONLY) are only persisted, and the remark says where. A value of the wrong
+        type refuses the lot."""
+        from actors.broker.config import RESTART_ONLY, broker_config_path, split_config_updates
         from actors.broker.events import BrokerConfigChanged
 
         cmd = req.cmd
@@ -706,16 +669,26 @@ class AdminBrokerProcessor(CodeDispatchCore):
         except ValueError as e:
             return cmd.make_response(RS.SYSTEM_ERROR, f"update broker config failed: {e}")
         known = tuple((k, props[k]) for k in sorted({*b_vals, *s_vals}))
-        if known:
-            self.ctx.emit(BrokerConfigChanged(known, now_ms))
         later = sorted(k for k, _ in known if k in RESTART_ONLY)
         notes = []
         if unknown:
             notes.append(f"ignored unknown {', '.join(unknown)}")
         if later:
-            notes.append(f"{', '.join(later)} take effect at the next start")
+            path = broker_config_path(self.ctx.broker_config, self.ctx.store_config)
+            if _writable(path):
+                notes.append(f"{', '.join(later)} take effect at the next start (saved to {path})")
+            else:
+                notes.append(f"{', '.join(later)} not kept for the next start: {path} cannot "
+                             "be written")  # fmt: skip
         log.info("broker config updated %s %s", dict(known), "; ".join(notes))
-        return cmd.make_response(RS.SUCCESS, "; ".join(notes) or None)
+        resp = cmd.make_response(RS.SUCCESS, "; ".join(notes) or None)
+        if not known:
+            return resp
+        token = 0
+        if "brokerPermission" in b_vals and self.ctx.registration_barrier and not cmd.is_oneway:
+            token = self.held.hold(req.conn_id, resp, now_ms)
+        self.ctx.emit(BrokerConfigChanged(known, now_ms, token))
+        return None if token else resp
 
     def _reset_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET (Broker2Client.resetOffset): per queue the offset at

@@ -1,6 +1,7 @@
 """The send group: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
 CONSUMER_SEND_MSG_BACK (36), END_TRANSACTION (37) and SEND_REPLY_MESSAGE (324/325), on THE
-single store writer.
+single store writer, which also serves the admin codes that change the store
+(actors.broker.processors.admin_store).
 
 Mirrors broker/processor/SendMessageProcessor.java + AbstractSendMessageProcessor.java and
 ReplyMessageProcessor.java, RocketMQ 4.9.x (spec §9.1, §9.6). SYNC_FLUSH is a group commit:
@@ -24,12 +25,11 @@ from actors.broker.events import (
     BrokerConfigChanged,
     HaMasterChanged,
     OffsetMoved,
-    StoreCleanRequested,
     SubscriptionGroupChanged,
     TopicConfigChanged,
-    TopicsDeleted,
 )
 from actors.broker.ha import HAClient
+from actors.broker.processors.admin_store import STORE_ADMIN_CODES, StoreAdminProcessor
 from actors.broker.schedule import ScheduleMessageService, read_persisted_offsets
 from actors.broker.stats_items import (
     SNDBCK_PUT_NUMS,
@@ -58,7 +58,6 @@ from protocol.codes import (
     RPC_TYPE_RESPONSE,
     TopicSysFlag,
     dlq_topic,
-    is_system_topic,
     retry_topic,
 )
 from protocol.codes import LanguageCode as Lang
@@ -223,8 +222,7 @@ class SendMessageProcessor:
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
         ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
-        ctx.on_event(TopicsDeleted, self._on_topics_deleted)
-        ctx.on_event(StoreCleanRequested, self._on_store_clean)
+        self.store_admin = StoreAdminProcessor(ctx)  # the admin codes that change the store
         self.schedule = self._start_schedule()
         self.tx = self._start_transactions()
         # TOPIC_PUT_NUMS / TOPIC_PUT_SIZE / BROKER_PUT_NUMS / SNDBCK_PUT_NUMS (BrokerStatsManager);
@@ -358,6 +356,8 @@ class SendMessageProcessor:
                 resp = self._resume_check(req, now_ms)
             elif cmd.code == _ALL_DELAY_OFFSET:
                 resp = self._all_delay_offset(cmd)
+            elif cmd.code in STORE_ADMIN_CODES:
+                resp = self.store_admin.process(req, now_ms)
             else:
                 resp = self._send(req, now_ms)
         except HeaderFieldError as e:
@@ -381,6 +381,7 @@ class SendMessageProcessor:
         replies to a closed connection are dropped by the outbox)."""
         for opaque in [o for o, w in self.push_waits.items() if w.target_conn == conn_id]:
             self._push_failed(self.push_waits.pop(opaque), now_ms)
+        self.store_admin.on_connection_closed(conn_id)
         # client_manage's ProducerGroupChanged for it may come later: skip it until then
         closed = self._closed_conns
         closed.add(conn_id)
@@ -404,6 +405,7 @@ class SendMessageProcessor:
             waits.append(self.stats.tick(now_ms))
         if self.ha_client is not None:
             waits.append(self.ha_client.tick(now_ms))
+        waits.append(self.store_admin.tick(now_ms))
         if self.push_waits:
             for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
                 self._push_failed(self.push_waits.pop(opaque), now_ms)
@@ -1039,35 +1041,9 @@ class SendMessageProcessor:
         code, remark = self.tx.resume_check(h.msg_id, now_ms)
         return cmd.make_response(code, remark)
 
-    # --- DELETE_TOPIC_IN_BROKER (from the admin actor) -----------------------------------------
-
-    def _on_topics_deleted(self, ev: TopicsDeleted, now_ms: int) -> None:
-        """The deleted topics' consume queues go too (DefaultMessageStore.cleanUnusedTopic), so a
-        topic made again under the same name starts empty at queue offset 0."""
-        gone = [t for t in ev.topics if self.ctx.topics.get(t) is None]
-        if gone:
-            self.store.delete_topics(gone)
-            log.info("deleted the consume queues of topics %s", gone)
-
-    def _on_store_clean(self, ev: StoreCleanRequested, now_ms: int) -> None:
-        """CLEAN_UNUSED_TOPIC / CLEAN_EXPIRED_CONSUMEQUEUE / DELETE_EXPIRED_COMMITLOG."""
-        if ev.what == "unused":
-            configured = self.ctx.topics.table
-            unused = {
-                topic
-                for topic, _qid in self.store.consume_queues
-                if topic not in configured and not is_system_topic(topic)
-            }
-            if unused:
-                self.store.delete_topics(unused)
-            log.info("clean unused topics: deleted the consume queues of %s", sorted(unused))
-        elif ev.what == "expired":
-            n = self.store.clean_expired_consume_queues()
-            log.info("clean expired consume queues: %d deleted", n)
-        elif ev.what == "commitlog":
-            self.store.execute_delete_files_manually()
-            n = self.store.clean_expired(now_ms)
-            log.info("delete expired commit log (manual): %d files deleted now", n)
+    def release(self, token: int, now_ms: int) -> bool:
+        """The controller registered after a delete held under `token` (admin_store)."""
+        return self.store_admin.release(token)
 
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 

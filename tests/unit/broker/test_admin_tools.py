@@ -250,6 +250,7 @@ def test_update_broker_config_reaches_every_core_and_is_persisted(broker: Broker
     r = broker.call(RC.UPDATE_BROKER_CONFIG, None, body, now_ms=1234)
     assert r is not None and r.code == RS.SUCCESS
     assert "noSuchKey" in (r.remark or "") and "listenPort" in (r.remark or "")
+    assert "config/broker.properties" in (r.remark or "")
     for ctx in broker.ctxs.values():  # replicated to every actor
         assert ctx.broker_config.brokerPermission == 4
     # a read-only broker: the send core re-read it (refreshed reply template too), and the
@@ -268,6 +269,12 @@ def test_update_broker_config_reaches_every_core_and_is_persisted(broker: Broker
         saved = f.read().splitlines()
     assert "brokerPermission=4" in saved and "regionId=EastRegion" in saved
     assert broker.controller.take_register_needed()  # the name servers learn the new perm
+    # listenPort is read at start: kept in the file for the next one, the running broker (and
+    # what it advertises) keeps the port it listens on, and the remark says where it went
+    assert "listenPort=20911" in saved and "noSuchKey=1" not in saved
+    assert len(saved) == 3  # the updated names only, not every default
+    for ctx in (*broker.ctxs.values(), broker.controller):
+        assert ctx.broker_config.listenPort == 10911
 
 
 def test_update_broker_config_refuses_a_bad_value(broker: Broker) -> None:

@@ -303,7 +303,7 @@ def test_create_topic_held_reply_times_out_and_drops_on_close(broker: Broker) ->
     assert broker.outbox.take() == []
     core.tick(7000)  # registerBrokerTimeoutMills passed: reply anyway
     assert [c for c, r in broker.outbox.take()] == [1]
-    assert core.held == {}
+    assert core.held.held == {}
 
 
 def test_create_topic_without_barrier_answers_at_once(broker: Broker) -> None:
