@@ -108,11 +108,12 @@ class _RealPersonality:
 
         return make_context(*args, **kwargs)
 
-    def make_controller(self, broker_config: Any, store_config: Any, now: int) -> Any:
+    def make_controller(self, broker_config: Any, store_config: Any, now: int,
+                        runtime_dir: str = "") -> Any:  # fmt: skip
         from actors.broker.controller import BrokerControllerCore
 
         core = BrokerControllerCore(broker_config, store_config)
-        core.load(now)
+        core.load(now, runtime_dir)  # the shared consumer offset table goes there
         return _ControllerAdapter(core)
 
 
@@ -835,9 +836,10 @@ class BrokerControllerActor(WatchingActor):
         msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))
         self.start_msg = msg
         self.personality = load_personality(msg.personality)
-        self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms())
-        self.groups = list(self.personality.GROUPS)
         os.makedirs(msg.runtime_dir, mode=0o700, exist_ok=True)
+        self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms(),
+                                                     msg.runtime_dir)  # fmt: skip
+        self.groups = list(self.personality.GROUPS)
         for group in self.groups:
             addr = self.createActor(ProcessorActor)
             self.processors[group.name] = addr

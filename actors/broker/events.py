@@ -1,10 +1,12 @@
 """Shared-state change events replicated between a broker's processor actors.
 
 Mirrors the state RocketMQ's BrokerController shares between processors in one JVM
-(TopicConfigManager, SubscriptionGroupManager, ConsumerManager, ConsumerOffsetManager). Here
-each processor actor holds replicas; a core emits an event, the runtime sends the batch to the
-BrokerController actor, which applies and persists it and forwards it to the actors named in
-the event's AUDIENCE (except the origin). Events are small, frozen and picklable.
+(TopicConfigManager, SubscriptionGroupManager, ConsumerManager). Here each processor actor holds
+replicas; a core emits an event, the runtime sends the batch to the BrokerController actor, which
+applies and persists it and forwards it to the actors named in the event's AUDIENCE (except the
+origin). Events are small, frozen and picklable. Consumer offsets are not events: they are
+written at the rate of pulls, so ConsumerOffsetManager's table is shared memory instead
+(actors/broker/offsets.py).
 """
 
 from __future__ import annotations
@@ -72,17 +74,6 @@ class ConsumerGroupRemoved:
 
     AUDIENCE: ClassVar[frozenset[str]] = frozenset({"pull", "consumer_manage", "admin", "send"})
     group: str
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitted:
-    """A consumer offset was stored (UPDATE_CONSUMER_OFFSET or a pull's commit flag)."""
-
-    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"consumer_manage", "admin"})
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +159,6 @@ BrokerEvent = (
     | SubscriptionGroupDeleted
     | ConsumerGroupChanged
     | ConsumerGroupRemoved
-    | OffsetCommitted
     | OffsetMoved
     | ProducerGroupChanged
     | HaMasterChanged

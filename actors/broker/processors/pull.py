@@ -18,7 +18,6 @@ from actors.broker.consumer_manager import matches_all
 from actors.broker.context import ArrivalNotice, BrokerContext
 from actors.broker.events import (
     BrokerConfigChanged,
-    OffsetCommitted,
     OffsetMoved,
     SubscriptionGroupChanged,
 )
@@ -322,7 +321,8 @@ class PullMessageProcessor:
                     result.next_begin_offset,
                 )
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
-            self.ctx.emit(OffsetCommitted(h.consumer_group, h.topic, h.queue_id, h.commit_offset))
+            # one store into the shared table: seen by every actor before this reply leaves
+            self.ctx.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return resp
 
     def _check(self, h: PullMessageRequestHeader, req: Request) -> SubscriptionFilter:
