@@ -781,12 +781,13 @@ class BrokerControllerActor(WatchingActor):
         elif isinstance(msg, BrokerEventBatch):
             self._on_events(msg.origin, msg.events, forward_them=True)
         elif isinstance(msg, EventsApplied):
-            try:
-                events = pickle.loads(msg.blob)
-            except Exception:
-                log.exception("undecodable events from %s", msg.origin)
-                return
-            self._on_events(msg.origin, events, forward_them=False)
+            for origin, blob in msg.batches:
+                try:
+                    events = pickle.loads(blob)
+                except Exception:
+                    log.exception("undecodable events from %s", origin)
+                    continue
+                self._on_events(origin, events, forward_them=False)
         elif isinstance(msg, StopBroker):
             self._stop(sender)
         elif isinstance(msg, RemotingStopped):
