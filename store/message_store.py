@@ -52,11 +52,11 @@ from store.commitlog import (
 )
 from store.config import StoreConfig
 from store.consume_queue import (
+    CQ_UNIT,
     CQ_UNIT_SIZE,
     PRE_BLANK_SIZE,
     ConsumeQueue,
     ConsumeQueueView,
-    units_struct,
 )
 from store.flush_service import (
     CommitLogFlusher,
@@ -658,8 +658,10 @@ class _StoreReadMixin:
         min_phy = self._min_phy()
         memory = cfg.totalPhysicalMemory * cfg.accessMessageInMemoryMaxRatio // 100
         max_filter = max(16000, max_msgs * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
-        n = min(n_units, max_filter, max_off - offset)
-        units = units_struct(n).unpack_from(buf, 0) if n > 0 else ()
+        n = max(0, min(n_units, max_filter, max_off - offset))
+        # read unit by unit: a pull of 32 stops after ~32 of the up to 800 units in reach (one
+        # unpack of all of them cost 26 us a pull); the slice keeps the view until the loop ends
+        units = CQ_UNIT.iter_unpack(buf[: n * CQ_UNIT_SIZE])
         buf.release()
         res = GetMessageResult(G.NO_MATCHED_MESSAGE, offset, min_off, max_off)
         buffers = res.buffers
@@ -685,11 +687,7 @@ class _StoreReadMixin:
         span_mf = None
         span_start = span_end = 0
         i = 0
-        for i in range(n):
-            j = i * 3
-            phy = units[j]
-            size = units[j + 1]
-            tags = units[j + 2]
+        for i, (phy, size, tags) in enumerate(units):
             max_phy_pulling = phy
             if next_phy_file_start >= 0 and phy < next_phy_file_start:
                 continue

@@ -250,7 +250,7 @@ class PullMessageProcessor:
             h.queue_offset,
             h.max_msg_nums,
             None,
-            sub_filter,
+            None if sub_filter is MATCH_ALL else sub_filter,  # '*': no per-unit call
             now_ms,
         )
         status = result.status
