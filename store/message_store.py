@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import add
 from struct import Struct
 from struct import error as struct_error
 from typing import Any, Final, Protocol
@@ -58,7 +57,6 @@ from store.consume_queue import (
     PRE_BLANK_SIZE,
     ConsumeQueue,
     ConsumeQueueView,
-    units_struct,
 )
 from store.flush_service import (
     CommitLogFlusher,
@@ -66,6 +64,7 @@ from store.flush_service import (
     load_msync,
     load_range_call,
 )
+from store.get_message_result import GetMessageResult, GetMessageStatus, whole_batch
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.index_dispatch import IndexDispatcher
 from store.mapped_file import OS_PAGE_SIZE, MappedFile, RangeSync
@@ -287,66 +286,6 @@ class PutMessageResult:
         return (
             f"PutMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
             f"logics_offset={self.logics_offset}, msg_num={self.msg_num})"
-        )
-
-
-class GetMessageStatus(enum.Enum):
-    """GetMessageStatus."""
-
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
-
-
-class GetMessageResult:
-    """Result of get_message; `buffers` are zero-copy views, `buffer` joins them once."""
-
-    __slots__ = (
-        "buffer_total_size",
-        "buffers",
-        "max_offset",
-        "message_count",
-        "message_queue_offsets",
-        "min_offset",
-        "next_begin_offset",
-        "status",
-        "suggest_pull_from_slave",
-    )
-
-    def __init__(
-        self, status: GetMessageStatus, next_begin_offset: int, min_offset: int, max_offset: int
-    ) -> None:
-        self.status = status
-        self.next_begin_offset = next_begin_offset
-        self.min_offset = min_offset
-        self.max_offset = max_offset
-        self.message_count = 0
-        self.buffer_total_size = 0
-        self.buffers: list[memoryview] = []
-        self.message_queue_offsets: list[int] = []
-        self.suggest_pull_from_slave = False
-
-    @property
-    def buffer(self) -> bytes:
-        """All returned records concatenated."""
-        return b"".join(self.buffers)
-
-    def release(self) -> None:
-        """Drop the views into the mapped files."""
-        for b in self.buffers:
-            b.release()
-        self.buffers = []
-
-    def __repr__(self) -> str:
-        return (
-            f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
-            f"min={self.min_offset}, max={self.max_offset}, count={self.message_count})"
         )
 
 
@@ -663,8 +602,9 @@ class _StoreReadMixin:
         n = max(0, min(n_units, max_filter, max_off - offset))
         res = GetMessageResult(G.NO_MATCHED_MESSAGE, offset, min_off, max_off)
         if (filter is None and 0 < max_msgs <= cfg.maxTransferCountOnMessageInMemory
-                and self._whole_batch(res, buf, n, max_msgs, max_bytes, max_phy, min_phy,
-                                      memory)):  # fmt: skip
+                and whole_batch(res, buf, n, max_msgs, max_bytes, max_phy, min_phy, memory,
+                                cfg.maxTransferBytesOnMessageInMemory,
+                                self.commitlog.mfq.find_mapped_file_by_offset)):  # fmt: skip
             buf.release()
             return res
         # read unit by unit: a pull of 32 stops after ~32 of the up to 800 units in reach (one
@@ -755,38 +695,6 @@ class _StoreReadMixin:
         res.buffer_total_size = total
         res.suggest_pull_from_slave = (max_phy - max_phy_pulling) > memory
         return res
-
-    def _whole_batch(self, res: GetMessageResult, buf: memoryview, n: int, max_msgs: int,
-                     max_bytes: int | None, max_phy: int, min_phy: int, memory: int) -> bool:
-        """The common get (no filter, the next max_msgs records of one commit-log file, all in
-        memory, within the transfer limits) in whole-list steps, with what the unit loop would
-        give; False (res untouched) when any of that does not hold."""
-        k = min(n, max_msgs)
-        if k <= 0:
-            return False
-        flat = units_struct(min(n, k + 1)).unpack_from(buf, 0)
-        phys, sizes = flat[0 : 3 * k : 3], flat[1 : 3 * k : 3]
-        total = sum(sizes)
-        lo = min(phys)
-        if (PRE_BLANK_SIZE in sizes or total > self.cfg.maxTransferBytesOnMessageInMemory
-                or (max_bytes is not None and total > max_bytes) or lo < min_phy
-                or max_phy - lo > memory):  # fmt: skip
-            return False
-        mf = self.commitlog.mfq.find_mapped_file_by_offset(lo)
-        if mf is None or max(map(add, phys, sizes)) > min(mf.file_from_offset + mf.file_size,
-                                                          max_phy):  # fmt: skip
-            return False
-        base = mf.file_from_offset
-        mv = mf.mv
-        res.buffers = [mv[p - base : p - base + size] for p, size in zip(phys, sizes)]
-        res.message_queue_offsets = list(range(res.next_begin_offset, res.next_begin_offset + k))
-        res.status = GetMessageStatus.FOUND
-        res.next_begin_offset += k
-        res.message_count = k
-        res.buffer_total_size = total
-        pulling = flat[3 * k] if len(flat) > 3 * k else phys[-1]  # the loop's last look
-        res.suggest_pull_from_slave = max_phy - pulling > memory
-        return True
 
 
 # ---- put helpers ------------------------------------------------------------------------------

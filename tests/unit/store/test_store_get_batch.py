@@ -1,4 +1,5 @@
-"""get_message's whole-batch step (no filter) answers exactly what the unit-by-unit loop does."""
+"""get_message's whole-batch step (store.get_message_result.whole_batch, no filter)
+answers exactly what the unit-by-unit loop does."""
 
 from __future__ import annotations
 
@@ -6,12 +7,9 @@ import random
 
 import pytest
 
-from store.message_store import (
-    GetMessageResult,
-    MessageStoreReader,
-    TagFilter,
-    _StoreReadMixin,
-)
+from store import message_store
+from store.get_message_result import GetMessageResult, whole_batch
+from store.message_store import MessageStoreReader, TagFilter
 from tests.unit.store.store_helpers import msg, open_store, small_config
 
 
@@ -26,14 +24,13 @@ def _fields(res: GetMessageResult) -> tuple[object, ...]:
 @pytest.mark.parametrize("memory_ratio", [40, 0])  # all in memory; everything "on disk"
 def test_whole_batch_matches_the_unit_loop(tmp_path: object, memory_ratio: int,
                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    taken = []  # the whole-batch step's answers (a spy around the real method)
-    real = _StoreReadMixin._whole_batch
+    taken = []  # the whole-batch step's answers (a spy around the real function)
 
-    def spy(self: object, *a: object) -> bool:
-        taken.append(real(self, *a))  # type: ignore[arg-type]
+    def spy(*a: object) -> bool:
+        taken.append(whole_batch(*a))  # type: ignore[arg-type]
         return taken[-1]
 
-    monkeypatch.setattr(_StoreReadMixin, "_whole_batch", spy)
+    monkeypatch.setattr(message_store, "whole_batch", spy)
     cfg = small_config(str(tmp_path), accessMessageInMemoryMaxRatio=memory_ratio,
                        maxTransferCountOnMessageInMemory=20,
                        maxTransferBytesOnMessageInMemory=6000)  # fmt: skip
