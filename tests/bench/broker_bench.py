@@ -12,8 +12,8 @@ D: 500 msgs/s with a long-polling consumer committing on each pull, end-to-end p
    p99 <= 5 ms. [real cores]      (C and D: tests/bench/consume_bench.py)
 E, F: replication (no goal in an issue: reported; tests/bench/ha_bench.py). [real cores]
 --reference: the reference Apache RocketMQ 4.9.8 (deploy/reference.py) runs A, B (JSON), C and
-D in the same invocation, its runs alternating with actormq's; the table gives both, their
-per-run ratio and the reference's CPU (its launcher's process tree: both JVMs).
+D in the same invocation, each scenario of each run against both brokers back to back; the table
+gives both, their per-run ratio and the reference's CPU (its launcher's process tree: both JVMs).
 Broker CPU microseconds per message (CPU time of every thread of the broker's processes, from
 /proc/<pid>/task/*/schedstat) for A-D. The table shows the median and min-max of --runs runs.
 """
@@ -260,17 +260,20 @@ def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
     return results
 
 
-def run_scenarios(addr: tuple[str, int], pids: list[int], run: int, args: argparse.Namespace,
-                  add: Any, *, prefix: str = "", msgpack: bool = True,
-                  consume: bool = True) -> None:  # fmt: skip
-    """One run of A, B, C and D against one broker; results under `prefix` + key."""
+SCENARIOS = ("A", "B", "C", "D")
+
+
+def run_scenario(name: str, addr: tuple[str, int], pids: list[int], run: int,
+                 args: argparse.Namespace, add: Any, *, prefix: str = "",
+                 msgpack: bool = True) -> None:  # fmt: skip
+    """One run of scenario A, B, C or D against one broker; results under `prefix` + key."""
     from tests.bench.consume_bench import QUEUES, bench_c, bench_d
 
-    if args.a:
+    if name == "A" and args.a:
         rate, cpu = bench_a(addr, args.a, pids)
         add(prefix + "A", rate)
         add(prefix + "A_cpu", cpu)
-    if args.b:
+    elif name == "B" and args.b:
         for key, st in (("B", 0), ("Bm", MSGPACK)) if msgpack else (("B", 0),):
             roles: dict[str, float] = {}
             rate, cpu = bench_b(addr, args.b, pids, st, roles=roles)
@@ -279,7 +282,7 @@ def run_scenarios(addr: tuple[str, int], pids: list[int], run: int, args: argpar
             if not prefix:
                 for role, us in roles.items():
                     add(f"{key}_cpu:{role}", us)
-    if consume and args.c:
+    elif name == "C" and args.c:
         per_queue = max(1, args.c // QUEUES)
         modes = [("C", True), ("C0", False)]
         for key, commit in modes if run % 2 == 0 else modes[::-1]:  # neither always first
@@ -287,7 +290,7 @@ def run_scenarios(addr: tuple[str, int], pids: list[int], run: int, args: argpar
                                 commit=commit)  # fmt: skip
             add(prefix + key, rate)
             add(prefix + f"{key}_cpu", cpu)
-    if consume and args.d:
+    elif name == "D" and args.d:
         p50, p99, cpu = bench_d(addr, args.d, pids, run)
         add(prefix + "D_p50", p50)
         add(prefix + "D_p99", p99)
@@ -343,9 +346,13 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
             for i in range(args.runs):
                 raw = raw_echo_rate(args.a)
                 add("raw", raw)
-                for prefix, t_addr, t_pids in targets:
-                    run_scenarios(t_addr, t_pids, i, args, add, prefix=prefix,
-                                  msgpack=not prefix, consume=real)  # fmt: skip
+                # scenario by scenario, the brokers back to back (in turn first): a ratio
+                # compares runs seconds apart, not a whole round apart, on a host whose speed
+                # drifts
+                for name in SCENARIOS if real else ("A", "B"):
+                    for prefix, t_addr, t_pids in targets if i % 2 == 0 else targets[::-1]:
+                        run_scenario(name, t_addr, t_pids, i, args, add, prefix=prefix,
+                                     msgpack=not prefix)  # fmt: skip
                 if args.a:
                     add("A_ratio", results["A"][-1] / raw)
             if real and args.f:
@@ -505,8 +512,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="F: WAIT sends to a SYNC_MASTER with one slave (0 = skip)")
     p.add_argument("--reference", action="store_true",
                    help="also start the reference Apache RocketMQ 4.9.8 (deploy/reference.py) on "
-                        "its own ports and run A-D against it in the same invocation, alternating "
-                        "runs; the table gives actormq / reference ratios")
+                        "its own ports and run A-D against it in the same invocation, each "
+                        "scenario against both brokers back to back; the table gives actormq / "
+                        "reference ratios")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--personality", default=None,
