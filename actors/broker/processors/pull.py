@@ -259,7 +259,8 @@ class PullMessageProcessor:
             now_ms,
         )
         status = result.status
-        code = GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
+        # FOUND first: an Enum key's hash is a Python-level call
+        code = RS.SUCCESS if status is _GS.FOUND else GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
         if code is None:
             code = RS.PULL_OFFSET_MOVED if h.queue_offset != 0 else RS.PULL_NOT_FOUND
         # Java: the master (0) unless slaveReadEnable; then the group's slow-consumer broker
