@@ -594,16 +594,23 @@ def request_parts(
 
 
 class ResponseTemplate:
-    """A SUCCESS response's header with fixed extFields keys, pre-rendered: only the opaque and
-    the `variable` values change between uses (the send path). JSON: a format string;
-    msgpack: the array the generic encoder writes (variable keys first, then the constants)."""
+    """A SUCCESS response's header with fixed extFields keys (and remark), pre-rendered: only
+    the opaque and the `variable` values change between uses (the send path, a pull's FOUND).
+    JSON: a format string; msgpack: the array the generic encoder writes (variable keys first,
+    then the constants)."""
 
-    __slots__ = ("const", "fmt", "fmt_plain", "nkeys", "variable")
+    __slots__ = ("const", "fmt", "fmt_plain", "nkeys", "remark", "variable")
 
-    def __init__(self, const: dict[str, str], variable: tuple[str, ...]) -> None:
+    def __init__(self, const: dict[str, str], variable: tuple[str, ...],
+                 remark: str | None = None) -> None:  # fmt: skip
         self.variable = variable
         self.const = tuple(const.items())
         self.nkeys = len(const) + len(variable)
+        self.remark = remark
+        remark_part = ""  # the generic encoder writes no member for an empty remark either
+        if remark:
+            remark_part = ('"remark":' + _json_string(remark)).replace("{", "{{").replace(
+                "}", "}}") + ","  # fmt: skip
 
         def lit(text: str) -> str:
             return _json_string(text).replace("{", "{{").replace("}", "}}")
@@ -615,7 +622,7 @@ class ResponseTemplate:
             ]
             return (
                 '{{"code":0,"extFields":{{' + ",".join(members) + '}},"flag":1,"language":"JAVA",'
-                f'"opaque":{{{len(variable)}:d}},"serializeTypeCurrentRPC":"JSON",'
+                f'"opaque":{{{len(variable)}:d}},{remark_part}"serializeTypeCurrentRPC":"JSON",'
                 f'"version":{CURRENT_VERSION:d}}}}}'
             )
 
@@ -632,7 +639,8 @@ class ResponseTemplate:
         if serialize_type == _MSGPACK:
             ext = dict(zip(self.variable, values, strict=True))
             ext.update(self.const)
-            header = _msgpack_packb([0, 0, CURRENT_VERSION, opaque, RPC_TYPE_RESPONSE, None, ext])
+            header = _msgpack_packb([0, 0, CURRENT_VERSION, opaque, RPC_TYPE_RESPONSE,
+                                     self.remark, ext])  # fmt: skip
             return _PREFIX.pack(4 + len(header), (_MSGPACK << 24) | len(header)) + header
         if serialize_type != _JSON:
             raise UnknownSerializeTypeError(f"no template for serialize type {serialize_type}")
@@ -651,7 +659,7 @@ class ResponseTemplate:
 
 class TemplatedResponse(RemotingCommand):
     """A RemotingCommand whose JSON encoding comes from a ResponseTemplate while it still looks
-    like the response the template was made for (SUCCESS, no remark, the template's keys)."""
+    like the response the template was made for (SUCCESS, its remark, the template's keys)."""
 
     __slots__ = ("template",)
     template: ResponseTemplate
@@ -663,12 +671,13 @@ class TemplatedResponse(RemotingCommand):
         if (
             self.serialize_type == _JSON
             and self.code == 0
-            and self.remark is None
+            and self.remark == tpl.remark
             and self.flag == RPC_TYPE_RESPONSE
             and ext is not None
             and len(ext) == tpl.nkeys
-            and not self.body
         ):
             header = tpl.header(self.opaque, ext)
-            return _PREFIX.pack(4 + len(header), len(header)) + header
+            body = self.body
+            prefix = _PREFIX.pack(4 + len(header) + len(body), len(header))
+            return b"".join((prefix, header, body)) if body else prefix + header
         return RemotingCommand.encode(self)

@@ -312,9 +312,15 @@ class ConsumeQueueView(ConsumeQueue):
         super().__init__(root, topic, queue_id, file_size, writable=False)
         self.cl_max = 0
         self.cl_min = 0
+        self._synced: tuple[int, int] | None = None  # (cl_max, cl_min) of the last full look
+        self._min_key: tuple[int, int] | None = None  # (cl_min, first file) of the min's
 
     def sync(self, cl_max: int, cl_min: int, refresh: bool) -> None:
-        """Recompute the visible range from the published commit-log limits."""
+        """Recompute the visible range from the published commit-log limits (nothing to do
+        when they and the files are what the last look saw: a pull loop over a queue nobody
+        writes pays two binary searches per pull otherwise)."""
+        if not refresh and self._synced == (cl_max, cl_min) and self.mfq.files:
+            return
         self.cl_max = cl_max
         self.cl_min = cl_min
         if refresh or not self.mfq.files:
@@ -323,6 +329,7 @@ class ConsumeQueueView(ConsumeQueue):
         if not files:
             self._max_pos = 0
             self.min_logic_offset = 0
+            self._synced = self._min_key = None
             return
         last = files[-1]
         # visible units are a prefix of the last file: binary search the first invisible one
@@ -351,8 +358,14 @@ class ConsumeQueueView(ConsumeQueue):
             self._max_pos = last.file_from_offset
         else:
             self._max_pos = last.file_from_offset + lo * CQ_UNIT_SIZE
-        self.min_logic_offset = files[0].file_from_offset
-        self.correct_min_offset(cl_min)
+        # the first unit at or past cl_min only moves with cl_min or the first file (units
+        # appended behind it leave it where it is)
+        min_key = (cl_min, files[0].file_from_offset)
+        if refresh or min_key != self._min_key:
+            self.min_logic_offset = files[0].file_from_offset
+            self.correct_min_offset(cl_min)
+            self._min_key = min_key
+        self._synced = (cl_max, cl_min)
 
     def _visible(self, mf: MappedFile, i: int) -> bool:
         if i < 0:

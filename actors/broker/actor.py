@@ -110,11 +110,12 @@ class _RealPersonality:
 
         return make_context(*args, **kwargs)
 
-    def make_controller(self, broker_config: Any, store_config: Any, now: int) -> Any:
+    def make_controller(self, broker_config: Any, store_config: Any, now: int,
+                        runtime_dir: str = "") -> Any:  # fmt: skip
         from actors.broker.controller import BrokerControllerCore
 
         core = BrokerControllerCore(broker_config, store_config)
-        core.load(now)
+        core.load(now, runtime_dir)  # the shared consumer offset table goes there
         return _ControllerAdapter(core)
 
 
@@ -690,12 +691,13 @@ class BrokerControllerActor(BrokerChildSupervisor):
         elif isinstance(msg, BrokerEventBatch):
             self._on_events(msg.origin, msg.events, forward_them=True)
         elif isinstance(msg, EventsApplied):
-            try:
-                events = pickle.loads(msg.blob)
-            except Exception:
-                log.exception("undecodable events from %s", msg.origin)
-                return
-            self._on_events(msg.origin, events, forward_them=False)
+            for origin, blob in msg.batches:
+                try:
+                    events = pickle.loads(blob)
+                except Exception:
+                    log.exception("undecodable events from %s", origin)
+                    continue
+                self._on_events(origin, events, forward_them=False)
         elif isinstance(msg, StopBroker):
             if not self.answer_stop_when_stopped(sender):
                 self._stop(sender)
@@ -747,9 +749,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
         msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))
         self.start_msg = msg
         self.personality = load_personality(msg.personality)
-        self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms())
-        self.groups = list(self.personality.GROUPS)
         os.makedirs(msg.runtime_dir, mode=0o700, exist_ok=True)
+        self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms(),
+                                                     msg.runtime_dir)  # fmt: skip
+        self.groups = list(self.personality.GROUPS)
         for group in self.groups:
             addr = self.createActor(ProcessorActor)
             self.processors[group.name] = addr

@@ -3,7 +3,8 @@
 Mirrors the shared BrokerController fields RocketMQ's processors reach through
 `brokerController.getXxx()` (broker/BrokerController.java, RocketMQ 4.9.x). Here each
 processor actor has its own BrokerContext; shared state changes travel as events
-(actors.broker.events) through the BrokerController actor.
+(actors.broker.events) through the BrokerController actor, except consumer offsets, which every
+actor reads and writes in one shared table (`offsets`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.broker.config import BrokerConfig
-from actors.broker.events import BrokerEvent, OffsetCommitted
+from actors.broker.events import BrokerEvent, SubscriptionGroupDeleted, TopicsDeleted
 from actors.broker.state import BrokerSnapshot, BrokerState
 from actors.core import Outbox
 
@@ -44,7 +45,6 @@ class BrokerContext(BrokerState):
         self.store = store
         self.runtime_dir = ""  # the broker's private directory on this host (set by the actor)
         self._events: list[BrokerEvent] = []
-        self._offset_events: dict[tuple[str, str, int], OffsetCommitted] = {}
         self._arrivals: list[ArrivalNotice] = []
         self._handlers: dict[type, Callable[[Any, int], None]] = {}
         # Set by a runtime that implements the registration barrier (controller.take_barriers
@@ -56,21 +56,22 @@ class BrokerContext(BrokerState):
     # --- events -------------------------------------------------------------------------
 
     def emit(self, event: BrokerEvent) -> None:
-        """Apply a change locally and queue it for the controller (offsets coalesce)."""
+        """Apply a change locally and queue it for the controller. A delete's part in the
+        shared offset table is done here, once, by the actor that made it: every replica
+        applying it later would also wipe offsets committed in between."""
         self._apply_local(event)
-        if isinstance(event, OffsetCommitted):
-            self._offset_events[(event.group, event.topic, event.queue_id)] = event
-        else:
-            self._events.append(event)
+        if isinstance(event, TopicsDeleted):
+            for topic in event.topics:
+                self.offsets.remove_topic(topic)
+        elif isinstance(event, SubscriptionGroupDeleted) and event.remove_offset:
+            self.offsets.remove_group(event.group)
+        self._events.append(event)
 
     def drain_events(self) -> list[BrokerEvent]:
-        """Events emitted since the last drain, offsets coalesced per (group, topic, queue)."""
-        if not self._events and not self._offset_events:
+        """Events emitted since the last drain."""
+        if not self._events:
             return []
-        out = self._events
-        out.extend(self._offset_events.values())
-        self._events = []
-        self._offset_events = {}
+        out, self._events = self._events, []
         return out
 
     def apply(self, event: BrokerEvent, now_ms: int) -> None:

@@ -36,7 +36,7 @@ from actors.broker.events import (
     TopicConfigChanged,
     TopicsDeleted,
 )
-from actors.broker.offsets import loads_config
+from actors.broker.offsets import loads_config, offset_table_path, parse_offsets
 from actors.broker.state import GROUPS_CHANGED, TOPICS_CHANGED, BrokerState
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig
@@ -60,6 +60,7 @@ class BrokerControllerCore(BrokerState):
         self._register_needed = False
         self._barriers: list[tuple[str, int]] = []  # (origin group, token) awaiting a register
         self._next_offset_flush_ms: int | None = None
+        self._persisted_offsets = b""  # the offset table's fingerprint when last written
         self._next_register_ms: int | None = None
         self.ha_port = 0  # the HA service's port once it listens (a master)
         # a slave: its master as the name server names it (RegisterBrokerResult)
@@ -75,8 +76,11 @@ class BrokerControllerCore(BrokerState):
 
     # --- load / persist ---------------------------------------------------------------------
 
-    def load(self, now_ms: int) -> None:
-        """Read topics.json, subscriptionGroup.json, consumerOffset.json (with .bak)."""
+    def load(self, now_ms: int, runtime_dir: str = "") -> None:
+        """Read topics.json, subscriptionGroup.json, consumerOffset.json (with .bak); with a
+        runtime directory, the consumer offsets go into the table every actor of the broker
+        shares (this run's table, when a restarted controller finds it there, is kept: it is
+        newer than the file)."""
         from store.config_files import read_json_with_bak
 
         text = read_json_with_bak(self.path("topics.json"))
@@ -93,9 +97,11 @@ class BrokerControllerCore(BrokerState):
                 self.groups.put(group_config_from_obj(g, name))
             dv = obj.get("dataVersion") or {}
             self.group_version = (int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        fresh = self.offsets.share(offset_table_path(runtime_dir)) if runtime_dir else True
         text = read_json_with_bak(self.path("consumerOffset.json"))
-        if text:
+        if text and fresh:
             self.offsets.decode(text)
+        self._persisted_offsets = self.offsets.fingerprint()
         if self.topic_version == (0, 0):
             self.topic_version = (1, now_ms)
         self._register_needed = True
@@ -157,11 +163,12 @@ class BrokerControllerCore(BrokerState):
         """Write subscriptionGroup.json."""
         self._write("subscriptionGroup.json", self.groups_json())
 
-    def persist_offsets(self) -> None:
-        """Write consumerOffset.json (only when something changed)."""
-        if self.offsets.dirty:
+    def persist_offsets(self, force: bool = False) -> None:
+        """Write consumerOffset.json (only when an offset changed, unless forced)."""
+        seen = self.offsets.fingerprint()
+        if force or seen != self._persisted_offsets:
             self._write("consumerOffset.json", self.offsets.encode(pretty=True))
-            self.offsets.dirty = False
+            self._persisted_offsets = seen
 
     # --- snapshot and events ----------------------------------------------------------------
 
@@ -370,9 +377,9 @@ class BrokerControllerCore(BrokerState):
         """The events that bring this slave's table of `code` to its master's (syncTopicConfig,
         syncConsumerOffset, syncSubscriptionGroupConfig): every entry the master has is set; an
         entry only the slave has stays (Java drops it from the table; here that would drop its
-        queues or offsets too). delayOffset.json is written here."""
-        from actors.broker.events import OffsetCommitted, SubscriptionGroupChanged
-        from actors.broker.offsets import ConsumerOffsetManager
+        queues or offsets too). delayOffset.json is written here, and the master's offsets go
+        straight into the shared offset table (no events)."""
+        from actors.broker.events import SubscriptionGroupChanged
 
         text = bytes(body).decode("utf-8", "replace")
         events: list[BrokerEvent] = []
@@ -399,14 +406,7 @@ class BrokerControllerCore(BrokerState):
                 if self.groups.get(name) != cfg:
                     events.append(SubscriptionGroupChanged(cfg))
         elif code == RC.GET_ALL_CONSUMER_OFFSET:
-            master = ConsumerOffsetManager()
-            master.decode(text)
-            for key, queues in sorted(master.table.items()):
-                topic, _, group = key.partition("@")
-                mine = self.offsets.table.get(key, {})
-                for qid, off in sorted(queues.items()):
-                    if mine.get(qid) != off:
-                        events.append(OffsetCommitted(group, topic, qid, off))
+            self.offsets.load_table(parse_offsets(text))
         return events
 
     # --- timers -------------------------------------------------------------------------------
@@ -426,7 +426,6 @@ class BrokerControllerCore(BrokerState):
 
     def shutdown(self, now_ms: int) -> None:
         """Persist everything."""
-        self.offsets.dirty = True
-        self.persist_offsets()
+        self.persist_offsets(force=True)
         self.persist_topics()
         self.persist_groups()

@@ -1,10 +1,12 @@
 """Shared-state change events replicated between a broker's processor actors.
 
 Mirrors the state RocketMQ's BrokerController shares between processors in one JVM
-(TopicConfigManager, SubscriptionGroupManager, ConsumerManager, ConsumerOffsetManager). Here
-each processor actor holds replicas; a core emits an event, the runtime sends the batch to the
-BrokerController actor, which applies and persists it and forwards it to the actors named in
-the event's AUDIENCE (except the origin). Events are small, frozen and picklable.
+(TopicConfigManager, SubscriptionGroupManager, ConsumerManager). Here each processor actor holds
+replicas; a core emits an event, the runtime sends the batch to the BrokerController actor, which
+applies and persists it and forwards it to the actors named in the event's AUDIENCE (except the
+origin). Events are small, frozen and picklable. Consumer offsets are not events: they are
+written at the rate of pulls, so ConsumerOffsetManager's table is shared memory instead
+(actors/broker/offsets.py).
 """
 
 from __future__ import annotations
@@ -79,17 +81,6 @@ class ConsumerGroupRemoved:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitted:
-    """A consumer offset was stored (UPDATE_CONSUMER_OFFSET or a pull's commit flag)."""
-
-    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"consumer_manage", "admin"})
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
 class OffsetMoved:
     """A master answered a pull PULL_OFFSET_MOVED (21); the single writer stores the event."""
 
@@ -161,7 +152,6 @@ BrokerEvent = (
     | SubscriptionGroupDeleted
     | ConsumerGroupChanged
     | ConsumerGroupRemoved
-    | OffsetCommitted
     | OffsetMoved
     | ProducerGroupChanged
     | HaMasterChanged

@@ -3,12 +3,13 @@
 Mirrors the tables behind BrokerController.getTopicConfigManager(), getSubscriptionGroupManager(),
 getConsumerOffsetManager() and getConsumerManager() (broker/BrokerController.java, RocketMQ
 4.9.x). BrokerContext (a replica per processor actor) and BrokerControllerCore (the
-authoritative copy) both apply events through BrokerState.apply_state.
+authoritative copy) both apply events through BrokerState.apply_state. The consumer offsets are
+one table every actor maps (the controller makes it; the snapshot names it), not a replica.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from actors.broker.config import BrokerConfig
@@ -19,7 +20,6 @@ from actors.broker.events import (
     ConsumerGroupChanged,
     ConsumerGroupRemoved,
     HaMasterChanged,
-    OffsetCommitted,
     OffsetMoved,
     ProducerGroupChanged,
     SubscriptionGroupChanged,
@@ -44,7 +44,7 @@ class BrokerSnapshot:
 
     topics: tuple[TopicConfig, ...] = ()
     groups: tuple[SubscriptionGroupConfig, ...] = ()
-    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    offset_table: str = ""  # the shared consumer offset table's file ("": none)
     consumer_groups: tuple[ConsumerGroupInfo, ...] = ()
     topic_version: tuple[int, int] = (0, 0)  # (counter, timestamp): the tables' DataVersion
     group_version: tuple[int, int] = (0, 0)
@@ -72,9 +72,7 @@ class BrokerState:
     def apply_state(self, ev: BrokerEvent) -> int | None:
         """Apply one event; TOPICS_CHANGED | GROUPS_CHANGED bits, None for an unknown event."""
         changed = 0
-        if isinstance(ev, OffsetCommitted):
-            self.offsets.commit_offset(ev.group, ev.topic, ev.queue_id, ev.offset)
-        elif isinstance(ev, TopicConfigChanged):
+        if isinstance(ev, TopicConfigChanged):
             if self.topics.get(ev.config.topic_name) != ev.config:
                 self.topics.put(ev.config)
                 changed = TOPICS_CHANGED
@@ -82,7 +80,6 @@ class BrokerState:
             for t in ev.topics:
                 if self.topics.delete(t):
                     changed = TOPICS_CHANGED
-                self.offsets.remove_topic(t)
         elif isinstance(ev, SubscriptionGroupChanged):
             if self.groups.get(ev.config.group_name) != ev.config:
                 self.groups.put(ev.config)
@@ -90,8 +87,6 @@ class BrokerState:
         elif isinstance(ev, SubscriptionGroupDeleted):
             if self.groups.delete(ev.group):
                 changed = GROUPS_CHANGED
-            if ev.remove_offset:
-                self.offsets.remove_group(ev.group)
         elif isinstance(ev, ConsumerGroupChanged):
             self.consumer_groups[ev.info.group] = ev.info
         elif isinstance(ev, ConsumerGroupRemoved):
@@ -139,7 +134,7 @@ class BrokerState:
         return BrokerSnapshot(
             topics=tuple(self.topics.table.values()),
             groups=tuple(self.groups.table.values()),
-            offsets={k: dict(v) for k, v in self.offsets.table.items()},
+            offset_table=self.offsets.shared_path,
             consumer_groups=tuple(self.consumer_groups.values()),
             topic_version=self.topic_version,
             group_version=self.group_version,
@@ -151,7 +146,8 @@ class BrokerState:
             self.topics.put(t)
         for g in snapshot.groups:
             self.groups.put(g)
-        self.offsets.table = {k: dict(v) for k, v in snapshot.offsets.items()}
+        if snapshot.offset_table:
+            self.offsets.attach(snapshot.offset_table)
         self.consumer_groups = {c.group: c for c in snapshot.consumer_groups}
         self.topic_version = snapshot.topic_version
         self.group_version = snapshot.group_version

@@ -7,8 +7,8 @@ broker/transaction/TransactionalMessageCheckService.java, RocketMQ 4.9.x (spec Â
 A pure core hosted by the send processor, because both halves write to the store and the send
 actor is THE writer: `end_transaction()` serves request 37 and `tick()` runs the check every
 transactionCheckInterval. Progress lives where RocketMQ keeps it, as consumer offsets of group
-CID_RMQ_SYS_TRANS on the half and op queues (OffsetCommitted events, persisted by the
-controller in consumerOffset.json). Producer connections per PGROUP arrive from client_manage
+CID_RMQ_SYS_TRANS on the half and op queues (in the broker's shared offset table, persisted
+by the controller in consumerOffset.json). Producer connections per PGROUP arrive from client_manage
 as ProducerGroupChanged events.
 
 The check of one run: read the op records (each one's body is the half queue offset it closes;
@@ -31,7 +31,6 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from actors.broker.events import OffsetCommitted
 from actors.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from protocol.codes import (
     CID_RMQ_SYS_TRANS,
@@ -307,7 +306,7 @@ class TransactionalMessageService:
             budget -= 1
             i += 1
         if i != half_start:
-            self.ctx.emit(OffsetCommitted(CHECK_GROUP, HALF_TOPIC, 0, i))
+            self.ctx.offsets.commit_offset(CHECK_GROUP, HALF_TOPIC, 0, i)
         for hq in [hq for hq in closes if hq < i]:  # closes halves now passed
             done_ops.add(closes.pop(hq))
             self._remember_closed(hq)
@@ -316,7 +315,7 @@ class TransactionalMessageService:
             done_ops.discard(new_op)
             new_op += 1
         if new_op != op_start:
-            self.ctx.emit(OffsetCommitted(CHECK_GROUP, OP_TOPIC, 0, new_op))
+            self.ctx.offsets.commit_offset(CHECK_GROUP, OP_TOPIC, 0, new_op)
         if not more:
             self._run = None
         return more

@@ -103,7 +103,7 @@ class RemotingServer(WatchingActor):
         self.busy_answered = 0  # requests answered SYSTEM_BUSY for want of a processor channel
         self._busy_logged_at = -REFUSAL_LOG_S
         self.controller: Any = None  # who sent StartRemoting: replicated events go there too
-        self.to_controller: list[EventsApplied] = []
+        self.to_controller: list[tuple[str, bytes]] = []  # (origin, pickled events) to send
         # conn id -> opaque of a request a processor sent that client -> (channel, forget at)
         self.calls: dict[int, dict[int, tuple[Channel, float]]] = {}
 
@@ -353,14 +353,14 @@ class RemotingServer(WatchingActor):
             if ch is not None and not ch.closed:
                 add_apply(ch.out, blob)
                 self.dirty.add(ch)
-        self.to_controller.append(EventsApplied(origin, bytes(full)))
+        self.to_controller.append((origin, bytes(full)))
         self.schedule("events", EVENTS_TO_CONTROLLER_MS)
 
     def _send_events(self) -> None:
+        """One Thespian message for everything gathered since the last one."""
         if self.to_controller and self.controller is not None:
             batch, self.to_controller = self.to_controller, []
-            for msg in batch:
-                self.send(self.controller, msg)
+            self.send(self.controller, EventsApplied(tuple(batch)))
 
     def _flush(self, now: float) -> None:
         pending = False

@@ -164,6 +164,7 @@ class EchoController:
         return None
 
 
-def make_controller(broker_config: Any, store_config: Any, now_ms: int) -> EchoController:
-    """Build the stand-in controller core."""
+def make_controller(broker_config: Any, store_config: Any, now_ms: int,
+                    runtime_dir: str = "") -> EchoController:  # fmt: skip
+    """Build the stand-in controller core (nothing goes in the runtime directory)."""
     return EchoController(broker_config, store_config, now_ms)

@@ -102,10 +102,10 @@ class BrokerEventBatch:
 
 @dataclass(frozen=True)
 class EventsApplied:
-    """RemotingServer -> controller: events already delivered to their audience over channels."""
+    """RemotingServer -> controller: events already delivered to their audience over channels,
+    every batch of one timer period in one message."""
 
-    origin: str
-    blob: bytes  # pickled list of events
+    batches: tuple[tuple[str, bytes], ...]  # (origin group, pickled list of events), in order
 
 
 @dataclass(frozen=True)

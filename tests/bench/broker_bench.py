@@ -5,13 +5,17 @@ A: one connection, one SEND_MESSAGE_V2 (1 KiB) in flight, vs a raw Python loopba
 B: send 100, wait for the 100 responses, repeat (goal >= 100,000 msgs/s), twice: with JSON
    headers (what Java, ali-ons and the C++ clients send) and with msgpack headers (serialize
    type 2, ours: what our own clients send).
-C: pull 200,000 stored messages, 32 per pull (goal >= 150,000 msgs/s).   [real cores only]
-D: 500 msgs/s with a long-polling consumer, end-to-end p50 <= 1 ms, p99 <= 5 ms. [real cores]
-E: replication (no goal in an issue: reported): once, after the runs, a slave broker starts
-   empty and catches up with the master's whole commit log over the HA stream; bytes/s against
-   a raw Python loopback TCP copy measured just before. [real cores]
-Broker CPU microseconds per message (CPU time of the actor system's processes from
-/proc/<pid>/schedstat) for A, B, C. The table shows the median and min-max of --runs runs.
+C: pull 200,000 stored messages of 4 queues, 32 per pull, one pull in flight per queue,
+   committing the consume offset on every pull as RocketMQ's push consumer does (goals: >= 0.8x
+   the reference, >= 0.9x the same loop without the commit flag, its row below). [real cores]
+D: 500 msgs/s with a long-polling consumer committing on each pull, end-to-end p50 <= 1 ms,
+   p99 <= 5 ms. [real cores]      (C and D: tests/bench/consume_bench.py)
+E, F: replication (no goal in an issue: reported; tests/bench/ha_bench.py). [real cores]
+--reference: the reference Apache RocketMQ 4.9.8 (deploy/reference.py) runs A, B (JSON), C and
+D in the same invocation, each scenario of each run against both brokers back to back; the table
+gives both, their per-run ratio and the reference's CPU (its launcher's process tree: both JVMs).
+Broker CPU microseconds per message (CPU time of every thread of the broker's processes, from
+/proc/<pid>/task/*/schedstat) for A-D. The table shows the median and min-max of --runs runs.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -226,290 +231,6 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type:
         sock.close()
 
 
-def heartbeat_request(client_id: str, group: str, topic: str) -> Any:
-    """HEART_BEAT (34) of a push consumer subscribed to `topic` with '*'."""
-    import json
-
-    from protocol.command import RemotingCommand
-
-    sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
-           "subVersion": 1, "tagsSet": [], "topic": topic}
-    body = {"clientID": client_id,
-            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
-                                 "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
-                                 "unitMode": False}],
-            "producerDataSet": []}
-    data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-    return RemotingCommand.request(34, None, data)
-
-
-def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int,
-                 suspend_ms: int = 0) -> Any:
-    """PULL_MESSAGE (11); sysFlag 0x4 (subscription in the request) | 0x2 when suspending."""
-    from protocol.command import RemotingCommand
-
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-           "queueOffset": str(offset), "maxMsgNums": str(max_nums),
-           "sysFlag": str(4 | (2 if suspend_ms else 0)), "commitOffset": "0",
-           "suspendTimeoutMillis": str(suspend_ms), "subVersion": "0",
-           "expressionType": "TAG", "subscription": "*"}
-    return RemotingCommand.request(11, ext)
-
-
-def _subscribe(cl: Any, group: str, topic: str) -> None:
-    """Heartbeat the consumer group, then wait (bounded) until its replica accepts pulls."""
-    r = cl.invoke(heartbeat_request(f"bench@{os.getpid()}", group, topic), 10)
-    if r.code != 0:
-        raise RuntimeError(f"heartbeat failed: {r.code} {r.remark}")
-    for _ in range(200):  # the group reaches the pull actor one replication hop later
-        r = cl.invoke(pull_request(group, topic, 0, 0, 1), 10)
-        if r.code in (0, 19, 20, 21):
-            return
-        time.sleep(0.01)
-    raise RuntimeError(f"pull never accepted for {group}/{topic}: {r.code} {r.remark}")
-
-
-PRELOAD_BUSY_LIMIT = 10_000  # resends of SYSTEM_BUSY replies while preloading C
-
-def bench_c(addr: tuple[str, int], total: int, pids: list[int], run: int = 0
-            ) -> tuple[float, float]:
-    """Pull `total` stored messages from one queue, 32 per pull: (msgs/s, CPU us/msg)."""
-    from deploy.wire import BlockingClient
-
-    topic = f"BenchC{run}"
-    group = f"bench_cg{run}"
-    with BlockingClient(addr) as cl:
-        sent = busy = 0
-        while sent < total:  # preload (not timed); a SYSTEM_BUSY reply is resent, as a
-            k = min(100, total - sent)  # producer backs off and retries, and counted
-            for r in cl.invoke_many([send_request(topic, 0) for _ in range(k)], 30):
-                if r.code == 0:
-                    sent += 1
-                elif r.code == 2 and busy < PRELOAD_BUSY_LIMIT:
-                    busy += 1
-                else:
-                    raise RuntimeError(f"send failed: {r.code} {r.remark}")
-        if busy:
-            log.warning("scenario C preload: %d sends answered SYSTEM_BUSY and resent", busy)
-        _subscribe(cl, group, topic)
-        offset = 0
-        got = 0
-        c0 = cpu_us(pids)
-        t0 = time.perf_counter()
-        for _ in range(total):  # bounded: every pull moves at least one message
-            if got >= total:
-                break
-            r = cl.invoke(pull_request(group, topic, 0, offset, 32), 30)
-            if r.code != 0:
-                raise RuntimeError(f"pull failed at {offset}: {r.code} {r.remark}")
-            nxt = int(r.ext_fields["nextBeginOffset"])
-            got += nxt - offset
-            offset = nxt
-        dt = time.perf_counter() - t0
-        return got / dt, (cpu_us(pids) - c0) / max(got, 1)
-
-
-def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
-    """Child process: send n messages at `rate`/s, each body starting with monotonic_ns."""
-    from deploy.wire import BlockingClient
-
-    period = 1.0 / rate
-    with BlockingClient(addr) as cl:
-        t_next = time.monotonic()
-        for _ in range(n):
-            delay = t_next - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            t_next += period
-            req = send_request(topic, 0)
-            req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
-            cl.invoke(req, 10)
-
-
-def bench_d(addr: tuple[str, int], n: int, run: int = 0, rate: float = 500.0
-            ) -> tuple[float, float, int]:
-    """Long-polling consumer, sender at `rate`/s: (p50 ms, p99 ms, messages received)."""
-    from deploy.wire import BlockingClient
-    from protocol.message import decode_messages
-
-    topic = f"BenchD{run}"
-    group = f"bench_dg{run}"
-    lat_ns: list[int] = []
-    with BlockingClient(addr) as cl:
-        r = cl.invoke(send_request(topic, 0), 10)  # creates the topic
-        if r.code != 0:
-            raise RuntimeError(f"send failed: {r.code} {r.remark}")
-        _subscribe(cl, group, topic)
-        offset = 1
-        ctx = multiprocessing.get_context("fork")
-        proc = ctx.Process(target=_d_sender, args=(addr, topic, n, rate), daemon=True)
-        proc.start()
-        try:
-            deadline = time.monotonic() + n / rate + 30
-            while len(lat_ns) < n and time.monotonic() < deadline:
-                r = cl.invoke(pull_request(group, topic, 0, offset, 32, suspend_ms=15000), 20)
-                now = time.monotonic_ns()
-                if r.code == 0:
-                    for m in decode_messages(bytes(r.body)):
-                        lat_ns.append(now - struct.unpack_from(">q", bytes(m.body), 0)[0])
-                if r.ext_fields and "nextBeginOffset" in r.ext_fields:
-                    offset = int(r.ext_fields["nextBeginOffset"])
-        finally:
-            proc.join(n / rate + 30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
-    if not lat_ns:
-        raise RuntimeError("D: no message received")
-    lat_ns.sort()
-    p50 = lat_ns[len(lat_ns) // 2] / 1e6
-    p99 = lat_ns[min(len(lat_ns) - 1, int(len(lat_ns) * 0.99))] / 1e6
-    return p50, p99, len(lat_ns)
-
-
-def raw_copy_rate(total: int = 256 << 20, chunk: int = 0) -> float:
-    """Bytes/s of a plain loopback TCP copy in `chunk` pieces (0: the haTransferBatchSize
-    default; a sender thread, this thread receiving)."""
-    import threading
-
-    from store.config import StoreConfig
-
-    chunk = chunk or int(StoreConfig().haTransferBatchSize)
-    lst = socket.create_server(("127.0.0.1", 0))
-    port = lst.getsockname()[1]
-    payload = b"r" * chunk
-
-    def sender() -> None:
-        with socket.create_connection(("127.0.0.1", port)) as out:
-            for _ in range(total // chunk):
-                out.sendall(payload)
-
-    t = threading.Thread(target=sender, daemon=True)
-    t0 = time.perf_counter()
-    t.start()
-    conn, _ = lst.accept()
-    got = 0
-    buf = bytearray(chunk)
-    while got < total:
-        n = conn.recv_into(buf)
-        if not n:
-            break
-        got += n
-    dt = time.perf_counter() - t0
-    t.join(10)
-    conn.close()
-    lst.close()
-    return got / dt
-
-
-def bench_e(cluster: Any, data: str, ha_port: int, master_root: str
-            ) -> tuple[float, int] | None:  # fmt: skip
-    """Start an empty slave of the master and time its catch-up from its first replicated
-    record (actor start-up left out); (bytes/s, bytes timed), or None when the catch-up was
-    over before it could be timed."""
-    from actors.broker.config import BrokerConfig
-    from deploy import launch
-    from store.config import StoreConfig
-    from store.state_page import StatePage
-
-    master = StatePage(os.path.join(master_root, "state"), writable=False)
-    target = master.max_phy
-    master.close()
-    props = {"listenPort": "0", "brokerId": "1", "brokerRole": "SLAVE",
-             "haMasterAddress": f"127.0.0.1:{ha_port}",
-             "storePathRootDir": os.path.join(data, "slave-store")}  # fmt: skip
-    launch.start_broker(cluster, BrokerConfig.from_properties(props),
-                        StoreConfig.from_properties(props))  # fmt: skip
-    slave = StatePage(os.path.join(props["storePathRootDir"], "state"), writable=False)
-    try:
-        deadline = time.perf_counter() + 600
-        first = 0
-        t0 = time.perf_counter()
-        while slave.max_phy < target and time.perf_counter() < deadline:
-            if not first and slave.max_phy > 0:
-                first, t0 = slave.max_phy, time.perf_counter()
-            time.sleep(0.002)
-        dt = time.perf_counter() - t0
-        if slave.max_phy < target or not first or first >= target or dt <= 0:
-            return None
-        return (target - first) / dt, target - first
-    finally:
-        slave.close()
-
-
-def start_sync_pair(cluster: Any, data: str) -> tuple[tuple[str, int], str]:
-    """A SYNC_MASTER broker ("broker-f") and its slave in the cluster; (master address,
-    master store root) once the slave is connected."""
-    from actors.broker.config import BrokerConfig
-    from deploy import launch
-    from store.config import StoreConfig
-    from store.state_page import OFF_HA_SLAVES, StatePage
-
-    ha_port = launch.stable_free_port()
-    root = os.path.join(data, "f-master")
-    props = {"listenPort": "0", "brokerName": "broker-f", "brokerRole": "SYNC_MASTER",
-             "storePathRootDir": root, "haListenPort": str(ha_port)}  # fmt: skip
-    port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
-                               StoreConfig.from_properties(props))  # fmt: skip
-    props = {"listenPort": "0", "brokerName": "broker-f", "brokerId": "1",
-             "brokerRole": "SLAVE", "haMasterAddress": f"127.0.0.1:{ha_port}",
-             "storePathRootDir": os.path.join(data, "f-slave")}  # fmt: skip
-    launch.start_broker(cluster, BrokerConfig.from_properties(props),
-                        StoreConfig.from_properties(props))  # fmt: skip
-    st = StatePage(os.path.join(root, "state"), writable=False)
-    try:
-        deadline = time.monotonic() + 60
-        while st.get(OFF_HA_SLAVES) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if st.get(OFF_HA_SLAVES) < 1:
-            raise RuntimeError("F: the slave never connected to the SYNC_MASTER")
-    finally:
-        st.close()
-    return ("127.0.0.1", port), root
-
-
-def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float, float, float]:
-    """SYNC_MASTER, one WAIT send in flight, one slave: (msgs/s, p50 ms, p99 ms, CPU us/msg);
-    every answer must be SUCCESS (a slave has the message), as GroupTransferService gives."""
-    from protocol.framing import FrameDecoder
-
-    reqs = [send_request("BenchF", 0) for _ in range(n + 20)]
-    frames = [r.encode() for r in reqs]
-    lat: list[int] = []
-    with socket.create_connection(addr, timeout=10) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        decoder = FrameDecoder()
-        buf = memoryview(bytearray(1 << 16))
-
-        def round_trip(i: int) -> int:
-            t = time.perf_counter_ns()
-            r = _round_trip(sock, decoder, buf, frames[i])
-            dt = time.perf_counter_ns() - t
-            if r.code != 0 or r.opaque != reqs[i].opaque:
-                raise RuntimeError(f"F: send answered {r.code} {r.remark}")
-            return dt
-
-        deadline = time.monotonic() + 30
-        for i in range(n, n + 20):  # warm-up: topic creation, then the slave's first acks
-            while True:
-                try:
-                    round_trip(i)
-                    break
-                except RuntimeError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-        c0 = cpu_us(pids)
-        t0 = time.perf_counter()
-        for i in range(n):
-            lat.append(round_trip(i))
-        dt = time.perf_counter() - t0
-    lat.sort()
-    return (n / dt, lat[n // 2] / 1e6, lat[min(n - 1, int(n * 0.99))] / 1e6,
-            (cpu_us(pids) - c0) / n)  # fmt: skip
-
-
 def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
     """A and B against tests.bench.send_bound's one-process server, --runs times."""
     from tests.bench.send_bound import inline_server
@@ -539,11 +260,51 @@ def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
     return results
 
 
+SCENARIOS = ("A", "B", "C", "D")
+
+
+def run_scenario(name: str, addr: tuple[str, int], pids: list[int], run: int,
+                 args: argparse.Namespace, add: Any, *, prefix: str = "",
+                 msgpack: bool = True) -> None:  # fmt: skip
+    """One run of scenario A, B, C or D against one broker; results under `prefix` + key."""
+    from tests.bench.consume_bench import QUEUES, bench_c, bench_d
+
+    if name == "A" and args.a:
+        rate, cpu = bench_a(addr, args.a, pids)
+        add(prefix + "A", rate)
+        add(prefix + "A_cpu", cpu)
+    elif name == "B" and args.b:
+        for key, st in (("B", 0), ("Bm", MSGPACK)) if msgpack else (("B", 0),):
+            roles: dict[str, float] = {}
+            rate, cpu = bench_b(addr, args.b, pids, st, roles=roles)
+            add(prefix + key, rate)
+            add(prefix + f"{key}_cpu", cpu)
+            if not prefix:
+                for role, us in roles.items():
+                    add(f"{key}_cpu:{role}", us)
+    elif name == "C" and args.c:
+        per_queue = max(1, args.c // QUEUES)
+        modes = [("C", True), ("C0", False)]
+        for key, commit in modes if run % 2 == 0 else modes[::-1]:  # neither always first
+            rate, cpu = bench_c(addr, "BenchC", f"bench_{key}_{run}", per_queue, pids,
+                                commit=commit)  # fmt: skip
+            add(prefix + key, rate)
+            add(prefix + f"{key}_cpu", cpu)
+    elif name == "D" and args.d:
+        p50, p99, cpu = bench_d(addr, args.d, pids, run)
+        add(prefix + "D_p50", p50)
+        add(prefix + "D_p99", p99)
+        add(prefix + "D_cpu", cpu)
+
+
 def run(args: argparse.Namespace) -> dict[str, list[float]]:
-    """Start a cluster like `actormq up`, run the scenarios --runs times, stop it."""
+    """Start a cluster like `actormq up` (and, with --reference, the reference RocketMQ 4.9.8
+    on its own ports), run the scenarios --runs times against each in turn, stop them."""
     from actors.broker.config import BrokerConfig
-    from deploy import launch
+    from deploy import launch, procinfo
     from store.config import StoreConfig
+    from tests.bench.consume_bench import QUEUES, preload
+    from tests.bench.ha_bench import bench_e, bench_f, raw_copy_rate, start_sync_pair
     from tests.integration.conftest import cluster_pids
 
     real = args.personality is None
@@ -556,7 +317,14 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
         os.environ[AFFINITY_ENV] = args.affinity
     with tempfile.TemporaryDirectory(prefix="amq-bench-") as data:
         data = os.environ.get("AMQ_BENCH_DATA", data)  # keep the logs: an existing dir
+        ref_start: Background | None = None
+        if args.reference:  # the JVMs start while actormq does
+            from deploy import reference
+
+            ref_start = Background(reference.reference_cluster(
+                os.path.join(data, "reference")).start)  # fmt: skip
         cluster = launch.start_system(data, log_level="WARNING")
+        ref: Any = None
         try:
             ha_port = launch.stable_free_port()
             props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store"),
@@ -566,35 +334,27 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
             port = launch.start_broker(cluster, bc, sc, personality=args.personality)
             addr = ("127.0.0.1", port)
             pids = [p for p in cluster_pids(cluster) if p != os.getpid()]
+            targets: list[tuple[str, tuple[str, int], list[int]]] = [("", addr, pids)]
+            if ref_start is not None:
+                ref, ref_start = ref_start.wait(), None
+                ref_pids = procinfo.pids_in_session(ref.pid())  # the launcher and both JVMs
+                targets.append(("ref:", ("127.0.0.1", ref.broker_port), ref_pids))
+            for _prefix, t_addr, t_pids in targets:  # not timed: JIT, page cache, topics
+                bench_a(t_addr, min(args.a, 500), t_pids)
+                if real and args.c:
+                    preload(t_addr, "BenchC", max(1, args.c // QUEUES) * QUEUES)
             for i in range(args.runs):
                 raw = raw_echo_rate(args.a)
                 add("raw", raw)
+                # scenario by scenario, the brokers back to back (in turn first): a ratio
+                # compares runs seconds apart, not a whole round apart, on a host whose speed
+                # drifts
+                for name in SCENARIOS if real else ("A", "B"):
+                    for prefix, t_addr, t_pids in targets if i % 2 == 0 else targets[::-1]:
+                        run_scenario(name, t_addr, t_pids, i, args, add, prefix=prefix,
+                                     msgpack=not prefix)  # fmt: skip
                 if args.a:
-                    rate, cpu = bench_a(addr, args.a, pids)
-                    add("A", rate)
-                    add("A_ratio", rate / raw)
-                    add("A_cpu", cpu)
-                if args.b:
-                    roles: dict[str, float] = {}
-                    rate, cpu = bench_b(addr, args.b, pids, roles=roles)
-                    add("B", rate)
-                    add("B_cpu", cpu)
-                    for role, us in roles.items():
-                        add(f"B_cpu:{role}", us)
-                    roles = {}
-                    rate, cpu = bench_b(addr, args.b, pids, MSGPACK, roles=roles)
-                    add("Bm", rate)
-                    add("Bm_cpu", cpu)
-                    for role, us in roles.items():
-                        add(f"Bm_cpu:{role}", us)
-                if real and args.c:
-                    rate, cpu = bench_c(addr, args.c, pids, i)
-                    add("C", rate)
-                    add("C_cpu", cpu)
-                if real and args.d:
-                    p50, p99, _n = bench_d(addr, args.d, i)
-                    add("D_p50", p50)
-                    add("D_p99", p99)
+                    add("A_ratio", results["A"][-1] / raw)
             if real and args.f:
                 f_addr, _root = start_sync_pair(cluster, data)
                 f_pids = [p for p in cluster_pids(cluster) if p != os.getpid()]
@@ -613,16 +373,57 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     add("E_ratio", rate / results["E_raw"][-1])
                     add("E_bytes", float(size))
         finally:
-            launch.stop_cluster(cluster)
+            try:
+                if ref_start is not None:  # actormq failed to start: the JVMs still stop
+                    ref = ref_start.wait_quietly()
+                if ref is not None:
+                    ref.stop()
+            finally:
+                launch.stop_cluster(cluster)
     return results
 
 
-ROWS = (  # scenario, rate key, ratio key, cpu key, goal
-    ("raw echo (1 KiB, 1 in flight)", "raw", None, None, "baseline, round trips/s"),
-    ("A send, 1 in flight", "A", "A_ratio", "A_cpu", ">= 0.4x raw"),
-    ("B send, 100 in flight, JSON", "B", None, "B_cpu", ">= 100,000 msgs/s"),
-    ("B same, msgpack header", "Bm", None, "Bm_cpu", ">= 100,000 msgs/s"),
-    ("C pull 32/pull", "C", None, "C_cpu", ">= 150,000 msgs/s"),
+class Background:
+    """A call running on a thread (the reference's start, ~5-15 s, beside actormq's)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Any) -> None:
+        try:
+            self.result = fn()
+        except BaseException as exc:  # handed to wait()
+            self.error = exc
+
+    def wait(self) -> Any:
+        """Its result, or its exception raised here."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def wait_quietly(self) -> Any:
+        """Its result, None when it failed (the failure was the caller's to report)."""
+        self.thread.join()
+        return self.result
+
+
+# scenario, rate (or latency) key, its format, CPU key, goal
+ROWS = (
+    ("raw echo (1 KiB, 1 in flight)", "raw", ",.0f", None, "baseline, round trips/s"),
+    ("A send, 1 in flight", "A", ",.0f", "A_cpu", ""),
+    ("  A / raw echo", "A_ratio", ".2f", None, ">= 0.4x raw echo"),
+    ("B send, 100 in flight, JSON", "B", ",.0f", "B_cpu", ">= 100,000 msgs/s"),
+    ("B same, msgpack header", "Bm", ",.0f", "Bm_cpu", ">= 100,000 msgs/s"),
+    ("C pull 32, commit on every pull", "C", ",.0f", "C_cpu",
+     ">= 0.8x ref, CPU <= 2x ref's, >= 150,000 msgs/s"),
+    ("C same, no commit flag", "C0", ",.0f", "C0_cpu", ""),
+    ("  C commit / no commit", "C/C0", ".2f", None, ">= 0.9x"),
+    ("D long-poll + commit, p50 ms", "D_p50", ".2f", "D_cpu", "<= 1 ms (CPU: per message)"),
+    ("D same, p99 ms", "D_p99", ".2f", None, "<= 5 ms"),
 )
 
 
@@ -633,17 +434,43 @@ def _cell(vals: list[float] | None, fmt: str) -> str:
     return f"{med:{fmt}} ({min(vals):{fmt}}-{max(vals):{fmt}})"
 
 
+def _ratios(num: list[float] | None, den: list[float] | None) -> list[float] | None:
+    """Per-run ratios (the runs of both brokers alternate: run i against run i)."""
+    if not num or not den:
+        return None
+    return [a / b for a, b in zip(num, den, strict=False) if b]
+
+
 def format_table(results: dict[str, list[float]]) -> str:
-    """Per scenario: median (min-max) over the runs, ratio to raw echo, broker CPU us/msg."""
+    """Per scenario: median (min-max) over the runs for actormq and, when measured, for the
+    reference broker, their per-run ratio, and broker CPU us/msg of both."""
     runs = max((len(v) for v in results.values()), default=0)
-    lines = [f"broker benchmark, {runs} run(s); median (min-max)",
-             f"{'scenario':32s} {'msgs/s':>26s} {'x raw echo':>18s} {'CPU us/msg':>18s}  goal"]
-    for name, rate, ratio, cpu, goal in ROWS:
-        if rate not in results:
+    with_ref = any(k.startswith("ref:") for k in results)
+    results = dict(results)
+    if "C" in results and "C0" in results:
+        results["C/C0"] = _ratios(results["C"], results["C0"]) or []
+    head = f"broker benchmark, {runs} run(s); median (min-max)"
+    if with_ref:
+        head += ("; reference = Apache RocketMQ 4.9.8 in the same invocation, its CPU the "
+                 "launcher's whole process tree (both JVMs)")
+    lines = [head, f"{'scenario':32s} {'actormq':>26s} {'reference':>26s} {'actormq/ref':>18s} "
+                   f"{'CPU us/msg':>20s} {'CPU us/msg ref':>20s}  goal"]
+    for name, key, fmt, cpu, goal in ROWS:
+        if key not in results:
             continue
-        lines.append(f"{name:32s} {_cell(results.get(rate), ',.0f'):>26s} "
-                     f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
-                     f"{_cell(results.get(cpu) if cpu else None, '.1f'):>18s}  {goal}")
+        ref_key = "ref:" + key
+        ratio = _ratios(results.get(key), results.get(ref_key))
+        if key.endswith(("_p50", "_p99")):
+            ratio = None  # a latency: both shown, no ratio
+        lines.append(
+            f"{name:32s} {_cell(results.get(key), fmt):>26s} "
+            f"{_cell(results.get(ref_key), fmt):>26s} {_cell(ratio, '.2f'):>18s} "
+            f"{_cell(results.get(cpu) if cpu else None, ',.1f'):>20s} "
+            f"{_cell(results.get('ref:' + cpu) if cpu else None, ',.1f'):>20s}  {goal}")
+    if "C_cpu" in results and "ref:C_cpu" in results:
+        cpu_ratio = _ratios(results["C_cpu"], results["ref:C_cpu"])
+        lines.append(f"{'  C CPU us/msg actormq / ref':32s} {_cell(cpu_ratio, '.2f'):>26s}"
+                     f"{'':>107s}  <= 2x")
     for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack")):
         parts = sorted(
             ((k[len(key):], statistics.median(v)) for k, v in results.items()
@@ -668,9 +495,6 @@ def format_table(results: dict[str, list[float]]) -> str:
             f"{'F send latency with a slave, ms':32s} p50 {_cell(results['F_p50'], '.2f')}"
             f"  p99 {_cell(results['F_p99'], '.2f')}"
         )
-    if "D_p50" in results:
-        lines.append(f"{'D long-poll e2e latency, ms':32s} p50 {_cell(results['D_p50'], '.2f')}"
-                     f"  p99 {_cell(results['D_p99'], '.2f')}  goal p50 <= 1, p99 <= 5")
     return "\n".join(lines) + "\n"
 
 
@@ -680,11 +504,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--a", type=int, default=2000, help="A: requests (0 = skip)")
     p.add_argument("--b", type=int, default=100, help="B: rounds of 100 (0 = skip)")
-    p.add_argument("--c", type=int, default=200_000, help="C: messages to pull (0 = skip)")
+    p.add_argument("--c", type=int, default=200_000,
+                   help="C: messages to pull, over 4 queues (0 = skip)")
     p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
     p.add_argument("--e", type=int, default=1, help="E: replication catch-up (0 = skip)")
     p.add_argument("--f", type=int, default=1000,
                    help="F: WAIT sends to a SYNC_MASTER with one slave (0 = skip)")
+    p.add_argument("--reference", action="store_true",
+                   help="also start the reference Apache RocketMQ 4.9.8 (deploy/reference.py) on "
+                        "its own ports and run A-D against it in the same invocation, each "
+                        "scenario against both brokers back to back; the table gives actormq / "
+                        "reference ratios")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--personality", default=None,
@@ -695,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be >= 1")
+    if args.bound and args.reference:
+        p.error("--bound and --reference do not go together")
     if not args.a:
         args.a = 1000  # the raw echo still needs a count
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

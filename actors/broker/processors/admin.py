@@ -14,7 +14,6 @@ from typing import Any
 
 from actors.broker.context import BrokerContext
 from actors.broker.events import (
-    OffsetCommitted,
     SubscriptionGroupChanged,
     SubscriptionGroupDeleted,
     TopicConfigChanged,
@@ -813,7 +812,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
                 continue
             table = self.ctx.offsets.table.get(self.ctx.offsets.key(topic, h.src_group))
             for qid, off in sorted((table or {}).items()):
-                self.ctx.emit(OffsetCommitted(h.dest_group, topic, qid, off))
+                self.ctx.offsets.commit_offset(h.dest_group, topic, qid, off)
         return cmd.make_response(RS.SUCCESS, None, {})
 
     def _consume_time_span(self, req: Request, now_ms: int) -> RemotingCommand:

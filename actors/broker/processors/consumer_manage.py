@@ -2,7 +2,8 @@
 GET_CONSUMER_LIST_BY_GROUP (38).
 
 Mirrors broker/processor/ConsumerManageProcessor.java, RocketMQ 4.9.x (spec §9.5). Offsets
-and consumer groups are replicas kept current by events.
+are the broker's shared table (actors/broker/offsets.py); consumer groups are replicas kept
+current by events.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import logging
 
 from actors.broker.context import BrokerContext
-from actors.broker.events import OffsetCommitted
 from actors.core import CodeDispatchCore, Request
 from protocol.bodies import GetConsumerListByGroupResponseBody
 from protocol.codes import RequestCode as RC
@@ -66,7 +66,7 @@ class ConsumerManageProcessor(CodeDispatchCore):
 
     def _update_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext(req.cmd.ext_fields)
-        self.ctx.emit(OffsetCommitted(h.consumer_group, h.topic, h.queue_id, h.commit_offset))
+        self.ctx.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return req.cmd.make_response(RS.SUCCESS, None, {})
 
     def _consumer_list(self, req: Request, now_ms: int) -> RemotingCommand:

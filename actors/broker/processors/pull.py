@@ -18,7 +18,6 @@ from actors.broker.consumer_manager import matches_all
 from actors.broker.context import ArrivalNotice, BrokerContext
 from actors.broker.events import (
     BrokerConfigChanged,
-    OffsetCommitted,
     OffsetMoved,
     SubscriptionGroupChanged,
 )
@@ -28,8 +27,10 @@ from actors.broker.stats_items import StatsPublisher, count, fold_gets
 from actors.broker.topic_config import is_readable
 from actors.core import FAQ_SUFFIX, Request
 from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
+from protocol.codes import CURRENT_VERSION, RPC_TYPE_RESPONSE
+from protocol.codes import LanguageCode as _Lang
 from protocol.codes import ResponseCode as RS
-from protocol.command import RemotingCommand
+from protocol.command import RemotingCommand, ResponseTemplate, TemplatedResponse
 from protocol.errors import HeaderFieldError
 from protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from protocol.message import parse_properties
@@ -42,10 +43,13 @@ FLAG_COMMIT_OFFSET: Final = 0x1
 FLAG_SUSPEND: Final = 0x2
 FLAG_SUBSCRIPTION: Final = 0x4
 MASTER_ID: Final = 0
+JAVA: Final = int(_Lang.JAVA)
 CACHE_LIMIT: Final = 10_000  # filters cached per subscription before the cache is reset
 
 # PullMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
 RESPONSE_KEYS: Final = tuple(f.key for f in PullMessageResponseHeader.FIELDS)
+# a FOUND answer's JSON header, pre-rendered: only the opaque and the four numbers change
+FOUND_TEMPLATE: Final = ResponseTemplate({}, RESPONSE_KEYS, remark=GetMessageStatus.FOUND.name)
 
 _GS = GetMessageStatus
 # GetMessageStatus -> response code (None: 21 when the requested offset != 0, else 19)
@@ -251,11 +255,12 @@ class PullMessageProcessor:
             h.queue_offset,
             h.max_msg_nums,
             None,
-            sub_filter,
+            None if sub_filter is MATCH_ALL else sub_filter,  # '*': no per-unit call
             now_ms,
         )
         status = result.status
-        code = GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
+        # FOUND first: an Enum key's hash is a Python-level call
+        code = RS.SUCCESS if status is _GS.FOUND else GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
         if code is None:
             code = RS.PULL_OFFSET_MOVED if h.queue_offset != 0 else RS.PULL_NOT_FOUND
         # Java: the master (0) unless slaveReadEnable; then the group's slow-consumer broker
@@ -278,7 +283,9 @@ class PullMessageProcessor:
         }
         resp: RemotingCommand | None
         if code == RS.SUCCESS:  # a SQL92 subscription's records were matched in the scan
-            resp = cmd.make_response(code, status.name, ext, result.buffer)
+            resp = TemplatedResponse(code, JAVA, CURRENT_VERSION, cmd.opaque, RPC_TYPE_RESPONSE,
+                                     status.name, ext, result.buffer, cmd.serialize_type)
+            resp.template = FOUND_TEMPLATE  # make_response's command, encoded from the template
             result.release()
             if self.stats is not None:  # incGroupGetNums / Size, BrokerGetNums (folded later)
                 count(self.stats.counts, (h.topic, h.consumer_group), result.message_count,
@@ -322,7 +329,8 @@ class PullMessageProcessor:
                     result.next_begin_offset,
                 )
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
-            self.ctx.emit(OffsetCommitted(h.consumer_group, h.topic, h.queue_id, h.commit_offset))
+            # one store into the shared table: seen by every actor before this reply leaves
+            self.ctx.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return resp
 
     def _check(self, h: PullMessageRequestHeader, req: Request) -> SubscriptionFilter:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from actors.broker.config import BrokerConfig
@@ -65,7 +66,10 @@ class Broker:
         assert self.store.load(0)
         self.store.start(0)
         self.controller = BrokerControllerCore(self.bc, self.sc)
-        self.controller.load(0)
+        # the shared consumer offset table, as the controller actor makes it for its broker
+        offsets_dir = os.path.join(root, "run")
+        os.makedirs(offsets_dir, exist_ok=True)
+        self.controller.load(0, offsets_dir)
         snap = self.controller.snapshot()
         self.outbox = FakeOutbox()
         self.ctxs: dict[str, BrokerContext] = {}

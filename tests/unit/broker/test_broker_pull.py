@@ -124,7 +124,7 @@ def test_group_disabled_and_no_auto_create(tmp_path) -> None:
         b.close()
 
 
-def test_commit_offset_flag_emits_offset(broker: Broker) -> None:
+def test_commit_offset_flag_stores_into_the_shared_table(broker: Broker) -> None:
     put(broker, "T", 1)
     pull(broker, "T", sys_flag=SUB_ALL | 1, commit=1)
     assert broker.ctxs["consumer_manage"].offsets.query_offset("CG", "T", 0) == 1

@@ -1,4 +1,5 @@
-"""The send core's pre-rendered SUCCESS header encodes byte for byte like the generic encoder."""
+"""Pre-rendered SUCCESS headers (the send core's, a pull's FOUND with its remark and body)
+encode byte for byte like the generic encoder."""
 
 from __future__ import annotations
 
@@ -58,3 +59,28 @@ def test_plain_values_frame_is_the_escaped_frame(region: str, values: tuple[str,
         assert tpl.frame_plain(st_type, opaque, values) == tpl.frame(st_type, opaque, values)
     plain, _ = _pair({"MSG_REGION": region, "TRACE_ON": "true"}, values, opaque)
     assert tpl.frame_plain(SerializeType.JSON, opaque, values) == plain.encode()
+
+
+PULL_KEYS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
+
+
+@settings(max_examples=60, deadline=None)
+@given(remark=text, values=st.tuples(text, text, text, text), body=st.binary(max_size=64),
+       opaque=st.integers(-(1 << 31), (1 << 31) - 1))
+def test_template_with_remark_and_body_matches_generic_json(
+    remark: str, values: tuple[str, str, str, str], body: bytes, opaque: int
+) -> None:
+    ext = dict(zip(PULL_KEYS, values, strict=True))
+    plain = RemotingCommand(0, 0, 409, opaque, 1, remark, dict(ext), body)
+    templ = TemplatedResponse(0, 0, 409, opaque, 1, remark, dict(ext), body)
+    templ.template = ResponseTemplate({}, PULL_KEYS, remark=remark)
+    assert templ.encode() == plain.encode()
+    back = RemotingCommand.decode(templ.encode()[4:])
+    assert (back.remark, back.ext_fields, bytes(back.body)) == (remark or None, ext, body)
+    tpl = ResponseTemplate({}, PULL_KEYS, remark=remark)
+    for st_type in (SerializeType.JSON, SerializeType.MSGPACK):  # the frame without a body
+        bare = RemotingCommand(0, 0, 409, opaque, 1, remark, dict(ext), b"", st_type)
+        assert tpl.frame(st_type, opaque, values) == bare.encode()
+    templ.remark = "OTHER" if remark != "OTHER" else "ELSE"  # not the template's: generic
+    plain.remark = templ.remark
+    assert templ.encode() == plain.encode()

@@ -1,0 +1,208 @@
+"""Consume scenarios of the broker benchmark (C and D), as RocketMQ's push consumer pulls.
+
+C: pull every stored message of 4 queues, 32 per pull, one pull in flight per queue on one
+   connection (PullMessageService's one request per queue), each pull carrying the consume
+   offset of its queue as DefaultMQPushConsumerImpl.pullMessage does (PullSysFlag commit bit once
+   the offset is > 0, the suspend bit, the subscription registered by the heartbeat), or, in the
+   labelled no-commit row, without the commit bit.
+D: a sender at 500 msgs/s and a long-polling consumer committing on each pull: end-to-end
+   latency from the sender's clock in the body to the consumer's.
+The same client runs against actormq and the reference broker (tests/bench/broker_bench.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import struct
+import time
+from typing import Final
+
+from deploy.wire import BlockingClient
+from protocol.command import RemotingCommand
+from protocol.framing import FrameDecoder
+from tests.bench.broker_bench import BODY, cpu_us, send_request
+
+log = logging.getLogger(__name__)
+
+FLAG_COMMIT: Final = 1  # PullSysFlag
+FLAG_SUSPEND: Final = 2
+FLAG_SUBSCRIPTION: Final = 4
+QUEUES: Final = 4
+PULL_BATCH: Final = 32
+PRELOAD_BUSY_LIMIT: Final = 10_000  # resends of SYSTEM_BUSY replies while preloading C
+SUSPEND_MS: Final = 15_000  # brokerSuspendMaxTimeMillis
+
+
+def heartbeat_request(client_id: str, group: str, topic: str) -> RemotingCommand:
+    """HEART_BEAT (34) of a push consumer subscribed to `topic` with '*'."""
+    sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
+           "subVersion": 1, "tagsSet": [], "topic": topic}
+    body = {"clientID": client_id,
+            "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                 "consumeType": "CONSUME_PASSIVELY", "groupName": group,
+                                 "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
+                                 "unitMode": False}],
+            "producerDataSet": []}
+    data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    return RemotingCommand.request(34, None, data)
+
+
+def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int, *,
+                 sys_flag: int, commit_offset: int = 0, suspend_ms: int = 0
+                 ) -> RemotingCommand:  # fmt: skip
+    """PULL_MESSAGE (11) with the given PullSysFlag bits."""
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+           "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
+           "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
+           "subVersion": "0", "expressionType": "TAG", "subscription": "*"}
+    return RemotingCommand.request(11, ext)
+
+
+def consumer_pull(group: str, topic: str, queue_id: int, offset: int, *, commit: bool,
+                  suspend_ms: int = SUSPEND_MS) -> RemotingCommand:  # fmt: skip
+    """A push consumer's pull: commit bit (and the offset) once it is > 0, suspend bit, the
+    subscription the heartbeat registered."""
+    flag = FLAG_SUSPEND | (FLAG_COMMIT if commit and offset > 0 else 0)
+    return pull_request(group, topic, queue_id, offset, PULL_BATCH, sys_flag=flag,
+                        commit_offset=offset, suspend_ms=suspend_ms)  # fmt: skip
+
+
+def subscribe(cl: BlockingClient, group: str, topic: str) -> None:
+    """Heartbeat on the consumer's own connection, then wait (bounded) until a pull relying on
+    the registered subscription is accepted (actormq's pull actor learns the group one
+    replication hop after the heartbeat's answer)."""
+    r = cl.invoke(heartbeat_request(f"bench@{os.getpid()}", group, topic), 10)
+    if r.code != 0:
+        raise RuntimeError(f"heartbeat failed: {r.code} {r.remark}")
+    for _ in range(300):
+        r = cl.invoke(pull_request(group, topic, 0, 0, 1, sys_flag=0), 10)
+        if r.code in (0, 19, 20, 21):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"pull never accepted for {group}/{topic}: {r.code} {r.remark}")
+
+
+def preload(addr: tuple[str, int], topic: str, total: int, queues: int = QUEUES) -> None:
+    """Store `total` messages round-robin over the queues (not timed); a SYSTEM_BUSY reply is
+    resent, as a producer backs off and retries, and counted."""
+    with BlockingClient(addr) as cl:
+        sent = busy = 0
+        while sent < total:
+            k = min(100, total - sent)
+            reqs = [send_request(topic, (sent + i) % queues) for i in range(k)]
+            for r in cl.invoke_many(reqs, 30):
+                if r.code == 0:
+                    sent += 1
+                elif r.code == 2 and busy < PRELOAD_BUSY_LIMIT:
+                    busy += 1
+                else:
+                    raise RuntimeError(f"send failed: {r.code} {r.remark}")
+    if busy:
+        log.warning("preload of %s: %d sends answered SYSTEM_BUSY and resent", topic, busy)
+
+
+def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids: list[int], *,
+            commit: bool, queues: int = QUEUES) -> tuple[float, float]:  # fmt: skip
+    """Pull `per_queue` messages of each queue, one pull in flight per queue: (msgs/s, broker
+    CPU us/msg)."""
+    cl = BlockingClient(addr)
+    try:
+        subscribe(cl, group, topic)
+        sock = cl.sock
+        assert sock is not None
+        sock.settimeout(30)
+        decoder = FrameDecoder()
+        buf = memoryview(bytearray(1 << 20))
+        offsets = [0] * queues
+        inflight: dict[int, int] = {}  # opaque -> queue
+        got = 0
+        c0 = cpu_us(pids)
+        t0 = time.perf_counter()
+        first = [consumer_pull(group, topic, q, 0, commit=commit) for q in range(queues)]
+        inflight.update((r.opaque, q) for q, r in enumerate(first))
+        sock.sendall(b"".join(r.encode() for r in first))
+        while inflight:
+            n = sock.recv_into(buf)
+            if not n:
+                raise ConnectionError("broker closed the connection")
+            out = []
+            for frame in decoder.feed(buf[:n]):
+                r = RemotingCommand.decode(frame)
+                q = inflight.pop(r.opaque)
+                if r.code != 0:
+                    raise RuntimeError(f"pull failed at {q}:{offsets[q]}: {r.code} {r.remark}")
+                nxt = int(r.ext_fields["nextBeginOffset"])
+                got += nxt - offsets[q]
+                offsets[q] = nxt
+                if nxt < per_queue:
+                    req = consumer_pull(group, topic, q, nxt, commit=commit)
+                    inflight[req.opaque] = q
+                    out.append(req.encode())
+            if out:
+                sock.sendall(b"".join(out))
+        dt = time.perf_counter() - t0
+        return got / dt, (cpu_us(pids) - c0) / max(got, 1)
+    finally:
+        cl.close()
+
+
+def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
+    """Child process: send n messages at `rate`/s, each body starting with monotonic_ns."""
+    period = 1.0 / rate
+    with BlockingClient(addr) as cl:
+        t_next = time.monotonic()
+        for _ in range(n):
+            delay = t_next - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t_next += period
+            req = send_request(topic, 0)
+            req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
+            cl.invoke(req, 10)
+
+
+def bench_d(addr: tuple[str, int], n: int, pids: list[int], run: int = 0, rate: float = 500.0,
+            ) -> tuple[float, float, float]:  # fmt: skip
+    """Long-polling consumer committing on each pull, sender at `rate`/s: (p50 ms, p99 ms,
+    broker CPU us per message received)."""
+    from protocol.message import decode_messages
+
+    topic = f"BenchD{run}"
+    group = f"bench_dg{run}"
+    lat_ns: list[int] = []
+    with BlockingClient(addr) as cl:
+        r = cl.invoke(send_request(topic, 0), 10)  # creates the topic
+        if r.code != 0:
+            raise RuntimeError(f"send failed: {r.code} {r.remark}")
+        subscribe(cl, group, topic)
+        offset = 1
+        ctx = multiprocessing.get_context("fork")
+        c0 = cpu_us(pids)
+        proc = ctx.Process(target=_d_sender, args=(addr, topic, n, rate), daemon=True)
+        proc.start()
+        try:
+            deadline = time.monotonic() + n / rate + 30
+            while len(lat_ns) < n and time.monotonic() < deadline:
+                r = cl.invoke(consumer_pull(group, topic, 0, offset, commit=True), 20)
+                now = time.monotonic_ns()
+                if r.code == 0:
+                    for m in decode_messages(bytes(r.body)):
+                        lat_ns.append(now - struct.unpack_from(">q", bytes(m.body), 0)[0])
+                if r.ext_fields and "nextBeginOffset" in r.ext_fields:
+                    offset = int(r.ext_fields["nextBeginOffset"])
+        finally:
+            proc.join(n / rate + 30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        cpu = (cpu_us(pids) - c0) / max(len(lat_ns), 1)
+    if not lat_ns:
+        raise RuntimeError("D: no message received")
+    lat_ns.sort()
+    p50 = lat_ns[len(lat_ns) // 2] / 1e6
+    p99 = lat_ns[min(len(lat_ns) - 1, int(len(lat_ns) * 0.99))] / 1e6
+    return p50, p99, cpu
+
