@@ -97,6 +97,7 @@ class ProcessQueue(Generic[M]):
         self.queue_offset_max = 0
         self.msg_acc_cnt = 0  # messages behind the broker's max offset at the last pull
         self.dropped = False
+        self.revoking = False  # no new pull, no new handler; running handlers finish first
         self.locked = False
         self.consuming = False  # orderly: a consume request is queued or running
         self.try_unlock_times = 0
