@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, Final, Protocol
 
@@ -174,6 +174,25 @@ class ClientRuntime:
             self.asys.tell(addr, _exit_request())
             raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
                                 f"{cls.__name__} did not start within {timeout_s:.0f} s")
+
+    def ask(self, addr: Any, msg: Any, expect: tuple[type, ...],
+            match: Callable[[Any], bool] | None = None,
+            timeout_s: float = START_TIMEOUT_S) -> Any:  # fmt: skip
+        """Tell msg, then listen for a reply of one of `expect` (and `match`, when given);
+        other replies are dropped. None on timeout."""
+        with self._asys_lock:
+            if self.closed:
+                raise ClientClosedError("client runtime")
+            self.asys.tell(addr, msg)
+            deadline = time.monotonic() + timeout_s
+            while (left := deadline - time.monotonic()) > 0:
+                reply = self.asys.listen(timedelta(seconds=left))
+                if reply is None:
+                    return None
+                if isinstance(reply, expect) and (match is None or match(reply)):
+                    return reply
+                log.debug("runtime ignored %r while waiting for %s", reply, expect)
+            return None
 
     def tell(self, addr: Any, msg: Any) -> None:
         """A Thespian message to an actor of this system (control only)."""

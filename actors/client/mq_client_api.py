@@ -19,14 +19,12 @@ from actors.client.client_config import ClientConfig
 from actors.client.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from actors.client.records import MessageExt, PullResult, PullStatus, SendResult, SendStatus
 from actors.client.remoting_client import RemotingClient
-from protocol import message as wire
 from protocol.bodies import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
-    SubscriptionData,
     TopicRouteData,
 )
 from protocol.codes import RequestCode, ResponseCode
@@ -105,28 +103,6 @@ def process_pull_response(resp: RemotingCommand, addr: str) -> PullResult:
         _int_field(resp, "suggestWhichBrokerId", addr),
         bytes(resp.body) if status is PullStatus.FOUND else b"",
     )
-
-
-def decode_pull_body(result: PullResult, mq: MessageQueue,
-                     subscription: SubscriptionData | None = None) -> list[MessageExt]:
-    """The messages of a FOUND pull, tag-filtered again as Java's processPullResult does,
-    with MIN_OFFSET / MAX_OFFSET set from the result."""
-    if result.status is not PullStatus.FOUND or not result.body:
-        return []
-    msgs = wire.decode_messages(result.body)
-    tags = None
-    if subscription is not None and not subscription.class_filter_mode and \
-            subscription.expression_type == "TAG" and subscription.tags_set:
-        tags = set(subscription.tags_set)
-    out = []
-    lo, hi = str(result.min_offset), str(result.max_offset)
-    for m in msgs:
-        if tags is not None and m.properties.get(wire.PROPERTY_TAGS) not in tags:
-            continue
-        m.properties[wire.PROPERTY_MIN_OFFSET] = lo
-        m.properties[wire.PROPERTY_MAX_OFFSET] = hi
-        out.append(MessageExt.from_wire(m, mq.broker_name))
-    return out
 
 
 class MQClientAPI:

@@ -308,8 +308,7 @@ class MQClientInstanceActor(WatchingActor):
                        error: str | None) -> None:  # fmt: skip
         core = self.core
         assert core is not None
-        wanted = topic in self._route_waiters or topic in core.producer_topics or any(
-            e.owner is None for e in core.consumers_of(topic))
+        wanted = topic in self._route_waiters or topic in core.topics_in_use()
         self._route_waiters.discard(topic)
         if wanted and self.channel is not None:
             data = route_data.to_json() if route_data is not None else None

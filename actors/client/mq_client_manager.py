@@ -27,10 +27,11 @@ from actors.client.client_config import ClientConfig, default_instance_name
 from actors.client.client_runtime import ClientRuntime
 from actors.client.errors import ClientClosedError, ClientErrorCode, MQClientError
 from actors.client.messages import ClientInstanceStarted, ClientInstanceStartFailed
-from actors.client.mq_client_instance import TopicRouteTable
+from actors.client.mq_client_api import MQClientAPI
+from actors.client.mq_client_instance import FindBrokerResult, TopicRouteTable
 from actors.client.topic_publish_info import TopicPublishInfo
 from protocol.bodies import ConsumerData, TopicRouteData
-from protocol.codes import RequestCode
+from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, RequestCode
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 
@@ -88,6 +89,8 @@ class InstanceHandle:
         self._acks: dict[int, threading.Event] = {}
         self._ack_ids = itertools.count(1)
         self.actor: Any = None
+        self._api: MQClientAPI | None = None
+        self._inner: Any = None
 
     def start(self) -> None:
         """Create the instance actor and wait for its channel."""
@@ -213,6 +216,52 @@ class InstanceHandle:
             ev = self._acks[op["id"]] = threading.Event()
         end.send(ch.CONTROL, ch.pack(op))
         return ev.wait(timeout_s) if ev is not None else True
+
+    @property
+    def api(self) -> MQClientAPI:
+        """Broker calls from the user's process (the process's RemotingClient; sync or
+        callback form: see mq_client_api.py)."""
+        api = self._api
+        if api is None:
+            api = self._api = MQClientAPI(self.runtime.remoting, self.config)
+        return api
+
+    def inner_producer(self) -> Any:
+        """The instance's CLIENT_INNER_PRODUCER (a DefaultMQProducerImpl): what a consumer
+        uses to resend to %RETRY%group when CONSUMER_SEND_MSG_BACK fails."""
+        with self._cond:
+            if self._inner is None:
+                from actors.client.default_mq_producer_impl import DefaultMQProducerImpl
+
+                self._inner = DefaultMQProducerImpl(CLIENT_INNER_PRODUCER_GROUP, self, self.api)
+                self.control({"op": "register_producer", "group": CLIENT_INNER_PRODUCER_GROUP})
+            return self._inner
+
+    def topic_route(self, topic: str, timeout_s: float = ROUTE_TIMEOUT_S
+                    ) -> TopicRouteData | None:  # fmt: skip
+        """The topic's route fetched now through the instance (None: no such topic); the
+        instance keeps pushing its changes, into `table`, while the topic is in use."""
+        with self._cond:
+            gen = self._route_gen.get(topic, 0)
+        self.control({"op": "route", "topic": topic})
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._route_gen.get(topic, 0) == gen and self.end is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            error = self._route_errors.get(topic)
+        if error:
+            raise MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
+                                f"route of {topic} not fetched: {error}")
+        return self.table.route(topic)
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
+                                         only_this_broker: bool) -> FindBrokerResult | None:
+        """See TopicRouteTable.find_broker_address_in_subscribe."""
+        return self.table.find_broker_address_in_subscribe(broker_name, broker_id,
+                                                           only_this_broker)
 
     def publish_info(self, topic: str, timeout_s: float = ROUTE_TIMEOUT_S) -> TopicPublishInfo:
         """The topic's publish info, fetched through the instance when not known yet."""

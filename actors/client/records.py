@@ -209,7 +209,8 @@ class PullStatus(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PullResult:
-    """PULL_MESSAGE's answer, messages still encoded in `body` (see decode_pull_body)."""
+    """PULL_MESSAGE's answer, messages still encoded in `body` (decoded by the consumer's
+    PullAPIWrapper: actors/client/consumer/pull_api_wrapper.py)."""
 
     status: PullStatus
     next_begin_offset: int
