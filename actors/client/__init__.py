@@ -9,6 +9,7 @@ context managers, futures, asyncio twins, frozen records (docs/CLIENT.md has the
         r = p.send(Message("Orders", b"hello", tags="A", keys="order-1"))
 """
 
+from actors.client.async_producer import AsyncProducer
 from actors.client.errors import (
     ClientClosedError,
     ClientErrorCode,
@@ -32,8 +33,10 @@ from actors.client.records import (
     SendStatus,
     TransactionSendResult,
 )
+from actors.client.transaction_producer import TransactionListener, TransactionProducer
 
 __all__ = [
+    "AsyncProducer",
     "ClientClosedError",
     "ClientErrorCode",
     "InflightLimitError",
@@ -52,5 +55,7 @@ __all__ = [
     "RemotingTimeoutError",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
     "TransactionSendResult",
 ]

@@ -10,9 +10,10 @@ queue or a selector: one attempt per queue choice, retried on the same choice), 
 (SEND_BATCH_MESSAGE, never compressed).
 
 Deliberate differences (docs/CLIENT.md §5): async sends follow the same retry policy as sync
-ones inside the same deadline (Java's async path tries once), and a completion is reported
-exactly once. The request goes from the calling thread to the broker; a sync caller reads its
-own response (remoting_client.py), so one send in flight crosses no thread and no actor.
+ones inside the same deadline (Java's async path tries once), SYSTEM_BUSY is retried too, and a
+completion is reported exactly once. The request goes from the calling thread to the broker; a
+sync caller reads its own response (remoting_client.py), so one send in flight crosses no
+thread and no actor.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from protocol.codes import (
     SEND_RETRY_CODES,
     LanguageCode,
     RequestCode,
+    ResponseCode,
     SerializeType,
 )
 from protocol.command import RemotingCommand, next_opaque
@@ -58,6 +60,9 @@ _PREFIX = struct.Struct(">ii")  # total length, header length (serialize type JS
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = "4"
+# Java's retryResponseCodes plus SYSTEM_BUSY: the broker's fast failure (a request that waited
+# too long in its queue) asks the client to come back, so it is retried within the deadline.
+RETRY_CODES: Final = SEND_RETRY_CODES | {ResponseCode.SYSTEM_BUSY}
 SendCallback = Callable[[SendResult | None, MQClientError | None], None]
 
 
@@ -246,9 +251,9 @@ class DefaultMQProducerImpl:
                 error = exc
                 continue
             except MQBrokerError as exc:
-                self._fault(mq, t0, True)
+                self._fault(mq, t0, exc.code != ResponseCode.SYSTEM_BUSY)  # busy: not dead
                 error = exc
-                if exc.code in SEND_RETRY_CODES:
+                if exc.code in RETRY_CODES:
                     continue
                 raise
             self._fault(mq, t0, False)
@@ -335,9 +340,10 @@ class DefaultMQProducerImpl:
                             return
                         attempt()
                         return
-                    self._fault(mq, t0, True)
+                    self._fault(mq, t0, not (isinstance(err, MQBrokerError)
+                                             and err.code == ResponseCode.SYSTEM_BUSY))
                     state["error"] = err
-                    if isinstance(err, MQBrokerError) and err.code not in SEND_RETRY_CODES:
+                    if isinstance(err, MQBrokerError) and err.code not in RETRY_CODES:
                         done(None, err)
                         return
                     attempt()
