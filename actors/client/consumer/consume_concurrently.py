@@ -198,6 +198,7 @@ class ConsumeMessageConcurrentlyService:
         offset = req.pq.remove_messages(done, host.now_ms())
         if offset >= 0 and not req.pq.dropped:
             host.update_offset(req.mq, offset, True)
+        req.pq.release_in_flight(done)
 
     def _later(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue
                ) -> None:  # fmt: skip

@@ -198,12 +198,13 @@ class ConsumeMessageOrderlyService:
                 log.exception("orderly handler of %s raised for %d messages of %s: suspending "
                               "the queue", host.group, len(msgs), mq)  # fmt: skip
                 status = ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
-            finally:
-                pq.release_in_flight(msgs)
         rt = host.now_ms() - begin
         ok = status is not ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
         host.on_consumed(mq, len(msgs) if ok else 0, 0 if ok else len(msgs), rt)
-        return self.process_consume_result(msgs, status, ctx, pq, mq)
+        try:
+            return self.process_consume_result(msgs, status, ctx, pq, mq)
+        finally:
+            pq.release_in_flight(msgs)  # after the offset was stored (see ProcessQueue)
 
     def process_consume_result(self, msgs: list[MessageExt], status: ConsumeResult,
                                ctx: ConsumeContext, pq: ProcessQueue[MessageExt],

@@ -169,22 +169,21 @@ class ProcessQueue(Generic[M]):
                 f[m.queue_offset] = now_ms
 
     def remove_messages(self, msgs: Iterable[M], now_ms: int) -> int:
-        """Forget consumed msgs; the offset to commit (-1 when nothing was cached)."""
+        """Forget consumed msgs; the offset to commit (-1 when nothing was cached).
+
+        Their in-flight marks stay until release_in_flight: the caller stores the offset first,
+        so a revoke that waits for "nothing in flight" never persists an older offset.
+        """
         with self.lock:
             self.last_consume_ms = now_ms
             d = self.msgs
-            f = self.in_flight
             if not d:
-                for m in msgs:
-                    f.pop(m.queue_offset, None)
                 return -1
             result = self.queue_offset_max + 1
             removed = 0
             size = 0
             for m in msgs:
-                off = m.queue_offset
-                f.pop(off, None)
-                prev = d.pop(off, None)
+                prev = d.pop(m.queue_offset, None)
                 if prev is not None:
                     removed += 1
                     size += len(prev.body)
@@ -195,7 +194,7 @@ class ProcessQueue(Generic[M]):
             return result
 
     def release_in_flight(self, msgs: Iterable[M]) -> None:
-        """The handler is done with msgs but they stay cached (a local retry later)."""
+        """The handler's result for msgs was applied (or they stay cached for a retry)."""
         with self.lock:
             f = self.in_flight
             for m in msgs:
