@@ -10,6 +10,20 @@ context managers, futures, asyncio twins, frozen records (docs/CLIENT.md has the
 """
 
 from actors.client.async_producer import AsyncProducer
+from actors.client.consumer import (
+    AllocateMachineRoomNearby,
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueByMachineRoom,
+    AllocateMessageQueueConsistentHash,
+    AsyncPushConsumer,
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeResult,
+    MessageModel,
+    PushConsumer,
+)
 from actors.client.errors import (
     ClientClosedError,
     ClientErrorCode,
@@ -36,20 +50,32 @@ from actors.client.records import (
 from actors.client.transaction_producer import TransactionListener, TransactionProducer
 
 __all__ = [
+    "AllocateMachineRoomNearby",
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueByMachineRoom",
+    "AllocateMessageQueueConsistentHash",
     "AsyncProducer",
+    "AsyncPushConsumer",
     "ClientClosedError",
     "ClientErrorCode",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeResult",
     "InflightLimitError",
     "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
     "MessageExt",
+    "MessageModel",
     "MessageQueue",
     "MessageValidationError",
     "Producer",
     "PullResult",
     "PullStatus",
+    "PushConsumer",
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeoutError",
