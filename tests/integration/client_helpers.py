@@ -148,12 +148,15 @@ def read_queue(addr: str, group: str, topic: str, queue_id: int, start: int = 0,
     return out
 
 
-def read_topic(target: Target, topic: str, group: str = "checker_cg") -> list[MessageExt]:
-    """Every message of the topic on every broker of its route."""
+def read_topic(target: Target, topic: str, group: str = "checker_cg",
+               only: tuple[str, ...] | None = None) -> list[MessageExt]:  # fmt: skip
+    """Every message of the topic on every broker of its route (or the brokers in `only`)."""
     route = route_of(target, topic)
     assert route is not None, f"{topic} has no route"
     out: list[MessageExt] = []
     for qd in route.queue_datas:
+        if only is not None and qd.broker_name not in only:
+            continue
         addr = target.brokers[qd.broker_name]
         for qid in range(qd.read_queue_nums):
             out += read_queue(addr, group, topic, qid)
