@@ -156,9 +156,11 @@ class DefaultMQProducerImpl:
             props += f"\x02DELAY\x01{msg.delay_level}"
         return SendRequest(msg.topic, msg.body, props, 0, msg_id)
 
-    def prepare_batch(self, msgs: Sequence[Message]) -> SendRequest:
+    def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False
+                      ) -> SendRequest:  # fmt: skip
         """A SEND_BATCH_MESSAGE body (each item its own UNIQ_KEY; never compressed)."""
-        validators.check_batch(msgs, self.max_message_size)
+        if not validated:
+            validators.check_batch(msgs, self.max_message_size)
         items, ids = [], []
         for m in msgs:
             props = m.wire_properties()

@@ -5,8 +5,11 @@ retryTimesWhenSendFailed 2, compressMsgBodyOverHowmuch 4096, maxMessageSize 4 Mi
 retryAnotherBrokerWhenNotStoreOK false) plus what a Python user expects (docs/CLIENT.md):
 a context manager whose exit flushes, `concurrent.futures.Future`s, callbacks called exactly
 once on one callback thread, a bounded in-flight budget that blocks or raises, and request().
-Deliberate difference: latency fault tolerance is on by default (Java: off), so a dead broker
-is skipped for 30 s instead of costing every other send a failed attempt.
+Deliberate differences: latency fault tolerance is on by default (Java: off), so a broker that
+failed is skipped (10 min, Java's table) instead of costing every other send a failed attempt;
+send_async batches what accumulates while its topic's requests are in flight (auto_batch,
+RocketMQ 5's ProduceAccumulator; produce_accumulator.py), so a busy producer pays one request
+per batch.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from actors.client.errors import (
 from actors.client.message_queue_selector import MessageQueueSelector, select_by_hash
 from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_manager import PRODUCER, InstanceHandle, MQClientManager
+from actors.client.produce_accumulator import ProduceAccumulator
 from actors.client.records import Message, MessageExt, MessageQueue, SendResult
 from actors.client.request_response_future import HOLDER, create_correlation_id
 from protocol import message as wire
@@ -57,7 +61,8 @@ class Producer:
                  latency_fault_tolerance: bool = True, max_inflight: int = 10_000,
                  on_full: Literal["block", "raise"] = "block",
                  instance_name: str | None = None, unit_name: str | None = None,
-                 serialize_type: Literal["json", "rocketmq", "msgpack"] = "json") -> None:
+                 serialize_type: Literal["json", "rocketmq", "msgpack"] = "json",
+                 auto_batch: bool = True) -> None:
         validators.check_group(group)
         if on_full not in ("block", "raise"):
             raise ValueError(f"on_full must be 'block' or 'raise', not {on_full!r}")
@@ -79,6 +84,8 @@ class Producer:
             max_message_size=max_message_size, latency_fault_tolerance=latency_fault_tolerance)
         self.max_inflight = max_inflight
         self.on_full = on_full
+        self.auto_batch = auto_batch
+        self._accumulator: ProduceAccumulator | None = None
         self._inflight = 0
         self._idle = threading.Condition()
         self._start_lock = threading.Lock()
@@ -103,6 +110,8 @@ class Producer:
                                   self._config.with_instance(handle.config.instance_name))
                 self._impl = DefaultMQProducerImpl(self.group, handle, api,
                                                    **self._options)  # type: ignore[arg-type]
+                if self.auto_batch:
+                    self._accumulator = ProduceAccumulator(self._impl)
                 handle.register_producer(self.group, self)
             except BaseException:
                 MQClientManager.release(handle, self._role, self.group)
@@ -204,6 +213,11 @@ class Producer:
         on_full="raise") while max_inflight sends are outstanding."""
         _, impl = self._running()
         mq = self._queue_for(impl, msg, queue, selector, arg)
+        acc = self._accumulator
+        if acc is not None and mq is None and acc.batchable(msg):
+            validators.check_message(msg, impl.max_message_size)
+            return self._dispatch_async(impl, msg, msg.flag, None, callback,
+                                        self._timeout_ms(timeout), accumulate=True)
         req = impl.prepare(msg)
         return self._dispatch_async(impl, req, msg.flag, mq, callback, self._timeout_ms(timeout))
 
@@ -224,10 +238,10 @@ class Producer:
             if self._inflight == 0 or self._inflight == self.max_inflight - 1:
                 self._idle.notify_all()  # flush() waits for 0, a blocked sender for room
 
-    def _dispatch_async(self, impl: DefaultMQProducerImpl, req: SendRequest, flag: int,
-                        mq: MessageQueue | None, callback: SendCallback | None,
-                        timeout_ms: int | None, *, block: bool = True
-                        ) -> concurrent.futures.Future[SendResult]:  # fmt: skip
+    def _dispatch_async(self, impl: DefaultMQProducerImpl, req: SendRequest | Message,
+                        flag: int, mq: MessageQueue | None, callback: SendCallback | None,
+                        timeout_ms: int | None, *, block: bool = True,
+                        accumulate: bool = False) -> concurrent.futures.Future[SendResult]:
         self._acquire_slot(block)
         fut: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
         fut.set_running_or_notify_cancel()
@@ -247,7 +261,12 @@ class Producer:
             self._release_slot()
 
         try:
-            impl.send_async(req, done, flag, queue=mq, timeout_ms=timeout_ms)
+            if accumulate:
+                assert self._accumulator is not None and isinstance(req, Message)
+                self._accumulator.add(req, done, timeout_ms)
+            else:
+                assert isinstance(req, SendRequest)
+                impl.send_async(req, done, flag, queue=mq, timeout_ms=timeout_ms)
         except BaseException as exc:
             if not fired[0]:
                 done(None, exc if isinstance(exc, MQClientError) else MQClientError(
@@ -313,6 +332,12 @@ class Producer:
                                 mq: MessageQueue | None, timeout: float | None
                                 ) -> concurrent.futures.Future[SendResult]:  # fmt: skip
         _, impl = self._running()
+        acc = self._accumulator
+        if not batch and mq is None and acc is not None and isinstance(msg, Message) \
+                and acc.batchable(msg):
+            validators.check_message(msg, impl.max_message_size)
+            return self._dispatch_async(impl, msg, msg.flag, None, None,
+                                        self._timeout_ms(timeout), block=False, accumulate=True)
         if batch:
             assert isinstance(msg, list)
             req, flag = impl.prepare_batch(msg), 0

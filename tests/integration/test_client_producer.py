@@ -111,6 +111,21 @@ def test_sync_async_oneway_exactly_once(target: Target) -> None:
     assert bodies == expected
 
 
+def test_async_results_name_their_stored_message(target: Target) -> None:
+    """Every async result (auto-batched or not) names the queue, offset and ids its message
+    was stored with."""
+    topic = _topic(target, "AsyncIds")
+    with Producer("pg_ids", namesrv=target.namesrv, max_inflight=400) as p:
+        futs = [p.send_async(Message(topic, b"m%d" % i)) for i in range(600)]
+        results = [f.result(30) for f in futs]
+    stored = {(m.queue_id, m.queue_offset): m for m in wait_messages(target, topic, 600)}
+    assert len(stored) == 600
+    for i, r in enumerate(results):
+        m = stored[(r.queue.queue_id, r.queue_offset)]
+        assert (m.body, m.properties["UNIQ_KEY"]) == (b"m%d" % i, r.msg_id)
+        assert m.offset_msg_id == r.offset_msg_id
+
+
 def test_batch_is_one_request_with_consecutive_offsets(target: Target) -> None:
     topic = _topic(target, "Batch")
     with Producer("pg_batch", namesrv=target.namesrv) as p:
