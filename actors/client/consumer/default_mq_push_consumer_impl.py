@@ -714,8 +714,8 @@ class DefaultMQPushConsumerImpl:
         mq = req.mq
         found = services.routes.find_broker_address_in_subscribe(
             mq.broker_name, self.pull_api.recalculate_pull_from_which_node(mq), False)
-        if found is None:
-            self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+        if found is None:  # pullKernelImpl: fetch the route, then try again
+            self.scheduler.submit(lambda: self._refresh_route_then_pull(req))
             return
         commit = 0
         if self.model is MessageModel.CLUSTERING and self.offset_store is not None:
@@ -730,6 +730,14 @@ class DefaultMQPushConsumerImpl:
                             self.cfg.broker_suspend_max_ms, sub.sub_string if post else None,
                             sub.sub_version, sub.expression_type,
                             self.cfg.consumer_timeout_ms_when_suspend])
+
+    def _refresh_route_then_pull(self, req: PullRequest) -> None:
+        if self.handle is not None and self.state is ServiceState.RUNNING:
+            try:
+                self.handle.topic_route(req.mq.topic)
+            except MQClientError as exc:
+                log.info("consumer %s: route of %s: %s", self.group, req.mq.topic, exc)
+        self._later(req, self.cfg.pull_time_delay_ms_when_exception)
 
     def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
                        max_offset: int, suggest: int, tail: memoryview) -> None:

@@ -193,8 +193,7 @@ class RebalanceServiceActor(WatchingActor):
         for topic in st.impl.subscriptions:
             if topic in self.routes.routes:
                 st.impl.set_topic_queues(topic, self.routes.subscribe_queues(topic))
-            else:
-                self.send(self.start_msg.instance, RefreshTopicRoute(topic))
+        # the instance fetches the routes of the new subscriptions and sends them here
         self.send(self.start_msg.instance, UpdateConsumerData(msg.group, msg.consumer_data))
         self._round(msg.group)
 
@@ -250,6 +249,9 @@ class RebalanceServiceActor(WatchingActor):
         impl = st.impl
         topics = list(impl.subscriptions)
         st.pending = set(topics)
+        if not topics:
+            self._end_round(group, st)
+            return
         for topic in topics:
             if impl.model is MessageModel.BROADCASTING:
                 self._topic_done(group, topic, None)
@@ -280,8 +282,10 @@ class RebalanceServiceActor(WatchingActor):
         st.pending.discard(topic)
         if not st.closing and not skip:
             self._apply(group, st.impl.rebalance_topic(topic, cids, _now_ms()))
-        if st.pending:
-            return
+        if not st.pending:
+            self._end_round(group, st)
+
+    def _end_round(self, group: str, st: GroupState) -> None:
         if not st.closing:
             self._apply(group, st.impl.truncate_not_my_topics())
         st.running = False
