@@ -1,4 +1,4 @@
-"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench.
+"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench, producer.
 
 Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.x: `-c` reads
 a Java properties file with RocketMQ's property names, command-line options override it, a
@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # listed for --help only: main() hands everything after these to their own parsers
     sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
-    sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py)")
+    sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py); "
+                                 "`bench --client`: the client's (tests/bench/client_bench.py)")
+    sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
     return p
 
 
@@ -194,6 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.admin import main as admin_main
 
         return admin_main(argv[1:])
+    if argv[:1] == ["producer"]:
+        from deploy.benchmark_producer import main as producer_main
+
+        return producer_main(argv[1:])
+    if argv[:2] == ["bench", "--client"]:
+        from tests.bench.client_bench import main as client_bench_main
+
+        return int(client_bench_main(argv[2:]) or 0)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
         from tests.bench.broker_bench import main as bench_main
 

@@ -32,7 +32,6 @@ from actors.client.errors import (
     MQBrokerError,
     MQClientError,
     RemotingError,
-    RemotingTimeoutError,
 )
 from actors.client.latency_fault_tolerance import MQFaultStrategy
 from actors.client.message_queue_selector import MessageQueueSelector
@@ -280,8 +279,11 @@ class DefaultMQProducerImpl:
                 error: MQClientError | None, call_timeout: bool) -> MQClientError:
         cost = int((time.monotonic() - begin) * 1000)
         if call_timeout:
-            err: MQClientError = RemotingTimeoutError(",".join(sent_to) or "-", cost)
-            err.message = f"sendDefaultImpl call timeout after {cost} ms, Topic: {req.topic}"
+            err: MQClientError = MQClientError(
+                ClientErrorCode.ACCESS_BROKER_TIMEOUT,
+                f"sendDefaultImpl call timeout: no answer within {cost} ms (Topic: "
+                f"{req.topic}, BrokersSent: {sent_to}): {error.message if error else ''}")
+            err.__cause__ = error
             return err
         code = error.code if error is not None else ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
         text = (f"Send [{attempts}] times, still failed, cost [{cost}]ms, Topic: {req.topic}, "

@@ -91,7 +91,7 @@ class _Pending:
 class _Conn:
     """One connection: socket, decoder, out buffer, reader role."""
 
-    __slots__ = ("addr", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
+    __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
                  "reader", "registered", "sock", "waiters", "wlock")
 
     def __init__(self, addr: str, sock: socket.socket) -> None:
@@ -108,6 +108,7 @@ class _Conn:
         self.closed = False
         self.registered = False
         self.armed = 0  # the events the ONESHOT registration is armed for (0: disarmed)
+        self.alock = threading.Lock()  # armed and the epoll_ctl that sets it change together
 
 
 class RemotingClient:
@@ -150,15 +151,15 @@ class RemotingClient:
             if conn is not None and not conn.closed:
                 return conn
             conn = self._connect(addr)
+            if self.loop is not None:  # registered before anyone else can see it
+                conn.armed = EPOLLIN if self.processor is not None else 0
+                self.loop.register(conn.fd, EPOLLONESHOT | conn.armed,
+                                   functools.partial(self._on_loop_event, conn))
+                conn.registered = True
             with self._table_lock:
                 self._conns[addr] = conn
                 self._by_fd[conn.fd] = conn
-        if self.loop is not None:
-            conn.armed = EPOLLIN if self.processor is not None else 0
-            self.loop.register(conn.fd, EPOLLONESHOT | conn.armed,
-                               functools.partial(self._on_loop_event, conn))
-            conn.registered = True
-        elif self.on_connection_change is not None:
+        if self.loop is None and self.on_connection_change is not None:
             self.on_connection_change()
         return conn
 
@@ -509,17 +510,19 @@ class RemotingClient:
         loop = self.loop
         if loop is None or conn.closed:
             return
-        events = 0
-        if conn.reader is None and (conn.pending or self.processor is not None):
-            events |= EPOLLIN  # nothing pending and no server requests: nobody needs to read
-        if conn.out:
-            events |= EPOLLOUT
-        if events and events != conn.armed:
-            conn.armed = events
-            loop.modify(conn.fd, events | EPOLLONESHOT)
+        with conn.alock:
+            events = 0
+            if conn.reader is None and (conn.pending or self.processor is not None):
+                events |= EPOLLIN  # nothing pending, no server requests: nobody needs to read
+            if conn.out:
+                events |= EPOLLOUT
+            if events and events != conn.armed:
+                conn.armed = events
+                loop.modify(conn.fd, events | EPOLLONESHOT)
 
     def _on_loop_event(self, conn: _Conn, ev: int) -> None:
-        conn.armed = 0  # ONESHOT: it fired, so it is disarmed now
+        with conn.alock:
+            conn.armed = 0  # ONESHOT: it fired, so it is disarmed now
         if conn.closed:
             return
         if ev & EPOLLOUT:

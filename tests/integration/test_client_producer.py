@@ -455,3 +455,29 @@ def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_producer_benchmark_cli(tmp_path: Path, target: Target) -> None:
+    if target.name == "reference":
+        pytest.skip("the CLI is the same client: once is enough")
+    import subprocess
+    import sys
+
+    def run(*args: str) -> tuple[int, str]:
+        out = tmp_path / "cli.out"
+        with open(out, "wb") as f:
+            code = subprocess.run([sys.executable, "-m", "deploy", "producer", *args],
+                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=90, check=False).returncode
+        return code, out.read_text()
+
+    for mode in ("sync", "async", "batch", "oneway"):
+        code, text = run("-n", target.namesrv, "-t", f"CliBench_{mode}", "--mode", mode,
+                         "--count", "300", "-w", "2", "-k", "-c", "2", "-s", "64")
+        assert code == 0, text
+        assert "Total: sent 300 | failed 0" in text, text
+    code, text = run("-n", target.namesrv, "--seconds", "1.5", "-w", "1")
+    assert code == 0 and "Send TPS:" in text and "Max RT(ms):" in text, text
+    code, text = run("-n", target.namesrv, "-w", "0")
+    assert code == 2 and "must be >= 1" in text
+    assert len(wait_messages(target, "CliBench_batch", 300)) == 300
