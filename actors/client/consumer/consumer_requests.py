@@ -1,6 +1,6 @@
 """The consumer's answers to broker requests: the consumer half of
 client/impl/ClientRemotingProcessor.java (getConsumerRunningInfo, consumeMessageDirectly,
-resetOffset, getConsumeStatus) and DefaultMQPushConsumerImpl.consumerRunningInfo, RocketMQ 4.9.x.
+resetOffset, getConsumeStatus) and ConsumerImplBase.consumerRunningInfo, RocketMQ 4.9.x.
 
 The RebalanceServiceActor relays them over the channel; they are answered on the consumer's
 scheduler thread (consumeMessageDirectly runs the user's handler) and the answer goes back the
@@ -15,12 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from actors.client.consumer.consume_message_service import (
-    ConsumeContext,
-    ConsumeResult,
-    handler_arity,
-    status_of,
-)
+from actors.client.consumer import consumer_channel as cc
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, dumps_object_map, loads_object_map
 from protocol.codes import RequestCode, ResponseCode
@@ -34,14 +29,14 @@ from protocol.headers import (
 from protocol.message import decode_message_ext
 
 if TYPE_CHECKING:
-    from actors.client.consumer.default_mq_push_consumer_impl import DefaultMQPushConsumerImpl
+    from actors.client.consumer.consumer_core import ConsumerImplBase
 
 log = logging.getLogger(__name__)
 
 CLIENT_VERSION = "V4_9_8"
 
 
-def answer_relayed(impl: DefaultMQPushConsumerImpl, rid: int, addr: str, frame: bytes) -> None:
+def answer_relayed(impl: ConsumerImplBase, rid: int, addr: str, frame: bytes) -> None:
     """Serve one relayed request; the answer (if one is owed) goes back to the broker."""
     try:
         cmd = RemotingCommand.decode(memoryview(frame)[4:])
@@ -71,39 +66,28 @@ def answer_relayed(impl: DefaultMQPushConsumerImpl, rid: int, addr: str, frame: 
         impl.services.relay_answer(rid, resp.encode())
 
 
-def _props(impl: DefaultMQPushConsumerImpl) -> dict[str, str]:
+def base_properties(impl: ConsumerImplBase) -> dict[str, str]:
+    """The running-info properties every consumer reports (Java's field names)."""
     cfg = impl.cfg
     return {
-        "consumerGroup": impl.group,
-        "messageModel": impl.model.name,
+        "consumerGroup": impl.group, "messageModel": impl.model.name,
         "consumeFromWhere": cfg.consume_from_where.name,
         "allocateMessageQueueStrategy": type(cfg.strategy).__name__,
-        "consumeThreadMin": str(cfg.workers),
-        "consumeThreadMax": str(cfg.workers),
-        "consumeConcurrentlyMaxSpan": str(cfg.consume_concurrently_max_span),
         "pullThresholdForQueue": str(cfg.pull_threshold_for_queue),
         "pullThresholdSizeForQueue": str(cfg.pull_threshold_size_for_queue_mib),
         "pullThresholdForTopic": str(cfg.pull_threshold_for_topic),
         "pullThresholdSizeForTopic": str(cfg.pull_threshold_size_for_topic_mib),
-        "pullInterval": str(cfg.pull_interval_ms),
-        "consumeMessageBatchMaxSize": str(cfg.consume_batch),
         "pullBatchSize": str(cfg.pull_batch),
-        "maxReconsumeTimes": str(cfg.max_reconsume_times),
-        "consumeTimeout": str(cfg.consume_timeout_ms // 60_000),
-        "suspendCurrentQueueTimeMillis": str(cfg.suspend_current_queue_time_ms),
         "instanceName": impl.client_id.split("@", 1)[-1],
         "clientIP": impl.client_id.split("@", 1)[0],
-        "PROP_NAMESERVER_ADDR": ";".join(impl.handle.config.namesrv_addrs) if impl.handle else "",
-        "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
-        "PROP_CONSUMEORDERLY": "true" if cfg.orderly else "false",
-        "PROP_THREADPOOL_CORE_SIZE": str(cfg.workers),
+        "PROP_NAMESERVER_ADDR": ";".join(impl.handle.config.namesrv_addrs)
+        if impl.handle else "",
+        "PROP_CONSUME_TYPE": impl.CONSUME_TYPE.name,
         "PROP_CONSUMER_START_TIMESTAMP": str(impl.start_ms),
-        "PROP_CLIENT_VERSION": CLIENT_VERSION,
-        "PROP_CLIENT_SDK": "actormq-python",
     }
 
 
-def running_info(impl: DefaultMQPushConsumerImpl) -> bytes:
+def running_info(impl: ConsumerImplBase) -> bytes:
     """ConsumerRunningInfo JSON: properties, subscriptionSet, mqTable, statusTable."""
     store = impl.offset_store
     mq_rows = []
@@ -113,12 +97,12 @@ def running_info(impl: DefaultMQPushConsumerImpl) -> bytes:
     subs = sorted((s.to_obj() for s in impl._all_subscriptions()), key=lambda s: s["topic"])
     status = {t: s.to_wire() for t, s in sorted(impl.stats.status_table().items())}
     return (b'{"jstack":"","mqTable":' + dumps_object_map(mq_rows)
-            + b',"properties":' + json.dumps(_props(impl), sort_keys=True).encode()
+            + b',"properties":' + json.dumps(impl.running_properties(), sort_keys=True).encode()
             + b',"statusTable":' + json.dumps(status, sort_keys=True).encode()
             + b',"subscriptionSet":' + json.dumps(subs, separators=(",", ":")).encode() + b"}")
 
 
-def consume_status(impl: DefaultMQPushConsumerImpl, topic: str) -> bytes:
+def consume_status(impl: ConsumerImplBase, topic: str) -> bytes:
     """GetConsumerStatusBody: this client's offsets of topic."""
     store = impl.offset_store
     table = store.clone_offset_table(topic) if store is not None else {}
@@ -126,38 +110,24 @@ def consume_status(impl: DefaultMQPushConsumerImpl, topic: str) -> bytes:
     return b'{"consumerTable":{},"messageQueueTable":' + dumps_object_map(rows) + b"}"
 
 
-CM_RESULTS = {
-    ConsumeResult.SUCCESS: "CR_SUCCESS",
-    ConsumeResult.RECONSUME_LATER: "CR_LATER",
-    ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT: "CR_LATER",
-    ConsumeResult.COMMIT: "CR_COMMIT",
-    ConsumeResult.ROLLBACK: "CR_ROLLBACK",
-}
-
-
-def consume_directly(impl: DefaultMQPushConsumerImpl, cmd: RemotingCommand) -> RemotingCommand:
-    """consumeMessageDirectly: run the handler on one message; ConsumeMessageDirectlyResult."""
+def consume_directly(impl: ConsumerImplBase, cmd: RemotingCommand) -> RemotingCommand:
+    """consumeMessageDirectly: ConsumeMessageDirectlyResult of the consumer's handler."""
     h = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)
     w = decode_message_ext(bytes(cmd.body))
     mq = MessageQueue(w.topic, h.broker_name or "", w.queue_id)
-    msg = MessageExt.from_wire(w, mq.broker_name)
-    ctx = ConsumeContext(mq)
     begin = time.monotonic()
-    remark = ""
     try:
-        result = impl.handler((msg,), ctx) if handler_arity(impl.handler) == 2 else impl.handler(
-            (msg,))
-        cr = "CR_RETURN_NULL" if result is None else CM_RESULTS[status_of(result)]
-    except Exception as exc:
-        cr = "CR_THROW_EXCEPTION"
-        remark = f"{type(exc).__name__}: {exc}"
-    body = {"autoCommit": ctx.auto_commit, "consumeResult": cr, "order": impl.cfg.orderly,
-            "remark": remark, "spentTimeMills": int((time.monotonic() - begin) * 1000)}
+        cr, remark, auto_commit, order = impl.consume_message_directly(
+            MessageExt.from_wire(w, mq.broker_name), mq)
+    except NotImplementedError as exc:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+    body = {"autoCommit": auto_commit, "consumeResult": cr, "order": order, "remark": remark,
+            "spentTimeMills": int((time.monotonic() - begin) * 1000)}
     return cmd.make_response(ResponseCode.SUCCESS, None, None,
                              json.dumps(body, sort_keys=True).encode())
 
 
-def reset_offset(impl: DefaultMQPushConsumerImpl, cmd: RemotingCommand) -> None:
+def reset_offset(impl: ConsumerImplBase, cmd: RemotingCommand) -> None:
     """resetOffset: drop the topic's queues, store the given offsets, take the queues again."""
     h = ResetOffsetRequestHeader.from_ext(cmd.ext_fields)
     text = bytes(cmd.body).decode("utf-8")
@@ -166,5 +136,27 @@ def reset_offset(impl: DefaultMQPushConsumerImpl, cmd: RemotingCommand) -> None:
     offsets = {MessageQueue.from_obj(k): int(v) for k, v in pairs}
     log.info("consumer %s: reset offsets of %s to %s", impl.group, h.topic,
              {f"{m.broker_name}/{m.queue_id}": o for m, o in offsets.items()})
-    impl.reset_offsets(h.topic, offsets)
+    reset_offsets(impl, h.topic, offsets)
+
+
+def reset_offsets(impl: ConsumerImplBase, topic: str, offsets: dict[MessageQueue, int]) -> None:
+    """resetOffset: held queues of topic are dropped (cached messages discarded), their
+    offsets stored and committed, and they are taken again from there."""
+    released = []
+    for mq, off in offsets.items():
+        if mq.topic != topic:
+            continue
+        with impl.lock:
+            pq = impl.table.pop(mq, None)
+        if pq is None:
+            continue
+        pq.dropped = True
+        pq.clear()
+        if impl.offset_store is not None:
+            impl.offset_store.update_offset(mq, off, False)
+            impl.persist([mq], sync=True)
+            impl.offset_store.remove_offset(mq)
+        released.append(cc.mq_row(mq))
+    if released and impl.services is not None:
+        impl.services.revoked(impl.group, released)
 
