@@ -322,6 +322,7 @@ class MQClientInstanceActor(WatchingActor):
                 route_data = self.core.table.routes[sub.topic]
                 if entry is not None and entry.owner is not None:
                     self.send(entry.owner, TopicRouteUpdated(sub.topic, route_data.to_json()))
+                self._route_to_user(sub.topic, route_data, None)  # known already: now theirs
         self.schedule("heartbeat_now", 1.0)
 
     # -- heartbeats and unregistering -----------------------------------------------------------
