@@ -14,6 +14,7 @@ from actors.client.consumer.allocate import (
     AllocateMessageQueueConsistentHash,
 )
 from actors.client.consumer.consume_message_service import ConsumeContext, ConsumeResult
+from actors.client.consumer.lite_pull_consumer import AsyncLitePullConsumer, LitePullConsumer
 from actors.client.consumer.push_consumer import AsyncPushConsumer, PushConsumer
 from protocol.bodies import ConsumeFromWhere, MessageModel
 
@@ -24,10 +25,12 @@ __all__ = [
     "AllocateMessageQueueByConfig",
     "AllocateMessageQueueByMachineRoom",
     "AllocateMessageQueueConsistentHash",
+    "AsyncLitePullConsumer",
     "AsyncPushConsumer",
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeResult",
+    "LitePullConsumer",
     "MessageModel",
     "PushConsumer",
 ]

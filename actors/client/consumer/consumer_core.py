@@ -20,20 +20,19 @@ its offset fixed and the queue taken again.
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from actors.client.client_config import ClientConfig, default_instance_name, parse_namesrv
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.allocate import (
-    AllocateMessageQueueAveragely,
-    AllocateMessageQueueStrategy,
+from actors.client.consumer.consumer_config import (
+    ConsumerConfig,
+    RebalanceListener,
+    ServiceState,
 )
 from actors.client.consumer.consumer_scheduler import ConsumerScheduler
 from actors.client.consumer.consumer_services import ConsumerServices
@@ -47,15 +46,15 @@ from actors.client.consumer.offset_store import (
 )
 from actors.client.consumer.process_queue import MIB, ProcessQueue
 from actors.client.consumer.pull_api_wrapper import PullAPIWrapper, decode_pull_messages
+from actors.client.consumer.pull_request import PullRequest
 from actors.client.consumer.rebalance import compute_pull_from_where
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import CONSUMER, InstanceHandle, MQClientManager
 from actors.client.records import MessageExt, PullStatus
-from actors.client.validators import check_group, check_topic
+from actors.client.validators import check_topic
 from protocol.bodies import (
-    ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
@@ -73,79 +72,6 @@ OFFSET_ILLEGAL_FIX_DELAY_MS: Final = 10_000
 QUIET_BEFORE_COMMIT_MS: Final = 20  # a pull sent just before carries an older commit offset
 
 
-class ServiceState(enum.Enum):
-    """The consumer's lifecycle (Java's ServiceState, plus STOPPING for the drain)."""
-
-    CREATE_JUST = "CREATE_JUST"
-    RUNNING = "RUNNING"
-    STOPPING = "STOPPING"
-    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
-
-
-class RebalanceListener(Protocol):
-    """on_assigned after queues were taken; on_revoked after they were drained and committed."""
-
-    def on_assigned(self, queues: set[MessageQueue]) -> None: ...
-
-    def on_revoked(self, queues: set[MessageQueue]) -> None: ...
-
-
-@dataclass
-class ConsumerConfig:
-    """Settings both consumers have (Java defaults; the rebalance intervals are ours to
-    shorten)."""
-
-    group: str
-    namesrv: str | list[str] | tuple[str, ...]
-    instance_name: str | None = None
-    model: MessageModel = MessageModel.CLUSTERING
-    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-    consume_timestamp_ms: int | None = None  # CONSUME_FROM_TIMESTAMP; default: 30 min ago
-    strategy: AllocateMessageQueueStrategy = field(default_factory=AllocateMessageQueueAveragely)
-    pull_batch: int = 32  # pullBatchSize
-    pull_threshold_for_queue: int = 1000
-    pull_threshold_size_for_queue_mib: int = 100
-    pull_threshold_for_topic: int = -1
-    pull_threshold_size_for_topic_mib: int = -1
-    max_cached_messages: int = 20_000  # ours: every queue's cache together (-1: no budget)
-    max_cached_mib: int = 512  # ours
-    pull_time_delay_ms_when_exception: int = 1000
-    broker_suspend_max_ms: int = 15_000
-    consumer_timeout_ms_when_suspend: int = 30_000
-    revoke_drain_timeout_ms: int = 10_000
-    rebalance_interval_ms: float = 20_000.0
-    lock_interval_ms: float = 20_000.0
-    rebalance_retry_ms: float = 1_000.0
-    offset_store_dir: str | None = None  # BROADCASTING: default ~/.rocketmq_offsets
-    serialize_type: int | None = None  # header serialization of our requests (default JSON)
-
-    def check(self) -> None:
-        """checkConfig (Java's ranges)."""
-        check_group(self.group)
-        ranges = {"pull_threshold_for_queue": (1, 65535),
-                  "pull_threshold_size_for_queue_mib": (1, 1024), "pull_batch": (1, 1024)}
-        for name, (lo, hi) in ranges.items():
-            v = getattr(self, name)
-            if not lo <= v <= hi:
-                raise ValueError(f"{name} {v} is out of range [{lo}, {hi}]")
-        topic_max = self.pull_threshold_for_topic
-        if topic_max != -1 and not 1 <= topic_max <= 6553500:
-            raise ValueError("pull_threshold_for_topic out of range [1, 6553500]")
-
-
-class PullRequest:
-    """PullRequest.java: one queue's pull position."""
-
-    __slots__ = ("mq", "next_offset", "pq", "previously_locked")
-
-    def __init__(self, mq: MessageQueue, pq: ProcessQueue[MessageExt], next_offset: int,
-                 previously_locked: bool) -> None:
-        self.mq = mq
-        self.pq = pq
-        self.next_offset = next_offset
-        self.previously_locked = previously_locked
-
-
 def now_ms() -> int:
     """Wall clock in ms."""
     return time.time_ns() // 1_000_000
@@ -156,6 +82,7 @@ class ConsumerImplBase:
 
     CONSUME_TYPE = ConsumeType.CONSUME_PASSIVELY
     ROLE = "PushConsumer"
+    DEFER_REGISTER = False  # the lite pull consumer registers at subscribe() / assign()
 
     def __init__(self, cfg: ConsumerConfig, listener: RebalanceListener | None = None) -> None:
         cfg.check()
@@ -178,6 +105,7 @@ class ConsumerImplBase:
         self.admin: MQAdminImpl | None = None
         self.offset_store: OffsetStore | None = None
         self.start_ms = 0
+        self.registered = False
         self.last_pull_sent = 0.0
         self.queue_thresholds = (cfg.pull_threshold_for_queue,
                                  cfg.pull_threshold_size_for_queue_mib)
@@ -215,6 +143,41 @@ class ConsumerImplBase:
     def _drained(self, pq: ProcessQueue[MessageExt]) -> bool:
         """True when nothing of pq is being consumed now."""
         return not pq.in_flight
+
+    def shutdown(self, timeout_s: float = 10.0) -> bool:
+        """Stop pulling, drain what is being consumed (bounded), commit, unregister; True when
+        everything finished in time (nothing consumed twice on the next start)."""
+        if self.state is not ServiceState.RUNNING:
+            if self.state is ServiceState.CREATE_JUST:
+                self.state = ServiceState.SHUTDOWN_ALREADY
+            return True
+        self.state = ServiceState.STOPPING
+        if self.services is not None:
+            self.services.forget_pulls(self)
+        drained = self._stop_consume(timeout_s)
+        quiet = self.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+        if quiet > 0:
+            time.sleep(quiet)
+        with self.lock:
+            held = list(self.table)
+            for mq, pq in self.table.items():
+                pq.dropped = True
+                self._before_release(mq, pq)
+        self.persist(held, sync=True)
+        if self.services is not None:
+            self.services.remove_consumer(self.group)
+        self.scheduler.stop()
+        self.state = ServiceState.SHUTDOWN_ALREADY
+        self._release()
+        log.info("%s %s closed", self.ROLE, self.group)
+        return drained
+
+    def _stop_consume(self, timeout_s: float) -> bool:
+        """Stop consuming; True when nothing is being consumed any more."""
+        return True
+
+    def _took(self, mq: MessageQueue, offset: int) -> None:
+        """A queue was taken and is pulled from offset."""
 
     def _sweep(self) -> None:
         """Periodic work (push: the consumeTimeout report, the pull idleness check)."""
@@ -264,8 +227,17 @@ class ConsumerImplBase:
                             self.cfg.consume_from_where, self._all_subscriptions())
 
     def _subscriptions_changed(self) -> None:
-        if self.state is ServiceState.RUNNING and self.services is not None:
+        if self.state is ServiceState.RUNNING and self.services is not None and self.registered:
             self.services.update_subscriptions(self.group, self.consumer_data().to_json())
+
+    def register(self, rebalance: bool = True) -> None:
+        """Register the group at the RebalanceService (rebalance=False: queues are assigned by
+        the user; the group is only heartbeated)."""
+        if self.registered or self.services is None:
+            return
+        self.services.add_consumer(self, self.consumer_data().to_json(), self.cfg.strategy,
+                                   self._orderly(), rebalance)
+        self.registered = True
 
     def start(self) -> None:
         """Start: instance, services, offsets, consume service; register the group."""
@@ -300,8 +272,8 @@ class ConsumerImplBase:
             self._start_consume()
             self.scheduler.start()
             self.state = ServiceState.RUNNING
-            self.services.add_consumer(self, self.consumer_data().to_json(), cfg.strategy,
-                                       self._orderly())
+            if not self.DEFER_REGISTER:
+                self.register()
         except BaseException:
             self.state = ServiceState.SHUTDOWN_ALREADY
             self._release()
@@ -415,6 +387,7 @@ class ConsumerImplBase:
                 continue
             with self.lock:
                 self.table[mq] = pq
+            self._took(mq, offset)
             taken.add(mq)
             log.info("consumer %s: took %s from offset %d", self.group, mq, offset)
             self._pull(PullRequest(mq, pq, offset, pq.locked))
@@ -503,7 +476,7 @@ class ConsumerImplBase:
     def _pull(self, req: PullRequest) -> None:
         """pullMessage: the flow-control gates, then the request to the PullMessageService."""
         pq = req.pq
-        if pq.dropped or pq.revoking:
+        if pq.dropped or pq.revoking or req.cancelled:
             return
         pq.last_pull_ms = now_ms()
         if self.state is not ServiceState.RUNNING:
@@ -559,7 +532,7 @@ class ConsumerImplBase:
                        max_offset: int, suggest: int, tail: memoryview) -> None:
         """The PullCallback (I/O thread)."""
         req = self.pending.pop(rid, None)
-        if req is None or self.state is not ServiceState.RUNNING:
+        if req is None or req.cancelled or self.state is not ServiceState.RUNNING:
             return
         pq, mq = req.pq, req.mq
         if status >= cc.BROKER_ERROR:

@@ -189,10 +189,10 @@ class ConsumerServices:
         return reply
 
     def add_consumer(self, core: ConsumerCore, consumer_data: bytes, strategy: Any,
-                     orderly: bool) -> None:
+                     orderly: bool, rebalance: bool = True) -> None:
         """Register core's group: rebalanced from now on (raises when refused)."""
         self.cores[core.group] = core
-        reply = self._ask(AddConsumer(core.group, consumer_data, strategy, orderly),
+        reply = self._ask(AddConsumer(core.group, consumer_data, strategy, orderly, rebalance),
                           ConsumerAdded, core.group)
         if not reply.ok:
             self.cores.pop(core.group, None)

@@ -14,7 +14,6 @@ sweep (the consumeTimeout report; a queue without a pull for 120 s is dropped an
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -28,18 +27,15 @@ from actors.client.consumer.consume_message_service import (
     status_of,
 )
 from actors.client.consumer.consume_orderly import ConsumeMessageOrderlyService
+from actors.client.consumer.consumer_config import ConsumerConfig, RebalanceListener, ServiceState
 from actors.client.consumer.consumer_core import (
     PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL,
-    QUIET_BEFORE_COMMIT_MS,
-    ConsumerConfig,
     ConsumerImplBase,
-    PullRequest,
-    RebalanceListener,
-    ServiceState,
     now_ms,
 )
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.consumer.pull_api_wrapper import build_sys_flag
+from actors.client.consumer.pull_request import PullRequest
 from actors.client.consumer.rebalance import compute_pull_from_where
 from actors.client.records import Message, MessageExt
 from protocol.bodies import LockBatchRequestBody, MessageModel, MessageQueue, SubscriptionData
@@ -195,35 +191,12 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
         """getMaxReconsumeTimes: 16 by default (concurrently)."""
         return 16 if self.cfg.max_reconsume_times == -1 else self.cfg.max_reconsume_times
 
-    def shutdown(self, timeout_s: float = 10.0) -> bool:
-        """Stop pulling, drain running handlers (bounded), commit, unregister; True when every
-        handler finished in time (nothing consumed twice on the next start)."""
-        if self.state is not ServiceState.RUNNING:
-            if self.state is ServiceState.CREATE_JUST:
-                self.state = ServiceState.SHUTDOWN_ALREADY
-            return True
-        self.state = ServiceState.STOPPING
-        if self.services is not None:
-            self.services.forget_pulls(self)
+    def _stop_consume(self, timeout_s: float) -> bool:
         assert self.consume is not None
         drained = self.consume.shutdown(timeout_s)
         if not drained:
             log.warning("push consumer %s: handlers still running after %.1f s; their messages "
                         "will be consumed again", self.group, timeout_s)
-        quiet = self.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
-        if quiet > 0:
-            time.sleep(quiet)
-        with self.lock:
-            held = list(self.table)
-            for pq in self.table.values():
-                pq.dropped = True
-        self.persist(held, sync=True)
-        if self.services is not None:
-            self.services.remove_consumer(self.group)
-        self.scheduler.stop()
-        self.state = ServiceState.SHUTDOWN_ALREADY
-        self._release()
-        log.info("push consumer %s closed", self.group)
         return drained
 
     def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:

@@ -65,6 +65,7 @@ class AddConsumer:
     consumer_data: bytes  # protocol.bodies.ConsumerData JSON (retry topic included)
     strategy: Any  # an AllocateMessageQueueStrategy (importable, picklable)
     orderly: bool
+    rebalance: bool = True  # False: the user assigns the queues (lite pull assign())
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from actors.client.consumer.allocate import (
     AllocateMessageQueueStrategy,
 )
 from actors.client.consumer.consume_message_service import ConsumeContext, ConsumeResult
-from actors.client.consumer.consumer_core import RebalanceListener, ServiceState
+from actors.client.consumer.consumer_config import RebalanceListener, ServiceState
 from actors.client.consumer.default_mq_push_consumer_impl import (
     DefaultMQPushConsumerImpl,
     PushConsumerConfig,

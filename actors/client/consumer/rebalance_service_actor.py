@@ -97,6 +97,7 @@ class GroupState:
     again: bool = False  # something asked for a round meanwhile
     pending: set[str] = field(default_factory=set)  # topics whose consumer list is awaited
     closing: bool = False
+    rebalance: bool = True  # False: queues are assigned by the user; never allocated here
 
 
 class RebalanceServiceActor(WatchingActor):
@@ -166,7 +167,7 @@ class RebalanceServiceActor(WatchingActor):
         impl = RebalanceImpl(msg.group, self.start_msg.client_id, data.message_model,
                              msg.strategy, orderly=msg.orderly, consume_type=data.consume_type)
         impl.subscriptions = {s.topic: s for s in data.subscription_data_set}
-        self.groups[msg.group] = GroupState(impl, data, sender)
+        self.groups[msg.group] = GroupState(impl, data, sender, rebalance=msg.rebalance)
         self.send(self.start_msg.instance, RegisterConsumer(msg.group, msg.consumer_data,
                                                             self.myAddress))  # fmt: skip
 
@@ -239,7 +240,7 @@ class RebalanceServiceActor(WatchingActor):
         """doRebalance for one group (coalesced: one round at a time, then one more)."""
         st = self.groups.get(group)
         api = self.api
-        if st is None or not st.registered or st.closing or api is None:
+        if st is None or not st.registered or st.closing or api is None or not st.rebalance:
             return
         if st.running:
             st.again = True
