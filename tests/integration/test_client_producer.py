@@ -301,11 +301,18 @@ def test_request_reply(target: Target) -> None:
         th.start()
         try:
             replies = [p.request(Message(topic, b"ask%d" % i), timeout=10) for i in range(3)]
+
+            async def ask() -> Any:
+                async with AsyncProducer("pg_areq", namesrv=target.namesrv) as ap:
+                    return await ap.request(Message(topic, b"async-ask"), timeout=10)
+
+            areply = asyncio.run(ask())
         finally:
             stop.set()
             th.join(15)
     assert [r.body for r in replies] == [b"re:ask0", b"re:ask1", b"re:ask2"]
     assert [r.properties["CORRELATION_ID"] for r in replies] == served[:3]
+    assert areply.body == b"re:async-ask"
 
 
 class _Listener:
