@@ -316,43 +316,35 @@ def cmd_send(a: argparse.Namespace) -> int:
 
 
 def cmd_consume(a: argparse.Namespace) -> int:
-    """consumeMessage: pull and print messages of every queue (from the group's offsets, or
-    from each queue's start with --from-start); with -g the new offsets are committed."""
-    route = _route(a.namesrv, a.topic)
-    masters = _route_masters(route)
+    """consumeMessage: print messages of every queue of the topic through a LitePullConsumer
+    (assigned every queue: no rebalance), from the group's offsets (from each queue's start with
+    --from-start or without -g); with -g the offsets reached are committed."""
+    from actors.client import MQClientError
+    from actors.client.consumer import LitePullConsumer
+
     group = a.group or "CLI_CONSUME_GROUP"
     printed = 0
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        addr = masters.get(qd.broker_name)
-        if addr is None:
-            continue
-        for qid in range(qd.read_queue_nums):
-            if printed >= a.count:
-                break
-            q = {"topic": a.topic, "queueId": qid}
-            offset = int(_call(addr, RC.GET_MIN_OFFSET, q).ext_fields["offset"])
-            if a.group and not a.from_start:
-                r = _call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=group), ok=(0, 22))
-                if r.code == 0:
-                    offset = max(offset, int(r.ext_fields["offset"]))
-            while printed < a.count:
-                r = _call(addr, RC.PULL_MESSAGE, {
-                    "consumerGroup": group, "topic": a.topic, "queueId": qid,
-                    "queueOffset": offset, "maxMsgNums": min(32, a.count - printed),
-                    "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
-                    "subscription": a.subscription, "subVersion": 0, "expressionType": "TAG",
-                }, ok=(0, 19, 20, 21))  # fmt: skip
-                nxt = int((r.ext_fields or {}).get("nextBeginOffset", offset))
-                if r.code == 0:
-                    msgs = decode_messages(bytes(r.body))
-                    _print_messages(msgs)
-                    printed += len(msgs)
-                if nxt <= offset or r.code in (19, 21):
-                    break
-                offset = nxt
+    try:
+        with LitePullConsumer(group, namesrv=a.namesrv, consume_from="first",
+                              auto_commit=False, pull_batch=32) as c:
+            queues = c.fetch_message_queues(a.topic)
+            start = c.beginning_offsets(queues) if a.from_start or not a.group else None
+            c.assign(queues, a.subscription, offsets=start)
+            idle = 0
+            unprinted: dict[Any, int] = {}  # queue -> first offset polled but not printed
+            while printed < a.count and idle < 2:  # two quiet polls: every queue is read
+                msgs = c.poll(0.5)
+                idle = 0 if msgs else idle + 1
+                for m in msgs[a.count - printed :]:
+                    unprinted[m.queue] = min(unprinted.get(m.queue, m.queue_offset),
+                                             m.queue_offset)  # fmt: skip
+                msgs = msgs[: a.count - printed]
+                _print_messages(msgs)
+                printed += len(msgs)
             if a.group:
-                _call(addr, RC.UPDATE_CONSUMER_OFFSET,
-                      dict(q, consumerGroup=group, commitOffset=offset))  # fmt: skip
+                c.commit({q: unprinted.get(q, c.position(q)) for q in queues})
+    except MQClientError as exc:
+        raise AdminError(exc.message) from None
     _out(f"consumed {printed} message(s)")
     return 0
 

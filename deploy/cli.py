@@ -1,4 +1,5 @@
-"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench, producer.
+"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench, producer,
+consumer.
 
 Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.x: `-c` reads
 a Java properties file with RocketMQ's property names, command-line options override it, a
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py); "
                                  "`bench --client`: the client's (tests/bench/client_bench.py)")
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
+    sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
     return p
 
 
@@ -200,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.benchmark_producer import main as producer_main
 
         return producer_main(argv[1:])
+    if argv[:1] == ["consumer"]:
+        from deploy.benchmark_consumer import main as consumer_main
+
+        return consumer_main(argv[1:])
     if argv[:2] == ["bench", "--client"]:
         from tests.bench.client_bench import main as client_bench_main
 

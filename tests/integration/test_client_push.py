@@ -299,3 +299,86 @@ def test_async_push_consumer(cluster: Target) -> None:
 
     asyncio.run(main())
     assert sorted(got) == sorted(b"%d" % i for i in range(50))
+
+
+CLIENTS = Path(__file__).resolve().parents[1] / "clients"
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    import json
+
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # the line a kill -9 cut short
+    return out
+
+
+def test_kill_9_of_a_consumer_process_loses_nothing(cluster: Target, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from deploy import procinfo
+    from tests.integration.conftest import kill_pids, wait_gone
+
+    topic, group, n = "PushKill", "push_kill_cg", 1500
+    create_topic(cluster, topic, 4)
+    produce(cluster.namesrv, topic, (b"%d" % i for i in range(n)))
+    out = tmp_path / "victim.out"
+    with open(out, "wb") as f, open(tmp_path / "victim.err", "wb") as err:
+        proc = subprocess.Popen([sys.executable, str(CLIENTS / "py_consumer.py"), cluster.namesrv,
+                                 topic, group, "2"], stdout=f, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert wait_for(lambda: len([e for e in _events(out) if e["event"] == "got"]) > n // 3,
+                        30), (tmp_path / "victim.err").read_text()[-2000:]
+        session = procinfo.pids_in_session(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)  # the user's process dies mid-handler
+        proc.wait(10)
+        # its client actor system notices the channel closing without BYE and goes too
+        left = wait_gone([p for p in session if p != proc.pid], 20.0)
+        assert left == [], f"client processes outlived the kill: {left}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        kill_pids(procinfo.pids_in_session(proc.pid))
+    first = [e["body"].encode() for e in _events(out) if e["event"] == "got"]
+    rec = Recorder("after")
+    c = consumer(cluster, group, rec).start()
+    c.subscribe(topic)
+    try:
+        want = {b"%d" % i for i in range(n)}
+        assert wait_for(lambda: set(first) | set(rec.bodies()) >= want, 60), \
+            len(want - set(first) - set(rec.bodies()))
+    finally:
+        c.close()
+    dups = dup_count(first + rec.bodies())
+    print(f"kill -9: {len(first)} consumed before the kill, {len(rec.bodies())} after, "
+          f"{dups} duplicates, nothing lost")
+
+
+def test_consumer_benchmark_cli(cluster: Target, tmp_path: Path) -> None:
+    import sys
+
+    from tests.integration.e2e_helpers import run_driver
+
+    topic = "PushBenchCli"
+    create_topic(cluster, topic, 4)
+    produce(cluster.namesrv, topic, (b"x" * 100 for _ in range(300)))
+    code, _, err = run_driver([sys.executable, "-m", "deploy", "consumer", "-n", cluster.namesrv,
+                               "-t", topic, "-g", "push_bench_cli_cg", "--from", "first",
+                               "--seconds", "2.5"], tmp_path / "bench", 60,
+                              cwd=Path(__file__).resolve().parents[2])
+    text = (tmp_path / "bench.out").read_text()
+    assert code == 0, err
+    assert "Consume TPS:" in text and "AVG(B2C) RT(ms):" in text
+    assert "Total: consumed 300 | failed 0" in text, text[-1500:]
+    code, _, err = run_driver([sys.executable, "-m", "deploy", "consumer", "-n", "nonsense"],
+                              tmp_path / "bad", 30, cwd=Path(__file__).resolve().parents[2])
+    assert code == 2 and "bad name server address" in err

@@ -179,6 +179,11 @@ class ConsumerImplBase:
     def _took(self, mq: MessageQueue, offset: int) -> None:
         """A queue was taken and is pulled from offset."""
 
+    def _start_offset(self, mq: MessageQueue) -> int | None:
+        """Where a taken queue starts when the user said so (lite pull assign); None: from
+        the offset store / consume_from_where."""
+        return None
+
     def _sweep(self) -> None:
         """Periodic work (push: the consumeTimeout report, the pull idleness check)."""
 
@@ -377,8 +382,10 @@ class ConsumerImplBase:
             store.remove_offset(mq)  # removeDirtyOffset
             try:
                 assert self.admin is not None
-                offset = compute_pull_from_where(mq, self.cfg.consume_from_where, store, self.admin,
-                                                 self.consume_timestamp_ms)
+                offset = self._start_offset(mq)
+                if offset is None:
+                    offset = compute_pull_from_where(mq, self.cfg.consume_from_where, store,
+                                                     self.admin, self.consume_timestamp_ms)
             except Exception as exc:
                 log.info("consumer %s: compute offset of %s failed: %s", self.group, mq, exc)
                 offset = -1

@@ -29,6 +29,7 @@ from actors.client.consumer.consumer_core import (
     ConsumerImplBase,
     now_ms,
 )
+from actors.client.consumer.filter_api import build_subscription
 from actors.client.consumer.offset_store import ReadOffsetType
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.consumer.pull_api_wrapper import build_sys_flag
@@ -92,6 +93,7 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         self.assigned_only = False
         self.next_auto_commit = 0.0
         self.pending_assign: set[MessageQueue] | None = None
+        self.start_offsets: dict[MessageQueue, int] = {}
         self.on_data: Callable[[], None] | None = None  # the asyncio twin's wake-up
 
     # -- hooks ----------------------------------------------------------------------------------
@@ -159,7 +161,11 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
             self.register(rebalance=True)
 
     # -- assign / subscribe -----------------------------------------------------------------------
-    def assign(self, mqs: Iterable[MessageQueue]) -> None:
+    def _start_offset(self, mq: MessageQueue) -> int | None:
+        return self.start_offsets.pop(mq, None)
+
+    def assign(self, mqs: Iterable[MessageQueue], expression: str = "*",
+               offsets: dict[MessageQueue, int] | None = None) -> None:
         """Hold exactly mqs (no rebalance; not with subscribe()); the ones no longer given
         are released with the offset committed last."""
         if self.registered and not self.assigned_only:
@@ -167,10 +173,12 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
                                 "Subscribe and assign are mutually exclusive.")
         self.assigned_only = True
         want = set(mqs)
+        self.start_offsets.update(offsets or {})
         with self.lock:
             for mq in want:
                 if mq.topic not in self.subscriptions:
-                    self.subscriptions[mq.topic] = SubscriptionData.build(mq.topic, "*", now_ms())
+                    self.subscriptions[mq.topic] = build_subscription(mq.topic, expression, None,
+                                                                      now_ms())
             drop = [mq for mq in self.table if mq not in want]
         if self.state is not ServiceState.RUNNING:
             self.pending_assign = want
@@ -241,6 +249,18 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
                 store.update_offset(mq, off, False)
         if persist:
             self.persist(list(offsets), sync=True)
+
+    def position(self, mq: MessageQueue) -> int:
+        """The offset the next poll of mq returns from (-1 when mq is not held)."""
+        with self.cond:
+            cached = any(r.mq == mq for r in self.cache)
+        pq = self.table.get(mq)
+        if pq is None:
+            return -1
+        req = self.requests.get(mq)
+        if cached or pq.msg_count or req is None:
+            return self.consume_offsets.get(mq, -1)
+        return req.next_offset
 
     def committed(self, mq: MessageQueue) -> int:
         """The offset the broker (or the local file) holds for mq (-1: none)."""

@@ -101,9 +101,22 @@ class LitePullConsumer:
         """Stop consuming topic."""
         self._impl.unsubscribe(topic)
 
-    def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Consume exactly these queues (no rebalance; not with subscribe())."""
-        self._impl.assign(queues)
+    def assign(self, queues: Iterable[MessageQueue], expression: str = "*", *,
+               offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Consume exactly these queues (no rebalance; not with subscribe()); expression
+        filters them (tags or SQL92) as subscribe's does; offsets: where each starts (else the
+        group's offset, else consume_from)."""
+        self._impl.assign(queues, expression, offsets)
+
+    def beginning_offsets(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """Each queue's first stored offset."""
+        admin = self._need_admin()
+        return {q: admin.min_offset(q) for q in queues}
+
+    def end_offsets(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """Each queue's next offset (where a new message goes)."""
+        admin = self._need_admin()
+        return {q: admin.max_offset(q) for q in queues}
 
     def assignment(self) -> set[MessageQueue]:
         """The queues held now."""
@@ -132,6 +145,10 @@ class LitePullConsumer:
             self._impl.commit_all(persist)
         else:
             self._impl.commit(offsets, persist)
+
+    def position(self, mq: MessageQueue) -> int:
+        """The offset the next poll of mq starts at (what commit() would store)."""
+        return self._impl.position(mq)
 
     def committed(self, mq: MessageQueue) -> int:
         """The offset stored for mq (-1: none)."""
