@@ -53,6 +53,11 @@ class LatencyFaultTolerance:
     def update_fault_item(self, name: str, latency_ms: int, not_available_ms: int,
                           now_ms: int) -> None:  # fmt: skip
         """Record a latency and the unavailability window it earns."""
+        item = self.items.get(name)
+        if item is not None:
+            item.current_latency = latency_ms
+            item.start_timestamp = now_ms + not_available_ms
+            return
         with self._lock:
             self.items[name] = FaultItem(name, latency_ms, now_ms + not_available_ms)
 

@@ -133,7 +133,7 @@ class Producer:
 
     def _running(self) -> tuple[InstanceHandle, DefaultMQProducerImpl]:
         if self._state != "running":
-            if self._state == "closed":
+            if self._state != "new":  # closing or closed: no new sends
                 raise ClientClosedError("producer")
             self.start()
         assert self._handle is not None and self._impl is not None

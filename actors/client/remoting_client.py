@@ -92,7 +92,7 @@ class _Conn:
     """One connection: socket, decoder, out buffer, reader role."""
 
     __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
-                 "reader", "registered", "sock", "waiters", "wlock")
+                 "poller", "reader", "registered", "sock", "waiters", "wlock")
 
     def __init__(self, addr: str, sock: socket.socket) -> None:
         self.addr = addr
@@ -109,6 +109,8 @@ class _Conn:
         self.registered = False
         self.armed = 0  # the events the ONESHOT registration is armed for (0: disarmed)
         self.alock = threading.Lock()  # armed and the epoll_ctl that sets it change together
+        self.poller = select.poll()  # what a sync reader blocks in (one reader at a time)
+        self.poller.register(self.fd, select.POLLIN)
 
 
 class RemotingClient:
@@ -411,8 +413,7 @@ class RemotingClient:
 
     def _read_until(self, conn: _Conn, p: _Pending, done: list[Any]) -> None:
         """As reader: block in poll/recv until p is done or its deadline passes."""
-        poller = select.poll()
-        poller.register(conn.fd, select.POLLIN)
+        poller = conn.poller
         while not p.done and not conn.closed:
             left = p.deadline - time.monotonic()
             if left <= 0:

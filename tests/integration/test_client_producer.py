@@ -488,3 +488,18 @@ def test_producer_benchmark_cli(tmp_path: Path, target: Target) -> None:
     code, text = run("-n", target.namesrv, "-w", "0")
     assert code == 2 and "must be >= 1" in text
     assert len(wait_messages(target, "CliBench_batch", 300)) == 300
+
+
+def test_closed_producer_refuses_sends(target: Target) -> None:
+    if target.name == "reference":
+        pytest.skip("client-side behaviour: once is enough")
+    p = Producer("pg_closed", namesrv=target.namesrv)
+    p.send(Message(_topic(target, "Closed"), b"x"))  # starts on first use
+    p.close()
+    p.close()  # idempotent
+    from actors.client import ClientClosedError
+
+    with pytest.raises(ClientClosedError):
+        p.send(Message(_topic(target, "Closed"), b"y"))
+    with pytest.raises(ClientClosedError):
+        p.send_async(Message(_topic(target, "Closed"), b"y"))
