@@ -306,8 +306,16 @@ class DefaultMQProducerImpl:
         except MQClientError as exc:
             done(None, exc)
             return
-        state: dict[str, Any] = {"attempt": 0, "last": None, "sent": [], "error": None}
+        state: dict[str, Any] = {"attempt": 0, "last": None, "sent": [], "error": None,
+                                 "result": None}
         attempts = 1 + self.retries if queue is None else 1
+
+        def give_up(call_timeout: bool) -> None:
+            if state["result"] is not None:  # a stored but not SEND_OK answer beats an error
+                done(state["result"], None)
+                return
+            done(None, self._failed(req, state["attempt"] - int(call_timeout), begin,
+                                    state["sent"], state["error"], call_timeout))
 
         def attempt() -> None:
             while state["attempt"] < attempts:
@@ -316,8 +324,7 @@ class DefaultMQProducerImpl:
                 state["last"] = mq.broker_name
                 cost_ms = (time.monotonic() - begin) * 1000.0
                 if cost_ms >= timeout:
-                    done(None, self._failed(req, state["attempt"] - 1, begin, state["sent"],
-                                            state["error"], True))
+                    give_up(True)
                     return
                 state["sent"].append(mq.broker_name)
                 t0 = time.monotonic()
@@ -342,21 +349,24 @@ class DefaultMQProducerImpl:
                                 or state["attempt"] >= attempts:
                             done(result, None)
                             return
+                        state["result"] = result
                         attempt()
                         return
                     self._fault(mq, t0, not (isinstance(err, MQBrokerError)
                                              and err.code == ResponseCode.SYSTEM_BUSY))
                     state["error"] = err
                     if isinstance(err, MQBrokerError) and err.code not in RETRY_CODES:
-                        done(None, err)
+                        if state["result"] is not None:
+                            done(state["result"], None)
+                        else:
+                            done(None, err)
                         return
                     attempt()
 
                 opaque, frame = self._frame(req, mq, flag)
                 self.remoting.invoke_async_frame(addr, opaque, frame, timeout - cost_ms, answered)
                 return
-            done(None, self._failed(req, state["attempt"], begin, state["sent"], state["error"],
-                                    False))
+            give_up(False)
 
         attempt()
 
