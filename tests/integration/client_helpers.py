@@ -8,6 +8,7 @@ with the raw wire client (deploy.wire), never through the client under test.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from tests.integration.e2e_helpers import (
     pull_cmd,
     simple_cmd,
 )
+
+log = logging.getLogger(__name__)
 
 # a half message is checked 1 s after it was stored, every second (defaults: 6 s / 60 s)
 TX_FAST = {"transactionTimeOut": "1000", "transactionCheckInterval": "1000"}
@@ -80,17 +83,31 @@ def start_actormq(base: Path, brokers: tuple[str, ...] = ("broker-a",),
 
 
 def stop_actormq(target: Target) -> list[int]:
-    """Stop every system of the target (by PID after a bounded wait); the survivors."""
-    survivors: list[int] = []
-    for cl in target.handle:
-        pids = sorted(set(cluster_pids(cl)) | set(target.pids))
+    """Stop every system of the target (by PID after a bounded wait); the survivors.
+
+    Every broker is stopped before any actor system shuts down (after one ActorSystem of this
+    process shut down, a second one in the same process no longer hears its actors' replies),
+    the name server's system last."""
+    import shutil
+
+    from actors.runtime.messages import BrokerStopped, StopBroker
+
+    systems = [cl for cl in reversed(target.handle) if not cl.stopped]
+    pids = sorted({p for cl in systems for p in cluster_pids(cl)} | set(target.pids))
+    for cl in systems:
+        for name, (addr, _port) in cl.brokers.items():
+            cl.asys.tell(addr, StopBroker())
+            if launch._await(cl.asys, (BrokerStopped,), launch.STOP_TIMEOUT_S) is None:
+                log.warning("broker %s did not confirm shutdown", name)
+    for cl in systems:
+        cl.stopped = True
         try:
-            launch.stop_cluster(cl)
+            cl.asys.shutdown()
         finally:
-            left = wait_gone(pids, 15.0)
-            kill_pids(left)
-            survivors += left
-    return survivors
+            shutil.rmtree(cl.runtime_dir, ignore_errors=True)
+    left = wait_gone(pids, 15.0)
+    kill_pids(left)
+    return left
 
 
 def system_pids(target: Target, index: int) -> list[int]:
