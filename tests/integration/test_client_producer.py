@@ -503,3 +503,10 @@ def test_closed_producer_refuses_sends(target: Target) -> None:
         p.send(Message(_topic(target, "Closed"), b"y"))
     with pytest.raises(ClientClosedError):
         p.send_async(Message(_topic(target, "Closed"), b"y"))
+
+
+def test_dead_first_name_server_is_skipped(target: Target) -> None:
+    if target.name == "reference":
+        pytest.skip("client-side behaviour: once is enough")
+    with Producer("pg_two_ns", namesrv=f"127.0.0.1:1;{target.namesrv}") as p:
+        assert p.send(Message(_topic(target, "TwoNs"), b"x")).status == "SEND_OK"
