@@ -69,7 +69,11 @@ def _quiet_stdio() -> Iterator[None]:
                 stream.flush()
         except (OSError, ValueError):
             pass
-    saved = [os.dup(1), os.dup(2)]
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # a daemon without fds 1 / 2: nothing to keep from the children
+        yield
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
@@ -136,7 +140,6 @@ class ClientRuntime:
         except BaseException:
             self._shutdown_actor_system()
             raise
-        atexit.register(self._at_exit)
         log.info("client runtime up (actor system admin port %d, dir %s)", self.admin_port,
                  self.dir)
 
@@ -324,9 +327,15 @@ class ClientRuntime:
             pids += _pids_in_group(pgid)
         return sorted(set(pids) - {os.getpid()})
 
-    def _at_exit(self) -> None:
-        if not self.closed and self.pid == os.getpid():
-            self.shutdown()
+    @classmethod
+    def _at_exit(cls) -> None:
+        """Interpreter exit: stop the runtime of clients never closed."""
+        rt = cls._instance
+        if rt is not None and not rt.closed and rt.pid == os.getpid():
+            rt.shutdown()
+
+
+atexit.register(ClientRuntime._at_exit)
 
 
 def _exit_request() -> Any:

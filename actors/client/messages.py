@@ -19,6 +19,7 @@ class StartClientInstance:
 
     config: Any  # actors.client.client_config.ClientConfig
     channel_path: str  # the user's process listener (Unix socket)
+    user_pgid: int = 0  # the user's process group: never the one an orphaned system kills
 
 
 @dataclass(frozen=True)

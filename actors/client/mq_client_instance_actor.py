@@ -78,6 +78,7 @@ class MQClientInstanceActor(WatchingActor):
         self.api: MQClientAPI | None = None
         self.channel: ch.ChannelEnd | None = None
         self.bye = False
+        self.user_pgid = 0
         self._relay_ids = itertools.count(1)
         self._relays: dict[int, tuple[str, float]] = {}  # request id -> (broker addr, expiry)
         self._route_waiters: set[str] = set()  # topics the user's process is waiting for
@@ -114,6 +115,7 @@ class MQClientInstanceActor(WatchingActor):
 
     def _start(self, msg: StartClientInstance, sender: Any) -> None:
         try:
+            self.user_pgid = msg.user_pgid
             self.config = msg.config
             client_id = msg.config.client_id()
             self.core = MQClientInstance(client_id)
@@ -210,9 +212,14 @@ class MQClientInstanceActor(WatchingActor):
 
     def _orphaned(self) -> None:
         """The user's process is gone without closing: take this actor system down."""
+        pgid = os.getpgid(0)
+        if pgid == self.user_pgid:  # not a group of our own (never seen with Thespian's fork)
+            log.error("the user's process is gone but this actor shares its process group %d: "
+                      "exiting alone", pgid)
+            os._exit(1)
         log.warning("the user's process closed the channel without BYE: stopping the client "
-                    "actor system (process group %d)", os.getpgid(0))
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+                    "actor system (process group %d)", pgid)
+        os.killpg(pgid, signal.SIGKILL)
 
     def _on_record(self, kind: int, payload: memoryview) -> None:
         core = self.core

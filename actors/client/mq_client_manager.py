@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -100,7 +101,8 @@ class InstanceHandle:
         self.runtime.add_channel_handler(self.key, self)
         try:
             self.actor, reply = self.runtime.create_actor(
-                MQClientInstanceActor, StartClientInstance(self.config, self.runtime.channel_path),
+                MQClientInstanceActor,
+                StartClientInstance(self.config, self.runtime.channel_path, os.getpgid(0)),
                 (ClientInstanceStarted, ClientInstanceStartFailed))
             if isinstance(reply, ClientInstanceStartFailed):
                 raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
