@@ -46,6 +46,7 @@ ACK: Final = 6
 PERSIST: Final = 7
 BYE: Final = 8
 FIRST_FREE_KIND: Final = 64
+RUNTIME_DIR_PREFIX: Final = "amqc-"  # the user's process's runtime directory (the listener's)
 
 HEAD = struct.Struct(
     ">I"  # rest_len

@@ -118,7 +118,7 @@ class ClientRuntime:
         self.pid = os.getpid()
         self.users = 0
         self.closed = False
-        self.dir = tempfile.mkdtemp(prefix="amqc-")
+        self.dir = tempfile.mkdtemp(prefix=ch.RUNTIME_DIR_PREFIX)
         os.chmod(self.dir, 0o700)
         self.log_path = os.environ.get(LOG_ENV) or os.path.join(self.dir, "client.log")
         self._asys_lock = threading.RLock()

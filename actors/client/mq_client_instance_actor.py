@@ -22,6 +22,7 @@ import functools
 import itertools
 import logging
 import os
+import shutil
 import signal
 import time
 from typing import Any, Final
@@ -79,6 +80,7 @@ class MQClientInstanceActor(WatchingActor):
         self.channel: ch.ChannelEnd | None = None
         self.bye = False
         self.user_pgid = 0
+        self.runtime_dir = ""  # the user's process's runtime directory (its channel's)
         self._relay_ids = itertools.count(1)
         self._relays: dict[int, tuple[str, float]] = {}  # request id -> (broker addr, expiry)
         self._route_waiters: set[str] = set()  # topics the user's process is waiting for
@@ -116,6 +118,7 @@ class MQClientInstanceActor(WatchingActor):
     def _start(self, msg: StartClientInstance, sender: Any) -> None:
         try:
             self.user_pgid = msg.user_pgid
+            self.runtime_dir = os.path.dirname(msg.channel_path)
             self.config = msg.config
             client_id = msg.config.client_id()
             self.core = MQClientInstance(client_id)
@@ -219,6 +222,8 @@ class MQClientInstanceActor(WatchingActor):
             os._exit(1)
         log.warning("the user's process closed the channel without BYE: stopping the client "
                     "actor system (process group %d)", pgid)
+        if os.path.basename(self.runtime_dir).startswith(ch.RUNTIME_DIR_PREFIX):
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)  # nobody is left to remove it
         os.killpg(pgid, signal.SIGKILL)
 
     def _on_record(self, kind: int, payload: memoryview) -> None:

@@ -430,6 +430,7 @@ def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None
         "from actors.client.client_runtime import ClientRuntime\n"
         f"p = Producer('pg_orphan', namesrv='{target.namesrv}').start()\n"
         "p.send(Message('Orphan', b'x'))\n"
+        "print(ClientRuntime._instance.dir, flush=True)\n"
         "print(sorted(ClientRuntime._instance._pgids), flush=True)\n"
         "time.sleep(60)\n")
     import subprocess
@@ -445,7 +446,8 @@ def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None
         while b"]" not in out.read_bytes() and time.monotonic() < deadline:
             assert proc.poll() is None, out.read_text()
             time.sleep(0.1)
-        pgids = set(eval(out.read_text().strip().splitlines()[-1]))  # the child's own print
+        lines = out.read_text().strip().splitlines()
+        runtime_dir, pgids = lines[-2], set(eval(lines[-1]))  # the child's own prints
         from tests.integration.client_helpers import client_pids_alive
 
         assert client_pids_alive(pgids)
@@ -458,6 +460,7 @@ def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         assert left == [], "the client actor system outlived its killed user process"
+        assert not os.path.exists(runtime_dir), "the killed process's runtime dir was left"
     finally:
         if proc.poll() is None:
             proc.kill()
