@@ -7,23 +7,39 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actors.client.consumer.lite_pull_consumer import AsyncLitePullConsumer, LitePullConsumer
-from tests.integration.client_helpers import Target, start_actormq, stop_actormq
+from tests.integration.client_helpers import (
+    Target,
+    start_actormq,
+    start_reference,
+    stop_actormq,
+)
 from tests.integration.consumer_helpers import FAST, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    target = start_actormq(Path(tmp_path_factory.mktemp("lite")))
-    try:
-        yield target
-    finally:
-        assert stop_actormq(target) == []
+@pytest.fixture(scope="module", params=["actormq", "reference"])
+def cluster(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """actormq (started as `actormq up` starts it) or the reference RocketMQ 4.9.8."""
+    base = Path(tmp_path_factory.mktemp(f"lite-{request.param}"))
+    if request.param == "actormq":
+        target = start_actormq(base)
+        try:
+            yield target
+        finally:
+            assert stop_actormq(target) == []
+    else:
+        request.getfixturevalue("reference_build")
+        target = start_reference(base)
+        try:
+            yield target
+        finally:
+            target.handle.stop()
 
 
 def drain(c: LitePullConsumer, want: int, timeout_s: float = 20.0) -> list[bytes]:

@@ -20,7 +20,13 @@ import pytest
 from actors.client import Message, Producer
 from actors.client.consumer import AsyncPushConsumer, ConsumeContext, ConsumeResult, PushConsumer
 from actors.client.records import MessageExt
-from tests.integration.client_helpers import Target, read_topic, start_actormq, stop_actormq
+from tests.integration.client_helpers import (
+    Target,
+    read_topic,
+    start_actormq,
+    start_reference,
+    stop_actormq,
+)
 from tests.integration.consumer_helpers import (
     FAST,
     Recorder,
@@ -34,13 +40,23 @@ from tests.integration.consumer_helpers import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    target = start_actormq(Path(tmp_path_factory.mktemp("push")), enablePropertyFilter="true")
-    try:
-        yield target
-    finally:
-        assert stop_actormq(target) == []
+@pytest.fixture(scope="module", params=["actormq", "reference"])
+def cluster(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """actormq (started as `actormq up` starts it) or the reference RocketMQ 4.9.8."""
+    base = Path(tmp_path_factory.mktemp(f"push-{request.param}"))
+    if request.param == "actormq":
+        target = start_actormq(base, enablePropertyFilter="true")
+        try:
+            yield target
+        finally:
+            assert stop_actormq(target) == []
+    else:
+        request.getfixturevalue("reference_build")
+        target = start_reference(base, enablePropertyFilter="true")
+        try:
+            yield target
+        finally:
+            target.handle.stop()
 
 
 def consumer(target: Target, group: str, handler: Any, **kw: Any) -> PushConsumer:
