@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     # listed for --help only: main() hands everything after these to their own parsers
     sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
     sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py); "
-                                 "`bench --client`: the client's (tests/bench/client_bench.py)")
+                                 "`bench --client`: the client's (tests/bench/client_bench.py); "
+                                 "`bench --consumer`: tests/bench/consumer_bench.py")
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
     sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
     return p
@@ -206,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.benchmark_consumer import main as consumer_main
 
         return consumer_main(argv[1:])
+    if argv[:2] == ["bench", "--consumer"]:
+        from tests.bench.consumer_bench import main as consumer_bench_main
+
+        return int(consumer_bench_main(argv[2:]) or 0)
     if argv[:2] == ["bench", "--client"]:
         from tests.bench.client_bench import main as client_bench_main
 
