@@ -69,7 +69,12 @@ PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL: Final = 50  # PULL_TIME_DELAY_MILLS_WHEN_C
 PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL: Final = 20
 PULL_TIME_DELAY_MS_WHEN_SUSPEND: Final = 1000  # paused
 OFFSET_ILLEGAL_FIX_DELAY_MS: Final = 10_000
-QUIET_BEFORE_COMMIT_MS: Final = 20  # a pull sent just before carries an older commit offset
+QUIET_BEFORE_COMMIT_MS: Final = 20
+HEARTBEAT_RACE: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                   ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                   ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
+HEARTBEAT_RACE_S: Final = 10.0  # after a start or a subscription change
+HEARTBEAT_RACE_RETRY_MS: Final = 100  # a pull sent just before carries an older commit offset
 
 
 def now_ms() -> int:
@@ -106,6 +111,7 @@ class ConsumerImplBase:
         self.offset_store: OffsetStore | None = None
         self.start_ms = 0
         self.registered = False
+        self.subs_changed_at = time.monotonic()
         self.last_pull_sent = 0.0
         self.queue_thresholds = (cfg.pull_threshold_for_queue,
                                  cfg.pull_threshold_size_for_queue_mib)
@@ -232,6 +238,7 @@ class ConsumerImplBase:
                             self.cfg.consume_from_where, self._all_subscriptions())
 
     def _subscriptions_changed(self) -> None:
+        self.subs_changed_at = time.monotonic()
         if self.state is ServiceState.RUNNING and self.services is not None and self.registered:
             self.services.update_subscriptions(self.group, self.consumer_data().to_json())
 
@@ -243,6 +250,7 @@ class ConsumerImplBase:
         self.services.add_consumer(self, self.consumer_data().to_json(), self.cfg.strategy,
                                    self._orderly(), rebalance)
         self.registered = True
+        self.subs_changed_at = time.monotonic()
 
     def start(self) -> None:
         """Start: instance, services, offsets, consume service; register the group."""
@@ -543,6 +551,14 @@ class ConsumerImplBase:
             return
         pq, mq = req.pq, req.mq
         if status >= cc.BROKER_ERROR:
+            if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
+                    time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
+                # the heartbeat carrying the new subscription is on its way (it leaves when
+                # the subscription changes, beside the first pulls): try again shortly
+                log.debug("consumer %s: pull of %s before the broker has the subscription",
+                          self.group, mq)
+                self._later(req, HEARTBEAT_RACE_RETRY_MS)
+                return
             if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 log.warning("consumer %s: pull of %s failed: %s%s", self.group, mq,
                             f"code {next_begin} " if status == cc.BROKER_ERROR else "",
