@@ -259,10 +259,21 @@ def test_clean_close_after_load_gives_no_duplicate(cluster: Target) -> None:
     create_topic(cluster, topic, 8)
     produce(cluster.namesrv, topic, (b"%d" % i for i in range(n)))
     first = Recorder("first", sleep_s=0.0005)
-    c = consumer(cluster, group, first, workers=8).start()
+    events: list[tuple[str, frozenset[Any]]] = []
+
+    class Listener:
+        def on_assigned(self, queues: set[Any]) -> None:
+            events.append(("assigned", frozenset(q for q in queues if q.topic == topic)))
+
+        def on_revoked(self, queues: set[Any]) -> None:
+            events.append(("revoked", frozenset(q for q in queues if q.topic == topic)))
+
+    c = consumer(cluster, group, first, workers=8, listener=Listener()).start()
     c.subscribe(topic)
     assert wait_for(lambda: len(first.bodies()) > n // 3, 30)
     assert c.close(timeout=10)  # under load: handlers were running
+    assigned = frozenset().union(*(q for kind, q in events if kind == "assigned"))
+    assert len(assigned) == 8 and events[-1] == ("revoked", assigned)  # after the drain
     done = set(first.bodies())
     assert len(done) < n
     second = Recorder("second")

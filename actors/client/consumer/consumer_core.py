@@ -170,6 +170,11 @@ class ConsumerImplBase:
                 pq.dropped = True
                 self._before_release(mq, pq)
         self.persist(held, sync=True)
+        if self.listener is not None and held:
+            try:
+                self.listener.on_revoked(set(held))  # drained and committed, as on a rebalance
+            except Exception:
+                log.exception("consumer %s: on_revoked raised", self.group)
         if self.services is not None:
             self.services.remove_consumer(self.group)
         self.scheduler.stop()
