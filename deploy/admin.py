@@ -34,16 +34,10 @@ from protocol.codes import is_system_topic
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 from protocol.message import (
-    create_uniq_id,
     decode_messages,
     decode_offset_msg_id,
 )
-from protocol.record import properties_to_string
 
-# SEND_MESSAGE response codes a producer reports as a stored message, by SendStatus name
-SEND_STATUS: dict[int, str] = {
-    0: "SEND_OK", 10: "FLUSH_DISK_TIMEOUT", 11: "SLAVE_NOT_AVAILABLE", 12: "FLUSH_SLAVE_TIMEOUT",
-}
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 RPC_TIMEOUT_S = 10.0
@@ -297,76 +291,60 @@ def cmd_query_by_id(a: argparse.Namespace) -> int:
 
 
 def cmd_send(a: argparse.Namespace) -> int:
-    """sendMessage: one message to a queue of the topic (auto-created by the broker if allowed)."""
+    """sendMessage: one message through the Producer (auto-created topic if the broker allows;
+    -b / -q pick the broker name / queue id)."""
+    from actors.client import Message, MessageQueue, MQClientError, Producer
+
     try:
-        route = _route(a.namesrv, a.topic)
-    except AdminError:
-        route = _route(a.namesrv, "TBW102")  # the broker auto-creates the topic on first send
-    masters = _route_masters(route)
-    qds = [q for q in route.queue_datas if q.broker_name in masters and q.write_queue_nums > 0]
-    if not qds:
-        raise AdminError(f"no writable queue for topic {a.topic!r}")
-    qd = qds[0] if a.broker is None else next(
-        (q for q in qds if q.broker_name == a.broker), None)  # fmt: skip
-    if qd is None:
-        raise AdminError(f"broker {a.broker!r} has no writable queue for {a.topic!r}")
-    qid = a.queue if a.queue is not None else int(time.time_ns() // 1000) % min(
-        4, qd.write_queue_nums)  # fmt: skip
-    props = {"UNIQ_KEY": create_uniq_id(), "WAIT": "true"}
-    if a.tags:
-        props["TAGS"] = a.tags
-    if a.keys:
-        props["KEYS"] = a.keys
-    ext = {"a": "CLI_SEND_GROUP", "b": a.topic, "c": "TBW102", "d": 4, "e": qid, "f": 0,
-           "g": int(time.time() * 1000), "h": 0, "i": properties_to_string(props), "j": 0,
-           "k": "false", "m": "false", "n": qd.broker_name}  # fmt: skip
-    resp = _call(masters[qd.broker_name], RC.SEND_MESSAGE_V2, ext, a.body.encode(),
-                 ok=tuple(SEND_STATUS))  # fmt: skip
-    ef = resp.ext_fields or {}
-    _out(f"SendResult [sendStatus={SEND_STATUS[resp.code]}, msgId={props['UNIQ_KEY']}, "
-         f"offsetMsgId={ef.get('msgId')}, brokerName={qd.broker_name}, queueId={qid}, "
-         f"queueOffset={ef.get('queueOffset')}]")  # fmt: skip
+        with Producer("CLI_SEND_GROUP", namesrv=a.all_namesrv) as p:
+            msg = Message(a.topic, a.body.encode(), tags=a.tags, keys=a.keys)
+            queue = None
+            if a.broker is not None or a.queue is not None:
+                qs = [q for q in p.publish_queues(a.topic)
+                      if a.broker is None or q.broker_name == a.broker]
+                if not qs:
+                    raise AdminError(f"broker {a.broker!r} has no writable queue for {a.topic!r}")
+                qid = a.queue if a.queue is not None else qs[0].queue_id
+                queue = MessageQueue(a.topic, qs[0].broker_name, qid)
+            r = p.send(msg, queue=queue)
+    except MQClientError as exc:
+        raise AdminError(exc.message) from None
+    _out(f"SendResult [sendStatus={r.status}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+         f"brokerName={r.queue.broker_name}, queueId={r.queue.queue_id}, "
+         f"queueOffset={r.queue_offset}]")
     return 0
 
 
 def cmd_consume(a: argparse.Namespace) -> int:
-    """consumeMessage: pull and print messages of every queue (from the group's offsets, or
-    from each queue's start with --from-start); with -g the new offsets are committed."""
-    route = _route(a.namesrv, a.topic)
-    masters = _route_masters(route)
+    """consumeMessage: print messages of every queue of the topic through a LitePullConsumer
+    (assigned every queue: no rebalance), from the group's offsets (from each queue's start with
+    --from-start or without -g); with -g the offsets reached are committed."""
+    from actors.client import MQClientError
+    from actors.client.consumer import LitePullConsumer
+
     group = a.group or "CLI_CONSUME_GROUP"
     printed = 0
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        addr = masters.get(qd.broker_name)
-        if addr is None:
-            continue
-        for qid in range(qd.read_queue_nums):
-            if printed >= a.count:
-                break
-            q = {"topic": a.topic, "queueId": qid}
-            offset = int(_call(addr, RC.GET_MIN_OFFSET, q).ext_fields["offset"])
-            if a.group and not a.from_start:
-                r = _call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=group), ok=(0, 22))
-                if r.code == 0:
-                    offset = max(offset, int(r.ext_fields["offset"]))
-            while printed < a.count:
-                r = _call(addr, RC.PULL_MESSAGE, {
-                    "consumerGroup": group, "topic": a.topic, "queueId": qid,
-                    "queueOffset": offset, "maxMsgNums": min(32, a.count - printed),
-                    "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
-                    "subscription": a.subscription, "subVersion": 0, "expressionType": "TAG",
-                }, ok=(0, 19, 20, 21))  # fmt: skip
-                nxt = int((r.ext_fields or {}).get("nextBeginOffset", offset))
-                if r.code == 0:
-                    msgs = decode_messages(bytes(r.body))
-                    _print_messages(msgs)
-                    printed += len(msgs)
-                if nxt <= offset or r.code in (19, 21):
-                    break
-                offset = nxt
+    try:
+        with LitePullConsumer(group, namesrv=a.namesrv, consume_from="first",
+                              auto_commit=False, pull_batch=32) as c:
+            queues = c.fetch_message_queues(a.topic)
+            start = c.beginning_offsets(queues) if a.from_start or not a.group else None
+            c.assign(queues, a.subscription, offsets=start)
+            idle = 0
+            unprinted: dict[Any, int] = {}  # queue -> first offset polled but not printed
+            while printed < a.count and idle < 2:  # two quiet polls: every queue is read
+                msgs = c.poll(0.5)
+                idle = 0 if msgs else idle + 1
+                for m in msgs[a.count - printed :]:
+                    unprinted[m.queue] = min(unprinted.get(m.queue, m.queue_offset),
+                                             m.queue_offset)  # fmt: skip
+                msgs = msgs[: a.count - printed]
+                _print_messages(msgs)
+                printed += len(msgs)
             if a.group:
-                _call(addr, RC.UPDATE_CONSUMER_OFFSET,
-                      dict(q, consumerGroup=group, commitOffset=offset))  # fmt: skip
+                c.commit({q: unprinted.get(q, c.position(q)) for q in queues})
+    except MQClientError as exc:
+        raise AdminError(exc.message) from None
     _out(f"consumed {printed} message(s)")
     return 0
 

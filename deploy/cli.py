@@ -1,4 +1,5 @@
-"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench.
+"""`actormq` command line: up, namesrv, broker -c broker.conf, admin <command>, bench, producer,
+consumer.
 
 Mirrors namesrv/NamesrvStartup.java and broker/BrokerStartup.java, RocketMQ 4.9.x: `-c` reads
 a Java properties file with RocketMQ's property names, command-line options override it, a
@@ -82,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     # listed for --help only: main() hands everything after these to their own parsers
     sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
     sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py); --reference: "
-                                 "beside the reference RocketMQ 4.9.8 in the same invocation")
+                                 "beside the reference RocketMQ 4.9.8 in the same invocation; "
+                                 "`bench --client`: the client's (tests/bench/client_bench.py); "
+                                 "`bench --consumer`: tests/bench/consumer_bench.py")
+    sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
+    sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
     return p
 
 
@@ -230,10 +235,26 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.admin import main as admin_main
 
         return admin_main(argv[1:])
+    if argv[:1] == ["producer"]:
+        from deploy.benchmark_producer import main as producer_main
+
+        return producer_main(argv[1:])
+    if argv[:1] == ["consumer"]:
+        from deploy.benchmark_consumer import main as consumer_main
+
+        return consumer_main(argv[1:])
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
         checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         if checkout not in sys.path:  # tests/ is in the checkout, not in the installed package
             sys.path.insert(0, checkout)
+        if argv[1:2] == ["--consumer"]:
+            from tests.bench.consumer_bench import main as consumer_bench_main
+
+            return int(consumer_bench_main(argv[2:]) or 0)
+        if argv[1:2] == ["--client"]:
+            from tests.bench.client_bench import main as client_bench_main
+
+            return int(client_bench_main(argv[2:]) or 0)
         from tests.bench.broker_bench import main as bench_main
 
         return int(bench_main(argv[1:]) or 0)

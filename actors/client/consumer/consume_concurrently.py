@@ -1,0 +1,229 @@
+"""ConsumeMessageConcurrentlyService: client/impl/consumer/ConsumeMessageConcurrentlyService.java
+of RocketMQ 4.9.x.
+
+Pulled messages are split into requests of consumeMessageBatchMaxSize and run on the consume
+executor; the handler gets an immutable list. processConsumeResult: SUCCESS acknowledges
+messages [0..ack_index], RECONSUME_LATER (an exception, None) none. In CLUSTERING every message
+not acknowledged is sent back (CONSUMER_SEND_MSG_BACK with the context's delay level; the
+broker moves it to %DLQ% after max_reconsume_times, 16 by default); one whose send-back fails
+(and whose fallback send to %RETRY%group fails too) stays in the ProcessQueue, so the offset
+never passes it, and is consumed again here 5 s later with reconsume_times + 1. In
+BROADCASTING failures are logged and dropped. The offset to commit is then the queue's smallest
+offset still in flight.
+
+Differences from Java, on purpose: a request whose queue is being revoked is not started (its
+messages are left for the queue's next owner) but the results of running ones are applied, and
+a late result is discarded only once the queue was dropped; the consumeTimeout sweep
+(`report_expired`) never sends back a message whose handler is still running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from actors.client.consumer.consume_message_service import (
+    ConsumeContext,
+    ConsumeExecutor,
+    ConsumeResult,
+    handler_arity,
+    status_of,
+)
+from actors.client.consumer.process_queue import ProcessQueue
+from actors.client.records import MessageExt
+from protocol.bodies import MessageModel, MessageQueue
+from protocol.codes import retry_topic
+from protocol.message import PROPERTY_RETRY_TOPIC
+
+log = logging.getLogger(__name__)
+
+SEND_BACK_RETRY_DELAY_MS = 5_000  # submitConsumeRequestLater
+
+
+class ConcurrentlyHost(Protocol):
+    """What the service needs from its consumer (DefaultMQPushConsumerImpl)."""
+
+    group: str
+    model: MessageModel
+
+    def now_ms(self) -> int:
+        """Wall clock in ms."""
+        ...
+
+    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str) -> bool:
+        """CONSUMER_SEND_MSG_BACK, else a plain send to %RETRY%group; False when both failed."""
+        ...
+
+    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
+        """The offset store's updateOffset."""
+        ...
+
+    def schedule(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        """Run fn on the consumer's scheduler thread after delay_ms."""
+        ...
+
+    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:
+        """Stats: a request finished (ConsumerStatsManager)."""
+        ...
+
+    def on_drained(self, pq: ProcessQueue[MessageExt]) -> None:
+        """A revoking queue has no message in a handler any more."""
+        ...
+
+
+def reset_retry_topic(msgs: Sequence[MessageExt], group: str) -> list[MessageExt]:
+    """resetRetryAndNamespace: a message redelivered from %RETRY%group shows its real topic."""
+    rt = retry_topic(group)
+    out = list(msgs)
+    for i, m in enumerate(out):
+        if m.topic == rt:
+            real = m.properties.get(PROPERTY_RETRY_TOPIC)
+            if real:
+                out[i] = dataclasses.replace(m, topic=real)
+    return out
+
+
+class ConsumeRequest:
+    """One handler call over at most consumeMessageBatchMaxSize messages of one queue."""
+
+    __slots__ = ("mq", "msgs", "pq", "service")
+
+    def __init__(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
+                 service: ConsumeMessageConcurrentlyService) -> None:
+        self.msgs = msgs
+        self.pq = pq
+        self.mq = mq
+        self.service = service
+
+    def run(self) -> None:
+        """Call the handler, then apply its result."""
+        self.service.consume(self)
+
+
+class ConsumeMessageConcurrentlyService:
+    """Runs a concurrently handler over the pulled messages."""
+
+    def __init__(self, host: ConcurrentlyHost, handler: Callable[..., Any], *, workers: int = 20,
+                 consume_batch: int = 1, consume_timeout_ms: int = 15 * 60_000,
+                 executor: ConsumeExecutor | None = None) -> None:  # fmt: skip
+        if not 1 <= consume_batch <= 1024:
+            raise ValueError("consume_batch (consumeMessageBatchMaxSize) must be in 1..1024")
+        self.host = host
+        self.handler = handler
+        self.with_context = handler_arity(handler) == 2
+        self.consume_batch = consume_batch
+        self.consume_timeout_ms = consume_timeout_ms
+        self.executor = executor or ConsumeExecutor(workers, f"ConsumeMessageThread_{host.group}")
+        self.reported: set[tuple[MessageQueue, int]] = set()
+
+    def start(self) -> None:
+        """Start the workers."""
+        self.executor.start()
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Start nothing more; wait up to timeout_s for running handlers (True: all done)."""
+        return self.executor.shutdown(timeout_s)
+
+    def submit_consume_request(self, msgs: Sequence[MessageExt], pq: ProcessQueue[MessageExt],
+                               mq: MessageQueue, dispatch_to_consume: bool = True) -> None:
+        """Split msgs into requests of consume_batch and queue them."""
+        n = self.consume_batch
+        if len(msgs) <= n:
+            self.executor.submit((ConsumeRequest(list(msgs), pq, mq, self),))
+        else:
+            self.executor.submit([ConsumeRequest(list(msgs[i : i + n]), pq, mq, self)
+                                  for i in range(0, len(msgs), n)])  # fmt: skip
+
+    def consume(self, req: ConsumeRequest) -> None:
+        """ConsumeRequest.run."""
+        pq = req.pq
+        if pq.dropped or pq.revoking:
+            return  # not started: the messages stay for the queue's next owner
+        host = self.host
+        msgs = reset_retry_topic(req.msgs, host.group) if _has_retry(req.msgs) else req.msgs
+        ctx = ConsumeContext(req.mq)
+        begin = host.now_ms()
+        pq.mark_consuming(req.msgs, begin)
+        try:
+            frozen = tuple(msgs)
+            result = self.handler(frozen, ctx) if self.with_context else self.handler(frozen)
+            status = status_of(result)
+            if result is None:
+                log.warning("consume handler of %s returned None for %d messages of %s: "
+                            "RECONSUME_LATER", host.group, len(msgs), req.mq)  # fmt: skip
+        except Exception:
+            log.exception("consume handler of %s raised for %d messages of %s: RECONSUME_LATER",
+                          host.group, len(msgs), req.mq)  # fmt: skip
+            status = ConsumeResult.RECONSUME_LATER
+        rt = host.now_ms() - begin
+        if pq.dropped:
+            log.warning("%s: %s was dropped while consuming; result of %d messages discarded",
+                        host.group, req.mq, len(msgs))  # fmt: skip
+            pq.release_in_flight(req.msgs)
+            return
+        self.process_consume_result(status, ctx, req, rt)
+        if pq.revoking and not pq.in_flight:
+            host.on_drained(pq)
+
+    def process_consume_result(self, status: ConsumeResult, ctx: ConsumeContext,
+                               req: ConsumeRequest, rt_ms: int) -> None:
+        """Acknowledge, send back what failed, and move the queue's offset."""
+        msgs = req.msgs
+        if not msgs:
+            return
+        host = self.host
+        ack = min(ctx.ack_index, len(msgs) - 1) if status is ConsumeResult.SUCCESS else -1
+        ok = ack + 1
+        host.on_consumed(req.mq, ok, len(msgs) - ok, rt_ms)
+        done = msgs
+        if ok < len(msgs):
+            if host.model is MessageModel.BROADCASTING:
+                for m in msgs[ok:]:
+                    log.warning("BROADCASTING, the message %s of %s failed and is dropped",
+                                m.msg_id, req.mq)  # fmt: skip
+            else:
+                failed: list[MessageExt] = []
+                for m in msgs[ok:]:
+                    if not host.send_message_back(m, ctx.delay_level, req.mq.broker_name):
+                        failed.append(m)
+                if failed:
+                    keep = {m.queue_offset for m in failed}
+                    done = [m for m in msgs if m.queue_offset not in keep]
+                    req.pq.release_in_flight(failed)
+                    again = [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1)
+                             for m in failed]  # fmt: skip
+                    self._later(again, req.pq, req.mq)
+        offset = req.pq.remove_messages(done, host.now_ms())
+        if offset >= 0 and not req.pq.dropped:
+            host.update_offset(req.mq, offset, True)
+        req.pq.release_in_flight(done)
+
+    def _later(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue
+               ) -> None:  # fmt: skip
+        log.warning("%s: send-back of %d messages of %s failed; consuming them again in %d ms",
+                    self.host.group, len(msgs), mq, SEND_BACK_RETRY_DELAY_MS)  # fmt: skip
+        self.host.schedule(SEND_BACK_RETRY_DELAY_MS,
+                           lambda: self.submit_consume_request(msgs, pq, mq))  # fmt: skip
+
+    def report_expired(self, table: dict[MessageQueue, ProcessQueue[MessageExt]]) -> int:
+        """The consumeTimeout sweep: warn (once each) about handlers running past the timeout."""
+        now = self.host.now_ms()
+        found = 0
+        for mq, pq in list(table.items()):
+            for off, started in pq.expired_in_flight(now, self.consume_timeout_ms):
+                found += 1
+                if (mq, off) not in self.reported:
+                    self.reported.add((mq, off))
+                    log.warning("%s: the handler of %s offset %d has run %d s (consume_timeout "
+                                "%d s); it keeps the queue's offset until it returns",
+                                self.host.group, mq, off, (now - started) // 1000,
+                                self.consume_timeout_ms // 1000)  # fmt: skip
+        if len(self.reported) > 10_000:
+            self.reported.clear()
+        return found
+
+
+def _has_retry(msgs: Sequence[MessageExt]) -> bool:
+    return any(m.topic.startswith("%RETRY%") for m in msgs)

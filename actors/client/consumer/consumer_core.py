@@ -1,0 +1,613 @@
+"""What DefaultMQPushConsumerImpl and DefaultLitePullConsumerImpl share: client/impl/consumer/
+MQConsumerInner.java and the pulling both impls do (pullMessage's gates and PullCallback, the
+queue table RebalanceImpl fills), RocketMQ 4.9.x, as the base of the two consumer cores that
+live in the user's process.
+
+A core holds its group's ProcessQueues and offset store. The RebalanceServiceActor tells it
+which queues it holds (ASSIGN / REVOKE over the channel) and the PullMessageServiceActor
+executes its pulls (PULL / PULL_RESULT). The gates before each pull, in Java's order: dropped,
+not running, paused (1 s later), cached count > pullThresholdForQueue or cached MiB >
+pullThresholdSizeForQueue or the consumer's cache budget spent (50 ms later), then the
+subclass's own (the push consumer's span and orderly lock). A failed pull is retried 1 s later
+(20 ms after a broker FLOW_CONTROL).
+
+Queue lifecycle: ASSIGN -> computePullFromWhere (a broker call, on the scheduler thread) ->
+pulling; REVOKE -> no new pull, no new handler, what is running finishes (bounded by
+`revoke_drain_timeout_ms`), the offset is committed synchronously, then REVOKED goes back and
+the rebalance listener's on_revoked runs. OFFSET_ILLEGAL: the queue is dropped and, 10 s later,
+its offset fixed and the queue taken again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Final
+
+from actors.client.client_config import ClientConfig, default_instance_name, parse_namesrv
+from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consumer_config import (
+    ConsumerConfig,
+    RebalanceListener,
+    ServiceState,
+)
+from actors.client.consumer.consumer_scheduler import ConsumerScheduler
+from actors.client.consumer.consumer_services import ConsumerServices
+from actors.client.consumer.consumer_stats import ConsumerStats
+from actors.client.consumer.filter_api import build_subscription
+from actors.client.consumer.mq_admin_impl import MQAdminImpl
+from actors.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+)
+from actors.client.consumer.process_queue import MIB, ProcessQueue
+from actors.client.consumer.pull_api_wrapper import PullAPIWrapper, decode_pull_messages
+from actors.client.consumer.pull_request import PullRequest
+from actors.client.consumer.rebalance import compute_pull_from_where
+from actors.client.errors import ClientErrorCode, MQClientError
+from actors.client.mq_client_api import MQClientAPI
+from actors.client.mq_client_instance import TopicRouteTable
+from actors.client.mq_client_manager import CONSUMER, InstanceHandle, MQClientManager
+from actors.client.records import MessageExt, PullStatus
+from actors.client.validators import check_topic
+from protocol.bodies import (
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, ResponseCode, retry_topic
+
+log = logging.getLogger(__name__)
+
+PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL: Final = 50  # PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL
+PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL: Final = 20
+PULL_TIME_DELAY_MS_WHEN_SUSPEND: Final = 1000  # paused
+OFFSET_ILLEGAL_FIX_DELAY_MS: Final = 10_000
+QUIET_BEFORE_COMMIT_MS: Final = 20
+HEARTBEAT_RACE: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                   ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                   ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
+HEARTBEAT_RACE_S: Final = 10.0  # after a start or a subscription change
+HEARTBEAT_RACE_RETRY_MS: Final = 100  # a pull sent just before carries an older commit offset
+
+
+def now_ms() -> int:
+    """Wall clock in ms."""
+    return time.time_ns() // 1_000_000
+
+
+class ConsumerImplBase:
+    """A consumer core: queue table, offsets, pulling (subclasses: push, lite pull)."""
+
+    CONSUME_TYPE = ConsumeType.CONSUME_PASSIVELY
+    ROLE = "PushConsumer"
+    DEFER_REGISTER = False  # the lite pull consumer registers at subscribe() / assign()
+
+    def __init__(self, cfg: ConsumerConfig, listener: RebalanceListener | None = None) -> None:
+        cfg.check()
+        self.cfg = cfg
+        self.group = cfg.group
+        self.model = cfg.model
+        self.listener = listener
+        self.state = ServiceState.CREATE_JUST
+        self.paused = False
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.table: dict[MessageQueue, ProcessQueue[MessageExt]] = {}
+        self.pending: dict[int, PullRequest] = {}
+        self.pull_api = PullAPIWrapper(cfg.group)
+        self.stats = ConsumerStats()
+        self.lock = threading.RLock()
+        self.scheduler = ConsumerScheduler(f"ConsumerScheduler_{cfg.group}")
+        self.handle: InstanceHandle | None = None
+        self.services: ConsumerServices | None = None
+        self.api: MQClientAPI | None = None
+        self.admin: MQAdminImpl | None = None
+        self.offset_store: OffsetStore | None = None
+        self.start_ms = 0
+        self.registered = False
+        self.subs_changed_at = time.monotonic()
+        self.last_pull_sent = 0.0
+        self.queue_thresholds = (cfg.pull_threshold_for_queue,
+                                 cfg.pull_threshold_size_for_queue_mib)
+        self.consume_timestamp_ms = cfg.consume_timestamp_ms
+
+    # -- hooks of the subclasses ----------------------------------------------------------------
+    def _start_consume(self) -> None:
+        """Start what consumes (the push consumer's consume service)."""
+
+    def _orderly(self) -> bool:
+        """True for an orderly push consumer (its queues are locked at the broker)."""
+        return False
+
+    def _gate(self, req: PullRequest) -> bool:
+        """The subclass's own flow control; False when it rescheduled the request."""
+        return True
+
+    def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
+                   ) -> tuple[int, int, str | None, int]:  # fmt: skip
+        """(sys_flag, commit offset, subscription sent or None, suspend ms) of a pull."""
+        raise NotImplementedError
+
+    def _dispatch(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
+                  dispatch_to_consume: bool) -> None:
+        """Hand pulled messages to what consumes them."""
+        raise NotImplementedError
+
+    def _before_release(self, mq: MessageQueue, pq: ProcessQueue[MessageExt]) -> None:
+        """A queue is being released: store its consumed offset (lite pull) before the commit."""
+
+    def _pull_interval_ms(self) -> int:
+        """pullInterval (push only)."""
+        return 0
+
+    def _drained(self, pq: ProcessQueue[MessageExt]) -> bool:
+        """True when nothing of pq is being consumed now."""
+        return not pq.in_flight
+
+    def shutdown(self, timeout_s: float = 10.0) -> bool:
+        """Stop pulling, drain what is being consumed (bounded), commit, unregister; True when
+        everything finished in time (nothing consumed twice on the next start)."""
+        if self.state is not ServiceState.RUNNING:
+            if self.state is ServiceState.CREATE_JUST:
+                self.state = ServiceState.SHUTDOWN_ALREADY
+            return True
+        self.state = ServiceState.STOPPING
+        if self.services is not None:
+            self.services.forget_pulls(self)
+        drained = self._stop_consume(timeout_s)
+        quiet = self.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+        if quiet > 0:
+            time.sleep(quiet)
+        with self.lock:
+            held = list(self.table)
+            for mq, pq in self.table.items():
+                pq.dropped = True
+                self._before_release(mq, pq)
+        self.persist(held, sync=True)
+        if self.listener is not None and held:
+            try:
+                self.listener.on_revoked(set(held))  # drained and committed, as on a rebalance
+            except Exception:
+                log.exception("consumer %s: on_revoked raised", self.group)
+        if self.services is not None:
+            self.services.remove_consumer(self.group)
+        self.scheduler.stop()
+        self.state = ServiceState.SHUTDOWN_ALREADY
+        self._release()
+        log.info("%s %s closed", self.ROLE, self.group)
+        return drained
+
+    def _stop_consume(self, timeout_s: float) -> bool:
+        """Stop consuming; True when nothing is being consumed any more."""
+        return True
+
+    def _took(self, mq: MessageQueue, offset: int) -> None:
+        """A queue was taken and is pulled from offset."""
+
+    def _start_offset(self, mq: MessageQueue) -> int | None:
+        """Where a taken queue starts when the user said so (lite pull assign); None: from
+        the offset store / consume_from_where."""
+        return None
+
+    def _sweep(self) -> None:
+        """Periodic work (push: the consumeTimeout report, the pull idleness check)."""
+
+    def running_properties(self) -> dict[str, str]:
+        """The properties GET_CONSUMER_RUNNING_INFO reports (Java's field names)."""
+        from actors.client.consumer.consumer_requests import base_properties
+
+        return base_properties(self)
+
+    def consume_message_directly(self, msg: MessageExt, mq: MessageQueue
+                                 ) -> tuple[str, str, bool, bool]:  # fmt: skip
+        """CONSUME_MESSAGE_DIRECTLY: (CMResult name, remark, autoCommit, order)."""
+        raise NotImplementedError(f"{self.ROLE} does not consume directly")
+
+    @property
+    def client_id(self) -> str:
+        """This client's id (ip@instance)."""
+        return self.handle.client_id if self.handle is not None else ""
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str | None = None
+                  ) -> None:  # fmt: skip
+        """Subscribe topic by tag expression ("*", "TagA || TagB") or SQL92."""
+        check_topic(topic)
+        sub = build_subscription(topic, expression, expression_type, now_ms())
+        with self.lock:
+            self.subscriptions[topic] = sub
+        self._subscriptions_changed()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming topic (its queues are released at the next rebalance)."""
+        with self.lock:
+            self.subscriptions.pop(topic, None)
+        self._subscriptions_changed()
+
+    def _all_subscriptions(self) -> list[SubscriptionData]:
+        subs = list(self.subscriptions.values())
+        if self.model is MessageModel.CLUSTERING:  # copySubscription: the retry topic too
+            rt = retry_topic(self.group)
+            if rt not in self.subscriptions:
+                subs.append(SubscriptionData.build(rt, "*", self.start_ms))
+        return subs
+
+    def consumer_data(self) -> ConsumerData:
+        """This consumer's ConsumerData for heartbeats."""
+        return ConsumerData(self.group, self.CONSUME_TYPE, self.model,
+                            self.cfg.consume_from_where, self._all_subscriptions())
+
+    def _subscriptions_changed(self) -> None:
+        self.subs_changed_at = time.monotonic()
+        if self.state is ServiceState.RUNNING and self.services is not None and self.registered:
+            self.services.update_subscriptions(self.group, self.consumer_data().to_json())
+
+    def register(self, rebalance: bool = True) -> None:
+        """Register the group at the RebalanceService (rebalance=False: queues are assigned by
+        the user; the group is only heartbeated)."""
+        if self.registered or self.services is None:
+            return
+        self.services.add_consumer(self, self.consumer_data().to_json(), self.cfg.strategy,
+                                   self._orderly(), rebalance)
+        self.registered = True
+        self.subs_changed_at = time.monotonic()
+
+    def start(self) -> None:
+        """Start: instance, services, offsets, consume service; register the group."""
+        if self.state is not ServiceState.CREATE_JUST:
+            raise MQClientError(ClientErrorCode.ILLEGAL_ARGUMENT,
+                                f"The {self.ROLE} service state not OK, maybe started once, "
+                                f"{self.state.value}")
+        cfg = self.cfg
+        self.start_ms = now_ms()
+        if self.consume_timestamp_ms is None:
+            self.consume_timestamp_ms = self.start_ms - 30 * 60_000
+        explicit = cfg.instance_name is not None
+        ccfg = ClientConfig(parse_namesrv(cfg.namesrv),
+                            instance_name=cfg.instance_name or default_instance_name())
+        if cfg.serialize_type is not None:
+            import dataclasses
+
+            ccfg = dataclasses.replace(ccfg, serialize_type=cfg.serialize_type)
+        self.handle = MQClientManager.acquire(ccfg, CONSUMER, self.group, explicit)
+        try:
+            self.services = ConsumerServices.acquire(
+                self.handle, interval_ms=cfg.rebalance_interval_ms,
+                lock_interval_ms=cfg.lock_interval_ms, retry_ms=cfg.rebalance_retry_ms)
+            self.api = self.handle.api
+            self.admin = MQAdminImpl(self.handle, self.group)
+            if self.model is MessageModel.BROADCASTING:
+                self.offset_store = LocalFileOffsetStore(self.group, self.handle.client_id,
+                                                         cfg.offset_store_dir)
+            else:
+                self.offset_store = RemoteBrokerOffsetStore(self.group, self.admin)
+            self.offset_store.load()
+            self._start_consume()
+            self.scheduler.start()
+            self.state = ServiceState.RUNNING
+            if not self.DEFER_REGISTER:
+                self.register()
+        except BaseException:
+            self.state = ServiceState.SHUTDOWN_ALREADY
+            self._release()
+            raise
+        self.scheduler.submit(self._sweep)
+        log.info("%s %s started (%s, %s)", self.ROLE, self.group, self.client_id,
+                 self.model.name)
+
+    def _release(self) -> None:
+        self.scheduler.stop()
+        if self.services is not None:
+            self.services.cores.pop(self.group, None)
+            self.services.release()
+            self.services = None
+        if self.handle is not None:
+            MQClientManager.release(self.handle, CONSUMER, self.group)
+            self.handle = None
+
+    def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
+        store = self.offset_store
+        if store is None or not mqs:
+            return
+        if not sync:
+            store.persist_all(mqs)
+            return
+        if isinstance(store, LocalFileOffsetStore):
+            store.persist_all(mqs)
+            return
+        for mq in mqs:
+            try:
+                store.persist(mq, sync=True)
+            except Exception as exc:
+                log.warning("consumer %s: offset of %s not committed: %s", self.group, mq, exc)
+
+    def _routes(self) -> TopicRouteTable:
+        assert self.services is not None
+        return self.services.routes
+
+    def now_ms(self) -> int:
+        """Wall clock in ms."""
+        return now_ms()
+
+    def schedule(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        """Run fn on the scheduler thread after delay_ms."""
+        self.scheduler.schedule(delay_ms, fn)
+
+    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
+        """The offset store's updateOffset."""
+        if self.offset_store is not None:
+            self.offset_store.update_offset(mq, offset, increase_only)
+
+    def on_rebalance_record(self, kind: int, body: list[Any]) -> None:
+        """A record of the RebalanceService for this group."""
+        if self.state is not ServiceState.RUNNING:
+            if kind == cc.REVOKE and self.services is not None:
+                self.services.revoked(self.group, body[1])
+            return
+        if kind == cc.ASSIGN:
+            self._assign(body[1])
+        elif kind == cc.REVOKE:
+            self._revoke([cc.mq_of(r) for r in body[1]])
+        elif kind == cc.LOCK_STATE:
+            for row in body[1]:
+                pq = self.table.get(cc.mq_of(row))
+                if pq is not None:
+                    pq.set_locked(bool(row[3]), int(row[4]))
+        elif kind == cc.PERSIST:
+            self.scheduler.submit(lambda: self.persist(list(self.table), sync=False))
+        elif kind == cc.RELAY:
+            from actors.client.consumer.consumer_requests import answer_relayed
+
+            _, rid, addr, frame = body
+            self.scheduler.submit(lambda: answer_relayed(self, rid, addr, frame))
+        elif kind == cc.QUEUES:
+            self._recompute_thresholds()
+
+    def _assign(self, rows: list[list[Any]]) -> None:
+        fresh: list[tuple[MessageQueue, ProcessQueue[MessageExt]]] = []
+        now = now_ms()
+        for row in rows:
+            mq = cc.mq_of(row)
+            if mq in self.table:
+                continue
+            pq: ProcessQueue[MessageExt] = ProcessQueue(now)
+            if row[3]:
+                pq.set_locked(True, int(row[4]))
+            fresh.append((mq, pq))
+        if fresh:
+            self.scheduler.submit(lambda: self._take(fresh))
+
+    def _take(self, fresh: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
+        """The second half of updateProcessQueueTableInRebalance (scheduler thread)."""
+        store = self.offset_store
+        assert store is not None and self.consume_timestamp_ms is not None
+        taken: set[MessageQueue] = set()
+        failed: list[list[Any]] = []
+        for mq, pq in fresh:
+            if self.state is not ServiceState.RUNNING:
+                failed.append(cc.mq_row(mq))
+                continue
+            store.remove_offset(mq)  # removeDirtyOffset
+            try:
+                assert self.admin is not None
+                offset = self._start_offset(mq)
+                if offset is None:
+                    offset = compute_pull_from_where(mq, self.cfg.consume_from_where, store,
+                                                     self.admin, self.consume_timestamp_ms)
+            except Exception as exc:
+                log.info("consumer %s: compute offset of %s failed: %s", self.group, mq, exc)
+                offset = -1
+            if offset < 0:
+                failed.append(cc.mq_row(mq))
+                continue
+            with self.lock:
+                self.table[mq] = pq
+            self._took(mq, offset)
+            taken.add(mq)
+            log.info("consumer %s: took %s from offset %d", self.group, mq, offset)
+            self._pull(PullRequest(mq, pq, offset, pq.locked))
+        if failed and self.services is not None:
+            self.services.revoked(self.group, failed)  # the next round tries them again
+        if taken:
+            self._recompute_thresholds()
+            if self.listener is not None:
+                try:
+                    self.listener.on_assigned(taken)
+                except Exception:
+                    log.exception("consumer %s: on_assigned raised", self.group)
+
+    def _revoke(self, mqs: list[MessageQueue]) -> None:
+        for mq in mqs:
+            pq = self.table.get(mq)
+            if pq is None:
+                if self.services is not None:
+                    self.services.revoked(self.group, [cc.mq_row(mq)])
+                continue
+            pq.revoking = True
+            if self._drained(pq):
+                self.scheduler.submit(partial(self._finish_revoke, mq, False))
+            else:
+                self.scheduler.schedule(self.cfg.revoke_drain_timeout_ms,
+                                        partial(self._finish_revoke, mq, True))
+
+    def _finish_revoke(self, mq: MessageQueue, timed_out: bool) -> None:
+        """removeUnnecessaryMessageQueue once the queue is drained (scheduler thread)."""
+        pq = self.table.get(mq)
+        if pq is None or not pq.revoking or pq.dropped:
+            return
+        if not timed_out and not self._drained(pq):
+            return  # on_drained comes back
+        if timed_out and not self._drained(pq):
+            log.warning("consumer %s: %s still had %d messages in handlers after %d ms; they will "
+                        "be consumed again by its next owner", self.group, mq, len(pq.in_flight),
+                        self.cfg.revoke_drain_timeout_ms)  # fmt: skip
+        quiet = self.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+        if quiet > 0:
+            self.scheduler.schedule(quiet * 1000.0, lambda: self._finish_revoke(mq, timed_out))
+            return
+        pq.dropped = True
+        self._before_release(mq, pq)
+        self.persist([mq], sync=True)
+        if self.offset_store is not None:
+            self.offset_store.remove_offset(mq)
+        with self.lock:
+            self.table.pop(mq, None)
+        self.pull_api.pull_from_which_node.pop(mq, None)
+        if self.services is not None:
+            self.services.revoked(self.group, [cc.mq_row(mq)])
+        log.info("consumer %s: released %s", self.group, mq)
+        self._recompute_thresholds()
+        if self.listener is not None:
+            try:
+                self.listener.on_revoked({mq})
+            except Exception:
+                log.exception("consumer %s: on_revoked raised", self.group)
+
+    def _recompute_thresholds(self) -> None:
+        """messageQueueChanged: per-queue thresholds from the per-topic ones."""
+        cfg = self.cfg
+        n = len(self.table)
+        q_count, q_mib = cfg.pull_threshold_for_queue, cfg.pull_threshold_size_for_queue_mib
+        if n:
+            if cfg.pull_threshold_for_topic != -1:
+                q_count = max(1, cfg.pull_threshold_for_topic // n)
+            if cfg.pull_threshold_size_for_topic_mib != -1:
+                q_mib = max(1, cfg.pull_threshold_size_for_topic_mib // n)
+        self.queue_thresholds = (q_count, q_mib)
+
+    def _later(self, req: PullRequest, delay_ms: int) -> None:
+        self.scheduler.schedule(delay_ms, lambda: self._pull(req))
+
+    def _cache_budget_spent(self) -> bool:
+        cfg = self.cfg
+        if cfg.max_cached_messages < 0 and cfg.max_cached_mib < 0:
+            return False
+        count = size = 0
+        for pq in list(self.table.values()):
+            count += pq.msg_count
+            size += pq.msg_size
+        return (0 <= cfg.max_cached_messages < count) or (0 <= cfg.max_cached_mib < size // MIB)
+
+    def _pull(self, req: PullRequest) -> None:
+        """pullMessage: the flow-control gates, then the request to the PullMessageService."""
+        pq = req.pq
+        if pq.dropped or pq.revoking or req.cancelled:
+            return
+        pq.last_pull_ms = now_ms()
+        if self.state is not ServiceState.RUNNING:
+            if self.state is ServiceState.CREATE_JUST:
+                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            return
+        if self.paused:
+            self._later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)
+            return
+        q_count, q_mib = self.queue_thresholds
+        if pq.msg_count > q_count or pq.msg_size // MIB > q_mib or self._cache_budget_spent():
+            self.stats.flow_controlled += 1
+            self._later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
+            return
+        if not self._gate(req):
+            return
+        sub = self.subscriptions.get(req.mq.topic)
+        if sub is None and req.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            sub = SubscriptionData.build(req.mq.topic, "*")
+        if sub is None:
+            self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            return
+        self._send_pull(req, sub)
+
+    def _send_pull(self, req: PullRequest, sub: SubscriptionData) -> None:
+        services = self.services
+        if services is None:
+            return
+        mq = req.mq
+        found = services.routes.find_broker_address_in_subscribe(
+            mq.broker_name, self.pull_api.recalculate_pull_from_which_node(mq), False)
+        if found is None:  # pullKernelImpl: fetch the route, then try again
+            self.scheduler.submit(lambda: self._refresh_route_then_pull(req))
+            return
+        sys_flag, commit, sub_string, suspend_ms = self._pull_spec(mq, sub, found.slave)
+        rid = services.new_pull(self)
+        self.pending[rid] = req
+        self.last_pull_sent = time.monotonic()
+        services.send_pull([rid, found.broker_addr, self.group, mq.topic, mq.queue_id,
+                            req.next_offset, self.cfg.pull_batch, sys_flag, commit, suspend_ms,
+                            sub_string, sub.sub_version, sub.expression_type,
+                            self.cfg.consumer_timeout_ms_when_suspend])
+
+    def _refresh_route_then_pull(self, req: PullRequest) -> None:
+        if self.handle is not None and self.state is ServiceState.RUNNING:
+            try:
+                self.handle.topic_route(req.mq.topic)
+            except MQClientError as exc:
+                log.info("consumer %s: route of %s: %s", self.group, req.mq.topic, exc)
+        self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+
+    def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
+                       max_offset: int, suggest: int, tail: memoryview) -> None:
+        """The PullCallback (I/O thread)."""
+        req = self.pending.pop(rid, None)
+        if req is None or req.cancelled or self.state is not ServiceState.RUNNING:
+            return
+        pq, mq = req.pq, req.mq
+        if status >= cc.BROKER_ERROR:
+            if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
+                    time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
+                # the heartbeat carrying the new subscription is on its way (it leaves when
+                # the subscription changes, beside the first pulls): try again shortly
+                log.debug("consumer %s: pull of %s before the broker has the subscription",
+                          self.group, mq)
+                self._later(req, HEARTBEAT_RACE_RETRY_MS)
+                return
+            if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                log.warning("consumer %s: pull of %s failed: %s%s", self.group, mq,
+                            f"code {next_begin} " if status == cc.BROKER_ERROR else "",
+                            str(tail, "utf-8", "replace"))  # fmt: skip
+            if status == cc.BROKER_ERROR and next_begin == ResponseCode.FLOW_CONTROL:
+                self._later(req, PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL)
+            else:
+                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            return
+        self.pull_api.update_pull_from_which_node(mq, suggest)
+        pstatus = PullStatus(status)
+        if pstatus is PullStatus.FOUND:
+            req.next_offset = next_begin
+            if pq.dropped or pq.revoking:
+                return
+            sub = self.subscriptions.get(mq.topic)
+            msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
+            if msgs:
+                self.stats.pulled(mq.topic, len(msgs))
+                self._dispatch(msgs, pq, mq, pq.put_messages(msgs, max_offset))
+            interval = self._pull_interval_ms()
+            if msgs and interval > 0:
+                self._later(req, interval)
+            else:
+                self._pull(req)
+        elif pstatus in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            req.next_offset = next_begin
+            if pq.msg_count == 0 and not pq.dropped and self.offset_store is not None:
+                self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
+            self._pull(req)
+        else:  # OFFSET_ILLEGAL
+            log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
+                        self.group, req.next_offset, mq, next_begin)  # fmt: skip
+            req.next_offset = next_begin
+            pq.dropped = True
+            self.scheduler.schedule(OFFSET_ILLEGAL_FIX_DELAY_MS, lambda: self._fix_offset(req))
+
+    def _fix_offset(self, req: PullRequest) -> None:
+        """OFFSET_ILLEGAL, 10 s later: store the broker's offset and let the queue be taken anew."""
+        mq = req.mq
+        if self.offset_store is not None:
+            self.offset_store.update_offset(mq, req.next_offset, False)
+            self.persist([mq], sync=True)
+        with self.lock:
+            self.table.pop(mq, None)
+        if self.services is not None:
+            self.services.revoked(self.group, [cc.mq_row(mq)])

@@ -1,0 +1,296 @@
+"""The consumer services of one client instance, as the user's process sees them.
+
+Mirrors the part of MQClientInstance.java a consumer uses (its RebalanceService and
+PullMessageService, registerConsumer / unregisterConsumer), RocketMQ 4.9.x. The first consumer
+of an instance starts the two actors (RebalanceServiceActor, PullMessageServiceActor) and
+serves their channels; later consumers of the instance share them; the last one stops them.
+Channel records are dispatched to the consumer cores by group (rebalance records) and by
+request id (pull results), on the I/O thread. Pull requests written while the I/O thread
+serves a batch of results are sent in one record when the batch is done.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+from actors.client import client_channel as ch
+from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.messages import (
+    AddConsumer,
+    ConsumerAdded,
+    ConsumerRemoved,
+    PullServiceStarted,
+    RebalanceServiceStarted,
+    RemoveConsumer,
+    ServiceStartFailed,
+    StartPullService,
+    StartRebalanceService,
+    UpdateSubscriptions,
+)
+from actors.client.errors import ClientErrorCode, MQClientError
+from actors.client.mq_client_instance import TopicRouteTable
+from actors.client.mq_client_manager import InstanceHandle
+
+log = logging.getLogger(__name__)
+
+CHANNEL_TIMEOUT_S: Final = 10.0
+ASK_TIMEOUT_S: Final = 30.0
+
+
+class ConsumerCore(Protocol):
+    """What the services call on a consumer core (I/O thread)."""
+
+    group: str
+
+    def on_rebalance_record(self, kind: int, body: list[Any]) -> None:
+        """ASSIGN / REVOKE / LOCK_STATE / RELAY / PERSIST / QUEUES for this group."""
+
+    def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
+                       max_offset: int, suggest: int, tail: memoryview) -> None:
+        """A PULL_RESULT for one of this core's requests."""
+
+
+class _End:
+    """A channel key's handler: remembers the end, forwards records."""
+
+    def __init__(self, on_records: Callable[[list[ch.Record]], None], name: str) -> None:
+        self.end: ch.ChannelEnd | None = None
+        self.opened = threading.Event()
+        self.on_records_cb = on_records
+        self.name = name
+
+    def on_open(self, end: ch.ChannelEnd) -> None:
+        self.end = end
+        self.opened.set()
+
+    def on_records(self, end: ch.ChannelEnd, records: list[ch.Record]) -> None:
+        self.on_records_cb(records)
+
+    def on_closed(self, end: ch.ChannelEnd) -> None:
+        self.end = None
+        log.warning("%s channel closed", self.name)
+
+
+class ConsumerServices:
+    """RebalanceService + PullMessageService of one client instance (reference counted)."""
+
+    _lock = threading.Lock()
+    _by_client: dict[str, ConsumerServices] = {}
+
+    @classmethod
+    def acquire(cls, handle: InstanceHandle, *, interval_ms: float = 20_000.0,
+                lock_interval_ms: float = 20_000.0, retry_ms: float = 1_000.0
+                ) -> ConsumerServices:  # fmt: skip
+        """The services of handle's instance (started by the first consumer)."""
+        with cls._lock:
+            s = cls._by_client.get(handle.client_id)
+            if s is None or s.closed:
+                s = cls(handle, interval_ms, lock_interval_ms, retry_ms)
+                try:
+                    s._start()
+                except BaseException:
+                    s._stop()
+                    raise
+                cls._by_client[handle.client_id] = s
+            s.refs += 1
+            return s
+
+    def release(self) -> None:
+        """One consumer less; the last one stops the actors."""
+        with ConsumerServices._lock:
+            self.refs -= 1
+            if self.refs > 0:
+                return
+            self.closed = True
+            if ConsumerServices._by_client.get(self.handle.client_id) is self:
+                del ConsumerServices._by_client[self.handle.client_id]
+        self._stop()
+
+    def __init__(self, handle: InstanceHandle, interval_ms: float, lock_interval_ms: float,
+                 retry_ms: float) -> None:
+        self.handle = handle
+        self.runtime = handle.runtime
+        self.client_id = handle.client_id
+        self.intervals = (interval_ms, lock_interval_ms, retry_ms)
+        self.refs = 0
+        self.closed = False
+        self.cores: dict[str, ConsumerCore] = {}
+        self.pulls: dict[int, ConsumerCore] = {}
+        self.rids = itertools.count(1)
+        self.rebalance_key = f"rebalance:{self.client_id}"
+        self.pull_key = f"pull:{self.client_id}"
+        self.rebalance = _End(self._on_rebalance_records, self.rebalance_key)
+        self.pull = _End(self._on_pull_records, self.pull_key)
+        self.rebalance_actor: Any = None
+        self.pull_actor: Any = None
+        self._outbox: list[list[Any]] = []
+        self._out_lock = threading.Lock()
+        self._batching = threading.local()
+        self._ask_lock = threading.Lock()
+
+    @property
+    def routes(self) -> TopicRouteTable:
+        """The instance's routes (kept current by the instance actor)."""
+        return self.handle.table
+
+    # -- start / stop -------------------------------------------------------------------------
+    def _start(self) -> None:
+        from actors.client.consumer.pull_message_service_actor import PullMessageServiceActor
+        from actors.client.consumer.rebalance_service_actor import RebalanceServiceActor
+
+        rt = self.runtime
+        rt.add_channel_handler(self.pull_key, self.pull)
+        rt.add_channel_handler(self.rebalance_key, self.rebalance)
+        self.pull_actor, reply = rt.create_actor(
+            PullMessageServiceActor,
+            StartPullService(self.client_id, self.handle.config, rt.channel_path),
+            (PullServiceStarted, ServiceStartFailed))
+        if isinstance(reply, ServiceStartFailed):
+            raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
+                                f"PullMessageService failed to start: {reply.reason}")
+        interval, lock_interval, retry = self.intervals
+        self.rebalance_actor, reply = rt.create_actor(
+            RebalanceServiceActor,
+            StartRebalanceService(self.client_id, self.handle.config, self.handle.actor,
+                                  rt.channel_path, interval, lock_interval, retry),
+            (RebalanceServiceStarted, ServiceStartFailed))
+        if isinstance(reply, ServiceStartFailed):
+            raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
+                                f"RebalanceService failed to start: {reply.reason}")
+        for e in (self.pull, self.rebalance):
+            if not e.opened.wait(CHANNEL_TIMEOUT_S):
+                raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
+                                    f"{e.name} did not connect its channel")
+
+    def _stop(self) -> None:
+        rt = self.runtime
+        for e in (self.pull, self.rebalance):
+            if e.end is not None:
+                e.end.send(ch.BYE, b"")
+        rt.remove_channel_handler(self.pull_key)
+        rt.remove_channel_handler(self.rebalance_key)
+        for actor in (self.pull_actor, self.rebalance_actor):
+            if actor is not None:
+                rt.stop_actor(actor)
+
+    # -- Thespian requests (control only) -------------------------------------------------------
+    def _ask(self, msg: Any, expect: type, group: str, timeout_s: float = ASK_TIMEOUT_S) -> Any:
+        """Tell the rebalance actor msg; wait for a reply of type expect for group."""
+        with self._ask_lock:
+            reply = self.runtime.ask(self.rebalance_actor, msg, (expect,),
+                                     lambda r: getattr(r, "group", None) == group, timeout_s)
+        if reply is None:
+            raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
+                                f"RebalanceService did not answer {type(msg).__name__} for {group}")
+        return reply
+
+    def add_consumer(self, core: ConsumerCore, consumer_data: bytes, strategy: Any,
+                     orderly: bool, rebalance: bool = True) -> None:
+        """Register core's group: rebalanced from now on (raises when refused)."""
+        self.cores[core.group] = core
+        reply = self._ask(AddConsumer(core.group, consumer_data, strategy, orderly, rebalance),
+                          ConsumerAdded, core.group)
+        if not reply.ok:
+            self.cores.pop(core.group, None)
+            raise MQClientError(ClientErrorCode.ILLEGAL_ARGUMENT,
+                                f"consumer group {core.group}: {reply.reason}")
+
+    def update_subscriptions(self, group: str, consumer_data: bytes) -> None:
+        """The group's subscriptions changed (heartbeat and rebalance at once)."""
+        self.runtime.tell(self.rebalance_actor, UpdateSubscriptions(group, consumer_data))
+
+    def remove_consumer(self, group: str, timeout_s: float = 10.0) -> None:
+        """Unregister the group from every broker (its offsets must be persisted before)."""
+        try:
+            self._ask(RemoveConsumer(group), ConsumerRemoved, group, timeout_s)
+        except MQClientError as exc:
+            log.warning("consumer %s: unregister not confirmed: %s", group, exc)
+        finally:
+            self.cores.pop(group, None)
+
+    def rebalance_now(self, group: str) -> None:
+        """Ask for a rebalance round of group."""
+        end = self.rebalance.end
+        if end is not None:
+            end.send(cc.REBALANCE_NOW, ch.pack([group]))
+
+    def revoked(self, group: str, rows: list[list[Any]]) -> None:
+        """Tell the RebalanceService queues were released."""
+        end = self.rebalance.end
+        if end is not None and rows:
+            end.send(cc.REVOKED, ch.pack([group, rows]))
+
+    def relay_answer(self, rid: int, frame: bytes | None) -> None:
+        """Answer a relayed broker request."""
+        end = self.rebalance.end
+        if end is not None:
+            end.send(cc.RELAY_ANSWER, ch.pack([rid, frame]))
+
+    # -- pulls ----------------------------------------------------------------------------------
+    def new_pull(self, core: ConsumerCore) -> int:
+        """A request id whose result goes to core."""
+        rid = next(self.rids)
+        self.pulls[rid] = core
+        return rid
+
+    def forget_pulls(self, core: ConsumerCore) -> None:
+        """Drop core's outstanding request ids (it closed; late results are ignored)."""
+        for rid, c in list(self.pulls.items()):
+            if c is core:
+                self.pulls.pop(rid, None)
+
+    def send_pull(self, row: list[Any]) -> None:
+        """Queue a PullRequest row; sent now, or at the end of the I/O thread's batch."""
+        with self._out_lock:
+            self._outbox.append(row)
+        if not getattr(self._batching, "on", False):
+            self._flush_pulls()
+
+    def _flush_pulls(self) -> None:
+        with self._out_lock:
+            rows, self._outbox = self._outbox, []
+        end = self.pull.end
+        if rows and end is not None:
+            end.send(cc.PULL, ch.pack(rows))
+
+    # -- channel records (I/O thread) -----------------------------------------------------------
+    def _on_pull_records(self, records: list[ch.Record]) -> None:
+        self._batching.on = True
+        try:
+            head = cc.PULL_RESULT_HEAD
+            hsize = head.size
+            for kind, payload in records:
+                if kind != cc.PULL_RESULT:
+                    log.warning("pull channel: unknown record kind %d", kind)
+                    continue
+                rid, status, nb, mn, mx, sg = head.unpack_from(payload, 0)
+                core = self.pulls.pop(rid, None)
+                if core is None:
+                    continue
+                try:
+                    core.on_pull_result(rid, status, nb, mn, mx, sg, payload[hsize:])
+                except Exception:
+                    log.exception("consumer %s: pull result handling failed", core.group)
+        finally:
+            self._batching.on = False
+            self._flush_pulls()
+
+    def _on_rebalance_records(self, records: list[ch.Record]) -> None:
+        self._batching.on = True
+        try:
+            for kind, payload in records:
+                body = ch.unpack(payload)
+                core = self.cores.get(body[0])
+                if core is None:
+                    continue
+                try:
+                    core.on_rebalance_record(kind, body)
+                except Exception:
+                    log.exception("consumer %s: rebalance record %d failed", core.group, kind)
+        finally:
+            self._batching.on = False
+            self._flush_pulls()

@@ -1,0 +1,149 @@
+"""PullMessageServiceActor: client/impl/consumer/PullMessageService.java (with
+PullAPIWrapper.pullKernelImpl's request and MQClientAPIImpl.pullMessageAsync), RocketMQ 4.9.x.
+
+One per client instance with consumers. The consumer cores in the user's process decide when
+a queue is pulled (their flow control, DefaultMQPushConsumerImpl.pullMessage's gates) and send
+the PullRequests here over the channel, many per record; this actor sends each as an async
+PULL_MESSAGE on its own broker connections (long polling: the broker holds it up to the
+request's suspend time, 15 s for a push consumer, and the call times out after 30 s) and
+forwards every answer, its pull body untouched, back over the channel. No Thespian message is
+sent per pull or per message; a busy actor serves its sockets from its own epoll between
+Thespian turns (WatchingActor's linger loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Final
+
+from actors.client import client_channel as ch
+from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
+from actors.client.errors import MQBrokerError, MQClientError
+from actors.client.mq_client_api import MQClientAPI
+from actors.client.records import PullResult
+from actors.client.remoting_client import RemotingClient
+from actors.runtime.watch import WatchingActor
+from protocol.headers import PullMessageRequestHeader
+
+log = logging.getLogger(__name__)
+
+SCAN_MS: Final = 200.0
+FLUSH_RETRY_MS: Final = 1.0
+
+
+class PullMessageServiceActor(WatchingActor):
+    """Executes the pull requests of one client instance's consumers."""
+
+    LINGER_IDLE_MS = 3.0
+    LINGER_CAP_MS = 50.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.remoting: RemotingClient | None = None
+        self.api: MQClientAPI | None = None
+        self.channel: ch.ChannelEnd | None = None
+        self.pulls = 0
+
+    def on_control(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, StartPullService):
+            try:
+                self.remoting = RemotingClient()
+                self.remoting.on_connection_change = self._rewatch
+                self.api = MQClientAPI(self.remoting, msg.config)
+                self.channel = ch.ChannelEnd.connect(msg.channel_path, f"pull:{msg.client_id}")
+            except Exception as exc:
+                log.exception("PullMessageService failed to start")
+                self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
+                return
+            self._rewatch()
+            self.schedule("scan", SCAN_MS)
+            log.info("PullMessageService of %s started", msg.client_id)
+            self.send(sender, PullServiceStarted(os.getpid(), os.getpgid(0)))
+
+    def _rewatch(self) -> None:
+        fds = [] if self.remoting is None else self.remoting.fds()
+        if self.channel is not None and not self.channel.closed:
+            fds.append(self.channel.fd)
+        self.set_watch_fds(fds)
+
+    def on_ready(self, fds: list[int]) -> None:
+        end, remoting = self.channel, self.remoting
+        for fd in fds:
+            if end is not None and fd == end.fd:
+                self._read_channel(end)
+            elif remoting is not None:
+                remoting.handle_ready(fd)
+        self._after_pass()
+
+    def _read_channel(self, end: ch.ChannelEnd) -> None:
+        records = end.read_records()
+        if records is None:
+            log.info("PullMessageService: the user's process closed the channel")
+            end.close()
+            self.channel = None
+            self._rewatch()
+            return
+        for kind, payload in records:
+            if kind == cc.PULL:
+                for row in ch.unpack(payload):
+                    self._pull(row)
+            elif kind != ch.BYE:
+                log.warning("pull channel: unknown record kind %d", kind)
+
+    def _pull(self, row: list[Any]) -> None:
+        (rid, addr, group, topic, qid, offset, max_nums, sys_flag, commit_offset, suspend_ms,
+         subscription, sub_version, expression_type, timeout_ms) = row
+        header = PullMessageRequestHeader(
+            consumer_group=group, topic=topic, queue_id=qid, queue_offset=offset,
+            max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_ms, sub_version=sub_version,
+            subscription=subscription, expression_type=expression_type)
+        api = self.api
+        assert api is not None
+        self.pulls += 1
+
+        def done(result: PullResult | None, err: MQClientError | None) -> None:
+            end = self.channel
+            if end is None:
+                return
+            if result is not None:
+                payload = cc.encode_pull_result(
+                    rid, result.status.value, result.next_begin_offset, result.min_offset,
+                    result.max_offset, result.suggest_which_broker_id, result.body)
+            elif isinstance(err, MQBrokerError):
+                payload = cc.encode_pull_result(rid, cc.BROKER_ERROR, err.code, 0, 0, 0,
+                                                (err.remark or "").encode())
+            else:
+                payload = cc.encode_pull_result(rid, cc.NO_ANSWER, 0, 0, 0, 0,
+                                                str(err or "no answer").encode())
+            end.send(cc.PULL_RESULT, payload)
+
+        try:
+            api.pull_message(addr, header, timeout_ms, callback=done)
+        except MQClientError as exc:  # could not even be written (connect refused, ...)
+            done(None, exc)
+
+    def _after_pass(self) -> None:
+        left = False
+        if self.remoting is not None and not self.remoting.flush_all():
+            left = True
+        if self.channel is not None and not self.channel.closed and not self.channel.flush():
+            left = True
+        if left:
+            self.schedule("flush", FLUSH_RETRY_MS)
+
+    def on_timer(self, key: str) -> None:
+        if key == "scan":
+            if self.remoting is not None:
+                self.remoting.scan_response_table(time.monotonic())
+            self.schedule("scan", SCAN_MS)
+        self._after_pass()
+
+    def on_exit(self) -> None:
+        if self.remoting is not None:
+            self.remoting.close()
+        if self.channel is not None:
+            self.channel.close()

@@ -1,0 +1,22 @@
+"""PullRequest: client/impl/consumer/PullRequest.java of RocketMQ 4.9.x (one queue's pull
+position: the queue, its ProcessQueue, the next offset to pull)."""
+
+from __future__ import annotations
+
+from actors.client.consumer.process_queue import ProcessQueue
+from actors.client.records import MessageExt
+from protocol.bodies import MessageQueue
+
+
+class PullRequest:
+    """PullRequest.java: one queue's pull position."""
+
+    __slots__ = ("cancelled", "mq", "next_offset", "pq", "previously_locked")
+
+    def __init__(self, mq: MessageQueue, pq: ProcessQueue[MessageExt], next_offset: int,
+                 previously_locked: bool) -> None:
+        self.mq = mq
+        self.pq = pq
+        self.next_offset = next_offset
+        self.previously_locked = previously_locked
+        self.cancelled = False  # a seek replaced it: its answer and its next pull are dropped

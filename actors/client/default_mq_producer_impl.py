@@ -1,0 +1,395 @@
+"""The producer's send path: queue selection, retries within one deadline, the send request.
+
+Mirrors client/impl/producer/DefaultMQProducerImpl.java, RocketMQ 4.9.x: sendDefaultImpl (up
+to 1 + retryTimesWhenSendFailed attempts within sendMsgTimeout, a new queue each time avoiding
+the last broker, retry on connection errors, timeouts and the retryable broker codes, a
+non-SEND_OK status retried only with retryAnotherBrokerWhenNotStoreOK), sendKernelImpl (UNIQ_KEY
+set once so every attempt carries the same id, bodies over compressMsgBodyOverHowmuch zlib'd
+with 4.9.8's sysFlag bits, SEND_MESSAGE_V2's one-letter header), sendSelectImpl (an explicit
+queue or a selector: one attempt per queue choice, retried on the same choice), batches
+(SEND_BATCH_MESSAGE, never compressed).
+
+Deliberate differences (docs/CLIENT.md §5): async sends follow the same retry policy as sync
+ones inside the same deadline (Java's async path tries once), SYSTEM_BUSY is retried too, and a
+completion is reported exactly once. The request goes from the calling thread to the broker; a
+sync caller reads its own response (remoting_client.py), so one send in flight crosses no
+thread and no actor.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+import logging
+import struct
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from actors.client import validators
+from actors.client.errors import (
+    ClientErrorCode,
+    MQBrokerError,
+    MQClientError,
+    RemotingError,
+)
+from actors.client.latency_fault_tolerance import MQFaultStrategy
+from actors.client.message_queue_selector import MessageQueueSelector
+from actors.client.mq_client_api import MQClientAPI, process_send_response
+from actors.client.mq_client_manager import InstanceHandle
+from actors.client.records import Message, MessageQueue, SendResult, SendStatus
+from actors.client.topic_publish_info import TopicPublishInfo
+from protocol import message as wire
+from protocol.codes import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    CURRENT_VERSION,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SEND_RETRY_CODES,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
+from protocol.command import RemotingCommand, next_opaque
+from protocol.record import properties_to_string
+
+_js = json.encoder.encode_basestring_ascii  # a JSON string literal (C when available)
+_PREFIX = struct.Struct(">ii")  # total length, header length (serialize type JSON = 0)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC_QUEUE_NUMS: Final = "4"
+# Java's retryResponseCodes plus SYSTEM_BUSY: the broker's fast failure (a request that waited
+# too long in its queue) asks the client to come back, so it is retried within the deadline.
+RETRY_CODES: Final = SEND_RETRY_CODES | {ResponseCode.SYSTEM_BUSY}
+SendCallback = Callable[[SendResult | None, MQClientError | None], None]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class SendRequest:
+    """One message (or batch) made ready to send: properties, body, sysFlag, UNIQ_KEY."""
+
+    __slots__ = ("batch", "body", "code", "max_reconsume", "msg_id", "properties",
+                 "reconsume_times", "sys_flag", "topic")
+
+    def __init__(self, topic: str, body: bytes, properties: str, sys_flag: int, msg_id: str,
+                 *, batch: bool = False, code: int = RequestCode.SEND_MESSAGE_V2,
+                 reconsume_times: int = 0, max_reconsume: int | None = None) -> None:
+        self.topic = topic
+        self.body = body
+        self.properties = properties
+        self.sys_flag = sys_flag
+        self.msg_id = msg_id
+        self.batch = batch
+        self.code = code
+        self.reconsume_times = reconsume_times
+        self.max_reconsume = max_reconsume
+
+
+class DefaultMQProducerImpl:
+    """Sends for one producer group through the process's RemotingClient."""
+
+    def __init__(self, group: str, handle: InstanceHandle, api: MQClientAPI, *,
+                 send_timeout_ms: int = 3000, retries: int = 2,
+                 retry_another_broker_when_not_store_ok: bool = False,
+                 compress_over: int = wire.COMPRESS_BODY_OVER,
+                 compress_level: int = wire.COMPRESS_LEVEL,
+                 max_message_size: int = validators.MAX_MESSAGE_SIZE,
+                 latency_fault_tolerance: bool = True) -> None:  # fmt: skip
+        self.group = group
+        self.handle = handle
+        self.api = api
+        self.remoting = api.remoting
+        self.serialize_type = api.config.serialize_type
+        self.send_timeout_ms = send_timeout_ms
+        self.retries = retries
+        self.retry_another_broker = retry_another_broker_when_not_store_ok
+        self.compress_over = compress_over
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.fault = MQFaultStrategy(latency_fault_tolerance)
+        self._group_json = _js(group)
+
+    # -- building requests ----------------------------------------------------------------------
+    def prepare(self, msg: Message, *, extra: dict[str, str] | None = None) -> SendRequest:
+        """Validate msg and fix what every attempt sends (UNIQ_KEY, compression, sysFlag)."""
+        validators.check_message(msg, self.max_message_size)
+        if not msg.properties and not extra and len(msg.body) <= self.compress_over:
+            return self._prepare_plain(msg)
+        props = msg.wire_properties()
+        if extra:
+            props.update(extra)
+        msg_id = props.get(wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if not msg_id:
+            msg_id = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = wire.create_uniq_id()
+        props.setdefault(wire.PROPERTY_WAIT_STORE_MSG_OK, "true")
+        sys_flag = 0
+        body = msg.body
+        if len(body) > self.compress_over:
+            body = wire.compress_body(body, self.compress_level)
+            sys_flag |= wire.COMPRESSED_ZLIB_SYSFLAG
+        if props.get(wire.PROPERTY_TRANSACTION_PREPARED) == "true":
+            sys_flag |= wire.TRANSACTION_PREPARED_TYPE
+        reconsume, max_reconsume = 0, None
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            rt = props.pop(wire.PROPERTY_RECONSUME_TIME, None)
+            mr = props.pop(wire.PROPERTY_MAX_RECONSUME_TIMES, None)
+            reconsume = int(rt) if rt else 0
+            max_reconsume = int(mr) if mr else None
+        return SendRequest(msg.topic, body, properties_to_string(props), sys_flag, msg_id,
+                           reconsume_times=reconsume, max_reconsume=max_reconsume)
+
+    def _prepare_plain(self, msg: Message) -> SendRequest:
+        """prepare() for the common message: no user properties, an uncompressed body."""
+        msg_id = wire.create_uniq_id()
+        props = f"UNIQ_KEY\x01{msg_id}\x02WAIT\x01true"
+        if msg.tags:
+            props += f"\x02TAGS\x01{msg.tags}"
+        if msg.keys:
+            props += f"\x02KEYS\x01{msg.keys}"
+        if msg.delay_level > 0:
+            props += f"\x02DELAY\x01{msg.delay_level}"
+        return SendRequest(msg.topic, msg.body, props, 0, msg_id)
+
+    def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False
+                      ) -> SendRequest:  # fmt: skip
+        """A SEND_BATCH_MESSAGE body (each item its own UNIQ_KEY; never compressed)."""
+        if not validated:
+            validators.check_batch(msgs, self.max_message_size)
+        items, ids = [], []
+        for m in msgs:
+            props = m.wire_properties()
+            uid = props.get(wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if not uid:
+                uid = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = wire.create_uniq_id()
+            props.setdefault(wire.PROPERTY_WAIT_STORE_MSG_OK, "true")
+            ids.append(uid)
+            items.append(wire.BatchItem(m.flag, m.body, props))
+        body = wire.encode_batch(items)
+        if len(body) > self.max_message_size:
+            raise validators.MessageValidationError(
+                13, f"the batch body size {len(body)} is over max value, MAX: "
+                    f"{self.max_message_size}")
+        return SendRequest(msgs[0].topic, body, "", 0, ",".join(ids), batch=True,
+                           code=RequestCode.SEND_BATCH_MESSAGE)
+
+    def _frame(self, req: SendRequest, mq: MessageQueue, flag: int) -> tuple[int, bytes]:
+        """(opaque, encoded frame) of the send request; JSON headers written directly."""
+        if self.serialize_type != SerializeType.JSON:
+            cmd = self._command(req, mq, flag)
+            return cmd.opaque, cmd.encode()
+        opaque = next_opaque()
+        mr = "" if req.max_reconsume is None else f'"l":"{req.max_reconsume:d}",'
+        header = (
+            f'{{"code":{req.code:d},"extFields":{{"a":{self._group_json},"b":{_js(req.topic)},'
+            f'"c":"TBW102","d":"4","e":"{mq.queue_id:d}","f":"{req.sys_flag:d}",'
+            f'"g":"{now_ms():d}","h":"{flag:d}","i":{_js(req.properties)},'
+            f'"j":"{req.reconsume_times:d}","k":"false",{mr}'
+            f'"m":"{"true" if req.batch else "false"}","n":{_js(mq.broker_name)}}},'
+            f'"flag":0,"language":"PYTHON","opaque":{opaque:d},'
+            f'"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION:d}}}'
+        ).encode()
+        body = req.body
+        return opaque, b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)),
+                                 header, body))
+
+    def _command(self, req: SendRequest, mq: MessageQueue, flag: int) -> RemotingCommand:
+        ext = {"a": self.group, "b": req.topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC,
+               "d": DEFAULT_TOPIC_QUEUE_NUMS, "e": str(mq.queue_id), "f": str(req.sys_flag),
+               "g": str(now_ms()), "h": str(flag), "i": req.properties,
+               "j": str(req.reconsume_times), "k": "false",
+               "m": "true" if req.batch else "false", "n": mq.broker_name}
+        if req.max_reconsume is not None:
+            ext["l"] = str(req.max_reconsume)
+        cmd = RemotingCommand.request(req.code, ext, req.body, serialize_type=self.serialize_type)
+        cmd.language = LanguageCode.PYTHON
+        return cmd
+
+    def _broker_addr(self, mq: MessageQueue) -> str:
+        addr = self.handle.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            self.handle.publish_info(mq.topic)  # the route may just have arrived
+            addr = self.handle.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION,
+                                f"The broker[{mq.broker_name}] not exist")
+        return addr
+
+    # -- sync ---------------------------------------------------------------------------------
+    def send(self, req: SendRequest, flag: int = 0, *, queue: MessageQueue | None = None,
+             timeout_ms: int | None = None) -> SendResult:  # fmt: skip
+        """sendDefaultImpl (or one queue when given), sync."""
+        timeout = self.send_timeout_ms if timeout_ms is None else timeout_ms
+        begin = time.monotonic()
+        info = None if queue is not None else self.handle.publish_info(req.topic)
+        attempts = 1 + self.retries if queue is None else 1  # sendSelectImpl: one try
+        last_broker: str | None = None
+        error: MQClientError | None = None
+        last_result: SendResult | None = None
+        sent_to: list[str] = []
+        call_timeout = False
+        for _ in range(attempts):
+            mq = queue if queue is not None else self._select(info, last_broker)
+            last_broker = mq.broker_name
+            cost_ms = (time.monotonic() - begin) * 1000.0
+            if cost_ms >= timeout:
+                call_timeout = True
+                break
+            sent_to.append(mq.broker_name)
+            t0 = time.monotonic()
+            try:
+                addr = self._broker_addr(mq)
+                opaque, frame = self._frame(req, mq, flag)
+                resp = self.remoting.invoke_sync_frame(addr, opaque, frame, timeout - cost_ms)
+                result = process_send_response(mq.broker_name, req.topic, req.msg_id, resp, addr,
+                                               mq)
+            except RemotingError as exc:
+                self._fault(mq, t0, True)
+                error = exc
+                continue
+            except MQBrokerError as exc:
+                self._fault(mq, t0, exc.code != ResponseCode.SYSTEM_BUSY)  # busy: not dead
+                error = exc
+                if exc.code in RETRY_CODES:
+                    continue
+                raise
+            self._fault(mq, t0, False)
+            if result.status is not SendStatus.SEND_OK and self.retry_another_broker:
+                last_result = result
+                continue
+            return result
+        if last_result is not None:
+            return last_result
+        raise self._failed(req, attempts, begin, sent_to, error, call_timeout)
+
+    def _select(self, info: TopicPublishInfo | None, last_broker: str | None) -> MessageQueue:
+        assert info is not None
+        return self.fault.select_one_message_queue(info, last_broker, now_ms())
+
+    def _fault(self, mq: MessageQueue, t0: float, isolation: bool) -> None:
+        if self.fault.enabled:
+            self.fault.update_fault_item(mq.broker_name, int((time.monotonic() - t0) * 1000),
+                                         isolation, now_ms())
+
+    def _failed(self, req: SendRequest, attempts: int, begin: float, sent_to: list[str],
+                error: MQClientError | None, call_timeout: bool) -> MQClientError:
+        cost = int((time.monotonic() - begin) * 1000)
+        if call_timeout:
+            err: MQClientError = MQClientError(
+                ClientErrorCode.ACCESS_BROKER_TIMEOUT,
+                f"sendDefaultImpl call timeout: no answer within {cost} ms (Topic: "
+                f"{req.topic}, BrokersSent: {sent_to}): {error.message if error else ''}")
+            err.__cause__ = error
+            return err
+        code = error.code if error is not None else ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
+        text = (f"Send [{attempts}] times, still failed, cost [{cost}]ms, Topic: {req.topic}, "
+                f"BrokersSent: {sent_to}: {error.message if error else ''}")
+        failed = MQBrokerError(code, text) if isinstance(error, MQBrokerError) else \
+            MQClientError(code, text)
+        failed.__cause__ = error
+        return failed
+
+    # -- async --------------------------------------------------------------------------------
+    def send_async(self, req: SendRequest, done: SendCallback, flag: int = 0, *,
+                   queue: MessageQueue | None = None, timeout_ms: int | None = None) -> None:
+        """sendDefaultImpl with the sync retry policy, without blocking on the answer.
+
+        done(result, error) runs exactly once, on the thread that read the final answer."""
+        timeout = self.send_timeout_ms if timeout_ms is None else timeout_ms
+        begin = time.monotonic()
+        try:
+            info = None if queue is not None else self.handle.publish_info(req.topic)
+        except MQClientError as exc:
+            done(None, exc)
+            return
+        state: dict[str, Any] = {"attempt": 0, "last": None, "sent": [], "error": None,
+                                 "result": None}
+        attempts = 1 + self.retries if queue is None else 1
+
+        def give_up(call_timeout: bool) -> None:
+            if state["result"] is not None:  # a stored but not SEND_OK answer beats an error
+                done(state["result"], None)
+                return
+            done(None, self._failed(req, state["attempt"] - int(call_timeout), begin,
+                                    state["sent"], state["error"], call_timeout))
+
+        def attempt() -> None:
+            while state["attempt"] < attempts:
+                state["attempt"] += 1
+                mq = queue if queue is not None else self._select(info, state["last"])
+                state["last"] = mq.broker_name
+                cost_ms = (time.monotonic() - begin) * 1000.0
+                if cost_ms >= timeout:
+                    give_up(True)
+                    return
+                state["sent"].append(mq.broker_name)
+                t0 = time.monotonic()
+                try:
+                    addr = self._broker_addr(mq)
+                except MQClientError as exc:
+                    state["error"] = exc
+                    continue
+
+                def answered(resp: RemotingCommand | None, err: MQClientError | None,
+                             mq: MessageQueue = mq, addr: str = addr, t0: float = t0) -> None:
+                    result = None
+                    if err is None and resp is not None:
+                        try:
+                            result = process_send_response(mq.broker_name, req.topic,
+                                                           req.msg_id, resp, addr, mq)
+                        except MQClientError as exc:
+                            err = exc
+                    if result is not None:
+                        self._fault(mq, t0, False)
+                        if result.status is SendStatus.SEND_OK or not self.retry_another_broker \
+                                or state["attempt"] >= attempts:
+                            done(result, None)
+                            return
+                        state["result"] = result
+                        attempt()
+                        return
+                    self._fault(mq, t0, not (isinstance(err, MQBrokerError)
+                                             and err.code == ResponseCode.SYSTEM_BUSY))
+                    state["error"] = err
+                    if isinstance(err, MQBrokerError) and err.code not in RETRY_CODES:
+                        if state["result"] is not None:
+                            done(state["result"], None)
+                        else:
+                            done(None, err)
+                        return
+                    attempt()
+
+                opaque, frame = self._frame(req, mq, flag)
+                self.remoting.invoke_async_frame(addr, opaque, frame, timeout - cost_ms, answered)
+                return
+            give_up(False)
+
+        attempt()
+
+    # -- oneway -------------------------------------------------------------------------------
+    def send_oneway(self, req: SendRequest, flag: int = 0, *,
+                    queue: MessageQueue | None = None) -> None:  # fmt: skip
+        """One attempt, nothing awaited (a write failure raises)."""
+        if queue is None:
+            queue = self._select(self.handle.publish_info(req.topic), None)
+        cmd = self._command(req, queue, flag)
+        self.remoting.invoke_oneway(self._broker_addr(queue), cmd)
+
+    # -- queues -------------------------------------------------------------------------------
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's writable queues (fetched through the instance when new)."""
+        return list(self.handle.publish_info(topic).message_queue_list)
+
+    def select_queue(self, msg: Message, selector: MessageQueueSelector, arg: Any
+                     ) -> MessageQueue:  # fmt: skip
+        """sendSelectImpl's choice: the selector over the topic's queues."""
+        mqs = self.publish_queues(msg.topic)
+        mq = selector(mqs, msg, arg)
+        if not isinstance(mq, MessageQueue):
+            raise MQClientError(ClientErrorCode.ILLEGAL_ARGUMENT,
+                                f"the selector returned {mq!r}, not a MessageQueue")
+        return mq

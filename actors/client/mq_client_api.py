@@ -1,0 +1,343 @@
+"""Typed calls for every request the clients make, over a RemotingClient.
+
+Mirrors client/impl/MQClientAPIImpl.java, RocketMQ 4.9.x: each method builds the request
+(header fields by their wire names), invokes it and turns the response into a value or an
+MQBrokerError. Without `callback` a call is sync (the user's process); with
+`callback(result, error)` it is async and the callback runs exactly once (the only form an
+actor may use). Name-server calls try every configured name server in turn
+(NettyRemotingClient's namesrv selection).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+from actors.client.client_config import ClientConfig
+from actors.client.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
+from actors.client.records import MessageExt, PullResult, PullStatus, SendResult, SendStatus
+from actors.client.remoting_client import RemotingClient
+from protocol.bodies import (
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    TopicRouteData,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers import EndTransactionRequestHeader, PullMessageRequestHeader
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ResultCallback = Callable[[Any, MQClientError | None], None]
+
+SEND_STATUS: Final = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+PULL_STATUS: Final = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def _ext(resp: RemotingCommand) -> dict[str, str]:
+    return resp.ext_fields or {}
+
+
+def _int_field(resp: RemotingCommand, name: str, addr: str) -> int:
+    try:
+        return int(_ext(resp)[name])
+    except (KeyError, ValueError):
+        raise MQBrokerError(ResponseCode.SYSTEM_ERROR,
+                            f"response without a valid {name}", addr) from None
+
+
+def _expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
+    if resp.code != ResponseCode.SUCCESS:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    return resp
+
+
+def process_send_response(broker_name: str, topic: str, msg_id: str, resp: RemotingCommand,
+                          addr: str, mq: MessageQueue | None = None) -> SendResult:  # fmt: skip
+    """A send's response as a SendResult, or MQBrokerError for the other codes (`mq`: the
+    queue the request named, reused when the broker stored it there)."""
+    status = SEND_STATUS.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    ext = _ext(resp)
+    try:
+        queue_id = int(ext["queueId"])
+        queue_offset = int(ext["queueOffset"])
+    except (KeyError, ValueError):
+        raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "send response without queueId / "
+                            "queueOffset", addr) from None  # fmt: skip
+    if mq is None or mq.queue_id != queue_id or mq.topic != topic:
+        mq = MessageQueue(topic, broker_name, queue_id)
+    return SendResult(
+        status, msg_id, ext.get("msgId", ""), mq,
+        queue_offset, ext.get("transactionId"), ext.get("MSG_REGION") or "DefaultRegion",
+        ext.get("TRACE_ON") != "false")
+
+
+def process_pull_response(resp: RemotingCommand, addr: str) -> PullResult:
+    """A pull's response as a PullResult (messages left encoded in body)."""
+    status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    return PullResult(
+        status,
+        _int_field(resp, "nextBeginOffset", addr),
+        _int_field(resp, "minOffset", addr),
+        _int_field(resp, "maxOffset", addr),
+        _int_field(resp, "suggestWhichBrokerId", addr),
+        bytes(resp.body) if status is PullStatus.FOUND else b"",
+    )
+
+
+class MQClientAPI:
+    """Requests to name servers and brokers over one RemotingClient."""
+
+    def __init__(self, remoting: RemotingClient, config: ClientConfig) -> None:
+        self.remoting = remoting
+        self.config = config
+        self._ns_index = itertools.count()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def request(self, code: int, ext: dict[str, str] | None = None, body: bytes = b""
+                ) -> RemotingCommand:  # fmt: skip
+        """A request in the configured header serialization."""
+        return RemotingCommand.request(code, ext, body,
+                                       serialize_type=self.config.serialize_type)
+
+    def call(self, addr: str, cmd: RemotingCommand, timeout_ms: float,
+             parse: Callable[[RemotingCommand, str], T],
+             callback: ResultCallback | None = None) -> T | None:  # fmt: skip
+        """Invoke cmd; sync returns parse(response), async calls callback(parse(...), err)."""
+        if callback is None:
+            return parse(self.remoting.invoke_sync(addr, cmd, timeout_ms), addr)
+
+        def done(resp: RemotingCommand | None, err: MQClientError | None) -> None:
+            if err is not None or resp is None:
+                callback(None, err or RemotingError(ClientErrorCode.ACCESS_BROKER_TIMEOUT,
+                                                    "no response"))
+                return
+            try:
+                value = parse(resp, addr)
+            except MQClientError as exc:
+                callback(None, exc)
+                return
+            callback(value, None)
+
+        self.remoting.invoke_async(addr, cmd, timeout_ms, done)
+        return None
+
+    def _namesrv_order(self) -> list[str]:
+        addrs = self.config.namesrv_addrs
+        start = next(self._ns_index) % len(addrs)
+        return [*addrs[start:], *addrs[:start]]
+
+    def call_namesrv(self, cmd_factory: Callable[[], RemotingCommand], timeout_ms: float,
+                     parse: Callable[[RemotingCommand, str], T],
+                     callback: ResultCallback | None = None) -> T | None:  # fmt: skip
+        """Invoke on one name server, the next one after a connection failure or timeout."""
+        order = self._namesrv_order()
+        if callback is None:
+            last: MQClientError | None = None
+            for addr in order:
+                try:
+                    return parse(self.remoting.invoke_sync(addr, cmd_factory(), timeout_ms), addr)
+                except RemotingError as exc:
+                    last = exc
+                    log.info("name server %s failed: %s", addr, exc)
+            assert last is not None
+            raise last
+
+        def attempt(i: int) -> None:
+            def done(value: Any, err: MQClientError | None) -> None:
+                if isinstance(err, RemotingError) and i + 1 < len(order):
+                    log.info("name server %s failed: %s", order[i], err)
+                    attempt(i + 1)
+                else:
+                    callback(value, err)
+
+            self.call(order[i], cmd_factory(), timeout_ms, parse, done)
+
+        attempt(0)
+        return None
+
+    # -- name server --------------------------------------------------------------------------
+    def get_topic_route_from_namesrv(self, topic: str, timeout_ms: float,
+                                     callback: ResultCallback | None = None
+                                     ) -> TopicRouteData | None:  # fmt: skip
+        """GET_ROUTEINFO_BY_TOPIC; None when the topic does not exist (TOPIC_NOT_EXIST)."""
+
+        def parse(resp: RemotingCommand, addr: str) -> TopicRouteData | None:
+            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            _expect_success(resp, addr)
+            return TopicRouteData.from_json(bytes(resp.body))
+
+        return self.call_namesrv(
+            lambda: self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
+            timeout_ms, parse, callback)
+
+    # -- heartbeats ---------------------------------------------------------------------------
+    def send_heartbeat(self, addr: str, hb: HeartbeatData, timeout_ms: float,
+                       callback: ResultCallback | None = None) -> int | None:  # fmt: skip
+        """HEART_BEAT; the broker's version."""
+        def parse(resp: RemotingCommand, a: str) -> int:
+            return int(_expect_success(resp, a).version)
+
+        return self.call(addr, self.request(RequestCode.HEART_BEAT, None, hb.to_json()),
+                         timeout_ms, parse, callback)
+
+    def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
+                          consumer_group: str | None, timeout_ms: float,
+                          callback: ResultCallback | None = None) -> None:  # fmt: skip
+        """UNREGISTER_CLIENT for one group."""
+        ext = {"clientID": client_id}
+        if producer_group:
+            ext["producerGroup"] = producer_group
+        if consumer_group:
+            ext["consumerGroup"] = consumer_group
+        self.call(addr, self.request(RequestCode.UNREGISTER_CLIENT, ext), timeout_ms,
+                  lambda r, a: (_expect_success(r, a), None)[1], callback)
+
+    # -- producer -----------------------------------------------------------------------------
+    def send_message(self, addr: str, broker_name: str, topic: str, msg_id: str,
+                     request: RemotingCommand, timeout_ms: float,
+                     callback: ResultCallback | None = None) -> SendResult | None:  # fmt: skip
+        """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE built by the producer."""
+        return self.call(addr, request, timeout_ms,
+                         lambda r, a: process_send_response(broker_name, topic, msg_id, r, a),
+                         callback)
+
+    def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader,
+                               remark: str | None) -> None:  # fmt: skip
+        """END_TRANSACTION, oneway (commit / rollback / unknown)."""
+        cmd = self.request(RequestCode.END_TRANSACTION, header.to_ext())
+        cmd.remark = remark
+        self.remoting.invoke_oneway(addr, cmd)
+
+    # -- consumer -----------------------------------------------------------------------------
+    def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float,
+                     callback: ResultCallback | None = None) -> PullResult | None:  # fmt: skip
+        """PULL_MESSAGE (long polling when the suspend flag is set in header.sys_flag)."""
+        return self.call(addr, self.request(RequestCode.PULL_MESSAGE, header.to_ext()),
+                         timeout_ms, process_pull_response, callback)
+
+    def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
+                              timeout_ms: float, callback: ResultCallback | None = None
+                              ) -> int | None:  # fmt: skip
+        """QUERY_CONSUMER_OFFSET; -1 when the broker has no offset (QUERY_NOT_FOUND)."""
+        def parse(resp: RemotingCommand, a: str) -> int:
+            if resp.code == ResponseCode.QUERY_NOT_FOUND:
+                return -1
+            return _int_field(_expect_success(resp, a), "offset", a)
+
+        ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}
+        return self.call(addr, self.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout_ms,
+                         parse, callback)
+
+    def _offset_ext(self, group: str, topic: str, queue_id: int, offset: int) -> dict[str, str]:
+        return {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+                "commitOffset": str(offset)}
+
+    def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
+                               offset: int, timeout_ms: float,
+                               callback: ResultCallback | None = None) -> None:  # fmt: skip
+        """UPDATE_CONSUMER_OFFSET, answered."""
+        cmd = self.request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                           self._offset_ext(group, topic, queue_id, offset))
+        self.call(addr, cmd, timeout_ms, lambda r, a: (_expect_success(r, a), None)[1], callback)
+
+    def update_consumer_offset_oneway(self, addr: str, group: str, topic: str, queue_id: int,
+                                      offset: int) -> None:  # fmt: skip
+        """UPDATE_CONSUMER_OFFSET, oneway (persistConsumerOffset)."""
+        self.remoting.invoke_oneway(addr, self.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET, self._offset_ext(group, topic, queue_id, offset)))
+
+    def _queue_offset(self, code: int, addr: str, ext: dict[str, str], timeout_ms: float,
+                      callback: ResultCallback | None) -> int | None:  # fmt: skip
+        return self.call(addr, self.request(code, ext), timeout_ms,
+                         lambda r, a: _int_field(_expect_success(r, a), "offset", a), callback)
+
+    def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float,
+                       callback: ResultCallback | None = None) -> int | None:  # fmt: skip
+        """GET_MAX_OFFSET: the queue's next offset."""
+        return self._queue_offset(RequestCode.GET_MAX_OFFSET, addr,
+                                  {"topic": topic, "queueId": str(queue_id)}, timeout_ms,
+                                  callback)
+
+    def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float,
+                       callback: ResultCallback | None = None) -> int | None:  # fmt: skip
+        """GET_MIN_OFFSET: the queue's first offset still stored."""
+        return self._queue_offset(RequestCode.GET_MIN_OFFSET, addr,
+                                  {"topic": topic, "queueId": str(queue_id)}, timeout_ms,
+                                  callback)
+
+    def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int,
+                      timeout_ms: float, callback: ResultCallback | None = None
+                      ) -> int | None:  # fmt: skip
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        return self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr,
+                                  {"topic": topic, "queueId": str(queue_id),
+                                   "timestamp": str(timestamp_ms)}, timeout_ms, callback)
+
+    def get_consumer_id_list_by_group(self, addr: str, group: str, timeout_ms: float,
+                                      callback: ResultCallback | None = None
+                                      ) -> list[str] | None:  # fmt: skip
+        """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's live members."""
+        def parse(resp: RemotingCommand, a: str) -> list[str]:
+            _expect_success(resp, a)
+            if not resp.body:
+                return []
+            return GetConsumerListByGroupResponseBody.from_json(bytes(resp.body)).consumer_id_list
+
+        return self.call(addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                            {"consumerGroup": group}), timeout_ms, parse,
+                         callback)  # fmt: skip
+
+    def lock_batch_mq(self, addr: str, body: LockBatchRequestBody, timeout_ms: float,
+                      callback: ResultCallback | None = None) -> set[MessageQueue] | None:
+        """LOCK_BATCH_MQ: the queues this client now holds the broker lock of."""
+        def parse(resp: RemotingCommand, a: str) -> set[MessageQueue]:
+            _expect_success(resp, a)
+            return set(LockBatchResponseBody.from_json(bytes(resp.body)).lock_ok_mq_set)
+
+        return self.call(addr, self.request(RequestCode.LOCK_BATCH_MQ, None, body.to_json()),
+                         timeout_ms, parse, callback)
+
+    def unlock_batch_mq(self, addr: str, body: Any, timeout_ms: float, oneway: bool = False,
+                        callback: ResultCallback | None = None) -> None:  # fmt: skip
+        """UNLOCK_BATCH_MQ (an UnlockBatchRequestBody), answered or oneway."""
+        cmd = self.request(RequestCode.UNLOCK_BATCH_MQ, None, body.to_json())
+        if oneway:
+            self.remoting.invoke_oneway(addr, cmd)
+            return
+        self.call(addr, cmd, timeout_ms, lambda r, a: (_expect_success(r, a), None)[1], callback)
+
+    def consumer_send_message_back(self, addr: str, msg: MessageExt, group: str,
+                                   delay_level: int, timeout_ms: float,
+                                   max_consume_retry_times: int,
+                                   callback: ResultCallback | None = None) -> None:
+        """CONSUMER_SEND_MSG_BACK: the broker re-stores the message in %RETRY%group (or the
+        DLQ past max_consume_retry_times)."""
+        ext = {"offset": str(msg.commitlog_offset), "group": group,
+               "delayLevel": str(delay_level), "originMsgId": msg.msg_id,
+               "originTopic": msg.topic, "unitMode": "false",
+               "maxReconsumeTimes": str(max_consume_retry_times)}
+        self.call(addr, self.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), timeout_ms,
+                  lambda r, a: (_expect_success(r, a), None)[1], callback)
+

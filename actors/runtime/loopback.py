@@ -1,0 +1,108 @@
+"""Thespian on loopback: its environment and its TCP transport's bind address.
+
+Mirrors nothing in RocketMQ. Thespian's actor and admin ports accept unauthenticated pickles,
+and its TCP transport binds '' (every interface) for addresses marked external
+(thespian/system/transport/IPBase.py, IPActorAddress.__init__: `bindname = ('', port) if
+external else sockname`, used by TCPTransport.__init__ via `addressDetails.bindArgs`).
+`patch_thespian_bind()` replaces IPActorAddress.bindArgs so '' becomes the host given
+(127.0.0.1). Apply it in the process that starts the actor system, before it starts: the admin
+and every actor are forked from it (Process Startup Method 'fork') and inherit it. Used by
+deploy.launch (servers) and actors.client.client_runtime (clients), with the free-port
+helpers below (an Admin Port or a server port nobody listens on).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+_patched_host: str | None = None
+
+
+def prepare_environment(thespian_host: str, thesplog_file: str | None) -> None:
+    """Set Thespian's environment; must run before thespian is first imported."""
+    os.environ["THESPIAN_BASE_IPADDR"] = thespian_host
+    if thesplog_file:
+        os.environ["THESPLOG_FILE"] = thesplog_file
+        os.environ.setdefault("THESPLOG_FILE_MAXSIZE", str(10 * 1024 * 1024))
+        os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+
+
+def patch_thespian_bind(host: str = LOOPBACK) -> None:
+    """Make Thespian's TCP transport bind `host` instead of every interface (see module doc)."""
+    global _patched_host
+    from thespian.system.transport.IPBase import IPActorAddress
+
+    if _patched_host == host:
+        return
+
+    def bind_args(self: Any) -> tuple[tuple[str, int]]:
+        name = self.bindname
+        if not name[0]:
+            return ((host, name[1]),)
+        return (tuple(name),)  # type: ignore[return-value]
+
+    IPActorAddress.bindArgs = property(bind_args)  # type: ignore[assignment]
+    _patched_host = host
+    log.debug("thespian transport bound to %s", host)
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def stable_free_port(host: str = LOOPBACK, *, pair: bool = False, tries: int = 200) -> int:
+    """A free port below the kernel's ephemeral range (with P - 2 free too when `pair`).
+
+    A port the OS handed out for port 0 is ephemeral: a process started later (an actor system
+    binding its own port-0 sockets) may take it before the server binds it. Ports below
+    ip_local_port_range are never handed out that way. Falls back to free_port_pair.
+    """
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    lo, hi = max(1100, low - 12000), low - 1
+    for _ in range(tries if hi > lo else 0):
+        port = rng.randrange(lo, hi)
+        if port_is_free(port, host) and (not pair or port_is_free(port - 2, host)):
+            return port
+    return free_port_pair(host) if pair else free_port(host)
+
+
+def free_port_pair(host: str = LOOPBACK, tries: int = 50) -> int:
+    """A free port P with P - 2 free too (the VIP port); any free port after `tries`."""
+    port = free_port(host)
+    for _ in range(tries):
+        if port > 1026 and port_is_free(port - 2, host):
+            return port
+        port = free_port(host)
+    return port
+
+
+def port_is_free(port: int, host: str = LOOPBACK) -> bool:
+    """True when a listener can bind `port` on `host` and on every interface.
+
+    Bound with SO_REUSEADDR, as every listener here binds (Thespian's, the RemotingServer's,
+    the HA service's): the sockets a killed run leaves in TIME_WAIT do not count, a live
+    listener does."""
+    for h in (host, ""):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((h, port))
+            except OSError:
+                return False
+    return True

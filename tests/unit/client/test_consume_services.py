@@ -1,0 +1,308 @@
+"""The concurrent and orderly consume services over real ProcessQueues and a recording host."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from actors.client.consumer.consume_concurrently import (
+    ConsumeMessageConcurrentlyService,
+    ConsumeRequest,
+)
+from actors.client.consumer.consume_message_service import (
+    ConsumeContext,
+    ConsumeExecutor,
+    ConsumeResult,
+)
+from actors.client.consumer.consume_orderly import ConsumeMessageOrderlyService, OrderlyRequest
+from actors.client.consumer.process_queue import ProcessQueue
+from actors.client.records import MessageExt
+from protocol.bodies import MessageModel, MessageQueue
+
+MQ = MessageQueue("Orders", "broker-a", 0)
+
+
+def ext(off: int, topic: str = "Orders", **props: str) -> MessageExt:
+    return MessageExt(topic=topic, body=b"b%d" % off, properties=props, queue=MQ,
+                      queue_offset=off, msg_id=f"id{off}")
+
+
+class Host:
+    """Records what the services ask of their consumer; runs scheduled work on demand."""
+
+    def __init__(self, model: MessageModel = MessageModel.CLUSTERING) -> None:
+        self.group = "cg"
+        self.model = model
+        self.clock = 1000
+        self.offsets: list[tuple[int, bool]] = []
+        self.sent_back: list[tuple[int, int, int]] = []  # (offset, delay level, reconsume)
+        self.retried: list[tuple[int, int]] = []
+        self.back_ok = True
+        self.lock_ok = True
+        self.scheduled: list[tuple[int, Callable[[], None]]] = []
+        self.stats: list[tuple[int, int]] = []
+        self.drained: list[ProcessQueue[MessageExt]] = []
+
+    def now_ms(self) -> int:
+        return self.clock
+
+    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str) -> bool:
+        self.sent_back.append((msg.queue_offset, delay_level, msg.reconsume_times))
+        return self.back_ok
+
+    def send_to_retry(self, msg: MessageExt, max_reconsume_times: int) -> bool:
+        self.retried.append((msg.queue_offset, msg.reconsume_times))
+        return self.back_ok
+
+    def lock_one(self, mq: MessageQueue) -> bool:
+        return self.lock_ok
+
+    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
+        self.offsets.append((offset, increase_only))
+
+    def schedule(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        self.scheduled.append((delay_ms, fn))
+
+    def run_scheduled(self) -> list[int]:
+        todo, self.scheduled = self.scheduled, []
+        for _, fn in todo:
+            fn()
+        return [d for d, _ in todo]
+
+    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:
+        self.stats.append((ok, failed))
+
+    def on_drained(self, pq: ProcessQueue[MessageExt]) -> None:
+        self.drained.append(pq)
+
+
+class Inline(ConsumeExecutor):
+    """An executor that runs requests in the caller's thread, in order (deterministic tests)."""
+
+    def __init__(self) -> None:
+        super().__init__(1, "inline")
+        self.log: list[object] = []
+
+    def submit(self, requests: object) -> None:  # type: ignore[override]
+        for r in list(requests):  # type: ignore[call-overload]
+            self.log.append(r)
+            r.run()
+
+
+def queue_of(*offsets: int) -> tuple[ProcessQueue[MessageExt], list[MessageExt]]:
+    pq: ProcessQueue[MessageExt] = ProcessQueue(0)
+    msgs = [ext(o) for o in offsets]
+    pq.put_messages(msgs)
+    return pq, msgs
+
+
+def test_concurrently_success_moves_offset_in_batches() -> None:
+    host = Host()
+    seen: list[tuple[int, ...]] = []
+
+    def handle(msgs: Sequence[MessageExt]) -> ConsumeResult:
+        seen.append(tuple(m.queue_offset for m in msgs))
+        assert isinstance(msgs, tuple)  # the handler cannot change the batch
+        return ConsumeResult.SUCCESS
+
+    svc = ConsumeMessageConcurrentlyService(host, handle, consume_batch=2, executor=Inline())
+    pq, msgs = queue_of(0, 1, 2, 3, 4)
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert seen == [(0, 1), (2, 3), (4,)]
+    assert host.offsets == [(2, True), (4, True), (5, True)]
+    assert host.stats == [(2, 0), (2, 0), (1, 0)] and host.sent_back == []
+
+
+def test_concurrently_later_and_exception_send_back_with_delay_level() -> None:
+    host = Host()
+    calls = 0
+
+    def handle(msgs: Sequence[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            ctx.delay_level = 5
+            return ConsumeResult.RECONSUME_LATER
+        if calls == 2:
+            raise RuntimeError("boom")
+        ctx.ack_index = 0  # first succeeded, second to retry
+        return ConsumeResult.SUCCESS
+
+    svc = ConsumeMessageConcurrentlyService(host, handle, consume_batch=2, executor=Inline())
+    pq, msgs = queue_of(10, 11, 12, 13, 14, 15)
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert host.sent_back == [(10, 5, 0), (11, 5, 0), (12, 0, 0), (13, 0, 0), (15, 0, 0)]
+    assert host.offsets[-1] == (16, True)  # sent back = done with it here
+
+
+def test_concurrently_failed_send_back_pins_offset_and_retries_locally() -> None:
+    host = Host()
+    results = [ConsumeResult.RECONSUME_LATER, ConsumeResult.SUCCESS]
+    seen: list[tuple[int, int]] = []
+
+    def handle(msgs: Sequence[MessageExt]) -> ConsumeResult:
+        seen.extend((m.queue_offset, m.reconsume_times) for m in msgs)
+        return results.pop(0)
+
+    svc = ConsumeMessageConcurrentlyService(host, handle, executor=Inline())
+    pq, msgs = queue_of(7)
+    host.back_ok = False
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert host.offsets == [(7, True)] and pq.first_offset() == 7  # never past the failed one
+    assert [d for d, _ in host.scheduled] == [5000]
+    host.run_scheduled()
+    assert seen == [(7, 0), (7, 1)]  # consumed again locally with reconsume_times + 1
+    assert host.offsets[-1] == (8, True)
+
+
+def test_broadcasting_failure_is_dropped_not_sent_back() -> None:
+    host = Host(MessageModel.BROADCASTING)
+    svc = ConsumeMessageConcurrentlyService(host, lambda msgs: None, executor=Inline())
+    pq, msgs = queue_of(3)
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert host.sent_back == [] and host.offsets == [(4, True)]
+
+
+def test_revoking_queue_starts_nothing_and_dropped_discards_results() -> None:
+    host = Host()
+    svc = ConsumeMessageConcurrentlyService(host, lambda m: ConsumeResult.SUCCESS,
+                                            executor=Inline())
+    pq, msgs = queue_of(1, 2)
+    pq.revoking = True
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert host.offsets == [] and host.stats == []
+
+    def drop_while_running(m: Sequence[MessageExt]) -> ConsumeResult:
+        pq2.dropped = True
+        return ConsumeResult.SUCCESS
+
+    svc2 = ConsumeMessageConcurrentlyService(host, drop_while_running, executor=Inline())
+    pq2, msgs2 = queue_of(1)
+    svc2.submit_consume_request(msgs2, pq2, MQ)
+    assert host.offsets == [] and pq2.in_flight_count() == 0
+
+
+def test_revoking_queue_applies_running_results_then_reports_drained() -> None:
+    host = Host()
+    pq, msgs = queue_of(1)
+
+    def revoke_while_running(m: Sequence[MessageExt]) -> ConsumeResult:
+        pq.revoking = True  # the rebalance revokes the queue meanwhile
+        return ConsumeResult.SUCCESS
+
+    svc = ConsumeMessageConcurrentlyService(host, revoke_while_running, executor=Inline())
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert host.offsets == [(2, True)] and host.drained == [pq]
+
+
+def test_retry_topic_message_shows_its_real_topic() -> None:
+    host = Host()
+    seen: list[str] = []
+    svc = ConsumeMessageConcurrentlyService(
+        host, lambda msgs: seen.extend(m.topic for m in msgs) or ConsumeResult.SUCCESS,
+        executor=Inline())
+    pq: ProcessQueue[MessageExt] = ProcessQueue(0)
+    m = ext(0, topic="%RETRY%cg", RETRY_TOPIC="Orders")
+    pq.put_messages([m])
+    svc.submit_consume_request([m], pq, MQ)
+    assert seen == ["Orders"] and host.offsets == [(1, True)]
+
+
+def test_timeout_sweep_reports_running_handler_but_never_sends_it_back() -> None:
+    host = Host()
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow(msgs: Sequence[MessageExt]) -> ConsumeResult:
+        started.set()
+        release.wait(10)
+        return ConsumeResult.SUCCESS
+
+    ex = ConsumeExecutor(2, "t")
+    ex.start()
+    svc = ConsumeMessageConcurrentlyService(host, slow, consume_timeout_ms=1000, executor=ex)
+    pq, msgs = queue_of(0)
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert started.wait(10)
+    host.clock += 5000
+    assert svc.report_expired({MQ: pq}) == 1
+    assert host.sent_back == []
+    release.set()
+    deadline = time.monotonic() + 10
+    while not host.offsets and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert host.offsets == [(1, True)]
+    assert ex.shutdown(5)
+
+
+def test_executor_runs_many_in_parallel_and_shutdown_waits_for_running() -> None:
+    ex = ConsumeExecutor(4, "par")
+    ex.start()
+    barrier = threading.Barrier(4, timeout=10)
+    done: list[int] = []
+
+    class Req:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def run(self) -> None:
+            barrier.wait()  # four at once or this times out
+            done.append(self.i)
+
+    ex.submit([Req(i) for i in range(8)])
+    deadline = time.monotonic() + 10
+    while len(done) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(done) == list(range(8))
+    assert ex.shutdown(5)
+
+
+def test_orderly_in_order_suspend_and_max_reconsume() -> None:
+    host = Host()
+    seen: list[tuple[int, int]] = []
+    answers = [ConsumeResult.SUCCESS, ConsumeResult.RECONSUME_LATER,
+               ConsumeResult.SUCCESS, ConsumeResult.SUCCESS]
+
+    def handle(msgs: Sequence[MessageExt]) -> ConsumeResult:
+        seen.extend((m.queue_offset, m.reconsume_times) for m in msgs)
+        return answers.pop(0)
+
+    svc = ConsumeMessageOrderlyService(host, handle, executor=Inline(), suspend_ms=1000)
+    pq, msgs = queue_of(0, 1, 2)
+    pq.set_locked(True, host.clock)
+    assert svc.executor.queued() == 0
+    svc.submit_consume_request(msgs, pq, MQ, dispatch_to_consume=True)
+    assert seen == [(0, 0), (1, 0)]
+    assert host.offsets == [(1, False)]
+    assert [d for d, _ in host.scheduled] == [1000]  # suspended a moment
+    host.run_scheduled()
+    assert seen[2:] == [(1, 1), (2, 0)]  # the same message first, reconsume_times + 1
+    assert host.offsets[-2:] == [(2, False), (3, False)]
+
+
+def test_orderly_over_max_reconsume_goes_to_retry_and_queue_goes_on() -> None:
+    host = Host()
+    svc = ConsumeMessageOrderlyService(host, lambda m: ConsumeResult.RECONSUME_LATER,
+                                       executor=Inline(), max_reconsume_times=1)
+    pq, msgs = queue_of(0)
+    pq.set_locked(True, host.clock)
+    svc.submit_consume_request(msgs, pq, MQ, True)
+    host.run_scheduled()  # second delivery: reconsume_times 1 == max: to %RETRY%
+    assert host.retried == [(0, 1)]
+    assert host.offsets == [(1, False)]
+
+
+def test_orderly_without_lock_asks_again() -> None:
+    host = Host()
+    svc = ConsumeMessageOrderlyService(host, lambda m: ConsumeResult.SUCCESS, executor=Inline())
+    pq, msgs = queue_of(0)
+    svc.submit_consume_request(msgs, pq, MQ, True)  # not locked yet
+    assert host.offsets == [] and [d for d, _ in host.scheduled] == [100]
+    pq.set_locked(True, host.clock)
+    host.run_scheduled()  # relock (granted) -> resubmit in 10 ms
+    assert [d for d, _ in host.scheduled] == [10]
+    host.run_scheduled()
+    assert host.offsets == [(1, False)]
+    assert isinstance(svc.executor, Inline) and isinstance(svc.executor.log[0], OrderlyRequest)
+    assert not isinstance(svc.executor.log[0], ConsumeRequest)

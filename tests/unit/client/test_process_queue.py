@@ -1,0 +1,121 @@
+"""ProcessQueue: commit offset = smallest in flight, exact counts and sizes, orderly take/commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actors.client.consumer.process_queue import MIB, ProcessQueue
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    queue_offset: int
+    body: bytes
+
+
+def msgs(*offsets: int, size: int = 10) -> list[Msg]:
+    return [Msg(o, b"x" * size) for o in offsets]
+
+
+def test_commit_offset_is_smallest_in_flight() -> None:
+    pq: ProcessQueue[Msg] = ProcessQueue(0)
+    batch = msgs(10, 11, 12, 13)
+    assert pq.put_messages(batch, max_offset=20)
+    assert (pq.msg_count, pq.msg_size, pq.queue_offset_max, pq.msg_acc_cnt) == (4, 40, 13, 7)
+    assert pq.max_span() == 3
+    # 11 and 12 finish first: 10 still pins the offset
+    assert pq.remove_messages(batch[1:3], now_ms=5) == 10
+    assert pq.remove_messages(batch[0:1], now_ms=6) == 13
+    assert pq.remove_messages(batch[3:4], now_ms=7) == 14  # empty: highest seen + 1
+    assert (pq.msg_count, pq.msg_size, pq.last_consume_ms) == (0, 0, 7)
+    assert pq.remove_messages(batch, now_ms=8) == -1  # nothing cached
+
+
+def test_duplicate_put_is_counted_once() -> None:
+    pq: ProcessQueue[Msg] = ProcessQueue(0)
+    pq.put_messages(msgs(1, 2))
+    assert not pq.put_messages(msgs(2, 3))  # already dispatched once (orderly flag)
+    assert (pq.msg_count, pq.msg_size) == (3, 30)
+
+
+def test_in_flight_reporting_never_includes_finished() -> None:
+    pq: ProcessQueue[Msg] = ProcessQueue(0)
+    batch = msgs(1, 2, 3)
+    pq.put_messages(batch)
+    pq.mark_consuming(batch[:2], now_ms=1000)
+    assert pq.in_flight_count() == 2
+    assert pq.expired_in_flight(now_ms=1500, timeout_ms=1000) == []
+    assert pq.expired_in_flight(now_ms=2500, timeout_ms=1000) == [(1, 1000), (2, 1000)]
+    pq.remove_messages(batch[:1], now_ms=2600)
+    pq.release_in_flight(batch[:1])
+    assert pq.expired_in_flight(now_ms=2700, timeout_ms=1000) == [(2, 1000)]
+    pq.release_in_flight(batch[1:2])  # a local retry keeps it cached, not running
+    assert pq.expired_in_flight(now_ms=2700, timeout_ms=1000) == []
+    assert pq.first_offset() == 2
+
+
+def test_orderly_take_commit_rollback_and_again() -> None:
+    pq: ProcessQueue[Msg] = ProcessQueue(0)
+    assert pq.put_messages(msgs(5, 6, 7, 8))
+    taken = pq.take_messages(2, now_ms=1)
+    assert [m.queue_offset for m in taken] == [5, 6]
+    assert pq.has_temp_message()
+    pq.make_message_to_consume_again(taken[1:])  # 6 goes back, 5 stays taken
+    assert [m.queue_offset for m in pq.take_messages(1, now_ms=2)] == [6]
+    assert pq.commit() == 7
+    assert (pq.msg_count, pq.msg_size) == (2, 20)
+    taken = pq.take_messages(10, now_ms=3)
+    pq.rollback()
+    assert [m.queue_offset for m in pq.take_messages(10, now_ms=4)] == [7, 8]
+    assert pq.commit() == 9
+    assert pq.take_messages(1, now_ms=5) == []
+    assert not pq.consuming  # the next put dispatches again
+    assert pq.put_messages(msgs(9))
+    assert pq.commit() == -1
+
+
+def test_lock_and_pull_expiry() -> None:
+    pq: ProcessQueue[Msg] = ProcessQueue(0)
+    assert not pq.locked
+    pq.set_locked(True, now_ms=100)
+    assert not pq.is_lock_expired(30_100) and pq.is_lock_expired(30_101)
+    pq.set_locked(False, now_ms=200)  # a refusal does not refresh the timestamp
+    assert pq.last_lock_ms == 100
+    assert not pq.is_pull_expired(120_000) and pq.is_pull_expired(120_001)
+
+
+def test_info_for_running_info() -> None:
+    pq: ProcessQueue[Msg] = ProcessQueue(7)
+    pq.put_messages(msgs(3, 4, 9, size=MIB))
+    pq.take_messages(1, now_ms=8)
+    info = pq.info(commit_offset=3).to_wire()
+    assert info["cachedMsgMinOffset"] == 4 and info["cachedMsgMaxOffset"] == 9
+    assert info["cachedMsgCount"] == 2 and info["cachedMsgSizeInMiB"] == 3
+    assert info["transactionMsgMinOffset"] == 3 and info["transactionMsgCount"] == 1
+    assert info["commitOffset"] == 3 and info["droped"] is False
+    assert info["lastConsumeTimestamp"] == 8 and info["lastPullTimestamp"] == 7
+
+
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=60, unique=True),
+       st.randoms(use_true_random=False))
+def test_commit_never_passes_an_unfinished_message(offsets: list[int], rnd: object) -> None:
+    import random
+
+    assert isinstance(rnd, random.Random)
+    pq: ProcessQueue[Msg] = ProcessQueue(0)
+    batch = msgs(*sorted(offsets), size=3)
+    pq.put_messages(batch)
+    pending = list(batch)
+    rnd.shuffle(pending)
+    done: set[int] = set()
+    while pending:
+        k = rnd.randint(1, len(pending))
+        chunk, pending = pending[:k], pending[k:]
+        commit = pq.remove_messages(chunk, now_ms=1)
+        done.update(m.queue_offset for m in chunk)
+        left = [m.queue_offset for m in batch if m.queue_offset not in done]
+        assert commit == (min(left) if left else max(offsets) + 1)
+        assert pq.msg_size == 3 * len(left) and pq.msg_count == len(left)
