@@ -34,6 +34,11 @@ def _port(text: str) -> int:
     return value
 
 
+def _bridge_port(text: str) -> int:
+    """A port, or -1 for no SparkBridge."""
+    return -1 if text.strip() == "-1" else _port(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     p = argparse.ArgumentParser(prog="actormq", description="RocketMQ 4.x as Thespian actors")
@@ -47,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--admin-port", type=_port, default=None, help="Thespian Admin Port")
     up.add_argument("-c", "--config", default=None, help="optional broker.conf")
     up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
+    up.add_argument("--spark-bridge-port", type=_bridge_port, default=10930,
+                    help="SparkBridge port (default 10930; 0 = any free port; -1 = none)")
+    up.add_argument("--spark-bridge-host", default="127.0.0.1",
+                    help="SparkBridge listen address (default loopback)")
 
     ns = sub.add_parser("namesrv", help="a name server")
     ns.add_argument("-c", "--config", default=None,
@@ -67,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     # listed for --help only: main() hands everything after these to their own parsers
     sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
     sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py)")
+    sub.add_parser("spark", help="SparkBridge and pipelines: `actormq spark --help`")
     return p
 
 
@@ -140,6 +150,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
+        if args.spark_bridge_port >= 0:
+            bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
+                                              host=args.spark_bridge_host,
+                                              port=args.spark_bridge_port)  # fmt: skip
+            _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
         _wait_for_signal()
         _say("shutting down")
     finally:
@@ -194,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.admin import main as admin_main
 
         return admin_main(argv[1:])
+    if argv[:1] == ["spark"]:
+        from deploy.spark.cli import main as spark_main
+
+        return spark_main(argv[1:])
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
         from tests.bench.broker_bench import main as bench_main
 

@@ -87,6 +87,12 @@ class BlockingClient:
         self.sock.sendall(cmd.encode())
         return self.wait_response(cmd.opaque, timeout_s)
 
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write a request without waiting; collect its answer with wait_response(cmd.opaque)."""
+        self.connect()
+        assert self.sock is not None
+        self.sock.sendall(cmd.encode())
+
     def invoke_many(self, cmds: list[RemotingCommand], timeout_s: float = 3.0
                     ) -> list[RemotingCommand]:
         """Pipeline requests in one write and wait for all responses (in request order)."""

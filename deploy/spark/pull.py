@@ -1,0 +1,232 @@
+"""A Spark task reads one queue range straight from its broker: pipelined PULL_MESSAGE calls.
+
+Mirrors client/impl/consumer/PullAPIWrapper.java (pullKernelImpl + processPullResult: decode
+the records, inflate compressed bodies, keep only messages whose tag is subscribed, as the
+broker filters by tag hash only) over MQClientAPIImpl.pullMessageSync, with the pull flags of
+a consumer that does not commit and does not suspend (sysFlag = FLAG_SUBSCRIPTION only). The
+range [start, end) is cut into windows of pullBatchSize offsets; up to PIPELINE windows are in
+flight on the one connection, and a window the broker answered only in part (its byte cap) or
+skipped into (filtered messages) is continued from nextBeginOffset before the next is read,
+so rows come out in queue-offset order. Runs on executors: no actor system, no bridge.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from deploy.spark.bridge_client import DataLossError, RocketMQSourceError
+from deploy.wire import BlockingClient
+from protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
+from protocol.headers import PullMessageRequestHeader
+from protocol.message import decode_messages
+
+log = logging.getLogger(__name__)
+
+PIPELINE: Final = 8  # pull requests in flight per task
+ROWS_PER_BATCH: Final = 4096  # rows per Arrow record batch handed to Spark
+RETRIES: Final = 5  # SYSTEM_BUSY and other transient answers, with a growing pause
+BUSY_PAUSE_S: Final = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class PullRange:
+    """What one task reads (the body of a RocketMQPartition)."""
+
+    topic: str
+    broker: str
+    queue_id: int
+    addr: str
+    start: int
+    end: int
+    group: str
+    sub_expression: str
+    tags: frozenset[str] | None
+    batch_size: int
+    timeout_ms: int
+    fail_on_data_loss: bool
+
+
+class _Columns:
+    """Rows of one Arrow record batch, column by column."""
+
+    __slots__ = (
+        "body",
+        "born",
+        "born_host",
+        "keys",
+        "msg_id",
+        "offset",
+        "props",
+        "reconsume",
+        "store",
+        "store_host",
+        "tags",
+    )
+
+    def __init__(self) -> None:
+        self.offset: list[int] = []
+        self.msg_id: list[str] = []
+        self.tags: list[str | None] = []
+        self.keys: list[str | None] = []
+        self.body: list[bytes] = []
+        self.props: list[list[tuple[str, str]]] = []
+        self.born: list[int] = []
+        self.store: list[int] = []
+        self.born_host: list[str] = []
+        self.store_host: list[str] = []
+        self.reconsume: list[int] = []
+
+
+def _pull(r: PullRange, offset: int, nums: int) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, PullMessageRequestHeader(
+        consumer_group=r.group, topic=r.topic, queue_id=r.queue_id, queue_offset=offset,
+        max_msg_nums=nums, sys_flag=PullSysFlag.FLAG_SUBSCRIPTION, commit_offset=0,
+        suspend_timeout_millis=0, sub_version=0, subscription=r.sub_expression,
+        expression_type="TAG",
+    ).to_ext())  # fmt: skip
+
+
+def read_range(r: PullRange) -> Iterator[Any]:
+    """Arrow record batches of every message in [r.start, r.end) (tag-filtered)."""
+    import pyarrow as pa
+
+    from deploy.spark.schema import arrow_schema
+
+    schema = arrow_schema()
+    ts_type = pa.timestamp("ms", tz="UTC")
+    us_type = pa.timestamp("us", tz="UTC")
+    map_type = schema.field("properties").type
+
+    def batch(c: _Columns) -> Any:
+        n = len(c.offset)
+        return pa.RecordBatch.from_arrays([
+            pa.array([r.topic] * n, pa.string()), pa.array([r.broker] * n, pa.string()),
+            pa.array([r.queue_id] * n, pa.int32()), pa.array(c.offset, pa.int64()),
+            pa.array(c.msg_id, pa.string()), pa.array(c.tags, pa.string()),
+            pa.array(c.keys, pa.string()), pa.array(c.body, pa.binary()),
+            pa.array(c.props, map_type),
+            pa.array(c.born, ts_type).cast(us_type), pa.array(c.store, ts_type).cast(us_type),
+            pa.array(c.born_host, pa.string()), pa.array(c.store_host, pa.string()),
+            pa.array(c.reconsume, pa.int32()),
+        ], schema=schema)  # fmt: skip
+
+    cols = _Columns()
+    for m in _messages(r):
+        props = m.properties
+        tag = props.get("TAGS")
+        if r.tags is not None and tag not in r.tags:
+            continue
+        cols.offset.append(m.queue_offset)
+        cols.msg_id.append(m.msg_id)
+        cols.tags.append(tag)
+        cols.keys.append(props.get("KEYS"))
+        cols.body.append(m.body)
+        cols.props.append(list(props.items()))
+        cols.born.append(m.born_timestamp)
+        cols.store.append(m.store_timestamp)
+        cols.born_host.append(m.born_address)
+        cols.store_host.append(m.store_address)
+        cols.reconsume.append(m.reconsume_times)
+        if len(cols.offset) >= ROWS_PER_BATCH:
+            yield batch(cols)
+            cols = _Columns()
+    if cols.offset:
+        yield batch(cols)
+
+
+def _messages(r: PullRange) -> Iterator[Any]:
+    """MessageExt of every offset in [start, end), in order."""
+    if r.end <= r.start:
+        return
+    timeout_s = r.timeout_ms / 1000.0
+    client = BlockingClient(r.addr)
+    inflight: deque[tuple[int, int, int]] = deque()  # (opaque, offset asked, window end)
+    next_window = r.start
+    done = r.start  # every offset below has been read (or skipped as filtered or lost)
+    try:
+        while done < r.end:
+            while next_window < r.end and len(inflight) < PIPELINE:
+                wend = min(next_window + r.batch_size, r.end)
+                cmd = _pull(r, next_window, wend - next_window)
+                client.send(cmd)
+                inflight.append((cmd.opaque, next_window, wend))
+                next_window = wend
+            opaque, offset, wend = inflight.popleft()
+            resp = _answer(client, r, opaque, offset, wend, timeout_s)
+            code = resp.code
+            nxt = int((resp.ext_fields or {}).get("nextBeginOffset", offset))
+            before = done
+            if code == ResponseCode.SUCCESS:
+                for m in decode_messages(bytes(resp.body)):
+                    qo = m.queue_offset
+                    if done <= qo < r.end:
+                        done = qo + 1
+                        yield m
+                done = max(done, min(nxt, r.end))
+            elif code == ResponseCode.PULL_RETRY_IMMEDIATELY:  # nothing matched up to nxt
+                done = max(done, min(nxt, r.end))
+            elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED):
+                done = max(done, _lost(r, resp, offset))
+            else:
+                raise RocketMQSourceError(f"pulling {_where(r, offset)} from {r.addr}: code "
+                                          f"{code} {resp.remark or ''}")  # fmt: skip
+            if done < wend:  # the rest of this window first (byte cap, filtered messages)
+                if done == before and offset >= before:
+                    raise RocketMQSourceError(f"pulling {_where(r, offset)} from {r.addr} "
+                                              f"made no progress (nextBeginOffset {nxt})")
+                cmd = _pull(r, done, wend - done)
+                client.send(cmd)
+                inflight.appendleft((cmd.opaque, done, wend))
+            next_window = max(next_window, done)
+    finally:
+        client.close()
+
+
+def _answer(client: BlockingClient, r: PullRange, opaque: int, offset: int, wend: int,
+            timeout_s: float) -> RemotingCommand:  # fmt: skip
+    """The pull's answer; transient refusals (SYSTEM_BUSY, ...) are asked again."""
+    for attempt in range(RETRIES + 1):
+        try:
+            resp = client.wait_response(opaque, timeout_s)
+        except (OSError, TimeoutError, ProtocolError) as exc:
+            raise RocketMQSourceError(f"pulling {_where(r, offset)} from {r.addr}: "
+                                      f"{exc}") from None  # fmt: skip
+        if resp.code not in (ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR,
+                             ResponseCode.SERVICE_NOT_AVAILABLE) or attempt == RETRIES:
+            return resp
+        log.warning("pull %s answered %d (%s); again", _where(r, offset), resp.code,
+                    resp.remark)  # fmt: skip
+        time.sleep(BUSY_PAUSE_S * (attempt + 1))
+        cmd = _pull(r, offset, wend - offset)
+        client.send(cmd)
+        opaque = cmd.opaque
+    raise AssertionError("unreachable")
+
+
+def _lost(r: PullRange, resp: RemotingCommand, offset: int) -> int:
+    """A pull found its offset gone (below min) or past the queue's end: data loss. Raises,
+    or with failOnDataLoss=false logs and returns the offset to go on from."""
+    ext = resp.ext_fields or {}
+    lo, hi = int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0))
+    if offset < lo:
+        what = f"offsets [{offset}, {min(lo, r.end)}) were removed (retention)"
+        resume = min(lo, r.end)
+    else:
+        what = f"the queue now ends at {hi}, before the planned end {r.end}"
+        resume = r.end
+    msg = f"{_where(r, offset)}: {what}"
+    if r.fail_on_data_loss:
+        raise DataLossError(msg + " (failOnDataLoss=true)")
+    log.warning("%s; skipped (failOnDataLoss=false)", msg)
+    return resume
+
+
+def _where(r: PullRange, offset: int) -> str:
+    return f"{r.topic}/{r.broker}/{r.queue_id} at offset {offset}"
