@@ -126,6 +126,7 @@ def spark_session(master: str, app: str, conf: list[str]) -> Any:
 
     b = SparkSession.builder.master(master).appName(app)
     b = b.config("spark.ui.showConsoleProgress", "false")
+    b = b.config("spark.sql.shuffle.partitions", "8")  # --conf overrides it
     b = b.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     if master.startswith("local"):
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")

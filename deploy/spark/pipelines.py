@@ -69,7 +69,8 @@ def as_messages(counts: Any) -> Any:
 
     minute_ms = (F.unix_micros("minute") / 1000).cast("long")
     return counts.select(
-        F.to_json(F.struct(minute_ms.alias("minute"), "tag", "messages", "bytes")).alias("body"),
+        F.to_json(F.struct(minute_ms.alias("minute"), "tag", "messages", "bytes"),
+                  {"ignoreNullFields": "false"}).alias("body"),
         F.col("tag").alias("tags"),
         F.concat_ws(":", minute_ms.cast("string"), F.coalesce("tag", F.lit(""))).alias("keys"),
     )
@@ -89,8 +90,8 @@ def run_tag_counts(spark: Any, job: TagCountsJob) -> int:
     """Run the job; the number of (minute, tag) rows written (batch) or 0 (stream)."""
     reader = spark.readStream if job.stream else spark.read
     df = reader.format("rocketmq").options(**source_options(job)).load()
-    if not job.stream:
-        counts = tag_counts(df).cache()
+    if not job.stream:  # minutes x tags: small, so one partition (not 200 tiny write tasks)
+        counts = tag_counts(df).coalesce(1).cache()
         try:
             return _write(job, counts, job.mode)
         finally:
@@ -98,7 +99,7 @@ def run_tag_counts(spark: Any, job: TagCountsJob) -> int:
     counts = tag_counts(df.withWatermark("storeTimestamp", job.lateness), windowed=True)
 
     def each_batch(batch: Any, batch_id: int) -> None:
-        batch = batch.cache()
+        batch = batch.coalesce(1).cache()
         try:
             n = _write(job, batch, "append")
             log.info("tag-counts micro-batch %d: %d closed minute(s) written", batch_id, n)
