@@ -29,7 +29,7 @@ from protocol.message import decode_messages
 
 log = logging.getLogger(__name__)
 
-PIPELINE: Final = 8  # pull requests in flight per task
+PIPELINE: Final = 16  # pull requests in flight per task (refilled when half are back)
 ROWS_PER_BATCH: Final = 4096  # rows per Arrow record batch handed to Spark
 RETRIES: Final = 5  # SYSTEM_BUSY and other transient answers, with a growing pause
 BUSY_PAUSE_S: Final = 0.05
@@ -54,7 +54,7 @@ class PullRange:
 
 
 class _Columns:
-    """Rows of one Arrow record batch, column by column."""
+    """Rows of one Arrow record batch, column by column (properties as flat keys / values)."""
 
     __slots__ = (
         "body",
@@ -63,7 +63,9 @@ class _Columns:
         "keys",
         "msg_id",
         "offset",
-        "props",
+        "pkeys",
+        "poffsets",
+        "pvalues",
         "reconsume",
         "store",
         "store_host",
@@ -76,7 +78,9 @@ class _Columns:
         self.tags: list[str | None] = []
         self.keys: list[str | None] = []
         self.body: list[bytes] = []
-        self.props: list[list[tuple[str, str]]] = []
+        self.pkeys: list[str] = []
+        self.pvalues: list[str] = []
+        self.poffsets: list[int] = [0]
         self.born: list[int] = []
         self.store: list[int] = []
         self.born_host: list[str] = []
@@ -102,40 +106,54 @@ def read_range(r: PullRange) -> Iterator[Any]:
     schema = arrow_schema()
     ts_type = pa.timestamp("ms", tz="UTC")
     us_type = pa.timestamp("us", tz="UTC")
-    map_type = schema.field("properties").type
+    string = pa.string()
+    consts = (pa.scalar(r.topic, string), pa.scalar(r.broker, string),
+              pa.scalar(r.queue_id, pa.int32()))  # fmt: skip
 
     def batch(c: _Columns) -> Any:
         n = len(c.offset)
+        props = pa.MapArray.from_arrays(pa.array(c.poffsets, pa.int32()),
+                                        pa.array(c.pkeys, string), pa.array(c.pvalues, string))
         return pa.RecordBatch.from_arrays([
-            pa.array([r.topic] * n, pa.string()), pa.array([r.broker] * n, pa.string()),
-            pa.array([r.queue_id] * n, pa.int32()), pa.array(c.offset, pa.int64()),
-            pa.array(c.msg_id, pa.string()), pa.array(c.tags, pa.string()),
-            pa.array(c.keys, pa.string()), pa.array(c.body, pa.binary()),
-            pa.array(c.props, map_type),
-            pa.array(c.born, ts_type).cast(us_type), pa.array(c.store, ts_type).cast(us_type),
-            pa.array(c.born_host, pa.string()), pa.array(c.store_host, pa.string()),
-            pa.array(c.reconsume, pa.int32()),
+            pa.repeat(consts[0], n), pa.repeat(consts[1], n), pa.repeat(consts[2], n),
+            pa.array(c.offset, pa.int64()), pa.array(c.msg_id, string),
+            pa.array(c.tags, string), pa.array(c.keys, string), pa.array(c.body, pa.binary()),
+            props, pa.array(c.born, ts_type).cast(us_type),
+            pa.array(c.store, ts_type).cast(us_type), pa.array(c.born_host, string),
+            pa.array(c.store_host, string), pa.array(c.reconsume, pa.int32()),
         ], schema=schema)  # fmt: skip
 
+    hosts: dict[bytes, str] = {}  # packed host -> "ip:port" (a handful per range)
+
+    def host(m: Any, raw: bytes, born: bool) -> str:
+        text = hosts.get(raw)
+        if text is None:
+            text = hosts[raw] = m.born_address if born else m.store_address
+        return text
+
+    wanted = r.tags
     cols = _Columns()
     for m in _messages(r):
         props = m.properties
         tag = props.get("TAGS")
-        if r.tags is not None and tag not in r.tags:
+        if wanted is not None and tag not in wanted:
             continue
-        cols.offset.append(m.queue_offset)
-        cols.msg_id.append(m.msg_id)
-        cols.tags.append(tag)
-        cols.keys.append(props.get("KEYS"))
-        cols.body.append(m.body)
-        cols.props.append(list(props.items()))
-        cols.born.append(m.born_timestamp)
-        cols.store.append(m.store_timestamp)
-        cols.born_host.append(m.born_address)
-        cols.store_host.append(m.store_address)
-        cols.reconsume.append(m.reconsume_times)
-        if len(cols.offset) >= ROWS_PER_BATCH:
-            yield batch(cols)
+        c = cols
+        c.offset.append(m.queue_offset)
+        c.msg_id.append(props.get("UNIQ_KEY") or m.offset_msg_id)
+        c.tags.append(tag)
+        c.keys.append(props.get("KEYS"))
+        c.body.append(m.body)
+        c.pkeys.extend(props)
+        c.pvalues.extend(props.values())
+        c.poffsets.append(len(c.pkeys))
+        c.born.append(m.born_timestamp)
+        c.store.append(m.store_timestamp)
+        c.born_host.append(host(m, m.born_host, True))
+        c.store_host.append(host(m, m.store_host, False))
+        c.reconsume.append(m.reconsume_times)
+        if len(c.offset) >= ROWS_PER_BATCH:
+            yield batch(c)
             cols = _Columns()
     if cols.offset:
         yield batch(cols)
@@ -152,12 +170,15 @@ def _messages(r: PullRange) -> Iterator[Any]:
     done = r.start  # every offset below has been read (or skipped as filtered or lost)
     try:
         while done < r.end:
-            while next_window < r.end and len(inflight) < PIPELINE:
-                wend = min(next_window + r.batch_size, r.end)
-                cmd = _pull(r, next_window, wend - next_window)
-                client.send(cmd)
-                inflight.append((cmd.opaque, next_window, wend))
-                next_window = wend
+            if len(inflight) <= PIPELINE // 2:  # refill in one write: fewer wake-ups
+                cmds = []
+                while next_window < r.end and len(inflight) < PIPELINE:
+                    wend = min(next_window + r.batch_size, r.end)
+                    cmds.append(_pull(r, next_window, wend - next_window))
+                    inflight.append((cmds[-1].opaque, next_window, wend))
+                    next_window = wend
+                if cmds:
+                    client.send(*cmds)
             opaque, offset, wend = inflight.popleft()
             resp = _answer(client, r, opaque, offset, wend, timeout_s)
             code = resp.code
