@@ -34,7 +34,7 @@ class QueryInfo:
     attached_ms: int
     last_seen_ms: int
     state: str = "active"  # "active" | "stopped" | "planned" (a batch)
-    batches: int = 0  # micro-batches committed (streaming) / partitions planned (batch)
+    batches: int = 0  # micro-batches committed (stream) / partitions planned (batch)
     committed: dict[QueueKey, int] = field(default_factory=dict)  # next offsets to read
     latest: dict[QueueKey, int] = field(default_factory=dict)  # max offsets last seen
 
@@ -51,7 +51,8 @@ class QueryInfo:
             "id": self.query_id, "name": self.name, "kind": self.kind, "state": state,
             "topics": list(self.topics), "group": self.group, "batches": self.batches,
             "committed": sum(self.committed.values()), "latest": sum(self.latest.values()),
-            "lag": self.lag(), "queues": len(self.latest or self.committed),
+            "lag": self.lag() if self.kind == "stream" else None,  # a batch's end is unknown
+            "queues": len(self.latest or self.committed),
             "attachedMs": self.attached_ms, "idleMs": max(0, now_ms - self.last_seen_ms),
         }  # fmt: skip
 

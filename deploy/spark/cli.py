@@ -110,10 +110,12 @@ def cmd_list(a: argparse.Namespace) -> int:
     body = bridge_client.call(bridge, SparkBridgeCode.SPARK_LIST_QUERIES, {})
     rows = body.get("queries", [])
     _say(f"{'#Name':<28} {'#Kind':<6} {'#State':<8} {'#Group':<24} {'#Topics':<24} "
-         f"{'#Batches':>8} {'#Queues':>7} {'#Lag':>10} {'#Idle(s)':>8}")
+         f"{'#Progress':>16} {'#Queues':>7} {'#Lag':>10} {'#Idle(s)':>8}")
     for r in rows:
+        progress = f"{r['batches']} " + ("batches" if r["kind"] == "stream" else "partitions")
+        lag = "-" if r["lag"] is None else str(r["lag"])
         _say(f"{r['name']:<28} {r['kind']:<6} {r['state']:<8} {r.get('group') or '-':<24} "
-             f"{','.join(r['topics']):<24} {r['batches']:>8} {r['queues']:>7} {r['lag']:>10} "
+             f"{','.join(r['topics']):<24} {progress:>16} {r['queues']:>7} {lag:>10} "
              f"{r['idleMs'] / 1000:>8.1f}")  # fmt: skip
     _say(f"\n{len(rows)} query(ies) on bridge {bridge} at {time.strftime('%H:%M:%S')}")
     return 0
