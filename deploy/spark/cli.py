@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="available-now, or a processing-time interval ('10 seconds')")
     run.add_argument("--lateness", default="1 minute", help="watermark delay (stream)")
     run.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    run.add_argument("--time-column", default="storeTimestamp",
+                     choices=["storeTimestamp", "bornTimestamp"],
+                     help="the minute of the broker's clock (default) or the producer's")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="extra Spark configuration (repeatable)")
     return p
@@ -154,7 +157,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         starting_offsets=a.starting_offsets, ending_offsets=a.ending_offsets,
         sub_expression=a.sub_expression, bridge=a.bridge, mode=a.mode, stream=a.stream,
         checkpoint=a.checkpoint, trigger=a.trigger, lateness=a.lateness,
-        max_offsets_per_trigger=a.max_offsets_per_trigger)  # fmt: skip
+        max_offsets_per_trigger=a.max_offsets_per_trigger,
+        time_column=a.time_column)  # fmt: skip
     spark = spark_session(a.master, f"actormq {a.pipeline}", a.conf)
     try:
         register(spark)

@@ -133,8 +133,8 @@ class Producer:
 
     def send(self, topic: str, queue_id: int, body: bytes, *, tags: str | None = None,
              keys: str | None = None, props: dict[str, str] | None = None,
-             compress: bool = False) -> Sent:  # fmt: skip
-        """One message; its expected row."""
+             compress: bool = False, born_ms: int | None = None) -> Sent:  # fmt: skip
+        """One message (born now, or at born_ms); its expected row."""
         uniq = create_uniq_id()
         properties = dict(props or {})
         properties.update({"UNIQ_KEY": uniq, "WAIT": "true"})
@@ -142,7 +142,7 @@ class Producer:
             properties["TAGS"] = tags
         if keys:
             properties["KEYS"] = keys
-        born = int(time.time() * 1000)
+        born = int(time.time() * 1000) if born_ms is None else born_ms
         wire_body = zlib.compress(body) if compress else body
         ext = {"a": "spark_test_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id),
                "f": str(COMPRESSED_ZLIB_SYSFLAG if compress else 0), "g": str(born), "h": "0",
