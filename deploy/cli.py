@@ -106,7 +106,9 @@ def _namesrv_config(props: dict[str, str], data: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _wait_for_signal() -> None:
+def stop_event() -> threading.Event:
+    """An event SIGTERM / Ctrl-C sets: installed before the servers start, so a signal that
+    arrives while they are still starting stops them cleanly once they are up."""
     stop = threading.Event()
 
     def handler(signum: int, frame: Any) -> None:
@@ -114,6 +116,10 @@ def _wait_for_signal() -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _wait_for_signal(stop: threading.Event) -> None:
     while not stop.wait(1.0):
         pass
 
@@ -143,6 +149,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
         bc = bc.replace(brokerIP1=args.host)
     cluster = launch.start_system(data, admin_port=args.admin_port)
+    stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         ns_config = _namesrv_config({"listenPort": str(args.namesrv_port)}, data)
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
@@ -155,7 +162,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                                               host=args.spark_bridge_host,
                                               port=args.spark_bridge_port)  # fmt: skip
             _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
-        _wait_for_signal()
+        _wait_for_signal(stop)
         _say("shutting down")
     finally:
         launch.stop_cluster(cluster)
@@ -172,10 +179,11 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         props["listenPort"] = str(args.port)
     config = _namesrv_config(props, data)
     cluster = launch.start_system(data, admin_port=args.admin_port)
+    stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         port = launch.start_namesrv(cluster, host=args.host, config=config)
         _say(f"name server listening on {args.host}:{port}")
-        _wait_for_signal()
+        _wait_for_signal(stop)
     finally:
         launch.stop_cluster(cluster)
     return 0
@@ -192,11 +200,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
     })
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
+    stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)})")
-        _wait_for_signal()
+        _wait_for_signal(stop)
     finally:
         launch.stop_cluster(cluster)
     return 0
