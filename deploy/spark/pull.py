@@ -25,7 +25,7 @@ from protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 from protocol.headers import PullMessageRequestHeader
-from protocol.message import decode_messages
+from protocol.message import decode_messages, stored_properties
 
 log = logging.getLogger(__name__)
 
@@ -53,41 +53,6 @@ class PullRange:
     fail_on_data_loss: bool
 
 
-class _Columns:
-    """Rows of one Arrow record batch, column by column (properties as flat keys / values)."""
-
-    __slots__ = (
-        "body",
-        "born",
-        "born_host",
-        "keys",
-        "msg_id",
-        "offset",
-        "pkeys",
-        "poffsets",
-        "pvalues",
-        "reconsume",
-        "store",
-        "store_host",
-        "tags",
-    )
-
-    def __init__(self) -> None:
-        self.offset: list[int] = []
-        self.msg_id: list[str] = []
-        self.tags: list[str | None] = []
-        self.keys: list[str | None] = []
-        self.body: list[bytes] = []
-        self.pkeys: list[str] = []
-        self.pvalues: list[str] = []
-        self.poffsets: list[int] = [0]
-        self.born: list[int] = []
-        self.store: list[int] = []
-        self.born_host: list[str] = []
-        self.store_host: list[str] = []
-        self.reconsume: list[int] = []
-
-
 def _pull(r: PullRange, offset: int, nums: int) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, PullMessageRequestHeader(
         consumer_group=r.group, topic=r.topic, queue_id=r.queue_id, queue_offset=offset,
@@ -99,64 +64,137 @@ def _pull(r: PullRange, offset: int, nums: int) -> RemotingCommand:
 
 def read_range(r: PullRange) -> Iterator[Any]:
     """Arrow record batches of every message in [r.start, r.end) (tag-filtered)."""
-    import pyarrow as pa
+    msgs: list[Any] = []
+    batch = _BatchBuilder(r)
+    for m in _messages(r):
+        msgs.append(m)
+        if len(msgs) >= ROWS_PER_BATCH:
+            got = batch.build(msgs)
+            if got.num_rows:
+                yield got
+            msgs = []
+    if msgs:
+        got = batch.build(msgs)
+        if got.num_rows:
+            yield got
 
-    from deploy.spark.schema import arrow_schema
 
-    schema = arrow_schema()
-    ts_type = pa.timestamp("ms", tz="UTC")
-    us_type = pa.timestamp("us", tz="UTC")
-    string = pa.string()
-    consts = (pa.scalar(r.topic, string), pa.scalar(r.broker, string),
-              pa.scalar(r.queue_id, pa.int32()))  # fmt: skip
+class _BatchBuilder:
+    """Messages to one Arrow record batch: per message only the fields as decoded; the
+    properties strings are split into the map, tags, keys and msgId by Arrow compute kernels
+    for the whole batch (what PullAPIWrapper's per-message tag check does, here vectorized)."""
 
-    def batch(c: _Columns) -> Any:
-        n = len(c.offset)
-        props = pa.MapArray.from_arrays(pa.array(c.poffsets, pa.int32()),
-                                        pa.array(c.pkeys, string), pa.array(c.pvalues, string))
-        return pa.RecordBatch.from_arrays([
-            pa.repeat(consts[0], n), pa.repeat(consts[1], n), pa.repeat(consts[2], n),
-            pa.array(c.offset, pa.int64()), pa.array(c.msg_id, string),
-            pa.array(c.tags, string), pa.array(c.keys, string), pa.array(c.body, pa.binary()),
-            props, pa.array(c.born, ts_type).cast(us_type),
-            pa.array(c.store, ts_type).cast(us_type), pa.array(c.born_host, string),
-            pa.array(c.store_host, string), pa.array(c.reconsume, pa.int32()),
-        ], schema=schema)  # fmt: skip
+    def __init__(self, r: PullRange) -> None:
+        import pyarrow as pa
 
-    hosts: dict[bytes, str] = {}  # packed host -> "ip:port" (a handful per range)
+        from deploy.spark.schema import arrow_schema
 
-    def host(m: Any, raw: bytes, born: bool) -> str:
-        text = hosts.get(raw)
+        self.pa = pa
+        self.r = r
+        self.schema = arrow_schema()
+        self.string = pa.string()
+        self.ts = pa.timestamp("ms", tz="UTC")
+        self.us = pa.timestamp("us", tz="UTC")
+        self.consts = (pa.scalar(r.topic, self.string), pa.scalar(r.broker, self.string),
+                       pa.scalar(r.queue_id, pa.int32()))  # fmt: skip
+        self.wanted = None if r.tags is None else pa.array(sorted(r.tags), self.string)
+        self.hosts: dict[bytes, str] = {}  # packed host -> "ip:port" (a handful per range)
+
+    def _host(self, raw: bytes, m: Any, born: bool) -> str:
+        text = self.hosts.get(raw)
         if text is None:
-            text = hosts[raw] = m.born_address if born else m.store_address
+            text = self.hosts[raw] = m.born_address if born else m.store_address
         return text
 
-    wanted = r.tags
-    cols = _Columns()
-    for m in _messages(r):
-        props = m.properties
-        tag = props.get("TAGS")
-        if wanted is not None and tag not in wanted:
-            continue
-        c = cols
-        c.offset.append(m.queue_offset)
-        c.msg_id.append(props.get("UNIQ_KEY") or m.offset_msg_id)
-        c.tags.append(tag)
-        c.keys.append(props.get("KEYS"))
-        c.body.append(m.body)
-        c.pkeys.extend(props)
-        c.pvalues.extend(props.values())
-        c.poffsets.append(len(c.pkeys))
-        c.born.append(m.born_timestamp)
-        c.store.append(m.store_timestamp)
-        c.born_host.append(host(m, m.born_host, True))
-        c.store_host.append(host(m, m.store_host, False))
-        c.reconsume.append(m.reconsume_times)
-        if len(c.offset) >= ROWS_PER_BATCH:
-            yield batch(c)
-            cols = _Columns()
-    if cols.offset:
-        yield batch(cols)
+    def build(self, msgs: list[Any]) -> Any:
+        """One record batch of msgs (only the subscribed tags)."""
+        import pyarrow.compute as pc
+
+        pa, n, host, hosts = self.pa, len(msgs), self._host, self.hosts
+        props = _Properties(pa, self._strings([stored_properties(m) for m in msgs]))
+        uniq = props.field("UNIQ_KEY")
+        if uniq.null_count:  # no UNIQ_KEY: the offset message id, as MessageExt.getMsgId
+            uniq = pa.array([u if u is not None else m.offset_msg_id
+                             for u, m in zip(uniq.to_pylist(), msgs, strict=True)], self.string)
+        tags = props.field("TAGS")
+        batch = pa.RecordBatch.from_arrays([
+            pa.repeat(self.consts[0], n), pa.repeat(self.consts[1], n),
+            pa.repeat(self.consts[2], n),
+            pa.array([m.queue_offset for m in msgs], pa.int64()), uniq, tags,
+            props.field("KEYS"), pa.array([m.body for m in msgs], pa.binary()), props.map(),
+            pa.array([m.born_timestamp for m in msgs], self.ts).cast(self.us),
+            pa.array([m.store_timestamp for m in msgs], self.ts).cast(self.us),
+            pa.array([hosts.get(m.born_host) or host(m.born_host, m, True) for m in msgs],
+                     self.string),
+            pa.array([hosts.get(m.store_host) or host(m.store_host, m, False) for m in msgs],
+                     self.string),
+            pa.array([m.reconsume_times for m in msgs], pa.int32()),
+        ], schema=self.schema)  # fmt: skip
+        if self.wanted is not None:  # the client-side tag check (the broker matched hashes)
+            batch = batch.filter(pc.fill_null(pc.is_in(tags, value_set=self.wanted), False))
+        return batch
+
+    def _strings(self, raws: list[bytes]) -> Any:
+        pa = self.pa
+        try:
+            return pa.array(raws, pa.binary()).cast(self.string)
+        except pa.ArrowInvalid:  # not UTF-8 (never written by Java): decoded as the parser does
+            return pa.array([b.decode("utf-8", "replace") for b in raws], self.string)
+
+
+class _Properties:
+    """The properties strings (name\x01value\x02...) of a batch, split by Arrow kernels with
+    protocol.message.parse_properties' rules: a pair splits at its first \x01, and pairs with
+    an empty name or value are dropped (a repeated name, which no RocketMQ client writes, stays
+    repeated in the map; field() takes its last value, as the parser does)."""
+
+    def __init__(self, pa: Any, props: Any) -> None:
+        import pyarrow.compute as pc
+
+        self.pa, self.n = pa, len(props)
+        self.pairs = pc.split_pattern(pc.utf8_rtrim(props, characters="\x02"), pattern="\x02")
+        kv = pc.split_pattern(pc.list_flatten(self.pairs), pattern="\x01", max_splits=1)
+        self.parents = pc.list_parent_indices(self.pairs)
+        lengths = pc.list_value_length(kv)
+        two = pc.equal(lengths, 2)
+        self.keys = pc.list_element(pc.filter(kv, two), 0)
+        self.values = pc.list_element(pc.filter(kv, two), 1)
+        self.exact = pc.all(two).as_py()  # True: every pair is name\x01value (the usual case)
+        if not self.exact:
+            self.parents = pc.filter(self.parents, two)
+        good = pc.and_(pc.greater(pc.utf8_length(self.keys), 0),
+                       pc.greater(pc.utf8_length(self.values), 0))
+        if not pc.all(good).as_py():
+            self.exact = False
+            self.keys, self.values = pc.filter(self.keys, good), pc.filter(self.values, good)
+            self.parents = pc.filter(self.parents, good)
+
+    def map(self) -> Any:
+        """MAP<STRING,STRING>, one per message."""
+        pa = self.pa
+        if self.exact:
+            return pa.MapArray.from_arrays(self.pairs.offsets, self.keys, self.values)
+        offsets = [0] * (self.n + 1)  # rare: count again what each message kept
+        for p in self.parents.to_pylist():
+            offsets[p + 1] += 1
+        for i in range(self.n):
+            offsets[i + 1] += offsets[i]
+        return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), self.keys, self.values)
+
+    def field(self, name: str) -> Any:
+        """One property of every message (null when absent; the last one when repeated)."""
+        import pyarrow.compute as pc
+
+        pa = self.pa
+        hit = pc.equal(self.keys, name)
+        rows = pc.filter(self.parents, hit)
+        values = pc.filter(self.values, hit)
+        if len(rows) == self.n and pc.all(pc.equal(rows, pa.array(range(self.n)))).as_py():
+            return values  # once per message, the usual case
+        at: list[int | None] = [None] * self.n
+        for j, row in enumerate(rows.to_pylist()):
+            at[row] = j
+        return pc.take(values, pa.array(at, pa.int32()))
 
 
 def _messages(r: PullRange) -> Iterator[Any]:
