@@ -94,7 +94,13 @@ def _memory_source() -> Any:
     return MemorySource
 
 
-def start_cluster(data: str) -> tuple[Any, str, str]:
+TUNED: dict[str, str] = {  # a broker set up for bulk readers (RocketMQ's own knobs)
+    "maxTransferCountOnMessageInMemory": "256",
+    "maxTransferBytesOnMessageInMemory": str(1024 * 1024),
+}
+
+
+def start_cluster(data: str, tuned: bool = False) -> tuple[Any, str, str]:
     """Name server + broker (default store sizes) + SparkBridge; (cluster, ns, broker)."""
     from actors.broker.config import BrokerConfig
     from deploy import launch
@@ -103,6 +109,8 @@ def start_cluster(data: str) -> tuple[Any, str, str]:
     cluster = launch.start_system(data)
     ns = f"127.0.0.1:{launch.start_namesrv(cluster, port=0)}"
     props = {"listenPort": "0", "namesrvAddr": ns, "storePathRootDir": os.path.join(data, "s")}
+    if tuned:
+        props.update(TUNED)
     port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
                                StoreConfig.from_properties(props))  # fmt: skip
     launch.start_spark_bridge(cluster, ns)
@@ -134,7 +142,8 @@ def _fmt(values: list[float], unit: str = "") -> str:
             f"{statistics.median(values):.3f}{unit} ({min(values):.3f}-{max(values):.3f})")
 
 
-def run(spark: Any, ns: str, n: int, runs: int, out: Any = sys.stdout) -> dict[str, list[float]]:
+def run(spark: Any, ns: str, n: int, runs: int, out: Any = sys.stdout, *, title: str = "",
+        read_opts: dict[str, str] | None = None) -> dict[str, list[float]]:
     """Load N messages, then the read, Parquet and streaming rounds; the raw figures."""
     from pyspark.sql import functions as F
 
@@ -145,9 +154,12 @@ def run(spark: Any, ns: str, n: int, runs: int, out: Any = sys.stdout) -> dict[s
     res: dict[str, list[float]] = {}
     add = lambda k, v: res.setdefault(k, []).append(v)  # noqa: E731
     src = {"nameServer": ns, "topic": TOPIC}
+    write_opts = dict(src)
+    src.update(read_opts or {})
     rows = spark.range(n, numPartitions=4).select(F.expr(f"repeat('x', {BODY_SIZE})").alias(
         "body"), F.lit("TagA").alias("tags"))  # fmt: skip
-    secs = _timed(lambda: rows.write.format("rocketmq").options(**src).mode("append").save())
+    secs = _timed(lambda: rows.write.format("rocketmq").options(**write_opts).mode("append")
+                  .save())
     add("W rows/s", n / secs)
     rmq = spark.read.format("rocketmq").options(**src)
     mem = spark.read.format("membench").option("rows", str(n)).option("partitions", str(QUEUES))
@@ -205,8 +217,8 @@ def run(spark: Any, ns: str, n: int, runs: int, out: Any = sys.stdout) -> dict[s
             statistics.median(laps))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out.write(f"\nSpark bridge benchmark: {n:,} x {BODY_SIZE} B messages, {QUEUES} queues, "
-              f"local[2], {runs} run(s)\n")
+    out.write(f"\nSpark bridge benchmark{title}: {n:,} x {BODY_SIZE} B messages, {QUEUES} "
+              f"queues, local[2], {runs} run(s)\n")
     for k, v in res.items():
         out.write(f"  {k:<64} {_fmt(v)}\n")
     out.flush()
@@ -218,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="spark_bench", description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--tuned", action="store_true", help="also: a broker with bulk transfer "
+                   "limits (256 messages / 1 MiB per pull) read with pullBatchSize 256")
+    p.add_argument("--reference", action="store_true",
+                   help="also: the same rounds against the reference RocketMQ 4.9.8 broker")
     a = p.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -231,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     data = tempfile.mkdtemp(prefix="amq-spark-bench-data-")
     cluster, ns, broker = start_cluster(data)
     spark = None
+    ref = None
     try:
         _create_topic(broker)
         time.sleep(1.0)  # the route's registration
@@ -242,10 +259,31 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         spark.dataSource.register(_memory_source())
-        run(spark, ns, a.messages, a.runs)
+        run(spark, ns, a.messages, a.runs, title=" (actormq broker)")
+        if a.reference:
+            from deploy.reference import reference_cluster
+
+            ref = reference_cluster(os.path.join(data, "ref")).start()
+            bridge = launch.start_spark_bridge(cluster, ref.namesrv_addr())
+            _create_topic(ref.broker_addr())
+            time.sleep(2.0)
+            run(spark, ref.namesrv_addr(), a.messages, a.runs,
+                title=" (reference RocketMQ 4.9.8 broker)",
+                read_opts={"bridge": f"127.0.0.1:{bridge}"})
+            ref.stop()
+            ref = None
+        if a.tuned:
+            launch.stop_cluster(cluster)
+            cluster, ns, broker = start_cluster(os.path.join(data, "tuned"), tuned=True)
+            _create_topic(broker)
+            time.sleep(1.0)
+            run(spark, ns, a.messages, a.runs, title=" (actormq broker, bulk transfer limits)",
+                read_opts={"pullBatchSize": "256"})
     finally:
         if spark is not None:
             spark.stop()
+        if ref is not None:
+            ref.stop()
         launch.stop_cluster(cluster)
         shutil.rmtree(data, ignore_errors=True)
     return 0
