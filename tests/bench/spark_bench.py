@@ -94,6 +94,10 @@ def _memory_source() -> Any:
     return MemorySource
 
 
+# the machine's disk is shared and often ~75% full, where a broker starts deleting commit-log
+# files early (diskMaxUsedSpaceRatio): the bench's GBs would be cleaned away mid-run
+NO_DISK_CLEANUP: dict[str, str] = {"diskMaxUsedSpaceRatio": "95",
+                                   "diskSpaceCleanForciblyRatio": "97"}
 TUNED: dict[str, str] = {  # a broker set up for bulk readers (RocketMQ's own knobs)
     "maxTransferCountOnMessageInMemory": "256",
     "maxTransferBytesOnMessageInMemory": str(1024 * 1024),
@@ -108,7 +112,8 @@ def start_cluster(data: str, tuned: bool = False) -> tuple[Any, str, str]:
 
     cluster = launch.start_system(data)
     ns = f"127.0.0.1:{launch.start_namesrv(cluster, port=0)}"
-    props = {"listenPort": "0", "namesrvAddr": ns, "storePathRootDir": os.path.join(data, "s")}
+    props = {"listenPort": "0", "namesrvAddr": ns, "storePathRootDir": os.path.join(data, "s"),
+             **NO_DISK_CLEANUP}
     if tuned:
         props.update(TUNED)
     port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
@@ -263,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.reference:
             from deploy.reference import reference_cluster
 
-            ref = reference_cluster(os.path.join(data, "ref")).start()
+            ref = reference_cluster(os.path.join(data, "ref"),
+                                    {"diskMaxUsedSpaceRatio": "95"}).start()
             bridge = launch.start_spark_bridge(cluster, ref.namesrv_addr())
             _create_topic(ref.broker_addr())
             time.sleep(2.0)
@@ -272,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
                 read_opts={"bridge": f"127.0.0.1:{bridge}"})
             ref.stop()
             ref = None
+            shutil.rmtree(os.path.join(data, "ref"), ignore_errors=True)
         if a.tuned:
             launch.stop_cluster(cluster)
+            shutil.rmtree(data, ignore_errors=True)  # free the disk for the next cluster
             cluster, ns, broker = start_cluster(os.path.join(data, "tuned"), tuned=True)
             _create_topic(broker)
             time.sleep(1.0)
