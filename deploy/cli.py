@@ -47,6 +47,11 @@ def _port(text: str) -> int:
     return value
 
 
+def _bridge_port(text: str) -> int:
+    """A port, or -1 for no SparkBridge."""
+    return -1 if text.strip() == "-1" else _port(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     p = argparse.ArgumentParser(prog="actormq", description="RocketMQ 4.x as Thespian actors")
@@ -63,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="optional broker.conf (default: <data>/store/config/broker.properties "
                          "when there, where updateBrokerConfig keeps its changes)")
     up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
+    up.add_argument("--spark-bridge-port", type=_bridge_port, default=10930,
+                    help="SparkBridge port (default 10930; 0 = any free port; -1 = none)")
+    up.add_argument("--spark-bridge-host", default="127.0.0.1",
+                    help="SparkBridge listen address (default loopback)")
 
     ns = sub.add_parser("namesrv", help="a name server")
     ns.add_argument("-c", "--config", default=None,
@@ -88,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "`bench --consumer`: tests/bench/consumer_bench.py")
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
     sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
+    sub.add_parser("spark", help="SparkBridge and pipelines: `actormq spark --help`")
     return p
 
 
@@ -120,11 +130,9 @@ def _namesrv_config(props: dict[str, str], data: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _serve(cluster: Any) -> int:
-    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
-    stderr); the caller stops the cluster either way."""
-    from deploy import launch
-
+def stop_event() -> threading.Event:
+    """An event SIGTERM / Ctrl-C sets: installed before the servers start, so a signal that
+    arrives while they are still starting stops them cleanly once they are up."""
     stop = threading.Event()
 
     def handler(signum: int, frame: Any) -> None:
@@ -132,6 +140,14 @@ def _serve(cluster: Any) -> int:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _serve(cluster: Any, stop: threading.Event) -> int:
+    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
+    stderr); the caller stops the cluster either way."""
+    from deploy import launch
+
     failure = launch.wait_for_stop(cluster, stop)
     if failure is None:
         return 0
@@ -172,6 +188,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
         bc = bc.replace(brokerIP1=args.host)
     cluster = launch.start_system(data, admin_port=args.admin_port)
+    stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         ns_config = _namesrv_config({"listenPort": str(ns_port)}, data)
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
@@ -179,7 +196,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
-        code = _serve(cluster)
+        if args.spark_bridge_port >= 0:
+            bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
+                                              host=args.spark_bridge_host,
+                                              port=args.spark_bridge_port)  # fmt: skip
+            _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
+        code = _serve(cluster, stop)
         _say("shutting down")
     finally:
         launch.stop_cluster(cluster)
@@ -196,10 +218,11 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         props["listenPort"] = str(args.port)
     config = _namesrv_config(props, data)
     cluster = launch.start_system(data, admin_port=args.admin_port)
+    stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         port = launch.start_namesrv(cluster, host=args.host, config=config)
         _say(f"name server listening on {args.host}:{port}")
-        code = _serve(cluster)
+        code = _serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
     return code
@@ -218,11 +241,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
     })
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
+    stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)})")
-        code = _serve(cluster)
+        code = _serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
     return code
@@ -243,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.benchmark_consumer import main as consumer_main
 
         return consumer_main(argv[1:])
+    if argv[:1] == ["spark"]:
+        from deploy.spark.cli import main as spark_main
+
+        return spark_main(argv[1:])
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
         checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         if checkout not in sys.path:  # tests/ is in the checkout, not in the installed package

@@ -85,6 +85,8 @@ class LocalCluster:
     brokers: dict[str, tuple[Any, int]] = field(default_factory=dict)  # name -> (addr, port)
     fast_ports: dict[str, int] = field(default_factory=dict)  # name -> VIP port (0 = none)
     supervisor_pids: dict[str, int] = field(default_factory=dict)  # role -> its supervisor's pid
+    spark_bridge: Any = None  # the SparkBridgeActor's address, when one runs here
+    spark_bridge_port: int | None = None
     stopped: bool = False
 
     def namesrv_addr(self) -> str:
@@ -259,12 +261,51 @@ def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
     return None
 
 
+def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = LOOPBACK,
+                       port: int = 0, advertise: str = "") -> int:
+    """Create the SparkBridge actor and wait until it listens; return its port."""
+    from actors.spark_bridge.actor import SparkBridgeActor
+    from actors.spark_bridge.messages import (
+        SparkBridgeStarted,
+        SparkBridgeStartFailed,
+        StartSparkBridge,
+    )
+
+    servers = tuple(a.strip() for a in name_servers.split(";") if a.strip())
+    if not servers:
+        raise StartError("the spark bridge needs a name server address")
+    addr = cluster.asys.createActor(SparkBridgeActor)
+    cluster.asys.tell(addr, StartSparkBridge(host, port, servers, advertise))
+    reply = _await(cluster.asys, (SparkBridgeStarted, SparkBridgeStartFailed), START_TIMEOUT_S)
+    if not isinstance(reply, SparkBridgeStarted):
+        reason = reply.reason if reply is not None else "timeout"
+        raise StartError(f"spark bridge failed to start: {reason}")
+    cluster.spark_bridge = addr
+    cluster.spark_bridge_port = reply.port
+    return int(reply.port)
+
+
+def _stop_spark_bridge(cluster: LocalCluster) -> None:
+    """Withdraw the bridge's name-server entry before the name server stops."""
+    if cluster.spark_bridge is None:
+        return
+    from actors.spark_bridge.messages import SparkBridgeStopped, StopSparkBridge
+
+    try:
+        cluster.asys.tell(cluster.spark_bridge, StopSparkBridge())
+        if _await(cluster.asys, (SparkBridgeStopped,), STOP_TIMEOUT_S) is None:
+            log.warning("spark bridge did not confirm shutdown")
+    except Exception:
+        log.exception("stopping the spark bridge failed")
+
+
 def stop_cluster(cluster: LocalCluster) -> None:
     """Stop brokers cleanly (store shutdown, offsets, unregister), then the actor system."""
     if cluster.stopped:
         return
     cluster.stopped = True
     try:
+        _stop_spark_bridge(cluster)
         from actors.runtime.messages import BrokerStopped, StopBroker
         from deploy.procinfo import is_zombie
 

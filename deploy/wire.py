@@ -87,6 +87,14 @@ class BlockingClient:
         self.sock.sendall(cmd.encode())
         return self.wait_response(cmd.opaque, timeout_s)
 
+    def send(self, *cmds: RemotingCommand) -> None:
+        """Write requests (in one write) without waiting; collect each answer with
+        wait_response(cmd.opaque)."""
+        self.connect()
+        assert self.sock is not None
+        self.sock.sendall(cmds[0].encode() if len(cmds) == 1 else
+                          b"".join(c.encode() for c in cmds))
+
     def invoke_many(self, cmds: list[RemotingCommand], timeout_s: float = 3.0
                     ) -> list[RemotingCommand]:
         """Pipeline requests in one write and wait for all responses (in request order)."""

@@ -161,6 +161,30 @@ class RequestCode(_NamedCode):
     DELETE_EXPIRED_COMMITLOG = 329
 
 
+class SparkBridgeCode(_NamedCode):
+    """actormq's own request and response codes: the SparkBridge's planning protocol.
+
+    Requests and replies carry JSON bodies (actors/spark_bridge/wire.py). RocketMQ assigns
+    request codes below 2000 (4.x: 10-329, 5.x adds up to about 1020 and the 200000s, which do
+    not fit the ROCKETMQ binary header's 16-bit code), so 31001-31199 collides with no
+    RocketMQ code and still fits that header. A RocketMQ broker or name server answers them
+    REQUEST_CODE_NOT_SUPPORTED, so a driver pointed at the wrong port gets a clear error.
+    """
+
+    # requests (driver -> bridge)
+    SPARK_PLAN_BATCH = 31001  # resolve a batch read's range and plan its partitions
+    SPARK_INITIAL_OFFSET = 31002  # a new streaming query's first offsets
+    SPARK_LATEST_OFFSET = 31003  # the end of the next micro-batch (heads, read limit, cap)
+    SPARK_PLAN_PARTITIONS = 31004  # one partition per queue and range of a micro-batch
+    SPARK_COMMIT = 31005  # a micro-batch is done: progress, optional group offsets
+    SPARK_LIST_QUERIES = 31006  # the registry of attached queries (actormq spark list)
+    SPARK_DETACH = 31007  # a query stopped
+    # response codes (besides SUCCESS, SYSTEM_ERROR and TOPIC_NOT_EXIST)
+    SPARK_BAD_OPTIONS = 31101  # an option does not parse or names what does not exist
+    SPARK_DATA_LOSS = 31102  # requested offsets are gone (failOnDataLoss=true)
+    SPARK_UNREACHABLE = 31103  # the name server or a broker did not answer
+
+
 class ResponseCode(_NamedCode):
     """RemotingSysResponseCode (0-4) plus every ResponseCode at RocketMQ 4.9.8."""
 

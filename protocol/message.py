@@ -329,6 +329,12 @@ def _raw_properties_of(msg: MessageExt) -> bytes:
     return properties_to_string(msg.properties).encode()
 
 
+def stored_properties(msg: MessageExt) -> bytes:
+    """A decoded message's properties string as stored, unparsed (re-encoded only when its
+    properties were read or replaced since): for readers that parse many at once."""
+    return _raw_properties_of(msg)
+
+
 # --- record decode ------------------------------------------------------------------------------
 _V4 = RECORD_V4_HEAD
 _I16 = struct.Struct(">h")

@@ -153,7 +153,7 @@ class UpProcess(MarkedProcess):
         self.broker_port = launch.stable_free_port(pair=True)
         cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
                "--namesrv-port", str(self.ns_port), "--broker-port", str(self.broker_port),
-               "--host", host]  # fmt: skip
+               "--host", host, "--spark-bridge-port", "0"]  # fmt: skip
         if personality:
             cmd += ["--personality", personality]
         super().__init__(cmd, tmp_path / "up", os.getcwd())

@@ -1,0 +1,46 @@
+"""Thespian control messages of the SparkBridge actor (start / stop only, never per request).
+
+Mirrors the start/stop choreography of namesrv/NamesrvController.java (initialize, start,
+shutdown), as actors.runtime.messages does for the broker and name server. Class names are
+unique across the project (Thespian dispatch matches bare class names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StartSparkBridge:
+    """Launcher -> SparkBridgeActor: listen and register with the name servers."""
+
+    host: str
+    port: int
+    name_servers: tuple[str, ...]
+    advertise: str = ""  # host:port put in the name servers' KV ("" = host:bound port)
+    idle_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class SparkBridgeStarted:
+    """SparkBridgeActor -> launcher: serving on port."""
+
+    port: int
+    advertise: str
+
+
+@dataclass(frozen=True)
+class SparkBridgeStartFailed:
+    """SparkBridgeActor -> launcher: it could not start."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StopSparkBridge:
+    """Launcher -> SparkBridgeActor: withdraw the KV entry and close every connection."""
+
+
+@dataclass(frozen=True)
+class SparkBridgeStopped:
+    """SparkBridgeActor -> launcher: stopped."""
