@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+REAP_WAIT_S = 10.0  # after the actor system's shutdown, before its late processes are killed
 
 
 def log_defs(log_file: str, level: str = "INFO") -> dict[str, Any]:
@@ -87,6 +88,7 @@ class LocalCluster:
     supervisor_pids: dict[str, int] = field(default_factory=dict)  # role -> its supervisor's pid
     spark_bridge: Any = None  # the SparkBridgeActor's address, when one runs here
     spark_bridge_port: int | None = None
+    role_failures: list[Any] = field(default_factory=list)  # RoleFailed heard while starting
     stopped: bool = False
 
     def namesrv_addr(self) -> str:
@@ -150,8 +152,12 @@ def start_system(
     return LocalCluster(asys, admin_port, data_dir, rdir)
 
 
-def _await(asys: Any, expect: tuple[type, ...], timeout_s: float) -> Any:
-    """Listen until a message of one of `expect` arrives (ignores others); None on timeout."""
+def _await(asys: Any, expect: tuple[type, ...], timeout_s: float,
+           cluster: LocalCluster | None = None) -> Any:
+    """Listen until a message of one of `expect` arrives; None on timeout. A RoleFailed that
+    arrives meanwhile is kept on `cluster` for wait_for_stop; other messages are ignored."""
+    from actors.runtime.messages import RoleFailed
+
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
@@ -164,6 +170,9 @@ def _await(asys: Any, expect: tuple[type, ...], timeout_s: float) -> Any:
             return None
         if isinstance(msg, expect):
             return msg
+        if isinstance(msg, RoleFailed) and cluster is not None:
+            cluster.role_failures.append(msg)
+            continue
         log.debug("launcher ignored %r", msg)
 
 
@@ -175,10 +184,10 @@ def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
 
     sup = cluster.asys.createActor(RoleSupervisor)
     cluster.asys.tell(sup, Supervise(role, actor_class, start))
-    hello = _await(cluster.asys, (Supervising,), START_TIMEOUT_S)
+    hello = _await(cluster.asys, (Supervising,), START_TIMEOUT_S, cluster)
     if hello is not None:
         cluster.supervisor_pids[role] = int(hello.pid)
-    return sup, _await(cluster.asys, expect, START_TIMEOUT_S)
+    return sup, _await(cluster.asys, expect, START_TIMEOUT_S, cluster)
 
 
 def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBACK,
@@ -251,6 +260,9 @@ def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
     from actors.runtime.messages import RoleFailed
     from deploy.procinfo import is_zombie
 
+    if cluster.role_failures:
+        msg = cluster.role_failures[0]
+        return f"{msg.role} keeps failing ({msg.reason})"
     while not stop.is_set():
         msg = cluster.asys.listen(timedelta(seconds=1))
         if isinstance(msg, RoleFailed):
@@ -276,7 +288,8 @@ def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = 
         raise StartError("the spark bridge needs a name server address")
     addr = cluster.asys.createActor(SparkBridgeActor)
     cluster.asys.tell(addr, StartSparkBridge(host, port, servers, advertise))
-    reply = _await(cluster.asys, (SparkBridgeStarted, SparkBridgeStartFailed), START_TIMEOUT_S)
+    reply = _await(cluster.asys, (SparkBridgeStarted, SparkBridgeStartFailed),
+                   START_TIMEOUT_S, cluster)  # fmt: skip
     if not isinstance(reply, SparkBridgeStarted):
         reason = reply.reason if reply is not None else "timeout"
         raise StartError(f"spark bridge failed to start: {reason}")
@@ -324,7 +337,44 @@ def stop_cluster(cluster: LocalCluster) -> None:
             except Exception:
                 log.exception("stopping broker %s failed", name)
     finally:
+        system = _system_processes(cluster)
         try:
             cluster.asys.shutdown()
         finally:
+            _reap(system)
             shutil.rmtree(cluster.runtime_dir, ignore_errors=True)
+
+
+def _system_processes(cluster: LocalCluster) -> list[tuple[int, int]]:
+    """(pid, start time) of the actor system's admin and every process below it."""
+    from deploy.procinfo import descendants, pid_listening_on, start_time
+
+    admin = pid_listening_on(cluster.admin_port)
+    if admin is None or admin == os.getpid():
+        return []
+    return [(p, start_time(p)) for p in [admin, *descendants(admin)]]
+
+
+def _reap(procs: list[tuple[int, int]]) -> None:
+    """Wait for the actor system's processes to exit after its shutdown; SIGKILL the late ones
+    (named in a warning): a stopped launcher leaves nothing behind."""
+    import signal
+
+    from deploy.procinfo import is_zombie, start_time
+
+    def alive() -> list[int]:
+        return [p for p, t in procs if start_time(p) == t and not is_zombie(p)]
+
+    deadline = time.monotonic() + REAP_WAIT_S
+    left = alive()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = alive()
+    if left:
+        log.warning("actor system processes %s outlived its shutdown by %.0f s: killing them",
+                    left, REAP_WAIT_S)  # fmt: skip
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -117,6 +117,33 @@ def start_time(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[19])
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent's pid (field 4 of /proc/<pid>/stat); None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root` (children, their children, ...), parents first."""
+    children: dict[int, list[int]] = {}
+    for pid in all_pids():
+        ppid = parent_pid(pid)
+        if ppid is not None:
+            children.setdefault(ppid, []).append(pid)
+    out: list[int] = []
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop(0)
+        if not is_zombie(pid):
+            out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
 def is_zombie(pid: int) -> bool:
     """True for a zombie or a vanished process."""
     try:

@@ -104,6 +104,11 @@ class ReferenceCluster:
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> ReferenceCluster:
         """Start both JVMs and wait until the broker is registered with the name server."""
+        self.launch()
+        return self.wait_ready(timeout_s)
+
+    def launch(self) -> ReferenceCluster:
+        """Build if needed and spawn the launcher without waiting (call from the main thread)."""
         here = build()
         os.makedirs(self.store_dir, exist_ok=True)
         args = [str(here / "rocketmq_up.sh"), "--namesrv-port", str(self.namesrv_port),
@@ -120,6 +125,12 @@ class ReferenceCluster:
                 start_new_session=True)  # fmt: skip
         finally:
             out.close()
+        return self
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> ReferenceCluster:
+        """Wait until the launched broker is registered with the name server; stop it if not."""
+        if self.proc is None:
+            raise ReferenceUnavailable("the reference was not launched")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

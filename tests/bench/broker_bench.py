@@ -29,7 +29,6 @@ import statistics
 import struct
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
@@ -317,14 +316,17 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
         os.environ[AFFINITY_ENV] = args.affinity
     with tempfile.TemporaryDirectory(prefix="amq-bench-") as data:
         data = os.environ.get("AMQ_BENCH_DATA", data)  # keep the logs: an existing dir
-        ref_start: Background | None = None
-        if args.reference:  # the JVMs start while actormq does
+        ref: Any = None
+        if args.reference:  # the JVMs start while actormq does; every spawn from this thread
             from deploy import reference
 
-            ref_start = Background(reference.reference_cluster(
-                os.path.join(data, "reference")).start)  # fmt: skip
-        cluster = launch.start_system(data, log_level="WARNING")
-        ref: Any = None
+            ref = reference.reference_cluster(os.path.join(data, "reference")).launch()
+        try:
+            cluster = launch.start_system(data, log_level="WARNING")
+        except BaseException:
+            if ref is not None:
+                ref.stop()
+            raise
         try:
             ha_port = launch.stable_free_port()
             props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store"),
@@ -335,8 +337,8 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
             addr = ("127.0.0.1", port)
             pids = [p for p in cluster_pids(cluster) if p != os.getpid()]
             targets: list[tuple[str, tuple[str, int], list[int]]] = [("", addr, pids)]
-            if ref_start is not None:
-                ref, ref_start = ref_start.wait(), None
+            if ref is not None:
+                ref.wait_ready()
                 ref_pids = procinfo.pids_in_session(ref.pid())  # the launcher and both JVMs
                 targets.append(("ref:", ("127.0.0.1", ref.broker_port), ref_pids))
             for _prefix, t_addr, t_pids in targets:  # not timed: JIT, page cache, topics
@@ -374,41 +376,11 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     add("E_bytes", float(size))
         finally:
             try:
-                if ref_start is not None:  # actormq failed to start: the JVMs still stop
-                    ref = ref_start.wait_quietly()
-                if ref is not None:
+                if ref is not None:  # also when actormq failed to start
                     ref.stop()
             finally:
                 launch.stop_cluster(cluster)
     return results
-
-
-class Background:
-    """A call running on a thread (the reference's start, ~5-15 s, beside actormq's)."""
-
-    def __init__(self, fn: Any) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Any) -> None:
-        try:
-            self.result = fn()
-        except BaseException as exc:  # handed to wait()
-            self.error = exc
-
-    def wait(self) -> Any:
-        """Its result, or its exception raised here."""
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-    def wait_quietly(self) -> Any:
-        """Its result, None when it failed (the failure was the caller's to report)."""
-        self.thread.join()
-        return self.result
 
 
 # scenario, rate (or latency) key, its format, CPU key, goal

@@ -63,6 +63,10 @@ def target(request: Any, tmp_path_factory: Any) -> Iterator[Target]:
             t.handle.stop()
 
 
+# overrides the module fixture's params: these run against actormq only
+ACTORMQ_ONLY = pytest.mark.parametrize("target", ["actormq"], indirect=True)
+
+
 def _topic(target: Target, name: str) -> str:
     return f"{name}_{target.name}"
 
@@ -206,9 +210,8 @@ def _children(pid: int) -> list[int]:
     return out + [c for p in out for c in _children(p)]
 
 
+@ACTORMQ_ONLY  # pausing the JVMs is not reliable enough for a bounded test
 def test_inflight_budget_raises_or_blocks(target: Target) -> None:
-    if target.name == "reference":
-        pytest.skip("pausing the JVMs is not reliable enough for a bounded test")
     topic = _topic(target, "Budget")
     with Producer("pg_budget", namesrv=target.namesrv, max_inflight=2, on_full="raise") as p, \
             Producer("pg_budget2", namesrv=target.namesrv, max_inflight=1) as blocking:
@@ -392,9 +395,8 @@ def test_close_leaves_no_process(target: Target) -> None:
     assert not os.path.exists(runtime.dir)
 
 
+@ACTORMQ_ONLY  # pausing the JVMs is not reliable enough for a bounded test
 def test_asyncio_never_blocks_while_broker_paused(target: Target) -> None:
-    if target.name == "reference":
-        pytest.skip("pausing the JVMs is not reliable enough for a bounded test")
     topic = _topic(target, "AioPause")
 
     async def main() -> tuple[int, list[Any]]:
@@ -420,9 +422,8 @@ def test_asyncio_never_blocks_while_broker_paused(target: Target) -> None:
     assert ticks == 20 and all(r.status == "SEND_OK" for r in results)
 
 
+@ACTORMQ_ONLY  # client-side behaviour: once is enough
 def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None:
-    if target.name == "reference":
-        pytest.skip("client-side behaviour: once is enough")
     script = tmp_path / "orphan.py"
     script.write_text(
         "import os, sys, time\n"
@@ -467,9 +468,8 @@ def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None
             proc.wait(10)
 
 
+@ACTORMQ_ONLY  # the CLI is the same client: once is enough
 def test_producer_benchmark_cli(tmp_path: Path, target: Target) -> None:
-    if target.name == "reference":
-        pytest.skip("the CLI is the same client: once is enough")
     import subprocess
     import sys
 
@@ -493,9 +493,8 @@ def test_producer_benchmark_cli(tmp_path: Path, target: Target) -> None:
     assert len(wait_messages(target, "CliBench_batch", 300)) == 300
 
 
+@ACTORMQ_ONLY  # client-side behaviour: once is enough
 def test_closed_producer_refuses_sends(target: Target) -> None:
-    if target.name == "reference":
-        pytest.skip("client-side behaviour: once is enough")
     p = Producer("pg_closed", namesrv=target.namesrv)
     p.send(Message(_topic(target, "Closed"), b"x"))  # starts on first use
     p.close()
@@ -508,8 +507,7 @@ def test_closed_producer_refuses_sends(target: Target) -> None:
         p.send_async(Message(_topic(target, "Closed"), b"y"))
 
 
+@ACTORMQ_ONLY  # client-side behaviour: once is enough
 def test_dead_first_name_server_is_skipped(target: Target) -> None:
-    if target.name == "reference":
-        pytest.skip("client-side behaviour: once is enough")
     with Producer("pg_two_ns", namesrv=f"127.0.0.1:1;{target.namesrv}") as p:
         assert p.send(Message(_topic(target, "TwoNs"), b"x")).status == "SEND_OK"
