@@ -368,7 +368,10 @@ class WatchingActor(Actor):
                     spec = os.environ.get(AFFINITY_ENV)
                     if spec:
                         pin_cpus(role, spec)
-                on_fresh_stack(self._serve)  # see actors.runtime.stack_chunk
+                if self.LINGER_IDLE_MS > 0:  # a data-plane actor: see actors.runtime.stack_chunk
+                    on_fresh_stack(self._serve)
+                else:  # a control actor: not worth a chunk mapping per turn
+                    self._serve()
             elif isinstance(msg, WakeupMessage):
                 self._fire(msg.payload)
             elif isinstance(msg, ChildActorExited):
