@@ -97,8 +97,10 @@ class ProcessorHost:
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
-        # core.fast_send(frame, conn_id, peer, now_ms) -> encoded reply | None (not taken)
-        self.fast = getattr(core, "fast_send", None) if not slow_s else None
+        # core.fast_send / fast_pull(frame, conn_id, peer, now_ms) -> encoded reply | None
+        # (not taken) | b"" (taken, nothing to answer now)
+        fast = getattr(core, "fast_send", None) or getattr(core, "fast_pull", None)
+        self.fast = fast if not slow_s else None
         self.served = 0
         self.busy = 0
         self.errors = 0

@@ -11,6 +11,7 @@ writer): this core emits an OffsetMoved event for it.
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import replace
 from typing import Any, Final
 
@@ -27,14 +28,20 @@ from actors.broker.stats_items import StatsPublisher, count, fold_gets
 from actors.broker.topic_config import is_readable
 from actors.core import FAQ_SUFFIX, Request
 from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
-from protocol.codes import CURRENT_VERSION, RPC_TYPE_RESPONSE
+from protocol.codes import CURRENT_VERSION, RPC_TYPE_RESPONSE, RequestCode, SerializeType
 from protocol.codes import LanguageCode as _Lang
 from protocol.codes import ResponseCode as RS
-from protocol.command import RemotingCommand, ResponseTemplate, TemplatedResponse
+from protocol.command import (
+    RemotingCommand,
+    ResponseTemplate,
+    TemplatedResponse,
+    request_parts,
+)
 from protocol.errors import HeaderFieldError
 from protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from protocol.message import parse_properties
 from protocol.record import RecordError, decode_record_fields
+from store.get_message_result import GetMessageResult
 from store.message_store import GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,9 @@ FLAG_SUSPEND: Final = 0x2
 FLAG_SUBSCRIPTION: Final = 0x4
 MASTER_ID: Final = 0
 JAVA: Final = int(_Lang.JAVA)
+PULL_MESSAGE: Final = int(RequestCode.PULL_MESSAGE)
+JSON_SERIALIZE: Final = int(SerializeType.JSON)
+FRAME_PREFIX: Final = struct.Struct(">ii")  # total length, header meta (JSON: the length alone)
 CACHE_LIMIT: Final = 10_000  # filters cached per subscription before the cache is reset
 
 # PullMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
@@ -245,10 +255,60 @@ class PullMessageProcessor:
         except HeaderFieldError as e:
             return cmd.make_response(e.code, e.remark)
         try:
-            sub_filter = self._check(h, req)
+            sub_filter = self._check(h, req.peer)
         except _Reject as r:
             return cmd.make_response(r.code, r.remark)
-        result = self.store.get_message(
+        result = self._get(h, sub_filter, now_ms)
+        return self._answer(req, h, sub_filter, result, now_ms, allow_suspend)
+
+    def fast_pull(
+        self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
+    ) -> bytes | None:
+        """The encoded answer of a two-way JSON PULL_MESSAGE whose group exists, or None
+        (nothing done: the request takes process()); b"" when the pull is held.
+
+        Same result as process(): a FOUND answer is framed from FOUND_TEMPLATE straight
+        around the store's record views (no RemotingCommand, Request or joined buffer); any
+        other status is answered by the general code from the decoded request.
+        """
+        parts = request_parts(frame, PULL_MESSAGE)
+        if parts is None or parts[3] != JSON_SERIALIZE:
+            return None
+        opaque, ext, _body, _st = parts
+        try:
+            h = PullMessageRequestHeader.from_ext(ext)
+        except HeaderFieldError:
+            return None
+        if h.consumer_group not in self.ctx.groups.table:
+            return None  # a group created on the pull emits an event: the general path
+        try:
+            sub_filter = self._check(h, peer)
+        except _Reject:
+            return None
+        result = self._get(h, sub_filter, now_ms)
+        if result.status is not _GS.FOUND:
+            req = Request(conn_id, peer, RemotingCommand.decode(frame), 0)
+            resp = self._answer(req, h, sub_filter, result, now_ms, True)
+            return b"" if resp is None else resp.encode()
+        header = FOUND_TEMPLATE.fmt_plain.format(  # four numbers: nothing to escape
+            self._suggest(h, result),
+            result.next_begin_offset,
+            result.min_offset,
+            result.max_offset,
+            opaque,
+        ).encode()
+        buffers = result.buffers
+        size = len(header) + sum(map(len, buffers))
+        encoded = b"".join((FRAME_PREFIX.pack(4 + size, len(header)), header, *buffers))
+        result.release()
+        self._found(h, result)
+        self._commit(h, True)
+        return encoded
+
+    def _get(self, h: PullMessageRequestHeader, sub_filter: SubscriptionFilter,
+             now_ms: int) -> GetMessageResult:  # fmt: skip
+        """The store's answer for the pull."""
+        return self.store.get_message(
             h.consumer_group,
             h.topic,
             h.queue_id,
@@ -258,25 +318,47 @@ class PullMessageProcessor:
             None if sub_filter is MATCH_ALL else sub_filter,  # '*': no per-unit call
             now_ms,
         )
+
+    def _suggest(self, h: PullMessageRequestHeader, result: GetMessageResult) -> int:
+        """suggestWhichBrokerId: the master (0) unless slaveReadEnable; then the group's
+        slow-consumer broker when the store suggests a slave, else the group's brokerId."""
+        if self.bc.slaveReadEnable:
+            cfg = self.ctx.groups.get(h.consumer_group)
+            if cfg is not None:
+                return (
+                    cfg.which_broker_when_consume_slowly
+                    if result.suggest_pull_from_slave
+                    else cfg.broker_id
+                )
+        return MASTER_ID
+
+    def _found(self, h: PullMessageRequestHeader, result: GetMessageResult) -> None:
+        """The bookkeeping of a FOUND answer: the get stats, the slow-consumer check."""
+        if self.stats is not None:  # incGroupGetNums / Size, BrokerGetNums (folded later)
+            count(self.stats.counts, (h.topic, h.consumer_group), result.message_count,
+                  result.buffer_total_size)  # fmt: skip
+        if self.bc.disableConsumeIfConsumerReadSlowly:  # whatever the filter (Java too)
+            self._check_slow(h, result)
+
+    def _commit(self, h: PullMessageRequestHeader, allow_suspend: bool) -> None:
+        """The piggybacked commit (first processing only, as Java's brokerAllowSuspend)."""
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
+            # one store into the shared table: seen by every actor before this reply leaves
+            self.ctx.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+
+    def _answer(self, req: Request, h: PullMessageRequestHeader,
+                sub_filter: SubscriptionFilter, result: GetMessageResult, now_ms: int,
+                allow_suspend: bool) -> RemotingCommand | None:  # fmt: skip
+        """The answer to a pull the store answered with `result` (None: held)."""
+        cmd = req.cmd
         status = result.status
         # FOUND first: an Enum key's hash is a Python-level call
         code = RS.SUCCESS if status is _GS.FOUND else GET_STATUS_CODES.get(status, RS.SYSTEM_ERROR)
         if code is None:
             code = RS.PULL_OFFSET_MOVED if h.queue_offset != 0 else RS.PULL_NOT_FOUND
-        # Java: the master (0) unless slaveReadEnable; then the group's slow-consumer broker
-        # when the store suggests a slave, else the group's brokerId
-        suggest = MASTER_ID
-        if self.bc.slaveReadEnable:
-            cfg = self.ctx.groups.get(h.consumer_group)
-            if cfg is not None:
-                suggest = (
-                    cfg.which_broker_when_consume_slowly
-                    if result.suggest_pull_from_slave
-                    else cfg.broker_id
-                )
         # PullMessageResponseHeader.to_ext(), inlined (hot path)
         ext = {
-            "suggestWhichBrokerId": str(suggest),
+            "suggestWhichBrokerId": str(self._suggest(h, result)),
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
@@ -287,11 +369,7 @@ class PullMessageProcessor:
                                      status.name, ext, result.buffer, cmd.serialize_type)
             resp.template = FOUND_TEMPLATE  # make_response's command, encoded from the template
             result.release()
-            if self.stats is not None:  # incGroupGetNums / Size, BrokerGetNums (folded later)
-                count(self.stats.counts, (h.topic, h.consumer_group), result.message_count,
-                      result.buffer_total_size)  # fmt: skip
-            if self.bc.disableConsumeIfConsumerReadSlowly:  # whatever the filter (Java too)
-                self._check_slow(h, result)
+            self._found(h, result)
         elif code == RS.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
             timeout = (
                 h.suspend_timeout_millis
@@ -328,12 +406,10 @@ class PullMessageProcessor:
                     h.queue_offset,
                     result.next_begin_offset,
                 )
-        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
-            # one store into the shared table: seen by every actor before this reply leaves
-            self.ctx.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self._commit(h, allow_suspend)
         return resp
 
-    def _check(self, h: PullMessageRequestHeader, req: Request) -> SubscriptionFilter:
+    def _check(self, h: PullMessageRequestHeader, peer: tuple[str, int]) -> SubscriptionFilter:
         bc = self.bc
         if not self.broker_readable:
             raise _Reject(
@@ -361,7 +437,7 @@ class PullMessageProcessor:
             raise _Reject(
                 RS.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
-                f"[{tc.read_queue_nums}] consumer:[{req.peer[0]}:{req.peer[1]}]",
+                f"[{tc.read_queue_nums}] consumer:[{peer[0]}:{peer[1]}]",
             )
         if h.sys_flag & FLAG_SUBSCRIPTION:
             expr = h.expression_type or EXPRESSION_TYPE_TAG
