@@ -12,6 +12,7 @@ compressed bodies go through protocol.message.decode_message_ext (inflated as a 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, Final
 
@@ -121,7 +122,7 @@ class BatchBuilder:
                        pa.scalar(queue_id, pa.int32()))  # fmt: skip
         self.wanted = None if tags is None else pa.array(sorted(tags), self.string)
         self.hosts: dict[bytes, str] = {}  # packed host -> "ip:port" (a handful per range)
-        self.every: dict[tuple[int, int, int], Any] = {}  # (n, start, step) -> index array
+        self.count = pa.array([], pa.int32())  # 0, 1, 2, ... (grown on demand)
 
     def build(self, g: Gathered) -> Any:
         """One record batch of the gathered records (only the subscribed tags)."""
@@ -130,7 +131,7 @@ class BatchBuilder:
         pa, n = self.pa, len(g)
         cols = list(zip(*g.heads, strict=True))
         bodies, raw_props = self._parts(g)
-        props = _Properties(pa, self._strings(raw_props), self._every(n, 0, 1))
+        props = _Properties(pa, self._strings(raw_props), self._every)
         uniq = props.field("UNIQ_KEY")
         if uniq.null_count:  # no UNIQ_KEY: the offset message id, as MessageExt.getMsgId
             uniq = pa.array([u if u is not None else create_offset_msg_id(h, phy)
@@ -181,20 +182,24 @@ class BatchBuilder:
                 props.take(pa.array(at_props, pa.int32())))  # fmt: skip
 
     def _every(self, n: int, start: int, step: int) -> Any:
-        """The n indices start, start + step, ... (kept: batches mostly have one size)."""
-        got = self.every.get((n, start, step))
-        if got is None:
-            if len(self.every) > 64:
-                self.every.clear()
-            got = self.every[n, start, step] = self.pa.array(range(start, step * n, step),
-                                                             self.pa.int32())  # fmt: skip
-        return got
+        """The n indices start, start + step, ... (from one kept 0, 1, 2, ...)."""
+        import pyarrow.compute as pc
+
+        if len(self.count) < n:
+            self.count = self.pa.array(range(max(n, 2 * len(self.count))), self.pa.int32())
+        got = self.count.slice(0, n)
+        if step != 1:
+            got = pc.multiply(got, step)
+        return pc.add(got, start) if start else got
 
     def _hosts(self, raw: tuple[bytes, ...]) -> Any:
         hosts = self.hosts
-        for h in set(raw).difference(hosts):
+        seen = set(raw)
+        for h in seen.difference(hosts):
             ip, port = unpack_host(h)
             hosts[h] = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        if len(seen) == 1:  # the usual case: one producer host, one broker
+            return self.pa.repeat(self.pa.scalar(hosts[raw[0]], self.string), len(raw))
         return self.pa.array(list(map(hosts.__getitem__, raw)), self.string)
 
     def _strings(self, raws: Any) -> Any:
@@ -219,23 +224,26 @@ class _Properties:
     an empty name or value are dropped (a repeated name, which no RocketMQ client writes, stays
     repeated in the map; field() takes its last value, as the parser does)."""
 
-    def __init__(self, pa: Any, props: Any, rows: Any) -> None:
+    def __init__(self, pa: Any, props: Any, every: Callable[[int, int, int], Any]) -> None:
         import pyarrow.compute as pc
 
-        self.pa, self.n, self.rows = pa, len(props), rows  # rows: 0 .. n - 1
+        self.pa, self.n, self.rows = pa, len(props), every(len(props), 0, 1)
         self.pairs = pc.split_pattern(pc.utf8_rtrim(props, characters="\x02"), pattern="\x02")
         kv = pc.split_pattern(pc.list_flatten(self.pairs), pattern="\x01", max_splits=1)
         self.parents = pc.list_parent_indices(self.pairs)
-        lengths = pc.list_value_length(kv)
-        two = pc.equal(lengths, 2)
-        self.keys = pc.list_element(pc.filter(kv, two), 0)
-        self.values = pc.list_element(pc.filter(kv, two), 1)
+        two = pc.equal(pc.list_value_length(kv), 2)
         self.exact = pc.all(two).as_py()  # True: every pair is name\x01value (the usual case)
-        if not self.exact:
+        if self.exact:  # names and values alternate in the flattened pairs
+            flat, m = pc.list_flatten(kv), len(kv)
+            self.keys, self.values = flat.take(every(m, 0, 2)), flat.take(every(m, 1, 2))
+        else:
+            kv = pc.filter(kv, two)
+            self.keys, self.values = pc.list_element(kv, 0), pc.list_element(kv, 1)
             self.parents = pc.filter(self.parents, two)
-        good = pc.and_(pc.greater(pc.utf8_length(self.keys), 0),
-                       pc.greater(pc.utf8_length(self.values), 0))
-        if not pc.all(good).as_py():
+        if len(self.keys) and (pc.min(pc.utf8_length(self.keys)).as_py() == 0
+                               or pc.min(pc.utf8_length(self.values)).as_py() == 0):
+            good = pc.and_(pc.greater(pc.utf8_length(self.keys), 0),
+                           pc.greater(pc.utf8_length(self.values), 0))
             self.exact = False
             self.keys, self.values = pc.filter(self.keys, good), pc.filter(self.values, good)
             self.parents = pc.filter(self.parents, good)
