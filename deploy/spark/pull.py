@@ -102,7 +102,8 @@ def _gather(r: PullRange) -> Iterator[Gathered]:
                 done = gathered.gather(memoryview(resp.body), done, r.end)
                 done = max(done, min(nxt, r.end))
                 if len(gathered) >= ROWS_PER_BATCH or gathered.nbytes >= BYTES_PER_BATCH:
-                    yield gathered
+                    if len(gathered):  # (nothing when every record walked was a re-read)
+                        yield gathered
                     gathered = Gathered()
             elif code == ResponseCode.PULL_RETRY_IMMEDIATELY:  # nothing matched up to nxt
                 done = max(done, min(nxt, r.end))
