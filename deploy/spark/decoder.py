@@ -1,19 +1,19 @@
 """Pull bodies to Arrow record batches, column-wise: the Spark task's MessageDecoder.
 
 Mirrors common/message/MessageDecoder.java decodes() with PullAPIWrapper.processPullResult's
-client-side tag check, for a reader that wants columns, not a MessageExt per message. A
-record of the common kind (IPv4 hosts, body not compressed) costs one struct unpack and two
-memoryview slices; bodies and properties strings are joined into one buffer each and become
-Arrow arrays without a Python object per value; the properties strings are split into the
-map, tags, keys and msgId by Arrow compute kernels for the whole batch. IPv6 hosts and
-compressed bodies go through protocol.message.decode_message_ext (inflated as a consumer does).
+client-side tag check, for a reader that wants columns, not a MessageExt per message. Per
+record of the common kind (IPv4 hosts, body not compressed) the walk unpacks five fields
+and notes five positions in the joined pull bodies; Arrow kernels then cut the fixed
+heads, bodies and properties strings out of that buffer, read the heads' big-endian fields
+and split the properties into the map, tags, keys and msgId for the whole batch. IPv6 hosts
+and compressed bodies go through protocol.message.decode_message_ext (inflated as a
+consumer does).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from itertools import accumulate
 from typing import Any, Final
 
 from protocol.message import (
@@ -25,83 +25,75 @@ from protocol.message import (
     decode_message_ext,
     stored_properties,
 )
-from protocol.record import RECORD_V4_HEAD, V4_FIXED_SIZE, V6_FLAGS, unpack_host
+from protocol.record import V4_FIXED_SIZE, V6_FLAGS, unpack_host
 
 _SLOW: Final = V6_FLAGS | COMPRESSED_FLAG  # records decode_message_ext decodes
 _MIN_RECORD: Final = V4_FIXED_SIZE + 3  # an empty body, topic and properties
 _I16 = struct.Struct(">h")
-# positions in a RECORD_V4_HEAD tuple
-_QOFF, _PHY, _SYSFLAG, _BORN_TS, _BORN_HOST, _STORE_TS, _STORE_HOST, _RECONSUME = (
-    5, 6, 7, 8, 9, 10, 11, 12)  # fmt: skip
+# TOTALSIZE, MAGICCODE, QUEUEOFFSET, SYSFLAG and the body length of a record's fixed head
+_WALK = struct.Struct(">ii12xq8xi44xi")
+assert _WALK.size == V4_FIXED_SIZE
+# (position, width) of the head fields read by Arrow (protocol.record's layout, IPv4 hosts)
+_PHY, _BORN_TS, _BORN_HOST, _STORE_TS, _STORE_HOST, _RECONSUME = (
+    (28, 8), (40, 8), (48, 8), (56, 8), (64, 8), (72, 4))  # fmt: skip
 
 
 class Gathered:
-    """The records of one batch as found in the pull bodies: their head tuples and, for the
-    common kind, four positions each in the joined bodies (body start and end, properties
-    start and end); records decode_message_ext decoded keep their body and properties."""
+    """The records of one batch as found in the pull bodies: their queue offsets and, for
+    the common kind, five positions each in the joined bodies (head, body, properties
+    start and end); records decode_message_ext decoded are kept whole."""
 
-    __slots__ = ("chunks", "heads", "nbytes", "offsets", "slow")
+    __slots__ = ("chunks", "nbytes", "offsets", "qoffs", "slow")
 
     def __init__(self) -> None:
-        self.heads: list[tuple[Any, ...]] = []
+        self.qoffs: list[int] = []  # every row's queue offset, in order
         self.chunks: list[memoryview] = []  # the pull bodies, joined at build()
-        self.offsets: list[int] = []  # 4 per common record, into the joined chunks
-        self.slow: list[tuple[int, bytes, bytes]] = []  # (row, body, properties)
+        self.offsets: list[int] = []  # 5 per common record, into the joined chunks
+        self.slow: list[tuple[int, MessageExt]] = []  # (row, decoded message)
         self.nbytes = 0  # bytes of the chunks (bounds a batch's buffers)
 
     def __len__(self) -> int:
-        return len(self.heads)
+        return len(self.qoffs)
 
     def gather(self, buf: memoryview, done: int, end: int) -> int:
         """Take the records of one pull body with queue offsets in [done, end), in order;
         returns the offset after the last one taken (done when none). A record that does not
         parse ends the body, as decode_messages does."""
-        heads, offsets = self.heads, self.offsets
-        unpack, i16 = RECORD_V4_HEAD.unpack_from, _I16.unpack_from
+        qoffs, offsets = self.qoffs, self.offsets
+        unpack, i16 = _WALK.unpack_from, _I16.unpack_from
         base = self.nbytes
         n = len(buf)
         pos = 0
         while pos + V4_FIXED_SIZE <= n:
-            h = unpack(buf, pos)
-            total = h[0]
+            total, magic, qoff, sys_flag, blen = unpack(buf, pos)
             rend = pos + total
-            if h[1] != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or rend > n:
+            if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or rend > n:
                 break
-            qoff = h[_QOFF]
             if qoff < done or qoff >= end:
                 pos = rend
                 continue
-            if h[_SYSFLAG] & _SLOW:
+            if sys_flag & _SLOW:
                 try:
                     m = decode_message_ext(buf, pos)
                 except MessageDecodeError:
                     break
-                self.slow.append((len(heads), m.body, stored_properties(m)))
-                heads.append(_head_of(m))
+                self.slow.append((len(qoffs), m))
             else:
-                tpos = pos + V4_FIXED_SIZE + h[-1]
-                if tpos < pos + V4_FIXED_SIZE or tpos + 3 > rend:
+                tpos = pos + V4_FIXED_SIZE + blen
+                if blen < 0 or tpos + 3 > rend:
                     break
                 ppos = tpos + 1 + buf[tpos]
                 if ppos + 2 > rend or ppos + 2 + i16(buf, ppos)[0] != rend:
                     break
-                heads.append(h)
-                offsets += (base + pos + V4_FIXED_SIZE, base + tpos, base + ppos + 2,
-                            base + rend)  # fmt: skip
+                offsets += (base + pos, base + pos + V4_FIXED_SIZE, base + tpos,
+                            base + ppos + 2, base + rend)  # fmt: skip
+            qoffs.append(qoff)
             done = qoff + 1
             pos = rend
         if pos:
             self.chunks.append(buf[:pos])
             self.nbytes += pos
         return done
-
-
-def _head_of(m: MessageExt) -> tuple[Any, ...]:
-    """A RECORD_V4_HEAD-shaped tuple of a decoded message (the fields build() reads)."""
-    return (m.store_size, MESSAGE_MAGIC_CODE, m.body_crc, m.queue_id, m.flag,
-            m.queue_offset, m.commit_log_offset, m.sys_flag, m.born_timestamp, m.born_host,
-            m.store_timestamp, m.store_host, m.reconsume_times,
-            m.prepared_transaction_offset, len(m.body))  # fmt: skip
 
 
 class BatchBuilder:
@@ -129,57 +121,25 @@ class BatchBuilder:
         import pyarrow.compute as pc
 
         pa, n = self.pa, len(g)
-        cols = list(zip(*g.heads, strict=True))
-        bodies, raw_props = self._parts(g)
-        props = _Properties(pa, self._strings(raw_props), self._every)
+        cols = _Columns(self, g)
+        props = _Properties(pa, self._strings(cols.props), self._every)
         uniq = props.field("UNIQ_KEY")
         if uniq.null_count:  # no UNIQ_KEY: the offset message id, as MessageExt.getMsgId
             uniq = pa.array([u if u is not None else create_offset_msg_id(h, phy)
-                             for u, h, phy in zip(uniq.to_pylist(), cols[_STORE_HOST],
-                                                  cols[_PHY], strict=True)], self.string)
+                             for u, h, phy in zip(uniq.to_pylist(), cols.store_raw.to_pylist(),
+                                                  cols.phy.to_pylist(), strict=True)],
+                            self.string)  # fmt: skip
         tags = props.field("TAGS")
         batch = pa.RecordBatch.from_arrays([
             pa.repeat(self.consts[0], n), pa.repeat(self.consts[1], n),
-            pa.repeat(self.consts[2], n), pa.array(cols[_QOFF], pa.int64()), uniq, tags,
-            props.field("KEYS"), bodies, props.map(),
-            pa.array(cols[_BORN_TS], self.ts).cast(self.us),
-            pa.array(cols[_STORE_TS], self.ts).cast(self.us),
-            self._hosts(cols[_BORN_HOST]), self._hosts(cols[_STORE_HOST]),
-            pa.array(cols[_RECONSUME], pa.int32()),
+            pa.repeat(self.consts[2], n), pa.array(g.qoffs, pa.int64()), uniq, tags,
+            props.field("KEYS"), cols.bodies, props.map(),
+            cols.born_ts.view(self.ts).cast(self.us), cols.store_ts.view(self.ts).cast(self.us),
+            self._hosts(cols.born_raw), self._hosts(cols.store_raw), cols.reconsume,
         ], schema=self.schema)  # fmt: skip
         if self.wanted is not None:  # the client-side tag check (the broker matched hashes)
             batch = batch.filter(pc.fill_null(pc.is_in(tags, value_set=self.wanted), False))
         return batch
-
-    def _parts(self, g: Gathered) -> tuple[Any, Any]:
-        """(bodies, properties strings) as binary arrays: slices of the joined pull bodies
-        taken by Arrow (the positions cut them into body, topic, properties, next head)."""
-        pa = self.pa
-        offsets = g.offsets
-        common = len(offsets) // 4
-        whole = pa.Array.from_buffers(pa.binary(), 4 * common, [
-            None, pa.array([*offsets, offsets[-1] if offsets else 0], pa.int32()).buffers()[1],
-            pa.py_buffer(b"".join(g.chunks))])  # fmt: skip
-        if not g.slow:
-            return (whole.take(self._every(common, 0, 4)),
-                    whole.take(self._every(common, 2, 4)))  # fmt: skip
-        at_body, at_props = [], []  # rows in order: 4k (+2) for the k-th common record,
-        slow = iter(g.slow)  # 4 * common + j for the j-th decoded one
-        nxt = next(slow, None)
-        k = j = 0
-        for row in range(len(g)):
-            if nxt is not None and nxt[0] == row:
-                at_body.append(4 * common + j)
-                j += 1
-                nxt = next(slow, None)
-            else:
-                at_body.append(4 * k)
-                k += 1
-            at_props.append(at_body[-1] + (2 if at_body[-1] < 4 * common else 0))
-        bodies = pa.concat_arrays([whole, _binary(pa, [b for _, b, _ in g.slow])])
-        props = pa.concat_arrays([whole, _binary(pa, [p for _, _, p in g.slow])])
-        return (bodies.take(pa.array(at_body, pa.int32())),
-                props.take(pa.array(at_props, pa.int32())))  # fmt: skip
 
     def _every(self, n: int, start: int, step: int) -> Any:
         """The n indices start, start + step, ... (from one kept 0, 1, 2, ...)."""
@@ -192,15 +152,18 @@ class BatchBuilder:
             got = pc.multiply(got, step)
         return pc.add(got, start) if start else got
 
-    def _hosts(self, raw: tuple[bytes, ...]) -> Any:
-        hosts = self.hosts
-        seen = set(raw)
-        for h in seen.difference(hosts):
-            ip, port = unpack_host(h)
-            hosts[h] = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-        if len(seen) == 1:  # the usual case: one producer host, one broker
-            return self.pa.repeat(self.pa.scalar(hosts[raw[0]], self.string), len(raw))
-        return self.pa.array(list(map(hosts.__getitem__, raw)), self.string)
+    def _hosts(self, raw: Any) -> Any:
+        """Packed hosts (binary) to "ip:port" strings, decoded once per distinct host."""
+        pa, hosts = self.pa, self.hosts
+        coded = raw.dictionary_encode()
+        distinct = coded.dictionary.to_pylist()
+        for h in distinct:
+            if h not in hosts:
+                ip, port = unpack_host(h)
+                hosts[h] = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        if len(distinct) == 1:  # the usual case: one producer host, one broker
+            return pa.repeat(pa.scalar(hosts[distinct[0]], self.string), len(raw))
+        return pa.array([hosts[h] for h in distinct], self.string).take(coded.indices)
 
     def _strings(self, raws: Any) -> Any:
         pa = self.pa
@@ -211,11 +174,64 @@ class BatchBuilder:
                             self.string)  # fmt: skip
 
 
-def _binary(pa: Any, parts: list[bytes]) -> Any:
-    """A BinaryArray of the parts: one joined buffer and their running lengths."""
-    offsets = pa.array(list(accumulate(map(len, parts), initial=0)), pa.int32())
-    return pa.Array.from_buffers(pa.binary(), len(parts),
-                                 [None, offsets.buffers()[1], pa.py_buffer(b"".join(parts))])
+class _Columns:
+    """A batch's per-record columns in row order: the common records' parts cut out of the
+    joined pull bodies by Arrow, the decoded ones' from their MessageExt."""
+
+    def __init__(self, b: BatchBuilder, g: Gathered) -> None:
+        import pyarrow.compute as pc
+
+        pa, every = b.pa, b._every
+        offsets = g.offsets
+        common = len(offsets) // 5
+        whole = pa.Array.from_buffers(pa.binary(), 5 * common, [
+            None, pa.array([*offsets, offsets[-1] if offsets else 0], pa.int32()).buffers()[1],
+            pa.py_buffer(b"".join(g.chunks))])  # fmt: skip
+        heads = whole.take(every(common, 0, 5))
+
+        def cut(at: tuple[int, int]) -> Any:
+            return pc.binary_slice(heads, at[0], at[0] + at[1])
+
+        def number(at: tuple[int, int], kind: Any) -> Any:  # big-endian in the head
+            raw = pc.binary_reverse(cut(at))
+            return pa.Array.from_buffers(kind, len(raw), [None, raw.buffers()[2]])
+
+        self.bodies = whole.take(every(common, 1, 5))
+        self.props = whole.take(every(common, 3, 5))
+        self.phy = number(_PHY, pa.int64())
+        self.born_ts, self.store_ts = number(_BORN_TS, pa.int64()), number(_STORE_TS, pa.int64())
+        self.born_raw, self.store_raw = cut(_BORN_HOST), cut(_STORE_HOST)
+        self.reconsume = number(_RECONSUME, pa.int32())
+        if g.slow:
+            self._merge(b, g, common)
+
+    def _merge(self, b: BatchBuilder, g: Gathered, common: int) -> None:
+        """Put the decoded records among the common ones, in row order."""
+        pa = b.pa
+        order, k, j = [], 0, common  # row -> index in (common ones + decoded ones)
+        slow_rows = {row for row, _ in g.slow}
+        for row in range(len(g)):
+            if row in slow_rows:
+                order.append(j)
+                j += 1
+            else:
+                order.append(k)
+                k += 1
+        at = pa.array(order, pa.int32())
+        ms = [m for _, m in g.slow]
+
+        def merged(mine: Any, theirs: list[Any], kind: Any) -> Any:
+            return pa.concat_arrays([mine, pa.array(theirs, kind)]).take(at)
+
+        binary, i64 = pa.binary(), pa.int64()
+        self.bodies = merged(self.bodies, [m.body for m in ms], binary)
+        self.props = merged(self.props, [stored_properties(m) for m in ms], binary)
+        self.phy = merged(self.phy, [m.commit_log_offset for m in ms], i64)
+        self.born_ts = merged(self.born_ts, [m.born_timestamp for m in ms], i64)
+        self.store_ts = merged(self.store_ts, [m.store_timestamp for m in ms], i64)
+        self.born_raw = merged(self.born_raw, [m.born_host for m in ms], binary)
+        self.store_raw = merged(self.store_raw, [m.store_host for m in ms], binary)
+        self.reconsume = merged(self.reconsume, [m.reconsume_times for m in ms], pa.int32())
 
 
 class _Properties:

@@ -101,6 +101,8 @@ def test_range_bounds_tag_filter_and_a_torn_tail() -> None:
     rows, _ = _decoded([buf], 0, 100, wanted)
     assert rows == _expected(buf, 0, 100, wanted)
     assert [r["queueOffset"] for r in rows] == [10, 12, 15, 16]
+    plain = recs[0] + recs[1] + recs[4]  # only records of the common kind, one born host
+    assert _decoded([plain], 0, 100)[0] == _expected(plain, 0, 100, None)
     torn = b"".join(recs[:3]) + recs[3][:-5]  # a record cut short ends the body
     rows, done = _decoded([torn], 0, 100)
     assert [r["queueOffset"] for r in rows] == [10, 11, 12] and done == 13
