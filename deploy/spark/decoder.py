@@ -115,6 +115,7 @@ class BatchBuilder:
         self.wanted = None if tags is None else pa.array(sorted(tags), self.string)
         self.hosts: dict[bytes, str] = {}  # packed host -> "ip:port" (a handful per range)
         self.count = pa.array([], pa.int32())  # 0, 1, 2, ... (grown on demand)
+        self.every: dict[tuple[int, int, int], Any] = {}  # (n, start, step) -> indices
 
     def build(self, g: Gathered) -> Any:
         """One record batch of the gathered records (only the subscribed tags)."""
@@ -142,15 +143,24 @@ class BatchBuilder:
         return batch
 
     def _every(self, n: int, start: int, step: int) -> Any:
-        """The n indices start, start + step, ... (from one kept 0, 1, 2, ...)."""
+        """The n indices start, start + step, ... (from one kept 0, 1, 2, ...; the last few
+        kept too: most batches of a range have one size)."""
         import pyarrow.compute as pc
 
+        got = self.every.get((n, start, step))
+        if got is not None:
+            return got
         if len(self.count) < n:
             self.count = self.pa.array(range(max(n, 2 * len(self.count))), self.pa.int32())
         got = self.count.slice(0, n)
         if step != 1:
             got = pc.multiply(got, step)
-        return pc.add(got, start) if start else got
+        if start:
+            got = pc.add(got, start)
+        if len(self.every) >= 32:
+            self.every.clear()
+        self.every[n, start, step] = got
+        return got
 
     def _hosts(self, raw: Any) -> Any:
         """Packed hosts (binary) to "ip:port" strings, decoded once per distinct host."""
