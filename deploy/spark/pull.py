@@ -4,10 +4,11 @@ Mirrors client/impl/consumer/PullAPIWrapper.java (pullKernelImpl + processPullRe
 the records, inflate compressed bodies, keep only messages whose tag is subscribed, as the
 broker filters by tag hash only) over MQClientAPIImpl.pullMessageSync, with the pull flags of
 a consumer that does not commit and does not suspend (sysFlag = FLAG_SUBSCRIPTION only). The
-range [start, end) is cut into windows of pullBatchSize offsets; up to PIPELINE windows are in
-flight on the one connection, and a window the broker answered only in part (its byte cap) or
-skipped into (filtered messages) is continued from nextBeginOffset before the next is read,
-so rows come out in queue-offset order. Runs on executors: no actor system, no bridge.
+range [start, end) is cut into windows of pullBatchSize offsets; windows covering up to
+IN_FLIGHT offsets (4 to 64 windows) are in flight on the one connection, and a window the
+broker answered only in part (its byte cap) or skipped into (filtered messages) is continued
+from nextBeginOffset before the next is read, so rows come out in queue-offset order. Runs
+on executors: no actor system, no bridge.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from protocol.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
-PIPELINE: Final = 16  # pull requests in flight per task (refilled when half are back)
+# offsets asked for ahead per task (refilled when half are back): enough that the broker
+# still has requests while the task builds a batch (4096 rows), or both wait in turn
+IN_FLIGHT: Final = 2048
 ROWS_PER_BATCH: Final = 4096  # rows per Arrow record batch handed to Spark
 BYTES_PER_BATCH: Final = 64 * 1024 * 1024  # or fewer: a batch's binary offsets are int32
 RETRIES: Final = 5  # SYSTEM_BUSY and other transient answers, with a growing pause
@@ -77,6 +80,7 @@ def _gather(r: PullRange) -> Iterator[Gathered]:
     if r.end <= r.start:
         return
     timeout_s = r.timeout_ms / 1000.0
+    depth = max(4, min(64, IN_FLIGHT // r.batch_size))  # windows in flight
     client = BlockingClient(r.addr)
     inflight: deque[tuple[int, int, int]] = deque()  # (opaque, offset asked, window end)
     next_window = r.start
@@ -84,9 +88,9 @@ def _gather(r: PullRange) -> Iterator[Gathered]:
     gathered = Gathered()
     try:
         while done < r.end:
-            if len(inflight) <= PIPELINE // 2:  # refill in one write: fewer wake-ups
+            if len(inflight) <= depth // 2:  # refill in one write: fewer wake-ups
                 cmds = []
-                while next_window < r.end and len(inflight) < PIPELINE:
+                while next_window < r.end and len(inflight) < depth:
                     wend = min(next_window + r.batch_size, r.end)
                     cmds.append(_pull(r, next_window, wend - next_window))
                     inflight.append((cmds[-1].opaque, next_window, wend))
