@@ -25,7 +25,14 @@ from protocol.message import (
     decode_message_ext,
     stored_properties,
 )
-from protocol.record import V4_FIXED_SIZE, V6_FLAGS, unpack_host
+from protocol.record import (
+    BORN_HOST_POS,
+    BORN_TIMESTAMP_POS,
+    PHYSICAL_OFFSET_POS,
+    V4_FIXED_SIZE,
+    V6_FLAGS,
+    unpack_host,
+)
 
 _SLOW: Final = V6_FLAGS | COMPRESSED_FLAG  # records decode_message_ext decodes
 _MIN_RECORD: Final = V4_FIXED_SIZE + 3  # an empty body, topic and properties
@@ -34,14 +41,15 @@ _I16 = struct.Struct(">h")
 _WALK = struct.Struct(">ii12xq8xi44xi")
 assert _WALK.size == V4_FIXED_SIZE
 # (position, width) of the head fields read by Arrow (protocol.record's layout, IPv4 hosts)
-_PHY, _BORN_TS, _BORN_HOST, _STORE_TS, _STORE_HOST, _RECONSUME = (
-    (28, 8), (40, 8), (48, 8), (56, 8), (64, 8), (72, 4))  # fmt: skip
+_PHY, _BORN_TS, _BORN_HOST = (PHYSICAL_OFFSET_POS, 8), (BORN_TIMESTAMP_POS, 8), (BORN_HOST_POS, 8)
+_STORE_TS, _STORE_HOST, _RECONSUME = (BORN_HOST_POS + 8, 8), (BORN_HOST_POS + 16, 8), (
+    BORN_HOST_POS + 24, 4)  # fmt: skip
 
 
 class Gathered:
     """The records of one batch as found in the pull bodies: their queue offsets and, for
-    the common kind, five positions each in the joined bodies (head, body, properties
-    start and end); records decode_message_ext decoded are kept whole."""
+    the common kind, five positions each in the joined bodies (where its head, body, topic
+    and properties start, and its end); records decode_message_ext decoded are kept whole."""
 
     __slots__ = ("chunks", "nbytes", "offsets", "qoffs", "slow")
 
