@@ -69,9 +69,9 @@ from protocol.headers import (
 )
 from protocol.message import decode_offset_msg_id
 from protocol.record import RecordError, decode_record_fields
+from store.clean_service import disk_usage_ratio
 from store.config import properties_text
 from store.consume_queue import CQ_UNIT
-from store.message_store import disk_usage_ratio
 from store.stats_page import StatsPage, stats_path
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from protocol.message import BatchItem, encode_batch
-from store.message_store import MessageExtBatch
+from store.message_ext_broker_inner import MessageExtBatch
 from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 QUEUES = 3
