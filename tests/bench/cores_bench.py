@@ -39,7 +39,7 @@ from actors.core import ProcessorCore, Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from protocol.message import BatchItem, encode_batch
+from protocol.message_batch import BatchItem, encode_batch
 from protocol.record import java_string_hash, pack_host
 from store.config import StoreConfig
 from store.message_ext_broker_inner import MessageExtBrokerInner

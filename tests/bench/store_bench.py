@@ -44,7 +44,7 @@ import time
 import zlib
 from collections.abc import Callable
 
-from protocol.message import BatchItem, encode_batch
+from protocol.message_batch import BatchItem, encode_batch
 from protocol.record import properties_to_string
 from store.config import StoreConfig
 from store.flush_service import GroupCommit

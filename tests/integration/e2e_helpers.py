@@ -23,7 +23,8 @@ from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from protocol.message import BatchItem, create_uniq_id, encode_batch
+from protocol.message_batch import BatchItem, encode_batch
+from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import java_string_hash, properties_to_string
 
 log = logging.getLogger(__name__)
