@@ -49,9 +49,7 @@ from actors.client.messages import (
     UnregisterConsumer,
     UpdateConsumerData,
 )
-from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_instance import MQClientInstance, default_route_for
-from actors.client.remoting_client import RemotingClient
 from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.bodies import ConsumerData, TopicRouteData
 from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, ResponseCode
@@ -118,10 +116,8 @@ class MQClientInstanceActor(ServiceThreadActor):
             self.config = msg.config
             client_id = msg.config.client_id()
             self.core = MQClientInstance(client_id)
-            self.remoting = RemotingClient(processor=self._on_broker_request)
-            self.remoting.on_connection_change = self._rewatch
-            self.api = MQClientAPI(self.remoting, msg.config)
-            self.channel = ch.ChannelEnd.connect(msg.channel_path, f"instance:{client_id}")
+            self._connect(msg.config, msg.channel_path, f"instance:{client_id}",
+                          self._on_broker_request)
         except Exception as exc:
             log.exception("client instance failed to start")
             self.send(sender, ClientInstanceStartFailed(f"{type(exc).__name__}: {exc}"))

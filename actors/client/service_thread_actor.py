@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from actors.client import client_channel as ch
 from actors.client.mq_client_api import MQClientAPI
-from actors.client.remoting_client import RemotingClient
+from actors.client.remoting_client import RemotingClient, RequestProcessor
 from actors.runtime.watch import WatchingActor
 
 FLUSH_RETRY_MS: Final = 1.0
@@ -27,6 +27,15 @@ class ServiceThreadActor(WatchingActor):
         self.remoting: RemotingClient | None = None
         self.api: MQClientAPI | None = None
         self.channel: ch.ChannelEnd | None = None
+
+    def _connect(self, config: Any, channel_path: str, channel_name: str,
+                 processor: RequestProcessor | None = None) -> None:  # fmt: skip
+        """Make the remoting client (broker requests go to processor) and the MQClientAPI over
+        it, and connect the channel to the user's process."""
+        self.remoting = RemotingClient(processor=processor)
+        self.remoting.on_connection_change = self._rewatch
+        self.api = MQClientAPI(self.remoting, config)
+        self.channel = ch.ChannelEnd.connect(channel_path, channel_name)
 
     def _read_channel(self, end: ch.ChannelEnd) -> None:
         """Read and act on the records the user's process wrote."""

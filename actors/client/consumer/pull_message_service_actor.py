@@ -22,9 +22,7 @@ from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
 from actors.client.errors import MQBrokerError, MQClientError
-from actors.client.mq_client_api import MQClientAPI
 from actors.client.records import PullResult
-from actors.client.remoting_client import RemotingClient
 from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.headers import PullMessageRequestHeader
 
@@ -46,10 +44,7 @@ class PullMessageServiceActor(ServiceThreadActor):
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartPullService):
             try:
-                self.remoting = RemotingClient()
-                self.remoting.on_connection_change = self._rewatch
-                self.api = MQClientAPI(self.remoting, msg.config)
-                self.channel = ch.ChannelEnd.connect(msg.channel_path, f"pull:{msg.client_id}")
+                self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}")
             except Exception as exc:
                 log.exception("PullMessageService failed to start")
                 self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))

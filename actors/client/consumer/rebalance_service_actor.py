@@ -61,9 +61,7 @@ from actors.client.messages import (
     UnregisterConsumer,
     UpdateConsumerData,
 )
-from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_instance import TopicRouteTable
-from actors.client.remoting_client import RemotingClient
 from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.bodies import (
     ConsumerData,
@@ -137,10 +135,7 @@ class RebalanceServiceActor(ServiceThreadActor):
 
     def _start(self, msg: StartRebalanceService, sender: Any) -> None:
         try:
-            self.remoting = RemotingClient()
-            self.remoting.on_connection_change = self._rewatch
-            self.api = MQClientAPI(self.remoting, msg.config)
-            self.channel = ch.ChannelEnd.connect(msg.channel_path, f"rebalance:{msg.client_id}")
+            self._connect(msg.config, msg.channel_path, f"rebalance:{msg.client_id}")
         except Exception as exc:
             log.exception("RebalanceService failed to start")
             self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
