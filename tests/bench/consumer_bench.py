@@ -100,7 +100,7 @@ def preload(ns: str, topic: str, n: int, body: bytes) -> None:
 def raw_pull_loop(addr: tuple[str, int], topic: str, total: int) -> float:
     """The raw wire client: pull every queue in turn, 32 per pull, committing: msgs/s."""
     from deploy.wire import BlockingClient
-    from tests.bench.broker_bench import heartbeat_request
+    from tests.bench.consume_bench import heartbeat_request
     from tests.integration.e2e_helpers import pull_cmd
 
     group = f"bench_raw_cg_{time.monotonic_ns()}"
