@@ -22,6 +22,11 @@ from thespian.actors import ActorExitRequest
 
 from actors.broker.ha import HAServiceActor
 from actors.broker.index_service import IndexServiceActor, broker_store_config
+from actors.broker.notify_message_arriving_listener import (
+    HOLDS_OFF_DELAY_MS,
+    ArrivalNoticeGate,
+    HoldsReporter,
+)
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
 from actors.runtime.channel import (
     HOLDS,
@@ -79,7 +84,6 @@ FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 NS_FIRST_RETRY_MS = 200.0  # a lost name server connection: register again this soon,
 NS_RETRY_MS = 1000.0  # then this often until it answers
-HOLDS_OFF_DELAY_MS = 200.0  # pull actor: report "no held pulls" only after this long without
 
 
 # -- personalities: where groups, contexts and the controller core come from ------------------
@@ -201,8 +205,8 @@ class ProcessorActor(WatchingActor):
         self.channels: dict[int, Channel] = {}
         self.notice_ch: Channel | None = None  # send actor: to the pull actor
         self._core_fds: set[int] = set()  # descriptors the core asked to watch (watch_fds)
-        self.pull_holding = True  # send actor: the pull actor may hold pulls (notices needed)
-        self.reported_holding = True  # pull actor: what the send actor was last told
+        self.gate_notices = ArrivalNoticeGate()  # send actor: notices to the pull actor
+        self.holds = HoldsReporter()  # pull actor: HOLDS records to the send actor
         self.controller: Any = None
         self.store_closed = False
 
@@ -233,7 +237,7 @@ class ProcessorActor(WatchingActor):
             if self.notice_ch is not None:  # the pull actor was replaced: the old one is gone
                 self.unwatch(self.notice_ch.fd)
                 self.notice_ch.close()
-            self.pull_holding = True  # until the new pull actor says otherwise
+            self.gate_notices.connected()  # until the new pull actor says otherwise
             self.notice_ch = connect_channel(
                 msg.channel_addr, name="notices", token=getattr(msg, "channel_token", b"")
             )
@@ -381,13 +385,10 @@ class ProcessorActor(WatchingActor):
             self._update_watch()
             return
         for rec in records:
-            if rec[0] == HOLDS:
-                holding = bool(rec[1])
-                if holding and not self.pull_holding:
-                    # appends made before this record carried no notice: ask for a re-check
-                    add_notices(ch.out, [])
-                    self.outbox.dirty.add(ch)
-                self.pull_holding = holding
+            if rec[0] == HOLDS and self.gate_notices.on_holds(bool(rec[1])):
+                # appends made before this record carried no notice: ask for a re-check
+                add_notices(ch.out, [])
+                self.outbox.dirty.add(ch)
 
     def on_ready(self, fds: list[int]) -> None:
         host = self.host
@@ -501,17 +502,16 @@ class ProcessorActor(WatchingActor):
             elif self.controller is not None:
                 self.send(self.controller, BrokerEventBatch(self.group, events))
         if self.notice_ch is not None:
-            arrivals = ctx.drain_arrivals()
-            if arrivals and self.pull_holding:
-                add_notices(self.notice_ch.out, _coalesce(arrivals))
+            notices = self.gate_notices.notices(ctx.drain_arrivals())
+            if notices is not None:
+                add_notices(self.notice_ch.out, notices)
                 self.outbox.dirty.add(self.notice_ch)
         elif self.host is not None and self.host.on_notices is not None:
-            holding = self._holding()
-            if holding != self.reported_holding:
-                if holding:
-                    self._report_holding(True)
-                else:  # hysteresis: a consumer that re-polls at once keeps notices flowing
-                    self.schedule("holds-off", HOLDS_OFF_DELAY_MS)
+            report = self.holds.after_batch(self._holding())
+            if report:
+                self._report_holding(True)
+            elif report is not None:  # hysteresis: a consumer re-polling at once keeps notices
+                self.schedule("holds-off", HOLDS_OFF_DELAY_MS)
         self._flush()
 
     def _report_holding(self, holding: bool) -> None:
@@ -519,7 +519,7 @@ class ProcessorActor(WatchingActor):
         if src is not None and not src.closed:
             add_holds(src.out, holding)
             self.outbox.dirty.add(src)
-            self.reported_holding = holding
+            self.holds.sent(holding)
 
     def _flush(self) -> None:
         outbox = self.outbox
@@ -549,7 +549,7 @@ class ProcessorActor(WatchingActor):
     def on_timer(self, key: str) -> None:
         if key == "tick" and not self.store_closed:
             self._tick()
-        elif key == "holds-off" and self.reported_holding and not self._holding():
+        elif key == "holds-off" and self.holds.quiet_delay_over(self._holding()):
             self._report_holding(False)
         elif key == "tokens":
             self._expire_tokens()
@@ -605,16 +605,6 @@ class ProcessorActor(WatchingActor):
                     os.unlink(addr)
                 except OSError:
                     pass
-
-
-def _coalesce(arrivals: list[Any]) -> list[list[Any]]:
-    """One notice per (topic, queue, tags code): the newest offset wakes whatever an older would."""
-    if len(arrivals) == 1:
-        return [list(arrivals[0])]
-    last: dict[tuple[Any, Any, Any], list[Any]] = {}
-    for a in arrivals:
-        last[(a[0], a[1], a[3])] = list(a)
-    return list(last.values())
 
 
 # -- controller actor --------------------------------------------------------------------------

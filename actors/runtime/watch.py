@@ -56,6 +56,8 @@ from thespian.actors import (
     WatchMessage,
 )
 
+from actors.runtime.stack_chunk import on_fresh_stack
+
 log = logging.getLogger(__name__)
 
 _EP_IN = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
@@ -335,6 +337,13 @@ class WatchingActor(Actor):
                 pass
             tep.close()
 
+    def _serve(self) -> None:
+        """A readiness turn: the ready descriptors, then the linger loop."""
+        fds = self._ready_fds()
+        if fds:
+            self.on_ready(fds)
+        self._linger()
+
     # -- Thespian entry point -----------------------------------------------------------------
     def receiveMessage(self, msg: Any, sender: Any) -> Any:
         self._sent_control = False
@@ -359,10 +368,10 @@ class WatchingActor(Actor):
                     spec = os.environ.get(AFFINITY_ENV)
                     if spec:
                         pin_cpus(role, spec)
-                fds = self._ready_fds()
-                if fds:
-                    self.on_ready(fds)
-                self._linger()
+                if self.LINGER_IDLE_MS > 0:  # a data-plane actor: see actors.runtime.stack_chunk
+                    on_fresh_stack(self._serve)
+                else:  # a control actor: not worth a chunk mapping per turn
+                    self._serve()
             elif isinstance(msg, WakeupMessage):
                 self._fire(msg.payload)
             elif isinstance(msg, ChildActorExited):
