@@ -12,16 +12,21 @@ so it measures what a Python application gets.
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-EXIT_USAGE = 2
+from deploy.benchmark_common import (
+    EXIT_USAGE,
+    add_stop_options,
+    benchmark_parser,
+    namesrv_problems,
+    start_reporter,
+    stop_on_signals,
+)
 
 
 @dataclass
@@ -72,12 +77,8 @@ class Stats:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options in the Java tool's spirit (-t -g -e -r), plus the client's modes."""
-    p = argparse.ArgumentParser(prog="actormq consumer",
-                                description="consumer benchmark (RocketMQ benchmark Consumer)")
-    p.add_argument("-n", "--namesrv", default=None,
-                   help="name server(s) host:port[;host:port] (default $NAMESRV_ADDR)")
-    p.add_argument("-t", "--topic", default="BenchmarkTest")
-    p.add_argument("-g", "--group", default="benchmark_consumer")
+    p = benchmark_parser("actormq consumer", "consumer benchmark (RocketMQ benchmark Consumer)",
+                         "benchmark_consumer")
     p.add_argument("-e", "--expression", default="*", help="tags ('TagA || TagB') or SQL92")
     p.add_argument("--sql", action="store_true", help="the expression is SQL92")
     p.add_argument("-r", "--fail-rate", type=float, default=0.0,
@@ -87,35 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="consume_from", choices=("last", "first"), default="last")
     p.add_argument("-w", "--threads", type=int, default=20, help="consume workers")
     p.add_argument("--batch", type=int, default=1, help="consumeMessageBatchMaxSize")
-    p.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: never)")
-    p.add_argument("--count", type=int, default=0, help="stop after this many messages (0: no)")
+    add_stop_options(p)
     return p
 
 
-def _report(stats: Stats, stop: threading.Event, out: Any) -> None:
-    while not stop.wait(1.0):
-        n, b2c, s2c, b2c_max, s2c_max, failed = stats.roll()
-        out.write(f"Current Time: {time.strftime('%H:%M:%S')} | Consume TPS: {n} | "
-                  f"AVG(B2C) RT(ms): {b2c:7.3f} | AVG(S2C) RT(ms): {s2c:7.3f} | "
-                  f"MAX(B2C) RT(ms): {b2c_max:.0f} | MAX(S2C) RT(ms): {s2c_max:.0f} | "
-                  f"Consume Fail: {failed}\n")
-        out.flush()
+def _report_line(stats: Stats) -> str:
+    n, b2c, s2c, b2c_max, s2c_max, failed = stats.roll()
+    return (f"Current Time: {time.strftime('%H:%M:%S')} | Consume TPS: {n} | "
+            f"AVG(B2C) RT(ms): {b2c:7.3f} | AVG(S2C) RT(ms): {s2c:7.3f} | "
+            f"MAX(B2C) RT(ms): {b2c_max:.0f} | MAX(S2C) RT(ms): {s2c_max:.0f} | "
+            f"Consume Fail: {failed}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run until --seconds / --count or a signal; totals at the end; the exit code."""
     a = build_parser().parse_args(argv)
-    a.namesrv = a.namesrv or os.environ.get("NAMESRV_ADDR")
-    problems = []
-    if not a.namesrv:
-        problems.append("no name server: pass -n host:port or set NAMESRV_ADDR")
-    else:
-        from actors.client.client_config import parse_namesrv
-
-        try:
-            parse_namesrv(a.namesrv)
-        except ValueError as exc:
-            problems.append(str(exc))
+    problems = namesrv_problems(a)
     if a.threads < 1 or a.batch < 1:
         problems.append("--threads and --batch must be >= 1")
     if not 0.0 <= a.fail_rate <= 1.0:
@@ -136,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         stats.record(msgs, time.time() * 1000, ok)
         return ConsumeResult.SUCCESS if ok else ConsumeResult.RECONSUME_LATER
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     try:
         consumer = PushConsumer(a.group, namesrv=a.namesrv, handler=handle, orderly=a.orderly,
                                 model="broadcasting" if a.broadcasting else "clustering",
@@ -150,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with consumer as c:
             c.subscribe(a.topic, a.expression, expression_type="SQL92" if a.sql else None)
-            reporter = threading.Thread(target=_report, args=(stats, stop, sys.stdout),
-                                        daemon=True)
-            reporter.start()
+            start_reporter(lambda: _report_line(stats), stop, sys.stdout)
             while not stop.is_set():
                 if a.seconds and time.monotonic() - start >= a.seconds:
                     break

@@ -11,14 +11,20 @@ async sends with a bounded in-flight budget, oneway sends, or batches.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-EXIT_USAGE = 2
+from deploy.benchmark_common import (
+    EXIT_USAGE,
+    add_stop_options,
+    benchmark_parser,
+    namesrv_problems,
+    start_reporter,
+    stop_on_signals,
+)
 
 
 @dataclass
@@ -60,12 +66,8 @@ class Stats:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options in the Java tool's spirit (-t -w -s -k -c -n), plus the client's modes."""
-    p = argparse.ArgumentParser(prog="actormq producer",
-                                description="producer benchmark (RocketMQ benchmark Producer)")
-    p.add_argument("-n", "--namesrv", default=None,
-                   help="name server(s) host:port[;host:port] (default $NAMESRV_ADDR)")
-    p.add_argument("-t", "--topic", default="BenchmarkTest")
-    p.add_argument("-g", "--group", default="benchmark_producer")
+    p = benchmark_parser("actormq producer", "producer benchmark (RocketMQ benchmark Producer)",
+                         "benchmark_producer")
     p.add_argument("-w", "--threads", type=int, default=4, help="sending threads")
     p.add_argument("-s", "--size", type=int, default=128, help="message body bytes")
     p.add_argument("-k", "--keys", action="store_true", help="give each message a key")
@@ -74,18 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("sync", "async", "oneway", "batch"), default="sync")
     p.add_argument("--inflight", type=int, default=1000, help="async: max in flight")
     p.add_argument("--batch", type=int, default=32, help="batch mode: messages per batch")
-    p.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: never)")
-    p.add_argument("--count", type=int, default=0, help="stop after this many messages (0: no)")
+    add_stop_options(p)
     return p
 
 
-def _report(stats: Stats, stop: threading.Event, out: Any) -> None:
-    while not stop.wait(1.0):
-        sent, rt_max, rt_avg, failed = stats.roll()
-        out.write(f"Current Time: {time.strftime('%H:%M:%S')} | Send TPS: {sent} | "
-                  f"Max RT(ms): {rt_max:.3f} | Average RT(ms): {rt_avg:7.3f} | "
-                  f"Send Failed: {failed}\n")
-        out.flush()
+def _report_line(stats: Stats) -> str:
+    sent, rt_max, rt_avg, failed = stats.roll()
+    return (f"Current Time: {time.strftime('%H:%M:%S')} | Send TPS: {sent} | "
+            f"Max RT(ms): {rt_max:.3f} | Average RT(ms): {rt_avg:7.3f} | "
+            f"Send Failed: {failed}\n")
 
 
 def _sender(p: Any, a: argparse.Namespace, stats: Stats, stop: threading.Event, idx: int,
@@ -128,13 +127,8 @@ def _sender(p: Any, a: argparse.Namespace, stats: Stats, stop: threading.Event, 
 
 def main(argv: list[str] | None = None) -> int:
     """Run until --seconds / --count or a signal; totals at the end; the exit code."""
-    import os
-
     a = build_parser().parse_args(argv)
-    a.namesrv = a.namesrv or os.environ.get("NAMESRV_ADDR")
-    problems = []
-    if not a.namesrv:
-        problems.append("no name server: pass -n host:port or set NAMESRV_ADDR")
+    problems = namesrv_problems(a)
     if a.threads < 1 or a.size < 1 or a.inflight < 1 or a.batch < 1:
         problems.append("--threads, --size, --inflight and --batch must be >= 1")
     if a.tag_count < 0 or a.delay_level < 0 or a.seconds < 0 or a.count < 0:
@@ -145,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     from actors.client import MQClientError, Producer
 
     stats, stop = Stats(), threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     try:
         producer = Producer(a.group, namesrv=a.namesrv, max_inflight=a.inflight)
     except ValueError as exc:
@@ -155,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         with producer as p:
-            reporter = threading.Thread(target=_report, args=(stats, stop, sys.stdout),
-                                        daemon=True)
-            reporter.start()
+            start_reporter(lambda: _report_line(stats), stop, sys.stdout)
             budget, budget_lock = [a.count], threading.Lock()
             threads = [threading.Thread(target=_sender, daemon=True,
                                         args=(p, a, stats, stop, i, budget, budget_lock))

@@ -51,6 +51,14 @@ class LanguageCode(IntEnum):
     RUST = 12
 
 
+def language_name(code: int) -> str:
+    """LanguageCode as fastjson writes the enum (its name)."""
+    try:
+        return LanguageCode(code).name
+    except ValueError:
+        return "OTHER"
+
+
 class _NamedCode(IntEnum):
     """An IntEnum whose members can be looked up without raising on unknown values."""
 

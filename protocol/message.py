@@ -1,7 +1,8 @@
-"""Messages, stored-record decode/encode, message ids and batch bodies.
+"""Messages, stored-record decode/encode and offset message ids.
 
-Mirrors common/message/Message.java, MessageExt.java, MessageDecoder.java, MessageConst.java,
-MessageClientIDSetter.java and common/sysflag/MessageSysFlag.java, RocketMQ 4.9.x.
+Mirrors common/message/Message.java, MessageExt.java, MessageDecoder.java, MessageConst.java
+and common/sysflag/MessageSysFlag.java, RocketMQ 4.9.x. UNIQ_KEY ids live in
+protocol/message_client_id_setter.py, batch bodies in protocol/message_batch.py.
 
 Decoding is the consumer's hot path (a pull body is up to 32 records), so `MessageExt` is lazy
 in three places, all invisible to callers:
@@ -23,18 +24,12 @@ is a decode error (which ends a `decode_messages` batch, as in Java).
 
 from __future__ import annotations
 
-import datetime
-import itertools
 import logging
-import os
-import random
-import socket
 import struct
-import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final
 
 from protocol.record import (
     MAX_PROPERTIES_LENGTH,
@@ -498,228 +493,19 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     return host, port, int.from_bytes(raw[-8:], "big", signed=True)
 
 
-def _month_start_ms(now_ms: int) -> tuple[int, int]:
-    """(start of this month, start of next month) in epoch ms, local time."""
-    now = datetime.datetime.fromtimestamp(now_ms / 1000.0)
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    nxt = (
-        start.replace(year=start.year + 1, month=1)
-        if start.month == 12
-        else start.replace(month=start.month + 1)
-    )
-    return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
-
-
-def _local_ip() -> bytes:
-    """This host's IPv4 address as 4 bytes (127.0.0.1 when it cannot be found)."""
-    try:
-        addr = socket.gethostbyname(socket.gethostname())
-        if not addr.startswith("127."):
-            return socket.inet_aton(addr)
-    except OSError:
-        pass
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # TEST-NET: no packet is sent for a UDP connect
-            return socket.inet_aton(s.getsockname()[0])
-    except OSError:
-        return b"\x7f\x00\x00\x01"
-
-
-class UniqIdGenerator:
-    """UNIQ_KEY ids: ip, pid (short), class-loader hash (int), ms since month start, counter."""
-
-    __slots__ = ("_counter", "_next_start", "_prefix", "_start")
-
-    def __init__(self, ip: bytes, pid: int, class_loader_hash: int, counter_start: int = 0):
-        if len(ip) not in (4, 16):
-            raise ValueError("ip must be 4 or 16 bytes")
-        self._prefix = (
-            ip.hex() + f"{pid & 0xFFFF:04x}{class_loader_hash & 0xFFFFFFFF:08x}"
-        ).upper()
-        self._counter = itertools.count(counter_start)
-        self._start = 0
-        self._next_start = 0
-
-    @property
-    def prefix(self) -> str:
-        """The fixed hex prefix (ip, pid, class-loader hash)."""
-        return self._prefix
-
-    def next_id(self, now_ms: int | None = None) -> str:
-        """The next id; now_ms defaults to the wall clock."""
-        if now_ms is None:
-            now_ms = time.time_ns() // 1_000_000
-        if now_ms >= self._next_start or now_ms < self._start:
-            self._start, self._next_start = _month_start_ms(now_ms)
-        diff = now_ms - self._start
-        return f"{self._prefix}{diff & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
-
-
-class _ProcessUniqIdGenerator(UniqIdGenerator):
-    """The per-process default generator (re-created after fork)."""
-
-    __slots__ = ("pid",)
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        super().__init__(_local_ip(), self.pid, random.getrandbits(32))
-
-
-_default_generator: _ProcessUniqIdGenerator | None = None
-
-
-def create_uniq_id(now_ms: int | None = None) -> str:
-    """A new UNIQ_KEY for this process (32 upper hex chars for an IPv4 host)."""
-    global _default_generator
-    gen = _default_generator
-    if gen is None or gen.pid != os.getpid():
-        gen = _default_generator = _ProcessUniqIdGenerator()
-    return gen.next_id(now_ms)
-
-
-def uniq_id_time_ms(uniq_id: str, now_ms: int | None = None) -> int:
-    """Approximate store time encoded in an IPv4 UNIQ_KEY, relative to the month of now_ms."""
-    if len(uniq_id) != 32:
-        raise ValueError("only 32-char (IPv4) uniq ids carry a parsable time")
-    diff = int(uniq_id[20:28], 16)
-    if now_ms is None:
-        now_ms = time.time_ns() // 1_000_000
-    start, _ = _month_start_ms(now_ms)
-    return start + diff
-
-
-# --- batch bodies -------------------------------------------------------------------------------
-_BATCH_HEAD = struct.Struct(
-    ">i"  # TOTALSIZE (item, this field included)
-    "i"  # MAGICCODE (0, ignored)
-    "i"  # BODYCRC (0, ignored)
-    "i"  # FLAG
-    "i"  # body length
-)
-_BATCH_FIXED: Final = _BATCH_HEAD.size + 2  # + short properties length = 22
-
-
-@dataclass(slots=True)
-class BatchItem:
-    """One message of a SEND_BATCH_MESSAGE body."""
-
-    flag: int = 0
-    body: bytes = b""
-    properties: dict[str, str] = field(default_factory=dict)
-
-
-def encode_batch(items: Iterable[BatchItem | Message]) -> bytes:
-    """Encode items as a batch body (each carries its own properties, e.g. UNIQ_KEY)."""
-    parts: list[bytes] = []
-    for it in items:
-        props = properties_to_string(it.properties).encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise ValueError(f"batch item properties length {len(props)} > 32767")
-        body = bytes(it.body)
-        total = _BATCH_FIXED + len(body) + len(props)
-        parts.append(_BATCH_HEAD.pack(total, 0, 0, it.flag, len(body)))
-        parts.append(body)
-        parts.append(_I16.pack(len(props)))
-        parts.append(props)
-    return b"".join(parts)
-
-
-class RawBatchItem(NamedTuple):
-    """One batch item as the broker expands it: views into the body, properties as bytes."""
-
-    flag: int
-    body: memoryview
-    properties: bytes
-    body_crc: int
-
-
-def iter_batch_raw(body: bytes | bytearray | memoryview) -> Iterator[RawBatchItem]:
-    """Walk a batch body (fields read by their own lengths; TOTALSIZE is ignored, as in Java)."""
-    mv = body if isinstance(body, memoryview) else memoryview(body)
-    n = len(mv)
-    pos = 0
-    while pos < n:
-        if pos + _BATCH_HEAD.size > n:
-            raise MessageDecodeError(f"truncated batch item at {pos}")
-        _total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
-        p = pos + _BATCH_HEAD.size
-        if blen < 0 or p + blen + 2 > n:
-            raise MessageDecodeError(f"bad batch item body length {blen} at {pos}")
-        item_body = mv[p : p + blen]
-        p += blen
-        plen = _I16.unpack_from(mv, p)[0]
-        p += 2
-        if plen < 0 or p + plen > n:
-            raise MessageDecodeError(f"bad batch item properties length {plen} at {pos}")
-        yield RawBatchItem(
-            flag, item_body, bytes(mv[p : p + plen]), zlib.crc32(item_body) & 0x7FFFFFFF
-        )
-        pos = p + plen
-
-
-def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
-    """Decode a batch body into items; raises MessageDecodeError on a malformed body."""
-    return [
-        BatchItem(
-            it.flag, bytes(it.body), parse_properties(it.properties.decode("utf-8", "replace"))
-        )
-        for it in iter_batch_raw(body)
-    ]
-
-
-_SEP_BYTE: Final = PROPERTY_SEPARATOR.encode()
-
-
-def merge_batch_properties(item_properties: bytes, batch_properties: bytes) -> bytes:
-    """Item properties, then \\x02 unless either part is empty or the item already ends in it,
-    then the batch-level properties (CommitLog.MessageExtBatchEncoder)."""
-    if not batch_properties:
-        return item_properties
-    if not item_properties:
-        return batch_properties
-    if item_properties.endswith(_SEP_BYTE):
-        return item_properties + batch_properties
-    return item_properties + _SEP_BYTE + batch_properties
-
-
-def expand_batch(
-    body: bytes | bytearray | memoryview, batch_properties: bytes | str = b""
-) -> list[RawBatchItem]:
-    """Broker-side expansion: each item with merged properties and its body CRC."""
-    bp = batch_properties.encode() if isinstance(batch_properties, str) else batch_properties
-    out = []
-    for it in iter_batch_raw(body):
-        props = merge_batch_properties(it.properties, bp)
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise MessageDecodeError(f"merged properties length {len(props)} > 32767")
-        out.append(it._replace(properties=props))
-    return out
-
-
 __all__ = [
-    "BatchItem",
     "Message",
     "MessageDecodeError",
     "MessageExt",
-    "RawBatchItem",
-    "UniqIdGenerator",
     "compress_body",
     "compression_type",
     "create_offset_msg_id",
-    "create_uniq_id",
-    "decode_batch",
     "decode_message_ext",
     "decode_messages",
     "decode_offset_msg_id",
-    "encode_batch",
     "encode_message_ext",
-    "expand_batch",
-    "iter_batch_raw",
-    "merge_batch_properties",
     "pack_host",
     "parse_properties",
     "tags_code",
     "transaction_type",
-    "uniq_id_time_ms",
 ]

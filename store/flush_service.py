@@ -20,8 +20,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from store.mapped_file import MappedFile
+from store.put_message_result import PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
+    from store.message_ext_broker_inner import MessageExtBrokerInner
     from store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -207,3 +209,114 @@ class ConsumeQueueFlusher(_MsyncThread):
         complete = store.flush_logics(least, self._sync)
         self.rounds += 1
         return complete
+
+
+# ---- group commit -----------------------------------------------------------------------------
+class GroupCommit:
+    """Thread-safe SYNC_FLUSH helper (GroupCommitService): one fsync covers many writers.
+
+    Writers append under `store.put_lock`, release it, then park on a private lock until the
+    flushed offset covers their record. The flusher thread takes every record appended since the
+    last flush in one fdatasync per touched file (only those files' dirty pages are written; the
+    call releases the GIL so writers keep appending meanwhile), then releases every covered
+    waiter at once.
+    """
+
+    def __init__(self, store: DefaultMessageStore, timeout_s: float | None = None) -> None:
+        self.store = store
+        self.timeout_s = timeout_s if timeout_s is not None else store.cfg.syncFlushTimeout / 1000
+        self._mu = threading.Lock()
+        self._kick = threading.Lock()
+        self._kick.acquire()  # released (once) when a waiter arrives
+        self._kicked = False
+        self._waiters: list[tuple[int, Any]] = []
+        self._flushed = store.flushed_offset
+        self._stop = False
+        self.fsyncs = 0
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
+
+    def put_and_wait(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
+        """Put under the store lock, then wait (without it) until a flush covers the record."""
+        with self.store.put_lock:
+            res = self.store.put_message(msg, now_ms)
+        if res.status is not PutMessageStatus.PUT_OK:
+            return res
+        if not self.wait_flushed(res.end_offset):
+            res.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return res
+
+    def wait_flushed(self, end_offset: int) -> bool:
+        """Block until flushed >= end_offset (or timeout)."""
+        if self._flushed >= end_offset:
+            return True
+        lk = threading.Lock()
+        lk.acquire()
+        with self._mu:
+            if self._flushed >= end_offset:
+                return True
+            if self._stop:
+                return False
+            self._waiters.append((end_offset, lk))
+            if not self._kicked:
+                self._kicked = True
+                self._kick.release()
+        lk.acquire(timeout=self.timeout_s)
+        return self._flushed >= end_offset
+
+    def _flush_once(self) -> int:
+        store = self.store
+        cl = store.commitlog
+        with store.put_lock:
+            target = cl.max_offset
+            todo = [
+                (mf, min(mf.wrote_position, target - mf.file_from_offset))
+                for mf in cl.mfq.files
+                if mf.flushed_position < mf.wrote_position and mf.file_from_offset < target
+            ]
+        for mf, upto in todo:
+            mf.sync_data()  # fdatasync: the file's dirty pages, GIL released
+            mf.flushed_position = max(mf.flushed_position, upto)
+        self.fsyncs += 1
+        with store.put_lock:
+            cl.mfq.flushed_where = max(cl.mfq.flushed_where, target)
+            store._after_flush()
+        return target
+
+    def _run(self) -> None:
+        while True:
+            self._kick.acquire()
+            with self._mu:
+                self._kicked = False
+                waiters = self._waiters
+                self._waiters = []
+                if self._stop:
+                    for _end, lk in waiters:
+                        lk.release()
+                    return
+            if not waiters:
+                continue
+            target = self._flush_once()
+            keep = []
+            with self._mu:
+                self._flushed = max(self._flushed, target)
+            for item in waiters:
+                if item[0] <= target:
+                    item[1].release()
+                else:
+                    keep.append(item)
+            if keep:
+                with self._mu:
+                    self._waiters.extend(keep)
+                    if not self._kicked:
+                        self._kicked = True
+                        self._kick.release()
+
+    def close(self) -> None:
+        """Stop the flusher thread (waiters still parked are released as not flushed)."""
+        with self._mu:
+            self._stop = True
+            if not self._kicked:
+                self._kicked = True
+                self._kick.release()
+        self._thread.join(timeout=5)

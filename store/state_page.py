@@ -42,6 +42,7 @@ OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER
     32,
     40,
 )
+MAX_PHY_WORD: Final = OFF_MAX_PHY >> 3  # its index in StatePage.words
 OFF_INDEX_PHY: Final = 48
 OFF_HA_ACKED: Final = 56
 OFF_HA_SLAVES: Final = 64

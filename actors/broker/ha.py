@@ -131,7 +131,7 @@ class HAServiceActor(WatchingActor):
             self.send(sender, HAReady(port))
 
     def _start(self, msg: StartHA) -> int:
-        from store.message_store import MessageStoreReader
+        from store.message_store_reader import MessageStoreReader
 
         self.cfg = msg
         sc = msg.store_config

@@ -27,7 +27,8 @@ from store.commitlog import SCHEDULE_TOPIC
 from store.config import parse_delay_levels
 from store.config_files import BackgroundWriter, read_json_with_bak, write_text_atomic
 from store.consume_queue import PRE_BLANK_SIZE
-from store.message_store import MessageExtBrokerInner, PutMessageStatus
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.put_message_result import PutMessageStatus
 
 log = logging.getLogger(__name__)
 

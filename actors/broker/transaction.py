@@ -61,12 +61,8 @@ from protocol.message import (
 )
 from protocol.record import encode_record, properties_to_string
 from store.consume_queue import PRE_BLANK_SIZE
-from store.message_store import (
-    MessageExtBrokerInner,
-    PutMessageResult,
-    PutMessageStatus,
-    offset_msg_id,
-)
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.put_message_result import PutMessageResult, PutMessageStatus, offset_msg_id
 
 log = logging.getLogger(__name__)
 

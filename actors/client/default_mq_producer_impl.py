@@ -51,6 +51,8 @@ from protocol.codes import (
     SerializeType,
 )
 from protocol.command import RemotingCommand, next_opaque
+from protocol.message_batch import BatchItem, encode_batch
+from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import properties_to_string
 
 _js = json.encoder.encode_basestring_ascii  # a JSON string literal (C when available)
@@ -125,7 +127,7 @@ class DefaultMQProducerImpl:
             props.update(extra)
         msg_id = props.get(wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if not msg_id:
-            msg_id = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = wire.create_uniq_id()
+            msg_id = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
         props.setdefault(wire.PROPERTY_WAIT_STORE_MSG_OK, "true")
         sys_flag = 0
         body = msg.body
@@ -145,7 +147,7 @@ class DefaultMQProducerImpl:
 
     def _prepare_plain(self, msg: Message) -> SendRequest:
         """prepare() for the common message: no user properties, an uncompressed body."""
-        msg_id = wire.create_uniq_id()
+        msg_id = create_uniq_id()
         props = f"UNIQ_KEY\x01{msg_id}\x02WAIT\x01true"
         if msg.tags:
             props += f"\x02TAGS\x01{msg.tags}"
@@ -165,11 +167,11 @@ class DefaultMQProducerImpl:
             props = m.wire_properties()
             uid = props.get(wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if not uid:
-                uid = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = wire.create_uniq_id()
+                uid = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
             props.setdefault(wire.PROPERTY_WAIT_STORE_MSG_OK, "true")
             ids.append(uid)
-            items.append(wire.BatchItem(m.flag, m.body, props))
-        body = wire.encode_batch(items)
+            items.append(BatchItem(m.flag, m.body, props))
+        body = encode_batch(items)
         if len(body) > self.max_message_size:
             raise validators.MessageValidationError(
                 13, f"the batch body size {len(body)} is over max value, MAX: "

@@ -49,10 +49,8 @@ from actors.client.messages import (
     UnregisterConsumer,
     UpdateConsumerData,
 )
-from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_instance import MQClientInstance, default_route_for
-from actors.client.remoting_client import RemotingClient
-from actors.runtime.watch import WatchingActor
+from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.bodies import ConsumerData, TopicRouteData
 from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, ResponseCode
 from protocol.command import RemotingCommand
@@ -64,20 +62,16 @@ ROUTES_FIRST_MS: Final = 10.0
 HEARTBEAT_FIRST_MS: Final = 1000.0
 PERSIST_FIRST_MS: Final = 10_000.0
 SCAN_MS: Final = 200.0
-FLUSH_RETRY_MS: Final = 1.0
 RELAY_TTL_S: Final = 60.0
 
 
-class MQClientInstanceActor(WatchingActor):
+class MQClientInstanceActor(ServiceThreadActor):
     """The client instance of one client id."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.core: MQClientInstance | None = None
         self.config: Any = None
-        self.remoting: RemotingClient | None = None
-        self.api: MQClientAPI | None = None
-        self.channel: ch.ChannelEnd | None = None
         self.bye = False
         self.user_pgid = 0
         self.runtime_dir = ""  # the user's process's runtime directory (its channel's)
@@ -122,10 +116,8 @@ class MQClientInstanceActor(WatchingActor):
             self.config = msg.config
             client_id = msg.config.client_id()
             self.core = MQClientInstance(client_id)
-            self.remoting = RemotingClient(processor=self._on_broker_request)
-            self.remoting.on_connection_change = self._rewatch
-            self.api = MQClientAPI(self.remoting, msg.config)
-            self.channel = ch.ChannelEnd.connect(msg.channel_path, f"instance:{client_id}")
+            self._connect(msg.config, msg.channel_path, f"instance:{client_id}",
+                          self._on_broker_request)
         except Exception as exc:
             log.exception("client instance failed to start")
             self.send(sender, ClientInstanceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -138,31 +130,7 @@ class MQClientInstanceActor(WatchingActor):
         log.info("client instance %s started", client_id)
         self.send(sender, ClientInstanceStarted(client_id, os.getpid(), os.getpgid(0)))
 
-    def _rewatch(self) -> None:
-        fds = [] if self.remoting is None else self.remoting.fds()
-        if self.channel is not None and not self.channel.closed:
-            fds.append(self.channel.fd)
-        self.set_watch_fds(fds)
-
     # -- readiness and timers -----------------------------------------------------------------
-    def on_ready(self, fds: list[int]) -> None:
-        channel, remoting = self.channel, self.remoting
-        for fd in fds:
-            if channel is not None and fd == channel.fd:
-                self._read_channel(channel)
-            elif remoting is not None:
-                remoting.handle_ready(fd)
-        self._after_pass()
-
-    def _after_pass(self) -> None:
-        left = False
-        if self.remoting is not None and not self.remoting.flush_all():
-            left = True
-        if self.channel is not None and not self.channel.closed and not self.channel.flush():
-            left = True
-        if left:
-            self.schedule("flush", FLUSH_RETRY_MS)
-
     def on_timer(self, key: str) -> None:
         core, cfg = self.core, self.config
         if core is None:
@@ -417,9 +385,3 @@ class MQClientInstanceActor(WatchingActor):
             log.warning("relayed answer %d undecodable: %s", rid, exc)
             return
         self.remoting.send_response(entry[0], resp)
-
-    def on_exit(self) -> None:
-        if self.remoting is not None:
-            self.remoting.close()
-        if self.channel is not None:
-            self.channel.close()

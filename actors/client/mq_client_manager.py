@@ -239,13 +239,12 @@ class InstanceHandle:
                 self.control({"op": "register_producer", "group": CLIENT_INNER_PRODUCER_GROUP})
             return self._inner
 
-    def topic_route(self, topic: str, timeout_s: float = ROUTE_TIMEOUT_S
-                    ) -> TopicRouteData | None:  # fmt: skip
-        """The topic's route fetched now through the instance (None: no such topic); the
-        instance keeps pushing its changes, into `table`, while the topic is in use."""
+    def _fetch_route(self, topic: str, timeout_s: float, extra: dict[str, Any]) -> str | None:
+        """Ask the instance for the topic's route and wait, at most timeout_s, until it has
+        answered; the error it reported, if any."""
         with self._cond:
             gen = self._route_gen.get(topic, 0)
-        self.control({"op": "route", "topic": topic})
+        self.control({"op": "route", "topic": topic, **extra})
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self._route_gen.get(topic, 0) == gen and self.end is not None:
@@ -253,7 +252,13 @@ class InstanceHandle:
                 if left <= 0:
                     break
                 self._cond.wait(left)
-            error = self._route_errors.get(topic)
+            return self._route_errors.get(topic)
+
+    def topic_route(self, topic: str, timeout_s: float = ROUTE_TIMEOUT_S
+                    ) -> TopicRouteData | None:  # fmt: skip
+        """The topic's route fetched now through the instance (None: no such topic); the
+        instance keeps pushing its changes, into `table`, while the topic is in use."""
+        error = self._fetch_route(topic, timeout_s, {})
         if error:
             raise MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
                                 f"route of {topic} not fetched: {error}")
@@ -270,18 +275,8 @@ class InstanceHandle:
         info = self.publish_infos.get(topic)
         if info is not None and info.ok():
             return info
-        with self._cond:
-            gen = self._route_gen.get(topic, 0)
-        self.control({"op": "route", "topic": topic, "producer": True})
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._route_gen.get(topic, 0) == gen and self.end is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            info = self.publish_infos.get(topic)
-            error = self._route_errors.get(topic)
+        error = self._fetch_route(topic, timeout_s, {"producer": True})
+        info = self.publish_infos.get(topic)
         if info is not None and info.ok():
             return info
         if error:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from actors.core import Request
+from actors.remoting.inline_server import ServerOutbox, start_server
 from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 from actors.runtime.processor_host import SYSTEM_ERROR
 from actors.runtime.tcp import Conn, FrameServer
@@ -28,24 +29,6 @@ log = logging.getLogger(__name__)
 SCAN_FIRST_MS = 5000.0
 SCAN_PERIOD_MS = 10000.0
 FLUSH_RETRY_MS = 1.0
-
-
-class _ServerOutbox:
-    """actors.core.Outbox writing straight to this actor's connections."""
-
-    def __init__(self) -> None:
-        self.server: FrameServer | None = None
-
-    def send(self, conn_id: int, cmd: RemotingCommand) -> None:
-        if self.server is not None:
-            self.server.send(conn_id, cmd.encode())
-
-    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
-        self.send(conn_id, cmd)
-
-    def close_conn(self, conn_id: int) -> None:
-        if self.server is not None:
-            self.server.close(conn_id, "processor asked")
 
 
 def build_namesrv_core(config: Any) -> Any:
@@ -71,23 +54,18 @@ class NameServerActor(WatchingActor):
         super().__init__(*args, **kwargs)
         self.server: FrameServer | None = None
         self.core: Any = None
-        self.outbox = _ServerOutbox()
+        self.outbox = ServerOutbox()
 
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartNamesrv):
             try:
                 self.core = build_namesrv_core(msg.namesrv_config)
-                self.server = FrameServer(self._on_frames, self._on_closed,
-                                          max_frame=msg.max_frame, idle_s=msg.idle_s,
-                                          name="namesrv", watcher=self,
-                                          max_connections=_max_connections(msg))
-                self.outbox.server = self.server
-                port = self.server.listen(msg.host, msg.port)
+                self.server, port = start_server(self.outbox, lambda: FrameServer(
+                    self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s,
+                    name="namesrv", watcher=self, max_connections=_max_connections(msg)),
+                    msg.host, msg.port)  # fmt: skip
             except Exception as exc:
                 log.exception("name server start failed")
-                if self.server is not None:
-                    self.server.close_all()
-                    self.server = None
                 self.send(sender, NamesrvStartFailed(f"{type(exc).__name__}: {exc}"))
                 return
             self.schedule("scan", SCAN_FIRST_MS)

@@ -16,6 +16,7 @@ import time
 from typing import Any, Final
 
 from actors.core import Request
+from actors.remoting.inline_server import ServerOutbox, start_server
 from actors.runtime.processor_host import SYSTEM_ERROR
 from actors.runtime.tcp import ClientConn, Conn, FrameServer
 from actors.runtime.watch import WatchingActor, now_ms
@@ -37,24 +38,6 @@ CONNECT_RETRY_MS: Final = 5.0
 STOP_WAIT_S: Final = 1.0
 
 
-class _ServerOutbox:
-    """actors.core.Outbox writing to the bridge's Spark connections."""
-
-    def __init__(self) -> None:
-        self.server: FrameServer | None = None
-
-    def send(self, conn_id: int, cmd: RemotingCommand) -> None:
-        if self.server is not None:
-            self.server.send(conn_id, cmd.encode())
-
-    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
-        self.send(conn_id, cmd)
-
-    def close_conn(self, conn_id: int) -> None:
-        if self.server is not None:
-            self.server.close(conn_id, "processor asked")
-
-
 def advertised(host: str, port: int, name_servers: tuple[str, ...]) -> str:
     """host:port drivers can reach: the listen host, or for a wildcard the address this host
     uses towards the first name server."""
@@ -73,7 +56,7 @@ class SparkBridgeActor(WatchingActor):
         super().__init__(*args, **kwargs)
         self.server: FrameServer | None = None
         self.core: SparkBridgeCore | None = None
-        self.outbox = _ServerOutbox()
+        self.outbox = ServerOutbox()
         self.conns: dict[str, ClientConn] = {}  # cluster address -> connection
 
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -85,10 +68,9 @@ class SparkBridgeActor(WatchingActor):
 
     def _start(self, msg: StartSparkBridge, sender: Any) -> None:
         try:
-            self.server = FrameServer(self._on_frames, lambda conn: None, idle_s=msg.idle_s,
-                                      name="spark-bridge")  # fmt: skip
-            self.outbox.server = self.server
-            port = self.server.listen(msg.host, msg.port)
+            self.server, port = start_server(self.outbox, lambda: FrameServer(
+                self._on_frames, lambda conn: None, idle_s=msg.idle_s, name="spark-bridge"),
+                msg.host, msg.port)  # fmt: skip
             advertise = msg.advertise or advertised(msg.host, port, msg.name_servers)
             self.core = SparkBridgeCore(msg.name_servers, advertise, self.outbox)
         except Exception as exc:

@@ -35,13 +35,8 @@ from protocol.codes import (
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 from protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeader
-from protocol.message import (
-    COMPRESS_BODY_OVER,
-    COMPRESSED_ZLIB_SYSFLAG,
-    BatchItem,
-    compress_body,
-    encode_batch,
-)
+from protocol.message import COMPRESS_BODY_OVER, COMPRESSED_ZLIB_SYSFLAG, compress_body
+from protocol.message_batch import BatchItem, encode_batch
 from protocol.record import java_string_hash, properties_to_string
 
 log = logging.getLogger(__name__)

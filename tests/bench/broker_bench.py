@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from actors.runtime.watch import AFFINITY_ENV
+from tests.bench.bench_table import cell
 
 log = logging.getLogger(__name__)
 
@@ -399,13 +400,6 @@ ROWS = (
 )
 
 
-def _cell(vals: list[float] | None, fmt: str) -> str:
-    if not vals:
-        return "-"
-    med = statistics.median(vals)
-    return f"{med:{fmt}} ({min(vals):{fmt}}-{max(vals):{fmt}})"
-
-
 def _ratios(num: list[float] | None, den: list[float] | None) -> list[float] | None:
     """Per-run ratios (the runs of both brokers alternate: run i against run i)."""
     if not num or not den:
@@ -435,13 +429,13 @@ def format_table(results: dict[str, list[float]]) -> str:
         if key.endswith(("_p50", "_p99")):
             ratio = None  # a latency: both shown, no ratio
         lines.append(
-            f"{name:32s} {_cell(results.get(key), fmt):>26s} "
-            f"{_cell(results.get(ref_key), fmt):>26s} {_cell(ratio, '.2f'):>18s} "
-            f"{_cell(results.get(cpu) if cpu else None, ',.1f'):>20s} "
-            f"{_cell(results.get('ref:' + cpu) if cpu else None, ',.1f'):>20s}  {goal}")
+            f"{name:32s} {cell(results.get(key), fmt):>26s} "
+            f"{cell(results.get(ref_key), fmt):>26s} {cell(ratio, '.2f'):>18s} "
+            f"{cell(results.get(cpu) if cpu else None, ',.1f'):>20s} "
+            f"{cell(results.get('ref:' + cpu) if cpu else None, ',.1f'):>20s}  {goal}")
     if "C_cpu" in results and "ref:C_cpu" in results:
         cpu_ratio = _ratios(results["C_cpu"], results["ref:C_cpu"])
-        lines.append(f"{'  C CPU us/msg actormq / ref':32s} {_cell(cpu_ratio, '.2f'):>26s}"
+        lines.append(f"{'  C CPU us/msg actormq / ref':32s} {cell(cpu_ratio, '.2f'):>26s}"
                      f"{'':>107s}  <= 2x")
     for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack")):
         parts = sorted(
@@ -453,19 +447,19 @@ def format_table(results: dict[str, list[float]]) -> str:
         if busy:
             lines.append(f"{label + ' CPU us/msg by process':32s} " + ", ".join(busy))
     if "E" in results:
-        mbs = _cell([v / 1e6 for v in results["E"]], ".1f")
+        mbs = cell([v / 1e6 for v in results["E"]], ".1f")
         lines.append(f"{'E slave catch-up, MB/s':32s} {mbs:>26s} "
-                     f"{_cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
+                     f"{cell(results['E_ratio'], '.2f'):>18s}  x raw TCP copy "
                      f"({statistics.median(results['E_raw']) / 1e6:.0f} MB/s), "
                      f"{statistics.median(results['E_bytes']) / 1e6:.0f} MB timed")
     if "F" in results:
         lines.append(
-            f"{'F SYNC_MASTER, 1 WAIT in flight':32s} {_cell(results['F'], ',.0f'):>26s} "
-            f"{'-':>18s} {_cell(results['F_cpu'], '.1f'):>18s}  (reported; all processes)"
+            f"{'F SYNC_MASTER, 1 WAIT in flight':32s} {cell(results['F'], ',.0f'):>26s} "
+            f"{'-':>18s} {cell(results['F_cpu'], '.1f'):>18s}  (reported; all processes)"
         )
         lines.append(
-            f"{'F send latency with a slave, ms':32s} p50 {_cell(results['F_p50'], '.2f')}"
-            f"  p99 {_cell(results['F_p99'], '.2f')}"
+            f"{'F send latency with a slave, ms':32s} p50 {cell(results['F_p50'], '.2f')}"
+            f"  p99 {cell(results['F_p99'], '.2f')}"
         )
     return "\n".join(lines) + "\n"
 

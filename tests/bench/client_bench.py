@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import sys
 import tempfile
 import time
 from typing import Any
+
+from tests.bench.bench_table import cell
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +159,6 @@ ROWS = (  # label, rate key, ratio key, cpu key, goal
 )
 
 
-def _cell(vals: list[float] | None, fmt: str) -> str:
-    if not vals:
-        return "-"
-    return f"{statistics.median(vals):{fmt}} ({min(vals):{fmt}}-{max(vals):{fmt}})"
-
-
 def format_table(results: dict[str, list[float]]) -> str:
     """Per scenario: median (min-max) over the runs, ratio to raw, client CPU us/msg."""
     runs = max((len(v) for v in results.values()), default=0)
@@ -171,9 +166,9 @@ def format_table(results: dict[str, list[float]]) -> str:
              f"{'scenario':36s} {'msgs/s':>24s} {'x raw':>18s} {'client CPU us/msg':>20s}  goal"]
     for label, rate, ratio, cpu, goal in ROWS:
         if rate in results:
-            lines.append(f"{label:36s} {_cell(results.get(rate), ',.0f'):>24s} "
-                         f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
-                         f"{_cell(results.get(cpu) if cpu else None, '.1f'):>20s}  {goal}")
+            lines.append(f"{label:36s} {cell(results.get(rate), ',.0f'):>24s} "
+                         f"{cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
+                         f"{cell(results.get(cpu) if cpu else None, '.1f'):>20s}  {goal}")
     return "\n".join(lines) + "\n"
 
 

@@ -26,13 +26,14 @@ import argparse
 import logging
 import multiprocessing
 import os
-import statistics
 import struct
 import sys
 import tempfile
 import threading
 import time
 from typing import Any
+
+from tests.bench.bench_table import cell
 
 log = logging.getLogger(__name__)
 
@@ -286,12 +287,6 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, flo
     return results, mem
 
 
-def _cell(vals: list[float] | None, fmt: str) -> str:
-    if not vals:
-        return "-"
-    return f"{statistics.median(vals):{fmt}} ({min(vals):{fmt}}-{max(vals):{fmt}})"
-
-
 def format_table(results: dict[str, list[float]], mem: dict[str, float]) -> str:
     """Per scenario: median (min-max) over the runs."""
     runs = max((len(v) for v in results.values()), default=0)
@@ -303,12 +298,12 @@ def format_table(results: dict[str, list[float]], mem: dict[str, float]) -> str:
              "C_orderly_cpu", "(reported)"))
     for label, rate, ratio, cpu, goal in rows:
         if rate in results:
-            lines.append(f"{label:40s} {_cell(results.get(rate), ',.0f'):>24s} "
-                         f"{_cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
-                         f"{_cell(results.get(cpu) if cpu else None, '.1f'):>20s}  {goal}")
+            lines.append(f"{label:40s} {cell(results.get(rate), ',.0f'):>24s} "
+                         f"{cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
+                         f"{cell(results.get(cpu) if cpu else None, '.1f'):>20s}  {goal}")
     if "D_p50" in results:
         lines.append(f"{'D Producer -> PushConsumer, 500 msgs/s':40s} p50 "
-                     f"{_cell(results['D_p50'], '.2f')} ms, p99 {_cell(results['D_p99'], '.2f')}"
+                     f"{cell(results['D_p50'], '.2f')} ms, p99 {cell(results['D_p99'], '.2f')}"
                      f" ms  goal p50 <= 2, p99 <= 10")
     if mem:
         procs = ", ".join(f"{k} {v:.0f}" for k, v in mem.items() if k not in ("cached_msgs",))

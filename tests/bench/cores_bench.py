@@ -39,16 +39,13 @@ from actors.core import ProcessorCore, Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from protocol.message import BatchItem, encode_batch
+from protocol.message_batch import BatchItem, encode_batch
 from protocol.record import java_string_hash, pack_host
 from store.config import StoreConfig
-from store.message_store import (
-    DefaultMessageStore,
-    MessageExtBrokerInner,
-    MessageStoreReader,
-    PutMessageResult,
-    PutMessageStatus,
-)
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
+from store.message_store_reader import MessageStoreReader
+from store.put_message_result import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 

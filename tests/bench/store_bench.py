@@ -44,16 +44,13 @@ import time
 import zlib
 from collections.abc import Callable
 
-from protocol.message import BatchItem, encode_batch
+from protocol.message_batch import BatchItem, encode_batch
 from protocol.record import properties_to_string
 from store.config import StoreConfig
+from store.flush_service import GroupCommit
 from store.index import java_hash_bytes
-from store.message_store import (
-    DefaultMessageStore,
-    GroupCommit,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-)
+from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
 

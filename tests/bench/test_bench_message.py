@@ -14,15 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.bodies import HeartbeatData
-from protocol.message import (
-    BatchItem,
-    MessageExt,
-    create_uniq_id,
-    decode_messages,
-    encode_batch,
-    encode_message_ext,
-    expand_batch,
-)
+from protocol.message import MessageExt, decode_messages, encode_message_ext
+from protocol.message_batch import BatchItem, encode_batch, expand_batch
+from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import pack_host
 
 log = logging.getLogger(__name__)

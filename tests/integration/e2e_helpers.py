@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,8 @@ from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from protocol.message import BatchItem, create_uniq_id, encode_batch
+from protocol.message_batch import BatchItem, encode_batch
+from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import java_string_hash, properties_to_string
 
 log = logging.getLogger(__name__)
@@ -263,3 +265,18 @@ def start_up_process(tmp_path: Path, **props: str) -> tuple[Any, int, int, Path]
         run.stop()
         raise
     return run, ns, broker, data
+
+
+def closed_by_server(sock: socket.socket, timeout_s: float = 5.0) -> bool:
+    """True when the server closes the connection within timeout_s (bounded reads)."""
+    sock.settimeout(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return False

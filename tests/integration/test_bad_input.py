@@ -5,29 +5,14 @@ from __future__ import annotations
 import random
 import socket
 import struct
-import time
 
 import pytest
 
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
+from tests.integration.e2e_helpers import closed_by_server
 
 pytestmark = pytest.mark.integration
-
-
-def _closed_by_server(sock: socket.socket, timeout_s: float = 5.0) -> bool:
-    """True when the server closes the connection within timeout_s (bounded reads)."""
-    sock.settimeout(timeout_s)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            if not sock.recv(65536):
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
-    return False
 
 
 def _frame(header: bytes, body: bytes = b"", stype: int = 0, hlen: int | None = None) -> bytes:
@@ -64,7 +49,7 @@ def test_bad_frames_close_only_that_connection(broker, name: str) -> None:
         _good(good)
         with socket.create_connection(broker, timeout=5) as bad:
             bad.sendall(BAD_INPUTS[name])
-            assert _closed_by_server(bad)
+            assert closed_by_server(bad)
         _good(good)
 
 

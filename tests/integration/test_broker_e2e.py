@@ -14,7 +14,8 @@ import pytest
 from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
-from protocol.message import BatchItem, decode_messages, decode_offset_msg_id
+from protocol.message import decode_messages, decode_offset_msg_id
+from protocol.message_batch import BatchItem
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     SERIALIZE_TYPES,

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 
 import pytest
 
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from tests.integration.e2e_helpers import RPC_TIMEOUT_S, start_up_process, wait_until
+from tests.integration.e2e_helpers import (
+    RPC_TIMEOUT_S,
+    closed_by_server,
+    start_up_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -45,21 +49,6 @@ PATHOLOGICAL = {
 }
 
 
-def _closed_by_server(sock: socket.socket, timeout_s: float = 5.0) -> bool:
-    """True when the server closes the connection within timeout_s (bounded reads)."""
-    sock.settimeout(timeout_s)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            if not sock.recv(65536):
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
-    return False
-
-
 def test_pathological_headers_close_the_connection_with_one_warning(tmp_path) -> None:
     run, ns, broker, data = start_up_process(tmp_path)
     try:
@@ -72,7 +61,7 @@ def test_pathological_headers_close_the_connection_with_one_warning(tmp_path) ->
                 for name, frame in PATHOLOGICAL.items():
                     with socket.create_connection(addr, timeout=5) as bad:
                         bad.sendall(frame)
-                        assert _closed_by_server(bad), f"{role} kept the connection of {name}"
+                        assert closed_by_server(bad), f"{role} kept the connection of {name}"
                 assert good.invoke(ping[role], RPC_TIMEOUT_S).code == 0  # still serving
         log_path = data / "actormq.log"
         n = len(PATHOLOGICAL) * 2

@@ -17,7 +17,9 @@ import time
 import pytest
 
 from store.config import StoreConfig
-from store.message_store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner
+from store.get_message_result import GetMessageStatus
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
 
 ROUNDS = int(os.environ.get("STORE_CRASH_ROUNDS", "20"))
 

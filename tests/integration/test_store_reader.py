@@ -16,7 +16,9 @@ import zlib
 import pytest
 
 from store.config import StoreConfig
-from store.message_store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner
+from store.get_message_result import GetMessageStatus
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
 
 N = int(os.environ.get("STORE_READER_RECORDS", "200000"))
 QUEUES = 2
@@ -40,7 +42,7 @@ def _cfg(root: str) -> StoreConfig:
 def reader_main(root: str, n: int) -> None:
     """Follow the store until n records are seen; print 'OK <count>' or the first problem."""
     from protocol.record import decode_record_fields
-    from store.message_store import MessageStoreReader
+    from store.message_store_reader import MessageStoreReader
 
     deadline = time.monotonic() + 170  # bounded; the writer side waits at most 180 s
     while not os.path.exists(os.path.join(root, "state")) and time.monotonic() < deadline:

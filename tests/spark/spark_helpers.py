@@ -15,7 +15,8 @@ from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from protocol.message import COMPRESSED_ZLIB_SYSFLAG, create_uniq_id
+from protocol.message import COMPRESSED_ZLIB_SYSFLAG
+from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import properties_to_string
 from store.config import StoreConfig
 from tests.integration.conftest import cluster_pids, kill_pids, wait_gone

@@ -180,7 +180,7 @@ def make_context(
             raise RuntimeError("message store failed to load")
         store.start(now_ms)
     elif group != "controller":
-        from store.message_store import MessageStoreReader
+        from store.message_store_reader import MessageStoreReader
 
         store = MessageStoreReader(store_config)
     return BrokerContext(broker_config, store_config, group=group, outbox=outbox, store=store)

@@ -1,15 +1,15 @@
 """The admin group (RocketMQ's default processor): topic and group admin, offsets by queue,
 queue locks, runtime info; any other code => REQUEST_CODE_NOT_SUPPORTED.
 
-Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, §9.8, §9.9).
+Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, §9.8, §9.9). Its
+consumer offset and stats codes live in admin_consumer_stats.py, the codes relayed to a client
+in broker2client.py (Broker2Client), the store-changing codes in admin_store.py.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from actors.broker.context import BrokerContext
@@ -21,9 +21,13 @@ from actors.broker.events import (
 from actors.broker.held_replies import HeldReplies
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
+from actors.broker.processors.admin_consumer_stats import ConsumerStatsMixin
+from actors.broker.processors.broker2client import (
+    Broker2ClientMixin,
+    PendingCall,
+    StatusCall,
+)
 from actors.broker.stats import BrokerStatsSampler
-from actors.broker.stats_items import GROUP_GET_NUMS, read_published
-from actors.broker.stats_items import window as stats_window
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
 from actors.core import BAD_BODY_ERRORS, CodeDispatchCore, Request, properties_update
@@ -35,43 +39,29 @@ from protocol.bodies import (
     dumps_compact,
     dumps_object_map,
     loads_lenient,
-    loads_object_map,
 )
-from protocol.codes import SYSTEM_TOPICS, LanguageCode, is_system_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
+from protocol.codes import is_system_topic
 from protocol.command import RemotingCommand
 from protocol.headers import (
-    CloneGroupOffsetRequestHeader,
-    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
-    GetConsumerConnectionListRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
-    GetConsumerStatusRequestHeader,
-    GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
-    GetTopicStatsInfoRequestHeader,
-    QueryConsumeQueueRequestHeader,
-    QueryConsumeTimeSpanRequestHeader,
-    QueryCorrectionOffsetHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
-    ViewBrokerStatsDataRequestHeader,
 )
-from protocol.message import decode_offset_msg_id
 from protocol.record import RecordError, decode_record_fields
+from store.clean_service import disk_usage_ratio
 from store.config import properties_text
-from store.consume_queue import CQ_UNIT
-from store.message_store import disk_usage_ratio
 from store.stats_page import StatsPage, stats_path
 
 log = logging.getLogger(__name__)
@@ -89,45 +79,14 @@ def _writable(path: str) -> bool:
     return os.access(probe, os.W_OK)
 
 
-def language_name(code: int) -> str:
-    """LanguageCode as fastjson writes the enum (its name)."""
-    try:
-        return LanguageCode(code).name
-    except ValueError:
-        return "OTHER"
 
 
 def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
     return [(m.topic, m.broker_name, m.queue_id) for m in mqs]
 
 
-CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
-CONSUMER_STATUS_TIMEOUT_MS = 5_000  # Broker2Client.getConsumeStatus's invokeSync
-JAVA_LONG_MAX = (1 << 63) - 1  # Long.MAX_VALUE
 
-
-@dataclass(slots=True)
-class PendingCall:
-    """An admin request relayed to a client (callClient), waiting for the client's answer."""
-
-    conn_id: int  # who asked (an admin tool)
-    cmd: RemotingCommand  # their request
-    deadline_ms: int
-
-
-@dataclass(slots=True)
-class StatusCall:
-    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS: GET_CONSUMER_STATUS_FROM_CLIENT asked of each
-    client; their queue offset tables, by client id, once all answered or the time is up."""
-
-    conn_id: int
-    cmd: RemotingCommand
-    deadline_ms: int
-    pending: dict[int, str]  # opaque of our request -> the client's id
-    tables: dict[str, bytes]  # client id -> its messageQueueTable (fastjson object-keyed map)
-
-
-class AdminBrokerProcessor(CodeDispatchCore):
+class AdminBrokerProcessor(Broker2ClientMixin, ConsumerStatsMixin, CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
 
     BAD_REQUEST_ERRORS = BAD_BODY_ERRORS
@@ -240,153 +199,6 @@ class AdminBrokerProcessor(CodeDispatchCore):
         deadlines += [c.deadline_ms for c in self.status_calls.values()]
         deadlines.append(now_ms + self.stats.sample(now_ms))  # StoreStatsService, each second
         return max(0, min(deadlines) - now_ms)
-
-    def _reply(self, conn_id: int, resp: RemotingCommand) -> None:
-        if self.ctx.outbox is not None:
-            self.ctx.outbox.send(conn_id, resp)
-
-    # --- requests relayed to a client (Broker2Client.callClient) -------------------------------
-
-    def _client_conn(self, group: str, client_id: str | None) -> int | None:
-        info = self.ctx.consumer_groups.get(group)
-        if info is None:
-            return None
-        for cid, conn_id, _addr, _lang, _ver in info.connections:
-            if cid == client_id:
-                return conn_id
-        return None
-
-    def _relay(
-        self, req: Request, group: str, client_id: str | None, fwd: RemotingCommand, now_ms: int
-    ) -> RemotingCommand | None:
-        """Broker2Client.callClient: send fwd to the group's client; its answer (see
-        on_client_response) goes back to the asker, unless the asker sent a oneway request."""
-        cmd = req.cmd
-        conn_id = self._client_conn(group, client_id)
-        if conn_id is None:
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
-            )
-        if self.ctx.outbox is None:
-            return cmd.make_response(RS.SYSTEM_ERROR, "no connection to the client")
-        if not cmd.is_oneway:  # a oneway asker gets nothing back: the answer is dropped
-            self.calls[fwd.opaque] = PendingCall(
-                req.conn_id, cmd, now_ms + CALL_CLIENT_TIMEOUT_MS
-            )
-        self.ctx.outbox.call(conn_id, fwd)
-        return None
-
-    def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
-        """A client answered a relayed request: pass code, remark, ext fields and body on."""
-        sc = self.status_calls.pop(resp.opaque, None)
-        if sc is not None:
-            self._status_answer(sc, resp)
-            return
-        call = self.calls.pop(resp.opaque, None)
-        if call is None:
-            log.info("client response opaque=%d code=%d matches no call", resp.opaque, resp.code)
-            return
-        self._reply(call.conn_id, call.cmd.make_response(
-            resp.code, resp.remark, resp.ext_fields, resp.body))
-
-    def _consumer_running_info(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """GET_CONSUMER_RUNNING_INFO: ask the consumer itself (mqadmin consumerStatus)."""
-        h = GetConsumerRunningInfoRequestHeader.from_ext(req.cmd.ext_fields)
-        fwd = RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, h.to_ext())
-        return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
-
-    def _consumer_status(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (mqadmin getConsumerStatus,
-        Broker2Client.getConsumeStatus): ask each client of the group (or only clientAddr,
-        matched against the client id) for its queue offsets of the topic."""
-        cmd = req.cmd
-        h = GetConsumerStatusRequestHeader.from_ext(cmd.ext_fields)
-        info = self.ctx.consumer_groups.get(h.group)
-        if info is None or not info.connections:
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{h.group}]")
-        only = (h.client_addr or "").strip()
-        targets = [(cid, conn) for cid, conn, _a, _l, _v in info.connections
-                   if not only or cid == only][:1 if only else None]  # fmt: skip
-        sc = StatusCall(req.conn_id, cmd, now_ms + CONSUMER_STATUS_TIMEOUT_MS, {}, {})
-        if not targets or self.ctx.outbox is None:
-            return self._status_response(sc)
-        ext = GetConsumerStatusRequestHeader(h.topic, h.group).to_ext()
-        for cid, conn in targets:
-            fwd = RemotingCommand.request(RC.GET_CONSUMER_STATUS_FROM_CLIENT, ext)
-            sc.pending[fwd.opaque] = cid
-            self.status_calls[fwd.opaque] = sc
-            self.ctx.outbox.call(conn, fwd)
-        return None
-
-    def _status_answer(self, sc: StatusCall, resp: RemotingCommand) -> None:
-        cid = sc.pending.pop(resp.opaque, "")
-        if resp.code == RS.SUCCESS and resp.body:
-            try:
-                text = bytes(resp.body).decode("utf-8")
-                key = '"messageQueueTable":'
-                at = text.find(key)
-                pairs, _ = loads_object_map(text, at + len(key)) if at >= 0 else ([], 0)
-                sc.tables[cid] = dumps_object_map(pairs)
-            except (UnicodeDecodeError, ValueError, IndexError) as e:
-                log.warning("consumer status of %s unreadable: %s", cid, e)
-        if not sc.pending:
-            self._finish_status(sc)
-
-    def _finish_status(self, sc: StatusCall) -> None:
-        for opaque in list(sc.pending):
-            self.status_calls.pop(opaque, None)
-        sc.pending.clear()
-        self._reply(sc.conn_id, self._status_response(sc))
-
-    def _status_response(self, sc: StatusCall) -> RemotingCommand:
-        """GetConsumerStatusBody: consumerTable {clientId: {MessageQueue: offset}}."""
-        table = b",".join(dumps_compact(c) + b":" + m for c, m in sorted(sc.tables.items()))
-        body = b'{"consumerTable":{' + table + b'},"messageQueueTable":{}}'
-        return sc.cmd.make_response(RS.SUCCESS, None, None, body)
-
-    def _consume_directly(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """CONSUME_MESSAGE_DIRECTLY: hand one stored message (by offset msg id) to a consumer."""
-        cmd = req.cmd
-        h = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)
-        try:
-            _host, _port, phy = decode_offset_msg_id(h.msg_id or "")
-        except ValueError:
-            return cmd.make_response(RS.SYSTEM_ERROR, f"bad message id {h.msg_id!r}")
-        data = self.store.select_one_message_by_offset(phy)
-        if data is None:
-            return cmd.make_response(RS.SYSTEM_ERROR, f"no message at offset {phy}")
-        h.broker_name = self.ctx.broker_config.brokerName  # the consumer builds its MQ from it
-        fwd = RemotingCommand.request(RC.CONSUME_MESSAGE_DIRECTLY, h.to_ext(), bytes(data))
-        return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
-
-    def _query_correction_offset(self, req: Request, now_ms: int) -> RemotingCommand:
-        """QUERY_CORRECTION_OFFSET: per queue of the topic, the least committed offset of every
-        group but filterGroups (offsets below the queue's min left out), Long.MAX_VALUE where
-        compareGroup's offset is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup);
-        a compareGroup among filterGroups compares nothing, as in Java.
-
-        Java's version also deletes filterGroups' offsets from the table as it iterates (it
-        removes through the key set); a query here changes nothing."""
-        h = QueryCorrectionOffsetHeader.from_ext(req.cmd.ext_fields)
-        skip = {g for g in (h.filter_groups or "").split(",") if g.strip()}
-        table = self.ctx.offsets.table
-        least: dict[int, int] = {}
-        for key, queues in table.items():
-            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
-            if topic != h.topic or group in skip:
-                continue
-            for qid, off in queues.items():
-                if off >= self.store.get_min_offset_in_queue(h.topic, qid):
-                    least[qid] = min(off, least.get(qid, off))
-        # Java's filter removed a filtered compareGroup's offsets first: then nothing compares
-        compare = {} if h.compare_group in skip else table.get(
-            self.ctx.offsets.key(h.topic, h.compare_group), {})  # fmt: skip
-        for qid, off in compare.items():
-            if qid in least and least[qid] > off:
-                least[qid] = JAVA_LONG_MAX
-        body = b'{"correctionOffsets":' + dumps_object_map(sorted(least.items())) + b"}"
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
     def _topic_wrapper(self) -> dict[str, Any]:
         return {
@@ -503,141 +315,6 @@ class AdminBrokerProcessor(CodeDispatchCore):
         }
         return req.cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
 
-    def _all_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
-        body = self.ctx.offsets.encode().encode()
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
-
-    def _connections(self, req: Request, now_ms: int) -> RemotingCommand:
-        cmd = req.cmd
-        group = GetConsumerConnectionListRequestHeader.from_ext(cmd.ext_fields).consumer_group
-        info = self.ctx.consumer_groups.get(group)
-        if info is None or not info.client_ids:
-            return cmd.make_response(
-                RS.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
-            )
-        conns = [
-            {"clientAddr": addr, "clientId": cid, "language": language_name(lang), "version": ver}
-            for cid, _conn, addr, lang, ver in info.connections
-        ] or [{"clientId": c} for c in info.client_ids]
-        body = {
-            "connectionSet": conns,
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": {s.topic: s.to_obj() for s in info.subscriptions},
-        }
-        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
-
-    def _consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
-        h = GetConsumeStatsRequestHeader.from_ext(req.cmd.ext_fields)
-        group = h.consumer_group
-        only = h.topic
-        topics = [only] if only else sorted(self.ctx.offsets.topics_of_group(group))
-        rows: list[tuple[dict[str, Any], dict[str, int]]] = []
-        total_diff = 0
-        tps = 0.0
-        published = self._published_stats()
-        for topic in topics:
-            tc = self._stats_topic(group, topic)
-            if tc is None:
-                continue
-            diff = self._offset_rows(group, topic, tc.read_queue_nums, rows)
-            total_diff += diff
-            tps += _get_tps(published, group, topic)  # tpsGroupGetNums
-        # ConsumeStats.offsetTable is a Map<MessageQueue, OffsetWrapper>: fastjson's object keys
-        body = (_consume_stats_json(rows, tps)[:-1] + b',"totalDiff":'
-                + str(total_diff).encode() + b"}")  # fmt: skip
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
-
-    def _broker_consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
-        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): a ConsumeStatsList with, per
-        subscription group, one ConsumeStats per topic it has offsets for (its write queues);
-        isOrder=true keeps only order topics."""
-        ext = req.cmd.ext_fields or {}
-        only_order = str(ext.get("isOrder", "false")).lower() == "true"
-        groups = []
-        total_diff = 0
-        published = self._published_stats()
-        for group in sorted(self.ctx.groups.table):
-            stats = []
-            for topic in sorted(self.ctx.offsets.topics_of_group(group)):
-                tc = self._stats_topic(group, topic)
-                if tc is None or (only_order and not tc.order):
-                    continue
-                rows: list[tuple[dict[str, Any], dict[str, int]]] = []
-                total_diff += self._offset_rows(group, topic, tc.write_queue_nums, rows)
-                stats.append(_consume_stats_json(rows, _get_tps(published, group, topic)))
-            groups.append(
-                b"{" + dumps_compact(group) + b":[" + b",".join(stats) + b"]}"
-            )
-        body = (
-            b'{"brokerAddr":' + dumps_compact(self.ctx.broker_config.broker_addr)
-            + b',"consumeStatsList":[' + b",".join(groups)
-            + b'],"totalDiff":' + str(total_diff).encode() + b"}"
-        )  # fmt: skip
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
-
-    def _stats_topic(self, group: str, topic: str) -> TopicConfig | None:
-        """The topic's config when a group's stats include it: it exists, and an online group
-        still subscribes to it."""
-        tc = self.ctx.topics.get(topic)
-        if tc is None:
-            return None
-        info = self.ctx.consumer_groups.get(group)
-        if info is not None and info.subscriptions and info.find_subscription(topic) is None:
-            return None  # online, but no longer subscribed to this topic
-        return tc
-
-    def _offset_rows(
-        self,
-        group: str,
-        topic: str,
-        queue_nums: int,
-        rows: list[tuple[dict[str, Any], dict[str, int]]],
-    ) -> int:
-        """Append (MessageQueue, OffsetWrapper) of queues 0..queue_nums-1; their total lag."""
-        bname = self.ctx.broker_config.brokerName
-        diff = 0
-        for qid in range(queue_nums):
-            broker_off = max(0, int(self.store.get_max_offset_in_queue(topic, qid)))
-            consumer_off = max(0, self.ctx.offsets.query_offset(group, topic, qid))
-            last_ts = 0
-            if consumer_off > 0:
-                last_ts = max(0, int(self.store.get_message_store_timestamp(
-                    topic, qid, consumer_off - 1)))  # fmt: skip
-            diff += broker_off - consumer_off
-            offsets = {
-                "brokerOffset": broker_off,
-                "consumerOffset": consumer_off,
-                "lastTimestamp": last_ts,
-            }
-            rows.append((MessageQueue(topic, bname, qid).to_obj(), offsets))
-        return diff
-
-    def _system_topics(self, req: Request, now_ms: int) -> RemotingCommand:
-        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicValidator's system topic set."""
-        body = dumps_compact({"topicList": sorted(SYSTEM_TOPICS)})
-        return req.cmd.make_response(RS.SUCCESS, None, None, body)
-
-    def _topic_stats(self, req: Request, now_ms: int) -> RemotingCommand:
-        """GET_TOPIC_STATS_INFO (mqadmin topicStatus): min/max offset and last store time of
-        each write queue, as a MessageQueue-keyed TopicStatsTable."""
-        cmd = req.cmd
-        topic = GetTopicStatsInfoRequestHeader.from_ext(cmd.ext_fields).topic
-        tc = self.ctx.topics.get(topic)
-        if tc is None:
-            return cmd.make_response(RS.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        bname = self.ctx.broker_config.brokerName
-        table: list[tuple[dict[str, Any], dict[str, int]]] = []
-        for qid in range(tc.write_queue_nums):
-            lo = max(0, int(self.store.get_min_offset_in_queue(topic, qid)))
-            hi = max(0, int(self.store.get_max_offset_in_queue(topic, qid)))
-            last = int(self.store.get_message_store_timestamp(topic, qid, hi - 1)) if hi else 0
-            offsets = {"lastUpdateTimestamp": last, "maxOffset": hi, "minOffset": lo}
-            table.append((MessageQueue(topic, bname, qid).to_obj(), offsets))
-        body = b'{"offsetTable":' + dumps_object_map(table) + b"}"
-        return cmd.make_response(RS.SUCCESS, None, None, body)
-
     # --- broker config, delay offsets, reset offset, consumers of a topic --------------------
 
     def _broker_config(self, req: Request, now_ms: int) -> RemotingCommand:
@@ -750,149 +427,9 @@ class AdminBrokerProcessor(CodeDispatchCore):
         body = dumps_compact({"groupList": sorted(groups)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
-    # --- consume queue, group offset clone, consume time span, stats items ---------------------
 
-    def _query_consume_queue(self, req: Request, now_ms: int) -> RemotingCommand:
-        """QUERY_CONSUME_QUEUE (mqadmin queryCq): up to `count` units of one consume queue from
-        `index` (to the end of that index's file, as ConsumeQueue.getIndexBuffer reads), with
-        the queue's min / max index and, given a group, its subscription. Java 4.9.x encodes
-        its body before filling it in (so its tool prints zeros); this one carries the values."""
-        cmd = req.cmd
-        h = QueryConsumeQueueRequestHeader.from_ext(cmd.ext_fields)
-        cq = self.store._cq(h.topic, h.queue_id)
-        if cq is None:
-            return cmd.make_response(RS.SYSTEM_ERROR, f"{h.queue_id}@{h.topic} is not exist!")
-        body: dict[str, Any] = {
-            "maxQueueIndex": int(cq.get_max_offset_in_queue()),
-            "minQueueIndex": int(cq.get_min_offset_in_queue()),
-        }
-        if h.consumer_group is not None:
-            info = self.ctx.consumer_groups.get(h.consumer_group)
-            sub = info.find_subscription(h.topic) if info is not None else None
-            if sub is None:
-                body["filterData"] = f"{h.consumer_group}@{h.topic} is not online!"
-            else:
-                body["subscriptionData"] = sub.to_obj()
-                # ConsumerFilterManager keeps filter data for SQL92 groups only: a tag
-                # subscription's is null, which JSON.toJSONString writes as "null"
-                body["filterData"] = "null"
-        found = cq.get_index_buffer(h.index)
-        if found is None:
-            return cmd.make_response(
-                RS.SUCCESS, f"Index {h.index} of {h.queue_id}@{h.topic} is not exist!", None,
-                dumps_compact(body))  # fmt: skip
-        units, n = found
-        body["queueData"] = [
-            {"eval": False, "physicOffset": phy, "physicSize": size, "tagsCode": tags}
-            for phy, size, tags in (
-                CQ_UNIT.unpack_from(units, i * CQ_UNIT.size) for i in range(min(n, h.count))
-            )
-        ]  # no consume-queue extension here: no extendDataJson / bitMap, eval stays false
-        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
-
-    def _clone_group_offset(self, req: Request, now_ms: int) -> RemotingCommand:
-        """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): copy srcGroup's offsets of the topic
-        (every topic it has offsets for when none is named) to destGroup. Unless offline, a
-        topic the online srcGroup no longer subscribes to is skipped."""
-        cmd = req.cmd
-        h = CloneGroupOffsetRequestHeader.from_ext(cmd.ext_fields)
-        topics = (
-            [h.topic] if h.topic and h.topic.strip()
-            else sorted(self.ctx.offsets.topics_of_group(h.src_group))
-        )  # fmt: skip
-        info = self.ctx.consumer_groups.get(h.src_group)
-        for topic in topics:
-            if self.ctx.topics.get(topic) is None:
-                log.warning("[cloneGroupOffset], topic config not exist, %s", topic)
-                continue
-            if (not h.offline and info is not None and info.subscriptions
-                    and info.find_subscription(topic) is None):  # fmt: skip
-                log.warning("[cloneGroupOffset], the consumer group[%s], topic[%s] not exist",
-                            h.src_group, topic)  # fmt: skip
-                continue
-            table = self.ctx.offsets.table.get(self.ctx.offsets.key(topic, h.src_group))
-            for qid, off in sorted((table or {}).items()):
-                self.ctx.offsets.commit_offset(h.dest_group, topic, qid, off)
-        return cmd.make_response(RS.SUCCESS, None, {})
-
-    def _consume_time_span(self, req: Request, now_ms: int) -> RemotingCommand:
-        """QUERY_CONSUME_TIME_SPAN (DefaultMQAdminExt.queryConsumeTimeSpan): per write queue the
-        first and last store times, the store time at the group's offset and its delay."""
-        cmd = req.cmd
-        h = QueryConsumeTimeSpanRequestHeader.from_ext(cmd.ext_fields)
-        topic = h.topic
-        tc = self.ctx.topics.get(topic)
-        if tc is None:
-            return cmd.make_response(RS.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        st = self.store
-        bname = self.ctx.broker_config.brokerName
-        spans = []
-        for qid in range(tc.write_queue_nums):
-            min_time = int(st.get_earliest_message_time(topic, qid))
-            max_off = int(st.get_max_offset_in_queue(topic, qid))
-            max_time = int(st.get_message_store_timestamp(topic, qid, max_off - 1))
-            consumer_off = self.ctx.offsets.query_offset(h.group, topic, qid)
-            consume_time = (
-                int(st.get_message_store_timestamp(topic, qid, consumer_off - 1))
-                if consumer_off > 0 else min_time
-            )  # fmt: skip
-            delay = 0
-            if consumer_off < max_off:
-                delay = now_ms - int(st.get_message_store_timestamp(topic, qid, consumer_off))
-            spans.append({
-                "consumeTimeStamp": consume_time,
-                "consumeTimeStampStr": _java_date(consume_time),
-                "delayTime": delay,
-                "maxTimeStamp": max_time,
-                "maxTimeStampStr": _java_date(max_time),
-                "messageQueue": MessageQueue(topic, bname, qid).to_obj(),
-                "minTimeStamp": min_time,
-                "minTimeStampStr": _java_date(min_time),
-            })  # fmt: skip
-        body = dumps_compact({"consumeTimeSpanSet": spans})
-        return cmd.make_response(RS.SUCCESS, None, None, body)
-
-    def _view_stats_data(self, req: Request, now_ms: int) -> RemotingCommand:
-        """VIEW_BROKER_STATS_DATA (mqadmin statsAll, the dashboard's topic TPS): one stats
-        item's minute / hour / day windows, as the send and pull actors last published them."""
-        cmd = req.cmd
-        h = ViewBrokerStatsDataRequestHeader.from_ext(cmd.ext_fields)
-        rings = self._published_stats().get((h.stats_name, h.stats_key))
-        if rings is None:
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
-        body = {"statsDay": stats_window(rings["d"]), "statsHour": stats_window(rings["h"]),
-                "statsMinute": stats_window(rings["m"])}  # fmt: skip
-        return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
-
-    def _published_stats(self) -> dict[tuple[str, str], Any]:
-        """The stats items the send and pull actors published last."""
-        root = getattr(self.ctx.store_config, "storePathRootDir", "")
-        return read_published(root, ("send", "pull")) if root else {}
-
-
-
-def _java_date(ms: int) -> str:
-    """UtilAll.formatDate(new Date(ms), "yyyy-MM-dd#HH:mm:ss:SSS") in local time."""
-    try:
-        t = datetime.fromtimestamp(ms // 1000)
-    except (OverflowError, OSError, ValueError):
-        return ""
-    return t.strftime("%Y-%m-%d#%H:%M:%S:") + f"{ms % 1000:03d}"
 
 
 def _version_obj(version: tuple[int, int]) -> dict[str, int]:
     """A (counter, timestamp) data version as DataVersion's JSON object."""
     return {"counter": version[0], "timestamp": version[1]}
-
-
-def _get_tps(published: dict[tuple[str, str], Any], group: str, topic: str) -> float:
-    """BrokerStatsManager.tpsGroupGetNums: the GROUP_GET_NUMS minute TPS of topic@group."""
-    rings = published.get((GROUP_GET_NUMS, f"{topic}@{group}"))
-    return float(stats_window(rings["m"])["tps"]) if rings is not None else 0.0
-
-
-def _consume_stats_json(rows: list[tuple[dict[str, Any], dict[str, int]]], tps: float) -> bytes:
-    """ConsumeStats as fastjson writes it."""
-    return (b'{"consumeTps":' + repr(float(tps)).encode() + b',"offsetTable":'
-            + dumps_object_map(rows) + b"}")  # fmt: skip

@@ -30,7 +30,7 @@ from protocol.bodies import (
     dumps_compact,
     loads_lenient,
 )
-from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, TopicSysFlag, retry_topic
+from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, TopicSysFlag, language_name, retry_topic
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -193,8 +193,6 @@ class ClientManageProcessor(CodeDispatchCore):
 
     def _producer_connections(self, req: Request, now_ms: int) -> RemotingCommand:
         """ProducerConnection of a group (this actor owns the producer table)."""
-        from actors.broker.processors.admin import language_name
-
         cmd = req.cmd
         group = GetProducerConnectionListRequestHeader.from_ext(cmd.ext_fields).producer_group
         chans = self.producers.groups.get(group)
@@ -236,8 +234,6 @@ class ClientManageProcessor(CodeDispatchCore):
     def _all_producer_info(self, req: Request, now_ms: int) -> RemotingCommand:
         """ProducerTableInfo: every producer group (CLIENT_INNER_PRODUCER too, as Java keeps
         it) -> its channels as ProducerInfo, the address as Java's "/ip:port"."""
-        from actors.broker.processors.admin import language_name
-
         data = {
             group: [
                 {"clientId": c.client_id, "language": language_name(c.language),

@@ -35,7 +35,7 @@ from protocol.errors import HeaderFieldError
 from protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from protocol.message import parse_properties
 from protocol.record import RecordError, decode_record_fields
-from store.message_store import GetMessageStatus
+from store.get_message_result import GetMessageStatus
 
 log = logging.getLogger(__name__)
 

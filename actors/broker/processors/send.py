@@ -103,13 +103,9 @@ from protocol.record import (
     pack_host,
     properties_to_string,
 )
-from store.message_store import (
-    DefaultMessageStore,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    PutMessageStatus,
-    offset_msg_id,
-)
+from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
+from store.put_message_result import PutMessageStatus, offset_msg_id
 from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
 
 log = logging.getLogger(__name__)

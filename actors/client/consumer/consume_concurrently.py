@@ -27,8 +27,8 @@ from typing import Any, Protocol
 from actors.client.consumer.consume_message_service import (
     ConsumeContext,
     ConsumeExecutor,
+    ConsumeMessageServiceBase,
     ConsumeResult,
-    handler_arity,
     status_of,
 )
 from actors.client.consumer.process_queue import ProcessQueue
@@ -102,25 +102,16 @@ class ConsumeRequest:
         self.service.consume(self)
 
 
-class ConsumeMessageConcurrentlyService:
+class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHost]):
     """Runs a concurrently handler over the pulled messages."""
 
     def __init__(self, host: ConcurrentlyHost, handler: Callable[..., Any], *, workers: int = 20,
                  consume_batch: int = 1, consume_timeout_ms: int = 15 * 60_000,
                  executor: ConsumeExecutor | None = None) -> None:  # fmt: skip
-        if not 1 <= consume_batch <= 1024:
-            raise ValueError("consume_batch (consumeMessageBatchMaxSize) must be in 1..1024")
-        self.host = host
-        self.handler = handler
-        self.with_context = handler_arity(handler) == 2
-        self.consume_batch = consume_batch
+        super().__init__(host, handler, workers=workers, consume_batch=consume_batch,
+                         executor=executor)
         self.consume_timeout_ms = consume_timeout_ms
-        self.executor = executor or ConsumeExecutor(workers, f"ConsumeMessageThread_{host.group}")
         self.reported: set[tuple[MessageQueue, int]] = set()
-
-    def start(self) -> None:
-        """Start the workers."""
-        self.executor.start()
 
     def shutdown(self, timeout_s: float) -> bool:
         """Start nothing more; wait up to timeout_s for running handlers (True: all done)."""

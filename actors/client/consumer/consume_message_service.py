@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from protocol.bodies import MessageQueue
 
@@ -171,3 +171,31 @@ class ConsumeExecutor:
         for t in self.threads:
             t.join(max(0.0, deadline - time.monotonic()) if idle else 0.0)
         return idle
+
+
+class ServiceHost(Protocol):
+    """What every consume service needs of its consumer."""
+
+    group: str
+
+
+H = TypeVar("H", bound=ServiceHost)
+
+
+class ConsumeMessageServiceBase(Generic[H]):
+    """What ConsumeMessageConcurrentlyService and ConsumeMessageOrderlyService share: the
+    consumer, the listener and the consume executor."""
+
+    def __init__(self, host: H, handler: Callable[..., Any], *, workers: int, consume_batch: int,
+                 executor: ConsumeExecutor | None) -> None:  # fmt: skip
+        if not 1 <= consume_batch <= 1024:
+            raise ValueError("consume_batch (consumeMessageBatchMaxSize) must be in 1..1024")
+        self.host = host
+        self.handler = handler
+        self.with_context = handler_arity(handler) == 2
+        self.consume_batch = consume_batch
+        self.executor = executor or ConsumeExecutor(workers, f"ConsumeMessageThread_{host.group}")
+
+    def start(self) -> None:
+        """Start the workers."""
+        self.executor.start()

@@ -24,8 +24,8 @@ from actors.client.consumer.consume_concurrently import reset_retry_topic
 from actors.client.consumer.consume_message_service import (
     ConsumeContext,
     ConsumeExecutor,
+    ConsumeMessageServiceBase,
     ConsumeResult,
-    handler_arity,
     status_of,
 )
 from actors.client.consumer.process_queue import ProcessQueue
@@ -89,28 +89,19 @@ class OrderlyRequest:
         self.service.consume(self)
 
 
-class ConsumeMessageOrderlyService:
+class ConsumeMessageOrderlyService(ConsumeMessageServiceBase[OrderlyHost]):
     """Runs an orderly handler, one queue at a time per queue."""
 
     def __init__(self, host: OrderlyHost, handler: Callable[..., Any], *, workers: int = 20,
                  consume_batch: int = 1, suspend_ms: int = 1000,
                  max_reconsume_times: int = -1, executor: ConsumeExecutor | None = None) -> None:
-        if not 1 <= consume_batch <= 1024:
-            raise ValueError("consume_batch (consumeMessageBatchMaxSize) must be in 1..1024")
-        self.host = host
-        self.handler = handler
-        self.with_context = handler_arity(handler) == 2
-        self.consume_batch = consume_batch
+        super().__init__(host, handler, workers=workers, consume_batch=consume_batch,
+                         executor=executor)
         self.suspend_ms = suspend_ms
         self.max_reconsume = UNLIMITED if max_reconsume_times == -1 else max_reconsume_times
-        self.executor = executor or ConsumeExecutor(workers, f"ConsumeMessageThread_{host.group}")
         self.queue_locks: dict[MessageQueue, threading.Lock] = {}  # MessageQueueLock
         self.table_lock = threading.Lock()
         self.stopped = False
-
-    def start(self) -> None:
-        """Start the workers."""
-        self.executor.start()
 
     def shutdown(self, timeout_s: float) -> bool:
         """Start nothing more; wait up to timeout_s for running handlers (True: all done)."""

@@ -24,15 +24,17 @@ from typing import Any
 
 from actors.client.consumer.consumer_config import ConsumerConfig, RebalanceListener, ServiceState
 from actors.client.consumer.consumer_core import (
-    PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL,
-    PULL_TIME_DELAY_MS_WHEN_SUSPEND,
     ConsumerImplBase,
-    now_ms,
 )
 from actors.client.consumer.filter_api import build_subscription
 from actors.client.consumer.offset_store import ReadOffsetType
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.consumer.pull_api_wrapper import build_sys_flag
+from actors.client.consumer.pull_callback import (
+    PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL,
+    PULL_TIME_DELAY_MS_WHEN_SUSPEND,
+    now_ms,
+)
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.records import MessageExt

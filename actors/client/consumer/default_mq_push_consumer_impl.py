@@ -29,12 +29,11 @@ from actors.client.consumer.consume_message_service import (
 from actors.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from actors.client.consumer.consumer_config import ConsumerConfig, RebalanceListener, ServiceState
 from actors.client.consumer.consumer_core import (
-    PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL,
     ConsumerImplBase,
-    now_ms,
 )
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.consumer.pull_api_wrapper import build_sys_flag
+from actors.client.consumer.pull_callback import PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL, now_ms
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.consumer.rebalance import compute_pull_from_where
 from actors.client.records import Message, MessageExt

@@ -22,19 +22,16 @@ from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
 from actors.client.errors import MQBrokerError, MQClientError
-from actors.client.mq_client_api import MQClientAPI
 from actors.client.records import PullResult
-from actors.client.remoting_client import RemotingClient
-from actors.runtime.watch import WatchingActor
+from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
 SCAN_MS: Final = 200.0
-FLUSH_RETRY_MS: Final = 1.0
 
 
-class PullMessageServiceActor(WatchingActor):
+class PullMessageServiceActor(ServiceThreadActor):
     """Executes the pull requests of one client instance's consumers."""
 
     LINGER_IDLE_MS = 3.0
@@ -42,18 +39,12 @@ class PullMessageServiceActor(WatchingActor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.remoting: RemotingClient | None = None
-        self.api: MQClientAPI | None = None
-        self.channel: ch.ChannelEnd | None = None
         self.pulls = 0
 
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartPullService):
             try:
-                self.remoting = RemotingClient()
-                self.remoting.on_connection_change = self._rewatch
-                self.api = MQClientAPI(self.remoting, msg.config)
-                self.channel = ch.ChannelEnd.connect(msg.channel_path, f"pull:{msg.client_id}")
+                self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}")
             except Exception as exc:
                 log.exception("PullMessageService failed to start")
                 self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -62,21 +53,6 @@ class PullMessageServiceActor(WatchingActor):
             self.schedule("scan", SCAN_MS)
             log.info("PullMessageService of %s started", msg.client_id)
             self.send(sender, PullServiceStarted(os.getpid(), os.getpgid(0)))
-
-    def _rewatch(self) -> None:
-        fds = [] if self.remoting is None else self.remoting.fds()
-        if self.channel is not None and not self.channel.closed:
-            fds.append(self.channel.fd)
-        self.set_watch_fds(fds)
-
-    def on_ready(self, fds: list[int]) -> None:
-        end, remoting = self.channel, self.remoting
-        for fd in fds:
-            if end is not None and fd == end.fd:
-                self._read_channel(end)
-            elif remoting is not None:
-                remoting.handle_ready(fd)
-        self._after_pass()
 
     def _read_channel(self, end: ch.ChannelEnd) -> None:
         records = end.read_records()
@@ -126,24 +102,9 @@ class PullMessageServiceActor(WatchingActor):
         except MQClientError as exc:  # could not even be written (connect refused, ...)
             done(None, exc)
 
-    def _after_pass(self) -> None:
-        left = False
-        if self.remoting is not None and not self.remoting.flush_all():
-            left = True
-        if self.channel is not None and not self.channel.closed and not self.channel.flush():
-            left = True
-        if left:
-            self.schedule("flush", FLUSH_RETRY_MS)
-
     def on_timer(self, key: str) -> None:
         if key == "scan":
             if self.remoting is not None:
                 self.remoting.scan_response_table(time.monotonic())
             self.schedule("scan", SCAN_MS)
         self._after_pass()
-
-    def on_exit(self) -> None:
-        if self.remoting is not None:
-            self.remoting.close()
-        if self.channel is not None:
-            self.channel.close()

@@ -61,10 +61,8 @@ from actors.client.messages import (
     UnregisterConsumer,
     UpdateConsumerData,
 )
-from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_instance import TopicRouteTable
-from actors.client.remoting_client import RemotingClient
-from actors.runtime.watch import WatchingActor
+from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.bodies import (
     ConsumerData,
     LockBatchRequestBody,
@@ -82,7 +80,6 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT_MS: Final = 1000.0  # RebalanceImpl's lock/unlock batch RPC timeout
 CID_TIMEOUT_MS: Final = 3000.0  # findConsumerIdList
 SCAN_MS: Final = 200.0
-FLUSH_RETRY_MS: Final = 1.0
 
 
 @dataclass
@@ -100,15 +97,12 @@ class GroupState:
     rebalance: bool = True  # False: queues are assigned by the user; never allocated here
 
 
-class RebalanceServiceActor(WatchingActor):
+class RebalanceServiceActor(ServiceThreadActor):
     """Rebalances every consumer group of one client instance."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.start_msg: StartRebalanceService | None = None
-        self.remoting: RemotingClient | None = None
-        self.api: MQClientAPI | None = None
-        self.channel: ch.ChannelEnd | None = None
         self.routes = TopicRouteTable()
         self.groups: dict[str, GroupState] = {}
 
@@ -141,10 +135,7 @@ class RebalanceServiceActor(WatchingActor):
 
     def _start(self, msg: StartRebalanceService, sender: Any) -> None:
         try:
-            self.remoting = RemotingClient()
-            self.remoting.on_connection_change = self._rewatch
-            self.api = MQClientAPI(self.remoting, msg.config)
-            self.channel = ch.ChannelEnd.connect(msg.channel_path, f"rebalance:{msg.client_id}")
+            self._connect(msg.config, msg.channel_path, f"rebalance:{msg.client_id}")
         except Exception as exc:
             log.exception("RebalanceService failed to start")
             self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -409,30 +400,6 @@ class RebalanceServiceActor(WatchingActor):
         self._rewatch()
 
     # -- readiness and timers -----------------------------------------------------------------
-    def _rewatch(self) -> None:
-        fds = [] if self.remoting is None else self.remoting.fds()
-        if self.channel is not None and not self.channel.closed:
-            fds.append(self.channel.fd)
-        self.set_watch_fds(fds)
-
-    def on_ready(self, fds: list[int]) -> None:
-        end, remoting = self.channel, self.remoting
-        for fd in fds:
-            if end is not None and fd == end.fd:
-                self._read_channel(end)
-            elif remoting is not None:
-                remoting.handle_ready(fd)
-        self._after_pass()
-
-    def _after_pass(self) -> None:
-        left = False
-        if self.remoting is not None and not self.remoting.flush_all():
-            left = True
-        if self.channel is not None and not self.channel.closed and not self.channel.flush():
-            left = True
-        if left:
-            self.schedule("flush", FLUSH_RETRY_MS)
-
     def on_timer(self, key: str) -> None:
         msg = self.start_msg
         if msg is None:
@@ -454,11 +421,6 @@ class RebalanceServiceActor(WatchingActor):
             self.schedule("scan", SCAN_MS)
         self._after_pass()
 
-    def on_exit(self) -> None:
-        if self.remoting is not None:
-            self.remoting.close()
-        if self.channel is not None:
-            self.channel.close()
 
 
 def _now_ms() -> int:

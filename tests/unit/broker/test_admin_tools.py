@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors.broker.processors.admin import CALL_CLIENT_TIMEOUT_MS
+from actors.broker.processors.broker2client import CALL_CLIENT_TIMEOUT_MS
 from protocol.bodies import loads_object_map
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS

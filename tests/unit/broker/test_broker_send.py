@@ -11,7 +11,8 @@ from actors.broker.processors.send import RESPONSE_KEYS
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.headers import SendMessageResponseHeader
-from protocol.message import BatchItem, decode_messages, decode_offset_msg_id, encode_batch
+from protocol.message import decode_messages, decode_offset_msg_id
+from protocol.message_batch import BatchItem, encode_batch
 
 
 def test_send_auto_creates_topic_and_answers(broker: Broker) -> None:

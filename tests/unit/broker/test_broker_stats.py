@@ -99,7 +99,7 @@ def test_day_totals_recorded_at_local_midnight(tmp_path: Any) -> None:
 
 
 def test_store_publishes_put_and_get_counters(tmp_path: Any) -> None:
-    from store.message_store import MessageStoreReader
+    from store.message_store_reader import MessageStoreReader
     from store.stats_page import stats_path
     from tests.unit.store.store_helpers import msg, open_store, small_config
 

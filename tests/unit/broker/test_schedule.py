@@ -19,12 +19,9 @@ from protocol.bodies import DelayOffsetSerializeWrapper
 from protocol.record import java_string_hash, pack_host
 from store.commitlog import SCHEDULE_TOPIC
 from store.config import StoreConfig
-from store.message_store import (
-    DefaultMessageStore,
-    MessageExtBrokerInner,
-    PutMessageResult,
-    PutMessageStatus,
-)
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
+from store.put_message_result import PutMessageResult, PutMessageStatus
 from tests.unit.broker.broker_kit import Broker
 
 BORN = pack_host("10.1.2.3", 45678)

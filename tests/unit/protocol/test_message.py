@@ -13,22 +13,23 @@ from hypothesis import strategies as st
 
 from protocol import message as M
 from protocol.message import (
-    BatchItem,
     Message,
     MessageDecodeError,
     MessageExt,
-    UniqIdGenerator,
     create_offset_msg_id,
-    create_uniq_id,
-    decode_batch,
     decode_message_ext,
     decode_messages,
     decode_offset_msg_id,
-    encode_batch,
     encode_message_ext,
+)
+from protocol.message_batch import (
+    BatchItem,
+    decode_batch,
+    encode_batch,
     expand_batch,
     merge_batch_properties,
 )
+from protocol.message_client_id_setter import UniqIdGenerator, create_uniq_id, uniq_id_time_ms
 from protocol.record import body_crc, pack_host, string_to_properties, unpack_host
 
 UNIQ = "7F0000016FD229C216E16C02C8BC0000"
@@ -292,7 +293,7 @@ def test_uniq_id_matches_cpp_client_vector() -> None:
     start = datetime.datetime(2026, 11, 1).timestamp() * 1000
     uid = gen.next_id(int(start) + 0x6C02C8BC)
     assert uid == UNIQ
-    assert M.uniq_id_time_ms(uid, int(start) + 5) == int(start) + 0x6C02C8BC
+    assert uniq_id_time_ms(uid, int(start) + 5) == int(start) + 0x6C02C8BC
 
 
 def test_uniq_id_counter_wraps_and_prefix_fixed() -> None:

@@ -6,12 +6,10 @@ import threading
 from collections.abc import Callable
 
 from store.config import StoreConfig
-from store.message_store import (
-    DefaultMessageStore,
-    GetMessageStatus,
-    MessageExtBrokerInner,
-    MessageStoreReader,
-)
+from store.get_message_result import GetMessageStatus
+from store.message_ext_broker_inner import MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
+from store.message_store_reader import MessageStoreReader
 
 
 def small_config(root: str, **kw: object) -> StoreConfig:

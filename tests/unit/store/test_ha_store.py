@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from store.get_message_result import GetMessageStatus
 from store.ha import (
     HEADER,
     REPORT,
@@ -22,7 +23,7 @@ from store.ha import (
     TransferDecoder,
     master_start_offset,
 )
-from store.message_store import GetMessageStatus, MessageStoreReader
+from store.message_store_reader import MessageStoreReader
 from tests.unit.store.store_helpers import msg, open_store, small_config
 
 

@@ -13,15 +13,13 @@ from protocol.record import decode_record_fields, java_string_hash
 from store.commitlog import SCHEDULE_TOPIC
 from store.config import StoreConfig
 from store.consume_queue import CQ_UNIT_SIZE
+from store.get_message_result import GetMessageStatus
 from store.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, java_hash_bytes
-from store.message_store import (
-    DefaultMessageStore,
-    GetMessageStatus,
-    MessageExtBatch,
-    MessageStoreReader,
-    PutMessageStatus,
-    TagFilter,
-)
+from store.message_ext_broker_inner import MessageExtBatch
+from store.message_filter import TagFilter
+from store.message_store import DefaultMessageStore
+from store.message_store_reader import MessageStoreReader
+from store.put_message_result import PutMessageStatus
 from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 G = GetMessageStatus
@@ -411,7 +409,7 @@ def test_store_config_from_properties():
 def test_commit_log_in_its_own_directory(tmp_path) -> None:
     """storePathCommitLog: the commit log lives where it says; readers, recovery and check()
     find it there."""
-    from store.message_store import MessageStoreReader
+    from store.message_store_reader import MessageStoreReader
 
     cfg = small_config(str(tmp_path / "root"), storePathCommitLog=str(tmp_path / "cl"))
     s = open_store(cfg)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from protocol.record import encode_record
 from store.index import java_hash_bytes
-from store.message_store import MessageExtBatch, PutMessageStatus
+from store.message_ext_broker_inner import MessageExtBatch
+from store.put_message_result import PutMessageStatus
 from tests.unit.store.store_helpers import open_store, small_config
 
 S = PutMessageStatus

@@ -7,11 +7,7 @@ import threading
 import pytest
 
 from store.config import StoreConfig
-from store.message_store import (
-    FLUSH_BYTES_PER_TICK,
-    WARM_STEP_INTERVAL_MS,
-    DefaultMessageStore,
-)
+from store.message_store import FLUSH_BYTES_PER_TICK, WARM_STEP_INTERVAL_MS, DefaultMessageStore
 from store.state_page import OFF_FLUSHED_PHY
 from tests.unit.store.store_helpers import GatedCall, msg, open_store, small_config
 

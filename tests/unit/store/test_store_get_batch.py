@@ -7,9 +7,10 @@ import random
 
 import pytest
 
-from store import message_store
+from store import message_store_read
 from store.get_message_result import GetMessageResult, whole_batch
-from store.message_store import MessageStoreReader, TagFilter
+from store.message_filter import TagFilter
+from store.message_store_reader import MessageStoreReader
 from tests.unit.store.store_helpers import msg, open_store, small_config
 
 
@@ -30,7 +31,7 @@ def test_whole_batch_matches_the_unit_loop(tmp_path: object, memory_ratio: int,
         taken.append(whole_batch(*a))  # type: ignore[arg-type]
         return taken[-1]
 
-    monkeypatch.setattr(message_store, "whole_batch", spy)
+    monkeypatch.setattr(message_store_read, "whole_batch", spy)
     cfg = small_config(str(tmp_path), accessMessageInMemoryMaxRatio=memory_ratio,
                        maxTransferCountOnMessageInMemory=20,
                        maxTransferBytesOnMessageInMemory=6000)  # fmt: skip

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from store import message_store
+from store import message_store_read
 from store.config import StoreConfig
 from store.index_dispatch import IndexFollower
-from store.message_store import MessageStoreReader
+from store.message_store_reader import MessageStoreReader
 from tests.unit.store.store_helpers import fill_keyed as _fill
 from tests.unit.store.store_helpers import open_store, small_config
 
@@ -70,7 +70,7 @@ def test_tail_scan_is_bounded(tmp_path, monkeypatch):
     s = open_store(cfg)
     try:
         phys = _fill(s, 20, 1_000, "c")
-        monkeypatch.setattr(message_store, "QUERY_TAIL_SCAN_BYTES", phys[10] - phys[0])
+        monkeypatch.setattr(message_store_read, "QUERY_TAIL_SCAN_BYTES", phys[10] - phys[0])
         got = s.query_message("T", "common", 100, 0, FOREVER).phy_offsets
         assert sorted(got) == phys[:10]
     finally:

@@ -6,12 +6,9 @@ import threading
 
 import pytest
 
-from store.message_store import (
-    DefaultMessageStore,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    MessageStoreReader,
-)
+from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
+from store.message_store import DefaultMessageStore
+from store.message_store_reader import MessageStoreReader
 from tests.unit.store.store_helpers import fill_keyed, open_store, small_config
 
 _fill = fill_keyed

@@ -7,7 +7,8 @@ import threading
 import time
 
 from store.config_files import read_json_with_bak, write_text_atomic
-from store.message_store import GetMessageStatus, GroupCommit
+from store.flush_service import GroupCommit
+from store.get_message_result import GetMessageStatus
 from tests.unit.store.store_helpers import msg, open_store, small_config, split_records
 
 HOUR = 3_600_000

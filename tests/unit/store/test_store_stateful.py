@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from protocol.message import BatchItem, encode_batch
-from store.message_store import MessageExtBatch
+from protocol.message_batch import BatchItem, encode_batch
+from store.message_ext_broker_inner import MessageExtBatch
 from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 QUEUES = 3

@@ -1,0 +1,222 @@
+"""The pulling of a consumer core: pullMessage's flow-control gates and the PullCallback.
+
+Mirrors client/impl/consumer/DefaultMQPushConsumerImpl.java pullMessage (its gates and the
+PullCallback it passes to PullAPIWrapper.pullKernelImpl), RocketMQ 4.9.x; the lite pull
+consumer's PullTaskImpl reuses it with its own hooks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
+from actors.client.consumer.consumer_scheduler import ConsumerScheduler
+from actors.client.consumer.consumer_services import ConsumerServices
+from actors.client.consumer.consumer_stats import ConsumerStats
+from actors.client.consumer.offset_store import OffsetStore
+from actors.client.consumer.process_queue import MIB, ProcessQueue
+from actors.client.consumer.pull_api_wrapper import PullAPIWrapper, decode_pull_messages
+from actors.client.consumer.pull_request import PullRequest
+from actors.client.errors import MQClientError
+from actors.client.mq_client_manager import InstanceHandle
+from actors.client.records import MessageExt, PullStatus
+from protocol.bodies import MessageQueue, SubscriptionData
+from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, ResponseCode
+
+log = logging.getLogger(__name__)
+
+PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL: Final = 50  # PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL
+PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL: Final = 20
+PULL_TIME_DELAY_MS_WHEN_SUSPEND: Final = 1000  # paused
+OFFSET_ILLEGAL_FIX_DELAY_MS: Final = 10_000
+HEARTBEAT_RACE: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                   ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                   ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
+HEARTBEAT_RACE_S: Final = 10.0  # after a start or a subscription change
+HEARTBEAT_RACE_RETRY_MS: Final = 100  # a pull sent just before carries an older commit offset
+
+
+def now_ms() -> int:
+    """Wall clock in ms."""
+    return time.time_ns() // 1_000_000
+
+
+class PullMessageMixin:
+    """pullMessage and its PullCallback, mixed into ConsumerImplBase."""
+
+    cfg: ConsumerConfig
+    group: str
+    state: ServiceState
+    paused: bool
+    subscriptions: dict[str, SubscriptionData]
+    table: dict[MessageQueue, ProcessQueue[MessageExt]]
+    pending: dict[int, PullRequest]
+    pull_api: PullAPIWrapper
+    stats: ConsumerStats
+    lock: threading.RLock
+    scheduler: ConsumerScheduler
+    handle: InstanceHandle | None
+    services: ConsumerServices | None
+    offset_store: OffsetStore | None
+    subs_changed_at: float
+    last_pull_sent: float
+    queue_thresholds: tuple[int, int]
+
+    if TYPE_CHECKING:  # ConsumerImplBase's
+        def persist(self, mqs: list[MessageQueue], sync: bool) -> None: ...
+
+        def on_rebalance_record(self, kind: int, body: list[Any]) -> None: ...
+
+    def _gate(self, req: PullRequest) -> bool:
+        """The subclass's own flow control; False when it rescheduled the request."""
+        return True
+
+    def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
+                   ) -> tuple[int, int, str | None, int]:  # fmt: skip
+        """(sys_flag, commit offset, subscription sent or None, suspend ms) of a pull."""
+        raise NotImplementedError
+
+    def _dispatch(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
+                  dispatch_to_consume: bool) -> None:
+        """Hand pulled messages to what consumes them."""
+        raise NotImplementedError
+
+    def _pull_interval_ms(self) -> int:
+        """pullInterval (push only)."""
+        return 0
+
+    def _later(self, req: PullRequest, delay_ms: int) -> None:
+        self.scheduler.schedule(delay_ms, lambda: self._pull(req))
+
+    def _cache_budget_spent(self) -> bool:
+        cfg = self.cfg
+        if cfg.max_cached_messages < 0 and cfg.max_cached_mib < 0:
+            return False
+        count = size = 0
+        for pq in list(self.table.values()):
+            count += pq.msg_count
+            size += pq.msg_size
+        return (0 <= cfg.max_cached_messages < count) or (0 <= cfg.max_cached_mib < size // MIB)
+
+    def _pull(self, req: PullRequest) -> None:
+        """pullMessage: the flow-control gates, then the request to the PullMessageService."""
+        pq = req.pq
+        if pq.dropped or pq.revoking or req.cancelled:
+            return
+        pq.last_pull_ms = now_ms()
+        if self.state is not ServiceState.RUNNING:
+            if self.state is ServiceState.CREATE_JUST:
+                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            return
+        if self.paused:
+            self._later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)
+            return
+        q_count, q_mib = self.queue_thresholds
+        if pq.msg_count > q_count or pq.msg_size // MIB > q_mib or self._cache_budget_spent():
+            self.stats.flow_controlled += 1
+            self._later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
+            return
+        if not self._gate(req):
+            return
+        sub = self.subscriptions.get(req.mq.topic)
+        if sub is None and req.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            sub = SubscriptionData.build(req.mq.topic, "*")
+        if sub is None:
+            self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            return
+        self._send_pull(req, sub)
+
+    def _send_pull(self, req: PullRequest, sub: SubscriptionData) -> None:
+        services = self.services
+        if services is None:
+            return
+        mq = req.mq
+        found = services.routes.find_broker_address_in_subscribe(
+            mq.broker_name, self.pull_api.recalculate_pull_from_which_node(mq), False)
+        if found is None:  # pullKernelImpl: fetch the route, then try again
+            self.scheduler.submit(lambda: self._refresh_route_then_pull(req))
+            return
+        sys_flag, commit, sub_string, suspend_ms = self._pull_spec(mq, sub, found.slave)
+        rid = services.new_pull(self)
+        self.pending[rid] = req
+        self.last_pull_sent = time.monotonic()
+        services.send_pull([rid, found.broker_addr, self.group, mq.topic, mq.queue_id,
+                            req.next_offset, self.cfg.pull_batch, sys_flag, commit, suspend_ms,
+                            sub_string, sub.sub_version, sub.expression_type,
+                            self.cfg.consumer_timeout_ms_when_suspend])
+
+    def _refresh_route_then_pull(self, req: PullRequest) -> None:
+        if self.handle is not None and self.state is ServiceState.RUNNING:
+            try:
+                self.handle.topic_route(req.mq.topic)
+            except MQClientError as exc:
+                log.info("consumer %s: route of %s: %s", self.group, req.mq.topic, exc)
+        self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+
+    def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
+                       max_offset: int, suggest: int, tail: memoryview) -> None:
+        """The PullCallback (I/O thread)."""
+        req = self.pending.pop(rid, None)
+        if req is None or req.cancelled or self.state is not ServiceState.RUNNING:
+            return
+        pq, mq = req.pq, req.mq
+        if status >= cc.BROKER_ERROR:
+            if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
+                    time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
+                # the heartbeat carrying the new subscription is on its way (it leaves when
+                # the subscription changes, beside the first pulls): try again shortly
+                log.debug("consumer %s: pull of %s before the broker has the subscription",
+                          self.group, mq)
+                self._later(req, HEARTBEAT_RACE_RETRY_MS)
+                return
+            if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                log.warning("consumer %s: pull of %s failed: %s%s", self.group, mq,
+                            f"code {next_begin} " if status == cc.BROKER_ERROR else "",
+                            str(tail, "utf-8", "replace"))  # fmt: skip
+            if status == cc.BROKER_ERROR and next_begin == ResponseCode.FLOW_CONTROL:
+                self._later(req, PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL)
+            else:
+                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            return
+        self.pull_api.update_pull_from_which_node(mq, suggest)
+        pstatus = PullStatus(status)
+        if pstatus is PullStatus.FOUND:
+            req.next_offset = next_begin
+            if pq.dropped or pq.revoking:
+                return
+            sub = self.subscriptions.get(mq.topic)
+            msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
+            if msgs:
+                self.stats.pulled(mq.topic, len(msgs))
+                self._dispatch(msgs, pq, mq, pq.put_messages(msgs, max_offset))
+            interval = self._pull_interval_ms()
+            if msgs and interval > 0:
+                self._later(req, interval)
+            else:
+                self._pull(req)
+        elif pstatus in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            req.next_offset = next_begin
+            if pq.msg_count == 0 and not pq.dropped and self.offset_store is not None:
+                self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
+            self._pull(req)
+        else:  # OFFSET_ILLEGAL
+            log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
+                        self.group, req.next_offset, mq, next_begin)  # fmt: skip
+            req.next_offset = next_begin
+            pq.dropped = True
+            self.scheduler.schedule(OFFSET_ILLEGAL_FIX_DELAY_MS, lambda: self._fix_offset(req))
+
+    def _fix_offset(self, req: PullRequest) -> None:
+        """OFFSET_ILLEGAL, 10 s later: store the broker's offset and let the queue be taken anew."""
+        mq = req.mq
+        if self.offset_store is not None:
+            self.offset_store.update_offset(mq, req.next_offset, False)
+            self.persist([mq], sync=True)
+        with self.lock:
+            self.table.pop(mq, None)
+        if self.services is not None:
+            self.services.revoked(self.group, [cc.mq_row(mq)])

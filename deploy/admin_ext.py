@@ -1,0 +1,131 @@
+"""What every `actormq admin` command uses: one request to a server, and route look-ups.
+
+Mirrors tools/admin/DefaultMQAdminExt.java (examineBrokerClusterInfo, examineTopicRouteInfo and
+the request plumbing under it), RocketMQ 4.9.x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from deploy.wire import BlockingClient
+from protocol.bodies import (
+    ClusterInfo,
+    TopicRouteData,
+    loads_lenient,
+    loads_object_map,
+)
+from protocol.codes import RequestCode as RC
+from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+RPC_TIMEOUT_S = 10.0
+
+
+class AdminError(Exception):
+    """A server refused or could not be reached: printed, exit code 1."""
+
+
+def echo(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
+          ok: tuple[int, ...] = (0,)) -> RemotingCommand:
+    """One request on a fresh connection; AdminError unless the code is in `ok`."""
+    fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
+    try:
+        with BlockingClient(addr) as cl:
+            resp = cl.invoke(RemotingCommand.request(code, fields or None, body), RPC_TIMEOUT_S)
+    except (OSError, TimeoutError, ProtocolError) as exc:
+        raise AdminError(f"{addr}: {exc}") from None
+    if resp.code not in ok:
+        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
+    return resp
+
+
+def cluster_info(ns: str) -> ClusterInfo:
+    return ClusterInfo.from_json(bytes(call(ns, RC.GET_BROKER_CLUSTER_INFO).body))
+
+
+def topic_route(ns: str, topic: str) -> TopicRouteData:
+    resp = call(ns, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, ok=(0, 17))
+    if resp.code == 17:
+        raise AdminError(f"topic {topic!r} has no route on {ns} (TOPIC_NOT_EXIST)")
+    return TopicRouteData.from_json(bytes(resp.body))
+
+
+def cluster_masters(info: ClusterInfo, cluster: str | None) -> list[tuple[str, str]]:
+    """(brokerName, master address) of a cluster (every cluster when None)."""
+    names = (
+        info.cluster_addr_table.get(cluster, []) if cluster is not None
+        else sorted(info.broker_addr_table)
+    )  # fmt: skip
+    out = []
+    for name in names:
+        bd = info.broker_addr_table.get(name)
+        if bd is not None and bd.master_addr:
+            out.append((name, bd.master_addr))
+    if not out:
+        raise AdminError(f"no master broker found for cluster {cluster!r}")
+    return out
+
+
+def route_masters(route: TopicRouteData) -> dict[str, str]:
+    return {bd.broker_name: bd.master_addr for bd in route.broker_datas if bd.master_addr}
+
+
+def json_object(resp: RemotingCommand) -> dict[str, Any]:
+    """A JSON object body, or ValueError (reported as an unreadable reply)."""
+    body = loads_lenient(bytes(resp.body))
+    if not isinstance(body, dict):
+        raise ValueError("the body is not a JSON object")
+    return body
+
+
+def offset_table(resp: RemotingCommand) -> list[tuple[Any, Any]]:
+    """The offsetTable member of a ConsumeStats / ResetOffsetBody reply: a map keyed by
+    MessageQueue objects as fastjson writes it, read as (queue, value) pairs."""
+    text = as_text(resp.body)
+    at = text.find('"offsetTable":')
+    if at < 0:
+        return []
+    return loads_object_map(text, at + len('"offsetTable":'))[0]
+
+
+def as_text(b: Any) -> str:
+    return bytes(b).decode("utf-8", "replace")
+
+
+class Usage(Exception):
+    """A bad argument found after parsing: exit code 2."""
+
+
+
+def targets(a: argparse.Namespace, *, require: bool = False) -> list[tuple[str, str]]:
+    """(name, address) of the -b broker, else of every master of the -c cluster (of every
+    cluster when no -c is given, unless `require` asks for one of the two)."""
+    if getattr(a, "broker", None):
+        return [(a.broker, a.broker)]
+    cluster = getattr(a, "cluster", None)
+    if require and not cluster:
+        raise Usage("pass -c cluster or -b broker address")
+    return cluster_masters(cluster_info(a.namesrv), cluster)
+
+
+
+def group_broker(a: argparse.Namespace) -> str:
+    """-b if given, else the master of the group's retry topic, else the first master."""
+    if getattr(a, "broker", None):
+        return str(a.broker)
+    try:
+        masters = route_masters(topic_route(a.namesrv, f"%RETRY%{a.group}"))
+        if masters:
+            return sorted(masters.values())[0]
+    except AdminError:
+        pass
+    return cluster_masters(cluster_info(a.namesrv), None)[0][1]
