@@ -129,7 +129,7 @@ class ConsumerServices:
         self.rebalance_actor: Any = None
         self.pull_actor: Any = None
         self._outbox: list[list[Any]] = []
-        self._progress: dict[int, list[int]] = {}  # rid -> its chain's latest snapshot
+        self._progress: dict[int, Callable[[], list[int]]] = {}  # rid -> its chain's snapshot
         self._stops = itertools.count(1)
         self._stopped: dict[int, threading.Event] = {}
         self._out_lock = threading.Lock()
@@ -254,10 +254,12 @@ class ConsumerServices:
         if not getattr(self._batching, "on", False):
             self._flush_pulls()
 
-    def progress(self, rid: int, snapshot: list[int]) -> None:
-        """A chain's ProcessQueue snapshot; sent with the I/O thread's next batch."""
-        with self._out_lock:
-            self._progress[rid] = snapshot
+    def progress(self, rid: int, snapshot: Callable[[], list[int]]) -> None:
+        """A chain's queue moved; its snapshot is taken and sent with the I/O thread's next
+        batch (one record for every queue that moved meanwhile)."""
+        if rid not in self._progress:
+            with self._out_lock:
+                self._progress[rid] = snapshot
 
     def stop_chains(self, rids: list[int], wait_s: float = 0.0) -> None:
         """End chains in the pull actor; wait_s > 0: until it wrote their last pull (bounded)."""
@@ -286,7 +288,7 @@ class ConsumerServices:
             return
         out: list[tuple[int, bytes | bytearray | memoryview]] = []
         if progress:
-            out.append((cc.PROGRESS, ch.pack([[rid, *snap] for rid, snap in progress.items()])))
+            out.append((cc.PROGRESS, ch.pack([[rid, *snap()] for rid, snap in progress.items()])))
         if rows:
             out.append((cc.PULL, ch.pack(rows)))
         if out:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.client.consumer import consumer_channel as cc
@@ -112,7 +113,7 @@ class PullMessageMixin:
             return
         rid = pq.chain
         if rid:
-            services.progress(rid, self._snapshot(mq, pq))
+            services.progress(rid, partial(self._snapshot, mq, pq))
 
     def stop_chains(self, pqs: list[ProcessQueue[MessageExt]], wait_s: float = 0.0) -> None:
         """End the pull actor's chains of pqs (wait_s: until their last pull was written)."""
