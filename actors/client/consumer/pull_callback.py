@@ -251,6 +251,8 @@ class PullMessageMixin:
                 self.stats.pulled(mq.topic, len(msgs))
                 self._dispatch(msgs, pq, mq, dispatch)
             if repulled:
+                if not msgs:  # all filtered here: the pull actor counted them as cached
+                    self.report_progress(mq)
                 return
             interval = self._pull_interval_ms()
             if msgs and interval > 0:

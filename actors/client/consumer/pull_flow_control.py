@@ -99,9 +99,9 @@ class PullChain:
     def snapshot(self, seq: int, count: int, size: int, first: int, commit: int) -> None:
         """The user's ProcessQueue after its seq-th FOUND answer (and what was consumed)."""
         if seq < self.snap_seq:
-            return  # an older snapshot overtaken by a newer one
+            return  # taken before the last one (snapshots of one chain arrive in order)
         self.snap_seq, self.snap_count, self.snap_bytes, self.first = seq, count, size, first
-        self.commit = max(self.commit, commit)
+        self.commit = commit
         p = self.pending
         while p and p[0][0] <= seq:
             p.popleft()

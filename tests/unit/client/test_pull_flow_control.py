@@ -55,6 +55,8 @@ def test_estimate_adds_forwarded_answers_until_a_snapshot_covers_them() -> None:
     c.snapshot(3, 99, 999, 0, 7)  # an older snapshot is ignored
     assert c.estimate() == (52, 520, 38)
     assert c.commit == 41
+    c.snapshot(4, 20, 200, 40, 30)  # a reset offset goes back
+    assert c.commit == 30
     c.snapshot(5, 0, 0, -1, 79)
     assert c.estimate() == (0, 0, 0)
     c.found(2, 20, 79, 80)
