@@ -17,6 +17,7 @@ from deploy.admin_ext import (
     cluster_masters,
     echo,
     group_broker,
+    header_int,
     json_object,
     offset_table,
     route_masters,
@@ -127,11 +128,11 @@ def cmd_reset_offset(a: argparse.Namespace) -> int:
                            if q.broker_name == name), 0)  # fmt: skip
             for qid in range(queues):
                 q = {"topic": a.topic, "queueId": qid}
-                off = int(call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP,
-                                dict(q, timestamp=ts)).ext_fields["offset"])  # fmt: skip
+                off = header_int(call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP, dict(q, timestamp=ts)),
+                                 "offset")  # fmt: skip
                 r = call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=a.group),
                           ok=(0, 22))  # fmt: skip
-                current = int(r.ext_fields["offset"]) if r.code == 0 else -1
+                current = header_int(r, "offset") if r.code == 0 else -1
                 if a.force or current < 0 or off < current:
                     call(addr, RC.UPDATE_CONSUMER_OFFSET,
                           dict(q, consumerGroup=a.group, commitOffset=off))  # fmt: skip

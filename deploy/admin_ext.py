@@ -48,6 +48,15 @@ def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = 
     return resp
 
 
+def header_int(resp: RemotingCommand, name: str) -> int:
+    """An integer field of a response's header; AdminError when it is missing or not a number."""
+    raw = (resp.ext_fields or {}).get(name)
+    try:
+        return int(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise AdminError(f"the answer has no integer {name!r} (got {raw!r})") from None
+
+
 def cluster_info(ns: str) -> ClusterInfo:
     return ClusterInfo.from_json(bytes(call(ns, RC.GET_BROKER_CLUSTER_INFO).body))
 

@@ -3,8 +3,9 @@
 Mirrors store/DefaultMessageStore.java (load, start, shutdown, the flush and clean schedule),
 RocketMQ 4.9.x. Its services have their own homes, mixed into DefaultMessageStore: appending
 (store/append_message_callback.py), ReputMessageService (store/reput_message_service.py),
-recovery (store/recovery.py), CleanCommitLogService / CleanConsumeQueueService
-(store/clean_service.py) and the read side (store/message_store_read.py).
+recovery (store/recovery.py), CommitLogDispatcherBuildIndex (store/build_index_dispatcher.py),
+CleanCommitLogService / CleanConsumeQueueService (store/clean_service.py) and the read side
+(store/message_store_read.py).
 
 The writer appends to the commit log and dispatches each record synchronously to its consume
 queue and the index, then publishes the new max offset in the shared state page (after the
@@ -20,7 +21,6 @@ import fcntl
 import logging
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from struct import Struct
@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from store.allocate_service import AllocateMappedFileService, FileDeleter
 from store.append_message_callback import AppendMessageMixin, _item_unpacker
+from store.build_index_dispatcher import BuildIndexMixin
 from store.checkpoint import StoreCheckpoint
 from store.clean_service import CleanServiceMixin, disk_usage_ratio
 from store.commitlog import (
@@ -91,7 +92,7 @@ def _record_lock(fd: int) -> None:
 
 
 class DefaultMessageStore(
-    AppendMessageMixin, ReputMessageMixin, StoreRecoveryMixin, CleanServiceMixin
+    AppendMessageMixin, ReputMessageMixin, StoreRecoveryMixin, CleanServiceMixin, BuildIndexMixin
 ):
     """The single writer of one store directory."""
 
@@ -214,35 +215,6 @@ class DefaultMessageStore(
         self.state.bump_generation()
         return True
 
-    def _setup_index_dispatch(self, indexed_word: int) -> None:
-        """After recovery: where the lagging index dispatch resumes ("tick" / "process")."""
-        if self._index_mode not in ("tick", "process"):
-            return
-        cl = self.commitlog
-        end = cl.max_offset
-        idx_end = self.index.end_phy
-        if idx_end >= 0 and idx_end >= cl.min_offset:
-            size = cl.record_size_at(idx_end)
-            resume = idx_end + size if size > 0 else idx_end
-        else:
-            resume = cl.min_offset
-        if cl.min_offset <= indexed_word <= end:  # clean restart: the owner's own progress
-            resume = max(resume, indexed_word)
-        resume = min(resume, end)
-        assert self.state is not None
-        self.state.set(OFF_INDEX_PHY, resume)
-        if self._index_mode == "tick":
-            self._index_disp = IndexDispatcher(cl, self.index, resume, idx_end)
-            return
-        # "process": the index process owns the files from now on; this writer only reads them
-        self.index.flush()
-        self.index.close()
-        self.index = IndexService(
-            self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=False
-        )
-        self.index.refresh()
-        self._index_unlock()
-
     def start(self, now_ms: int = 0) -> None:
         """Begin accepting puts."""
         if self.state is None:
@@ -286,92 +258,6 @@ class DefaultMessageStore(
         spawn = self.cfg.messageIndexProcessSpawn
         if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
-
-    # ---- index dispatch modes ------------------------------------------------------------------
-    def _index_lock(self) -> None:
-        """Wait for any index process of an earlier writer to be gone (it holds this flock)."""
-        os.makedirs(self.index.path, exist_ok=True)
-        fd = os.open(os.path.join(self.index.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        self._index_lock_fd = fd
-
-    def _index_unlock(self) -> None:
-        if self._index_lock_fd is not None:
-            fcntl.flock(self._index_lock_fd, fcntl.LOCK_UN)
-            os.close(self._index_lock_fd)
-            self._index_lock_fd = None
-
-    def _spawn_index_process(self) -> None:
-        """Start `python -m store.index_dispatch` as the owner of the index files."""
-        cfg = self.cfg
-        args = [
-            sys.executable, "-m", "store.index_dispatch", self.root,
-            f"maxHashSlotNum={cfg.maxHashSlotNum}", f"maxIndexNum={cfg.maxIndexNum}",
-            f"mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog}",
-        ]  # fmt: skip
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
-        self._index_proc = subprocess.Popen(
-            args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True
-        )
-        log.info("started index process pid=%d root=%s", self._index_proc.pid, self.root)
-
-    def _stop_index_process(self, kill: bool = False) -> None:
-        proc = self._index_proc
-        if proc is None:
-            return
-        self._index_proc = None
-        if not kill and self.state is not None:
-            # let it index everything written (bounded: ~60 s while it is alive)
-            target = self.commitlog.max_offset
-            for _ in range(12_000):
-                if self.state.get(OFF_INDEX_PHY) >= target:
-                    break
-                try:
-                    proc.wait(timeout=0.005)
-                    break  # it exited on its own; the next start resumes from its progress
-                except subprocess.TimeoutExpired:
-                    pass
-        if proc.poll() is None:
-            if kill:
-                proc.kill()
-            else:
-                proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        log.info("index process stopped pid=%d code=%s", proc.pid, proc.returncode)
-
-    @property
-    def indexed_offset(self) -> int:
-        """Commit-log offset below which every record's index entries are written."""
-        if self._index_mode in ("sync", "off"):
-            return self.commitlog.max_offset
-        if self._index_disp is not None:
-            return self._index_disp.next_phy
-        return self.state.get(OFF_INDEX_PHY) if self.state is not None else 0
-
-    def dispatch_index(self, now_ms: int, max_records: int = 1 << 30) -> int:
-        """"tick" mode: index records appended since the last call; returns records walked."""
-        disp = self._index_disp
-        if disp is None:
-            return 0
-        limit = self._published_max()
-        if disp.next_phy >= limit:
-            return 0
-        n = disp.catch_up(limit, now_ms, max_records)
-        if self.state is not None:
-            self.state.set(OFF_INDEX_PHY, disp.next_phy)
-        return n
-
-    def _refresh_index(self) -> None:
-        if self._index_mode == "process":
-            self.index.refresh()
-        elif self._index_disp is not None:
-            self.dispatch_index(self.commitlog.last_store_timestamp)
 
     def shutdown(self, now_ms: int = 0) -> None:
         """Flush everything, write the checkpoint, remove the abort marker, unlock."""

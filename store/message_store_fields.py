@@ -7,12 +7,14 @@ another. DefaultMessageStore.__init__ sets every field.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
 from store.allocate_service import FileDeleter
 from store.checkpoint import StoreCheckpoint
 from store.consume_queue import ConsumeQueue
+from store.index_dispatch import IndexDispatcher
 from store.message_store_read import StoreReadMixin
 from store.state_page import StatePage
 
@@ -42,9 +44,13 @@ class MessageStoreFields(StoreReadMixin):
     _index_mode: str
     _index_inline: bool
     _deleter: FileDeleter
+    _index_disp: IndexDispatcher | None
+    _index_proc: subprocess.Popen[bytes] | None
+    _index_lock_fd: int | None
     # methods of one mixin (or DefaultMessageStore) another calls
     _on_new_file: Callable[[], None]
     _publish: Callable[[], None]
+    _published_max: Callable[[], int]
     _topic_info: Callable[[str], tuple[bytes, bytes, int] | None]
     _find_or_create_cq: Callable[[str, int], ConsumeQueue]
     _dispatch: Callable[..., None]

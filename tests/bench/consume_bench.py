@@ -134,7 +134,7 @@ def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids:
                 q = inflight.pop(r.opaque)
                 if r.code != 0:
                     raise RuntimeError(f"pull failed at {q}:{offsets[q]}: {r.code} {r.remark}")
-                nxt = int(r.ext_fields["nextBeginOffset"])
+                nxt = int((r.ext_fields or {})["nextBeginOffset"])
                 got += nxt - offsets[q]
                 offsets[q] = nxt
                 if nxt < per_queue:

@@ -148,6 +148,7 @@ def push_consume(ns: str, topic: str, total: int, orderly: bool) -> tuple[float,
         c.subscribe(topic)
         c0 = client_cpu_us()
         deadline = time.monotonic() + 300
+        assert c._impl is not None  # started by `with`
         stats = c._impl.stats
         while stats.totals().ok < total and time.monotonic() < deadline:
             time.sleep(0.002)
