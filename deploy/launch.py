@@ -183,7 +183,7 @@ def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
     from actors.runtime.supervisor import RoleSupervisor
 
     sup = cluster.asys.createActor(RoleSupervisor)
-    cluster.asys.tell(sup, Supervise(role, actor_class, start))
+    cluster.asys.tell(sup, Supervise(role, actor_class, start, os.getpid()))
     hello = _await(cluster.asys, (Supervising,), START_TIMEOUT_S, cluster)
     if hello is not None:
         cluster.supervisor_pids[role] = int(hello.pid)

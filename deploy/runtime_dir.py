@@ -49,7 +49,7 @@ def read_owner(path: str) -> tuple[int, int, int] | None:
 
 def owner_alive(pid: int, start: int, admin_port: int) -> bool:
     """True while the owning process lives (the same process: its start time matches) or an
-    actor system listens on its admin port (a launcher killed alone leaves its actors up)."""
+    actor system listens on its admin port (a launcher killed alone: its actors are stopping)."""
     if not procinfo.is_zombie(pid) and procinfo.start_time(pid) == start:
         return True
     return any(port == admin_port for _ip, port in procinfo.listening_sockets().values())

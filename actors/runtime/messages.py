@@ -283,6 +283,7 @@ class Supervise:
     role: str  # "namesrv", "broker-a", ...: how the logs and RoleFailed name it
     actor_class: str  # dotted path of the actor class
     start: Any  # StartNamesrv / StartBroker
+    launcher_pid: int = 0  # the launching process: when it dies, the whole system stops (0: no)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import select
 import signal
 import time
 from collections import deque
@@ -50,7 +51,7 @@ from actors.runtime.messages import (
     Supervise,
     Supervising,
 )
-from actors.runtime.watch import EXIT_FAILED, WatchingActor, now_ms
+from actors.runtime.watch import EXIT_FAILED, PROCESS_NAME_PREFIX, WatchingActor, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ DEATH_WINDOW_MS: Final = 60_000
 RETRY_MS: Final = 1000.0  # a replacement that failed to start is tried again after this
 ORPHAN_WAIT_S: Final = 10.0  # a dead controller's children: SIGTERM, then SIGKILL after this
 ORPHAN_POLL_MS: Final = 20.0
+LAUNCHER_POLL_MS: Final = 250.0  # how often the launcher's pidfd is looked at
 
 STARTED: Final = (NamesrvStarted, BrokerStarted)
 START_FAILED: Final = (NamesrvStartFailed, BrokerStartFailed)
@@ -228,6 +230,8 @@ class RoleSupervisor(WatchingActor):
         self.child_pids: dict[str, int] = {}
         self.orphan_deadline = 0.0
         self.died_at = 0.0
+        self.launcher_fd: int | None = None  # a pidfd of the launching process
+        self.launcher_pid = 0
 
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, Supervise):
@@ -235,6 +239,7 @@ class RoleSupervisor(WatchingActor):
             self.actor_class, self.start = msg.actor_class, msg.start
             self.state = "starting"
             self.send(sender, Supervising(msg.role, os.getpid()))
+            self._watch_launcher(msg.launcher_pid)
             self._create()
         elif isinstance(msg, STARTED):
             self._started(msg)
@@ -348,10 +353,51 @@ class RoleSupervisor(WatchingActor):
         self.state = "stopping"  # the actor system stops: its child's exit is no death
 
     def on_timer(self, key: str) -> None:
-        if self.state != "replacing":
-            return
-        if key == "orphans":
+        if key == "launcher":
+            self._check_launcher()
+        elif key == "orphans" and self.state == "replacing":
             self._after_orphans()
+
+    def _watch_launcher(self, pid: int) -> None:
+        """Hold a pidfd of the launcher (readable once it exits) and look at it periodically."""
+        if pid <= 0 or self.launcher_fd is not None:
+            return
+        try:
+            self.launcher_fd = os.pidfd_open(pid)
+        except OSError:  # already gone (or no pidfd here): the first look decides
+            self.launcher_fd = None
+            if pid_alive(pid):
+                log.warning("role=%s cannot watch launcher pid %d (no pidfd)", self.role, pid)
+                return
+            self._launcher_gone(pid)
+            return
+        self.launcher_pid = pid
+        self.schedule("launcher", LAUNCHER_POLL_MS)
+
+    def _check_launcher(self) -> None:
+        fd = self.launcher_fd
+        if fd is None:
+            return
+        if select.select([fd], [], [], 0)[0]:
+            self._launcher_gone(self.launcher_pid)
+        else:
+            self.schedule("launcher", LAUNCHER_POLL_MS)
+
+    def _launcher_gone(self, pid: int) -> None:
+        """The launcher died without stopping us (kill -9): stop the whole actor system, as a
+        killed JVM takes its broker with it. SIGTERM to Thespian's admin (this process's parent)
+        and to its logger (its one child that is not an actor): the admin's death reaches every
+        actor (PR_SET_PDEATHSIG) and each shuts down (stores flushed, ports closed)."""
+        if self.state == "stopping":
+            return
+        self.state = "stopping"
+        log.critical("role=%s: launcher pid %d is gone (killed?): stopping this actor system",
+                     self.role, pid)  # fmt: skip
+        admin = os.getppid()
+        for child in children_of(admin):
+            if child != os.getpid() and not process_name(child).startswith(PROCESS_NAME_PREFIX):
+                _signal(child, signal.SIGTERM)
+        _signal(admin, signal.SIGTERM)
 
     def _fail(self, role: str, reason: str) -> None:
         """Give up: tell the launcher (it stops everything and exits non-zero)."""
@@ -362,6 +408,32 @@ class RoleSupervisor(WatchingActor):
                      role, reason)  # fmt: skip
         if self.launcher is not None:
             self.send(self.launcher, RoleFailed(role, reason))
+
+
+def children_of(parent: int) -> list[int]:
+    """The live processes whose parent is `parent` (from /proc)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent and fields[0] not in ("Z", "X"):
+            out.append(int(name))
+    return out
+
+
+def process_name(pid: int) -> str:
+    """The kernel's name of a process (/proc/<pid>/comm); "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _signal(pid: int, sig: int) -> None:

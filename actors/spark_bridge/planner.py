@@ -158,17 +158,26 @@ def check_end(key: QueueKey, end: int, head: QueueHead, fail_on_data_loss: bool)
 
 def rate_limit(start: Mapping[QueueKey, int], end: Mapping[QueueKey, int], limit: int
                ) -> dict[QueueKey, int]:  # fmt: skip
-    """At most about `limit` offsets over all queues, shared by backlog; a queue whose share is
-    below one still gets one (KafkaMicroBatchStream.rateLimit)."""
+    """`limit` offsets over all queues, shared by backlog; a queue whose share is below one
+    still gets one (KafkaMicroBatchStream.rateLimit), and what rounding down left over goes to
+    the largest remainders, so a micro-batch is not followed by one of a few stray rows."""
     sizes = {k: e - start.get(k, e) for k, e in end.items() if e > start.get(k, e)}
     total = sum(sizes.values())
     out = dict(end)
     if total <= limit:
         return out
+    remainders: list[tuple[float, QueueKey]] = []
+    taken = 0
     for key, size in sizes.items():
-        prorate = limit * (size / total)
+        prorate = limit * size / total
         share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
-        out[key] = min(end[key], start[key] + share)
+        if prorate >= 1:
+            remainders.append((prorate - share, key))
+        out[key] = start[key] + share
+        taken += share
+    remainders.sort(key=lambda rk: (-rk[0], rk[1]))
+    for _, key in remainders[: max(limit - taken, 0)]:
+        out[key] += 1
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -95,3 +96,44 @@ def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
     finally:
         assert second.stop() == 0
     assert _dirs_of(second.proc.pid) == []  # a clean stop removes its own
+
+
+def test_a_launcher_killed_alone_takes_its_actor_system_with_it(tmp_path) -> None:
+    """kill -9 of the `actormq up` process only (what `kill -9 <pid>` does): the orphaned actor
+    system notices (its supervisors watch the launcher), shuts down with the store flushed, and
+    frees every port, so the same command starts again; what was acknowledged is kept."""
+    admin, ns, broker = (launch.stable_free_port(), launch.stable_free_port(),
+                         launch.stable_free_port(pair=True))  # fmt: skip
+    conf = tmp_path / "small.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
+    argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
+            "--admin-port", str(admin), "--namesrv-port", str(ns),
+            "--broker-port", str(broker), "-c", str(conf)]  # fmt: skip
+    first = MarkedProcess(argv, tmp_path / "up1", os.getcwd())
+    try:
+        first.wait_for(f"listening on 127.0.0.1:{broker}", 60.0)
+        with BlockingClient(("127.0.0.1", broker)) as cl:
+            assert cl.invoke(create_topic_cmd("AloneT", 1), RPC_TIMEOUT_S).code == 0
+            sent = cl.invoke(send_cmd("AloneT", b"kept", msg_props(), queue_id=0), RPC_TIMEOUT_S)
+            assert sent.code == 0, sent.remark
+        system = [p for p in first.pids() if p != first.proc.pid]
+        assert len(system) >= 5, system  # admin, logger, supervisors, actors
+        os.kill(first.proc.pid, signal.SIGKILL)
+        first.proc.wait(10)
+        left = wait_gone(system, 20.0)
+        assert left == [], [(p, procinfo.session_id(p)) for p in left]
+        for port in (admin, ns, broker):
+            assert procinfo.pid_listening_on(port) is None, port
+    finally:
+        first.stop()
+    log_text = (tmp_path / "data" / "actormq.log").read_text(errors="replace")
+    assert f"launcher pid {first.proc.pid} is gone" in log_text
+    assert "store shut down cleanly" in log_text
+    second = MarkedProcess(argv, tmp_path / "up2", os.getcwd())
+    try:
+        second.wait_for(f"listening on 127.0.0.1:{broker}", 60.0)
+        with BlockingClient(("127.0.0.1", broker)) as cl:
+            r = cl.invoke(pull_cmd("alone_cg", "AloneT", 0, 0), RPC_TIMEOUT_S)
+            assert r.code == 0 and [bytes(m.body) for m in decode_messages(r.body)] == [b"kept"]
+    finally:
+        assert second.stop() == 0

@@ -94,6 +94,9 @@ def test_rate_limit_shares_by_backlog_and_never_starves() -> None:
     assert got[k[1]] == 1  # a share below one still gets one
     assert got[k[0]] == 99 and got[k[2]] == 100
     assert planner.rate_limit(start, end, 5000) == end
+    even = dict.fromkeys(k, 0)
+    got = planner.rate_limit(even, dict.fromkeys(k, 3), 5)  # 5/3 each: 1 + the leftover 2
+    assert sorted(got.values()) == [1, 2, 2]
 
 
 @given(st.lists(st.integers(0, 500), min_size=1, max_size=6), st.integers(1, 300))
@@ -105,7 +108,7 @@ def test_rate_limit_bound(sizes: list[int], limit: int) -> None:
     taken = sum(got[k] - start[k] for k in keys)
     assert all(start[k] <= got[k] <= end[k] for k in keys)
     assert taken <= max(limit, 0) + len(keys)  # Kafka's rounding up of tiny shares
-    assert taken == sum(sizes) or taken >= min(limit, sum(sizes)) - len(keys)
+    assert taken >= min(limit, sum(sizes))  # never a stray micro-batch of the rounding
 
 
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=5), st.integers(1, 17),
