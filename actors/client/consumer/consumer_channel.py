@@ -12,15 +12,25 @@ msgpack except PULL_RESULT, whose pull body travels raw behind a fixed header:
       4      1    status: 0 FOUND, 1 NO_NEW_MSG, 2 NO_MATCHED_MSG, 3 OFFSET_ILLEGAL,
                   254 the broker answered an error (code in next_begin_offset, remark below),
                   255 no answer (timeout, connection; the reason below)
-      5      8    next_begin_offset
-      13     8    min_offset
-      21     8    max_offset
-      29     8    suggest_which_broker_id
-      37     ...  the pull body (FOUND), else the remark / reason in UTF-8
+      5      1    1: the pull actor already sent the queue's next pull under the same request
+                  id (pull_flow_control.py), 0: the request is over
+      6      8    next_begin_offset
+      14     8    min_offset
+      22     8    max_offset
+      30     8    suggest_which_broker_id
+      38     ...  the pull body (FOUND), else the remark / reason in UTF-8
 
     PULL 64          user -> pull actor    [[rid, addr, group, topic, qid, offset, max_nums,
                                             sys_flag, commit_offset, suspend_ms, subscription,
-                                            sub_version, expression_type, timeout_ms], ...]
+                                            sub_version, expression_type, timeout_ms,
+                                            chain], ...]  chain: None, or the pull actor may
+                                            re-pull: [broker_id, seq, cached count, cached body
+                                            bytes, first cached offset, commit offset,
+                                            queue count, queue MiB, max span, budget count,
+                                            budget MiB]
+    PROGRESS 66      user -> pull actor    [[rid, seq, count, bytes, first offset, commit], ...]
+    STOP 67          user -> pull actor    [token, [rid, ...]]: end those chains
+    STOPPED 68       pull actor -> user    [token]: every pull of those chains was written
     ASSIGN 70        rebalance -> user     [group, [[topic, broker, qid, locked, lock_ms], ...]]
     REVOKE 71        rebalance -> user     [group, [[topic, broker, qid], ...]]
     LOCK_STATE 72    rebalance -> user     [group, [[topic, broker, qid, locked, lock_ms], ...]]
@@ -43,6 +53,9 @@ from protocol.bodies import MessageQueue
 
 PULL: Final = 64
 PULL_RESULT: Final = 65
+PROGRESS: Final = 66
+STOP: Final = 67
+STOPPED: Final = 68
 ASSIGN: Final = 70
 REVOKE: Final = 71
 LOCK_STATE: Final = 72
@@ -59,6 +72,7 @@ NO_ANSWER: Final = 255
 PULL_RESULT_HEAD = struct.Struct(
     ">I"  # request id
     "B"  # status (PullStatus value, 254 broker error, 255 no answer)
+    "B"  # 1: re-pulled by the pull actor under the same request id
     "q"  # next_begin_offset (the response code when status is 254)
     "q"  # min_offset
     "q"  # max_offset
@@ -84,7 +98,7 @@ def mq_rows(mqs: Iterable[MessageQueue]) -> list[list[Any]]:
 
 
 def encode_pull_result(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
-                       suggest: int, tail: bytes | memoryview) -> bytes:
+                       suggest: int, tail: bytes | memoryview, repulled: bool = False) -> bytes:
     """A PULL_RESULT payload."""
-    return PULL_RESULT_HEAD.pack(rid, status, next_begin, min_offset, max_offset, suggest) + \
-        bytes(tail)
+    return PULL_RESULT_HEAD.pack(rid, status, int(repulled), next_begin, min_offset,
+                                 max_offset, suggest) + bytes(tail)

@@ -67,6 +67,7 @@ from protocol.codes import retry_topic
 log = logging.getLogger(__name__)
 
 QUIET_BEFORE_COMMIT_MS: Final = 20
+CHAIN_STOP_WAIT_S: Final = 2.0  # the pull actor confirms a chain's last pull was written
 
 
 class ConsumerImplBase(PullMessageMixin):
@@ -127,6 +128,7 @@ class ConsumerImplBase(PullMessageMixin):
                 self.state = ServiceState.SHUTDOWN_ALREADY
             return True
         self.state = ServiceState.STOPPING
+        self.stop_chains(list(self.table.values()), CHAIN_STOP_WAIT_S)
         if self.services is not None:
             self.services.forget_pulls(self)
         drained = self._stop_consume(timeout_s)
@@ -213,6 +215,7 @@ class ConsumerImplBase(PullMessageMixin):
 
     def _subscriptions_changed(self) -> None:
         self.subs_changed_at = time.monotonic()
+        self.stop_chains(list(self.table.values()))  # the next pulls carry the new ones
         if self.state is ServiceState.RUNNING and self.services is not None and self.registered:
             self.services.update_subscriptions(self.group, self.consumer_data().to_json())
 
@@ -398,6 +401,7 @@ class ConsumerImplBase(PullMessageMixin):
                     self.services.revoked(self.group, [cc.mq_row(mq)])
                 continue
             pq.revoking = True
+            self.stop_chains([pq])
             if self._drained(pq):
                 self.scheduler.submit(partial(self._finish_revoke, mq, False))
             else:
@@ -419,6 +423,7 @@ class ConsumerImplBase(PullMessageMixin):
         if quiet > 0:
             self.scheduler.schedule(quiet * 1000.0, lambda: self._finish_revoke(mq, timed_out))
             return
+        self.stop_chains([pq], CHAIN_STOP_WAIT_S)  # the pull actor's last pull of it is out
         pq.dropped = True
         self._before_release(mq, pq)
         self.persist([mq], sync=True)
@@ -447,4 +452,6 @@ class ConsumerImplBase(PullMessageMixin):
                 q_count = max(1, cfg.pull_threshold_for_topic // n)
             if cfg.pull_threshold_size_for_topic_mib != -1:
                 q_mib = max(1, cfg.pull_threshold_size_for_topic_mib // n)
+        if (q_count, q_mib) != self.queue_thresholds:
+            self.stop_chains(list(self.table.values()))  # restarted with the new limits
         self.queue_thresholds = (q_count, q_mib)

@@ -50,8 +50,9 @@ class ConsumerCore(Protocol):
         """ASSIGN / REVOKE / LOCK_STATE / RELAY / PERSIST / QUEUES for this group."""
 
     def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
-                       max_offset: int, suggest: int, tail: memoryview) -> None:
-        """A PULL_RESULT for one of this core's requests."""
+                       max_offset: int, suggest: int, tail: memoryview,
+                       repulled: bool = False) -> None:  # fmt: skip
+        """A PULL_RESULT for one of this core's requests (repulled: its chain goes on)."""
 
 
 class _End:
@@ -128,6 +129,9 @@ class ConsumerServices:
         self.rebalance_actor: Any = None
         self.pull_actor: Any = None
         self._outbox: list[list[Any]] = []
+        self._progress: dict[int, Callable[[], list[int]]] = {}  # rid -> its chain's snapshot
+        self._stops = itertools.count(1)
+        self._stopped: dict[int, threading.Event] = {}
         self._out_lock = threading.Lock()
         self._batching = threading.local()
         self._ask_lock = threading.Lock()
@@ -250,12 +254,45 @@ class ConsumerServices:
         if not getattr(self._batching, "on", False):
             self._flush_pulls()
 
+    def progress(self, rid: int, snapshot: Callable[[], list[int]]) -> None:
+        """A chain's queue moved; its snapshot is taken and sent with the I/O thread's next
+        batch (one record for every queue that moved meanwhile)."""
+        if rid not in self._progress:
+            with self._out_lock:
+                self._progress[rid] = snapshot
+
+    def stop_chains(self, rids: list[int], wait_s: float = 0.0) -> None:
+        """End chains in the pull actor; wait_s > 0: until it wrote their last pull (bounded)."""
+        end = self.pull.end
+        if (not rids and wait_s <= 0) or end is None:
+            return
+        with self._out_lock:
+            for rid in rids:
+                self._progress.pop(rid, None)
+        token = next(self._stops)
+        ev = threading.Event()
+        if wait_s > 0:
+            self._stopped[token] = ev
+        end.send(cc.STOP, ch.pack([token, rids]))
+        if wait_s > 0:
+            if not ev.wait(wait_s):
+                log.warning("PullMessageService did not confirm the end of %d chains", len(rids))
+            self._stopped.pop(token, None)
+
     def _flush_pulls(self) -> None:
         with self._out_lock:
             rows, self._outbox = self._outbox, []
+            progress, self._progress = self._progress, {}
         end = self.pull.end
-        if rows and end is not None:
-            end.send(cc.PULL, ch.pack(rows))
+        if end is None:
+            return
+        out: list[tuple[int, bytes | bytearray | memoryview]] = []
+        if progress:
+            out.append((cc.PROGRESS, ch.pack([[rid, *snap()] for rid, snap in progress.items()])))
+        if rows:
+            out.append((cc.PULL, ch.pack(rows)))
+        if out:
+            end.send_many(out)
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
@@ -265,14 +302,20 @@ class ConsumerServices:
             hsize = head.size
             for kind, payload in records:
                 if kind != cc.PULL_RESULT:
-                    log.warning("pull channel: unknown record kind %d", kind)
+                    if kind == cc.STOPPED:
+                        ev = self._stopped.get(ch.unpack(payload)[0])
+                        if ev is not None:
+                            ev.set()
+                    else:
+                        log.warning("pull channel: unknown record kind %d", kind)
                     continue
-                rid, status, nb, mn, mx, sg = head.unpack_from(payload, 0)
-                core = self.pulls.pop(rid, None)
+                rid, status, repulled, nb, mn, mx, sg = head.unpack_from(payload, 0)
+                core = self.pulls.get(rid) if repulled else self.pulls.pop(rid, None)
                 if core is None:
                     continue
                 try:
-                    core.on_pull_result(rid, status, nb, mn, mx, sg, payload[hsize:])
+                    core.on_pull_result(rid, status, nb, mn, mx, sg, payload[hsize:],
+                                        bool(repulled))
                 except Exception:
                     log.exception("consumer %s: pull result handling failed", core.group)
         finally:

@@ -133,11 +133,27 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
                 return False
         return True
 
+    def _pull_spec_commit(self, mq: MessageQueue) -> int:
+        if self.model is MessageModel.CLUSTERING and self.offset_store is not None:
+            return max(self.offset_store.read_memory(mq), 0)
+        return 0
+
+    def _chain_limits(self) -> list[int] | None:
+        cfg = self.cfg
+        if cfg.orderly or cfg.pull_interval_ms > 0:
+            return None  # orderly: the lock gates each pull; pullInterval: a timer does
+        q_count, q_mib = self.queue_thresholds
+        return [q_count, q_mib, cfg.consume_concurrently_max_span, cfg.max_cached_messages,
+                cfg.max_cached_mib]
+
+    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
+        """The offset store's updateOffset; the queue's pull chain learns of it."""
+        super().update_offset(mq, offset, increase_only)
+        self.report_progress(mq)
+
     def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
                    ) -> tuple[int, int, str | None, int]:  # fmt: skip
-        commit = 0
-        if self.model is MessageModel.CLUSTERING and self.offset_store is not None:
-            commit = max(self.offset_store.read_memory(mq), 0)
+        commit = self._pull_spec_commit(mq)
         post = self.cfg.post_subscription_when_pull and not sub.class_filter_mode
         return (build_sys_flag(commit > 0, True, post, slave), commit,
                 sub.sub_string if post else None, self.cfg.broker_suspend_max_ms)

@@ -106,11 +106,14 @@ class ProcessQueue(Generic[M]):
         self.last_lock_ms = now_ms
         self.in_flight: dict[int, int] = {}  # offset -> consume start (ms) while in a handler
         self.consume_lock = threading.Lock()  # orderly: held while the handler runs
+        self.results = 0  # FOUND answers put here (a pull chain's sequence number)
+        self.chain = 0  # the request id of the pull chain the pull actor runs, 0: none
 
     # --- pull side --------------------------------------------------------------------------
     def put_messages(self, msgs: Sequence[M], max_offset: int = -1) -> bool:
         """Cache pulled messages; True when an orderly consume request should be dispatched."""
         with self.lock:
+            self.results += 1
             d = self.msgs
             added = 0
             size = 0
@@ -126,7 +129,7 @@ class ProcessQueue(Generic[M]):
             self.msg_count += added
             self.msg_size += size
             dispatch = False
-            if d and not self.consuming:
+            if msgs and d and not self.consuming:
                 dispatch = True
                 self.consuming = True
             if msgs and max_offset >= 0:
@@ -134,6 +137,12 @@ class ProcessQueue(Generic[M]):
                 if acc > 0:
                     self.msg_acc_cnt = acc
             return dispatch
+
+    def snapshot(self) -> tuple[int, int, int, int]:
+        """(FOUND answers put, cached count, cached body bytes, first cached offset or -1)."""
+        with self.lock:
+            d = self.msgs
+            return self.results, self.msg_count, self.msg_size, d.peekitem(0)[0] if d else -1
 
     def max_span(self) -> int:
         """Last cached offset minus the first (consumeConcurrentlyMaxSpan's measure)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.client.consumer import consumer_channel as cc
@@ -25,7 +26,7 @@ from actors.client.errors import MQClientError
 from actors.client.mq_client_manager import InstanceHandle
 from actors.client.records import MessageExt, PullStatus
 from protocol.bodies import MessageQueue, SubscriptionData
-from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, ResponseCode
+from protocol.codes import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ HEARTBEAT_RACE: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
 HEARTBEAT_RACE_S: Final = 10.0  # after a start or a subscription change
 HEARTBEAT_RACE_RETRY_MS: Final = 100  # a pull sent just before carries an older commit offset
+CHAIN_QUIET_S: Final = 0.02  # after a chain's last pull was written, before a commit
 
 
 def now_ms() -> int:
@@ -88,6 +90,43 @@ class PullMessageMixin:
     def _pull_interval_ms(self) -> int:
         """pullInterval (push only)."""
         return 0
+
+    def _chain_limits(self) -> list[int] | None:
+        """The gates the pull actor may apply itself to re-pull a queue (push concurrently
+        only: [queue count, queue MiB, max span, budget count, budget MiB]); None: never."""
+        return None
+
+    def _snapshot(self, mq: MessageQueue, pq: ProcessQueue[MessageExt]) -> list[int]:
+        """[seq, cached count, cached bytes, first cached offset, commit offset] of a chain."""
+        seq, count, size, first = pq.snapshot()
+        return [seq, count, size, first, self._pull_spec_commit(mq)]
+
+    def _pull_spec_commit(self, mq: MessageQueue) -> int:
+        """The commit offset a pull of mq carries (0: none)."""
+        return 0
+
+    def report_progress(self, mq: MessageQueue) -> None:
+        """Consumption moved mq: its chain's snapshot goes to the pull actor."""
+        pq = self.table.get(mq)
+        services = self.services
+        if pq is None or services is None:
+            return
+        rid = pq.chain
+        if rid:
+            services.progress(rid, partial(self._snapshot, mq, pq))
+
+    def stop_chains(self, pqs: list[ProcessQueue[MessageExt]], wait_s: float = 0.0) -> None:
+        """End the pull actor's chains of pqs (wait_s: until their last pull was written)."""
+        rids = [pq.chain for pq in pqs if pq.chain]
+        for pq in pqs:
+            pq.chain = 0
+        if self.services is None or self._chain_limits() is None:
+            return
+        if wait_s > 0:  # also a barrier behind chains stopped before without waiting
+            self.services.stop_chains(rids, wait_s)
+            time.sleep(CHAIN_QUIET_S)  # the last pull (an older commit offset) reaches the broker
+        elif rids:
+            self.services.stop_chains(rids)
 
     def _later(self, req: PullRequest, delay_ms: int) -> None:
         self.scheduler.schedule(delay_ms, lambda: self._pull(req))
@@ -141,13 +180,20 @@ class PullMessageMixin:
             self.scheduler.submit(lambda: self._refresh_route_then_pull(req))
             return
         sys_flag, commit, sub_string, suspend_ms = self._pull_spec(mq, sub, found.slave)
+        node = self.pull_api.recalculate_pull_from_which_node(mq)
         rid = services.new_pull(self)
         self.pending[rid] = req
         self.last_pull_sent = time.monotonic()
+        limits = self._chain_limits()
+        chain: list[int] | None = None
+        if limits is not None and sub_string is None and node == MASTER_ID and not found.slave:
+            seq, count, size, first = req.pq.snapshot()
+            chain = [MASTER_ID, seq, count, size, first, commit, *limits]
+        req.pq.chain = rid if chain is not None else 0
         services.send_pull([rid, found.broker_addr, self.group, mq.topic, mq.queue_id,
                             req.next_offset, self.cfg.pull_batch, sys_flag, commit, suspend_ms,
                             sub_string, sub.sub_version, sub.expression_type,
-                            self.cfg.consumer_timeout_ms_when_suspend])
+                            self.cfg.consumer_timeout_ms_when_suspend, chain])
 
     def _refresh_route_then_pull(self, req: PullRequest) -> None:
         if self.handle is not None and self.state is ServiceState.RUNNING:
@@ -158,12 +204,22 @@ class PullMessageMixin:
         self._later(req, self.cfg.pull_time_delay_ms_when_exception)
 
     def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
-                       max_offset: int, suggest: int, tail: memoryview) -> None:
-        """The PullCallback (I/O thread)."""
-        req = self.pending.pop(rid, None)
+                       max_offset: int, suggest: int, tail: memoryview,
+                       repulled: bool = False) -> None:  # fmt: skip
+        """The PullCallback (I/O thread); repulled: the pull actor already sent the next pull
+        of this request id (its chain), so only the answer is processed here."""
+        req = self.pending.get(rid) if repulled else self.pending.pop(rid, None)
         if req is None or req.cancelled or self.state is not ServiceState.RUNNING:
+            if repulled and self.services is not None:
+                self.services.stop_chains([rid])
             return
         pq, mq = req.pq, req.mq
+        if repulled:
+            pq.last_pull_ms = now_ms()
+            if pq.dropped or pq.revoking:
+                self.stop_chains([pq])
+        elif pq.chain == rid:
+            pq.chain = 0
         if status >= cc.BROKER_ERROR:
             if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
                     time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
@@ -190,9 +246,14 @@ class PullMessageMixin:
                 return
             sub = self.subscriptions.get(mq.topic)
             msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
+            dispatch = pq.put_messages(msgs, max_offset)  # counted even when all filtered
             if msgs:
                 self.stats.pulled(mq.topic, len(msgs))
-                self._dispatch(msgs, pq, mq, pq.put_messages(msgs, max_offset))
+                self._dispatch(msgs, pq, mq, dispatch)
+            if repulled:
+                if not msgs:  # all filtered here: the pull actor counted them as cached
+                    self.report_progress(mq)
+                return
             interval = self._pull_interval_ms()
             if msgs and interval > 0:
                 self._later(req, interval)
@@ -202,7 +263,10 @@ class PullMessageMixin:
             req.next_offset = next_begin
             if pq.msg_count == 0 and not pq.dropped and self.offset_store is not None:
                 self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
-            self._pull(req)
+                if repulled:
+                    self.report_progress(mq)
+            if not repulled:
+                self._pull(req)
         else:  # OFFSET_ILLEGAL
             log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
                         self.group, req.next_offset, mq, next_begin)  # fmt: skip
