@@ -257,7 +257,8 @@ def start_up_process(tmp_path: Path, **props: str) -> tuple[Any, int, int, Path]
     conf.write_text("".join(f"{k}={v}\n" for k, v in {**SMALL_STORE, **props}.items()))
     data = tmp_path / "data"
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(data), "-c", str(conf),
-            "--namesrv-port", str(ns), "--broker-port", str(broker)]  # fmt: skip
+            "--namesrv-port", str(ns), "--broker-port", str(broker),
+            "--spark-bridge-port", "0"]  # fmt: skip
     run = MarkedProcess(argv, tmp_path / "up", os.getcwd())
     try:
         run.wait_for(f"listening on 127.0.0.1:{broker} (", 60.0)

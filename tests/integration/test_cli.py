@@ -122,7 +122,8 @@ def test_up_port_in_use_exits_2_and_leaves_no_process(tmp_path, which: str) -> N
         ports = (["--broker-port", str(port), "--namesrv-port", str(free)] if which != "namesrv"
                  else ["--broker-port", str(free), "--namesrv-port", str(port)])
     run = MarkedProcess([sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "d"),
-                         *ports], tmp_path / "up", cwd=os.getcwd())  # fmt: skip
+                         "--spark-bridge-port", "0", *ports], tmp_path / "up",
+                        cwd=os.getcwd())  # fmt: skip
     try:
         rc = run.proc.wait(timeout=60)
         err = run.err_path.read_text()

@@ -102,7 +102,7 @@ def test_up_keeps_data_where_the_user_stands_and_reads_its_config_file(tmp_path)
     first, second = launch.stable_free_port(pair=True), launch.stable_free_port(pair=True)
     small = "".join(f"{k}={v}\n" for k, v in SMALL_STORE.items())
     saved.write_text(f"listenPort={first}\n{small}")
-    argv = [ACTORMQ, "up", "--namesrv-port", str(ns)]
+    argv = [ACTORMQ, "up", "--namesrv-port", str(ns), "--spark-bridge-port", "0"]
     run = _start(argv, tmp_path / "up1", work, first)
     try:
         assert f"store {work / 'data' / 'store'}, logs {work / 'data'})" in run.out_path.read_text()

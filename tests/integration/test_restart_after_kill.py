@@ -57,7 +57,7 @@ def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
     conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
             "--admin-port", str(admin), "--namesrv-port", str(ns),
-            "--broker-port", str(broker), "-c", str(conf)]  # fmt: skip
+            "--broker-port", str(broker), "-c", str(conf), "--spark-bridge-port", "0"]  # fmt: skip
     started = time.monotonic()
     first = MarkedProcess(argv, tmp_path / "up1", os.getcwd())
     try:
@@ -108,7 +108,7 @@ def test_a_launcher_killed_alone_takes_its_actor_system_with_it(tmp_path) -> Non
     conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
             "--admin-port", str(admin), "--namesrv-port", str(ns),
-            "--broker-port", str(broker), "-c", str(conf)]  # fmt: skip
+            "--broker-port", str(broker), "-c", str(conf), "--spark-bridge-port", "0"]  # fmt: skip
     first = MarkedProcess(argv, tmp_path / "up1", os.getcwd())
     try:
         first.wait_for(f"listening on 127.0.0.1:{broker}", 60.0)

@@ -281,7 +281,8 @@ def test_role_killed_repeatedly_stops_up_nonzero_leaving_nothing(
     conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
     ns_port, port = launch.stable_free_port(), launch.stable_free_port(pair=True)
     cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"), "-c",
-           str(conf), "--namesrv-port", str(ns_port), "--broker-port", str(port)]  # fmt: skip
+           str(conf), "--namesrv-port", str(ns_port), "--broker-port", str(port),
+           "--spark-bridge-port", "0"]  # fmt: skip
     if personality:
         cmd += ["--personality", personality]
     up = MarkedProcess(cmd, tmp_path / "up", os.getcwd())
