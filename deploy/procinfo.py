@@ -86,15 +86,20 @@ def pid_listening_on(port: int) -> int | None:
     return None
 
 
-def session_id(pid: int) -> int | None:
-    """The session id (field 6 of /proc/<pid>/stat)."""
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first); None when gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[3])
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def session_id(pid: int) -> int | None:
+    """The session id (field 6 of /proc/<pid>/stat)."""
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[3])
 
 
 def pids_in_session(sid: int) -> list[int]:
@@ -109,22 +114,14 @@ def pids_in_session(sid: int) -> list[int]:
 def start_time(pid: int) -> int:
     """When a process started, in clock ticks since boot (field 22 of /proc/<pid>/stat); 0 when
     it is gone. A pid and its start time name one process even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return 0
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
+    fields = stat_fields(pid)
+    return 0 if fields is None else int(fields[19])
 
 
 def parent_pid(pid: int) -> int | None:
     """The parent's pid (field 4 of /proc/<pid>/stat); None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def descendants(root: int) -> list[int]:
@@ -146,12 +143,8 @@ def descendants(root: int) -> list[int]:
 
 def is_zombie(pid: int) -> bool:
     """True for a zombie or a vanished process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2 :].split()[0] in ("Z", "X")
+    fields = stat_fields(pid)
+    return fields is None or fields[0] in ("Z", "X")
 
 
 def pids_with_env(marker: str) -> list[int]:

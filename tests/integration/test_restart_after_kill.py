@@ -50,7 +50,8 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
-def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
+def _up_argv(tmp_path) -> tuple[list[str], tuple[int, int, int]]:
+    """`up` with explicit admin, name server and broker ports and a small store; the ports."""
     admin, ns, broker = (launch.stable_free_port(), launch.stable_free_port(),
                          launch.stable_free_port(pair=True))  # fmt: skip
     conf = tmp_path / "small.conf"
@@ -58,6 +59,11 @@ def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
             "--admin-port", str(admin), "--namesrv-port", str(ns),
             "--broker-port", str(broker), "-c", str(conf), "--spark-bridge-port", "0"]  # fmt: skip
+    return argv, (admin, ns, broker)
+
+
+def test_up_restarts_at_once_after_kill_9_with_the_same_ports(tmp_path) -> None:
+    argv, (admin, ns, broker) = _up_argv(tmp_path)
     started = time.monotonic()
     first = MarkedProcess(argv, tmp_path / "up1", os.getcwd())
     try:
@@ -102,13 +108,7 @@ def test_a_launcher_killed_alone_takes_its_actor_system_with_it(tmp_path) -> Non
     """kill -9 of the `actormq up` process only (what `kill -9 <pid>` does): the orphaned actor
     system notices (its supervisors watch the launcher), shuts down with the store flushed, and
     frees every port, so the same command starts again; what was acknowledged is kept."""
-    admin, ns, broker = (launch.stable_free_port(), launch.stable_free_port(),
-                         launch.stable_free_port(pair=True))  # fmt: skip
-    conf = tmp_path / "small.conf"
-    conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
-    argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
-            "--admin-port", str(admin), "--namesrv-port", str(ns),
-            "--broker-port", str(broker), "-c", str(conf), "--spark-bridge-port", "0"]  # fmt: skip
+    argv, (admin, ns, broker) = _up_argv(tmp_path)
     first = MarkedProcess(argv, tmp_path / "up1", os.getcwd())
     try:
         first.wait_for(f"listening on 127.0.0.1:{broker}", 60.0)
