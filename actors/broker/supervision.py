@@ -250,7 +250,7 @@ class BrokerChildSupervisor(WatchingActor):
 
     # -- processors ------------------------------------------------------------------------------
     def _replace_processor(self, group: str) -> None:
-        from actors.broker.actor import ProcessorActor
+        from actors.broker.processor_actor import ProcessorActor
 
         self.channel_addrs.pop(group, None)
         addr = self.createActor(ProcessorActor)

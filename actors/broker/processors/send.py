@@ -26,9 +26,15 @@ from actors.broker.events import (
     HaMasterChanged,
     OffsetMoved,
     SubscriptionGroupChanged,
-    TopicConfigChanged,
 )
 from actors.broker.ha import HAClient
+from actors.broker.processors.abstract_send import (
+    CACHE_LIMIT,
+    RW,
+    V3_4_9,
+    AbstractSendMessageProcessor,
+    _Reject,
+)
 from actors.broker.processors.admin_store import STORE_ADMIN_CODES, StoreAdminProcessor
 from actors.broker.schedule import ScheduleMessageService, read_persisted_offsets
 from actors.broker.stats_items import (
@@ -39,13 +45,8 @@ from actors.broker.stats_items import (
     stats_key,
 )
 from actors.broker.topic_config import (
-    PERM_READ,
-    PERM_WRITE,
     TRANS_HALF_TOPIC,
-    TopicConfig,
-    is_not_allowed_send_topic,
     is_writeable,
-    validate_topic,
 )
 from actors.broker.transaction import TransactionalMessageService
 from actors.core import FAQ_SUFFIX, Request
@@ -110,9 +111,7 @@ from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
 
 log = logging.getLogger(__name__)
 
-V3_4_9: Final = 121
 TRANSACTION_TYPE_MASK: Final = 0xC
-RW: Final = PERM_READ | PERM_WRITE
 JAVA: Final = int(Lang.JAVA)
 _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
@@ -121,7 +120,6 @@ _RESUME_CHECK: Final = int(RC.RESUME_CHECK_HALF_MESSAGE)
 _ALL_DELAY_OFFSET: Final = int(RC.GET_ALL_DELAY_OFFSET)
 _REPLY_CODES: Final = frozenset({int(RC.SEND_REPLY_MESSAGE), int(RC.SEND_REPLY_MESSAGE_V2)})
 PUSH_REPLY_TIMEOUT_MS: Final = 10_000  # Broker2Client.callClient's invokeSync timeout
-CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
 # SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
 RESPONSE_KEYS: Final = tuple(f.key for f in SendMessageResponseHeader.FIELDS)
@@ -184,23 +182,13 @@ def _delay_level(props: dict[str, str]) -> int:
         return 0
 
 
-class _Reject(Exception):
-    """An early error response."""
-
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
-
-
-class SendMessageProcessor:
+class SendMessageProcessor(AbstractSendMessageProcessor):
     """The send group core (ProcessorCore)."""
 
     def __init__(self, ctx: BrokerContext, rng: random.Random | None = None) -> None:
-        self.ctx = ctx
-        self.bc = bc = ctx.broker_config
+        super().__init__(ctx, rng)
+        bc = self.bc
         self.store = ctx.store
-        self.rng = rng or random.Random()
         self.store_host = pack_host(bc.brokerIP1, bc.listenPort)
         sc = ctx.store_config
         self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
@@ -213,8 +201,6 @@ class SendMessageProcessor:
         self.push_waits: dict[int, _PushWait] = {}  # opaque of a reply push -> its replier
         self._closed_conns: set[int] = set()  # connections closed (ids are never reused)
         self._read_config()
-        self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
-        self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
         ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
@@ -553,102 +539,6 @@ class SendMessageProcessor:
                 self._tag_codes.clear()
             code = self._tag_codes[tags] = java_string_hash(tags)
         return pb, code
-
-    # --- checks (AbstractSendMessageProcessor.msgCheck) --------------------------------------
-
-    def _emit_topic(self, tc: TopicConfig) -> None:
-        self.ctx.emit(TopicConfigChanged(tc, register=True))
-
-    def _born_host(self, peer: tuple[str, int]) -> bytes:
-        host = self._hosts.get(peer)
-        if host is None:
-            if len(self._hosts) >= CACHE_LIMIT:
-                self._hosts.clear()
-            host = self._hosts[peer] = pack_host(peer[0], peer[1])
-        return host
-
-    def _check_name(self, topic: str) -> tuple[int, str] | None:
-        """TopicValidator checks, cached per topic name: None or (code, remark)."""
-        try:
-            return self._checked[topic]
-        except KeyError:
-            pass
-        verdict: tuple[int, str] | None = None
-        bad = validate_topic(topic)
-        if bad is not None:
-            verdict = (RS.SYSTEM_ERROR, bad)
-        elif is_not_allowed_send_topic(topic):
-            verdict = (RS.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        if len(self._checked) >= CACHE_LIMIT:
-            self._checked.clear()
-        self._checked[topic] = verdict
-        return verdict
-
-    def _msg_check(
-        self, cmd: RemotingCommand, topic: str, queue_id: int, peer: tuple[str, int]
-    ) -> tuple[TopicConfig, int]:
-        """msgCheck: broker/topic permission, topic name, auto-create, queue id."""
-        topics = self.ctx.topics
-        tc = topics.table.get(topic)
-        if not self.broker_writable and tc is not None and tc.order:
-            raise _Reject(
-                RS.NO_PERMISSION, f"the broker[{self.bc.brokerIP1}] sending message is forbidden"
-            )
-        verdict = self._check_name(topic)
-        if verdict is not None:
-            raise _Reject(*verdict)
-        if tc is None:
-            h = decode_send_header(cmd.code, cmd.ext_fields)
-            tc = topics.create_in_send_message_method(
-                topic, h.default_topic, h.default_topic_queue_nums, 0
-            )
-            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                tc, _ = topics.create_in_send_back(topic, 1, RW, 0)
-            if tc is None:
-                raise _Reject(
-                    RS.TOPIC_NOT_EXIST,
-                    f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}",
-                )
-            self._emit_topic(tc)
-        if queue_id < 0:
-            queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
-        elif queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:
-            raise _Reject(
-                RS.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, {tc} Producer: {peer[0]}:{peer[1]}",
-            )
-        return tc, queue_id
-
-    def _retry_dlq(
-        self,
-        h: SendMessageRequestHeader,
-        version: int,
-        topic: str,
-        queue_id: int,
-        props: dict[str, str],
-    ) -> tuple[str, int]:
-        """handleRetryAndDLQ: redirect a %RETRY% send past max reconsume times to %DLQ%.
-
-        The request's DELAY stays: 4.9.x sets delay level 0 on the message before the request's
-        properties replace its map, so a client's fallback send-back (DELAY 3 + reconsume times)
-        reaches the dead letter queue through SCHEDULE_TOPIC_XXXX after that delay."""
-        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        cfg, created = self.ctx.groups.find_or_create(group)
-        if cfg is None:
-            raise _Reject(RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
-        if created:
-            self.ctx.emit(SubscriptionGroupChanged(cfg))
-        max_times = cfg.retry_max_times
-        if version >= V3_4_9 and h.max_reconsume_times is not None:
-            max_times = h.max_reconsume_times
-        if (h.reconsume_times or 0) >= max_times:
-            dlq = dlq_topic(group)
-            tc, created = self.ctx.topics.create_in_send_back(dlq, 1, RW)
-            if created:
-                self._emit_topic(tc)
-            log.info("send to DLQ topic=%s reconsume=%s max=%d", dlq, h.reconsume_times, max_times)
-            return dlq, 0
-        return topic, queue_id
 
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
 

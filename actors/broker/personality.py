@@ -1,0 +1,111 @@
+"""Broker personalities: where the processor groups, their contexts and the controller core
+come from (the real broker's, or a stand-in such as actors.runtime.echo for benchmarks).
+
+Mirrors the registration half of broker/BrokerController.java (initialize: which processor
+serves which request codes, and the controller's own state), RocketMQ 4.9.x.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+REAL_PERSONALITY = "actors.broker.actor"  # the name users pass for the real broker
+
+
+# -- personalities: where groups, contexts and the controller core come from ------------------
+def load_personality(name: str | None) -> Any:
+    """The module providing GROUPS, DEFAULT_GROUP, make_context, make_controller."""
+    if not name or name == REAL_PERSONALITY:
+        return _RealPersonality()
+    return importlib.import_module(name)
+
+
+class _RealPersonality:
+    """The real broker: actors.broker.processors + actors.broker.controller (H5's cores)."""
+
+    @property
+    def GROUPS(self) -> Any:
+        from actors.broker.processors import BROKER_PROCESSOR_GROUPS
+
+        return BROKER_PROCESSOR_GROUPS
+
+    @property
+    def DEFAULT_GROUP(self) -> str:
+        from actors.broker.processors import DEFAULT_GROUP
+
+        return str(DEFAULT_GROUP)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        from actors.broker.processors import make_context
+
+        return make_context(*args, **kwargs)
+
+    def make_controller(self, broker_config: Any, store_config: Any, now: int,
+                        runtime_dir: str = "") -> Any:  # fmt: skip
+        from actors.broker.controller import BrokerControllerCore
+
+        core = BrokerControllerCore(broker_config, store_config)
+        core.load(now, runtime_dir)  # the shared consumer offset table goes there
+        return _ControllerAdapter(core)
+
+
+class _ControllerAdapter:
+    """The controller core seen through the runtime's calls (see actors.runtime.echo)."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+
+    def snapshot(self) -> Any:
+        return self.core.snapshot()
+
+    def route_events(
+        self, events: list[Any], origin: str, t: int
+    ) -> tuple[dict[str, list[Any]], bool]:
+        forward = self.core.apply_events(events, origin, t)
+        return forward, bool(self.core.take_register_needed())
+
+    def take_version_events(self) -> dict[str, list[Any]]:
+        return dict(self.core.take_version_events())
+
+    def register_requests(self, t: int) -> list[tuple[str, Any]]:
+        return list(self.core.build_register_requests(t))
+
+    def take_barriers(self) -> list[tuple[str, int]]:
+        return list(self.core.take_barriers())
+
+    def unregister_requests(self) -> list[tuple[str, Any]]:
+        return list(self.core.build_unregister_requests())
+
+    def persist(self, t: int) -> None:
+        self.core.persist_offsets()
+
+    def shutdown(self, t: int) -> None:
+        self.core.shutdown(t)
+
+    def on_namesrv_response(self, addr: str, cmd: Any, t: int) -> None:
+        self.core.on_register_response(addr, cmd)
+
+    # HA: the master's HA port in registrations; a slave's master and SlaveSynchronize
+    def set_ha_port(self, port: int) -> None:
+        self.core.ha_port = port
+
+    def take_master_change(self) -> dict[str, list[Any]]:
+        return dict(self.core.take_master_change())
+
+    def order_topic_events(self, addr: str, cmd: Any) -> list[Any]:
+        return list(self.core.order_topic_events(addr, cmd))
+
+    @property
+    def master_addr(self) -> str:
+        return str(self.core.master_addr)
+
+    @property
+    def slave_sync_codes(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.core.SLAVE_SYNC_CODES)
+
+    def slave_sync_events(self, code: int, body: bytes) -> list[Any]:
+        return list(self.core.slave_sync_events(code, body))
+
+    def tick(self, t: int) -> int | None:
+        return self.core.tick(t)  # type: ignore[no-any-return]
