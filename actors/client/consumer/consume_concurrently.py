@@ -29,6 +29,8 @@ from actors.client.consumer.consume_message_service import (
     ConsumeExecutor,
     ConsumeMessageServiceBase,
     ConsumeResult,
+    Request,
+    run_each,
     status_of,
 )
 from actors.client.consumer.process_queue import ProcessQueue
@@ -64,8 +66,9 @@ class ConcurrentlyHost(Protocol):
         """Run fn on the consumer's scheduler thread after delay_ms."""
         ...
 
-    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:
-        """Stats: a request finished (ConsumerStatsManager)."""
+    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int, calls: int = 1
+                    ) -> None:  # fmt: skip
+        """Stats: `calls` handler calls finished (ConsumerStatsManager)."""
         ...
 
     def on_drained(self, pq: ProcessQueue[MessageExt]) -> None:
@@ -127,16 +130,54 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
             self.executor.submit([ConsumeRequest(list(msgs[i : i + n]), pq, mq, self)
                                   for i in range(0, len(msgs), n)])  # fmt: skip
 
+    def run_batch(self, batch: Sequence[Request]) -> None:
+        """A worker's batch: every request's handler in turn, then the fully acknowledged
+        ones applied per queue (one ProcessQueue and offset-store round per queue, not per
+        message). Their messages count as started together, so a revoke waits for them."""
+        reqs = [r for r in batch if isinstance(r, ConsumeRequest)]
+        if len(reqs) < 2 or len(reqs) != len(batch):
+            run_each(batch)
+            return
+        host = self.host
+        started: dict[ProcessQueue[MessageExt], list[MessageExt]] = {}
+        for req in reqs:
+            if not (req.pq.dropped or req.pq.revoking):
+                started.setdefault(req.pq, []).extend(req.msgs)
+        begin = host.now_ms()
+        for pq, msgs in started.items():
+            pq.mark_consuming(msgs, begin)
+        acked: dict[ProcessQueue[MessageExt], tuple[MessageQueue, list[MessageExt], list[int]]] = {}
+        for req in reqs:
+            pq = req.pq
+            if pq not in started:
+                continue  # not started: the messages stay for the queue's next owner
+            status, ctx, rt = self._call(req)
+            if status is ConsumeResult.SUCCESS and ctx.ack_index >= len(req.msgs) - 1:
+                entry = acked.get(pq)
+                if entry is None:
+                    entry = acked[pq] = (req.mq, [], [0, 0])
+                entry[1].extend(req.msgs)
+                entry[2][0] += rt
+                entry[2][1] += 1
+            else:
+                self._finish(req, status, ctx, rt)
+        for pq, (mq, msgs, (rt, calls)) in acked.items():
+            self._apply_acked(pq, mq, msgs, rt, calls)
+
     def consume(self, req: ConsumeRequest) -> None:
         """ConsumeRequest.run."""
         pq = req.pq
         if pq.dropped or pq.revoking:
             return  # not started: the messages stay for the queue's next owner
+        pq.mark_consuming(req.msgs, self.host.now_ms())
+        self._finish(req, *self._call(req))
+
+    def _call(self, req: ConsumeRequest) -> tuple[ConsumeResult, ConsumeContext, int]:
+        """The handler over req's messages: its status, its context and its run time (ms)."""
         host = self.host
         msgs = reset_retry_topic(req.msgs, host.group) if _has_retry(req.msgs) else req.msgs
         ctx = ConsumeContext(req.mq)
         begin = host.now_ms()
-        pq.mark_consuming(req.msgs, begin)
         try:
             frozen = tuple(msgs)
             result = self.handler(frozen, ctx) if self.with_context else self.handler(frozen)
@@ -148,13 +189,36 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
             log.exception("consume handler of %s raised for %d messages of %s: RECONSUME_LATER",
                           host.group, len(msgs), req.mq)  # fmt: skip
             status = ConsumeResult.RECONSUME_LATER
-        rt = host.now_ms() - begin
+        return status, ctx, host.now_ms() - begin
+
+    def _finish(self, req: ConsumeRequest, status: ConsumeResult, ctx: ConsumeContext,
+                rt: int) -> None:  # fmt: skip
+        """Apply one request's result (its messages were marked in flight)."""
+        pq = req.pq
         if pq.dropped:
             log.warning("%s: %s was dropped while consuming; result of %d messages discarded",
-                        host.group, req.mq, len(msgs))  # fmt: skip
+                        self.host.group, req.mq, len(req.msgs))  # fmt: skip
             pq.release_in_flight(req.msgs)
             return
         self.process_consume_result(status, ctx, req, rt)
+        if pq.revoking and not pq.in_flight:
+            self.host.on_drained(pq)
+
+    def _apply_acked(self, pq: ProcessQueue[MessageExt], mq: MessageQueue,
+                     msgs: list[MessageExt], rt_ms: int, calls: int) -> None:  # fmt: skip
+        """Several requests of one queue were acknowledged whole: forget them, move the
+        offset, release them."""
+        host = self.host
+        host.on_consumed(mq, len(msgs), 0, rt_ms, calls)
+        if pq.dropped:
+            log.warning("%s: %s was dropped while consuming; result of %d messages discarded",
+                        host.group, mq, len(msgs))  # fmt: skip
+            pq.release_in_flight(msgs)
+            return
+        offset = pq.remove_messages(msgs, host.now_ms())
+        if offset >= 0 and not pq.dropped:
+            host.update_offset(mq, offset, True)
+        pq.release_in_flight(msgs)
         if pq.revoking and not pq.in_flight:
             host.on_drained(pq)
 

@@ -64,8 +64,9 @@ class OrderlyHost(Protocol):
         """Run fn on the consumer's scheduler thread after delay_ms."""
         ...
 
-    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:
-        """Stats: a handler call finished."""
+    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int, calls: int = 1
+                    ) -> None:  # fmt: skip
+        """Stats: `calls` handler calls finished."""
         ...
 
     def on_drained(self, pq: ProcessQueue[MessageExt]) -> None:

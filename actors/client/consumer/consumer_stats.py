@@ -68,13 +68,13 @@ class ConsumerStats:
             t.pulls += 1
             t.pull_rt_ms += rt_ms
 
-    def consumed(self, topic: str, ok: int, failed: int, rt_ms: int) -> None:
-        """A handler call finished."""
+    def consumed(self, topic: str, ok: int, failed: int, rt_ms: int, calls: int = 1) -> None:
+        """`calls` handler calls finished."""
         with self.lock:
             t = self._topic(topic)
             t.ok += ok
             t.failed += failed
-            t.consume_calls += 1
+            t.consume_calls += calls
             t.consume_rt_ms += rt_ms
 
     def totals(self) -> TopicStats:

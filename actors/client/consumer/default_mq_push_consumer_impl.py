@@ -214,9 +214,10 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
                         "will be consumed again", self.group, timeout_s)
         return drained
 
-    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:
-        """Stats of a finished handler call."""
-        self.stats.consumed(mq.topic, ok, failed, rt_ms)
+    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int, calls: int = 1
+                    ) -> None:  # fmt: skip
+        """Stats of finished handler calls."""
+        self.stats.consumed(mq.topic, ok, failed, rt_ms, calls)
 
     def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str) -> bool:
         """sendMessageBack: CONSUMER_SEND_MSG_BACK, else a plain send to %RETRY%group."""

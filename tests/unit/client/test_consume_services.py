@@ -70,7 +70,8 @@ class Host:
             fn()
         return [d for d, _ in todo]
 
-    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int) -> None:
+    def on_consumed(self, mq: MessageQueue, ok: int, failed: int, rt_ms: int, calls: int = 1
+                    ) -> None:  # fmt: skip
         self.stats.append((ok, failed))
 
     def on_drained(self, pq: ProcessQueue[MessageExt]) -> None:
@@ -236,25 +237,56 @@ def test_timeout_sweep_reports_running_handler_but_never_sends_it_back() -> None
     assert ex.shutdown(5)
 
 
-def test_executor_runs_many_in_parallel_and_shutdown_waits_for_running() -> None:
+def test_executor_runs_slow_requests_in_parallel_and_shutdown_waits_for_running() -> None:
     ex = ConsumeExecutor(4, "par")
     ex.start()
-    barrier = threading.Barrier(4, timeout=10)
+    lock = threading.Lock()
+    running = [0, 0]  # now, most at once
     done: list[int] = []
 
     class Req:
         def __init__(self, i: int) -> None:
             self.i = i
 
-        def run(self) -> None:
-            barrier.wait()  # four at once or this times out
-            done.append(self.i)
+        def run(self) -> None:  # a slow handler (I/O bound): the pool runs four at once
+            with lock:
+                running[0] += 1
+                running[1] = max(running[1], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+                done.append(self.i)
 
-    ex.submit([Req(i) for i in range(8)])
+    for rnd in range(2):  # the second round runs with a measured (slow) cost
+        ex.submit([Req(8 * rnd + i) for i in range(8)])
+        deadline = time.monotonic() + 10
+        while len(done) < 8 * (rnd + 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert sorted(done) == list(range(16))
+    assert running[1] == 4
+    assert ex.shutdown(5)
+
+
+def test_executor_batches_fast_requests_on_few_workers() -> None:
+    ex = ConsumeExecutor(20, "fast")
+    seen: list[tuple[str, int]] = []
+    ex.run_batch = lambda batch: seen.extend((threading.current_thread().name, r.i)  # type: ignore
+                                             for r in batch)  # fmt: skip
+    ex.cost_s = 2e-6  # measured: a no-op handler
+
+    class Req:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def run(self) -> None: ...
+
+    ex.submit([Req(i) for i in range(256)])  # before start: all waiting at once
+    ex.start()
     deadline = time.monotonic() + 10
-    while len(done) < 8 and time.monotonic() < deadline:
+    while len(seen) < 256 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert sorted(done) == list(range(8))
+    assert sorted(i for _, i in seen) == list(range(256))
+    assert len({name for name, _ in seen}) == 1  # one batch, not 20 threads over one lock
     assert ex.shutdown(5)
 
 
