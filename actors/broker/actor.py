@@ -2,9 +2,9 @@
 
 Mirrors broker/BrokerController.java (initialize/start/shutdown, one executor per processor
 group, registerBrokerAll every registerNameServerPeriod, persisting consumer offsets every
-flushConsumerOffsetInterval, SlaveSynchronize), RocketMQ 4.9.x. Each processor group runs in a
-ProcessorActor (actors.broker.processor_actor); the personality (actors.broker.personality)
-says which.
+flushConsumerOffsetInterval), RocketMQ 4.9.x. Each processor group runs in a ProcessorActor
+(actors.broker.processor_actor); the personality (actors.broker.personality) says which. A
+slave's SlaveSynchronize connection is actors.broker.slave_synchronize.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from actors.broker.ha import HAServiceActor
 from actors.broker.index_service import IndexServiceActor, broker_store_config
 from actors.broker.personality import load_personality
 from actors.broker.processor_actor import ProcessorActor
+from actors.broker.slave_synchronize import SlaveSynchronize
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
 from actors.runtime.channel import (
     channel_token,
@@ -93,9 +94,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
         self.ns_down: set[str] = set()  # name servers whose connection was lost (logged once)
         self.ha: Any = None  # HAServiceActor address (a master with haListenPort != -1)
-        self.master_conn: ClientConn | None = None  # a slave: to its master (SlaveSynchronize)
-        self.master_conn_addr = ""
-        self.master_pending: dict[int, int] = {}  # opaque -> request code
+        self.slave_sync = SlaveSynchronize(self.unwatch)  # a slave: to its master
 
     # startup: send first (it recovers the store), then the others, then remoting
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -357,9 +356,9 @@ class BrokerControllerActor(BrokerChildSupervisor):
         if pending:
             self.schedule("ns-flush", 20)
         fds = [c.fd for c in self.ns_conns.values()]
-        mc = self.master_conn
-        if mc is not None and not mc.closed:
-            fds.append(mc.fd)
+        master_fd = self.slave_sync.fd()
+        if master_fd is not None:
+            fds.append(master_fd)
         self.set_watch_fds(fds)
         if self.barriers:
             self._check_barriers()
@@ -381,9 +380,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.schedule("register", NS_FIRST_RETRY_MS if first else NS_RETRY_MS)
 
     def on_ready(self, fds: list[int]) -> None:
-        mc = self.master_conn
-        if mc is not None and mc.fd in fds:
-            self._read_master(mc)
+        mc = self.slave_sync.conn
+        if (mc is not None and mc.fd in fds
+                and not self.slave_sync.read(self.core, self._on_master_events)):  # fmt: skip
+            self._flush_ns()  # the master closed it: no longer watched
         for addr, conn in list(self.ns_conns.items()):
             if conn.fd not in fds:
                 continue
@@ -487,64 +487,11 @@ class BrokerControllerActor(BrokerChildSupervisor):
         master = getattr(self.core, "master_addr", "")
         if self.state != "running" or not master:
             return
-        mc = self.master_conn
-        if mc is None or mc.closed or self.master_conn_addr != master:
-            if mc is not None:
-                self.unwatch(mc.fd)  # before close: a child forked since may hold it too
-                mc.close()
-            host, _, port = master.rpartition(":")
-            try:
-                mc = ClientConn((host, int(port)))
-            except (OSError, ValueError) as exc:
-                log.warning("master %s unreachable: %s", master, exc)
-                self.master_conn = None
-                return
-            self.master_conn, self.master_conn_addr = mc, master
-            self.master_pending.clear()
-        from protocol.command import RemotingCommand
+        if self.slave_sync.request(master, getattr(self.core, "slave_sync_codes", ())):
+            self._flush_ns()  # re-arms the watch, the master connection included
 
-        if self.master_pending:  # the last round is still unanswered: no second one on top
-            log.warning("master %s has not answered the last sync: skipping this one", master)
-            self.master_pending.clear()  # answers still to come are ignored; resend next time
-            return
-        for code in getattr(self.core, "slave_sync_codes", ()):
-            cmd = RemotingCommand.request(code)
-            self.master_pending[cmd.opaque] = int(code)
-            mc.out += cmd.encode()
-        mc.flush()
-        self._flush_ns()  # re-arms the watch, the master connection included
-
-    def _read_master(self, mc: ClientConn) -> None:
-        from protocol.command import RemotingCommand
-
-        frames = mc.read_frames()
-        if frames is None:
-            log.info("master %s closed the sync connection", self.master_conn_addr)
-            self.unwatch(mc.fd)
-            mc.close()
-            self.master_conn = None
-            self._flush_ns()
-            return
-        for frame in frames:
-            try:
-                resp = RemotingCommand.decode(frame)
-            except Exception as exc:
-                log.warning("bad frame from master %s: %s", self.master_conn_addr, exc)
-                continue
-            code = self.master_pending.pop(resp.opaque, None)
-            if code is None:
-                continue
-            if resp.code != 0:
-                log.warning("master %s answered code=%d to %d: %s", self.master_conn_addr,
-                            resp.code, code, resp.remark)  # fmt: skip
-                continue
-            try:
-                events = self.core.slave_sync_events(code, bytes(resp.body or b""))
-            except Exception:
-                log.exception("slave sync of code %d failed", code)
-                continue
-            if events:
-                self._on_events("controller", events, forward_them=True)
+    def _on_master_events(self, events: list[Any]) -> None:
+        self._on_events("controller", events, forward_them=True)
 
     # shutdown: remoting -> store -> persist -> unregister -> reply
     def _stop(self, sender: Any) -> None:
@@ -561,10 +508,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.release(HA)
             self.send(self.ha, ActorExitRequest())
             self.ha = None
-        if self.master_conn is not None:
-            self.unwatch(self.master_conn.fd)
-            self.master_conn.close()
-            self.master_conn = None
+        self.slave_sync.close()
         if self.remoting is None:  # given up on: nothing listens any more
             self._shutdown_store()
             return
