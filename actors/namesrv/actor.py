@@ -14,15 +14,10 @@ import logging
 import time
 from typing import Any
 
-from actors.core import Request
-from actors.remoting.inline_server import ServerOutbox, start_server
+from actors.remoting.inline_server import ServerOutbox, serve_frames, start_server
 from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
-from actors.runtime.processor_host import SYSTEM_ERROR
 from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.watch import WatchingActor, now_ms
-from protocol.codes import RPC_ONEWAY
-from protocol.command import RemotingCommand
-from protocol.errors import HeaderFieldError, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -73,32 +68,8 @@ class NameServerActor(WatchingActor):
             self.send(sender, NamesrvStarted(port))
 
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
-        core = self.core
-        server = self.server
-        assert server is not None
-        for frame in frames:
-            try:
-                cmd = RemotingCommand.decode(frame)
-            except ProtocolError as exc:
-                log.warning("conn=%d undecodable request, closing: %s", conn.id, exc)
-                conn.closed = True
-                return
-            if cmd.flag & 1:
-                continue
-            oneway = cmd.flag & RPC_ONEWAY
-            try:
-                resp = core.process(Request(conn.id, conn.peer, cmd, recv_ns), now_ms())
-            except HeaderFieldError as exc:
-                resp = cmd.make_response(exc.code, exc.remark)
-            except Exception as exc:
-                log.exception("name server code=%d failed", cmd.code)
-                resp = cmd.make_response(SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:200])
-            if resp is None or oneway:
-                continue
-            try:
-                server.send(conn.id, resp.encode())
-            except ProtocolError:
-                log.exception("name server reply to code=%d not encodable", cmd.code)
+        assert self.server is not None
+        serve_frames(self.core.process, self.server, conn, frames, recv_ns, "name server")
 
     def _on_closed(self, conn: Conn) -> None:
         if self.core is not None:
