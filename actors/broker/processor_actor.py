@@ -20,6 +20,7 @@ from actors.broker.notify_message_arriving_listener import (
     HoldsReporter,
 )
 from actors.broker.personality import load_personality
+from actors.core import BarrierCore, FdWatchingCore, GroupCommitCore
 from actors.runtime.channel import (
     HOLDS,
     Channel,
@@ -68,6 +69,8 @@ class ProcessorActor(WatchingActor):
         self.host: ProcessorHost | None = None
         self.ctx: Any = None
         self.core: Any = None
+        self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
+        self.fd_core: FdWatchingCore | None = None
         self.outbox = ChannelOutbox()
         self.listener: Any = None
         self.token = b""  # TCP channels: what a connection must send first
@@ -97,10 +100,9 @@ class ProcessorActor(WatchingActor):
                     self.ctx.apply(event, t)
                 self._after_batch()
         elif isinstance(msg, ReleaseBarrier):
-            release = getattr(self.core, "release", None)
-            if callable(release):
+            if isinstance(self.core, BarrierCore):
                 try:
-                    release(msg.token, now_ms())
+                    self.core.release(msg.token, now_ms())
                 except Exception:
                     log.exception("group=%s release(%d) failed", self.group, msg.token)
             self._after_batch()
@@ -140,6 +142,9 @@ class ProcessorActor(WatchingActor):
         if hasattr(self.ctx, "registration_barrier"):
             self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
+        core = self.core
+        self.group_commit = core if isinstance(core, GroupCommitCore) else None
+        self.fd_core = core if isinstance(core, FdWatchingCore) else None
         self.SPIN_US = group.spin_us
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
@@ -207,8 +212,8 @@ class ProcessorActor(WatchingActor):
     def _core_fds_changed(self) -> None:
         """Re-arm the watch only when the core's own descriptors changed (a rebuilt watch
         set rebuilds the epoll)."""
-        core_fds = getattr(self.core, "watch_fds", None)
-        if callable(core_fds) and set(core_fds()) != self._core_fds:
+        fd_core = self.fd_core
+        if fd_core is not None and set(fd_core.watch_fds()) != self._core_fds:
             self._update_watch()
 
     def _update_watch(self) -> None:
@@ -217,8 +222,8 @@ class ProcessorActor(WatchingActor):
             fds += self.gate.pending_fds()
         if self.notice_ch is not None and not self.notice_ch.closed:
             fds.append(self.notice_ch.fd)
-        core_fds = getattr(self.core, "watch_fds", None)  # e.g. a slave's HA connection
-        self._core_fds = set(core_fds()) if callable(core_fds) else set()
+        fd_core = self.fd_core  # e.g. a slave's HA connection
+        self._core_fds = set(fd_core.watch_fds()) if fd_core is not None else set()
         fds += self._core_fds
         self.set_watch_fds(fds)
 
@@ -269,7 +274,8 @@ class ProcessorActor(WatchingActor):
         if mine:
             fds = [fd for fd in fds if fd not in self._core_fds]
             try:
-                self.core.on_fd_ready(mine, now_ms())
+                assert self.fd_core is not None  # only its descriptors are in _core_fds
+                self.fd_core.on_fd_ready(mine, now_ms())
             except Exception:
                 log.exception("group=%s core fd handler failed", self.group)
             self._core_fds_changed()
@@ -355,13 +361,12 @@ class ProcessorActor(WatchingActor):
         ctx = self.ctx
         if ctx is None:
             return
-        release = getattr(self.core, "flush_and_release", None)
-        if release is not None and getattr(self.core, "waiting", None):
+        gc = self.group_commit
+        if gc is not None and gc.waiting:
             # SYNC_FLUSH group commit: one flush for the batch, then the replies (an exception
             # leaves them held: it ends the actor, and the store recovers in its replacement)
-            release(now_ms())
-            next_look = getattr(self.core, "next_look_ms", None)
-            look = next_look(now_ms()) if callable(next_look) else 1  # parked: look again then
+            gc.flush_and_release(now_ms())
+            look = gc.next_look_ms(now_ms())  # parked: look again then
             if look is not None:
                 self.schedule("tick", float(look))
         events = ctx.drain_events()

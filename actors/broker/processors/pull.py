@@ -288,7 +288,7 @@ class PullMessageProcessor:
         result = self._get(h, sub_filter, now_ms)
         return self._answer(req, h, sub_filter, result, now_ms, allow_suspend)
 
-    def fast_pull(
+    def fast_path(
         self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
     ) -> bytes | None:
         """The encoded answer of a two-way JSON PULL_MESSAGE whose group exists, or None

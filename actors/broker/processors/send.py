@@ -277,7 +277,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
 
     # --- the fast path: plain SEND_MESSAGE_V2 straight from the frame ------------------------
 
-    def fast_send(
+    def fast_path(
         self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
     ) -> bytes | None:
         """The encoded reply of a plain two-way SEND_MESSAGE_V2 to an existing topic, or None
