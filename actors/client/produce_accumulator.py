@@ -58,8 +58,9 @@ class _TopicBatch:
 class ProduceAccumulator:
     """Per-topic accumulation of one producer's async sends."""
 
-    def __init__(self, impl: DefaultMQProducerImpl) -> None:
+    def __init__(self, impl: DefaultMQProducerImpl, release: Callable[[int], None]) -> None:
         self.impl = impl
+        self.release = release  # a finished request's messages give back their in-flight slots
         self._topics: dict[str, _TopicBatch] = {}
         self._lock = threading.Lock()
 
@@ -95,6 +96,7 @@ class ProduceAccumulator:
             else:
                 for item, r in zip(batch, split_batch_result(result), strict=True):
                     item[1](r, None)
+            self.release(len(batch))
             with self._lock:
                 nxt = t.take() if t.pending else []
                 if not nxt:
