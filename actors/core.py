@@ -128,6 +128,46 @@ class BarrierCore(Protocol):
         ...
 
 
+@runtime_checkable
+class ArrivalCore(Protocol):
+    """A core woken by the writer's arrival notices (NotifyMessageArrivingListener)."""
+
+    def on_arrival(self, notices: list[Any], now_ms: int) -> object:
+        """New messages reached these queues: wake the held requests they satisfy."""
+        ...
+
+
+class HeldPullTable(Protocol):
+    """The hold table of a PullRequestHoldService, keyed "topic@queueId"."""
+
+    table: dict[str, Any]
+
+
+@runtime_checkable
+class HoldingCore(Protocol):
+    """A core that holds requests until messages arrive (the pull core)."""
+
+    hold: HeldPullTable
+
+
+@runtime_checkable
+class StoreShutdownCore(Protocol):
+    """A core with state to persist just before its store shuts down cleanly."""
+
+    def before_store_shutdown(self, now_ms: int) -> None:
+        """The store is about to shut down: persist what belongs to the core."""
+        ...
+
+
+@runtime_checkable
+class ClosingCore(Protocol):
+    """A core with resources of its own to release when its actor stops."""
+
+    def close(self) -> None:
+        """The actor stops: release (and publish one last time) what the core holds."""
+        ...
+
+
 @dataclass(frozen=True)
 class ProcessorGroup:
     """One isolated executor of a personality: its request codes, the fast-failure limit's

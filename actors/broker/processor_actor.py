@@ -19,8 +19,17 @@ from actors.broker.notify_message_arriving_listener import (
     ArrivalNoticeGate,
     HoldsReporter,
 )
-from actors.broker.personality import load_personality
-from actors.core import BarrierCore, FdWatchingCore, GroupCommitCore
+from actors.broker.personality import HostedContext, load_personality
+from actors.core import (
+    ArrivalCore,
+    BarrierCore,
+    ClosingCore,
+    FdWatchingCore,
+    GroupCommitCore,
+    HeldPullTable,
+    HoldingCore,
+    StoreShutdownCore,
+)
 from actors.runtime.channel import (
     HOLDS,
     Channel,
@@ -54,8 +63,6 @@ FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 
 
-
-
 # -- processor actor -----------------------------------------------------------------------
 class ProcessorActor(WatchingActor):
     """Hosts one processor core: reads its channel in batches, writes replies back."""
@@ -71,6 +78,8 @@ class ProcessorActor(WatchingActor):
         self.core: Any = None
         self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
         self.fd_core: FdWatchingCore | None = None
+        self.arrival_core: ArrivalCore | None = None
+        self.hold: HeldPullTable | None = None  # the pull core's held requests
         self.outbox = ChannelOutbox()
         self.listener: Any = None
         self.token = b""  # TCP channels: what a connection must send first
@@ -112,7 +121,7 @@ class ProcessorActor(WatchingActor):
                 self.notice_ch.close()
             self.gate_notices.connected()  # until the new pull actor says otherwise
             self.notice_ch = connect_channel(
-                msg.channel_addr, name="notices", token=getattr(msg, "channel_token", b"")
+                msg.channel_addr, name="notices", token=msg.channel_token
             )
             add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
             self.outbox.dirty.add(self.notice_ch)
@@ -137,14 +146,15 @@ class ProcessorActor(WatchingActor):
         )
         if msg.snapshot is not None:
             self.ctx.load_snapshot(msg.snapshot)
-        if hasattr(self.ctx, "runtime_dir"):
+        if isinstance(self.ctx, HostedContext):
             self.ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
-        if hasattr(self.ctx, "registration_barrier"):
             self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
         core = self.core
         self.group_commit = core if isinstance(core, GroupCommitCore) else None
         self.fd_core = core if isinstance(core, FdWatchingCore) else None
+        self.arrival_core = core if isinstance(core, ArrivalCore) else None
+        self.hold = core.hold if isinstance(core, HoldingCore) else None
         self.SPIN_US = group.spin_us
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
@@ -152,7 +162,7 @@ class ProcessorActor(WatchingActor):
         slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
                                   group.shed_codes)  # fmt: skip
-        if hasattr(self.core, "on_arrival"):
+        if self.arrival_core is not None:
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
         self._attach_stats(group.name, msg.store_config)
@@ -181,16 +191,16 @@ class ProcessorActor(WatchingActor):
         self.host.stats_queue_off = off
         if group == "send":
             self.host.stats_lock_off = OFF_LOCK_SINCE_MS
-        store = getattr(self.ctx, "store", None)
-        if group == "pull" and store is not None and hasattr(store, "publish_stats"):
-            store.stats_page = page
+        if group == "pull" and self.ctx.store is not None:  # every store publishes its stats
+            self.ctx.store.stats_page = page
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
         if not notices:  # re-check request: every held queue against the store now
             notices = self._held_queue_notices()
             if not notices:
                 return
-        woken = self.core.on_arrival(notices, t)
+        assert self.arrival_core is not None  # the host calls this only then
+        woken = self.arrival_core.on_arrival(notices, t)
         if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
@@ -229,8 +239,8 @@ class ProcessorActor(WatchingActor):
 
     def _held_queue_notices(self) -> list[Any]:
         """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
-        table = getattr(getattr(self.core, "hold", None), "table", None)
-        store = getattr(self.ctx, "store", None)
+        table = self.hold.table if self.hold is not None else None
+        store = self.ctx.store
         if not table or store is None:
             return []
         notices = []
@@ -246,9 +256,7 @@ class ProcessorActor(WatchingActor):
 
     def _holding(self) -> bool:
         """True when the pull core holds pulls (or when that cannot be known)."""
-        hold = getattr(self.core, "hold", None)
-        table = getattr(hold, "table", None)
-        return True if table is None else bool(table)
+        return True if self.hold is None else bool(self.hold.table)
 
     def _read_notice_channel(self, ch: Channel) -> None:
         """Send actor: HOLDS records from the pull actor."""
@@ -408,9 +416,9 @@ class ProcessorActor(WatchingActor):
 
     def _tick(self) -> None:
         delay = MAX_TICK_MS
-        publish = getattr(getattr(self.ctx, "store", None), "publish_stats", None)
-        if publish is not None:
-            publish()
+        store = self.ctx.store if self.ctx is not None else None
+        if store is not None:
+            store.publish_stats()
         if self.core is not None:
             t0 = time.monotonic()
             nxt = self.core.tick(now_ms())  # an exception ends the actor (let it fail)
@@ -435,14 +443,13 @@ class ProcessorActor(WatchingActor):
         if self.store_closed:
             return True, "already closed"
         self.store_closed = True
-        store = getattr(self.ctx, "store", None)
-        if store is None or not hasattr(store, "shutdown"):
+        store = self.ctx.store if self.ctx is not None else None  # the send group's: the writer
+        if store is None:
             return True, "no store"
         try:
             self._after_batch()
-            before = getattr(self.core, "before_store_shutdown", None)
-            if callable(before):  # e.g. the send core persists its schedule offsets
-                before(now_ms())
+            if isinstance(self.core, StoreShutdownCore):  # e.g. the send core's delay offsets
+                self.core.before_store_shutdown(now_ms())
             store.shutdown(now_ms())
         except Exception as exc:
             log.exception("group=%s store shutdown failed", self.group)
@@ -454,17 +461,15 @@ class ProcessorActor(WatchingActor):
         if self.group == "send":
             self._shutdown_store()
         else:
-            closer = getattr(self.core, "close", None)  # e.g. the pull core's stats, last time
-            if callable(closer):
+            if isinstance(self.core, ClosingCore):  # e.g. the pull core's stats, last time
                 try:
-                    closer()
+                    self.core.close()
                 except Exception:
                     log.exception("group=%s core close failed", self.group)
-            store = getattr(self.ctx, "store", None)
-            close = getattr(store, "close", None)
-            if callable(close):
+            store = self.ctx.store if self.ctx is not None else None  # a MessageStoreReader
+            if store is not None:
                 try:
-                    close()
+                    store.close()
                 except Exception:
                     log.exception("group=%s store close failed", self.group)
         for ch in list(self.channels.values()):

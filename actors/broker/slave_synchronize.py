@@ -57,9 +57,11 @@ class SlaveSynchronize:
         conn.flush()
         return True
 
-    def read(self, core: Any, on_events: Callable[[list[Any]], None]) -> bool:
-        """Read the master's answers, each one's events (core.slave_sync_events) handed to
-        on_events in order; False when the master closed the connection."""
+    def read(self, events_of: Callable[[int, bytes], list[Any]],
+             on_events: Callable[[list[Any]], None]) -> bool:  # fmt: skip
+        """Read the master's answers, each one's events (events_of(code, body): the controller
+        core's slave_sync_events) handed to on_events in order; False when the master closed
+        the connection."""
         conn = self.conn
         if conn is None:
             return True
@@ -82,7 +84,7 @@ class SlaveSynchronize:
                             resp.remark)  # fmt: skip
                 continue
             try:
-                events = core.slave_sync_events(code, bytes(resp.body or b""))
+                events = events_of(code, bytes(resp.body or b""))
             except Exception:
                 log.exception("slave sync of code %d failed", code)
                 continue
