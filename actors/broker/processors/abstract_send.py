@@ -299,13 +299,13 @@ class AbstractSendMessageProcessor:
 
     def _slave_ok(self, end_offset: int) -> bool:
         """HAService.isSlaveOK: a slave is connected and not too far behind."""
-        st = getattr(self.store, "state", None)
+        st = self.store.state if self.store is not None else None
         if st is None or st.get(OFF_HA_SLAVES) <= 0:
             return False
         return end_offset - st.get(OFF_HA_ACKED) < self.slave_fallbehind_max
 
     def _slave_acked(self) -> int:
-        st = getattr(self.store, "state", None)
+        st = self.store.state if self.store is not None else None
         return st.get(OFF_HA_ACKED) if st is not None else -1
 
     def next_look_ms(self, now_ms: int) -> int | None:
