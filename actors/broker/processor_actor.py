@@ -131,6 +131,10 @@ class ProcessorActor(WatchingActor):
             ok, detail = self._shutdown_store()
             self.send(sender, StoreShutdownDone(ok, detail))
 
+    def process_role(self) -> str:
+        """The processor group, once started."""
+        return self.group or super().process_role()
+
     def _start(self, msg: StartProcessor) -> None:
         personality = load_personality(msg.personality)
         groups = {g.name: g for g in personality.GROUPS}
