@@ -126,6 +126,8 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         n = self.consume_batch
         if len(msgs) <= n:
             self.executor.submit((ConsumeRequest(list(msgs), pq, mq, self),))
+        elif n == 1:  # Java's default: one request per message
+            self.executor.submit([ConsumeRequest([m], pq, mq, self) for m in msgs])
         else:
             self.executor.submit([ConsumeRequest(list(msgs[i : i + n]), pq, mq, self)
                                   for i in range(0, len(msgs), n)])  # fmt: skip
