@@ -149,6 +149,16 @@ class ChannelEnd:
         """Queue one record and write what the kernel takes now."""
         self.send_many([(kind, payload)])
 
+    def queue(self, kind: int, *parts: bytes | bytearray | memoryview) -> None:
+        """Buffer one record made of parts without writing (the caller flushes later)."""
+        with self.lock:
+            if self.closed:
+                return
+            out = self.out
+            out += HEAD.pack(1 + sum(map(len, parts)), kind)
+            for part in parts:
+                out += part
+
     def send_many(self, records: list[tuple[int, bytes | bytearray | memoryview]]) -> None:
         """Queue records and write what the kernel takes now (one send)."""
         with self.lock:

@@ -138,6 +138,7 @@ class RemotingClient:
         self._closed = False
         self._seq = itertools.count()
         self.on_connection_change: Callable[[], None] | None = None  # the actor re-watches
+        self.hold_writes = False  # actor driver: frames wait in the out buffer for flush_all
 
     # -- connections ----------------------------------------------------------------------------
     def _conn(self, addr: str) -> _Conn:
@@ -241,7 +242,7 @@ class RemotingClient:
         with conn.wlock:
             if conn.closed:
                 raise RemotingSendRequestError(conn.addr, "connection closed")
-            if conn.out or (not direct and self.loop is not None):
+            if conn.out or (not direct and self.loop is not None) or self.hold_writes:
                 conn.out += data
             else:
                 try:

@@ -100,5 +100,12 @@ def mq_rows(mqs: Iterable[MessageQueue]) -> list[list[Any]]:
 def encode_pull_result(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
                        suggest: int, tail: bytes | memoryview, repulled: bool = False) -> bytes:
     """A PULL_RESULT payload."""
+    return pull_result_head(rid, status, next_begin, min_offset, max_offset, suggest,
+                            repulled) + bytes(tail)  # fmt: skip
+
+
+def pull_result_head(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
+                     suggest: int, repulled: bool = False) -> bytes:
+    """The head of a PULL_RESULT payload (its pull body follows)."""
     return PULL_RESULT_HEAD.pack(rid, status, int(repulled), next_begin, min_offset,
-                                 max_offset, suggest) + bytes(tail)
+                                 max_offset, suggest)

@@ -66,6 +66,19 @@ class PullMessageServiceActor(ServiceThreadActor):
             log.info("PullMessageService of %s started", msg.client_id)
             self.send(sender, PullServiceStarted(os.getpid(), os.getpgid(0)))
 
+    def on_ready(self, fds: list[int]) -> None:
+        """A readiness pass: its pulls and forwarded answers are written once, at its end."""
+        remoting = self.remoting
+        if remoting is None:
+            super().on_ready(fds)
+            return
+        remoting.hold_writes = True
+        try:
+            super().on_ready(fds)
+        finally:
+            remoting.hold_writes = False
+            self._after_pass()
+
     def _read_channel(self, end: ch.ChannelEnd) -> None:
         records = end.read_records()
         if records is None:
@@ -122,9 +135,13 @@ class PullMessageServiceActor(ServiceThreadActor):
             if result is not None:
                 status = result.status.value
                 repulled = self._repull(rid, result)
-                payload = cc.encode_pull_result(
+                head = cc.pull_result_head(
                     rid, status, result.next_begin_offset, result.min_offset,
-                    result.max_offset, result.suggest_which_broker_id, result.body, repulled)
+                    result.max_offset, result.suggest_which_broker_id, repulled)
+                if self.remoting is not None and self.remoting.hold_writes:
+                    end.queue(cc.PULL_RESULT, head, result.body)  # the pass's end writes
+                    return
+                payload = head + bytes(result.body)
             else:
                 self.chains.stop(rid)
                 if isinstance(err, MQBrokerError):
