@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -63,6 +63,108 @@ class ProcessorCore(Protocol):
 
     def tick(self, now_ms: int) -> int | None:
         """Run due timers; return ms until the next wanted tick, or None for no timer."""
+        ...
+
+
+# Optional capabilities of a core, declared by implementing them; the runtime checks each one
+# once (isinstance), when it sets the core up, never per request.
+
+
+@runtime_checkable
+class FastPathCore(Protocol):
+    """A core that answers its hottest request straight from the frame (send, pull)."""
+
+    def fast_path(
+        self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
+    ) -> bytes | None:
+        """The encoded reply, b"" (taken, nothing to answer now) or None (not taken: the
+        request goes to process())."""
+        ...
+
+
+@runtime_checkable
+class ClientResponseCore(Protocol):
+    """A core that sends requests to clients (Outbox.call) and takes their answers."""
+
+    def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
+        """A client answered a request this core sent it (same opaque)."""
+        ...
+
+
+@runtime_checkable
+class GroupCommitCore(Protocol):
+    """A core that parks replies until the store is flushed or a slave has them."""
+
+    waiting: list[Any]  # the parked replies
+
+    def flush_and_release(self, now_ms: int) -> int:
+        """Flush once, answer what is covered or late; how many were answered."""
+        ...
+
+    def next_look_ms(self, now_ms: int) -> int | None:
+        """When the parked replies want their next look (None: none parked)."""
+        ...
+
+
+@runtime_checkable
+class FdWatchingCore(Protocol):
+    """A core with descriptors of its own for the runtime to watch (e.g. HA connections)."""
+
+    def watch_fds(self) -> list[int]:
+        """The descriptors to watch besides the runtime's channels."""
+        ...
+
+    def on_fd_ready(self, fds: list[int], now_ms: int) -> None:
+        """Some of watch_fds() are readable."""
+        ...
+
+
+@runtime_checkable
+class BarrierCore(Protocol):
+    """A core that holds replies until the controller's registration barrier is passed."""
+
+    def release(self, token: int, now_ms: int) -> bool:
+        """The registration after the change held under `token` went out."""
+        ...
+
+
+@runtime_checkable
+class ArrivalCore(Protocol):
+    """A core woken by the writer's arrival notices (NotifyMessageArrivingListener)."""
+
+    def on_arrival(self, notices: list[Any], now_ms: int) -> object:
+        """New messages reached these queues: wake the held requests they satisfy."""
+        ...
+
+
+class HeldPullTable(Protocol):
+    """The hold table of a PullRequestHoldService, keyed "topic@queueId"."""
+
+    table: dict[str, Any]
+
+
+@runtime_checkable
+class HoldingCore(Protocol):
+    """A core that holds requests until messages arrive (the pull core)."""
+
+    hold: HeldPullTable
+
+
+@runtime_checkable
+class StoreShutdownCore(Protocol):
+    """A core with state to persist just before its store shuts down cleanly."""
+
+    def before_store_shutdown(self, now_ms: int) -> None:
+        """The store is about to shut down: persist what belongs to the core."""
+        ...
+
+
+@runtime_checkable
+class ClosingCore(Protocol):
+    """A core with resources of its own to release when its actor stops."""
+
+    def close(self) -> None:
+        """The actor stops: release (and publish one last time) what the core holds."""
         ...
 
 

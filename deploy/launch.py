@@ -246,7 +246,7 @@ def start_broker(
         cluster.brokers[name] = (addr, 0)
         raise StartError(f"broker {name} failed to start: {reason}")
     cluster.brokers[name] = (addr, reply.port)
-    cluster.fast_ports[name] = int(getattr(reply, "fast_port", 0) or 0)
+    cluster.fast_ports[name] = reply.fast_port
     log.info("broker %s serving on %s (VIP port %s)", name, reply.addr,
              cluster.fast_ports[name] or "off")
     return int(reply.port)

@@ -46,17 +46,23 @@ class BatchItem:
 
 def encode_batch(items: Iterable[BatchItem | Message]) -> bytes:
     """Encode items as a batch body (each carries its own properties, e.g. UNIQ_KEY)."""
+    return encode_batch_raw((it.flag, bytes(it.body), properties_to_string(it.properties))
+                            for it in items)  # fmt: skip
+
+
+def encode_batch_raw(items: Iterable[tuple[int, bytes, str]]) -> bytes:
+    """Encode (flag, body, properties string) items as a batch body."""
     parts: list[bytes] = []
-    for it in items:
-        props = properties_to_string(it.properties).encode()
+    append = parts.append
+    head, short = _BATCH_HEAD.pack, _I16.pack
+    for flag, body, text in items:
+        props = text.encode()
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise ValueError(f"batch item properties length {len(props)} > 32767")
-        body = bytes(it.body)
-        total = _BATCH_FIXED + len(body) + len(props)
-        parts.append(_BATCH_HEAD.pack(total, 0, 0, it.flag, len(body)))
-        parts.append(body)
-        parts.append(_I16.pack(len(props)))
-        parts.append(props)
+        append(head(_BATCH_FIXED + len(body) + len(props), 0, 0, flag, len(body)))
+        append(body)
+        append(short(len(props)))
+        append(props)
     return b"".join(parts)
 
 

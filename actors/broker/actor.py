@@ -2,9 +2,9 @@
 
 Mirrors broker/BrokerController.java (initialize/start/shutdown, one executor per processor
 group, registerBrokerAll every registerNameServerPeriod, persisting consumer offsets every
-flushConsumerOffsetInterval, SlaveSynchronize), RocketMQ 4.9.x. Each processor group runs in a
-ProcessorActor (actors.broker.processor_actor); the personality (actors.broker.personality)
-says which.
+flushConsumerOffsetInterval), RocketMQ 4.9.x. Each processor group runs in a ProcessorActor
+(actors.broker.processor_actor); the personality (actors.broker.personality) says which. A
+slave's SlaveSynchronize connection is actors.broker.slave_synchronize.
 """
 
 from __future__ import annotations
@@ -13,14 +13,23 @@ import dataclasses
 import logging
 import os
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import ActorExitRequest
 
 from actors.broker.ha import HAServiceActor
 from actors.broker.index_service import IndexServiceActor, broker_store_config
-from actors.broker.personality import load_personality
+from actors.broker.personality import (
+    BarrierController,
+    ControllerCore,
+    HaController,
+    NamesrvController,
+    VersionedController,
+    load_personality,
+)
 from actors.broker.processor_actor import ProcessorActor
+from actors.broker.slave_synchronize import SlaveSynchronize
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
 from actors.runtime.channel import (
     channel_token,
@@ -63,8 +72,6 @@ NS_FIRST_RETRY_MS = 200.0  # a lost name server connection: register again this 
 NS_RETRY_MS = 1000.0  # then this often until it answers
 
 
-
-
 # -- controller actor --------------------------------------------------------------------------
 class BrokerControllerActor(BrokerChildSupervisor):
     """Starts the broker's actors (and replaces the dead: actors.broker.supervision), owns its
@@ -75,7 +82,12 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.start_msg: StartBroker | None = None
         self.requester: Any = None
         self.personality: Any = None
-        self.core: Any = None
+        self.core: ControllerCore | None = None
+        # the core's optional capabilities (actors.broker.personality), looked up once in _begin
+        self.take_version_events: Callable[[], dict[str, list[Any]]] | None = None
+        self.take_barriers: Callable[[], list[tuple[str, int]]] | None = None
+        self.ns_core: NamesrvController | None = None
+        self.ha_core: HaController | None = None
         self.groups: list[Any] = []
         self.processors: dict[str, Any] = {}  # group -> ActorAddress
         self.channel_addrs: dict[str, Any] = {}
@@ -93,9 +105,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
         self.ns_down: set[str] = set()  # name servers whose connection was lost (logged once)
         self.ha: Any = None  # HAServiceActor address (a master with haListenPort != -1)
-        self.master_conn: ClientConn | None = None  # a slave: to its master (SlaveSynchronize)
-        self.master_conn_addr = ""
-        self.master_pending: dict[int, int] = {}  # opaque -> request code
+        self.slave_sync = SlaveSynchronize(self.unwatch)  # a slave: to its master
 
     # startup: send first (it recovers the store), then the others, then remoting
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -119,15 +129,14 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self._fail(f"processor {msg.group}: {msg.reason}")
         elif isinstance(msg, RemotingReady):
             self.port = msg.port
-            self.fast_port = int(getattr(msg, "fast_port", 0) or 0)
+            self.fast_port = msg.fast_port
             if not self._start_ha():
                 self._running()
         elif isinstance(msg, HAReady):
             log.info("HA service listening on port %d", msg.port)
             self.ha_port = msg.port
-            set_port = getattr(self.core, "set_ha_port", None)
-            if callable(set_port):
-                set_port(msg.port)
+            if self.ha_core is not None:
+                self.ha_core.set_ha_port(msg.port)
             if self.state == "starting-ha":
                 self._running()
         elif isinstance(msg, HAFailed):
@@ -198,8 +207,14 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.start_msg = msg
         self.personality = load_personality(msg.personality)
         os.makedirs(msg.runtime_dir, mode=0o700, exist_ok=True)
-        self.core = self.personality.make_controller(msg.broker_config, msg.store_config, now_ms(),
-                                                     msg.runtime_dir)  # fmt: skip
+        self.core = core = self.personality.make_controller(
+            msg.broker_config, msg.store_config, now_ms(), msg.runtime_dir)  # fmt: skip
+        if isinstance(core, VersionedController):
+            self.take_version_events = core.take_version_events
+        if isinstance(core, BarrierController):
+            self.take_barriers = core.take_barriers
+        self.ns_core = core if isinstance(core, NamesrvController) else None
+        self.ha_core = core if isinstance(core, HaController) else None
         self.groups = list(self.personality.GROUPS)
         for group in self.groups:
             addr = self.createActor(ProcessorActor)
@@ -210,8 +225,8 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self._start_processor(first)
 
     def _start_processor(self, group: str) -> None:
-        msg = self.start_msg
-        assert msg is not None
+        msg, core = self.start_msg, self.core
+        assert msg is not None and core is not None
         bc = msg.broker_config
         path: Any = os.path.join(msg.runtime_dir, f"{group}.sock")
         if str(getattr(bc, "processorChannel", "unix")).lower() == "tcp":
@@ -225,17 +240,13 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 msg.broker_config,
                 msg.store_config,
                 path,
-                self._snapshot(),
+                core.snapshot(),
                 self.myAddress,
                 msg.personality,
                 self.channel_token,
                 msg.runtime_dir,
             ),
         )
-
-    def _snapshot(self) -> Any:
-        snap = getattr(self.core, "snapshot", None)
-        return snap() if callable(snap) else None
 
     def _start_indexer(self) -> None:
         """Start (or restart) the IndexService actor when the index is built outside the writer."""
@@ -280,6 +291,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
     def _on_events(self, origin: str, events: list[Any], forward_them: bool) -> None:
         """Apply events; forward them unless the RemotingServer already delivered them."""
         t = now_ms()
+        assert self.core is not None
         # an exception here leaves the authoritative state unknown: it ends this actor (let it
         # fail: actors.runtime.watch) and the broker is started again from its files
         forward, register = self.core.route_events(events, origin, t)
@@ -287,13 +299,11 @@ class BrokerControllerActor(BrokerChildSupervisor):
             for group, evs in forward.items():
                 if group in self.processors and evs:
                     self.send(self.processors[group], BrokerEventBatch(origin, evs))
-        take_versions = getattr(self.core, "take_version_events", None)
-        if callable(take_versions):  # the controller's own: sent whoever delivered the batch
-            for group, evs in take_versions().items():
+        if self.take_version_events is not None:  # the controller's own: sent whoever
+            for group, evs in self.take_version_events().items():  # delivered the batch
                 if group in self.processors and evs:
                     self.send(self.processors[group], BrokerEventBatch("controller", evs))
-        take = getattr(self.core, "take_barriers", None)
-        barriers = list(take()) if callable(take) else []
+        barriers = list(self.take_barriers()) if self.take_barriers is not None else []
         waits: list[tuple[Any, int]] = []
         if register and self.state == "running":
             waits = self._register(first=False)
@@ -320,6 +330,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
     # name servers
     def _register(self, first: bool) -> list[tuple[Any, int]]:
         """Send REGISTER_BROKER to every name server; (conn, its request count) to wait for."""
+        assert self.core is not None
         try:
             requests = self.core.register_requests(now_ms())
         except Exception:
@@ -357,9 +368,9 @@ class BrokerControllerActor(BrokerChildSupervisor):
         if pending:
             self.schedule("ns-flush", 20)
         fds = [c.fd for c in self.ns_conns.values()]
-        mc = self.master_conn
-        if mc is not None and not mc.closed:
-            fds.append(mc.fd)
+        master_fd = self.slave_sync.fd()
+        if master_fd is not None:
+            fds.append(master_fd)
         self.set_watch_fds(fds)
         if self.barriers:
             self._check_barriers()
@@ -381,9 +392,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.schedule("register", NS_FIRST_RETRY_MS if first else NS_RETRY_MS)
 
     def on_ready(self, fds: list[int]) -> None:
-        mc = self.master_conn
-        if mc is not None and mc.fd in fds:
-            self._read_master(mc)
+        mc, ha = self.slave_sync.conn, self.ha_core
+        if (mc is not None and mc.fd in fds and ha is not None  # open once ha_core asked
+                and not self.slave_sync.read(ha.slave_sync_events, self._on_master_events)):
+            self._flush_ns()  # the master closed it: no longer watched
         for addr, conn in list(self.ns_conns.items()):
             if conn.fd not in fds:
                 continue
@@ -408,17 +420,16 @@ class BrokerControllerActor(BrokerChildSupervisor):
         except Exception as exc:
             log.warning("bad frame from name server %s: %s", addr, exc)
             return
-        handler = getattr(self.core, "on_namesrv_response", None)
-        if callable(handler):
-            handler(addr, cmd, now_ms())
+        ns = self.ns_core
+        if ns is not None:
+            ns.on_namesrv_response(addr, cmd, now_ms())
         elif cmd.code != 0:
             log.warning("name server %s answered code=%d remark=%s", addr, cmd.code, cmd.remark)
-        order = getattr(self.core, "order_topic_events", None)
-        events = order(addr, cmd) if callable(order) and self.state == "running" else []
+        running = self.state == "running"
+        events = ns.order_topic_events(addr, cmd) if ns is not None and running else []
         if events:  # the name server's order topic list (updateOrderTopicConfig)
             self._on_events("controller", events, forward_them=True)
-        take = getattr(self.core, "take_master_change", None)
-        changes = take() if callable(take) else {}
+        changes = self.ha_core.take_master_change() if self.ha_core is not None else {}
         for group, evs in changes.items():
             if group in self.processors and evs:
                 self.send(self.processors[group], BrokerEventBatch("controller", evs))
@@ -469,7 +480,9 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self._register(first=False)
             period = float(getattr(bc, "registerNameServerPeriod", 30000))
             self.schedule("register", min(60000.0, max(10000.0, period)))
-        elif key == "persist":
+            return
+        assert self.core is not None  # running
+        if key == "persist":
             try:
                 self.core.persist(now_ms())
             except Exception:
@@ -484,67 +497,15 @@ class BrokerControllerActor(BrokerChildSupervisor):
 
     # a slave: SlaveSynchronize (topics, offsets, delay offsets, groups from the master)
     def _slave_sync(self) -> None:
-        master = getattr(self.core, "master_addr", "")
-        if self.state != "running" or not master:
+        ha = self.ha_core
+        master = ha.master_addr if ha is not None else ""
+        if self.state != "running" or ha is None or not master:
             return
-        mc = self.master_conn
-        if mc is None or mc.closed or self.master_conn_addr != master:
-            if mc is not None:
-                self.unwatch(mc.fd)  # before close: a child forked since may hold it too
-                mc.close()
-            host, _, port = master.rpartition(":")
-            try:
-                mc = ClientConn((host, int(port)))
-            except (OSError, ValueError) as exc:
-                log.warning("master %s unreachable: %s", master, exc)
-                self.master_conn = None
-                return
-            self.master_conn, self.master_conn_addr = mc, master
-            self.master_pending.clear()
-        from protocol.command import RemotingCommand
+        if self.slave_sync.request(master, ha.slave_sync_codes):
+            self._flush_ns()  # re-arms the watch, the master connection included
 
-        if self.master_pending:  # the last round is still unanswered: no second one on top
-            log.warning("master %s has not answered the last sync: skipping this one", master)
-            self.master_pending.clear()  # answers still to come are ignored; resend next time
-            return
-        for code in getattr(self.core, "slave_sync_codes", ()):
-            cmd = RemotingCommand.request(code)
-            self.master_pending[cmd.opaque] = int(code)
-            mc.out += cmd.encode()
-        mc.flush()
-        self._flush_ns()  # re-arms the watch, the master connection included
-
-    def _read_master(self, mc: ClientConn) -> None:
-        from protocol.command import RemotingCommand
-
-        frames = mc.read_frames()
-        if frames is None:
-            log.info("master %s closed the sync connection", self.master_conn_addr)
-            self.unwatch(mc.fd)
-            mc.close()
-            self.master_conn = None
-            self._flush_ns()
-            return
-        for frame in frames:
-            try:
-                resp = RemotingCommand.decode(frame)
-            except Exception as exc:
-                log.warning("bad frame from master %s: %s", self.master_conn_addr, exc)
-                continue
-            code = self.master_pending.pop(resp.opaque, None)
-            if code is None:
-                continue
-            if resp.code != 0:
-                log.warning("master %s answered code=%d to %d: %s", self.master_conn_addr,
-                            resp.code, code, resp.remark)  # fmt: skip
-                continue
-            try:
-                events = self.core.slave_sync_events(code, bytes(resp.body or b""))
-            except Exception:
-                log.exception("slave sync of code %d failed", code)
-                continue
-            if events:
-                self._on_events("controller", events, forward_them=True)
+    def _on_master_events(self, events: list[Any]) -> None:
+        self._on_events("controller", events, forward_them=True)
 
     # shutdown: remoting -> store -> persist -> unregister -> reply
     def _stop(self, sender: Any) -> None:
@@ -561,10 +522,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.release(HA)
             self.send(self.ha, ActorExitRequest())
             self.ha = None
-        if self.master_conn is not None:
-            self.unwatch(self.master_conn.fd)
-            self.master_conn.close()
-            self.master_conn = None
+        self.slave_sync.close()
         if self.remoting is None:  # given up on: nothing listens any more
             self._shutdown_store()
             return

@@ -50,7 +50,7 @@ class BrokerContext(BrokerState):
         # Set by a runtime that implements the registration barrier (controller.take_barriers
         # -> the origin core's release(token)); off, replies are never held.
         self.registration_barrier = False
-        if store is not None and group == "send" and hasattr(store, "arrival_listener"):
+        if store is not None and group == "send":  # the writer (DefaultMessageStore)
             store.arrival_listener = self._on_arrival
 
     # --- events -------------------------------------------------------------------------

@@ -22,15 +22,16 @@ from actors.runtime.messages import (
     StopIndexer,
 )
 from actors.runtime.watch import WatchingActor
+from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
 
 def broker_store_config(sc: Any) -> Any:
     """The broker's store config: index built by the IndexService actor unless set otherwise."""
-    if not hasattr(sc, "index_mode") or not dataclasses.is_dataclass(sc):
+    if not isinstance(sc, StoreConfig):
         return sc  # a test personality's stand-in
-    out: Any = sc
+    out = sc
     if out.messageIndexDispatch == "":
         out = dataclasses.replace(out, messageIndexDispatch="process")
     if out.index_mode == "process" and out.messageIndexProcessSpawn:

@@ -8,9 +8,117 @@ serves which request codes, and the controller's own state), RocketMQ 4.9.x.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from protocol.command import RemotingCommand
 
 REAL_PERSONALITY = "actors.broker.actor"  # the name users pass for the real broker
+
+
+# -- the controller core: what every one has, and the optional capabilities ------------------
+class ControllerCore(Protocol):
+    """The broker's authoritative state as BrokerControllerActor drives it (every personality)."""
+
+    def snapshot(self) -> Any:
+        """The state a starting processor actor loads (None: nothing to replicate)."""
+        ...
+
+    def route_events(
+        self, events: list[Any], origin: str, now_ms: int
+    ) -> tuple[dict[str, list[Any]], bool]:
+        """Apply a processor's events: (group -> events to forward, register again now?)."""
+        ...
+
+    def register_requests(self, now_ms: int) -> list[tuple[str, RemotingCommand]]:
+        """(name server, REGISTER_BROKER) for every name server."""
+        ...
+
+    def unregister_requests(self) -> list[tuple[str, RemotingCommand]]:
+        """(name server, UNREGISTER_BROKER) for every name server."""
+        ...
+
+    def persist(self, now_ms: int) -> None:
+        """The periodic persist (consumer offsets every flushConsumerOffsetInterval)."""
+        ...
+
+    def shutdown(self, now_ms: int) -> None:
+        """Persist everything at a clean shutdown."""
+        ...
+
+    def tick(self, now_ms: int) -> int | None:
+        """Run due timers; ms until the next wanted tick, or None for no timer."""
+        ...
+
+
+# Optional capabilities, declared by implementing them; the controller actor checks each one
+# once (isinstance) when it sets the core up, never per event.
+
+
+@runtime_checkable
+class VersionedController(Protocol):
+    """A controller that emits events of its own (data versions) as it applies others."""
+
+    def take_version_events(self) -> dict[str, list[Any]]:
+        """group -> the controller's own events since the last take."""
+        ...
+
+
+@runtime_checkable
+class BarrierController(Protocol):
+    """A controller that holds a change's replies until its registration went out."""
+
+    def take_barriers(self) -> list[tuple[str, int]]:
+        """(origin group, token) of the changes applied since the last take."""
+        ...
+
+
+@runtime_checkable
+class NamesrvController(Protocol):
+    """A controller that reads the name servers' answers to its registrations."""
+
+    def on_namesrv_response(self, addr: str, cmd: RemotingCommand, now_ms: int) -> None:
+        """A name server answered (REGISTER_BROKER: the master and HA addresses)."""
+        ...
+
+    def order_topic_events(self, addr: str, cmd: RemotingCommand) -> list[Any]:
+        """The events of the order topic list in the answer (updateOrderTopicConfig)."""
+        ...
+
+
+@runtime_checkable
+class HaController(Protocol):
+    """A controller in a replicated pair: the master's HA port, a slave's master and sync."""
+
+    @property
+    def master_addr(self) -> str:
+        """A slave's master ("" while unknown, and on a master)."""
+        ...
+
+    @property
+    def slave_sync_codes(self) -> tuple[int, ...]:
+        """The requests of one SlaveSynchronize round."""
+        ...
+
+    def set_ha_port(self, port: int) -> None:
+        """The HA service listens on `port` (registered with the name servers)."""
+        ...
+
+    def take_master_change(self) -> dict[str, list[Any]]:
+        """group -> the events of a master change since the last take."""
+        ...
+
+    def slave_sync_events(self, code: int, body: bytes) -> list[Any]:
+        """The events of the master's answer to one SlaveSynchronize request."""
+        ...
+
+
+# -- a processor context's optional part ----------------------------------------------------
+@runtime_checkable
+class HostedContext(Protocol):
+    """A processor context that takes the broker's runtime directory and registration barrier."""
+
+    runtime_dir: str  # the broker's private directory on this host (e.g. HA wake pipes)
+    registration_barrier: bool  # the controller releases replies held for a registration
 
 
 # -- personalities: where groups, contexts and the controller core come from ------------------
@@ -42,7 +150,7 @@ class _RealPersonality:
         return make_context(*args, **kwargs)
 
     def make_controller(self, broker_config: Any, store_config: Any, now: int,
-                        runtime_dir: str = "") -> Any:  # fmt: skip
+                        runtime_dir: str = "") -> ControllerCore:  # fmt: skip
         from actors.broker.controller import BrokerControllerCore
 
         core = BrokerControllerCore(broker_config, store_config)
@@ -51,7 +159,7 @@ class _RealPersonality:
 
 
 class _ControllerAdapter:
-    """The controller core seen through the runtime's calls (see actors.runtime.echo)."""
+    """The real controller core as a ControllerCore with every optional capability."""
 
     def __init__(self, core: Any) -> None:
         self.core = core

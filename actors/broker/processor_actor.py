@@ -19,7 +19,17 @@ from actors.broker.notify_message_arriving_listener import (
     ArrivalNoticeGate,
     HoldsReporter,
 )
-from actors.broker.personality import load_personality
+from actors.broker.personality import HostedContext, load_personality
+from actors.core import (
+    ArrivalCore,
+    BarrierCore,
+    ClosingCore,
+    FdWatchingCore,
+    GroupCommitCore,
+    HeldPullTable,
+    HoldingCore,
+    StoreShutdownCore,
+)
 from actors.runtime.channel import (
     HOLDS,
     Channel,
@@ -53,8 +63,6 @@ FLUSH_RETRY_MS = 1.0
 REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 
 
-
-
 # -- processor actor -----------------------------------------------------------------------
 class ProcessorActor(WatchingActor):
     """Hosts one processor core: reads its channel in batches, writes replies back."""
@@ -68,6 +76,10 @@ class ProcessorActor(WatchingActor):
         self.host: ProcessorHost | None = None
         self.ctx: Any = None
         self.core: Any = None
+        self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
+        self.fd_core: FdWatchingCore | None = None
+        self.arrival_core: ArrivalCore | None = None
+        self.hold: HeldPullTable | None = None  # the pull core's held requests
         self.outbox = ChannelOutbox()
         self.listener: Any = None
         self.token = b""  # TCP channels: what a connection must send first
@@ -97,10 +109,9 @@ class ProcessorActor(WatchingActor):
                     self.ctx.apply(event, t)
                 self._after_batch()
         elif isinstance(msg, ReleaseBarrier):
-            release = getattr(self.core, "release", None)
-            if callable(release):
+            if isinstance(self.core, BarrierCore):
                 try:
-                    release(msg.token, now_ms())
+                    self.core.release(msg.token, now_ms())
                 except Exception:
                     log.exception("group=%s release(%d) failed", self.group, msg.token)
             self._after_batch()
@@ -110,7 +121,7 @@ class ProcessorActor(WatchingActor):
                 self.notice_ch.close()
             self.gate_notices.connected()  # until the new pull actor says otherwise
             self.notice_ch = connect_channel(
-                msg.channel_addr, name="notices", token=getattr(msg, "channel_token", b"")
+                msg.channel_addr, name="notices", token=msg.channel_token
             )
             add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
             self.outbox.dirty.add(self.notice_ch)
@@ -119,6 +130,10 @@ class ProcessorActor(WatchingActor):
         elif isinstance(msg, ShutdownStore):
             ok, detail = self._shutdown_store()
             self.send(sender, StoreShutdownDone(ok, detail))
+
+    def process_role(self) -> str:
+        """The processor group, once started."""
+        return self.group or super().process_role()
 
     def _start(self, msg: StartProcessor) -> None:
         personality = load_personality(msg.personality)
@@ -135,11 +150,15 @@ class ProcessorActor(WatchingActor):
         )
         if msg.snapshot is not None:
             self.ctx.load_snapshot(msg.snapshot)
-        if hasattr(self.ctx, "runtime_dir"):
+        if isinstance(self.ctx, HostedContext):
             self.ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
-        if hasattr(self.ctx, "registration_barrier"):
             self.ctx.registration_barrier = True  # the controller releases held replies
         self.core = group.build(self.ctx)
+        core = self.core
+        self.group_commit = core if isinstance(core, GroupCommitCore) else None
+        self.fd_core = core if isinstance(core, FdWatchingCore) else None
+        self.arrival_core = core if isinstance(core, ArrivalCore) else None
+        self.hold = core.hold if isinstance(core, HoldingCore) else None
         self.SPIN_US = group.spin_us
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
@@ -147,7 +166,7 @@ class ProcessorActor(WatchingActor):
         slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
                                   group.shed_codes)  # fmt: skip
-        if hasattr(self.core, "on_arrival"):
+        if self.arrival_core is not None:
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
         self._attach_stats(group.name, msg.store_config)
@@ -176,16 +195,16 @@ class ProcessorActor(WatchingActor):
         self.host.stats_queue_off = off
         if group == "send":
             self.host.stats_lock_off = OFF_LOCK_SINCE_MS
-        store = getattr(self.ctx, "store", None)
-        if group == "pull" and store is not None and hasattr(store, "publish_stats"):
-            store.stats_page = page
+        if group == "pull" and self.ctx.store is not None:  # every store publishes its stats
+            self.ctx.store.stats_page = page
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
         if not notices:  # re-check request: every held queue against the store now
             notices = self._held_queue_notices()
             if not notices:
                 return
-        woken = self.core.on_arrival(notices, t)
+        assert self.arrival_core is not None  # the host calls this only then
+        woken = self.arrival_core.on_arrival(notices, t)
         if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
@@ -207,8 +226,8 @@ class ProcessorActor(WatchingActor):
     def _core_fds_changed(self) -> None:
         """Re-arm the watch only when the core's own descriptors changed (a rebuilt watch
         set rebuilds the epoll)."""
-        core_fds = getattr(self.core, "watch_fds", None)
-        if callable(core_fds) and set(core_fds()) != self._core_fds:
+        fd_core = self.fd_core
+        if fd_core is not None and set(fd_core.watch_fds()) != self._core_fds:
             self._update_watch()
 
     def _update_watch(self) -> None:
@@ -217,15 +236,15 @@ class ProcessorActor(WatchingActor):
             fds += self.gate.pending_fds()
         if self.notice_ch is not None and not self.notice_ch.closed:
             fds.append(self.notice_ch.fd)
-        core_fds = getattr(self.core, "watch_fds", None)  # e.g. a slave's HA connection
-        self._core_fds = set(core_fds()) if callable(core_fds) else set()
+        fd_core = self.fd_core  # e.g. a slave's HA connection
+        self._core_fds = set(fd_core.watch_fds()) if fd_core is not None else set()
         fds += self._core_fds
         self.set_watch_fds(fds)
 
     def _held_queue_notices(self) -> list[Any]:
         """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
-        table = getattr(getattr(self.core, "hold", None), "table", None)
-        store = getattr(self.ctx, "store", None)
+        table = self.hold.table if self.hold is not None else None
+        store = self.ctx.store
         if not table or store is None:
             return []
         notices = []
@@ -241,9 +260,7 @@ class ProcessorActor(WatchingActor):
 
     def _holding(self) -> bool:
         """True when the pull core holds pulls (or when that cannot be known)."""
-        hold = getattr(self.core, "hold", None)
-        table = getattr(hold, "table", None)
-        return True if table is None else bool(table)
+        return True if self.hold is None else bool(self.hold.table)
 
     def _read_notice_channel(self, ch: Channel) -> None:
         """Send actor: HOLDS records from the pull actor."""
@@ -269,7 +286,8 @@ class ProcessorActor(WatchingActor):
         if mine:
             fds = [fd for fd in fds if fd not in self._core_fds]
             try:
-                self.core.on_fd_ready(mine, now_ms())
+                assert self.fd_core is not None  # only its descriptors are in _core_fds
+                self.fd_core.on_fd_ready(mine, now_ms())
             except Exception:
                 log.exception("group=%s core fd handler failed", self.group)
             self._core_fds_changed()
@@ -355,13 +373,12 @@ class ProcessorActor(WatchingActor):
         ctx = self.ctx
         if ctx is None:
             return
-        release = getattr(self.core, "flush_and_release", None)
-        if release is not None and getattr(self.core, "waiting", None):
+        gc = self.group_commit
+        if gc is not None and gc.waiting:
             # SYNC_FLUSH group commit: one flush for the batch, then the replies (an exception
             # leaves them held: it ends the actor, and the store recovers in its replacement)
-            release(now_ms())
-            next_look = getattr(self.core, "next_look_ms", None)
-            look = next_look(now_ms()) if callable(next_look) else 1  # parked: look again then
+            gc.flush_and_release(now_ms())
+            look = gc.next_look_ms(now_ms())  # parked: look again then
             if look is not None:
                 self.schedule("tick", float(look))
         events = ctx.drain_events()
@@ -403,9 +420,9 @@ class ProcessorActor(WatchingActor):
 
     def _tick(self) -> None:
         delay = MAX_TICK_MS
-        publish = getattr(getattr(self.ctx, "store", None), "publish_stats", None)
-        if publish is not None:
-            publish()
+        store = self.ctx.store if self.ctx is not None else None
+        if store is not None:
+            store.publish_stats()
         if self.core is not None:
             t0 = time.monotonic()
             nxt = self.core.tick(now_ms())  # an exception ends the actor (let it fail)
@@ -430,14 +447,13 @@ class ProcessorActor(WatchingActor):
         if self.store_closed:
             return True, "already closed"
         self.store_closed = True
-        store = getattr(self.ctx, "store", None)
-        if store is None or not hasattr(store, "shutdown"):
+        store = self.ctx.store if self.ctx is not None else None  # the send group's: the writer
+        if store is None:
             return True, "no store"
         try:
             self._after_batch()
-            before = getattr(self.core, "before_store_shutdown", None)
-            if callable(before):  # e.g. the send core persists its schedule offsets
-                before(now_ms())
+            if isinstance(self.core, StoreShutdownCore):  # e.g. the send core's delay offsets
+                self.core.before_store_shutdown(now_ms())
             store.shutdown(now_ms())
         except Exception as exc:
             log.exception("group=%s store shutdown failed", self.group)
@@ -449,17 +465,15 @@ class ProcessorActor(WatchingActor):
         if self.group == "send":
             self._shutdown_store()
         else:
-            closer = getattr(self.core, "close", None)  # e.g. the pull core's stats, last time
-            if callable(closer):
+            if isinstance(self.core, ClosingCore):  # e.g. the pull core's stats, last time
                 try:
-                    closer()
+                    self.core.close()
                 except Exception:
                     log.exception("group=%s core close failed", self.group)
-            store = getattr(self.ctx, "store", None)
-            close = getattr(store, "close", None)
-            if callable(close):
+            store = self.ctx.store if self.ctx is not None else None  # a MessageStoreReader
+            if store is not None:
                 try:
-                    close()
+                    store.close()
                 except Exception:
                     log.exception("group=%s store close failed", self.group)
         for ch in list(self.channels.values()):

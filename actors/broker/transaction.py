@@ -1,6 +1,7 @@
 """Transactional messages: END_TRANSACTION commit / rollback and the half-message check-back.
 
-Mirrors broker/processor/EndTransactionProcessor.java, broker/transaction/queue/
+Mirrors broker/processor/EndTransactionProcessor.java (`process_end_transaction`), the
+RESUME_CHECK_HALF_MESSAGE step of AdminBrokerProcessor.java, broker/transaction/queue/
 TransactionalMessageServiceImpl.java (with TransactionalMessageBridge.java) and
 broker/transaction/TransactionalMessageCheckService.java, RocketMQ 4.9.x (spec §9.7).
 
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from actors.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
+from actors.core import Request
 from protocol.codes import (
     CID_RMQ_SYS_TRANS,
     RMQ_SYS_TRANS_HALF_TOPIC,
@@ -41,7 +43,11 @@ from protocol.codes import (
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
-from protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
+)
 from protocol.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
@@ -75,6 +81,37 @@ MAX_REMEMBERED_CLOSED: Final = 100_000
 MAX_OPS_PER_TICK: Final = 1024  # op records read per tick (each one is a store read)
 RW: Final = PERM_READ | PERM_WRITE
 _CHECK_STATE: Final = int(RC.CHECK_TRANSACTION_STATE)
+
+
+def process_end_transaction(
+    tx: TransactionalMessageService | None, req: Request, now_ms: int
+) -> RemotingCommand | None:
+    """EndTransactionProcessor: commit or roll back a half message (mostly oneway)."""
+    cmd = req.cmd
+    h = EndTransactionRequestHeader.from_ext(cmd.ext_fields)
+    if tx is None:
+        return cmd.make_response(RS.SLAVE_NOT_AVAILABLE, "Can't process transaction on slave")
+    res = tx.end_transaction(h, now_ms)
+    if res is None:
+        return None
+    code, remark = res
+    if code != RS.SUCCESS:
+        log.warning("END_TRANSACTION group=%s offset=%d from %s:%d: %s", h.producer_group,
+                    h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
+    return cmd.make_response(code, remark)
+
+
+def resume_check_half_message(
+    tx: TransactionalMessageService | None, cmd: RemotingCommand, now_ms: int
+) -> RemotingCommand:
+    """RESUME_CHECK_HALF_MESSAGE (AdminBrokerProcessor.resumeCheckHalfMessage): a put, so the
+    writer serves it."""
+    if tx is None:  # a slave: Java's put fails there
+        return cmd.make_response(
+            RS.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
+    h = ResumeCheckHalfMessageRequestHeader.from_ext(cmd.ext_fields)
+    code, remark = tx.resume_check(h.msg_id, now_ms)
+    return cmd.make_response(code, remark)
 
 
 class TransactionalMessageService:

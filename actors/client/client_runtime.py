@@ -37,6 +37,7 @@ from typing import Any, Final, Protocol
 from actors.client import client_channel as ch
 from actors.client.errors import ClientClosedError, ClientErrorCode, MQClientError
 from actors.client.event_loop import EPOLLIN, EPOLLOUT, CallbackExecutor, EventLoop
+from actors.client.messages import ClientInstanceStarted
 from actors.client.remoting_client import RemotingClient
 from actors.runtime import loopback
 
@@ -169,9 +170,8 @@ class ClientRuntime:
                 if reply is None:
                     break
                 if isinstance(reply, expect):
-                    pgid = getattr(reply, "pgid", None)
-                    if pgid:
-                        self._pgids.add(int(pgid))
+                    if isinstance(reply, ClientInstanceStarted) and reply.pgid:
+                        self._pgids.add(reply.pgid)
                     return addr, reply
                 log.debug("runtime ignored %r while starting %s", reply, cls.__name__)
             self.asys.tell(addr, _exit_request())

@@ -51,7 +51,7 @@ from protocol.codes import (
     SerializeType,
 )
 from protocol.command import RemotingCommand, next_opaque
-from protocol.message_batch import BatchItem, encode_batch
+from protocol.message_batch import encode_batch_raw
 from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import properties_to_string
 
@@ -162,16 +162,26 @@ class DefaultMQProducerImpl:
         """A SEND_BATCH_MESSAGE body (each item its own UNIQ_KEY; never compressed)."""
         if not validated:
             validators.check_batch(msgs, self.max_message_size)
-        items, ids = [], []
+        items: list[tuple[int, bytes, str]] = []
+        ids: list[str] = []
         for m in msgs:
-            props = m.wire_properties()
-            uid = props.get(wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if not uid:
-                uid = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
-            props.setdefault(wire.PROPERTY_WAIT_STORE_MSG_OK, "true")
+            if m.properties or m.delay_level > 0:
+                props = m.wire_properties()
+                uid = props.get(wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if not uid:
+                    uid = props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+                props.setdefault(wire.PROPERTY_WAIT_STORE_MSG_OK, "true")
+                text = properties_to_string(props)
+            else:  # the common message: tags and keys at most, written as prepare() does
+                uid = create_uniq_id()
+                text = f"UNIQ_KEY\x01{uid}\x02WAIT\x01true"
+                if m.tags:
+                    text += f"\x02TAGS\x01{m.tags}"
+                if m.keys:
+                    text += f"\x02KEYS\x01{m.keys}"
             ids.append(uid)
-            items.append(BatchItem(m.flag, m.body, props))
-        body = encode_batch(items)
+            items.append((m.flag, m.body, text))
+        body = encode_batch_raw(items)
         if len(body) > self.max_message_size:
             raise validators.MessageValidationError(
                 13, f"the batch body size {len(body)} is over max value, MAX: "

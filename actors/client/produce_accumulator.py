@@ -58,8 +58,9 @@ class _TopicBatch:
 class ProduceAccumulator:
     """Per-topic accumulation of one producer's async sends."""
 
-    def __init__(self, impl: DefaultMQProducerImpl) -> None:
+    def __init__(self, impl: DefaultMQProducerImpl, release: Callable[[int], None]) -> None:
         self.impl = impl
+        self.release = release  # a finished request's messages give back their in-flight slots
         self._topics: dict[str, _TopicBatch] = {}
         self._lock = threading.Lock()
 
@@ -95,6 +96,7 @@ class ProduceAccumulator:
             else:
                 for item, r in zip(batch, split_batch_result(result), strict=True):
                     item[1](r, None)
+            self.release(len(batch))
             with self._lock:
                 nxt = t.take() if t.pending else []
                 if not nxt:
@@ -113,12 +115,41 @@ class ProduceAccumulator:
             finished(None, exc)
 
 
+_RESULT_FIELDS: Final = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset",
+                         "transaction_id", "region_id", "trace_on")
+
+
+def _result_setters() -> tuple[Callable[[SendResult, object], None], ...]:
+    """The slot setters of SendResult in _RESULT_FIELDS order (its frozen __init__ costs a
+    setattr call per field: a batch answer builds one result per message)."""
+    if tuple(SendResult.__dataclass_fields__) != _RESULT_FIELDS:
+        raise RuntimeError("SendResult fields changed")
+    return tuple(getattr(SendResult, n).__set__ for n in _RESULT_FIELDS)
+
+
+(_S_STATUS, _S_MSG_ID, _S_OFFSET_ID, _S_QUEUE, _S_QOFF, _S_TX, _S_REGION,
+ _S_TRACE) = _result_setters()
+
+
 def split_batch_result(result: SendResult) -> list[SendResult]:
     """A batch's SendResult as one per message (ids split, offsets counted up)."""
     ids = result.msg_id.split(",")
     offset_ids = result.offset_msg_id.split(",") if result.offset_msg_id else []
     if len(offset_ids) != len(ids):
         offset_ids = [""] * len(ids)
-    return [SendResult(result.status, mid, oid, result.queue, result.queue_offset + i,
-                       result.transaction_id, result.region_id, result.trace_on)
-            for i, (mid, oid) in enumerate(zip(ids, offset_ids, strict=True))]
+    status, queue, first = result.status, result.queue, result.queue_offset
+    tx, region, trace = result.transaction_id, result.region_id, result.trace_on
+    new = object.__new__
+    out: list[SendResult] = []
+    for i, (mid, oid) in enumerate(zip(ids, offset_ids, strict=True)):
+        r = new(SendResult)
+        _S_STATUS(r, status)
+        _S_MSG_ID(r, mid)
+        _S_OFFSET_ID(r, oid)
+        _S_QUEUE(r, queue)
+        _S_QOFF(r, first + i)
+        _S_TX(r, tx)
+        _S_REGION(r, region)
+        _S_TRACE(r, trace)
+        out.append(r)
+    return out

@@ -111,7 +111,7 @@ class Producer:
                 self._impl = DefaultMQProducerImpl(self.group, handle, api,
                                                    **self._options)  # type: ignore[arg-type]
                 if self.auto_batch:
-                    self._accumulator = ProduceAccumulator(self._impl)
+                    self._accumulator = ProduceAccumulator(self._impl, self._release_slot)
                 handle.register_producer(self.group, self)
             except BaseException:
                 MQClientManager.release(handle, self._role, self.group)
@@ -232,10 +232,11 @@ class Producer:
                     self._idle.wait(0.5)
             self._inflight += 1
 
-    def _release_slot(self) -> None:
+    def _release_slot(self, n: int = 1) -> None:
         with self._idle:
-            self._inflight -= 1
-            if self._inflight == 0 or self._inflight == self.max_inflight - 1:
+            before = self._inflight
+            self._inflight = now = before - n
+            if now == 0 or now < self.max_inflight <= before:
                 self._idle.notify_all()  # flush() waits for 0, a blocked sender for room
 
     def _dispatch_async(self, impl: DefaultMQProducerImpl, req: SendRequest | Message,
@@ -258,7 +259,8 @@ class Producer:
                 fut.set_result(result)  # type: ignore[arg-type]
             if callback is not None and callbacks is not None:
                 callbacks.submit(lambda: callback(result, err))
-            self._release_slot()
+            if not accumulate:
+                self._release_slot()  # the accumulator releases a whole batch's slots at once
 
         try:
             if accumulate:
@@ -271,6 +273,8 @@ class Producer:
             if not fired[0]:
                 done(None, exc if isinstance(exc, MQClientError) else MQClientError(
                     ClientErrorCode.ILLEGAL_ARGUMENT, f"{type(exc).__name__}: {exc}"))
+                if accumulate:
+                    self._release_slot()
         return fut
 
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,

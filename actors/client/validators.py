@@ -47,11 +47,18 @@ def check_topic(topic: str) -> None:
                        f"allowing only {VALID_PATTERN}")
 
 
+_SENDABLE: set[str] = set()  # topic names that passed check_send_topic (each send checks)
+
+
 def check_send_topic(topic: str) -> None:
     """A topic a producer may send to."""
+    if type(topic) is str and topic in _SENDABLE:
+        return
     check_topic(topic)
     if topic in NOT_ALLOWED_SEND_TOPICS:
         raise _illegal(f"Sending message to topic[{topic}] is forbidden.")
+    if len(_SENDABLE) < 10_000:
+        _SENDABLE.add(topic)
 
 
 def check_message(msg: Message, max_message_size: int = MAX_MESSAGE_SIZE) -> None:

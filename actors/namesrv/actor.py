@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from actors.core import Request
-from actors.remoting.inline_server import ServerOutbox, start_server
+from actors.remoting.inline_server import ServerOutbox, serve_frames, start_server
 from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
-from actors.runtime.processor_host import SYSTEM_ERROR
 from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.watch import WatchingActor, now_ms
-from protocol.codes import RPC_ONEWAY
-from protocol.command import RemotingCommand
-from protocol.errors import HeaderFieldError, ProtocolError
+
+if TYPE_CHECKING:
+    from actors.namesrv.processor import NamesrvProcessor
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +29,7 @@ SCAN_PERIOD_MS = 10000.0
 FLUSH_RETRY_MS = 1.0
 
 
-def build_namesrv_core(config: Any) -> Any:
+def build_namesrv_core(config: Any) -> NamesrvProcessor:
     """Construct the NamesrvProcessor core (config: a NamesrvConfig, or a dict of keyword
     overrides as tests pass them, or None)."""
     from actors.namesrv.config import NamesrvConfig
@@ -53,7 +51,7 @@ class NameServerActor(WatchingActor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.server: FrameServer | None = None
-        self.core: Any = None
+        self.core: NamesrvProcessor | None = None
         self.outbox = ServerOutbox()
 
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -73,32 +71,8 @@ class NameServerActor(WatchingActor):
             self.send(sender, NamesrvStarted(port))
 
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
-        core = self.core
-        server = self.server
-        assert server is not None
-        for frame in frames:
-            try:
-                cmd = RemotingCommand.decode(frame)
-            except ProtocolError as exc:
-                log.warning("conn=%d undecodable request, closing: %s", conn.id, exc)
-                conn.closed = True
-                return
-            if cmd.flag & 1:
-                continue
-            oneway = cmd.flag & RPC_ONEWAY
-            try:
-                resp = core.process(Request(conn.id, conn.peer, cmd, recv_ns), now_ms())
-            except HeaderFieldError as exc:
-                resp = cmd.make_response(exc.code, exc.remark)
-            except Exception as exc:
-                log.exception("name server code=%d failed", cmd.code)
-                resp = cmd.make_response(SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:200])
-            if resp is None or oneway:
-                continue
-            try:
-                server.send(conn.id, resp.encode())
-            except ProtocolError:
-                log.exception("name server reply to code=%d not encodable", cmd.code)
+        assert self.core is not None and self.server is not None
+        serve_frames(self.core.process, self.server, conn, frames, recv_ns, "name server")
 
     def _on_closed(self, conn: Conn) -> None:
         if self.core is not None:
@@ -119,19 +93,19 @@ class NameServerActor(WatchingActor):
             self.schedule("flush", FLUSH_RETRY_MS)
 
     def on_timer(self, key: str) -> None:
-        server = self.server
-        if server is None:
+        server, core = self.server, self.core
+        if server is None or core is None:
             return
         now = time.monotonic()
         if key == "scan":
             delay = SCAN_PERIOD_MS
             try:
-                nxt = self.core.tick(now_ms())
+                nxt = core.tick(now_ms())
                 if nxt is not None:
                     delay = max(1.0, float(nxt))
             except Exception:
                 log.exception("name server scan failed")
-            expired = getattr(self.core, "expired_conns", None)
+            expired = core.expired_conns
             while expired:
                 server.close(expired.pop(), "broker expired")
             self.schedule("scan", delay)

@@ -126,7 +126,7 @@ def make_context(
 
 
 class EchoController:
-    """Controller core stand-in: no files, no name servers."""
+    """Stand-in ControllerCore (no optional capability): no files, no name servers."""
 
     def __init__(self, broker_config: Any, store_config: Any, now_ms: int) -> None:
         self.broker_config = broker_config

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Final
 
-from actors.core import ProcessorCore, Request
+from actors.core import ClientResponseCore, FastPathCore, ProcessorCore, Request
 from actors.runtime.channel import (
     APPLY,
     CLOSE_CONN,
@@ -97,10 +97,12 @@ class ProcessorHost:
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
-        # core.fast_send / fast_pull(frame, conn_id, peer, now_ms) -> encoded reply | None
+        # a FastPathCore's fast_path(frame, conn_id, peer, now_ms) -> encoded reply | None
         # (not taken) | b"" (taken, nothing to answer now)
-        fast = getattr(core, "fast_send", None) or getattr(core, "fast_pull", None)
-        self.fast = fast if not slow_s else None
+        self.fast = core.fast_path if isinstance(core, FastPathCore) and not slow_s else None
+        self.on_response = (
+            core.on_client_response if isinstance(core, ClientResponseCore) else None
+        )
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -158,7 +160,7 @@ class ProcessorHost:
                     continue
                 flag = cmd.flag
                 if flag & RPC_TYPE_RESPONSE:  # a client's answer to a request a core sent it
-                    on_response = getattr(self.core, "on_client_response", None)
+                    on_response = self.on_response
                     if on_response is not None:
                         try:
                             on_response(cmd, now_ms)

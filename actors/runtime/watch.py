@@ -163,6 +163,10 @@ class WatchingActor(Actor):
     def on_exit(self) -> None:
         """The actor is being stopped: release sockets and files."""
 
+    def process_role(self) -> str:
+        """The role this process is named and CPU-pinned after (the class name unless told)."""
+        return type(self).__name__
+
     # -- the watched set ------------------------------------------------------------------------
     def _epoll(self) -> Any:
         if self._ep is None:
@@ -347,7 +351,7 @@ class WatchingActor(Actor):
     # -- Thespian entry point -----------------------------------------------------------------
     def receiveMessage(self, msg: Any, sender: Any) -> Any:
         self._sent_control = False
-        role = getattr(self, "group", "") or type(self).__name__
+        role = self.process_role()
         if isinstance(msg, ActorExitRequest):
             try:
                 self.on_exit()

@@ -15,9 +15,7 @@ import socket
 import time
 from typing import Any, Final
 
-from actors.core import Request
-from actors.remoting.inline_server import ServerOutbox, start_server
-from actors.runtime.processor_host import SYSTEM_ERROR
+from actors.remoting.inline_server import ServerOutbox, serve_frames, start_server
 from actors.runtime.tcp import ClientConn, Conn, FrameServer
 from actors.runtime.watch import WatchingActor, now_ms
 from actors.spark_bridge.core import SparkBridgeCore
@@ -28,7 +26,6 @@ from actors.spark_bridge.messages import (
     StartSparkBridge,
     StopSparkBridge,
 )
-from protocol.codes import RPC_ONEWAY
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 
@@ -89,24 +86,8 @@ class SparkBridgeActor(WatchingActor):
 
     # -- Spark side ------------------------------------------------------------------------
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:
-        core, server = self.core, self.server
-        assert core is not None and server is not None
-        for frame in frames:
-            try:
-                cmd = RemotingCommand.decode(frame)
-            except ProtocolError as exc:
-                log.warning("conn=%d undecodable request, closing: %s", conn.id, exc)
-                conn.closed = True
-                return
-            if cmd.flag & 1:
-                continue
-            try:
-                resp = core.process(Request(conn.id, conn.peer, cmd, recv_ns), now_ms())
-            except Exception as exc:
-                log.exception("spark bridge code=%d failed", cmd.code)
-                resp = cmd.make_response(SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:200])
-            if resp is not None and not cmd.flag & RPC_ONEWAY:
-                server.send(conn.id, resp.encode())
+        assert self.core is not None and self.server is not None
+        serve_frames(self.core.process, self.server, conn, frames, recv_ns, "spark bridge")
 
     # -- cluster side ----------------------------------------------------------------------
     def _pump(self) -> None:

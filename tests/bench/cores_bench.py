@@ -58,6 +58,12 @@ class _NullOutbox:
     def send(self, conn_id: int, cmd: RemotingCommand) -> None:
         """Drop it."""
 
+    def call(self, conn_id: int, cmd: RemotingCommand) -> None:
+        """Drop it."""
+
+    def close_conn(self, conn_id: int) -> None:
+        """Nothing to close."""
+
 
 def _frame(cmd: RemotingCommand) -> RemotingCommand:
     """Encode and decode like the wire would (ext values become str, body a memoryview)."""

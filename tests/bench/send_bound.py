@@ -3,7 +3,7 @@
 Mirrors nothing in RocketMQ. The server is one forked process that owns the client socket,
 the store (ASYNC_FLUSH, index built by a spawned IndexService process as in the broker) and
 the broker's own SendMessageProcessor, and serves SEND_MESSAGE_V2 in a blocking loop shaped
-like the raw echo's: read, split frames, `fast_send` each (the general path for the first one,
+like the raw echo's: read, split frames, `fast_path` each (the general path for the first one,
 which creates the topic), write every reply in one send. No selector, no channel, no second
 process on the request path: whatever the RemotingServer / processor split costs is absent.
 
@@ -73,7 +73,7 @@ def _serve(
     ctx = BrokerContext(bc, sc, group="send", outbox=None, store=store)
     ctx.load_snapshot(controller.snapshot())
     core = group.build(ctx)
-    fast = core.fast_send  # type: ignore[attr-defined]
+    fast = core.fast_path  # type: ignore[attr-defined]
     _wait_warm(store)
     os.write(ready, b"1")
     os.close(ready)

@@ -1,32 +1,51 @@
-"""What the send codes share: msgCheck and the retry / dead letter redirect.
+"""What the send codes share: msgCheck, the retry / dead letter redirect, the put's answer.
 
 Mirrors broker/processor/AbstractSendMessageProcessor.java (msgCheck: broker and topic
-permission, topic name, auto-creation, queue id; the born host), and the handleRetryAndDLQ step
-of SendMessageProcessor.java, RocketMQ 4.9.x. SendMessageProcessor (actors.broker.processors
-.send) is built on it.
+permission, topic name, auto-creation, queue id; the born host), the handleRetryAndDLQ and
+handlePutMessageResult steps of SendMessageProcessor.java, and the waits of
+store/CommitLog.java handleDiskFlush / handleHA (GroupCommitService, GroupTransferService),
+RocketMQ 4.9.x. ReplyMessageProcessor (actors.broker.processors.reply) and
+SendMessageProcessor (actors.broker.processors.send) are built on it.
+
+SYNC_FLUSH is a group commit: a send that must wait for the flush is parked (`_maybe_wait`
+returns None); the runtime calls `flush_and_release(now_ms)` after each batch (and tick does
+too), which flushes once and answers every waiting send whose record is covered, or
+FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. SYNC_MASTER parks a send until a slave acked it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from actors.broker.context import BrokerContext
-from actors.broker.events import SubscriptionGroupChanged, TopicConfigChanged
+from actors.broker.events import (
+    BrokerConfigChanged,
+    SubscriptionGroupChanged,
+    TopicConfigChanged,
+)
+from actors.broker.stats_items import count
 from actors.broker.topic_config import (
     PERM_READ,
     PERM_WRITE,
     TopicConfig,
     is_not_allowed_send_topic,
+    is_writeable,
     validate_topic,
 )
-from actors.core import FAQ_SUFFIX
+from actors.core import FAQ_SUFFIX, Request
+from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.headers import SendMessageRequestHeader, decode_send_header
 from protocol.record import pack_host
+from store.message_store import DefaultMessageStore
+from store.put_message_result import PutMessageStatus
+from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +54,47 @@ RW: Final = PERM_READ | PERM_WRITE
 
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
+# store PutMessageStatus -> (response code, remark or None)
+_SNA = (
+    "service not available now. It may be caused by one of the following reasons: the broker's"
+    " disk is full, messages are put to the slave, message store has been shut down, etc."
+)
+_PS = PutMessageStatus
+PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
+    _PS.PUT_OK: (RS.SUCCESS, None),
+    _PS.FLUSH_DISK_TIMEOUT: (RS.FLUSH_DISK_TIMEOUT, None),
+    _PS.FLUSH_SLAVE_TIMEOUT: (RS.FLUSH_SLAVE_TIMEOUT, None),
+    _PS.SLAVE_NOT_AVAILABLE: (RS.SLAVE_NOT_AVAILABLE, None),
+    _PS.CREATE_MAPEDFILE_FAILED: (RS.SYSTEM_ERROR, "create mapped file failed"),
+    _PS.MESSAGE_ILLEGAL: (RS.MESSAGE_ILLEGAL, "the message is illegal"),
+    _PS.PROPERTIES_SIZE_EXCEEDED: (RS.MESSAGE_ILLEGAL, "the message properties exceed 32k"),
+    _PS.SERVICE_NOT_AVAILABLE: (RS.SERVICE_NOT_AVAILABLE, _SNA),
+    _PS.OS_PAGECACHE_BUSY: (
+        RS.SYSTEM_ERROR,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
+    _PS.UNKNOWN_ERROR: (RS.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+# Codes whose response carries msgId/queueId/queueOffset (§9.1).
+_WITH_IDS: Final = frozenset(
+    {RS.SUCCESS, RS.FLUSH_DISK_TIMEOUT, RS.FLUSH_SLAVE_TIMEOUT, RS.SLAVE_NOT_AVAILABLE}
+)
 
-class _Reject(Exception):
+
+@dataclass(slots=True)
+class _Waiting:
+    """A parked WAIT send's reply (CommitLog.GroupCommitRequest)."""
+
+    end_offset: int
+    deadline_ms: int  # SYNC_FLUSH: syncFlushTimeout
+    conn_id: int
+    resp: RemotingCommand
+    need_flush: bool = True
+    slave_deadline_ms: int = 0  # SYNC_MASTER: slaveTimeout (0: no slave wait)
+    keep_code: bool = False  # a replier's answer: its code is the push's, whatever the wait
+
+
+class Reject(Exception):
     """An early error response."""
 
     def __init__(self, code: int, remark: str) -> None:
@@ -46,16 +104,54 @@ class _Reject(Exception):
 
 
 class AbstractSendMessageProcessor:
-    """The checks every send code runs before it touches the store."""
-
-    broker_writable: bool  # set by the subclass from brokerPermission (and on its changes)
+    """The checks every send code runs before it touches the store, and the put's answer."""
 
     def __init__(self, ctx: BrokerContext, rng: random.Random | None = None) -> None:
         self.ctx = ctx
-        self.bc = ctx.broker_config
+        self.bc = bc = ctx.broker_config
         self.rng = rng or random.Random()
+        self.store = ctx.store
+        self.store_host = pack_host(bc.brokerIP1, bc.listenPort)
         self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
         self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
+        sc = ctx.store_config
+        self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
+        # SYNC_MASTER: a WAIT send is answered once a slave has it (GroupTransferService)
+        self.sync_master = str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER"
+        self.slave_timeout_ms = int(getattr(sc, "slaveTimeout", 3000))
+        self.slave_fallbehind_max = int(getattr(sc, "haSlaveFallbehindMax", 256 << 20))
+        self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
+        self.waiting: list[_Waiting] = []
+        # the put counts (topic -> [messages, bytes, calls]); a subclass may publish them
+        self._puts: dict[Any, list[int]] = {}
+        self._read_config()
+        ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
+        # SYNC_MASTER: wake the HA service for a waiting send, be woken by a slave's ack
+        self._transfer_wake: WakeWriter | None = None
+        self._acked_wake: WakeReader | None = None
+        self._poke_transfer = False
+        self._woken = False  # the last transfer poke reached the HA service: acks will wake us
+        wake_dir = getattr(ctx, "runtime_dir", "")
+        if self.sync_master and wake_dir and isinstance(self.store, DefaultMessageStore):
+            self._transfer_wake = WakeWriter(os.path.join(wake_dir, HA_TRANSFER))
+            self._acked_wake = WakeReader(os.path.join(wake_dir, HA_ACKED))
+
+    def _read_config(self) -> None:
+        """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
+        bc = self.bc
+        self.region = bc.regionId
+        self.cluster = bc.brokerClusterName
+        self.trace_on = "true" if bc.traceOn else "false"
+        self.broker_writable = is_writeable(bc.brokerPermission)
+
+    def _base_ext(self) -> dict[str, str]:
+        """MSG_REGION and TRACE_ON: on every send response (§9.1)."""
+        return {"MSG_REGION": self.region, "TRACE_ON": self.trace_on}
+
+    def _count_put(self, topic: str, msgs: int, size: int) -> None:
+        """handlePutMessageResult's stats, for the topic the record went to (SCHEDULE_TOPIC_XXXX
+        for a delayed one, as in Java)."""
+        count(self._puts, topic, msgs, size)
 
     # --- checks (AbstractSendMessageProcessor.msgCheck) --------------------------------------
 
@@ -94,12 +190,12 @@ class AbstractSendMessageProcessor:
         topics = self.ctx.topics
         tc = topics.table.get(topic)
         if not self.broker_writable and tc is not None and tc.order:
-            raise _Reject(
+            raise Reject(
                 RS.NO_PERMISSION, f"the broker[{self.bc.brokerIP1}] sending message is forbidden"
             )
         verdict = self._check_name(topic)
         if verdict is not None:
-            raise _Reject(*verdict)
+            raise Reject(*verdict)
         if tc is None:
             h = decode_send_header(cmd.code, cmd.ext_fields)
             tc = topics.create_in_send_message_method(
@@ -108,7 +204,7 @@ class AbstractSendMessageProcessor:
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc, _ = topics.create_in_send_back(topic, 1, RW, 0)
             if tc is None:
-                raise _Reject(
+                raise Reject(
                     RS.TOPIC_NOT_EXIST,
                     f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}",
                 )
@@ -116,7 +212,7 @@ class AbstractSendMessageProcessor:
         if queue_id < 0:
             queue_id = self.rng.randrange(max(1, tc.write_queue_nums))
         elif queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:
-            raise _Reject(
+            raise Reject(
                 RS.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, {tc} Producer: {peer[0]}:{peer[1]}",
             )
@@ -138,7 +234,7 @@ class AbstractSendMessageProcessor:
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         cfg, created = self.ctx.groups.find_or_create(group)
         if cfg is None:
-            raise _Reject(RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+            raise Reject(RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
         if created:
             self.ctx.emit(SubscriptionGroupChanged(cfg))
         max_times = cfg.retry_max_times
@@ -153,3 +249,109 @@ class AbstractSendMessageProcessor:
             return dlq, 0
         return topic, queue_id
 
+
+    # --- the put's answer (handlePutMessageResult) and its wait (handleDiskFlush / handleHA) ---
+
+    def _put_response(
+        self, req: Request, result: Any, queue_id: int, wait: bool, now_ms: int,
+        topic: str | None = None,
+    ) -> RemotingCommand | None:
+        """The response for any put status (batches, errors); a stored one is counted for
+        `topic` in the stats."""
+        code, remark = PUT_STATUS_CODES.get(result.status, (RS.SYSTEM_ERROR, result.status.name))
+        ext = self._base_ext()
+        if code in _WITH_IDS:
+            if topic is not None:
+                self._count_put(topic, result.msg_num, result.wrote_bytes)
+            ext["msgId"] = ",".join(result.msg_ids)
+            ext["queueId"] = str(queue_id)
+            ext["queueOffset"] = str(result.logics_offset)
+        resp = req.cmd.make_response(code, remark, ext)
+        if code != RS.SUCCESS:
+            return resp
+        return self._maybe_wait(req.conn_id, req.cmd.is_oneway, resp, result.end_offset, wait,
+                                   now_ms)
+
+    def _maybe_wait(
+        self, conn_id: int, oneway: bool, resp: RemotingCommand, end_offset: int, wait: bool,
+        now_ms: int, *, keep_code: bool = False,
+    ) -> RemotingCommand | None:
+        """WAIT sends: SYNC_FLUSH parks the reply until a flush covers end_offset, SYNC_MASTER
+        until a slave has it (CommitLog.handleDiskFlush / handleHA); None while parked. With no
+        slave, or one too far behind, a SYNC_MASTER send is answered SLAVE_NOT_AVAILABLE at
+        once (the message stays stored). keep_code (ReplyMessageProcessor): wait the same, but
+        the answer's code stays the push result's."""
+        if not wait or oneway:
+            return resp
+        need_flush = self.sync_flush and end_offset > self.store.flushed_offset
+        slave_deadline = 0
+        if self.sync_master:
+            if self._slave_ok(end_offset):
+                slave_deadline = now_ms + self.slave_timeout_ms
+                self._poke_transfer = True
+            elif not keep_code:
+                resp.code = RS.SLAVE_NOT_AVAILABLE
+        if need_flush or slave_deadline:
+            self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
+                                         conn_id, resp, need_flush, slave_deadline, keep_code))
+            return None
+        return resp
+
+    def _slave_ok(self, end_offset: int) -> bool:
+        """HAService.isSlaveOK: a slave is connected and not too far behind."""
+        st = self.store.state if self.store is not None else None
+        if st is None or st.get(OFF_HA_SLAVES) <= 0:
+            return False
+        return end_offset - st.get(OFF_HA_ACKED) < self.slave_fallbehind_max
+
+    def _slave_acked(self) -> int:
+        st = self.store.state if self.store is not None else None
+        return st.get(OFF_HA_ACKED) if st is not None else -1
+
+    def next_look_ms(self, now_ms: int) -> int | None:
+        """When the waiting sends want their next look (None: none waits). A slave's ack wakes
+        this core through the acked pipe once the HA service got the transfer poke, so then
+        only the earliest deadline needs a timer; otherwise (no pipe, a flush to wait for)
+        every millisecond."""
+        if not self.waiting:
+            return None
+        if not self._woken or any(w.need_flush for w in self.waiting):
+            return 1
+        due = min(w.slave_deadline_ms or w.deadline_ms for w in self.waiting)
+        return max(1, due - now_ms)
+
+    def flush_and_release(self, now_ms: int) -> int:
+        """Group commit: one flush (SYNC_FLUSH), a look at what the slaves have (SYNC_MASTER),
+        then answer every waiting send they cover or whose time is up; the count."""
+        if not self.waiting:
+            return 0
+        if self._poke_transfer:  # one wake-up of the HA service per batch that parked sends
+            self._poke_transfer = False
+            self._woken = self._transfer_wake is not None and self._transfer_wake.poke()
+        flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
+        acked = self._slave_acked() if self.sync_master else 1 << 62
+        keep: list[_Waiting] = []
+        n = 0
+        outbox = self.ctx.outbox
+        for w in self.waiting:
+            # both outcomes settle first (asyncPutMessage's thenCombine); the slave's wins
+            disk_late = w.need_flush and w.end_offset > flushed
+            slave_late = bool(w.slave_deadline_ms) and w.end_offset > acked
+            if (disk_late and now_ms < w.deadline_ms) or (
+                slave_late and now_ms < w.slave_deadline_ms
+            ):
+                keep.append(w)
+                continue
+            if slave_late:
+                log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)
+                if not w.keep_code:
+                    w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
+            elif disk_late and w.resp.code != RS.SLAVE_NOT_AVAILABLE:
+                log.warning("sync flush timeout end_offset=%d flushed=%d", w.end_offset, flushed)
+                if not w.keep_code:
+                    w.resp.code = RS.FLUSH_DISK_TIMEOUT
+            n += 1
+            if outbox is not None:
+                outbox.send(w.conn_id, w.resp)
+        self.waiting = keep
+        return n

@@ -90,11 +90,11 @@ class ClientManageProcessor(CodeDispatchCore):
         return max(0, self._next_scan_ms - now_ms)
 
     def _close(self, conn_ids: set[int]) -> None:
-        close = getattr(self.ctx.outbox, "close_conn", None)
-        if close is None:
+        outbox = self.ctx.outbox
+        if outbox is None:
             return
         for conn_id in sorted(conn_ids):
-            close(conn_id)
+            outbox.close_conn(conn_id)
 
     # --- helpers --------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ PullRequestHoldService.java + NotifyMessageArrivingListener.java, RocketMQ 4.9.x
 The hold service lives in the same actor, so an arrival notice from the send actor
 (`on_arrival`) re-runs the held pulls and replies through the outbox with no extra hop.
 The OFFSET_MOVED_EVENT message Java stores on code 21 is written by the send actor (the single
-writer): this core emits an OffsetMoved event for it.
+writer): this core emits an OffsetMoved event for it, and `offset_moved_message` builds it.
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ from actors.broker.sql92 import Sql92Filter, SubscriptionRefused, compile_subscr
 from actors.broker.stats_items import StatsPublisher, count, fold_gets
 from actors.broker.topic_config import is_readable
 from actors.core import FAQ_SUFFIX, Request
-from protocol.bodies import EXPRESSION_TYPE_TAG, SubscriptionData
-from protocol.codes import CURRENT_VERSION, RPC_TYPE_RESPONSE, RequestCode, SerializeType
+from protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue, SubscriptionData, dumps_compact
+from protocol.codes import (
+    CURRENT_VERSION,
+    OFFSET_MOVED_EVENT,
+    RPC_TYPE_RESPONSE,
+    RequestCode,
+    SerializeType,
+)
 from protocol.codes import LanguageCode as _Lang
 from protocol.codes import ResponseCode as RS
 from protocol.command import (
@@ -39,9 +45,15 @@ from protocol.command import (
 )
 from protocol.errors import HeaderFieldError
 from protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from protocol.message import parse_properties
+from protocol.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    parse_properties,
+)
 from protocol.record import RecordError, decode_record_fields
 from store.get_message_result import GetMessageResult, GetMessageStatus
+from store.message_ext_broker_inner import MessageExtBrokerInner
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +119,22 @@ class SqlSubscriptionFilter(SubscriptionFilter):
         """Evaluate the expression on the stored record's properties."""
         assert self.sql is not None
         return self.sql.matches(record_properties(record))
+
+
+def offset_moved_message(ev: OffsetMoved, store_host: bytes, now_ms: int) -> MessageExtBrokerInner:
+    """generateOffsetMovedEvent: the OFFSET_MOVED_EVENT message the send actor stores."""
+    body = dumps_compact(
+        {
+            "consumerGroup": ev.group,
+            "messageQueue": MessageQueue(ev.topic, ev.broker_name, ev.queue_id).to_obj(),
+            "offsetNew": ev.offset_new,
+            "offsetRequest": ev.offset_request,
+        }
+    )
+    props = {PROPERTY_TAGS: ev.group, PROPERTY_DELAY_TIME_LEVEL: "0", PROPERTY_KEYS: ev.group}
+    return MessageExtBrokerInner(
+        OFFSET_MOVED_EVENT, body, 0, props, 0, 0, now_ms, store_host, store_host, 0
+    )
 
 
 def record_properties(record: memoryview) -> dict[str, str]:
@@ -260,7 +288,7 @@ class PullMessageProcessor:
         result = self._get(h, sub_filter, now_ms)
         return self._answer(req, h, sub_filter, result, now_ms, allow_suspend)
 
-    def fast_pull(
+    def fast_path(
         self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
     ) -> bytes | None:
         """The encoded answer of a two-way JSON PULL_MESSAGE whose group exists, or None

@@ -39,10 +39,9 @@ class QueryMessageProcessor(CodeDispatchCore):
             h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
         )
         out_ext = QueryMessageResponseHeader(
-            int(getattr(result, "index_last_update_timestamp", 0)),
-            int(getattr(result, "index_last_update_phyoffset", 0)),
+            result.index_last_update_timestamp, result.index_last_update_phyoffset
         ).to_ext()
-        body = _result_body(result)
+        body = result.buffer  # the matching records concatenated
         if not body:
             return cmd.make_response(
                 RS.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", out_ext
@@ -58,14 +57,3 @@ class QueryMessageProcessor(CodeDispatchCore):
                 RS.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
             )
         return cmd.make_response(RS.SUCCESS, None, None, bytes(data))
-
-
-def _result_body(result: object) -> bytes:
-    """The concatenated stored records of a QueryMessageResult."""
-    buf = getattr(result, "buffer", None)
-    if buf:
-        return bytes(buf)
-    parts = getattr(result, "message_buffers", None) or getattr(result, "buffers", None)
-    if parts:
-        return b"".join(bytes(p) for p in parts)
-    return b""

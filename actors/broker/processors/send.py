@@ -1,41 +1,33 @@
-"""The send group: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
-CONSUMER_SEND_MSG_BACK (36), END_TRANSACTION (37) and SEND_REPLY_MESSAGE (324/325), on THE
-single store writer, which also serves the admin codes that change the store
-(actors.broker.processors.admin_store).
+"""The send group: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+CONSUMER_SEND_MSG_BACK (36) on THE single store writer, which also serves END_TRANSACTION (37,
+actors.broker.transaction), SEND_REPLY_MESSAGE (324/325, actors.broker.processors.reply) and
+the admin codes that change the store (actors.broker.processors.admin_store).
 
-Mirrors broker/processor/SendMessageProcessor.java + AbstractSendMessageProcessor.java and
-ReplyMessageProcessor.java, RocketMQ 4.9.x (spec §9.1, §9.6). SYNC_FLUSH is a group commit:
-a send that must wait for the flush returns None; the runtime calls `flush_and_release(now_ms)`
-after each batch (and tick does too), which flushes once and answers every waiting send whose
-record is covered, or FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. Delay levels are
-rewritten to SCHEDULE_TOPIC_XXXX inside the store; actors.broker.schedule.ScheduleMessageService
-delivers them, driven by tick() only (a master's writer; the request path never touches it).
+Mirrors broker/processor/SendMessageProcessor.java, RocketMQ 4.9.x (spec §9.1, §9.6); the
+checks and the put's answer and wait (SYNC_FLUSH group commit, SYNC_MASTER) are in its base,
+actors.broker.processors.abstract_send. Delay levels are rewritten to SCHEDULE_TOPIC_XXXX inside
+the store; actors.broker.schedule.ScheduleMessageService delivers them, driven by tick() only
+(a master's writer; the request path never touches it).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from actors.broker.context import BrokerContext
-from actors.broker.events import (
-    BrokerConfigChanged,
-    HaMasterChanged,
-    OffsetMoved,
-    SubscriptionGroupChanged,
-)
+from actors.broker.events import HaMasterChanged, OffsetMoved, SubscriptionGroupChanged
 from actors.broker.ha import HAClient
 from actors.broker.processors.abstract_send import (
     CACHE_LIMIT,
     RW,
     V3_4_9,
-    AbstractSendMessageProcessor,
-    _Reject,
+    Reject,
 )
 from actors.broker.processors.admin_store import STORE_ADMIN_CODES, StoreAdminProcessor
+from actors.broker.processors.pull import offset_moved_message
+from actors.broker.processors.reply import REPLY_CODES, ReplyMessageProcessor
 from actors.broker.schedule import ScheduleMessageService, read_persisted_offsets
 from actors.broker.stats_items import (
     SNDBCK_PUT_NUMS,
@@ -48,13 +40,14 @@ from actors.broker.topic_config import (
     TRANS_HALF_TOPIC,
     is_writeable,
 )
-from actors.broker.transaction import TransactionalMessageService
+from actors.broker.transaction import (
+    TransactionalMessageService,
+    process_end_transaction,
+    resume_check_half_message,
+)
 from actors.core import FAQ_SUFFIX, Request
-from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
-from protocol.bodies import MessageQueue, dumps_compact
 from protocol.codes import (
     CURRENT_VERSION,
-    OFFSET_MOVED_EVENT,
     RETRY_GROUP_TOPIC_PREFIX,
     RPC_TYPE_RESPONSE,
     TopicSysFlag,
@@ -73,9 +66,6 @@ from protocol.command import (
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
-    EndTransactionRequestHeader,
-    ReplyMessageRequestHeader,
-    ResumeCheckHalfMessageRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_send_header,
@@ -84,10 +74,7 @@ from protocol.headers import (
 from protocol.message import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
-    PROPERTY_KEYS,
-    PROPERTY_MESSAGE_REPLY_TO_CLIENT,
     PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_PUSH_REPLY_TIME,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS,
@@ -101,13 +88,11 @@ from protocol.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     java_string_hash,
-    pack_host,
     properties_to_string,
 )
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import DefaultMessageStore
 from store.put_message_result import PutMessageStatus, offset_msg_id
-from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
 
 log = logging.getLogger(__name__)
 
@@ -118,60 +103,11 @@ _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 _END_TX: Final = int(RC.END_TRANSACTION)
 _RESUME_CHECK: Final = int(RC.RESUME_CHECK_HALF_MESSAGE)
 _ALL_DELAY_OFFSET: Final = int(RC.GET_ALL_DELAY_OFFSET)
-_REPLY_CODES: Final = frozenset({int(RC.SEND_REPLY_MESSAGE), int(RC.SEND_REPLY_MESSAGE_V2)})
-PUSH_REPLY_TIMEOUT_MS: Final = 10_000  # Broker2Client.callClient's invokeSync timeout
 
 # SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
 RESPONSE_KEYS: Final = tuple(f.key for f in SendMessageResponseHeader.FIELDS)
 
-# store PutMessageStatus -> (response code, remark or None)
-_SNA = (
-    "service not available now. It may be caused by one of the following reasons: the broker's"
-    " disk is full, messages are put to the slave, message store has been shut down, etc."
-)
 _PS = PutMessageStatus
-PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
-    _PS.PUT_OK: (RS.SUCCESS, None),
-    _PS.FLUSH_DISK_TIMEOUT: (RS.FLUSH_DISK_TIMEOUT, None),
-    _PS.FLUSH_SLAVE_TIMEOUT: (RS.FLUSH_SLAVE_TIMEOUT, None),
-    _PS.SLAVE_NOT_AVAILABLE: (RS.SLAVE_NOT_AVAILABLE, None),
-    _PS.CREATE_MAPEDFILE_FAILED: (RS.SYSTEM_ERROR, "create mapped file failed"),
-    _PS.MESSAGE_ILLEGAL: (RS.MESSAGE_ILLEGAL, "the message is illegal"),
-    _PS.PROPERTIES_SIZE_EXCEEDED: (RS.MESSAGE_ILLEGAL, "the message properties exceed 32k"),
-    _PS.SERVICE_NOT_AVAILABLE: (RS.SERVICE_NOT_AVAILABLE, _SNA),
-    _PS.OS_PAGECACHE_BUSY: (
-        RS.SYSTEM_ERROR,
-        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
-    ),
-    _PS.UNKNOWN_ERROR: (RS.SYSTEM_ERROR, "UNKNOWN_ERROR"),
-}
-# Codes whose response carries msgId/queueId/queueOffset (§9.1).
-_WITH_IDS: Final = frozenset(
-    {RS.SUCCESS, RS.FLUSH_DISK_TIMEOUT, RS.FLUSH_SLAVE_TIMEOUT, RS.SLAVE_NOT_AVAILABLE}
-)
-
-
-@dataclass(slots=True)
-class _Waiting:
-    end_offset: int
-    deadline_ms: int  # SYNC_FLUSH: syncFlushTimeout
-    conn_id: int
-    resp: RemotingCommand
-    need_flush: bool = True
-    slave_deadline_ms: int = 0  # SYNC_MASTER: slaveTimeout (0: no slave wait)
-    keep_code: bool = False  # a replier's answer: its code is the push's, whatever the wait
-
-
-@dataclass(slots=True)
-class _PushWait:
-    """A reply message pushed to its requester: the replier's response waits for the answer."""
-
-    conn_id: int  # the replier's connection (None response for a oneway replier: not kept)
-    resp: RemotingCommand
-    client_id: str
-    target_conn: int
-    deadline_ms: int
-    end_offset: int = 0  # where the stored reply ends (0: not stored): SYNC_FLUSH waits for it
 
 
 def _delay_level(props: dict[str, str]) -> int:
@@ -182,28 +118,14 @@ def _delay_level(props: dict[str, str]) -> int:
         return 0
 
 
-class SendMessageProcessor(AbstractSendMessageProcessor):
-    """The send group core (ProcessorCore)."""
+class SendMessageProcessor(ReplyMessageProcessor):
+    """The send group core (ProcessorCore): the send codes over the reply codes' processor."""
 
     def __init__(self, ctx: BrokerContext, rng: random.Random | None = None) -> None:
         super().__init__(ctx, rng)
-        bc = self.bc
-        self.store = ctx.store
-        self.store_host = pack_host(bc.brokerIP1, bc.listenPort)
         sc = ctx.store_config
-        self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
-        # SYNC_MASTER: a WAIT send is answered once a slave has it (GroupTransferService)
-        self.sync_master = str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER"
-        self.slave_timeout_ms = int(getattr(sc, "slaveTimeout", 3000))
-        self.slave_fallbehind_max = int(getattr(sc, "haSlaveFallbehindMax", 256 << 20))
-        self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
-        self.waiting: list[_Waiting] = []
-        self.push_waits: dict[int, _PushWait] = {}  # opaque of a reply push -> its replier
-        self._closed_conns: set[int] = set()  # connections closed (ids are never reused)
-        self._read_config()
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
-        ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
         self.store_admin = StoreAdminProcessor(ctx)  # the admin codes that change the store
         self.schedule = self._start_schedule()
         self.tx = self._start_transactions()
@@ -215,7 +137,8 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
             if root and isinstance(self.store, DefaultMessageStore) else None
         )  # fmt: skip
         # the hot path's put counts (topic -> [messages, bytes, calls]), folded at samples
-        self._puts: dict[Any, list[int]] = self.stats.counts if self.stats is not None else {}
+        if self.stats is not None:
+            self._puts = self.stats.counts
         # a slave's store writer replicates from its master (HAService.HAClient)
         self.ha_client: HAClient | None = None
         if self._is_slave() and isinstance(self.store, DefaultMessageStore):
@@ -224,23 +147,10 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
             if configured:
                 self.ha_client.set_master(configured, 0)
             ctx.on_event(HaMasterChanged, self._on_ha_master)
-        # SYNC_MASTER: wake the HA service for a waiting send, be woken by a slave's ack
-        self._transfer_wake: WakeWriter | None = None
-        self._acked_wake: WakeReader | None = None
-        self._poke_transfer = False
-        self._woken = False  # the last transfer poke reached the HA service: acks will wake us
-        wake_dir = getattr(ctx, "runtime_dir", "")
-        if self.sync_master and wake_dir and isinstance(self.store, DefaultMessageStore):
-            self._transfer_wake = WakeWriter(os.path.join(wake_dir, HA_TRANSFER))
-            self._acked_wake = WakeReader(os.path.join(wake_dir, HA_ACKED))
 
     def _read_config(self) -> None:
         """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
-        bc = self.bc
-        self.region = bc.regionId
-        self.cluster = bc.brokerClusterName
-        self.trace_on = "true" if bc.traceOn else "false"
-        self.broker_writable = is_writeable(bc.brokerPermission)
+        super()._read_config()
         self._cluster_prop = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
         # SUCCESS responses: the JSON header pre-rendered, only these three values vary
         self._ok_template = ResponseTemplate(
@@ -301,26 +211,6 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
                                                       ""):  # fmt: skip
             self.ha_client.set_master(ev.ha_addr, now_ms)
 
-    def _slave_ok(self, end_offset: int) -> bool:
-        """HAService.isSlaveOK: a slave is connected and not too far behind."""
-        st = getattr(self.store, "state", None)
-        if st is None or st.get(OFF_HA_SLAVES) <= 0:
-            return False
-        return end_offset - st.get(OFF_HA_ACKED) < self.slave_fallbehind_max
-
-    def _slave_acked(self) -> int:
-        st = getattr(self.store, "state", None)
-        return st.get(OFF_HA_ACKED) if st is not None else -1
-
-    def _count_put(self, topic: str, msgs: int, size: int) -> None:
-        """handlePutMessageResult's stats, for the topic the record went to (SCHEDULE_TOPIC_XXXX
-        for a delayed one, as in Java)."""
-        count(self._puts, topic, msgs, size)
-
-    def _base_ext(self) -> dict[str, str]:
-        """MSG_REGION and TRACE_ON: on every send response (§9.1)."""
-        return {"MSG_REGION": self.region, "TRACE_ON": self.trace_on}
-
     # --- ProcessorCore --------------------------------------------------------------------
 
     def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
@@ -331,11 +221,11 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
             if cmd.code == _SEND_BACK:
                 resp = self._send_back(req, now_ms)
             elif cmd.code == _END_TX:
-                resp = self._end_transaction(req, now_ms)
-            elif cmd.code in _REPLY_CODES:
-                resp = self._send_reply(req, now_ms)
+                resp = process_end_transaction(self.tx, req, now_ms)
+            elif cmd.code in REPLY_CODES:
+                resp = self.process_reply(req, now_ms)
             elif cmd.code == _RESUME_CHECK:
-                resp = self._resume_check(req, now_ms)
+                resp = resume_check_half_message(self.tx, cmd, now_ms)
             elif cmd.code == _ALL_DELAY_OFFSET:
                 resp = self._all_delay_offset(cmd)
             elif cmd.code in STORE_ADMIN_CODES:
@@ -361,15 +251,8 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """A requester gone while its reply push is open: that push failed (waiting sends'
         replies to a closed connection are dropped by the outbox)."""
-        for opaque in [o for o, w in self.push_waits.items() if w.target_conn == conn_id]:
-            self._push_failed(self.push_waits.pop(opaque), now_ms)
+        self.fail_pushes_to(conn_id, now_ms)
         self.store_admin.on_connection_closed(conn_id)
-        # client_manage's ProducerGroupChanged for it may come later: skip it until then
-        closed = self._closed_conns
-        closed.add(conn_id)
-        if len(closed) > CACHE_LIMIT:
-            live = {c for conns in self.ctx.producer_channels.values() for c in conns}
-            closed.intersection_update(live)
 
     def tick(self, now_ms: int) -> int | None:
         """Release flushed sync sends, run the store's periodic work and the services hosted
@@ -388,65 +271,13 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
         if self.ha_client is not None:
             waits.append(self.ha_client.tick(now_ms))
         waits.append(self.store_admin.tick(now_ms))
-        if self.push_waits:
-            for opaque in [o for o, w in self.push_waits.items() if now_ms >= w.deadline_ms]:
-                self._push_failed(self.push_waits.pop(opaque), now_ms)
-            if self.push_waits:
-                waits.append(min(w.deadline_ms for w in self.push_waits.values()) - now_ms)
+        waits.append(self.expire_pushes(now_ms))
         wanted = [w for w in waits if w is not None]
         return min(wanted) if wanted else None
 
-    def next_look_ms(self, now_ms: int) -> int | None:
-        """When the waiting sends want their next look (None: none waits). A slave's ack wakes
-        this core through the acked pipe once the HA service got the transfer poke, so then
-        only the earliest deadline needs a timer; otherwise (no pipe, a flush to wait for)
-        every millisecond."""
-        if not self.waiting:
-            return None
-        if not self._woken or any(w.need_flush for w in self.waiting):
-            return 1
-        due = min(w.slave_deadline_ms or w.deadline_ms for w in self.waiting)
-        return max(1, due - now_ms)
-
-    def flush_and_release(self, now_ms: int) -> int:
-        """Group commit: one flush (SYNC_FLUSH), a look at what the slaves have (SYNC_MASTER),
-        then answer every waiting send they cover or whose time is up; the count."""
-        if not self.waiting:
-            return 0
-        if self._poke_transfer:  # one wake-up of the HA service per batch that parked sends
-            self._poke_transfer = False
-            self._woken = self._transfer_wake is not None and self._transfer_wake.poke()
-        flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
-        acked = self._slave_acked() if self.sync_master else 1 << 62
-        keep: list[_Waiting] = []
-        n = 0
-        outbox = self.ctx.outbox
-        for w in self.waiting:
-            # both outcomes settle first (asyncPutMessage's thenCombine); the slave's wins
-            disk_late = w.need_flush and w.end_offset > flushed
-            slave_late = bool(w.slave_deadline_ms) and w.end_offset > acked
-            if (disk_late and now_ms < w.deadline_ms) or (
-                slave_late and now_ms < w.slave_deadline_ms
-            ):
-                keep.append(w)
-                continue
-            if slave_late:
-                log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)
-                if not w.keep_code:
-                    w.resp.code = RS.FLUSH_SLAVE_TIMEOUT
-            elif disk_late and w.resp.code != RS.SLAVE_NOT_AVAILABLE:
-                log.warning("sync flush timeout end_offset=%d flushed=%d", w.end_offset, flushed)
-                if not w.keep_code:
-                    w.resp.code = RS.FLUSH_DISK_TIMEOUT
-            n += 1
-            if outbox is not None:
-                outbox.send(w.conn_id, w.resp)
-        self.waiting = keep
-        return n
-
     # --- the fast path: plain SEND_MESSAGE_V2 straight from the frame ------------------------
 
-    def fast_send(
+    def fast_path(
         self, frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
     ) -> bytes | None:
         """The encoded reply of a plain two-way SEND_MESSAGE_V2 to an existing topic, or None
@@ -579,7 +410,7 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
             tran = props.get(PROPERTY_TRAN_MSG)
             if tran is not None and tran.lower() == "true":
                 if self.bc.rejectTransactionMessage:
-                    raise _Reject(
+                    raise Reject(
                         RS.NO_PERMISSION,
                         f"the broker[{self.bc.brokerIP1}] sending transaction message is forbidden",
                     )
@@ -592,7 +423,7 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
                 if created:
                     self._emit_topic(half)
                 topic, queue_id = TRANS_HALF_TOPIC, 0
-        except _Reject as r:
+        except Reject as r:
             return cmd.make_response(r.code, r.remark, self._base_ext())
         peer = req.peer
         born_host = self._hosts.get(peer) or self._born_host(peer)
@@ -638,118 +469,6 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
                                    now_ms)
         return self._put_response(req, result, resp_qid, wait, now_ms, topic)
 
-    # --- SEND_REPLY_MESSAGE / V2 (ReplyMessageProcessor) -------------------------------------
-
-    def _send_reply(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """Store the reply in its topic (storeReplyMessageEnable) and push it to the producer
-        named by REPLY_TO_CLIENT (PUSH_REPLY_MESSAGE_TO_CLIENT); the replier's response waits
-        for the push's answer and is SYSTEM_ERROR when the push fails. As in Java, the record
-        keeps the request's properties text as it came and sysFlag 0."""
-        cmd = req.cmd
-        h = decode_send_header(cmd.code, cmd.ext_fields)
-        try:
-            _tc, queue_id = self._msg_check(cmd, h.topic, h.queue_id, req.peer)
-        except _Reject as r:
-            return cmd.make_response(r.code, r.remark, self._base_ext())
-        text = h.properties or ""
-        props = parse_properties(text) if text else {}
-        ext = self._base_ext()
-        end_offset = 0
-        if self.bc.storeReplyMessageEnable:
-            result = self.store.put_message(
-                MessageExtBrokerInner(
-                    h.topic, cmd.body, h.flag, {}, queue_id, 0, h.born_timestamp,
-                    self._born_host(req.peer), self.store_host, h.reconsume_times or 0,
-                    properties_string=text,
-                ),
-                now_ms,
-            )  # fmt: skip
-            if result.status in (_PS.PUT_OK, _PS.FLUSH_DISK_TIMEOUT, _PS.FLUSH_SLAVE_TIMEOUT,
-                                 _PS.SLAVE_NOT_AVAILABLE):  # fmt: skip
-                end_offset = result.end_offset
-                self._count_put(h.topic, 1, result.wrote_bytes)
-                ext.update(msgId=offset_msg_id(self.store_host, result.wrote_offset),
-                           queueId=str(queue_id), queueOffset=str(result.logics_offset))
-            else:
-                log.warning("reply message not stored: %s", result.status.name)
-        if "msgId" not in ext:  # Java writes zeros when the push went out and nothing stored
-            ext_ok = {**ext, "msgId": "0", "queueId": str(queue_id), "queueOffset": "0"}
-        else:
-            ext_ok = ext
-        resp = cmd.make_response(RS.SUCCESS, None, ext_ok)
-        client_id = props.get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
-        if client_id is None:
-            log.warning("%s is null, can not reply message", PROPERTY_MESSAGE_REPLY_TO_CLIENT)
-            return self._reply_stored(req.conn_id, cmd.make_response(
-                RS.SYSTEM_ERROR, f"reply message properties[{PROPERTY_MESSAGE_REPLY_TO_CLIENT}]"
-                " is null", ext), end_offset, now_ms)  # fmt: skip
-        target = self._producer_conn(client_id)
-        outbox = self.ctx.outbox
-        if target is None or outbox is None:
-            remark = f"push reply message fail, channel of <{client_id}> not found."
-            log.warning(remark)
-            return self._reply_stored(req.conn_id, cmd.make_response(RS.SYSTEM_ERROR, remark, ext),
-                                      end_offset, now_ms)  # fmt: skip
-        props[PROPERTY_PUSH_REPLY_TIME] = str(now_ms)
-        peer = req.peer
-        push = RemotingCommand.request(
-            RC.PUSH_REPLY_MESSAGE_TO_CLIENT,
-            ReplyMessageRequestHeader(
-                h.producer_group, h.topic, h.default_topic, h.default_topic_queue_nums,
-                h.queue_id, h.sys_flag, h.born_timestamp, h.flag,
-                f"/{peer[0]}:{peer[1]}", f"/{self.bc.brokerIP1}:{self.bc.listenPort}", now_ms,
-                properties_to_string(props), h.reconsume_times, bool(h.unit_mode),
-            ).to_ext(),
-            cmd.body,  # encode() joins the view: no copy here
-        )  # fmt: skip
-        if not cmd.is_oneway:
-            self.push_waits[push.opaque] = _PushWait(
-                req.conn_id, resp, client_id, target, now_ms + PUSH_REPLY_TIMEOUT_MS, end_offset
-            )
-        outbox.call(target, push)
-        return None
-
-    def _producer_conn(self, client_id: str) -> int | None:
-        """ProducerManager.findChannel: the connection of a producer client by its id."""
-        closed = self._closed_conns
-        for conn_id in self.ctx.producer_channels.get(client_id, ()):
-            if conn_id not in closed:
-                return conn_id
-        return None
-
-    def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
-        """The requester answered a reply push: the replier learns how it went."""
-        wait = self.push_waits.pop(resp.opaque, None)
-        if wait is None:
-            log.info("client response opaque=%d code=%d matches no push", resp.opaque, resp.code)
-            return
-        if resp.code != RS.SUCCESS:
-            log.warning("push reply message to <%s> return fail, response remark: %s",
-                        wait.client_id, resp.remark)  # fmt: skip
-            self._push_failed(wait, now_ms)
-        else:
-            self._send_reply_response(wait, now_ms)
-
-    def _reply_stored(self, conn_id: int, resp: RemotingCommand, end_offset: int, now_ms: int
-                      ) -> RemotingCommand | None:  # fmt: skip
-        """The replier's answer once the stored reply is as durable as a WAIT send's
-        (ReplyMessageProcessor's putMessage waits for the flush and the slave alike); None
-        while it waits. end_offset 0: nothing was stored, nothing to wait for."""
-        if not end_offset:
-            return resp
-        return self._maybe_wait(conn_id, False, resp, end_offset, True, now_ms, keep_code=True)
-
-    def _send_reply_response(self, wait: _PushWait, now_ms: int) -> None:
-        resp = self._reply_stored(wait.conn_id, wait.resp, wait.end_offset, now_ms)
-        if resp is not None and self.ctx.outbox is not None:
-            self.ctx.outbox.send(wait.conn_id, resp)
-
-    def _push_failed(self, wait: _PushWait, now_ms: int) -> None:
-        """Answer the replier SYSTEM_ERROR (the message stays stored, as in Java)."""
-        wait.resp.code = RS.SYSTEM_ERROR
-        wait.resp.remark = f"push reply message to {wait.client_id}fail."  # Java's text
-        self._send_reply_response(wait, now_ms)
-
     def _send_batch(
         self, req: Request, h: SendMessageRequestHeader, now_ms: int
     ) -> RemotingCommand | None:
@@ -757,12 +476,12 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
         try:  # sendBatchMessage: msgCheck first (its topic check answers a long name first)
             tc, queue_id = self._msg_check(cmd, h.topic, h.queue_id, req.peer)
             if len(h.topic) > 127:
-                raise _Reject(RS.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
+                raise Reject(RS.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
             if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                raise _Reject(
+                raise Reject(
                     RS.MESSAGE_ILLEGAL, f"batch request does not support retry group {h.topic}"
                 )
-        except _Reject as r:
+        except Reject as r:
             return cmd.make_response(r.code, r.remark, self._base_ext())
         props = parse_properties(h.properties) if h.properties else {}
         wait = props.get(PROPERTY_WAIT, "true").lower() != "false"
@@ -783,51 +502,6 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
         )
         result = self.store.put_messages(batch, now_ms)
         return self._put_response(req, result, queue_id, wait, now_ms, h.topic)
-
-    def _put_response(
-        self, req: Request, result: Any, queue_id: int, wait: bool, now_ms: int,
-        topic: str | None = None,
-    ) -> RemotingCommand | None:
-        """The response for any put status (batches, errors); a stored one is counted for
-        `topic` in the stats."""
-        code, remark = PUT_STATUS_CODES.get(result.status, (RS.SYSTEM_ERROR, result.status.name))
-        ext = self._base_ext()
-        if code in _WITH_IDS:
-            if topic is not None:
-                self._count_put(topic, result.msg_num, result.wrote_bytes)
-            ext["msgId"] = ",".join(result.msg_ids)
-            ext["queueId"] = str(queue_id)
-            ext["queueOffset"] = str(result.logics_offset)
-        resp = req.cmd.make_response(code, remark, ext)
-        if code != RS.SUCCESS:
-            return resp
-        return self._maybe_wait(req.conn_id, req.cmd.is_oneway, resp, result.end_offset, wait,
-                                   now_ms)
-
-    def _maybe_wait(
-        self, conn_id: int, oneway: bool, resp: RemotingCommand, end_offset: int, wait: bool,
-        now_ms: int, *, keep_code: bool = False,
-    ) -> RemotingCommand | None:
-        """WAIT sends: SYNC_FLUSH parks the reply until a flush covers end_offset, SYNC_MASTER
-        until a slave has it (CommitLog.handleDiskFlush / handleHA); None while parked. With no
-        slave, or one too far behind, a SYNC_MASTER send is answered SLAVE_NOT_AVAILABLE at
-        once (the message stays stored). keep_code (ReplyMessageProcessor): wait the same, but
-        the answer's code stays the push result's."""
-        if not wait or oneway:
-            return resp
-        need_flush = self.sync_flush and end_offset > self.store.flushed_offset
-        slave_deadline = 0
-        if self.sync_master:
-            if self._slave_ok(end_offset):
-                slave_deadline = now_ms + self.slave_timeout_ms
-                self._poke_transfer = True
-            elif not keep_code:
-                resp.code = RS.SLAVE_NOT_AVAILABLE
-        if need_flush or slave_deadline:
-            self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
-                                         conn_id, resp, need_flush, slave_deadline, keep_code))
-            return None
-        return resp
 
     # --- CONSUMER_SEND_MSG_BACK ---------------------------------------------------------------
 
@@ -899,34 +573,6 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
             return cmd.make_response(RS.SUCCESS)
         return cmd.make_response(RS.SYSTEM_ERROR, result.status.name)
 
-    # --- END_TRANSACTION -------------------------------------------------------------------
-
-    def _end_transaction(self, req: Request, now_ms: int) -> RemotingCommand | None:
-        """EndTransactionProcessor: commit or roll back a half message (mostly oneway)."""
-        cmd = req.cmd
-        h = EndTransactionRequestHeader.from_ext(cmd.ext_fields)
-        if self.tx is None:
-            return cmd.make_response(RS.SLAVE_NOT_AVAILABLE, "Can't process transaction on slave")
-        res = self.tx.end_transaction(h, now_ms)
-        if res is None:
-            return None
-        code, remark = res
-        if code != RS.SUCCESS:
-            log.warning("END_TRANSACTION group=%s offset=%d from %s:%d: %s", h.producer_group,
-                        h.commit_log_offset, req.peer[0], req.peer[1], remark)  # fmt: skip
-        return cmd.make_response(code, remark)
-
-    def _resume_check(self, req: Request, now_ms: int) -> RemotingCommand:
-        """RESUME_CHECK_HALF_MESSAGE (AdminBrokerProcessor.resumeCheckHalfMessage): a put, so
-        the writer serves it."""
-        cmd = req.cmd
-        if self.tx is None:  # a slave: Java's put fails there
-            return cmd.make_response(
-                RS.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
-        h = ResumeCheckHalfMessageRequestHeader.from_ext(cmd.ext_fields)
-        code, remark = self.tx.resume_check(h.msg_id, now_ms)
-        return cmd.make_response(code, remark)
-
     def release(self, token: int, now_ms: int) -> bool:
         """The controller registered after a delete held under `token` (admin_store)."""
         return self.store_admin.release(token)
@@ -934,36 +580,8 @@ class SendMessageProcessor(AbstractSendMessageProcessor):
     # --- OFFSET_MOVED_EVENT (from the pull actor) ------------------------------------------------
 
     def _on_offset_moved(self, ev: OffsetMoved, now_ms: int) -> None:
-        """PullMessageProcessor.generateOffsetMovedEvent, run by the single writer."""
-        body = dumps_compact(
-            {
-                "consumerGroup": ev.group,
-                "messageQueue": MessageQueue(ev.topic, ev.broker_name, ev.queue_id).to_obj(),
-                "offsetNew": ev.offset_new,
-                "offsetRequest": ev.offset_request,
-            }
-        )
-        props = {PROPERTY_TAGS: ev.group, PROPERTY_DELAY: "0", PROPERTY_KEYS: ev.group}
-        result = self.store.put_message(
-            MessageExtBrokerInner(
-                OFFSET_MOVED_EVENT,
-                body,
-                0,
-                props,
-                0,
-                0,
-                now_ms,
-                self.store_host,
-                self.store_host,
-                0,
-            ),
-            now_ms,
-        )
+        """Store the OFFSET_MOVED_EVENT message a pull answered 21 for (the single writer)."""
+        result = self.store.put_message(offset_moved_message(ev, self.store_host, now_ms), now_ms)
         if result.status is not _PS.PUT_OK:
-            log.warning(
-                "offset moved event not stored group=%s topic=%s qid=%d status=%s",
-                ev.group,
-                ev.topic,
-                ev.queue_id,
-                result.status.name,
-            )
+            log.warning("offset moved event not stored group=%s topic=%s qid=%d status=%s",
+                        ev.group, ev.topic, ev.queue_id, result.status.name)  # fmt: skip

@@ -36,7 +36,7 @@ from actors.client.consumer.consume_message_service import (
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.records import MessageExt
 from protocol.bodies import MessageModel, MessageQueue
-from protocol.codes import retry_topic
+from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from protocol.message import PROPERTY_RETRY_TOPIC
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,8 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         n = self.consume_batch
         if len(msgs) <= n:
             self.executor.submit((ConsumeRequest(list(msgs), pq, mq, self),))
+        elif n == 1:  # Java's default: one request per message
+            self.executor.submit([ConsumeRequest([m], pq, mq, self) for m in msgs])
         else:
             self.executor.submit([ConsumeRequest(list(msgs[i : i + n]), pq, mq, self)
                                   for i in range(0, len(msgs), n)])  # fmt: skip
@@ -139,30 +141,53 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
             run_each(batch)
             return
         host = self.host
+        now = host.now_ms
         started: dict[ProcessQueue[MessageExt], list[MessageExt]] = {}
         for req in reqs:
             if not (req.pq.dropped or req.pq.revoking):
                 started.setdefault(req.pq, []).extend(req.msgs)
-        begin = host.now_ms()
+        t = now()
         for pq, msgs in started.items():
-            pq.mark_consuming(msgs, begin)
+            pq.mark_consuming(msgs, t)
+        handler = self.handler
+        with_context = self.with_context
+        success = ConsumeResult.SUCCESS
         acked: dict[ProcessQueue[MessageExt], tuple[MessageQueue, list[MessageExt], list[int]]] = {}
         for req in reqs:
             pq = req.pq
             if pq not in started:
                 continue  # not started: the messages stay for the queue's next owner
-            status, ctx, rt = self._call(req)
-            if status is ConsumeResult.SUCCESS and ctx.ack_index >= len(req.msgs) - 1:
+            mq = req.mq
+            msgs = req.msgs
+            if msgs and msgs[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # one queue's
+                msgs = reset_retry_topic(msgs, host.group)
+            ctx = ConsumeContext(mq) if with_context else None
+            try:
+                result = handler(tuple(msgs), ctx) if ctx is not None else handler(tuple(msgs))
+                status = result if result is success else self._status(result, req)
+            except Exception:
+                log.exception("consume handler of %s raised for %d messages of %s: "
+                              "RECONSUME_LATER", host.group, len(msgs), mq)  # fmt: skip
+                status = ConsumeResult.RECONSUME_LATER
+            end = now()
+            rt, t = end - t, end
+            if status is success and (ctx is None or ctx.ack_index >= len(msgs) - 1):
                 entry = acked.get(pq)
                 if entry is None:
-                    entry = acked[pq] = (req.mq, [], [0, 0])
+                    entry = acked[pq] = (mq, [], [0, 0])
                 entry[1].extend(req.msgs)
                 entry[2][0] += rt
                 entry[2][1] += 1
             else:
-                self._finish(req, status, ctx, rt)
+                self._finish(req, status, ctx or ConsumeContext(mq), rt)
         for pq, (mq, msgs, (rt, calls)) in acked.items():
             self._apply_acked(pq, mq, msgs, rt, calls)
+
+    def _status(self, result: object, req: ConsumeRequest) -> ConsumeResult:
+        if result is None:
+            log.warning("consume handler of %s returned None for %d messages of %s: "
+                        "RECONSUME_LATER", self.host.group, len(req.msgs), req.mq)  # fmt: skip
+        return status_of(result)
 
     def consume(self, req: ConsumeRequest) -> None:
         """ConsumeRequest.run."""
@@ -175,16 +200,15 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
     def _call(self, req: ConsumeRequest) -> tuple[ConsumeResult, ConsumeContext, int]:
         """The handler over req's messages: its status, its context and its run time (ms)."""
         host = self.host
-        msgs = reset_retry_topic(req.msgs, host.group) if _has_retry(req.msgs) else req.msgs
+        msgs = req.msgs
+        if msgs and msgs[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # one queue's topic
+            msgs = reset_retry_topic(msgs, host.group)
         ctx = ConsumeContext(req.mq)
         begin = host.now_ms()
         try:
             frozen = tuple(msgs)
             result = self.handler(frozen, ctx) if self.with_context else self.handler(frozen)
-            status = status_of(result)
-            if result is None:
-                log.warning("consume handler of %s returned None for %d messages of %s: "
-                            "RECONSUME_LATER", host.group, len(msgs), req.mq)  # fmt: skip
+            status = self._status(result, req)
         except Exception:
             log.exception("consume handler of %s raised for %d messages of %s: RECONSUME_LATER",
                           host.group, len(msgs), req.mq)  # fmt: skip
@@ -279,6 +303,3 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
             self.reported.clear()
         return found
 
-
-def _has_retry(msgs: Sequence[MessageExt]) -> bool:
-    return any(m.topic.startswith("%RETRY%") for m in msgs)

@@ -25,7 +25,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -100,6 +101,33 @@ def run_each(batch: Sequence[Request]) -> None:
         req.run()
 
 
+class _Held(threading.local):
+    executors: set[ConsumeExecutor] | None = None  # whose wake-ups this thread holds back
+
+
+_held = _Held()
+
+
+@contextmanager
+def held_wakes() -> Iterator[None]:
+    """Within the block, this thread's submits wake no worker; the executors they filled
+    wake theirs once at the end (the I/O thread handing over a read's pull results: one
+    wake-up per read, not one per pull)."""
+    if _held.executors is not None:
+        yield
+        return
+    held: set[ConsumeExecutor] = set()
+    _held.executors = held
+    try:
+        yield
+    finally:
+        _held.executors = None
+        for ex in held:
+            with ex.cond:
+                if ex.items and not ex.stopped:
+                    ex._wake()
+
+
 class ConsumeExecutor:
     """A fixed pool of worker threads over one queue of consume requests."""
 
@@ -112,7 +140,10 @@ class ConsumeExecutor:
         self.run_batch = run_batch
         self.cost_s = 0.0  # moving average of a request's run time (0: none measured yet)
         self.items: deque[Request] = deque()
-        self.cond = threading.Condition()
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)  # workers wait here for requests
+        self.idle_cond = threading.Condition(lock)  # shutdown waits here for running == 0
+        self.idle = 0  # workers waiting for requests
         self.running = 0  # requests being run now
         self.stopped = False
         self.threads: list[threading.Thread] = []
@@ -129,22 +160,29 @@ class ConsumeExecutor:
         with self.cond:
             if self.stopped:
                 return
-            before = len(self.items)
             self.items.extend(requests)
-            added = len(self.items) - before
-            if added:
-                self.cond.notify(self._wanted(added))
+            if self.items:
+                held = _held.executors
+                if held is None:
+                    self._wake()
+                else:
+                    held.add(self)
 
     def queued(self) -> int:
         """Requests waiting for a worker."""
         return len(self.items)
 
-    def _wanted(self, added: int) -> int:
-        """Workers to wake for `added` new requests: enough for their measured cost."""
+    def _wake(self) -> None:
+        """Wake as many idle workers as the queue's measured cost needs beyond those awake
+        (who take the queue's requests before they wait again). The lock is held."""
+        waiting = len(self.items)
         cost = self.cost_s
-        if cost <= 0.0:
-            return min(added, self.workers)
-        return max(1, min(added, self.workers, int(added * cost / SLICE_S) + 1))
+        want = min(waiting, self.workers) if cost <= 0.0 else \
+            max(1, min(waiting, self.workers, int(waiting * cost / SLICE_S) + 1))  # fmt: skip
+        short = want - (self.workers - self.idle)
+        if short > 0:
+            self.idle -= min(short, self.idle)  # counted awake from now: no second wake-up
+            self.cond.notify(short)
 
     def _take(self, waiting: int) -> int:
         """How many requests a worker takes of `waiting`."""
@@ -161,13 +199,14 @@ class ConsumeExecutor:
         while True:
             with cond:
                 while not items and not self.stopped:
-                    cond.wait()
+                    self.idle += 1  # the waker counts it awake again (a Condition has no
+                    cond.wait()  # spurious wake-up)
                 if self.stopped:
                     return
                 batch = [items.popleft() for _ in range(self._take(len(items)))]
                 self.running += len(batch)
                 if items:
-                    cond.notify()  # more than this worker's share is waiting
+                    self._wake()  # more than this worker's share is waiting
             t0 = clock()
             try:
                 self.run_batch(batch)
@@ -176,7 +215,7 @@ class ConsumeExecutor:
                               "worker stops", self.name, len(batch))  # fmt: skip
                 with cond:  # at least once: what ran may run again, nothing is skipped
                     items.extendleft(reversed(batch))
-                    cond.notify()
+                    self._wake()
                 raise
             finally:
                 per = (clock() - t0) / len(batch)
@@ -184,7 +223,7 @@ class ConsumeExecutor:
                 with cond:
                     self.running -= len(batch)
                     if not self.running:
-                        cond.notify_all()
+                        self.idle_cond.notify_all()
 
     def shutdown(self, timeout_s: float) -> bool:
         """Stop starting requests (queued ones are dropped); wait up to timeout_s for the
@@ -193,12 +232,13 @@ class ConsumeExecutor:
         with self.cond:
             self.stopped = True
             self.items.clear()
+            self.idle = 0
             self.cond.notify_all()
             while self.running:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self.cond.wait(left)
+                self.idle_cond.wait(left)
             idle = not self.running
         for t in self.threads:
             t.join(max(0.0, deadline - time.monotonic()) if idle else 0.0)

@@ -302,9 +302,7 @@ class ConsumerImplBase(PullMessageMixin):
         assert self.services is not None
         return self.services.routes
 
-    def now_ms(self) -> int:
-        """Wall clock in ms."""
-        return now_ms()
+    now_ms = staticmethod(now_ms)  # wall clock in ms
 
     def schedule(self, delay_ms: int, fn: Callable[[], None]) -> None:
         """Run fn on the scheduler thread after delay_ms."""

@@ -19,6 +19,7 @@ from typing import Any, Final, Protocol
 
 from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consume_message_service import held_wakes
 from actors.client.consumer.messages import (
     AddConsumer,
     ConsumerAdded,
@@ -296,6 +297,10 @@ class ConsumerServices:
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
+        with held_wakes():  # the consume workers are woken once per read, not once per pull
+            self._handle_pull_records(records)
+
+    def _handle_pull_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True
         try:
             head = cc.PULL_RESULT_HEAD
@@ -321,6 +326,7 @@ class ConsumerServices:
         finally:
             self._batching.on = False
             self._flush_pulls()
+
 
     def _on_rebalance_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True

@@ -18,9 +18,10 @@ from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
 from actors.client.consumer.consumer_scheduler import ConsumerScheduler
 from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.consumer_stats import ConsumerStats
+from actors.client.consumer.message_decoder import decode_pull_messages
 from actors.client.consumer.offset_store import OffsetStore
 from actors.client.consumer.process_queue import MIB, ProcessQueue
-from actors.client.consumer.pull_api_wrapper import PullAPIWrapper, decode_pull_messages
+from actors.client.consumer.pull_api_wrapper import PullAPIWrapper
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.errors import MQClientError
 from actors.client.mq_client_manager import InstanceHandle

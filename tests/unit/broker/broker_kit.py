@@ -10,7 +10,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.context import BrokerContext
 from actors.broker.controller import BrokerControllerCore
 from actors.broker.processors import BROKER_PROCESSOR_GROUPS, group_for_code
-from actors.core import Request
+from actors.core import ClosingCore, Request, StoreShutdownCore
 from protocol.command import RemotingCommand
 from store.config import StoreConfig
 from store.message_store import DefaultMessageStore
@@ -86,12 +86,10 @@ class Broker:
     def close(self) -> None:
         """Clean shutdown as the runtime does it: core hooks first, then the store."""
         for core in self.cores.values():
-            before = getattr(core, "before_store_shutdown", None)
-            if callable(before):
-                before(0)
-            closer = getattr(core, "close", None)
-            if callable(closer):
-                closer()
+            if isinstance(core, StoreShutdownCore):
+                core.before_store_shutdown(0)
+            if isinstance(core, ClosingCore):
+                core.close()
         self.store.shutdown(0)
 
     def pump(self, now_ms: int = 0) -> None:

@@ -1,4 +1,4 @@
-"""The pull core's fast path (fast_pull, taken by the processor host) answers byte for byte what
+"""The pull core's fast path (fast_path, taken by the processor host) answers byte for byte what
 the general path (decode + process + encode) does, commits the same offsets, holds the same
 pulls, and takes only what it may."""
 
@@ -33,7 +33,7 @@ class Side:
         self.broker = Broker(root, **bc)
         self.core = self.broker.cores["pull"]
         self.taken = 0
-        real = self.core.fast_pull
+        real = self.core.fast_path
 
         def counting(*args: Any) -> bytes | None:
             out = real(*args)

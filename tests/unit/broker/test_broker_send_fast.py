@@ -1,4 +1,4 @@
-"""The send core's fast path (fast_send, taken by the processor host) answers and stores byte
+"""The send core's fast path (fast_path, taken by the processor host) answers and stores byte
 for byte what the general path (decode + process + encode) does, and takes only what it may."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Side:
         self.core = self.broker.cores["send"]
         self.core.rng = random.Random(7)
         self.taken = 0
-        real = self.core.fast_send
+        real = self.core.fast_path
 
         def counting(*args: Any) -> bytes | None:
             out = real(*args)

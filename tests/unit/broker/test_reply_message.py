@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from actors.broker.processors.send import PUSH_REPLY_TIMEOUT_MS
+from actors.broker.processors.reply import PUSH_REPLY_TIMEOUT_MS
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand

@@ -3,13 +3,12 @@ filters tags on the client, and stops at a broken record; broker choice and sys 
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import zlib
 
-from actors.client.consumer.pull_api_wrapper import (
-    PullAPIWrapper,
-    build_sys_flag,
-    decode_pull_messages,
-)
+from actors.client.consumer.message_decoder import decode_pull_messages
+from actors.client.consumer.pull_api_wrapper import PullAPIWrapper, build_sys_flag
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, SubscriptionData
 from protocol.codes import PullSysFlag
@@ -58,6 +57,28 @@ def test_fast_decoder_equals_the_full_decoder() -> None:
     assert fast[2].body == b"body-2" * 100 and fast[4].transaction_id == fast[4].msg_id
     assert fast[0].born_host == "10.0.0.1:9000" and fast[0].queue == MQ
     assert fast[0].properties["MAX_OFFSET"] == "99"
+
+
+def test_lazy_records_decode_on_first_read_and_behave_as_records() -> None:
+    body = b"".join(record(i) for i in range(3))
+    ref = reference(body)
+    lazy = decode_pull_messages(body, MQ, None, 5, 99)
+    m = lazy[1]
+    assert isinstance(m, MessageExt) and m.queue_offset == 1 and m.body == b"body-1"
+    assert m.msg_id == ref[1].msg_id  # the first header read decodes them all
+    assert (m.keys, m.tags, m.born_host, m.store_size) == \
+        (ref[1].keys, ref[1].tags, ref[1].born_host, ref[1].store_size)  # fmt: skip
+    assert hash(lazy[0]) == hash(ref[0]) and ref[2] == lazy[2] and lazy[2] != ref[1]
+    assert pickle.loads(pickle.dumps(lazy[0])) == ref[0]
+    again = dataclasses.replace(lazy[2], reconsume_times=9)
+    assert again.reconsume_times == 9 and again.properties == ref[2].properties
+    assert "msg_id='" in repr(decode_pull_messages(body, MQ, None, 5, 99)[0])
+    try:
+        m.no_such_field  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("an unknown attribute must raise AttributeError")
 
 
 def test_client_side_tag_filter_and_broken_tail() -> None:

@@ -1,4 +1,4 @@
-"""JSON bodies (protocol/bodies.py): spec vectors, real client bodies, leniency, round trips."""
+"""JSON bodies (protocol/bodies): spec vectors, real client bodies, leniency, round trips."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ def test_request_header_registry_covers_spec_codes() -> None:
 
 
 def test_send_v2_keys_are_a_to_n() -> None:
-    assert [f.key for f in h._SEND_V2_SPECS] == list("abcdefghijklmn")
+    assert [f.key for f in h.SEND_V2_SPECS] == list("abcdefghijklmn")
 
 
 def test_headers_are_slotted() -> None:

@@ -199,15 +199,20 @@ def test_parse_affinity_reads_roles_and_skips_bad_parts() -> None:
     assert parse_affinity(None) == {} and parse_affinity("") == {}
 
 
+class _SendGroupActor(_PingActor):
+    def process_role(self) -> str:
+        """Named after its group, as a ProcessorActor is."""
+        return "send"
+
+
 def test_first_watch_message_pins_the_actor_by_group(monkeypatch: Any) -> None:
     pinned: list[tuple[int, set[int]]] = []
     monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append((pid, cpus)))
     monkeypatch.setenv(AFFINITY_ENV, "other:1,send:0")
     a, b = socket.socketpair()
     try:
-        actor = _PingActor(a, b, limit=1)
+        actor = _SendGroupActor(a, b, limit=1)
         actor.LINGER_IDLE_MS = 0.0
-        actor.group = "send"  # type: ignore[attr-defined]
         b.send(b"x")
         actor.receiveMessage(WatchMessage([a.fileno()]), None)
         b.send(b"x")

@@ -1,0 +1,274 @@
+"""MessageDecoder.decodes for the consumer (common/message/MessageDecoder.java of RocketMQ 4.9.x,
+as PullAPIWrapper.processPullResult uses it): a FOUND pull body into the user's MessageExt
+records, tag-filtered again on the client (the broker filters by tag hash only), MIN_OFFSET /
+MAX_OFFSET set, the transaction id of a prepared message set.
+
+This is the consumer's hot path: every pulled message passes it. The common IPv4 record is
+read straight from the pull body; IPv6 hosts and compressed bodies go through
+protocol.message's full decoder.
+
+Lazily: unless the subscription filters by tag on the client, a record becomes a
+`PulledMessageExt` holding its topic, body, queue and queue offset (what the ProcessQueue and
+the consume service read) and a reference to its record; every other field (properties, ids,
+hosts, timestamps, ...) is decoded from the record the first time any of them is read, all at
+once, and the reference is then dropped. A handler that reads only bodies never pays for
+the properties it does not read; one that reads a header field pays what an eager decode
+costs. Equality, hashing, repr, copying and pickling see a fully decoded MessageExt.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any, Final
+
+from actors.client.records import MessageExt
+from protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue, SubscriptionData
+from protocol.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_KEYS,
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageDecodeError,
+    decode_message_ext,
+    parse_properties,
+)
+from protocol.record import (
+    MESSAGE_MAGIC_CODE,
+    RECORD_V4_HEAD,
+    V4_FIXED_SIZE,
+    V6_FLAGS,
+    unpack_host,
+)
+
+log = logging.getLogger(__name__)
+
+_MIN_RECORD: Final = 91
+_HOSTS: dict[bytes, str] = {}
+_HOST_HEX: dict[bytes, str] = {}
+
+
+def _host(raw: bytes) -> str:
+    s = _HOSTS.get(raw)
+    if s is None:
+        host, port = unpack_host(raw)
+        s = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if len(_HOSTS) < 65_536:
+            _HOSTS[raw] = s
+    return s
+
+
+def _offset_msg_id(store_host: bytes, phy: int) -> str:
+    """The offset message id: store host and commit-log offset, upper-case hex."""
+    prefix = _HOST_HEX.get(store_host)
+    if prefix is None:
+        prefix = store_host.hex().upper()
+        if len(_HOST_HEX) < 65_536:
+            _HOST_HEX[store_host] = prefix
+    return f"{prefix}{phy & 0xFFFFFFFFFFFFFFFF:016X}"
+
+
+_FIELDS: Final = ("topic", "body", "tags", "keys", "properties", "delay_level", "flag", "msg_id",
+                  "offset_msg_id", "queue", "queue_offset", "commitlog_offset", "born_timestamp",
+                  "store_timestamp", "born_host", "store_host", "reconsume_times", "sys_flag",
+                  "body_crc", "store_size", "prepared_transaction_offset", "transaction_id")
+_EAGER: Final = frozenset(("topic", "body", "queue", "queue_offset"))
+_LAZY: Final = frozenset(_FIELDS) - _EAGER
+
+
+def _setters() -> tuple[Callable[[Any, Any], None], ...]:
+    """The slot setters of MessageExt in _FIELDS order (a frozen record is built once here)."""
+    names = set(MessageExt.__dataclass_fields__)
+    if names != set(_FIELDS):
+        raise RuntimeError(f"MessageExt fields changed: {sorted(names ^ set(_FIELDS))}")
+    return tuple(getattr(MessageExt, n).__set__ for n in _FIELDS)
+
+
+(_S_TOPIC, _S_BODY, _S_TAGS, _S_KEYS, _S_PROPS, _S_DELAY, _S_FLAG, _S_MSG_ID, _S_OFFSET_ID,
+ _S_QUEUE, _S_QOFF, _S_PHY, _S_BORN_TS, _S_STORE_TS, _S_BORN, _S_STORE, _S_RECONSUME, _S_SYSFLAG,
+ _S_CRC, _S_SIZE, _S_PREPARED, _S_TX) = _setters()
+_new = object.__new__
+_unpack_head = RECORD_V4_HEAD.unpack_from
+_HEAD8 = struct.Struct(RECORD_V4_HEAD.format[:9]).unpack_from  # TOTALSIZE .. SYSFLAG
+_BODY_LEN = struct.Struct(">i").unpack_from  # the last field of RECORD_V4_HEAD
+_EQ = MessageExt.__eq__
+_HASH = MessageExt.__hash__
+
+
+class PulledMessageExt(MessageExt):
+    """A MessageExt read from a pull body whose header fields are decoded on first use."""
+
+    __slots__ = ("_record",)  # (pull body, record position, MIN_OFFSET, MAX_OFFSET)
+
+    def __getattr__(self, name: str) -> Any:
+        """A header field not decoded yet: decode them all from the record, then answer."""
+        if name not in _LAZY:
+            raise AttributeError(name)
+        try:
+            mv, pos, lo, hi = _GET_RECORD(self)
+        except AttributeError:
+            raise AttributeError(name) from None
+        _fill(self, mv, pos, lo, hi)
+        _drop_record(self)
+        return getattr(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageExt):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
+
+    def __hash__(self) -> int:
+        return _HASH(self)
+
+
+_RECORD_SLOT = PulledMessageExt.__dict__["_record"]
+_GET_RECORD: Callable[[PulledMessageExt], tuple[memoryview, int, str, str]] = \
+    lambda o: _RECORD_SLOT.__get__(o, PulledMessageExt)  # noqa: E731
+
+
+def _drop_record(o: PulledMessageExt) -> None:
+    try:
+        _RECORD_SLOT.__delete__(o)
+    except AttributeError:
+        pass  # another thread decoded it at the same time
+
+
+_S_RECORD = _RECORD_SLOT.__set__
+
+
+def _fill(o: MessageExt, mv: memoryview, pos: int, lo: str, hi: str,
+          props: dict[str, str] | None = None) -> None:  # fmt: skip
+    """Set every header field of o from its IPv4 record at pos (framing checked already;
+    props: its properties when already parsed)."""
+    (total, _magic, crc, _qid, flag, _qoff, phy, sys_flag, born_ts, born_host, store_ts,
+     store_host, reconsume, prepared, blen) = _unpack_head(mv, pos)  # fmt: skip
+    end = pos + total
+    tpos = pos + V4_FIXED_SIZE + blen
+    ppos = tpos + 1 + mv[tpos]
+    if props is None:
+        props = parse_properties(str(mv[ppos + 2 : end], "utf-8", "replace")) \
+            if ppos + 2 < end else {}  # fmt: skip
+    props[PROPERTY_MIN_OFFSET] = lo
+    props[PROPERTY_MAX_OFFSET] = hi
+    offset_id = _offset_msg_id(store_host, phy)
+    uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    _S_TAGS(o, props.get(PROPERTY_TAGS))
+    _S_KEYS(o, props.get(PROPERTY_KEYS))
+    _S_PROPS(o, props)
+    _S_DELAY(o, 0)
+    _S_FLAG(o, flag)
+    _S_MSG_ID(o, uniq or offset_id)
+    _S_OFFSET_ID(o, offset_id)
+    _S_PHY(o, phy)
+    _S_BORN_TS(o, born_ts)
+    _S_STORE_TS(o, store_ts)
+    _S_BORN(o, _host(born_host))
+    _S_STORE(o, _host(store_host))
+    _S_RECONSUME(o, reconsume)
+    _S_SYSFLAG(o, sys_flag)
+    _S_CRC(o, crc)
+    _S_SIZE(o, total)
+    _S_PREPARED(o, prepared)
+    _S_TX(o, uniq if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" else None)
+
+
+def client_tags(subscription: SubscriptionData | None) -> frozenset[str] | None:
+    """The tags a pulled message must carry to reach the handler (None: every message)."""
+    if subscription is not None and not subscription.class_filter_mode and \
+            subscription.expression_type == EXPRESSION_TYPE_TAG and subscription.tags_set:
+        return frozenset(subscription.tags_set)
+    return None
+
+
+def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
+                         subscription: SubscriptionData | None, min_offset: int,
+                         max_offset: int) -> list[MessageExt]:
+    """processPullResult for a FOUND pull: the body's messages as user records.
+
+    A record that does not decode ends the batch (what was decoded before it is kept), as
+    MessageDecoder.decodes does; the next pull starts after the last offset the broker sent.
+    Lazy records keep a copy of body (one per pull), so body may be reused afterwards.
+    """
+    tags = client_tags(subscription)
+    if isinstance(body, memoryview) and tags is None:
+        body = bytes(body)  # the lazy records keep this pull's bytes alive, not a whole read
+    mv = body if isinstance(body, memoryview) else memoryview(body)
+    lo, hi = str(min_offset), str(max_offset)
+    out: list[MessageExt] = []
+    append = out.append
+    n = len(mv)
+    pos = 0
+    topic = mq.topic
+    topic_raw = topic.encode()
+    new_pulled = PulledMessageExt
+    while pos + V4_FIXED_SIZE <= n:
+        total, magic, _crc, _qid, _flag, qoff, _phy, sys_flag = _HEAD8(mv, pos)
+        end = pos + total
+        if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or end > n:
+            log.warning("pull body of %s: bad record at %d; the rest is dropped", mq, pos)
+            break
+        if sys_flag & (V6_FLAGS | COMPRESSED_FLAG):
+            try:
+                m = _slow(mv, pos, mq, tags, lo, hi)
+            except MessageDecodeError as exc:
+                log.warning("pull body of %s: record at %d: %s", mq, pos, exc)
+                break
+            if m is not None:
+                append(m)
+            pos = end
+            continue
+        blen = _BODY_LEN(mv, pos + V4_FIXED_SIZE - 4)[0]
+        p = pos + V4_FIXED_SIZE
+        tpos = p + blen
+        if blen < 0 or tpos + 3 > end:
+            log.warning("pull body of %s: bad body length at %d", mq, pos)
+            break
+        tlen = mv[tpos]
+        ppos = tpos + 1 + tlen
+        plen = int.from_bytes(mv[ppos : ppos + 2], "big", signed=True)
+        if ppos + 2 + plen != end:
+            log.warning("pull body of %s: bad properties length at %d", mq, pos)
+            break
+        t = mv[tpos + 1 : ppos]
+        rec_topic = topic if t == topic_raw else str(t, "utf-8", "replace")
+        o: MessageExt
+        if tags is None:
+            o = _new(new_pulled)
+            _S_RECORD(o, (mv, pos, lo, hi))
+        else:
+            props = parse_properties(str(mv[ppos + 2 : end], "utf-8", "replace")) if plen \
+                else {}  # fmt: skip
+            if props.get(PROPERTY_TAGS) not in tags:
+                pos = end
+                continue
+            o = _new(MessageExt)
+            _fill(o, mv, pos, lo, hi, props)
+        _S_TOPIC(o, rec_topic)
+        _S_BODY(o, bytes(mv[p:tpos]))
+        _S_QUEUE(o, mq)
+        _S_QOFF(o, qoff)
+        append(o)
+        pos = end
+    return out
+
+
+def _slow(mv: memoryview, pos: int, mq: MessageQueue, tags: frozenset[str] | None, lo: str,
+          hi: str) -> MessageExt | None:
+    """An IPv6 or compressed record, through the full decoder."""
+    w = decode_message_ext(mv, pos)
+    if tags is not None and w.properties.get(PROPERTY_TAGS) not in tags:
+        return None
+    w.properties[PROPERTY_MIN_OFFSET] = lo
+    w.properties[PROPERTY_MAX_OFFSET] = hi
+    m = MessageExt.from_wire(w, mq.broker_name)
+    return m if m.queue == mq else _with_queue(m, mq)
+
+
+def _with_queue(m: MessageExt, mq: MessageQueue) -> MessageExt:
+    import dataclasses
+
+    return dataclasses.replace(m, queue=mq)

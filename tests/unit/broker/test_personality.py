@@ -1,0 +1,68 @@
+"""The cores of both personalities declare the optional capabilities their actors look for."""
+
+from __future__ import annotations
+
+from broker_kit import Broker
+
+from actors.broker.config import BrokerConfig
+from actors.broker.personality import (
+    BarrierController,
+    HaController,
+    HostedContext,
+    NamesrvController,
+    VersionedController,
+    load_personality,
+)
+from actors.core import (
+    ArrivalCore,
+    BarrierCore,
+    ClosingCore,
+    HoldingCore,
+    StoreShutdownCore,
+)
+from actors.runtime import echo
+from actors.runtime.processor_host import ChannelOutbox
+from store.config import StoreConfig
+
+CONTROLLER_CAPABILITIES = (VersionedController, BarrierController, NamesrvController, HaController)
+
+
+def test_real_controller_has_every_capability(tmp_path) -> None:
+    """A renamed method would switch a capability off silently: the real core has them all."""
+    root = tmp_path / "store"
+    run = tmp_path / "run"
+    run.mkdir()
+    bc = BrokerConfig(namesrvAddr="127.0.0.1:9876")
+    core = load_personality(None).make_controller(bc, StoreConfig(storePathRootDir=str(root)),
+                                                  0, str(run))  # fmt: skip
+    try:
+        missing = [c.__name__ for c in CONTROLLER_CAPABILITIES if not isinstance(core, c)]
+        assert missing == []
+        assert isinstance(core, HaController) and core.master_addr == ""
+        assert core.slave_sync_codes  # one SlaveSynchronize round asks for something
+    finally:
+        core.shutdown(0)
+
+
+def test_echo_controller_has_no_optional_capability() -> None:
+    core = echo.make_controller(None, None, 0)
+    assert [c.__name__ for c in CONTROLLER_CAPABILITIES if isinstance(core, c)] == []
+
+
+def test_broker_cores_declare_their_hooks(broker: Broker) -> None:
+    """The pull core is woken by arrivals, holds pulls and closes its stats; the send core
+    persists before the store shuts down and holds replies behind the registration barrier."""
+    pull, send = broker.cores["pull"], broker.cores["send"]
+    assert isinstance(pull, ArrivalCore) and isinstance(pull, HoldingCore)
+    assert isinstance(pull, ClosingCore)
+    assert isinstance(send, StoreShutdownCore) and isinstance(send, BarrierCore)
+    assert not isinstance(send, HoldingCore)
+    assert all(isinstance(ctx, HostedContext) for ctx in broker.ctxs.values())
+
+
+def test_echo_cores_and_context() -> None:
+    ctx = echo.make_context(None, None, group="pull", outbox=ChannelOutbox(), now_ms=0)
+    core = echo.EchoCore(ctx)
+    assert isinstance(core, ArrivalCore)
+    assert not isinstance(core, HoldingCore) and not isinstance(core, StoreShutdownCore)
+    assert not isinstance(ctx, HostedContext)
