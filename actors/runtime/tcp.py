@@ -135,6 +135,9 @@ class Conn(OutBuffered):
     def queue(self, data: Any) -> None:
         """Queue encoded bytes (kept as they are while nothing waits in the out buffer)."""
         if self.out or len(self.iov) >= MAX_IOV:
+            if self.iov:  # a full gather list goes first: never both (flush appends to out)
+                self.out += b"".join(self.iov)
+                self.iov = []
             self.out += data
         else:
             self.iov.append(data)

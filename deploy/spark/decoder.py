@@ -1,18 +1,20 @@
 """Pull bodies to Arrow record batches, column-wise: the Spark task's MessageDecoder.
 
 Mirrors common/message/MessageDecoder.java decodes() with PullAPIWrapper.processPullResult's
-client-side tag check, for a reader that wants columns, not a MessageExt per message. Per
-record of the common kind (IPv4 hosts, body not compressed) the walk unpacks five fields
-and notes five positions in the joined pull bodies; Arrow kernels then cut the fixed
-heads, bodies and properties strings out of that buffer, read the heads' big-endian fields
-and split the properties into the map, tags, keys and msgId for the whole batch. IPv6 hosts
-and compressed bodies go through protocol.message.decode_message_ext (inflated as a
-consumer does).
+client-side tag check, for a reader that wants columns, not a MessageExt per message. The pull
+answers stay where the connection read them (deploy.spark.pull_connection's arena); per
+record of the common kind (IPv4 hosts, body not compressed) the walk unpacks five fields and
+notes five positions in that buffer (into a typed array Arrow takes as it is); Arrow kernels
+then cut the fixed heads, bodies and properties strings out of the buffer, read the heads'
+big-endian fields and split the properties into the map, tags, keys and msgId for the whole
+batch. Every column is a copy: nothing of the buffer is kept. IPv6 hosts and compressed
+bodies go through protocol.message.decode_message_ext (inflated as a consumer does).
 """
 
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -47,42 +49,42 @@ _STORE_TS, _STORE_HOST, _RECONSUME = (BORN_HOST_POS + 8, 8), (BORN_HOST_POS + 16
 
 
 class Gathered:
-    """The records of one batch as found in the pull bodies: their queue offsets and, for
-    the common kind, five positions each in the joined bodies (where its head, body, topic
+    """The records of one batch as found in the buffer the pull answers were read into: their
+    queue offsets and, for the common kind, five positions each (where its head, body, topic
     and properties start, and its end); records decode_message_ext decoded are kept whole."""
 
-    __slots__ = ("chunks", "nbytes", "offsets", "qoffs", "slow")
+    __slots__ = ("last", "offsets", "ordered", "qoffs", "slow")
 
     def __init__(self) -> None:
-        self.qoffs: list[int] = []  # every row's queue offset, in order
-        self.chunks: list[memoryview] = []  # the pull bodies, joined at build()
-        self.offsets: list[int] = []  # 5 per common record, into the joined chunks
+        self.qoffs = array("q")  # every row's queue offset, in order
+        self.offsets = array("i")  # 5 per common record, into the buffer (Arrow's int32)
         self.slow: list[tuple[int, MessageExt]] = []  # (row, decoded message)
-        self.nbytes = 0  # bytes of the chunks (bounds a batch's buffers)
+        self.ordered = True  # the common records lie in the buffer in row order
+        self.last = 0  # where the records walked so far end in the buffer
 
     def __len__(self) -> int:
         return len(self.qoffs)
 
-    def gather(self, buf: memoryview, done: int, end: int) -> int:
-        """Take the records of one pull body with queue offsets in [done, end), in order;
-        returns the offset after the last one taken (done when none). A record that does not
-        parse ends the body, as decode_messages does."""
-        qoffs, offsets = self.qoffs, self.offsets
+    def gather(self, buf: memoryview, lo: int, hi: int, done: int, end: int) -> int:
+        """Take the records of the pull body buf[lo:hi] with queue offsets in [done, end), in
+        order; returns the offset after the last one taken (done when none). A record that
+        does not parse ends the body, as decode_messages does."""
+        qoffs, add = self.qoffs, self.offsets.extend
         unpack, i16 = _WALK.unpack_from, _I16.unpack_from
-        base = self.nbytes
-        n = len(buf)
-        pos = 0
-        while pos + V4_FIXED_SIZE <= n:
+        if lo < self.last:  # an answer read ahead of its turn, earlier in the buffer
+            self.ordered = False
+        pos = lo
+        while pos + V4_FIXED_SIZE <= hi:
             total, magic, qoff, sys_flag, blen = unpack(buf, pos)
             rend = pos + total
-            if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or rend > n:
+            if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or rend > hi:
                 break
             if qoff < done or qoff >= end:
                 pos = rend
                 continue
             if sys_flag & _SLOW:
                 try:
-                    m = decode_message_ext(buf, pos)
+                    m = decode_message_ext(buf[:rend], pos)
                 except MessageDecodeError:
                     break
                 self.slow.append((len(qoffs), m))
@@ -93,14 +95,12 @@ class Gathered:
                 ppos = tpos + 1 + buf[tpos]
                 if ppos + 2 > rend or ppos + 2 + i16(buf, ppos)[0] != rend:
                     break
-                offsets += (base + pos, base + pos + V4_FIXED_SIZE, base + tpos,
-                            base + ppos + 2, base + rend)  # fmt: skip
+                add((pos, pos + V4_FIXED_SIZE, tpos, ppos + 2, rend))
             qoffs.append(qoff)
             done = qoff + 1
             pos = rend
-        if pos:
-            self.chunks.append(buf[:pos])
-            self.nbytes += pos
+        if pos > self.last:
+            self.last = pos
         return done
 
 
@@ -124,14 +124,19 @@ class BatchBuilder:
         self.hosts: dict[bytes, str] = {}  # packed host -> "ip:port" (a handful per range)
         self.count = pa.array([], pa.int32())  # 0, 1, 2, ... (grown on demand)
         self.every: dict[tuple[int, int, int], Any] = {}  # (n, start, step) -> indices
+        # compute arguments as Arrow scalars: a Python value costs a failed import per call
+        self.false, self.two, self.zero = pa.scalar(False), pa.scalar(2, pa.int32()), pa.scalar(
+            0, pa.int32())  # fmt: skip
+        self.names = {k: pa.scalar(k, self.string) for k in ("UNIQ_KEY", "TAGS", "KEYS")}
 
-    def build(self, g: Gathered) -> Any:
-        """One record batch of the gathered records (only the subscribed tags)."""
+    def build(self, g: Gathered, data: Any) -> Any:
+        """One record batch of the gathered records (only the subscribed tags); `data` is the
+        buffer their positions are in (the batch keeps nothing of it)."""
         import pyarrow.compute as pc
 
         pa, n = self.pa, len(g)
-        cols = _Columns(self, g)
-        props = _Properties(pa, self._strings(cols.props), self._every)
+        cols = _Columns(self, g, data)
+        props = _Properties(self, self._strings(cols.props))
         uniq = props.field("UNIQ_KEY")
         if uniq.null_count:  # no UNIQ_KEY: the offset message id, as MessageExt.getMsgId
             uniq = pa.array([u if u is not None else create_offset_msg_id(h, phy)
@@ -141,13 +146,15 @@ class BatchBuilder:
         tags = props.field("TAGS")
         batch = pa.RecordBatch.from_arrays([
             pa.repeat(self.consts[0], n), pa.repeat(self.consts[1], n),
-            pa.repeat(self.consts[2], n), pa.array(g.qoffs, pa.int64()), uniq, tags,
+            pa.repeat(self.consts[2], n), pa.Array.from_buffers(pa.int64(), n, [
+                None, pa.py_buffer(g.qoffs)]), uniq, tags,
             props.field("KEYS"), cols.bodies, props.map(),
             cols.born_ts.view(self.ts).cast(self.us), cols.store_ts.view(self.ts).cast(self.us),
             self._hosts(cols.born_raw), self._hosts(cols.store_raw), cols.reconsume,
         ], schema=self.schema)  # fmt: skip
         if self.wanted is not None:  # the client-side tag check (the broker matched hashes)
-            batch = batch.filter(pc.fill_null(pc.is_in(tags, value_set=self.wanted), False))
+            batch = batch.filter(pc.fill_null(pc.is_in(tags, value_set=self.wanted),
+                                              self.false))  # fmt: skip
         return batch
 
     def _every(self, n: int, start: int, step: int) -> Any:
@@ -162,9 +169,9 @@ class BatchBuilder:
             self.count = self.pa.array(range(max(n, 2 * len(self.count))), self.pa.int32())
         got = self.count.slice(0, n)
         if step != 1:
-            got = pc.multiply(got, step)
+            got = pc.multiply(got, self.pa.scalar(step, self.pa.int32()))
         if start:
-            got = pc.add(got, start)
+            got = pc.add(got, self.pa.scalar(start, self.pa.int32()))
         if len(self.every) >= 32:
             self.every.clear()
         self.every[n, start, step] = got
@@ -194,18 +201,27 @@ class BatchBuilder:
 
 class _Columns:
     """A batch's per-record columns in row order: the common records' parts cut out of the
-    joined pull bodies by Arrow, the decoded ones' from their MessageExt."""
+    buffer the answers were read into by Arrow (copies), the decoded ones' from their
+    MessageExt."""
 
-    def __init__(self, b: BatchBuilder, g: Gathered) -> None:
+    def __init__(self, b: BatchBuilder, g: Gathered, data: Any) -> None:
         import pyarrow.compute as pc
 
-        pa, every = b.pa, b._every
+        pa = b.pa
         offsets = g.offsets
         common = len(offsets) // 5
-        whole = pa.Array.from_buffers(pa.binary(), 5 * common, [
-            None, pa.array([*offsets, offsets[-1] if offsets else 0], pa.int32()).buffers()[1],
-            pa.py_buffer(b"".join(g.chunks))])  # fmt: skip
-        heads = whole.take(every(common, 0, 5))
+        if common and not g.ordered:  # answers read ahead of their turn: by position
+            offsets, part = _by_position(pa, offsets)
+        else:
+
+            def part(j: int) -> Any:  # the indices of every record's part j
+                return b._every(common, j, 5)
+
+        # the spans head, body, topic, properties, gap (to the next record) of each record
+        whole = pa.Array.from_buffers(pa.binary(), len(offsets) - 1, [
+            None, pa.py_buffer(offsets), pa.py_buffer(data)]) if common else pa.array(
+            [], pa.binary())  # fmt: skip
+        heads = whole.take(part(0))
 
         def cut(at: tuple[int, int]) -> Any:
             return pc.binary_slice(heads, at[0], at[0] + at[1])
@@ -214,8 +230,8 @@ class _Columns:
             raw = pc.binary_reverse(cut(at))
             return pa.Array.from_buffers(kind, len(raw), [None, raw.buffers()[2]])
 
-        self.bodies = whole.take(every(common, 1, 5))
-        self.props = whole.take(every(common, 3, 5))
+        self.bodies = whole.take(part(1))
+        self.props = whole.take(part(3))
         self.phy = number(_PHY, pa.int64())
         self.born_ts, self.store_ts = number(_BORN_TS, pa.int64()), number(_STORE_TS, pa.int64())
         self.born_raw, self.store_raw = cut(_BORN_HOST), cut(_STORE_HOST)
@@ -252,20 +268,37 @@ class _Columns:
         self.reconsume = merged(self.reconsume, [m.reconsume_times for m in ms], pa.int32())
 
 
+def _by_position(pa: Any, offsets: array) -> tuple[array, Callable[[int], Any]]:
+    """The records' positions sorted by where they are in the buffer (Arrow's offsets only
+    grow) and, per part, the indices of each row's record in that order."""
+    n = len(offsets) // 5
+    order = sorted(range(n), key=lambda k: offsets[5 * k])
+    ranked, rank = array("i"), [0] * n
+    for r, k in enumerate(order):
+        ranked.extend(offsets[5 * k : 5 * k + 5])
+        rank[k] = 5 * r
+
+    def part(j: int) -> Any:
+        return pa.array([r + j for r in rank], pa.int32())
+
+    return ranked, part
+
+
 class _Properties:
     """The properties strings (name\x01value\x02...) of a batch, split by Arrow kernels with
     protocol.message.parse_properties' rules: a pair splits at its first \x01, and pairs with
     an empty name or value are dropped (a repeated name, which no RocketMQ client writes, stays
     repeated in the map; field() takes its last value, as the parser does)."""
 
-    def __init__(self, pa: Any, props: Any, every: Callable[[int, int, int], Any]) -> None:
+    def __init__(self, b: BatchBuilder, props: Any) -> None:
         import pyarrow.compute as pc
 
-        self.pa, self.n, self.rows = pa, len(props), every(len(props), 0, 1)
+        every = b._every
+        self.b, self.pa, self.n, self.rows = b, b.pa, len(props), every(len(props), 0, 1)
         self.pairs = pc.split_pattern(pc.utf8_rtrim(props, characters="\x02"), pattern="\x02")
         kv = pc.split_pattern(pc.list_flatten(self.pairs), pattern="\x01", max_splits=1)
         self.parents = pc.list_parent_indices(self.pairs)
-        two = pc.equal(pc.list_value_length(kv), 2)
+        two = pc.equal(pc.list_value_length(kv), b.two)
         self.exact = pc.all(two).as_py()  # True: every pair is name\x01value (the usual case)
         if self.exact:  # names and values alternate in the flattened pairs
             flat, m = pc.list_flatten(kv), len(kv)
@@ -274,10 +307,9 @@ class _Properties:
             kv = pc.filter(kv, two)
             self.keys, self.values = pc.list_element(kv, 0), pc.list_element(kv, 1)
             self.parents = pc.filter(self.parents, two)
-        if len(self.keys) and (pc.min(pc.utf8_length(self.keys)).as_py() == 0
-                               or pc.min(pc.utf8_length(self.values)).as_py() == 0):
-            good = pc.and_(pc.greater(pc.utf8_length(self.keys), 0),
-                           pc.greater(pc.utf8_length(self.values), 0))
+        klen, vlen = pc.binary_length(self.keys), pc.binary_length(self.values)
+        if len(self.keys) and (pc.min(klen).as_py() == 0 or pc.min(vlen).as_py() == 0):
+            good = pc.and_(pc.greater(klen, b.zero), pc.greater(vlen, b.zero))
             self.exact = False
             self.keys, self.values = pc.filter(self.keys, good), pc.filter(self.values, good)
             self.parents = pc.filter(self.parents, good)
@@ -299,7 +331,7 @@ class _Properties:
         import pyarrow.compute as pc
 
         pa = self.pa
-        hit = pc.equal(self.keys, name)
+        hit = pc.equal(self.keys, self.b.names[name])
         rows = pc.filter(self.parents, hit)
         values = pc.filter(self.values, hit)
         if len(rows) == self.n and pc.all(pc.equal(rows, self.rows)).as_py():

@@ -63,14 +63,22 @@ def _expected(buf: bytes, lo: int, hi: int, tags: frozenset[str] | None) -> list
     return rows
 
 
-def _decoded(bodies: list[bytes], lo: int, hi: int, tags: frozenset[str] | None = None
-             ) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+def _decoded(bodies: list[bytes], lo: int, hi: int, tags: frozenset[str] | None = None,
+             *, order: list[int] | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """The bodies side by side in one buffer (as the connection reads answers), gathered in
+    `order` (default: as placed); the rows of the batch built, timestamps in ms."""
+    data = bytearray(b"".join(bodies))
+    view, at = memoryview(data), [0]
+    for b in bodies:
+        at.append(at[-1] + len(b))
     g = Gathered()
     done = lo
-    for b in bodies:
-        done = g.gather(memoryview(b), done, hi)
-    batch = BatchBuilder(TOPIC, "broker-x", 3, tags).build(g)
+    for i in order if order is not None else range(len(bodies)):
+        done = g.gather(view, at[i], at[i + 1], done, hi)
+    batch = BatchBuilder(TOPIC, "broker-x", 3, tags).build(g, data)
     rows = batch.to_pylist()
+    data[:] = b"\xee" * len(data)  # the batch keeps nothing of the buffer
+    assert batch.to_pylist() == rows
     for r in rows:
         r["properties"] = dict(r["properties"])
         for ts in ("bornTimestamp", "storeTimestamp"):
@@ -106,3 +114,16 @@ def test_range_bounds_tag_filter_and_a_torn_tail() -> None:
     torn = b"".join(recs[:3]) + recs[3][:-5]  # a record cut short ends the body
     rows, done = _decoded([torn], 0, 100)
     assert [r["queueOffset"] for r in rows] == [10, 11, 12] and done == 13
+
+
+def test_answers_gathered_out_of_buffer_order() -> None:
+    recs = _records()
+    first, second = b"".join(recs[:3]), b"".join(recs[3:])
+    buf = first + second
+    # the later answer was read first (a broker answering pulls out of order): it lies earlier
+    rows, done = _decoded([second, first], 10, 100, order=[1, 0])
+    assert done == 18
+    assert rows == _expected(buf, 10, 100, None)
+    plain = [recs[0], recs[1] + recs[4], recs[5]]
+    rows, _ = _decoded(plain[::-1], 0, 100, order=[2, 1, 0])
+    assert rows == _expected(b"".join(plain), 0, 100, None)

@@ -108,7 +108,8 @@ def test_refusal_log_counts_between_lines(caplog: Any, gap_s: float) -> None:
 
 def test_gathered_frames_reach_the_peer_whole_and_in_order_across_partial_writes() -> None:
     """Conn.queue keeps frames as views and writes them with one sendmsg; what a full socket
-    did not take moves into the out buffer, ahead of frames queued later."""
+    did not take moves into the out buffer, ahead of frames queued later; frames queued beyond
+    MAX_IOV join the out buffer behind the gathered ones."""
     from actors.runtime.tcp import MAX_IOV, Conn
 
     a, b = socket.socketpair()
@@ -120,11 +121,12 @@ def test_gathered_frames_reach_the_peer_whole_and_in_order_across_partial_writes
     expected = b"".join(frames)
     got = bytearray()
     try:
-        for i, f in enumerate(frames):
+        for i, f in enumerate(frames):  # more than MAX_IOV queued before the first flush
             conn.queue(memoryview(f) if i % 2 else f)
-            if i % 5 == 4:
+            assert not (conn.iov and conn.out)  # never both (a partial write would misorder)
+            if i > MAX_IOV and i % 5 == 4:
                 conn.flush()
-                assert not (conn.iov and conn.out)  # never both
+                assert not (conn.iov and conn.out)
         for _ in range(10_000):  # bounded: drain the peer while flushing the rest
             done = conn.flush()
             try:
