@@ -92,6 +92,19 @@ class SendRequest:
         self.max_reconsume = max_reconsume
 
 
+def plain_properties(msg_id: str, msg: Message) -> str:
+    """The properties string of a message without user properties: UNIQ_KEY, WAIT, and its
+    tags, keys and delay level when set."""
+    props = f"UNIQ_KEY\x01{msg_id}\x02WAIT\x01true"
+    if msg.tags:
+        props += f"\x02TAGS\x01{msg.tags}"
+    if msg.keys:
+        props += f"\x02KEYS\x01{msg.keys}"
+    if msg.delay_level > 0:
+        props += f"\x02DELAY\x01{msg.delay_level}"
+    return props
+
+
 class DefaultMQProducerImpl:
     """Sends for one producer group through the process's RemotingClient."""
 
@@ -148,14 +161,7 @@ class DefaultMQProducerImpl:
     def _prepare_plain(self, msg: Message) -> SendRequest:
         """prepare() for the common message: no user properties, an uncompressed body."""
         msg_id = create_uniq_id()
-        props = f"UNIQ_KEY\x01{msg_id}\x02WAIT\x01true"
-        if msg.tags:
-            props += f"\x02TAGS\x01{msg.tags}"
-        if msg.keys:
-            props += f"\x02KEYS\x01{msg.keys}"
-        if msg.delay_level > 0:
-            props += f"\x02DELAY\x01{msg.delay_level}"
-        return SendRequest(msg.topic, msg.body, props, 0, msg_id)
+        return SendRequest(msg.topic, msg.body, plain_properties(msg_id, msg), 0, msg_id)
 
     def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False
                       ) -> SendRequest:  # fmt: skip
@@ -174,11 +180,7 @@ class DefaultMQProducerImpl:
                 text = properties_to_string(props)
             else:  # the common message: tags and keys at most, written as prepare() does
                 uid = create_uniq_id()
-                text = f"UNIQ_KEY\x01{uid}\x02WAIT\x01true"
-                if m.tags:
-                    text += f"\x02TAGS\x01{m.tags}"
-                if m.keys:
-                    text += f"\x02KEYS\x01{m.keys}"
+                text = plain_properties(uid, m)
             ids.append(uid)
             items.append((m.flag, m.body, text))
         body = encode_batch_raw(items)
