@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 from typing import Any
 
 from actors.broker.config import BrokerConfig
@@ -11,6 +13,8 @@ from actors.broker.context import BrokerContext
 from actors.broker.controller import BrokerControllerCore
 from actors.broker.processors import BROKER_PROCESSOR_GROUPS, group_for_code
 from actors.core import ClosingCore, Request, StoreShutdownCore
+from actors.runtime.channel import REQUEST, Channel
+from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from protocol.command import RemotingCommand
 from store.config import StoreConfig
 from store.message_store import DefaultMessageStore
@@ -227,3 +231,42 @@ def heartbeat_body(
             "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}],
         }
     ).encode()
+
+
+FAST_PEER = ("10.1.2.3", 40000)
+
+
+class FastPathSide:
+    """One broker group's core driven through a ProcessorHost over a real channel, with or
+    without its fast path (`taken` counts the requests the fast path answered)."""
+
+    def __init__(self, broker: Broker, group: str, fast: bool) -> None:
+        self.broker = broker
+        self.core = broker.cores[group]
+        self.taken = 0
+        real = self.core.fast_path
+
+        def counting(frame: memoryview, conn_id: int, peer: tuple[str, int], now_ms: int
+                     ) -> bytes | None:  # fmt: skip
+            out = real(frame, conn_id, peer, now_ms)
+            self.taken += out is not None
+            return out
+
+        self.host = ProcessorHost(group, self.core, ChannelOutbox(), 10**9)
+        self.host.fast = counting if fast else None
+        self.a, self.b = socket.socketpair()
+        self.ch = Channel(self.a, group)
+
+    def run(self, frame: bytes, now_ms: int) -> bytes:
+        """Handle one request frame (no length prefix); the records written back, as bytes."""
+        self.ch.out.clear()
+        rec = (REQUEST, 3, time.monotonic_ns(), FAST_PEER, memoryview(frame))
+        self.host.handle(self.ch, [rec], 0)
+        self.broker.pump(now_ms)
+        return bytes(self.ch.out)
+
+    def close(self) -> None:
+        """Close the channel and the broker."""
+        self.ch.close()
+        self.b.close()
+        self.broker.close()

@@ -5,45 +5,27 @@ pulls, and takes only what it may."""
 from __future__ import annotations
 
 import json
-import socket
 import struct
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_kit import Broker, heartbeat_body, pull_ext, send_ext, wire_cmd
+from broker_kit import Broker, FastPathSide, heartbeat_body, pull_ext, send_ext, wire_cmd
 
-from actors.runtime.channel import REQUEST, Channel
-from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.codes import SerializeType
 
-PEER = ("10.1.2.3", 40000)
 NOW = 1_700_000_000_000
 SUSPEND, SUB = 2, 4
 COMMIT = 1
 
 
-class Side:
+class Side(FastPathSide):
     """One broker whose pull core runs under a ProcessorHost, with or without the fast path."""
 
     def __init__(self, root: str, fast: bool, **bc: Any) -> None:
-        self.broker = Broker(root, **bc)
-        self.core = self.broker.cores["pull"]
-        self.taken = 0
-        real = self.core.fast_path
-
-        def counting(*args: Any) -> bytes | None:
-            out = real(*args)
-            self.taken += out is not None
-            return out
-
-        self.host = ProcessorHost("pull", self.core, ChannelOutbox(), 10**9)
-        self.host.fast = counting if fast else None
-        self.a, self.b = socket.socketpair()
-        self.ch = Channel(self.a, "pull")
+        super().__init__(Broker(root, **bc), "pull", fast)
         for qid in range(2):
             for i in range(40):
                 tags = "TAGS\x01" + ("a" if i % 2 else "b")
@@ -54,22 +36,13 @@ class Side:
         r = self.broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "CG", "T"), now_ms=NOW)
         assert r is not None and r.code == RS.SUCCESS
 
-    def run(self, frame: bytes) -> bytes:
-        """Handle one request frame (no length prefix); the records written back, as bytes."""
-        self.ch.out.clear()
-        rec = (REQUEST, 3, time.monotonic_ns(), PEER, memoryview(frame))
-        self.host.handle(self.ch, [rec], 0)
-        self.broker.pump(NOW)
-        return bytes(self.ch.out)
+    def run(self, frame: bytes) -> bytes:  # type: ignore[override]
+        """Handle one request frame at NOW."""
+        return super().run(frame, NOW)
 
     def offset(self, group: str, qid: int) -> int:
         """The committed offset in the shared table (-1: none)."""
         return int(self.broker.ctxs["pull"].offsets.query_offset(group, "T", qid))
-
-    def close(self) -> None:
-        self.ch.close()
-        self.b.close()
-        self.broker.close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ for byte what the general path (decode + process + encode) does, and takes only 
 from __future__ import annotations
 
 import random
-import socket
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -12,46 +11,27 @@ from typing import Any
 
 import msgpack
 import pytest
-from broker_kit import Broker, send_ext
+from broker_kit import Broker, FastPathSide, send_ext
 
 from actors.runtime import processor_host
-from actors.runtime.channel import REQUEST, Channel, RecordDecoder
-from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
+from actors.runtime.channel import RecordDecoder
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 
-PEER = ("10.1.2.3", 40000)
 NOW = 1_700_000_000_000
 J, M = int(SerializeType.JSON), int(SerializeType.MSGPACK)
 
 
-class Side:
-    """One broker driven through a ProcessorHost, with or without the fast path."""
+class Side(FastPathSide):
+    """One broker driven through a ProcessorHost, with or without the send fast path."""
 
     def __init__(self, root: str, fast: bool) -> None:
-        self.broker = Broker(root)
-        self.core = self.broker.cores["send"]
+        super().__init__(Broker(root), "send", fast)
         self.core.rng = random.Random(7)
-        self.taken = 0
-        real = self.core.fast_path
-
-        def counting(*args: Any) -> bytes | None:
-            out = real(*args)
-            self.taken += out is not None
-            return out
-
-        self.host = ProcessorHost("send", self.core, ChannelOutbox(), 10**9)
-        self.host.fast = counting if fast else None
-        self.a, self.b = socket.socketpair()
-        self.ch = Channel(self.a, "send")
 
     def run(self, frame: bytes, now_ms: int = NOW) -> bytes:
-        """Handle one request frame (no length prefix); the records written back, as bytes."""
-        self.ch.out.clear()
-        rec = (REQUEST, 3, time.monotonic_ns(), PEER, memoryview(frame))
-        self.host.handle(self.ch, [rec], 0)
-        self.broker.pump(now_ms)
-        return bytes(self.ch.out)
+        """Handle one request frame at now_ms."""
+        return super().run(frame, now_ms)
 
     def stored(self) -> tuple[bytes, list[Any]]:
         """The commit log (one 1 MiB file holds it all) and every consume-queue unit."""
@@ -61,11 +41,6 @@ class Side:
             cq = store.consume_queues[key]
             units += [(key, cq.get_unit(i)) for i in range(cq.get_max_offset_in_queue())]
         return bytes(store.commitlog._cur.mm[: store.max_phy_offset]), units
-
-    def close(self) -> None:
-        self.ch.close()
-        self.b.close()
-        self.broker.close()
 
 
 @pytest.fixture
