@@ -97,13 +97,6 @@ def mq_rows(mqs: Iterable[MessageQueue]) -> list[list[Any]]:
     return [mq_row(mq) for mq in sorted(mqs)]
 
 
-def encode_pull_result(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
-                       suggest: int, tail: bytes | memoryview, repulled: bool = False) -> bytes:
-    """A PULL_RESULT payload."""
-    return pull_result_head(rid, status, next_begin, min_offset, max_offset, suggest,
-                            repulled) + bytes(tail)  # fmt: skip
-
-
 def pull_result_head(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
                      suggest: int, repulled: bool = False) -> bytes:
     """The head of a PULL_RESULT payload (its pull body follows)."""

@@ -52,6 +52,7 @@ class PullMessageServiceActor(ServiceThreadActor):
         super().__init__(*args, **kwargs)
         self.pulls = 0
         self.chains = PullChains()
+        self.in_pass = False  # in on_ready: what is written waits for the pass's end
 
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartPullService):
@@ -67,17 +68,18 @@ class PullMessageServiceActor(ServiceThreadActor):
             self.send(sender, PullServiceStarted(os.getpid(), os.getpgid(0)))
 
     def on_ready(self, fds: list[int]) -> None:
-        """A readiness pass: its pulls and forwarded answers are written once, at its end."""
+        """A readiness pass: its pulls and forwarded answers are written once, at its end
+        (ServiceThreadActor.on_ready flushes both sides after the pass)."""
         remoting = self.remoting
-        if remoting is None:
-            super().on_ready(fds)
-            return
-        remoting.hold_writes = True
+        self.in_pass = True
+        if remoting is not None:
+            remoting.hold_writes = True
         try:
             super().on_ready(fds)
         finally:
-            remoting.hold_writes = False
-            self._after_pass()
+            self.in_pass = False
+            if remoting is not None:
+                remoting.hold_writes = False
 
     def _read_channel(self, end: ch.ChannelEnd) -> None:
         records = end.read_records()
@@ -132,25 +134,24 @@ class PullMessageServiceActor(ServiceThreadActor):
             end = self.channel
             if end is None:
                 return
+            tail: bytes | memoryview
             if result is not None:
-                status = result.status.value
                 repulled = self._repull(rid, result)
                 head = cc.pull_result_head(
-                    rid, status, result.next_begin_offset, result.min_offset,
+                    rid, result.status.value, result.next_begin_offset, result.min_offset,
                     result.max_offset, result.suggest_which_broker_id, repulled)
-                if self.remoting is not None and self.remoting.hold_writes:
-                    end.queue(cc.PULL_RESULT, head, result.body)  # the pass's end writes
-                    return
-                payload = head + bytes(result.body)
+                tail = result.body
             else:
                 self.chains.stop(rid)
                 if isinstance(err, MQBrokerError):
-                    payload = cc.encode_pull_result(rid, cc.BROKER_ERROR, err.code, 0, 0, 0,
-                                                    (err.remark or "").encode())
+                    head = cc.pull_result_head(rid, cc.BROKER_ERROR, err.code, 0, 0, 0)
+                    tail = (err.remark or "").encode()
                 else:
-                    payload = cc.encode_pull_result(rid, cc.NO_ANSWER, 0, 0, 0, 0,
-                                                    str(err or "no answer").encode())
-            end.send(cc.PULL_RESULT, payload)
+                    head = cc.pull_result_head(rid, cc.NO_ANSWER, 0, 0, 0, 0)
+                    tail = str(err or "no answer").encode()
+            end.queue(cc.PULL_RESULT, head, tail)  # copied once, into the channel's buffer
+            if not self.in_pass:
+                self._after_pass()  # a timeout or a refused write: nobody else flushes now
 
         try:
             api.pull_message(addr, header, timeout_ms, callback=done)

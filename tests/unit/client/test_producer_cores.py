@@ -4,6 +4,7 @@ heartbeat data, selectors, validators, records, channel records, broker-request 
 from __future__ import annotations
 
 import dataclasses
+import socket
 
 import pytest
 from hypothesis import given
@@ -196,6 +197,25 @@ def test_channel_records_split_anywhere(records: list[tuple[int, bytes]],
         pos += c
     got += [(k, bytes(p)) for k, p in dec.feed(stream[pos:])]
     assert got == records
+
+
+def test_channel_queue_writes_parts_as_one_record_on_flush() -> None:
+    a, b = socket.socketpair()
+    end, peer = ch.ChannelEnd(a), ch.ChannelEnd(b)
+    try:
+        end.queue(7, b"head", memoryview(b"--body--")[2:6])
+        end.queue(9, b"x")
+        assert end.has_out  # nothing written before the flush
+        assert end.flush()
+        got: list[tuple[int, bytes]] = []
+        for _ in range(100):  # bounded: both records are tiny
+            got += [(k, bytes(p)) for k, p in peer.read_records() or []]
+            if len(got) == 2:
+                break
+        assert got == [(7, b"headbody"), (9, b"x")]
+    finally:
+        end.close()
+        peer.close()
 
 
 def test_channel_rejects_garbage() -> None:
