@@ -215,6 +215,7 @@ class ConsumeExecutor:
                               "worker stops", self.name, len(batch))  # fmt: skip
                 with cond:  # at least once: what ran may run again, nothing is skipped
                     items.extendleft(reversed(batch))
+                    self.workers = max(1, self.workers - 1)  # this one is gone: not "awake"
                     self._wake()
                 raise
             finally:

@@ -95,22 +95,22 @@ _new = object.__new__
 _unpack_head = RECORD_V4_HEAD.unpack_from
 _HEAD8 = struct.Struct(RECORD_V4_HEAD.format[:9]).unpack_from  # TOTALSIZE .. SYSFLAG
 _BODY_LEN = struct.Struct(">i").unpack_from  # the last field of RECORD_V4_HEAD
-_EQ = MessageExt.__eq__
 _HASH = MessageExt.__hash__
 
 
 class PulledMessageExt(MessageExt):
     """A MessageExt read from a pull body whose header fields are decoded on first use."""
 
-    __slots__ = ("_record",)  # (pull body, record position, MIN_OFFSET, MAX_OFFSET)
+    __slots__ = ("_record",)
+    _record: tuple[memoryview, int, str, str]  # pull body, record position, MIN/MAX_OFFSET
 
     def __getattr__(self, name: str) -> Any:
         """A header field not decoded yet: decode them all from the record, then answer."""
         if name not in _LAZY:
             raise AttributeError(name)
         try:
-            mv, pos, lo, hi = _GET_RECORD(self)
-        except AttributeError:
+            mv, pos, lo, hi = self._record
+        except AttributeError:  # decoded already (then no field is missing) or built whole
             raise AttributeError(name) from None
         _fill(self, mv, pos, lo, hi)
         _drop_record(self)
@@ -126,8 +126,6 @@ class PulledMessageExt(MessageExt):
 
 
 _RECORD_SLOT = PulledMessageExt.__dict__["_record"]
-_GET_RECORD: Callable[[PulledMessageExt], tuple[memoryview, int, str, str]] = \
-    lambda o: _RECORD_SLOT.__get__(o, PulledMessageExt)  # noqa: E731
 
 
 def _drop_record(o: PulledMessageExt) -> None:
