@@ -237,6 +237,7 @@ class BrokerChildSupervisor(WatchingActor):
             self.personality.DEFAULT_GROUP, msg.idle_s, msg.max_frame, fast_port,
             self.channel_token, int(getattr(bc, "maxConnections", 10_000)),
             self.rs_generation << CONN_ID_GENERATION_SHIFT,
+            frozenset(g.name for g in self.groups if g.spin_us > 0),
         )  # fmt: skip
 
     def _replace_remoting(self) -> None:

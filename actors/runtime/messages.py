@@ -143,6 +143,9 @@ class StartRemoting:
     channel_token: bytes = b""  # TCP processor channels: sent first on each connection
     max_connections: int = 10_000  # maxConnections (ours): more are accepted and closed at once
     conn_id_base: int = 0  # a replacement RemotingServer numbers its connections above this
+    # groups that answer within tens of microseconds: a pass that routed a request to one (or
+    # wrote its answer) is followed by the RemotingServer's spin, any other pass is not
+    spin_groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

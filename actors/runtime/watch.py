@@ -25,7 +25,8 @@ to Thespian when no socket was ready for LINGER_IDLE_MS, after LINGER_CAP_MS in 
 as it sent a Thespian message (so control traffic leaves at once), or as soon as Thespian's own
 sockets have input (a control message for us). With SPIN_US > 0 the loop first polls without
 blocking (yielding the CPU between polls) for that long after each pass: a reply that comes
-back within the window is read without a sleep/wake-up cycle. Due keyed timers run inside the
+back within the window is read without a sleep/wake-up cycle (spin_s() lets an actor spin only
+after passes whose answers come back that fast). Due keyed timers run inside the
 loop (the later WakeupMessage is then ignored as superseded). Idle CPU stays ~0: the spin only
 follows a pass that served something, and outside traffic the actor blocks in Thespian's select.
 
@@ -162,6 +163,11 @@ class WatchingActor(Actor):
 
     def on_exit(self) -> None:
         """The actor is being stopped: release sockets and files."""
+
+    def spin_s(self) -> float:
+        """How long to poll without sleeping after the pass just served (SPIN_US unless a
+        subclass knows no fast answer is coming)."""
+        return self.SPIN_US / 1e6
 
     def process_role(self) -> str:
         """The role this process is named and CPU-pinned after (the class name unless told)."""
@@ -305,8 +311,7 @@ class WatchingActor(Actor):
         start = time.monotonic()
         cap = start + self.LINGER_CAP_MS / 1000.0
         idle_until = start + idle_s
-        spin_s = self.SPIN_US / 1e6
-        spin_until = start + spin_s
+        spin_until = start + self.spin_s()
         poll = ep.poll
         try:
             while True:
@@ -333,7 +338,7 @@ class WatchingActor(Actor):
                 self.on_ready(fds)
                 now = time.monotonic()
                 idle_until = now + idle_s
-                spin_until = now + spin_s
+                spin_until = now + self.spin_s()
         finally:
             try:
                 ep.unregister(tep_fd)
