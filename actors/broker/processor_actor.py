@@ -60,7 +60,6 @@ log = logging.getLogger(__name__)
 MAX_TICK_MS = 1000.0
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
-REPLY_FLUSH_EVERY = 16  # requests per sub-batch: replies leave while the rest is processed
 
 
 # -- processor actor -----------------------------------------------------------------------
@@ -73,6 +72,7 @@ class ProcessorActor(WatchingActor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.group = ""
+        self.flush_every = 16  # ProcessorGroup.reply_flush_every, once started
         self.host: ProcessorHost | None = None
         self.ctx: Any = None
         self.core: Any = None
@@ -160,6 +160,7 @@ class ProcessorActor(WatchingActor):
         self.arrival_core = core if isinstance(core, ArrivalCore) else None
         self.hold = core.hold if isinstance(core, HoldingCore) else None
         self.SPIN_US = group.spin_us
+        self.flush_every = max(1, group.reply_flush_every)
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
         slow_fn = getattr(bc, "slow_processor_ms", None)
@@ -317,7 +318,7 @@ class ProcessorActor(WatchingActor):
             if records is None:
                 self._drop_channel(ch)
                 continue
-            step = REPLY_FLUSH_EVERY
+            step = self.flush_every
             for start in range(0, len(records), step):
                 mark = len(ch.out)
                 chunk = records[start : start + step]

@@ -84,7 +84,8 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         shed_codes=frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE,
                               RC.CONSUMER_SEND_MSG_BACK, RC.END_TRANSACTION}),
     ),
-    ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull),
+    ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull,
+                   reply_flush_every=1),
     ProcessorGroup(
         "consumer_manage",
         frozenset(
