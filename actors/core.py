@@ -189,6 +189,10 @@ class ProcessorGroup:
     # the client working on the first while the next is read from the store (C: 4 pulls in
     # flight went from travelling as one wave through three processes to a pipeline)
     reply_flush_every: int = 16
+    # the group writes its answers to the client's socket itself when it can (Unix channels
+    # only; see actors.runtime.direct_reply): a pull answer then crosses no channel and the
+    # RemotingServer never reads or copies it
+    direct_replies: bool = False
 
 
 Handler = Callable[[Request, int], RemotingCommand | None]  # None: answered later (or oneway)

@@ -31,9 +31,6 @@ from actors.broker.personality import (
 from actors.broker.processor_actor import ProcessorActor
 from actors.broker.slave_synchronize import SlaveSynchronize
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
-from actors.runtime.channel import (
-    channel_token,
-)
 from actors.runtime.messages import (
     BrokerEventBatch,
     BrokerStarted,
@@ -63,6 +60,7 @@ from actors.runtime.messages import (
     StoreShutdownDone,
 )
 from actors.runtime.tcp import ClientConn
+from actors.runtime.token_gate import channel_token
 from actors.runtime.watch import now_ms
 
 log = logging.getLogger(__name__)

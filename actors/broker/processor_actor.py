@@ -33,7 +33,6 @@ from actors.core import (
 from actors.runtime.channel import (
     HOLDS,
     Channel,
-    TokenGate,
     accept_channels,
     add_holds,
     add_notices,
@@ -42,6 +41,7 @@ from actors.runtime.channel import (
     listen_address,
     listen_channel,
 )
+from actors.runtime.direct_reply import DirectReplies
 from actors.runtime.messages import (
     BrokerEventBatch,
     ConnectNotices,
@@ -53,6 +53,8 @@ from actors.runtime.messages import (
     StoreShutdownDone,
 )
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
+from actors.runtime.tcp import FD_RESERVE, raise_fd_limit
+from actors.runtime.token_gate import TokenGate
 from actors.runtime.watch import WatchingActor, now_ms
 from store.stats_page import OFF_LOCK_SINCE_MS, StatsPage, queue_offset, stats_path
 
@@ -161,6 +163,9 @@ class ProcessorActor(WatchingActor):
         self.hold = core.hold if isinstance(core, HoldingCore) else None
         self.SPIN_US = group.spin_us
         self.flush_every = max(1, group.reply_flush_every)
+        if group.direct_replies:  # one shared socket per consumer connection
+            self.outbox.direct = DirectReplies()
+            raise_fd_limit(int(getattr(msg.broker_config, "maxConnections", 10_000)) + FD_RESERVE)
         bc = msg.broker_config
         max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
         slow_fn = getattr(bc, "slow_processor_ms", None)
@@ -323,11 +328,13 @@ class ProcessorActor(WatchingActor):
                 mark = len(ch.out)
                 chunk = records[start : start + step]
                 host.handle(ch, chunk, len(records) - start - len(chunk))
+                events = None
                 if ch is not host.notice_channel:
                     events = self.ctx.drain_events()
                     if events:  # ahead of this batch's replies: causal order for clients
                         ch.out[mark:mark] = events_record(self.group, events)
                         self.outbox.dirty.add(ch)
+                self.outbox.release(direct_ok=not events)
                 if start + step < len(records):
                     ch.flush()  # the client decodes these replies while we run the rest
             if ch.closed:
@@ -335,6 +342,8 @@ class ProcessorActor(WatchingActor):
         self._after_batch()
 
     def _add_channel(self, ch: Channel) -> None:
+        if self.outbox.direct is not None:
+            ch.take_fds()  # the RemotingServer passes client sockets on its Unix channels
         self.channels[ch.fd] = ch
         if self.outbox.default is None:
             self.outbox.default = ch
@@ -412,6 +421,7 @@ class ProcessorActor(WatchingActor):
 
     def _flush(self) -> None:
         outbox = self.outbox
+        outbox.release(direct_ok=True)  # from notices, timers, control: no reply waits on events
         if not outbox.dirty:
             return
         still = {ch for ch in outbox.dirty if not ch.flush()}
@@ -479,6 +489,8 @@ class ProcessorActor(WatchingActor):
                     log.exception("group=%s store close failed", self.group)
         for ch in list(self.channels.values()):
             ch.close()
+        if self.outbox.direct is not None:
+            self.outbox.direct.close_all()
         if self.gate is not None:
             self.gate.close()
         if self.notice_ch is not None:

@@ -238,6 +238,7 @@ class BrokerChildSupervisor(WatchingActor):
             self.channel_token, int(getattr(bc, "maxConnections", 10_000)),
             self.rs_generation << CONN_ID_GENERATION_SHIFT,
             frozenset(g.name for g in self.groups if g.spin_us > 0),
+            frozenset(g.name for g in self.groups if g.direct_replies),
         )  # fmt: skip
 
     def _replace_remoting(self) -> None:

@@ -5,6 +5,11 @@ Frames are never decoded beyond their request code and never re-encoded: each on
 raw bytes in a REQUEST record over the direct channel of its processor group, and REPLY
 records come back as encoded frames written to the client as they are.
 
+A group that answers directly (StartRemoting.direct_groups: pull) gets each connection's
+socket on its Unix channel the first time the connection sends it a request, and writes its
+answers to the client itself (actors.runtime.direct_reply): a shared connection is then
+written here only under its lock, and shut down on close so no copy keeps it open.
+
 Requests a processor sends to a client (Broker2Client.callClient: consumer running info,
 consume-directly, a reply message's push) come as CALL records; the RemotingServer notes
 (connection, opaque) -> that processor's channel, and while a connection has calls open, its
@@ -27,6 +32,7 @@ processor it never sent to: a connection that sent nothing costs no channel reco
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from typing import Any, Final
 
@@ -35,14 +41,17 @@ from actors.runtime.channel import (
     CALL,
     CLOSE_CONN,
     CONN_CLOSED,
+    CONN_FD,
     EVENTS,
     REPLY,
     Channel,
     add_apply,
     add_conn_record,
+    add_locks,
     add_request,
     connect_channel,
 )
+from actors.runtime.direct_reply import ConnLocks
 from actors.runtime.messages import (
     ConnectProcessor,
     EventsApplied,
@@ -107,6 +116,9 @@ class RemotingServer(WatchingActor):
         # conn id -> opaque of a request a processor sent that client -> (channel, forget at)
         self.calls: dict[int, dict[int, tuple[Channel, float]]] = {}
         self.spin_groups: frozenset[str] = frozenset()  # see StartRemoting.spin_groups
+        self.direct_groups: frozenset[str] = frozenset()  # see StartRemoting.direct_groups
+        self.conn_locks: ConnLocks | None = None  # their lock table, while there are any
+        self.locks_sent: set[Channel] = set()  # the channels that have the lock table
         self._spin_armed = False  # this pass routed to (or answered from) a spin group
 
     # -- control ------------------------------------------------------------------------------
@@ -135,6 +147,9 @@ class RemotingServer(WatchingActor):
     def _start(self, msg: StartRemoting) -> int:
         self.routes = RouteTable(msg.code_groups, msg.default_group)
         self.spin_groups = msg.spin_groups
+        self.direct_groups = msg.direct_groups
+        if self.direct_groups:
+            self.conn_locks = ConnLocks.create()
         for group, addr in msg.routes.items():
             self._connect_group(group, addr, msg.channel_token)
         self.server = FrameServer(
@@ -161,6 +176,7 @@ class RemotingServer(WatchingActor):
     def _drop_channel(self, ch: Channel) -> None:
         self.by_fd.pop(ch.fd, None)
         self.dirty.discard(ch)
+        self.locks_sent.discard(ch)
         if ch.sock.fileno() >= 0:  # still open: its number is not someone else's yet
             self.unwatch(ch.fd)
         ch.close()
@@ -208,6 +224,9 @@ class RemotingServer(WatchingActor):
         self.group_channel.clear()
         self.by_fd.clear()
         self.set_watch_fds([])
+        if self.conn_locks is not None:
+            self.conn_locks.close()
+            self.conn_locks = None
 
     # -- data plane -----------------------------------------------------------------------------
     def spin_s(self) -> float:
@@ -246,6 +265,7 @@ class RemotingServer(WatchingActor):
         group_channel = self.group_channel
         dirty = self.dirty
         spin_groups = self.spin_groups
+        direct_groups = self.direct_groups if owner is self.server else ()
         calls = self.calls.get(conn_id)
         for frame in frames:
             if calls:
@@ -267,6 +287,8 @@ class RemotingServer(WatchingActor):
             if ch is None or ch.closed:
                 self._no_processor(owner, conn, group, code, frame)
                 continue
+            if group in direct_groups and (conn.passed is None or ch not in conn.passed):
+                self._share(conn, ch)
             add_request(ch.out, conn_id, recv_ns, conn.peer_ip, conn.peer_port, frame)
             dirty.add(ch)
             if group in spin_groups:
@@ -276,6 +298,29 @@ class RemotingServer(WatchingActor):
                 conn.routed = {ch}
             elif ch not in routed:
                 routed.add(ch)
+
+    def _share(self, conn: Conn, ch: Channel) -> None:
+        """Pass the connection's socket to a direct-reply group's channel (with the lock table
+        the first time), ahead of the request about to be queued; a Unix channel that cannot
+        take it now gets it with the connection's next request."""
+        locks = self.conn_locks
+        if locks is None or ch.sock.family != socket.AF_UNIX:  # no descriptors over TCP
+            conn.passed = {ch} if conn.passed is None else conn.passed | {ch}
+            return
+        conn.share(locks)
+        records = bytearray()
+        fds = []
+        first = ch not in self.locks_sent
+        if first:
+            add_locks(records)
+            fds.append(locks.fd)
+        add_conn_record(records, CONN_FD, conn.id)
+        fds.append(conn.fd)
+        if not ch.send_with_fds(bytes(records), fds):
+            return
+        if first:
+            self.locks_sent.add(ch)
+        conn.passed = {ch} if conn.passed is None else conn.passed | {ch}
 
     def _no_processor(self, owner: FrameServer, conn: Conn, group: str, code: int,
                       frame: Any) -> None:

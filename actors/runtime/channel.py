@@ -9,7 +9,7 @@ Record layout (big-endian), one after another on a stream socket:
     offset size field
     0      4    rest_len   bytes after this field (type byte + payload)
     4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, NOTICES 5, HOLDS 6,
-                           EVENTS 7, APPLY 8, CALL 9
+                           EVENTS 7, APPLY 8, CALL 9, CONN_FD 10, LOCKS 11
     5      ...  payload:
        REQUEST     q conn_id | q recv_ns | I peer IPv4 | H peer port | frame (no length prefix)
        REPLY       q conn_id | encoded frame (with its 4-byte length: written to TCP as is)
@@ -25,10 +25,19 @@ Record layout (big-endian), one after another on a stream socket:
        EVENTS      msgpack [origin, {group: pickled event list}, pickled full list]
                    (processor -> RemotingServer, written before the replies of its batch)
        APPLY       pickled event list (RemotingServer -> the processors of its AUDIENCE)
+       CONN_FD     q conn_id                 (RemotingServer -> a direct-reply processor, Unix
+                   channels only: the connection's socket rides the same sendmsg as
+                   SCM_RIGHTS; see actors.runtime.direct_reply)
+       LOCKS       no payload                (the same, once per channel: the lock table)
+
+Descriptors arrive in the order of their records: the reader queues what each recvmsg brings
+(Channel.fds) and each CONN_FD / LOCKS record takes the next one.
 
 Causal replication: a processor writes the events of a batch ahead of that batch's replies;
 the RemotingServer copies them into the audience processors' channels before it writes those
 replies to the clients, so any later request of a client that saw a reply queues behind them.
+A processor that writes its answers to clients itself does so only for batches that emitted
+no events; the others still answer here, behind their events.
 
 Readers take everything available in one readiness pass; writers append to an out buffer
 and flush it with one send per pass. Sockets are non-blocking both ways: what the kernel
@@ -38,13 +47,13 @@ does not take stays in the out buffer for the next pass.
 from __future__ import annotations
 
 import errno
-import hmac
 import logging
 import os
 import pickle
-import secrets
 import socket
 import struct
+from array import array
+from collections import deque
 from typing import Any, Final
 
 import msgpack
@@ -60,6 +69,8 @@ HOLDS: Final = 6
 EVENTS: Final = 7
 APPLY: Final = 8
 CALL: Final = 9
+CONN_FD: Final = 10
+LOCKS: Final = 11
 
 REC_LEN = struct.Struct(">I")
 REQUEST_HDR = struct.Struct(
@@ -94,6 +105,7 @@ READ_CHUNK: Final = 1024 * 1024
 # here: recv(1 MiB) of a 1 KiB record 9.2 us, recv_into + copy of what arrived 1.2 us).
 _SCRATCH = bytearray(READ_CHUNK)
 _SCRATCH_VIEW = memoryview(_SCRATCH)
+_FD_SPACE: Final = socket.CMSG_SPACE(16 * array("i").itemsize)  # descriptors per recvmsg
 
 ChannelAddr = str | tuple[str, int]  # a Unix socket path, or (host, port) for TCP
 
@@ -125,6 +137,35 @@ def recv_available(sock: socket.socket, max_bytes: int) -> tuple[bytes, bool, OS
             break
     if len(chunks) == 1:
         return chunks[0], False, None
+    return b"".join(chunks), False, None
+
+
+def recv_available_fds(
+    sock: socket.socket, max_bytes: int, fds: deque[int]
+) -> tuple[bytes, bool, OSError | None]:
+    """recv_available for a Unix socket that may carry descriptors: those received are
+    appended to `fds` in order (a recvmsg stops after a message that carried some)."""
+    view = _SCRATCH_VIEW
+    chunks: list[bytes] = []
+    total = 0
+    while total < max_bytes:
+        try:
+            n, anc, _flags, _addr = sock.recvmsg_into([view], _FD_SPACE)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as exc:
+            return b"".join(chunks), True, exc
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                got = array("i")
+                got.frombytes(data[: len(data) - len(data) % got.itemsize])
+                fds.extend(got)
+        if not n:
+            return b"".join(chunks), True, None
+        chunks.append(view[:n].tobytes())
+        total += n
+        if n < READ_CHUNK and not anc:
+            break
     return b"".join(chunks), False, None
 
 
@@ -174,8 +215,13 @@ def add_call(out: bytearray, conn_id: int, opaque: int, encoded: Any) -> None:
 
 
 def add_conn_record(out: bytearray, rtype: int, conn_id: int) -> None:
-    """Append a CONN_CLOSED or CLOSE_CONN record."""
+    """Append a CONN_CLOSED, CLOSE_CONN or CONN_FD record."""
     out += CONN_HDR.pack(CONN_FIXED, rtype, conn_id)
+
+
+def add_locks(out: bytearray) -> None:
+    """Append a LOCKS record (its descriptor rides the sendmsg)."""
+    out += TYPE_HDR.pack(1, LOCKS)
 
 
 def add_notices(out: bytearray, notices: list[Any]) -> None:
@@ -242,7 +288,8 @@ class RecordDecoder:
 
         REQUEST -> (1, conn_id, recv_ns, (ip, port), frame); REPLY -> (2, conn_id, frame);
         CALL -> (9, conn_id, opaque, frame);
-        CONN_CLOSED / CLOSE_CONN -> (rtype, conn_id); NOTICES -> (5, list); HOLDS -> (6, bool);
+        CONN_CLOSED / CLOSE_CONN / CONN_FD -> (rtype, conn_id); LOCKS -> (11,);
+        NOTICES -> (5, list); HOLDS -> (6, bool);
         EVENTS -> (7, origin, {group: bytes}, bytes); APPLY -> (8, memoryview).
         """
         buf = self._rest + data if self._rest else data
@@ -280,7 +327,7 @@ class RecordDecoder:
                     raise ChannelError("short CALL record")
                 _, _, conn_id, opaque = CALL_HDR.unpack_from(buf, pos)
                 append((CALL, conn_id, opaque, view[pos + CALL_HDR.size : end]))
-            elif rtype in (CONN_CLOSED, CLOSE_CONN):
+            elif rtype in (CONN_CLOSED, CLOSE_CONN, CONN_FD):
                 if rest_len != CONN_FIXED:
                     raise ChannelError("bad connection record")
                 _, _, conn_id = CONN_HDR.unpack_from(buf, pos)
@@ -296,6 +343,10 @@ class RecordDecoder:
                 if rest_len != 2:
                     raise ChannelError("bad HOLDS record")
                 append((HOLDS, buf[pos + 5] != 0))
+            elif rtype == LOCKS:
+                if rest_len != 1:
+                    raise ChannelError("bad LOCKS record")
+                append((LOCKS,))
             else:
                 raise ChannelError(f"unknown record type {rtype}")
             pos = end
@@ -345,7 +396,7 @@ class OutBuffered:
 class Channel(OutBuffered):
     """One end of a channel: non-blocking socket, record decoder, out buffer."""
 
-    __slots__ = ("closed", "decoder", "fd", "name", "out", "sock")
+    __slots__ = ("closed", "decoder", "fd", "fds", "name", "out", "sock")
 
     def __init__(self, sock: socket.socket, name: str = "") -> None:
         _tune(sock)
@@ -355,13 +406,55 @@ class Channel(OutBuffered):
         self.out = bytearray()
         self.decoder = RecordDecoder()
         self.closed = False
+        self.fds: deque[int] | None = None  # descriptors received, when this end takes them
 
     def __repr__(self) -> str:
         return f"channel={self.name}"
 
+    def take_fds(self) -> None:
+        """Receive descriptors from now on (a Unix channel of a direct-reply processor)."""
+        if self.fds is None and self.sock.family == socket.AF_UNIX:
+            self.fds = deque()
+
+    def next_fd(self) -> int | None:
+        """The descriptor of the CONN_FD or LOCKS record just read (None: it was lost)."""
+        return self.fds.popleft() if self.fds else None
+
+    def send_with_fds(self, data: bytes, fds: list[int]) -> bool:
+        """Send records carrying descriptors, after everything queued before them; False when
+        the queue could not be written first or the socket took nothing (nothing sent)."""
+        if not self.flush() or self.closed:
+            return False
+        try:
+            sent = self.sock.sendmsg(
+                [data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))]
+            )
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self.closed = True
+            if exc.errno not in PEER_GONE:
+                log.warning("%r send failed: %s", self, exc)
+            return False
+        if sent < len(data):  # the descriptors went with the first part
+            self.out += memoryview(data)[sent:]
+        return True
+
+    def close(self) -> None:
+        """Close the socket and any descriptor received but not taken."""
+        super().close()
+        while self.fds:
+            try:
+                os.close(self.fds.popleft())
+            except OSError:
+                pass
+
     def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[tuple[Any, ...]] | None:
         """Read what is available now (bounded); None when the peer has closed or is corrupt."""
-        data, eof, err = recv_available(self.sock, max_bytes)
+        if self.fds is None:
+            data, eof, err = recv_available(self.sock, max_bytes)
+        else:
+            data, eof, err = recv_available_fds(self.sock, max_bytes, self.fds)
         if err is not None:
             log.warning("channel=%s recv failed: %s", self.name, err)
         try:
@@ -428,10 +521,11 @@ def connect_channel(
 
 def accept_channels(listener: socket.socket, name: str = "") -> list[Channel]:
     """Accept every pending connection on a channel listener (Unix sockets: no token)."""
-    return [Channel(sock, name) for sock in _accept_all(listener)]
+    return [Channel(sock, name) for sock in accept_all(listener)]
 
 
-def _accept_all(listener: socket.socket) -> list[socket.socket]:
+def accept_all(listener: socket.socket) -> list[socket.socket]:
+    """Accept every pending connection on a listener (at most 64 a call)."""
     socks: list[socket.socket] = []
     for _ in range(64):
         try:
@@ -440,75 +534,3 @@ def _accept_all(listener: socket.socket) -> list[socket.socket]:
             break
         socks.append(sock)
     return socks
-
-
-TOKEN_TIMEOUT_S = 0.5  # the connector writes the token right after connecting
-
-
-class TokenGate:
-    """Accepts TCP channel connections without waiting on any of them: each is held until its
-    first bytes are the broker's token (then it becomes a Channel), or closed when they are not
-    or when TOKEN_TIMEOUT_S passes first. The caller watches pending_fds() along with its
-    channels and hands their readiness to ready()."""
-
-    def __init__(self, token: bytes, name: str = "") -> None:
-        self.token = token
-        self.name = name
-        self._pending: dict[int, tuple[socket.socket, bytearray, float]] = {}
-
-    def pending_fds(self) -> list[int]:
-        """Connections still owing their token."""
-        return list(self._pending)
-
-    def accept(self, listener: socket.socket, now: float) -> None:
-        """Take every connection waiting on the listener into the pending set."""
-        for sock in _accept_all(listener):
-            sock.setblocking(False)
-            self._pending[sock.fileno()] = (sock, bytearray(), now + TOKEN_TIMEOUT_S)
-
-    def ready(self, fd: int) -> Channel | None:
-        """Read what a pending connection sent; its Channel once the whole token matched."""
-        entry = self._pending.get(fd)
-        if entry is None:
-            return None
-        sock, got, _deadline = entry
-        need = len(self.token) - len(got)
-        try:
-            chunk = sock.recv(need)  # never past the token: what follows belongs to the channel
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError:
-            chunk = b""
-        got += chunk
-        if chunk and len(got) < len(self.token):
-            return None
-        del self._pending[fd]
-        if not chunk or not hmac.compare_digest(bytes(got), self.token):
-            log.warning("channel=%s: refused a connection without the channel token", self.name)
-            sock.close()
-            return None
-        return Channel(sock, self.name)
-
-    def expire(self, now: float) -> float | None:
-        """Close connections whose token is late; seconds until the next deadline, or None."""
-        for fd, (sock, _got, deadline) in list(self._pending.items()):
-            if now >= deadline:
-                log.warning("channel=%s: no channel token within %.1f s, closing", self.name,
-                            TOKEN_TIMEOUT_S)  # fmt: skip
-                del self._pending[fd]
-                sock.close()
-        if not self._pending:
-            return None
-        return max(0.0, min(d for _s, _g, d in self._pending.values()) - now)
-
-    def close(self) -> None:
-        """Close every pending connection."""
-        for sock, _got, _deadline in self._pending.values():
-            sock.close()
-        self._pending.clear()
-
-
-def channel_token() -> bytes:
-    """A fresh random token for a broker's TCP channels."""
-    return secrets.token_bytes(32)
-

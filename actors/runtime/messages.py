@@ -146,6 +146,9 @@ class StartRemoting:
     # groups that answer within tens of microseconds: a pass that routed a request to one (or
     # wrote its answer) is followed by the RemotingServer's spin, any other pass is not
     spin_groups: frozenset[str] = frozenset()
+    # groups that write their answers to clients themselves (ProcessorGroup.direct_replies):
+    # their Unix channels get each connection's socket (actors.runtime.direct_reply)
+    direct_groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

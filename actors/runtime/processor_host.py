@@ -10,6 +10,7 @@ processor; a processor exception becomes SYSTEM_ERROR; oneway requests are never
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Final
 
@@ -18,6 +19,8 @@ from actors.runtime.channel import (
     APPLY,
     CLOSE_CONN,
     CONN_CLOSED,
+    CONN_FD,
+    LOCKS,
     NOTICES,
     REQUEST,
     Channel,
@@ -25,6 +28,7 @@ from actors.runtime.channel import (
     add_conn_record,
     add_reply,
 )
+from actors.runtime.direct_reply import DirectReplies
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, ProtocolError
@@ -36,14 +40,53 @@ SYSTEM_BUSY: Final = int(ResponseCode.SYSTEM_BUSY)
 
 
 class ChannelOutbox:
-    """actors.core.Outbox over channels: replies go back where the connection's requests came."""
+    """actors.core.Outbox over channels: replies go back where the connection's requests came
+    (or, for a direct-reply group, straight to the client: see actors.runtime.direct_reply)."""
 
-    __slots__ = ("conn_channel", "default", "dirty")
+    __slots__ = ("conn_channel", "default", "direct", "dirty", "held")
 
-    def __init__(self) -> None:
+    def __init__(self, direct: DirectReplies | None = None) -> None:
         self.conn_channel: dict[int, Channel] = {}
         self.default: Channel | None = None
         self.dirty: set[Channel] = set()
+        self.direct = direct
+        # a direct group's replies until the batch's events are known: (channel, conn, frame)
+        self.held: list[tuple[Channel, int, Any]] = []
+
+    def reply(self, ch: Channel, conn_id: int, encoded: Any) -> None:
+        """Answer a request that came on `ch` (a direct group's answer waits for release)."""
+        if self.direct is not None:
+            self.held.append((ch, conn_id, encoded))
+        else:
+            add_reply(ch.out, conn_id, encoded)
+            self.dirty.add(ch)
+
+    def release(self, direct_ok: bool) -> None:
+        """Send the held replies: to the clients themselves when `direct_ok` (the batch
+        emitted no events) and the socket takes them, else through their channels."""
+        held = self.held
+        if not held:
+            return
+        self.held = []
+        direct = self.direct
+        for ch, conn_id, encoded in held:
+            if direct_ok and direct is not None and direct.write(conn_id, encoded):
+                continue
+            if not ch.closed:
+                add_reply(ch.out, conn_id, encoded)
+                self.dirty.add(ch)
+
+    def adopt(self, rtype: int, conn_id: int, fd: int | None) -> None:
+        """A CONN_FD or LOCKS record's descriptor (closed at once by a non-direct group)."""
+        if fd is None:
+            return
+        direct = self.direct
+        if direct is None:
+            os.close(fd)
+        elif rtype == LOCKS:
+            direct.adopt_locks(fd)
+        else:
+            direct.adopt(conn_id, fd)
 
     def _channel(self, conn_id: int) -> Channel | None:
         """The live channel the connection's requests came on (else the default one)."""
@@ -57,7 +100,7 @@ class ChannelOutbox:
         """Queue `cmd` for the connection; dropped when the connection is unknown."""
         ch = self._channel(conn_id)
         if ch is not None:
-            add_reply(ch.out, conn_id, cmd.encode())
+            self.reply(ch, conn_id, cmd.encode())
 
     def call(self, conn_id: int, cmd: RemotingCommand) -> None:
         """Queue the request `cmd` for the client; its answer comes back to this processor."""
@@ -74,6 +117,8 @@ class ChannelOutbox:
     def forget(self, conn_id: int) -> None:
         """The connection is gone."""
         self.conn_channel.pop(conn_id, None)
+        if self.direct is not None:
+            self.direct.forget(conn_id)
 
 
 class ProcessorHost:
@@ -121,6 +166,7 @@ class ProcessorHost:
         requests of one call is the same millisecond or one earlier.
         """
         outbox = self.outbox
+        reply = outbox.reply
         conn_channel = outbox.conn_channel
         process = self.core.process
         decode = RemotingCommand.decode
@@ -149,7 +195,7 @@ class ProcessorHost:
                     if encoded is not None:
                         self.served += 1
                         if encoded:
-                            add_reply(out, conn_id, encoded)
+                            reply(ch, conn_id, encoded)
                         continue
                 try:
                     cmd = decode(frame)
@@ -176,7 +222,7 @@ class ProcessorHost:
                             f"period in queue: {(mono_ns - recv_ns) // 1_000_000}ms, "
                             f"size of queue: {n - i - 1}"
                         )
-                        add_reply(out, conn_id, cmd.make_response(SYSTEM_BUSY, remark).encode())
+                        reply(ch, conn_id, cmd.make_response(SYSTEM_BUSY, remark).encode())
                     continue
                 if self.slow_s:
                     time.sleep(self.slow_s)
@@ -198,7 +244,7 @@ class ProcessorHost:
                     except ProtocolError as exc:
                         log.exception("group=%s code=%d reply not encodable", self.group, cmd.code)
                         encoded = cmd.make_response(SYSTEM_ERROR, _short(exc)).encode()
-                    add_reply(out, conn_id, encoded)
+                    reply(ch, conn_id, encoded)
             elif rtype == CONN_CLOSED:
                 conn_id = rec[1]
                 outbox.forget(conn_id)
@@ -213,6 +259,8 @@ class ProcessorHost:
                         self.on_notices(rec[1], now_ms)
                     except Exception:
                         log.exception("group=%s on_arrival failed", self.group)
+            elif rtype in (CONN_FD, LOCKS):
+                outbox.adopt(rtype, rec[1] if rtype == CONN_FD else 0, ch.next_fd())
             elif rtype == APPLY:  # a replica that cannot apply them is wrong: the exception
                 if self.on_apply is not None:  # ends the actor (its replacement starts fresh)
                     self.on_apply(rec[1], now_ms)

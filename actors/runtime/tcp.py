@@ -30,6 +30,7 @@ from actors.runtime.channel import (
     listen_channel,
     recv_available,
 )
+from actors.runtime.direct_reply import ConnLocks
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 
@@ -103,7 +104,10 @@ class Conn(OutBuffered):
         "id",
         "iov",
         "last_active",
+        "locked",
+        "locks",
         "out",
+        "passed",
         "peer",
         "peer_ip",
         "peer_port",
@@ -128,6 +132,11 @@ class Conn(OutBuffered):
         self.last_active = now
         self.closed = False
         self.routed: Any = None  # the owner's note of where this connection's frames went
+        # shared with processors that write to it (actors.runtime.direct_reply): its lock
+        # table, whether we hold its lock now, and the channels its socket was passed on
+        self.locks: ConnLocks | None = None
+        self.locked = False
+        self.passed: Any = None
 
     def __repr__(self) -> str:
         return f"conn={self.id}"
@@ -144,7 +153,45 @@ class Conn(OutBuffered):
 
     def flush(self) -> bool:
         """Write the gathered frames, then the out buffer; True when nothing is pending.
-        What the kernel did not take of the frames moves into the out buffer, in order."""
+        What the kernel did not take of the frames moves into the out buffer, in order.
+        A shared connection is written under its lock, held until the buffer is empty
+        (False while a processor holds it: the owner retries)."""
+        locks = self.locks
+        if locks is None:
+            return self._write()
+        if not self.locked:
+            if not self.iov and not self.out:
+                return True
+            if not locks.try_lock(self.id):
+                return False
+            self.locked = True
+        done = self._write()
+        if done:
+            locks.unlock(self.id)
+            self.locked = False
+        return done
+
+    def share(self, locks: ConnLocks) -> None:
+        """Processors may write to this connection from now on: write under `locks` (a frame
+        partly written already keeps the lock until it is out)."""
+        if self.locks is None:
+            self.locks = locks
+            if self.iov or self.out:
+                self.locked = locks.try_lock(self.id)  # nobody else has the socket yet
+
+    def release(self) -> None:
+        """The connection closes: shut it down for every holder, drop our lock."""
+        if self.locks is None:
+            return
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # processors hold duplicates of it
+        except OSError:
+            pass
+        if self.locked:
+            self.locks.unlock(self.id)
+            self.locked = False
+
+    def _write(self) -> bool:
         iov = self.iov
         if iov:
             self.iov = []
@@ -335,6 +382,7 @@ class FrameServer:
         conn.closed = True
         if self.watcher is not None:
             self.watcher.unwatch(conn.fd)
+        conn.release()
         try:
             conn.sock.close()
         except OSError:

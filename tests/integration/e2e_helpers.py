@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from deploy import launch
+from deploy import launch, procinfo
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -281,3 +281,31 @@ def closed_by_server(sock: socket.socket, timeout_s: float = 5.0) -> bool:
     except TimeoutError:
         return False
     return False
+
+
+def comm(pid: int) -> str:
+    """The process name (/proc/<pid>/comm)."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="ascii", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def ppid(pid: int) -> int:
+    """The parent process id (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def role_pids(pids: list[int], role: str) -> list[int]:
+    """The live processes named amq-<role> (15 characters at most) among `pids` whose parent
+    is one of them too: a child just forked bears its parent's name until it names itself,
+    and a process whose parent died is on its way out: neither is counted."""
+    name = ("amq-" + role)[:15]
+    return [p for p in pids if comm(p) == name and ppid(p) in pids
+            and comm(ppid(p)) != name and not procinfo.is_zombie(p)]  # fmt: skip

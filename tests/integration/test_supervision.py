@@ -31,11 +31,13 @@ from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     SMALL_STORE,
     broker_addr,
+    comm,
     create_topic_cmd,
     heartbeat_cmd,
     msg_props,
     namesrv_addr,
     pull_cmd,
+    role_pids,
     send_cmd,
     simple_cmd,
     start_real,
@@ -50,34 +52,6 @@ QUEUES = 4
 PER_ROLE = 20  # messages acknowledged before each kill
 SERVE_AGAIN_S = 5.0
 BUSY = int(ResponseCode.SYSTEM_BUSY)
-
-
-def comm(pid: int) -> str:
-    """The process name (/proc/<pid>/comm)."""
-    try:
-        with open(f"/proc/{pid}/comm", encoding="ascii", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def ppid(pid: int) -> int:
-    """The parent process id (0 when gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return 0
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
-
-
-def role_pids(pids: list[int], role: str) -> list[int]:
-    """The live processes named amq-<role> (15 characters at most) among `pids` whose parent
-    is one of them too: a child just forked bears its parent's name until it names itself,
-    and a process whose parent died is on its way out: neither is counted."""
-    name = ("amq-" + role)[:15]
-    return [p for p in pids if comm(p) == name and ppid(p) in pids
-            and comm(ppid(p)) != name and not procinfo.is_zombie(p)]  # fmt: skip
 
 
 def _one(pids: list[int]) -> int | None:

@@ -223,14 +223,8 @@ def test_tcp_channel_token_handshake() -> None:
     connection that sends nothing (or part of it) holds up neither accept nor the others."""
     import socket as socketlib
 
-    from actors.runtime.channel import (
-        TOKEN_TIMEOUT_S,
-        TokenGate,
-        channel_token,
-        connect_channel,
-        listen_address,
-        listen_channel,
-    )
+    from actors.runtime.channel import connect_channel, listen_address, listen_channel
+    from actors.runtime.token_gate import TOKEN_TIMEOUT_S, TokenGate, channel_token
 
     token = channel_token()
     listener = listen_channel(("127.0.0.1", 0))
