@@ -97,6 +97,15 @@ def _fill(addr: tuple[str, int]) -> None:
         assert all(r.code == 0 for r in cl.invoke_many(reqs, RPC_TIMEOUT_S))
 
 
+@pytest.fixture
+def filled(local_cluster: Any) -> tuple[Any, tuple[str, int]]:
+    """(cluster, broker address) of a real broker holding TOPIC's messages."""
+    cluster = start_real(local_cluster)
+    addr = broker_addr(cluster)
+    _fill(addr)
+    return cluster, addr
+
+
 def _exchange(sock: socket.socket, reqs: list[RemotingCommand], decoder: FrameDecoder,
               timeout_s: float = RPC_TIMEOUT_S, stale: frozenset[int] = frozenset(),
               ) -> dict[int, RemotingCommand]:  # fmt: skip
@@ -121,11 +130,9 @@ def _exchange(sock: socket.socket, reqs: list[RemotingCommand], decoder: FrameDe
 
 
 def test_pull_answers_and_other_answers_interleave_whole_on_one_connection(
-    local_cluster: Any,
+    filled: tuple[Any, tuple[str, int]],
 ) -> None:
-    cluster = start_real(local_cluster)
-    addr = broker_addr(cluster)
-    _fill(addr)
+    cluster, addr = filled
     sock = socket.create_connection(addr, timeout=RPC_TIMEOUT_S)
     decoder = FrameDecoder()
     try:
@@ -167,10 +174,10 @@ def test_pull_answers_and_other_answers_interleave_whole_on_one_connection(
         sock.close()
 
 
-def test_shared_socket_lives_exactly_as_long_as_the_connection(local_cluster: Any) -> None:
-    cluster = start_real(local_cluster)
-    addr = broker_addr(cluster)
-    _fill(addr)
+def test_shared_socket_lives_exactly_as_long_as_the_connection(
+    filled: tuple[Any, tuple[str, int]],
+) -> None:
+    cluster, addr = filled
     pull_pid = _pull_pid(cluster)
     socks = [socket.create_connection(addr, timeout=RPC_TIMEOUT_S) for _ in range(8)]
     try:
@@ -197,11 +204,9 @@ def test_shared_socket_lives_exactly_as_long_as_the_connection(local_cluster: An
 
 
 def test_a_killed_pull_actor_is_replaced_and_answers_the_same_connection(
-    local_cluster: Any,
+    filled: tuple[Any, tuple[str, int]],
 ) -> None:
-    cluster = start_real(local_cluster)
-    addr = broker_addr(cluster)
-    _fill(addr)
+    cluster, addr = filled
     sock = socket.create_connection(addr, timeout=RPC_TIMEOUT_S)
     decoder = FrameDecoder()
     try:
