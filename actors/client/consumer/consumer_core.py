@@ -322,7 +322,12 @@ class ConsumerImplBase(PullMessageMixin):
         if kind == cc.ASSIGN:
             self._assign(body[1])
         elif kind == cc.REVOKE:
-            self._revoke([cc.mq_of(r) for r in body[1]])
+            # behind any _take still pending on the scheduler: a queue assigned and revoked
+            # in quick succession (a second consumer joining) is then found in the table and
+            # released, where revoking it before its _take ran reported it released at once
+            # and the _take kept it, held by two consumers and never revoked again
+            mqs = [cc.mq_of(r) for r in body[1]]
+            self.scheduler.submit(lambda: self._revoke(mqs))
         elif kind == cc.LOCK_STATE:
             for row in body[1]:
                 pq = self.table.get(cc.mq_of(row))
