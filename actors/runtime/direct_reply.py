@@ -45,6 +45,24 @@ log = logging.getLogger(__name__)
 STALL_S: Final = 0.5  # a frame the kernel took only in part must be finished within this
 ROOM_MARGIN: Final = 64 * 1024  # send-queue room kept beyond twice the frame (skb overhead)
 _LOCKED: Final = frozenset((errno.EAGAIN, errno.EACCES))
+REFUSAL_LOG_S: Final = 10.0
+
+
+class _Refusals:
+    """Lock calls the kernel refused (not a lock held by someone: ENOLCK and the like)."""
+
+    count = 0
+    logged_at = -REFUSAL_LOG_S
+
+
+def _refused(exc: OSError) -> None:
+    """Log a refused lock call at most once per REFUSAL_LOG_S, with the count."""
+    _Refusals.count += 1
+    now = time.monotonic()
+    if now - _Refusals.logged_at >= REFUSAL_LOG_S:
+        _Refusals.logged_at = now
+        log.warning("connection lock refused by the kernel (%d so far): %s", _Refusals.count,
+                    exc)  # fmt: skip
 
 
 class ConnLocks:
@@ -61,13 +79,14 @@ class ConnLocks:
         return cls(os.memfd_create("actormq-conn-locks", os.MFD_CLOEXEC))
 
     def try_lock(self, conn_id: int) -> bool:
-        """Take the connection's lock if nobody else holds it."""
+        """Take the connection's lock if nobody else holds it (False too when the kernel
+        refuses the lock itself, e.g. ENOLCK: the writer then waits, nothing is torn)."""
         try:
             fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, conn_id)
         except OSError as exc:
-            if exc.errno in _LOCKED:
-                return False
-            raise
+            if exc.errno not in _LOCKED:
+                _refused(exc)
+            return False
         return True
 
     def unlock(self, conn_id: int) -> None:

@@ -102,6 +102,12 @@ def test_a_lock_held_by_another_process_excludes_and_dies_with_it() -> None:
         locks.close()
 
 
+def test_a_lock_call_the_kernel_refuses_is_no_lock_and_no_crash() -> None:
+    locks = ConnLocks.create()
+    locks.close()  # EBADF from now on: writers wait (the channel path), nothing raises
+    assert not locks.try_lock(1)
+
+
 def test_descriptors_travel_in_order_with_their_records() -> None:
     a_sock, b_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     rs, proc = Channel(a_sock, "rs"), Channel(b_sock, "pull")
