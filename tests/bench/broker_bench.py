@@ -133,6 +133,11 @@ def cpu_by_role(pids: list[int]) -> dict[str, float]:
     return out
 
 
+def role_cpu_since(pids: list[int], before: dict[str, float], n: int) -> dict[str, float]:
+    """CPU us per item of each role since `before` (a cpu_by_role snapshot), over n items."""
+    return {role: (us - before.get(role, 0.0)) / n for role, us in cpu_by_role(pids).items()}
+
+
 def _round_trip(sock: socket.socket, decoder: Any, buf: memoryview, frame: bytes) -> Any:
     """Write one request frame and read until a response frame is complete; it, decoded."""
     from protocol.command import RemotingCommand
@@ -224,8 +229,7 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type:
         n = rounds * 100
         cpu = (cpu_us(pids) - c0) / n
         if roles is not None:
-            for role, us in cpu_by_role(pids).items():
-                roles[role] = (us - r0.get(role, 0.0)) / n
+            roles.update(role_cpu_since(pids, r0, n))
         return n / dt, cpu
     finally:
         sock.close()
@@ -286,10 +290,14 @@ def run_scenario(name: str, addr: tuple[str, int], pids: list[int], run: int,
         per_queue = max(1, args.c // QUEUES)
         modes = [("C", True), ("C0", False)]
         for key, commit in modes if run % 2 == 0 else modes[::-1]:  # neither always first
+            roles = {}
             rate, cpu = bench_c(addr, "BenchC", f"bench_{key}_{run}", per_queue, pids,
-                                commit=commit)  # fmt: skip
+                                commit=commit, roles=roles)  # fmt: skip
             add(prefix + key, rate)
             add(prefix + f"{key}_cpu", cpu)
+            if not prefix:
+                for role, us in roles.items():
+                    add(f"{key}_cpu:{role}", us)
     elif name == "D" and args.d:
         p50, p99, cpu = bench_d(addr, args.d, pids, run)
         add(prefix + "D_p50", p50)
@@ -437,7 +445,7 @@ def format_table(results: dict[str, list[float]]) -> str:
         cpu_ratio = _ratios(results["C_cpu"], results["ref:C_cpu"])
         lines.append(f"{'  C CPU us/msg actormq / ref':32s} {cell(cpu_ratio, '.2f'):>26s}"
                      f"{'':>107s}  <= 2x")
-    for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack")):
+    for key, label in (("B_cpu:", "B JSON"), ("Bm_cpu:", "B msgpack"), ("C_cpu:", "C commit")):
         parts = sorted(
             ((k[len(key):], statistics.median(v)) for k, v in results.items()
              if k.startswith(key)),

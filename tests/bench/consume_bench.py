@@ -23,7 +23,7 @@ from typing import Final
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
-from tests.bench.broker_bench import BODY, cpu_us, send_request
+from tests.bench.broker_bench import BODY, cpu_by_role, cpu_us, role_cpu_since, send_request
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +105,10 @@ def preload(addr: tuple[str, int], topic: str, total: int, queues: int = QUEUES)
 
 
 def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids: list[int], *,
-            commit: bool, queues: int = QUEUES) -> tuple[float, float]:  # fmt: skip
+            commit: bool, queues: int = QUEUES, roles: dict[str, float] | None = None,
+            ) -> tuple[float, float]:  # fmt: skip
     """Pull `per_queue` messages of each queue, one pull in flight per queue: (msgs/s, broker
-    CPU us/msg)."""
+    CPU us/msg); `roles`, when given, receives the CPU us/msg of each actor role."""
     cl = BlockingClient(addr)
     try:
         subscribe(cl, group, topic)
@@ -119,6 +120,7 @@ def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids:
         offsets = [0] * queues
         inflight: dict[int, int] = {}  # opaque -> queue
         got = 0
+        r0 = cpu_by_role(pids) if roles is not None else {}
         c0 = cpu_us(pids)
         t0 = time.perf_counter()
         first = [consumer_pull(group, topic, q, 0, commit=commit) for q in range(queues)]
@@ -144,7 +146,10 @@ def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids:
             if out:
                 sock.sendall(b"".join(out))
         dt = time.perf_counter() - t0
-        return got / dt, (cpu_us(pids) - c0) / max(got, 1)
+        cpu = (cpu_us(pids) - c0) / max(got, 1)
+        if roles is not None:
+            roles.update(role_cpu_since(pids, r0, max(got, 1)))
+        return got / dt, cpu
     finally:
         cl.close()
 
