@@ -489,8 +489,12 @@ class ProcessorActor(WatchingActor):
                     log.exception("group=%s store close failed", self.group)
         for ch in list(self.channels.values()):
             ch.close()
-        if self.outbox.direct is not None:
-            self.outbox.direct.close_all()
+        direct = self.outbox.direct
+        if direct is not None:
+            log.info("group=%s answers written to clients: %d, through the RemotingServer: %d, "
+                     "connections cut mid-frame: %d", self.group, direct.written,
+                     direct.declined, direct.cut)  # fmt: skip
+            direct.close_all()
         if self.gate is not None:
             self.gate.close()
         if self.notice_ch is not None:

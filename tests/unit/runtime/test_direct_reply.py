@@ -173,6 +173,8 @@ def test_direct_write_sends_whole_frames_and_declines_what_it_cannot(
         else:
             pytest.fail("the send queue never filled")
         assert direct.cut == 0
+        assert direct.written == 1 + written  # the first frame, then the whole ones
+        assert direct.declined == 3  # unknown connection, lock held, queue full
         client.settimeout(WAIT_S)
         for _ in range(written):
             assert _read_exactly(client, 200_004) == _frame(200_000, 0x42)
