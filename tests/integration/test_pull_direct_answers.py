@@ -15,6 +15,8 @@ import signal
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -106,6 +108,27 @@ def filled(local_cluster: Any) -> tuple[Any, tuple[str, int]]:
     return cluster, addr
 
 
+@dataclass
+class Consumer:
+    """A consumer's connection to the filled broker, and its frame decoder."""
+
+    cluster: Any
+    addr: tuple[str, int]
+    sock: socket.socket
+    decoder: FrameDecoder
+
+
+@pytest.fixture
+def consumer(filled: tuple[Any, tuple[str, int]]) -> Iterator[Consumer]:
+    """One client connection to the filled broker (closed after the test)."""
+    cluster, addr = filled
+    sock = socket.create_connection(addr, timeout=RPC_TIMEOUT_S)
+    try:
+        yield Consumer(cluster, addr, sock, FrameDecoder())
+    finally:
+        sock.close()
+
+
 def _exchange(sock: socket.socket, reqs: list[RemotingCommand], decoder: FrameDecoder,
               timeout_s: float = RPC_TIMEOUT_S, stale: frozenset[int] = frozenset(),
               ) -> dict[int, RemotingCommand]:  # fmt: skip
@@ -130,48 +153,43 @@ def _exchange(sock: socket.socket, reqs: list[RemotingCommand], decoder: FrameDe
 
 
 def test_pull_answers_and_other_answers_interleave_whole_on_one_connection(
-    filled: tuple[Any, tuple[str, int]],
+    consumer: Consumer,
 ) -> None:
-    cluster, addr = filled
-    sock = socket.create_connection(addr, timeout=RPC_TIMEOUT_S)
-    decoder = FrameDecoder()
-    try:
-        hb = heartbeat_cmd("direct@test", GROUP, {TOPIC: "*"})
-        assert _exchange(sock, [hb], decoder)[hb.opaque].code == 0
-        offsets = [0] * QUEUES
-        seen = 0
-        for i in range(ROUNDS):
-            pulls = {q: pull_cmd(GROUP, TOPIC, q, offsets[q], max_nums=8, sys_flag=5,
-                                 commit_offset=offsets[q]) for q in range(QUEUES)}  # fmt: skip
-            others = [  # answered by other processors, written by the RemotingServer
-                simple_cmd(int(RequestCode.QUERY_CONSUMER_OFFSET), consumerGroup=GROUP,
-                           topic=TOPIC, queueId=i % QUEUES),
-                simple_cmd(int(RequestCode.GET_CONSUMER_LIST_BY_GROUP), consumerGroup=GROUP),
-                heartbeat_cmd("direct@test", GROUP, {TOPIC: "*"}),
-                simple_cmd(int(RequestCode.GET_MAX_OFFSET), topic=TOPIC, queueId=i % QUEUES),
-            ]  # fmt: skip
-            reqs = [pulls[0], others[0], pulls[1], others[1], pulls[2], others[2], pulls[3],
-                    others[3]]  # fmt: skip
-            got = _exchange(sock, reqs, decoder)
-            for other in others:
-                assert got[other.opaque].code in (0, int(ResponseCode.QUERY_NOT_FOUND)), (
-                    got[other.opaque].code, got[other.opaque].remark)
-            for q, req in pulls.items():
-                resp = got[req.opaque]
-                assert resp.code in (FOUND, NOT_FOUND), (resp.code, resp.remark)
-                if resp.code == FOUND:
-                    msgs = decode_messages(bytes(resp.body), check_crc=True)
-                    assert [m.queue_offset for m in msgs] == list(
-                        range(offsets[q], offsets[q] + len(msgs)))
-                    assert all(m.body == BODY for m in msgs)
-                    seen += len(msgs)
-                offsets[q] = int(resp.ext_fields["nextBeginOffset"])
-        assert seen == QUEUES * PER_QUEUE
-        inode = _server_inode(addr[1], sock)
-        assert inode is not None
-        assert _holds(_pull_pid(cluster), inode), "the pull actor never got the socket"
-    finally:
-        sock.close()
+    cluster, addr, sock, decoder = consumer.cluster, consumer.addr, consumer.sock, consumer.decoder
+    hb = heartbeat_cmd("direct@test", GROUP, {TOPIC: "*"})
+    assert _exchange(sock, [hb], decoder)[hb.opaque].code == 0
+    offsets = [0] * QUEUES
+    seen = 0
+    for i in range(ROUNDS):
+        pulls = {q: pull_cmd(GROUP, TOPIC, q, offsets[q], max_nums=8, sys_flag=5,
+                             commit_offset=offsets[q]) for q in range(QUEUES)}  # fmt: skip
+        others = [  # answered by other processors, written by the RemotingServer
+            simple_cmd(int(RequestCode.QUERY_CONSUMER_OFFSET), consumerGroup=GROUP,
+                       topic=TOPIC, queueId=i % QUEUES),
+            simple_cmd(int(RequestCode.GET_CONSUMER_LIST_BY_GROUP), consumerGroup=GROUP),
+            heartbeat_cmd("direct@test", GROUP, {TOPIC: "*"}),
+            simple_cmd(int(RequestCode.GET_MAX_OFFSET), topic=TOPIC, queueId=i % QUEUES),
+        ]  # fmt: skip
+        reqs = [pulls[0], others[0], pulls[1], others[1], pulls[2], others[2], pulls[3],
+                others[3]]  # fmt: skip
+        got = _exchange(sock, reqs, decoder)
+        for other in others:
+            assert got[other.opaque].code in (0, int(ResponseCode.QUERY_NOT_FOUND)), (
+                got[other.opaque].code, got[other.opaque].remark)
+        for q, req in pulls.items():
+            resp = got[req.opaque]
+            assert resp.code in (FOUND, NOT_FOUND), (resp.code, resp.remark)
+            if resp.code == FOUND:
+                msgs = decode_messages(bytes(resp.body), check_crc=True)
+                assert [m.queue_offset for m in msgs] == list(
+                    range(offsets[q], offsets[q] + len(msgs)))
+                assert all(m.body == BODY for m in msgs)
+                seen += len(msgs)
+            offsets[q] = int(resp.ext_fields["nextBeginOffset"])
+    assert seen == QUEUES * PER_QUEUE
+    inode = _server_inode(addr[1], sock)
+    assert inode is not None
+    assert _holds(_pull_pid(cluster), inode), "the pull actor never got the socket"
 
 
 def test_shared_socket_lives_exactly_as_long_as_the_connection(
@@ -204,34 +222,29 @@ def test_shared_socket_lives_exactly_as_long_as_the_connection(
 
 
 def test_a_killed_pull_actor_is_replaced_and_answers_the_same_connection(
-    filled: tuple[Any, tuple[str, int]],
+    consumer: Consumer,
 ) -> None:
-    cluster, addr = filled
-    sock = socket.create_connection(addr, timeout=RPC_TIMEOUT_S)
-    decoder = FrameDecoder()
-    try:
-        first = pull_cmd(GROUP, TOPIC, 0, 0)
-        assert _exchange(sock, [first], decoder)[first.opaque].code == FOUND
-        old = _pull_pid(cluster)
-        os.kill(old, signal.SIGKILL)
-        given_up: set[int] = set()
+    cluster, addr, sock, decoder = consumer.cluster, consumer.addr, consumer.sock, consumer.decoder
+    first = pull_cmd(GROUP, TOPIC, 0, 0)
+    assert _exchange(sock, [first], decoder)[first.opaque].code == FOUND
+    old = _pull_pid(cluster)
+    os.kill(old, signal.SIGKILL)
+    given_up: set[int] = set()
 
-        def answered_by_new() -> bool | None:
-            # a pull that reached the dead actor's channel is lost, as in RocketMQ when an
-            # executor dies: the client's timeout and next pull cover it
-            req = pull_cmd(GROUP, TOPIC, 1, 0)
-            try:
-                resp = _exchange(sock, [req], decoder, 1.0, frozenset(given_up))[req.opaque]
-            except TimeoutError:
-                given_up.add(req.opaque)
-                return None
-            assert resp.code in (FOUND, BUSY), (resp.code, resp.remark)
-            return resp.code == FOUND or None
+    def answered_by_new() -> bool | None:
+        # a pull that reached the dead actor's channel is lost, as in RocketMQ when an
+        # executor dies: the client's timeout and next pull cover it
+        req = pull_cmd(GROUP, TOPIC, 1, 0)
+        try:
+            resp = _exchange(sock, [req], decoder, 1.0, frozenset(given_up))[req.opaque]
+        except TimeoutError:
+            given_up.add(req.opaque)
+            return None
+        assert resp.code in (FOUND, BUSY), (resp.code, resp.remark)
+        return resp.code == FOUND or None
 
-        assert wait_until(answered_by_new, 15.0, 0.05), "the same connection was not served"
-        new = _pull_pid(cluster)
-        assert new != old
-        inode = _server_inode(addr[1], sock)
-        assert inode is not None and _holds(new, inode)
-    finally:
-        sock.close()
+    assert wait_until(answered_by_new, 15.0, 0.05), "the same connection was not served"
+    new = _pull_pid(cluster)
+    assert new != old
+    inode = _server_inode(addr[1], sock)
+    assert inode is not None and _holds(new, inode)
