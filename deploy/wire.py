@@ -11,6 +11,7 @@ import logging
 import socket
 import time
 
+from actors.runtime.tcp import split_addr
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
 
@@ -24,10 +25,7 @@ def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
     """'host:port' or (host, port) -> (host, port)."""
     if isinstance(addr, tuple):
         return addr[0], int(addr[1])
-    host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"bad address {addr!r}, expected host:port")
-    return host, int(port)
+    return split_addr(addr)
 
 
 class BlockingClient:

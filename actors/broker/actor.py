@@ -343,9 +343,8 @@ class BrokerControllerActor(BrokerChildSupervisor):
         for addr, cmd in requests:
             conn = self.ns_conns.get(addr)
             if conn is None or conn.closed:
-                host, _, port = addr.rpartition(":")
                 try:
-                    conn = ClientConn((host, int(port)))
+                    conn = ClientConn.to(addr)
                 except (OSError, ValueError) as exc:
                     log.warning("name server %s unreachable: %s", addr, exc)
                     continue

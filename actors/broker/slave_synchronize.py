@@ -38,9 +38,8 @@ class SlaveSynchronize:
         conn = self.conn
         if conn is None or conn.closed or self.master != master:
             self.close()
-            host, _, port = master.rpartition(":")
             try:
-                conn = ClientConn((host, int(port)))
+                conn = ClientConn.to(master)
             except (OSError, ValueError) as exc:
                 log.warning("master %s unreachable: %s", master, exc)
                 return False

@@ -43,6 +43,7 @@ from actors.client.errors import (
     RemotingTimeoutError,
 )
 from actors.client.event_loop import EPOLLIN, EPOLLONESHOT, EPOLLOUT, EventLoop
+from actors.runtime.tcp import split_addr
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
@@ -60,14 +61,6 @@ SCAN_PERIOD_S: Final = 0.02  # async timeouts are noticed within this (Java scan
 Callback = Callable[[RemotingCommand | None, MQClientError | None], None]
 RequestProcessor = Callable[[str, RemotingCommand], RemotingCommand | None]
 _LOOP: Final = "loop"  # the reader-role holder when the event loop reads
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    """'host:port' -> (host, port)."""
-    host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"bad address {addr!r}, expected host:port")
-    return host, int(port)
 
 
 class _Pending:

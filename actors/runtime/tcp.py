@@ -415,6 +415,15 @@ class FrameServer:
             self.listen_fd = -1
 
 
+def split_addr(addr: str) -> tuple[str, int]:
+    """'host:port' -> (host, port) (RemotingHelper.string2SocketAddress); ValueError when it
+    is not one."""
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad address {addr!r}, expected host:port")
+    return host, int(port)
+
+
 def start_connect(addr: tuple[str, int]) -> tuple[socket.socket, int]:
     """A non-blocking TCP_NODELAY socket whose connect to addr is under way: (socket, 0) or
     (socket, errno) when it failed at once (the caller closes it)."""
@@ -427,6 +436,11 @@ def start_connect(addr: tuple[str, int]) -> tuple[socket.socket, int]:
 
 class ClientConn(OutBuffered):
     """An outbound non-blocking connection (broker -> name server) with a frame decoder."""
+
+    @classmethod
+    def to(cls, addr: str) -> ClientConn:
+        """A connection to 'host:port' under way (ValueError for a bad address, OSError)."""
+        return cls(split_addr(addr))
 
     def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.addr = addr

@@ -124,9 +124,8 @@ class SparkBridgeActor(WatchingActor):
         conn = self.conns.get(addr)
         if conn is not None and not conn.closed:
             return conn
-        host, _, port = addr.rpartition(":")
         try:
-            conn = ClientConn((host, int(port)))
+            conn = ClientConn.to(addr)
         except (OSError, ValueError) as exc:
             log.warning("cannot connect to %s: %s", addr, exc)
             return None
