@@ -12,7 +12,10 @@ Unit layout (big-endian)::
 Files hold `mappedFileSizeConsumeQueue / 20` units (300 000 by default) and are named by the
 byte offset of their first unit. A unit is *visible* to readers only when size > 0 and
 phy + size <= the published commit-log max offset: the writer publishes that offset after it
-has written both the record and its unit, so a reader never follows a half-written unit.
+has written both the record and its unit, so a reader never follows a half-written unit. A
+reader tests a unit the writer may be writing (the first one past that offset) by loading its
+size before its phy (`unit_visible`); that relies, as the state page does, on stores becoming
+visible to other processes in program order (x86-64).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ CQ_UNIT = struct.Struct(
     "q"  # tagsCode
 )
 CQ_UNIT_SIZE: Final = CQ_UNIT.size  # 20
+_UNIT_PHY = struct.Struct(">q")
+_UNIT_SIZE = struct.Struct(">i")
 PRE_BLANK_SIZE: Final = 0x7FFFFFFF
 _units_cache: dict[int, struct.Struct] = {}
 
@@ -340,9 +345,7 @@ class ConsumeQueueView(ConsumeQueue):
         mv = last.mv
         while lo < hi:
             mid = (lo + hi) // 2
-            phy, size, _ = CQ_UNIT.unpack_from(mv, mid * CQ_UNIT_SIZE)
-            ok = size > 0 and (size == PRE_BLANK_SIZE or phy + size <= cl_max)
-            if ok:
+            if unit_visible(mv, mid * CQ_UNIT_SIZE, cl_max):
                 lo = mid + 1
             else:
                 hi = mid
@@ -372,5 +375,19 @@ class ConsumeQueueView(ConsumeQueue):
             return True
         if (i + 1) * CQ_UNIT_SIZE > len(mf.mv):
             return False
-        phy, size, _ = CQ_UNIT.unpack_from(mf.mv, i * CQ_UNIT_SIZE)
-        return size > 0 and (size == PRE_BLANK_SIZE or phy + size <= self.cl_max)
+        return unit_visible(mf.mv, i * CQ_UNIT_SIZE, self.cl_max)
+
+
+def unit_visible(mv: memoryview, pos: int, cl_max: int) -> bool:
+    """Whether the unit at byte pos is written and its record lies below cl_max, read while the
+    writer may be writing it: size first, then phy, in two loads. The writer stores phy before
+    size (one pack_into, field by field), so a size seen non-zero comes with its whole phy. One
+    unpack of the unit loads phy first: a unit written between its two loads read as phy 0 with
+    its real size, "visible", and a get then skipped its record as not stored yet."""
+    size: int = _UNIT_SIZE.unpack_from(mv, pos + 8)[0]
+    if size <= 0:
+        return False
+    if size == PRE_BLANK_SIZE:
+        return True
+    phy: int = _UNIT_PHY.unpack_from(mv, pos)[0]
+    return phy + size <= cl_max
