@@ -174,6 +174,12 @@ class MessageStoreReader(StoreReadMixin):
         return self.state.max_phy
 
     def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        # max_phy before the generation: the writer bumps the generation before it publishes
+        # any record of a file it creates, so every file holding a record below this max_phy
+        # is on disk by the generation read next. The other order let a roll fall between the
+        # two loads: units into a file this view had not mapped were visible, and the get
+        # skipped them (a FOUND batch whose next offset jumped past their records).
+        max_phy = self.state.max_phy
         changed = self._sync_generation()
         if changed:
             self.commitlog.mfq.refresh()
@@ -186,7 +192,6 @@ class MessageStoreReader(StoreReadMixin):
             )
             self._queues[(topic, queue_id)] = cq
             changed = True
-        max_phy = self.state.max_phy
         cq.sync(max_phy, self.state.min_phy, changed)
         return cq
 
