@@ -66,6 +66,8 @@ PULL_MESSAGE: Final = int(RequestCode.PULL_MESSAGE)
 JSON_SERIALIZE: Final = int(SerializeType.JSON)
 FRAME_PREFIX: Final = struct.Struct(">ii")  # total length, header meta (JSON: the length alone)
 CACHE_LIMIT: Final = 10_000  # filters cached per subscription before the cache is reset
+# gets per held SQL92 pull and arrival notice (800 units each: 12,800 records read at most)
+ARRIVAL_LOOKS: Final = 16
 
 # PullMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
 RESPONSE_KEYS: Final = tuple(f.key for f in PullMessageResponseHeader.FIELDS)
@@ -242,18 +244,24 @@ class PullMessageProcessor:
         if not isinstance(flt, SqlSubscriptionFilter):
             return True
         start = max(h.checked_to, h.pull_from_offset)
-        if start >= max_offset:
-            return False
-        res = self.store.get_message(
-            "", h.topic, h.queue_id, start, 1, None, flt, 0, count_stats=False
-        )
-        try:
-            if res.status is GetMessageStatus.NO_MATCHED_MESSAGE:
-                h.checked_to = res.next_begin_offset
+        # one get reads at most 800 units and stops at a consume-queue file's end: look again
+        # from where it stopped (a notice can stand for a whole batch), up to ARRIVAL_LOOKS
+        # gets a notice; what is left is read at the next notice or the hold sweep
+        for _ in range(ARRIVAL_LOOKS):
+            if start >= max_offset:
                 return False
-            return True  # found one, or a status the pull itself should answer
-        finally:
-            res.release()
+            res = self.store.get_message(
+                "", h.topic, h.queue_id, start, 1, None, flt, 0, count_stats=False
+            )
+            try:
+                if res.status is not GetMessageStatus.NO_MATCHED_MESSAGE:
+                    return True  # found one, or a status the pull itself should answer
+                if res.next_begin_offset <= start:
+                    return False
+                start = h.checked_to = res.next_begin_offset
+            finally:
+                res.release()
+        return False
 
     def _max_offset(self, topic: str, queue_id: int) -> int:
         return int(self.store.get_max_offset_in_queue(topic, queue_id))

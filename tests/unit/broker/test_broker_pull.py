@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
+from broker_kit import Broker, heartbeat_body, pull_ext, send_ext, wire_cmd
 
 from actors.broker.events import OffsetMoved
 from actors.broker.processors.pull import RESPONSE_KEYS
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from actors.core import Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.headers import PullMessageResponseHeader
@@ -365,6 +366,46 @@ def test_sql92_held_pull_stays_held_for_an_arrival_that_does_not_match(tmp_path)
         assert [bytes(m.body) for m in decode_messages(resp.body)] == [b"m2"]
         assert resp.ext_fields["nextBeginOffset"] == "3"
         assert len(b.cores["pull"].hold) == 0
+    finally:
+        b.close()
+
+
+def test_sql92_held_pull_reads_past_a_long_run_of_arrivals_that_do_not_match(tmp_path) -> None:
+    """One notice covering 900 records that do not match and then one that does (a batch, or
+    arrivals coalesced by the writer) wakes the held pull at once, although one look reads at
+    most 800 units (Java checks each arrival's properties as it comes); it stayed held until
+    the 5 s sweep."""
+    b = Broker(str(tmp_path), enablePropertyFilter=True)
+    send = b.cores["send"]
+
+    def put(i: int, a: int) -> None:  # stored without moving its arrival to the pull core
+        cmd = wire_cmd(RC.SEND_MESSAGE_V2, send_ext("T", props=f"UNIQ_KEY\x01U{i}\x02a\x01{a}"),
+                       b"m%d" % i)  # fmt: skip
+        r = send.process(Request(1, ("127.0.0.1", 40000), cmd, 0), 0)
+        assert r is not None and r.code == RS.SUCCESS
+
+    try:
+        _send_props(b, "UNIQ_KEY\x01U0\x02a\x012", b"m0")
+        ext = pull_ext("T", sub="a = 1", sys_flag=0b110, offset=1, suspend=15000)
+        ext["expressionType"] = "SQL92"
+        assert b.call(RC.PULL_MESSAGE, ext, conn_id=9) is None  # held
+        b.outbox.take()
+        for i in range(1, 901):
+            put(i, 2)
+        put(901, 1)
+        # the writer's notice for them: one, with the queue's new max (a SEND_BATCH_MESSAGE's,
+        # or a read of several sends: the send actor keeps the newest per queue and tags code)
+        last = b.ctxs["send"].drain_arrivals()[-1]
+        assert last[:3] == ("T", 0, 902)
+        b.cores["pull"].on_arrival([last], 0)
+        # answered at once: the re-run reads 800 units from its offset, as Java's does, and
+        # tells the consumer to pull again from where it stopped; that pull gets the record
+        [resp] = [r for c, r in b.outbox.take() if c == 9]
+        assert resp.code == RS.PULL_RETRY_IMMEDIATELY
+        assert resp.ext_fields["nextBeginOffset"] == "801"
+        r = _sql_pull(b, "a = 1", offset=801)
+        assert r is not None and r.code == RS.SUCCESS
+        assert [bytes(m.body) for m in decode_messages(r.body)] == [b"m901"]
     finally:
         b.close()
 
