@@ -217,10 +217,17 @@ class PullMessageMixin:
         pq, mq = req.pq, req.mq
         if repulled:
             pq.last_pull_ms = now_ms()
-            if pq.dropped or pq.revoking:
-                self.stop_chains([pq])
         elif pq.chain == rid:
             pq.chain = 0
+        if pq.dropped or pq.revoking:
+            # an answer for a queue being let go changes nothing: its FOUND records are not
+            # cached, so a NO_MATCHED after them must not move the offset past them
+            # (correctTagsOffset with msg_count 0), nor a late OFFSET_ILLEGAL remove the
+            # queue's next ProcessQueue. The chain is ended by its id: pq.chain may have been
+            # cleared while this chain's first pull was still on its way to the pull actor.
+            if repulled and self.services is not None:
+                self.services.stop_chains([rid])
+            return
         if status >= cc.BROKER_ERROR:
             if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
                     time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
@@ -243,8 +250,6 @@ class PullMessageMixin:
         pstatus = PullStatus(status)
         if pstatus is PullStatus.FOUND:
             req.next_offset = next_begin
-            if pq.dropped or pq.revoking:
-                return
             sub = self.subscriptions.get(mq.topic)
             msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
             dispatch = pq.put_messages(msgs, max_offset)  # counted even when all filtered
@@ -262,7 +267,7 @@ class PullMessageMixin:
                 self._pull(req)
         elif pstatus in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             req.next_offset = next_begin
-            if pq.msg_count == 0 and not pq.dropped and self.offset_store is not None:
+            if pq.msg_count == 0 and self.offset_store is not None:
                 self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
                 if repulled:
                     self.report_progress(mq)
@@ -278,10 +283,12 @@ class PullMessageMixin:
     def _fix_offset(self, req: PullRequest) -> None:
         """OFFSET_ILLEGAL, 10 s later: store the broker's offset and let the queue be taken anew."""
         mq = req.mq
+        with self.lock:
+            if self.table.get(mq) is not req.pq:
+                return  # let go meanwhile (and maybe taken again: that queue is not this one)
+            del self.table[mq]
         if self.offset_store is not None:
             self.offset_store.update_offset(mq, req.next_offset, False)
             self.persist([mq], sync=True)
-        with self.lock:
-            self.table.pop(mq, None)
         if self.services is not None:
             self.services.revoked(self.group, [cc.mq_row(mq)])
