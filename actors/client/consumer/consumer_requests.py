@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consumer_core import CHAIN_STOP_WAIT_S, QUIET_BEFORE_COMMIT_MS
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, dumps_object_map, loads_object_map
 from protocol.codes import RequestCode, ResponseCode
@@ -141,8 +142,13 @@ def reset_offset(impl: ConsumerImplBase, cmd: RemotingCommand) -> None:
 
 def reset_offsets(impl: ConsumerImplBase, topic: str, offsets: dict[MessageQueue, int]) -> None:
     """resetOffset: held queues of topic are dropped (cached messages discarded), their
-    offsets stored and committed, and they are taken again from there."""
-    released = []
+    offsets stored and committed, and they are taken again from there (scheduler thread).
+
+    Every pull of those queues still on its way carries the old commit offset, which the broker
+    stores: the queues' pull chains are ended first (until the pull actor has written their
+    last pull), and the reset offsets committed after the last pull sent had time to land
+    (Java sleeps 10 s here for the same reason)."""
+    dropped = []
     for mq, off in offsets.items():
         if mq.topic != topic:
             continue
@@ -152,11 +158,18 @@ def reset_offsets(impl: ConsumerImplBase, topic: str, offsets: dict[MessageQueue
             continue
         pq.dropped = True
         pq.clear()
+        dropped.append((mq, off, pq))
+    if not dropped:
+        return
+    impl.stop_chains([pq for _mq, _off, pq in dropped], CHAIN_STOP_WAIT_S)
+    quiet = impl.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+    if quiet > 0:
+        time.sleep(quiet)
+    for mq, off, _pq in dropped:
         if impl.offset_store is not None:
             impl.offset_store.update_offset(mq, off, False)
             impl.persist([mq], sync=True)
             impl.offset_store.remove_offset(mq)
-        released.append(cc.mq_row(mq))
-    if released and impl.services is not None:
-        impl.services.revoked(impl.group, released)
+    if impl.services is not None:
+        impl.services.revoked(impl.group, [cc.mq_row(mq) for mq, _off, _pq in dropped])
 

@@ -102,3 +102,46 @@ def test_a_repulled_answer_for_a_queue_let_go_ends_its_chain_by_id() -> None:
     pq.chain = 0  # cleared (and STOP sent) before chain 11's first pull reached the actor
     core.on_pull_result(11, PullStatus.NO_NEW_MSG.value, 0, 0, 0, 0, EMPTY, repulled=True)
     assert services.stopped == [11]
+
+
+class _ChainingCore(_Core):
+    """A push-concurrently core: the pull actor re-pulls its queues itself (chains)."""
+
+    def __init__(self, cfg: ConsumerConfig, log: list[tuple[Any, ...]]) -> None:
+        super().__init__(cfg)
+        self.log = log
+
+    def _chain_limits(self) -> list[int] | None:
+        return [1000, 100, 2000, 0, 0]
+
+    def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
+        assert self.offset_store is not None
+        self.log.append(("persist", [self.offset_store.read_memory(mq) for mq in mqs]))
+
+
+def test_a_reset_ends_the_queues_pull_chain_before_it_commits() -> None:
+    """RESET_CONSUMER_CLIENT_OFFSET: the chain's next pull would carry the old commit offset
+    after the reset's commit and the broker would keep that one (the reset undone)."""
+    from actors.client.consumer.consumer_requests import reset_offsets
+
+    log: list[tuple[Any, ...]] = []
+
+    class _Logged(_Services):
+        def stop_chains(self, rids: list[int], wait_s: float = 0.0) -> None:
+            log.append(("stop", rids, wait_s))
+
+    core = _ChainingCore(ConsumerConfig("letgo_cg", "127.0.0.1:9876"), log)
+    services = _Logged()
+    core.services = services  # type: ignore[assignment]
+    core.offset_store = OffsetStore("letgo_cg")
+    core.state = ServiceState.RUNNING
+    pq: ProcessQueue[Any] = ProcessQueue(0)
+    pq.chain = 21
+    core.table[MQ] = pq
+    core.offset_store.update_offset(MQ, 500, False)
+    reset_offsets(core, "T", {MQ: 40})
+    assert pq.dropped and MQ not in core.table
+    stops = [i for i, e in enumerate(log) if e[0] == "stop" and 21 in e[1]]
+    assert stops and log[stops[0]][2] > 0  # ended, waiting for its last pull to be written
+    assert log[stops[0] + 1 :] == [("persist", [40])]  # then the reset offset is committed
+    assert services.revoked_rows and services.revoked_rows[0][:3] == ["T", "broker-a", 1]
