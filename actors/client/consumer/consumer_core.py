@@ -422,7 +422,9 @@ class ConsumerImplBase(PullMessageMixin):
             log.warning("consumer %s: %s still had %d messages in handlers after %d ms; they will "
                         "be consumed again by its next owner", self.group, mq, len(pq.in_flight),
                         self.cfg.revoke_drain_timeout_ms)  # fmt: skip
-        quiet = self.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+        # only this queue's pulls carry its commit offset: wait for its own last one (the
+        # consumer's last pull of any queue kept a revoke waiting while others pulled often)
+        quiet = pq.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
         if quiet > 0:
             self.scheduler.schedule(quiet * 1000.0, lambda: self._finish_revoke(mq, timed_out))
             return

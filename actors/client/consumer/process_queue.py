@@ -102,6 +102,7 @@ class ProcessQueue(Generic[M]):
         self.consuming = False  # orderly: a consume request is queued or running
         self.try_unlock_times = 0
         self.last_pull_ms = now_ms
+        self.last_pull_sent = 0.0  # time.monotonic() of the last pull sent for this queue
         self.last_consume_ms = now_ms
         self.last_lock_ms = now_ms
         self.in_flight: dict[int, int] = {}  # offset -> consume start (ms) while in a handler

@@ -184,7 +184,7 @@ class PullMessageMixin:
         node = self.pull_api.recalculate_pull_from_which_node(mq)
         rid = services.new_pull(self)
         self.pending[rid] = req
-        self.last_pull_sent = time.monotonic()
+        self.last_pull_sent = req.pq.last_pull_sent = time.monotonic()
         limits = self._chain_limits()
         chain: list[int] | None = None
         if limits is not None and sub_string is None and node == MASTER_ID and not found.slave:

@@ -145,3 +145,19 @@ def test_a_reset_ends_the_queues_pull_chain_before_it_commits() -> None:
     assert stops and log[stops[0]][2] > 0  # ended, waiting for its last pull to be written
     assert log[stops[0] + 1 :] == [("persist", [40])]  # then the reset offset is committed
     assert services.revoked_rows and services.revoked_rows[0][:3] == ["T", "broker-a", 1]
+
+
+def test_a_revoke_does_not_wait_for_other_queues_to_stop_pulling() -> None:
+    """The quiet wait before a revoke's commit is for the queue's own last pull (the only one
+    that carries its commit offset): pulls of other queues every few ms kept it waiting."""
+    import time
+
+    core, services = _core()
+    pq: ProcessQueue[Any] = ProcessQueue(0)
+    core.table[MQ] = pq
+    pq.revoking = True
+    pq.last_pull_sent = time.monotonic() - 1.0  # its own last pull left a second ago
+    core.last_pull_sent = time.monotonic()  # another queue's pull just left
+    core._finish_revoke(MQ, False)
+    assert MQ not in core.table
+    assert [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
