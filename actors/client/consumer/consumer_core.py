@@ -419,6 +419,17 @@ class ConsumerImplBase(PullMessageMixin):
         if not timed_out and not self._drained(pq):
             return  # on_drained comes back
         if timed_out and not self._drained(pq):
+            if self._orderly():
+                # removeUnnecessaryMessageQueue, orderly: a queue whose handler still runs
+                # keeps its broker lock (released, another consumer could lock it and consume
+                # the same ordered queue at once); it is tried again later, as Java does
+                pq.try_unlock_times += 1
+                log.warning("consumer %s: %s is still being consumed after %d ms; keeping it "
+                            "locked (try %d)", self.group, mq, self.cfg.revoke_drain_timeout_ms,
+                            pq.try_unlock_times)  # fmt: skip
+                self.scheduler.schedule(self.cfg.revoke_drain_timeout_ms,
+                                        partial(self._finish_revoke, mq, True))
+                return
             log.warning("consumer %s: %s still had %d messages in handlers after %d ms; they will "
                         "be consumed again by its next owner", self.group, mq, len(pq.in_flight),
                         self.cfg.revoke_drain_timeout_ms)  # fmt: skip

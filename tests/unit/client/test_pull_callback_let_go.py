@@ -161,3 +161,29 @@ def test_a_revoke_does_not_wait_for_other_queues_to_stop_pulling() -> None:
     core._finish_revoke(MQ, False)
     assert MQ not in core.table
     assert [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
+
+
+def test_an_orderly_queue_still_being_consumed_is_not_released_on_timeout() -> None:
+    """An orderly queue whose handler still runs when the drain times out keeps its lock and
+    is tried again later (released, another consumer could lock it and consume the same
+    ordered queue concurrently); once the handler is done it is released."""
+
+    class _Orderly(_Core):
+        def _orderly(self) -> bool:
+            return True
+
+    core = _Orderly(ConsumerConfig("letgo_cg", "127.0.0.1:9876"))
+    services = _Services()
+    core.services = services  # type: ignore[assignment]
+    core.offset_store = OffsetStore("letgo_cg")
+    core.state = ServiceState.RUNNING
+    pq: ProcessQueue[Any] = ProcessQueue(0)
+    core.table[MQ] = pq
+    pq.revoking = True
+    pq.in_flight[42] = 0  # the handler is still running
+    core._finish_revoke(MQ, True)
+    assert core.table.get(MQ) is pq and not pq.dropped and services.revoked_rows == []
+    assert pq.try_unlock_times == 1
+    del pq.in_flight[42]
+    core._finish_revoke(MQ, True)
+    assert MQ not in core.table and [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
