@@ -13,6 +13,7 @@ import shutil
 import time
 from typing import Final
 
+from store.commitlog import SCHEDULE_TOPIC
 from store.message_store_fields import MessageStoreFields
 
 log = logging.getLogger(__name__)
@@ -100,12 +101,17 @@ class CleanServiceMixin(MessageStoreFields):
 
     def clean_expired_consume_queues(self) -> int:
         """Drop consume queues whose last unit ends below the commit log's min offset
-        (cleanExpiredConsumerQueue); an empty queue stays. Returns how many were dropped."""
+        (cleanExpiredConsumerQueue); an empty queue stays, and so do the delay levels' queues
+        (as in Java: ScheduleMessageService's offsets number them, and a level restarting at
+        0 below its saved offset would never deliver what it parks next). Returns how many
+        were dropped."""
         min_phy = self.commitlog.min_offset
         expired = [
             key
             for key, cq in self.consume_queues.items()
-            if cq.get_max_offset_in_queue() > 0 and cq.max_phy_offset < min_phy
+            if key[0] != SCHEDULE_TOPIC
+            and cq.get_max_offset_in_queue() > 0
+            and cq.max_phy_offset < min_phy
         ]
         self._drop_queues(expired)
         return len(expired)

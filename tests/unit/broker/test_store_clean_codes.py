@@ -31,6 +31,11 @@ def test_clean_unused_topic_drops_queues_of_topics_no_longer_configured(broker: 
 
 def test_clean_expired_consume_queue_drops_queues_below_the_log_min(broker: Broker) -> None:
     body = b"y" * 60_000  # the kit's commit-log files are 1 MiB: a few records roll them
+    r = broker.call(RC.SEND_MESSAGE_V2,  # parked in the delay level 2 queue, in the first file
+                    send_ext("Old", props="UNIQ_KEY\x01D\x02WAIT\x01true\x02DELAY\x012"),
+                    b"d", now_ms=5000)  # fmt: skip
+    assert r is not None and r.code == RS.SUCCESS
+    assert (SCHEDULE_TOPIC, 1) in _queues(broker)
     for topic, n in (("Old", 15), ("Fresh", 25)):  # Old in the first file; Fresh past the second
         for _ in range(n):
             r = broker.call(RC.SEND_MESSAGE_V2, send_ext(topic, queue_id=0), body, now_ms=5000)
@@ -45,6 +50,10 @@ def test_clean_expired_consume_queue_drops_queues_below_the_log_min(broker: Brok
     assert r is not None and r.code == RS.SUCCESS
     assert ("Old", 0) not in _queues(broker)
     assert ("Fresh", 0) in _queues(broker)  # its unit is above the min: it stays
+    # a delay level's queue stays whatever its units (Java skips SCHEDULE_TOPIC_XXXX): its
+    # numbering goes on from the offset ScheduleMessageService saved for the level
+    assert (SCHEDULE_TOPIC, 1) in _queues(broker)
+    assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 1) == 1
     assert store.check() == []
 
 
