@@ -66,7 +66,7 @@ from protocol.message import (
     decode_offset_msg_id,
 )
 from protocol.record import encode_record, properties_to_string
-from store.consume_queue import PRE_BLANK_SIZE
+from store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue
 from store.message_ext_broker_inner import MessageExtBrokerInner
 from store.put_message_result import PutMessageResult, PutMessageStatus, offset_msg_id
 
@@ -272,11 +272,14 @@ class TransactionalMessageService:
         half_cq = store.consume_queues.get((HALF_TOPIC, 0))
         if half_cq is None:
             return False
-        offsets = self.ctx.offsets
+        half_moved = self._renumbered(HALF_TOPIC, half_cq)
+        op_moved = self._renumbered(OP_TOPIC, store.consume_queues.get((OP_TOPIC, 0)))
+        if half_moved or op_moved:
+            self._forget_run()
         if self._run is None:  # a new run: it ends where the half queue ends now
             self._run = (half_cq.get_max_offset_in_queue(), now_ms)
         half_max, run_start_ms = self._run
-        half_start = max(offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0),
+        half_start = max(self.ctx.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0),
                          half_cq.get_min_offset_in_queue())  # fmt: skip
         if half_start >= half_max:
             self._run = None
@@ -352,6 +355,31 @@ class TransactionalMessageService:
         if not more:
             self._run = None
         return more
+
+    def _renumbered(self, topic: str, cq: ConsumeQueue | None) -> bool:
+        """getHalfMsg / getOpMsg's nextOffsetCorrection: the check group's saved offset is past
+        the queue's end (cleanExpiredConsumeQueue dropped the queue, and it is numbered from 0
+        again): it starts over from the queue's min, committed. True when it did."""
+        if cq is None:
+            return False
+        saved = self.ctx.offsets.query_offset(CHECK_GROUP, topic, 0)
+        if saved <= cq.get_max_offset_in_queue():
+            return False
+        lo = cq.get_min_offset_in_queue()
+        log.warning("transaction check: offset %d of %s is past its queue's end %d (the queue "
+                    "was dropped and made again): starting over from %d", saved, topic,
+                    cq.get_max_offset_in_queue(), lo)  # fmt: skip
+        self.ctx.offsets.commit_offset(CHECK_GROUP, topic, 0, lo)
+        return True
+
+    def _forget_run(self) -> None:
+        """Drop what was read of the op queue: its offsets and the half offsets it names may
+        belong to queues numbered anew."""
+        self._closes.clear()
+        self._done_ops.clear()
+        self._closed_passed.clear()
+        self._ops_next = -1
+        self._run = None
 
     def _remember_closed(self, half_qoff: int) -> None:
         closed = self._closed_passed

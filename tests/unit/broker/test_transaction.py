@@ -400,3 +400,26 @@ def test_check_copy_and_body_as_renew_half_message_inner_builds_them(txb: Broker
     assert _end(txb, 1, _half_phy(txb, 1), 8).code == RS.SUCCESS
     real = _only_record(txb, "TxTopic", 1)
     assert real.flag == 0 and bytes(real.body) == b"fb"
+
+
+def test_the_check_starts_over_when_the_half_and_op_queues_are_made_anew(txb: Broker) -> None:
+    """cleanExpiredConsumeQueue (or a deleted topic) drops the half and op queues; new ones are
+    numbered from 0 again, below the check group's saved offsets. The check starts over from
+    the queues' min (Java's nextOffsetCorrection in getHalfMsg / getOpMsg): a half sent then is
+    checked, where the saved offset past the new queue's end skipped it for good."""
+    _producer_heartbeat(txb)
+    for qoff, uniq in enumerate(("U1", "U2")):
+        _half(txb, uniq=uniq)
+        assert _end(txb, qoff, _half_phy(txb, qoff), 8).code == RS.SUCCESS
+    _tick(txb, BORN)
+    assert _tick(txb, BORN + 7000) == []  # both closed by their op records
+    offsets = txb.controller.offsets
+    assert offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 2
+    assert offsets.query_offset(CHECK_GROUP, OP_TOPIC, 0) == 2
+    txb.store.delete_topics([HALF_TOPIC, OP_TOPIC])
+    _half(txb, uniq="U3")  # queue offset 0 of the new half queue, never ended
+    assert txb.store.get_max_offset_in_queue(HALF_TOPIC, 0) == 1
+    txb.outbox.take()
+    checks = _tick(txb, BORN + 20_000)
+    assert [decode_messages(c.body)[0].properties["UNIQ_KEY"] for _, c in checks] == ["U3"]
+    assert offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 1
