@@ -118,7 +118,10 @@ class ScheduleMessageService:
         except Exception:
             log.warning("unreadable %s, starting delay offsets from 0", self.path)
             return False
-        self.offsets = {k: v for k, v in table.items() if k in self.delays and v >= 0}
+        # every level's offset is kept, a level not configured now too (ConfigManager.decode
+        # puts the whole table): dropped, it would be persisted away, and a level configured
+        # again later would deliver its whole queue a second time
+        self.offsets = {k: v for k, v in table.items() if v >= 0}
         log.info("delay offsets loaded %s", self.offsets)
         return True
 

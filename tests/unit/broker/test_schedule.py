@@ -182,7 +182,10 @@ def test_offsets_persisted_and_reloaded(tmp_path: Any) -> None:
         store.shutdown(0)
 
 
-def test_reload_falls_back_to_bak_and_ignores_unknown_levels(tmp_path: Any) -> None:
+def test_reload_falls_back_to_bak_and_keeps_unknown_levels(tmp_path: Any) -> None:
+    """A level not configured now keeps its offset and is persisted again (Java's decode puts
+    the whole table): forgotten, a level configured again later would deliver its whole queue
+    a second time. No timer runs for it."""
     cfg = _config(str(tmp_path))
     path = delay_offset_path(cfg)
     os.makedirs(os.path.dirname(path))
@@ -192,7 +195,16 @@ def test_reload_falls_back_to_bak_and_ignores_unknown_levels(tmp_path: Any) -> N
         f.write("{broken")
     store = _open(cfg)
     try:
-        assert ScheduleMessageService(store, cfg).offsets == {1: 5, 2: 6}
+        svc = ScheduleMessageService(store, cfg)
+        assert svc.offsets == {1: 5, 2: 6, 99: 1}
+        svc.tick(0)
+        svc.tick(5_000)
+        assert 99 not in svc.next_run
+        svc.dirty = True
+        svc.persist()
+        with open(path, encoding="utf-8") as f:
+            assert DelayOffsetSerializeWrapper.from_json(f.read()).offset_table == {
+                1: 5, 2: 6, 99: 1}  # fmt: skip
     finally:
         store.shutdown(0)
 
