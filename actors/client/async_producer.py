@@ -82,17 +82,21 @@ class AsyncProducer:
                        ) -> asyncio.Future[SendResult]:  # fmt: skip
         topic = msg[0].topic if isinstance(msg, list) else msg.topic
         await self._ensure_route(topic)
-        await self._room.acquire()
-        try:
-            cfut = self._producer._send_async_nonblocking(msg, batch, queue, timeout)
-        except InflightLimitError:  # budget shared with sync callers of .producer: retry soon
-            self._room.release()
-            await asyncio.sleep(0.001)
-            return await self._enqueue(msg, batch, queue, timeout)
-        except BaseException:
-            self._room.release()
-            raise
-        cfut.add_done_callback(lambda _f: self._room.release())
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._room.acquire()
+            try:
+                cfut = self._producer._send_async_nonblocking(msg, batch, queue, timeout)
+                break
+            except InflightLimitError:  # budget shared with sync callers of .producer
+                self._room.release()
+            except BaseException:
+                self._room.release()
+                raise
+            await asyncio.sleep(0.001)  # retry soon (a loop: awaiting itself nested frames)
+        # the answer completes cfut on the client's I/O thread; an asyncio.Semaphore is not
+        # thread-safe (released there, a waiter could miss its wake-up and enqueue hang)
+        cfut.add_done_callback(lambda _f: loop.call_soon_threadsafe(self._room.release))
         return asyncio.wrap_future(cfut)
 
     async def send(self, msg: Message, *, queue: MessageQueue | None = None,

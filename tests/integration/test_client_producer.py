@@ -423,6 +423,23 @@ def test_asyncio_never_blocks_while_broker_paused(target: Target) -> None:
 
 
 @ACTORMQ_ONLY  # client-side behaviour: once is enough
+def test_asyncio_budget_waiters_are_woken_on_the_loop_thread(target: Target) -> None:
+    """Sends waiting for room in the in-flight budget are woken when answers arrive, which
+    happens on the client's I/O thread: the budget's asyncio.Semaphore must be released on
+    the loop's thread (released from the I/O thread, a waiter could miss its wake-up and
+    hang; asyncio's debug mode makes that call raise every time)."""
+    topic = _topic(target, "AioRoom")
+
+    async def main() -> list[Any]:
+        async with AsyncProducer("pg_aio_room", namesrv=target.namesrv, max_inflight=2) as p:
+            sends = [p.send(Message(topic, b"r%d" % i)) for i in range(20)]
+            return list(await asyncio.wait_for(asyncio.gather(*sends), 60))
+
+    results = asyncio.run(main(), debug=True)
+    assert [r.status for r in results] == ["SEND_OK"] * 20
+
+
+@ACTORMQ_ONLY  # client-side behaviour: once is enough
 def test_orphaned_actor_system_goes_away(tmp_path: Path, target: Target) -> None:
     script = tmp_path / "orphan.py"
     script.write_text(
