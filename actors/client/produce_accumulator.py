@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -32,26 +33,29 @@ MAX_BATCH_COUNT: Final = 512
 MAX_BATCH_BYTES: Final = 1024 * 1024
 
 Done = Callable[[SendResult | None, MQClientError | None], None]
+Item = tuple[Message, Done, float]  # the message, its callback, its deadline (monotonic s)
 
 
 @dataclass(slots=True)
 class _TopicBatch:
     """One topic's waiting messages and its requests in flight."""
 
-    pending: list[tuple[Message, Done]] = field(default_factory=list)
+    pending: list[Item] = field(default_factory=list)
     pending_bytes: int = 0
     inflight: int = 0
 
-    def take(self) -> list[tuple[Message, Done]]:
-        """The next batch (bounded by count and bytes)."""
+    def take(self, max_bytes: int) -> list[Item]:
+        """The next batch (bounded by count and by bytes: MAX_BATCH_BYTES, and the producer's
+        max_message_size, which the batch's body must not pass: over it, every message of
+        the batch failed though each alone would have been sent)."""
         n, size = 0, 0
-        for msg, _ in self.pending:
+        for msg, _, _ in self.pending:
             size += len(msg.body) + 128
-            if n and (n >= MAX_BATCH_COUNT or size > MAX_BATCH_BYTES):
+            if n and (n >= MAX_BATCH_COUNT or size > max_bytes):
                 break
             n += 1
         batch, self.pending = self.pending[:n], self.pending[n:]
-        self.pending_bytes -= sum(len(m.body) for m, _ in batch)
+        self.pending_bytes -= sum(len(m.body) for m, _, _ in batch)
         return batch
 
 
@@ -69,47 +73,60 @@ class ProduceAccumulator:
         return (msg.delay_level == 0 and len(msg.body) <= self.impl.compress_over
                 and not msg.topic.startswith("%RETRY%"))
 
+    def _max_bytes(self) -> int:
+        # the batch body's limit, less room for the per-message headers of the encoding
+        return min(MAX_BATCH_BYTES, max(1, self.impl.max_message_size - 4096))
+
     def add(self, msg: Message, done: Done, timeout_ms: int | None) -> None:
         """Send msg now, or with the next batch of its topic; done(result, error) once."""
+        timeout = self.impl.send_timeout_ms if timeout_ms is None else timeout_ms
         with self._lock:
             t = self._topics.get(msg.topic)
             if t is None:
                 t = self._topics[msg.topic] = _TopicBatch()
-            t.pending.append((msg, done))
+            t.pending.append((msg, done, time.monotonic() + timeout / 1000.0))
             t.pending_bytes += len(msg.body)
             if t.inflight >= MAX_INFLIGHT_REQUESTS:
                 return
             t.inflight += 1
-            batch = t.take()
-        self._send(t, batch, timeout_ms)
+            batch = t.take(self._max_bytes())
+        self._send(t, batch)
 
-    def _send(self, t: _TopicBatch, batch: list[tuple[Message, Done]],
-              timeout_ms: int | None) -> None:  # fmt: skip
+    def _send(self, t: _TopicBatch, batch: list[Item]) -> None:
         impl = self.impl
+        # each message waited with its own send timeout: the request gets the longest time any
+        # of them has left (the first one's timeout reported a neighbour given more time as
+        # timed out, though stored, and its caller then sent it twice)
+        timeout_ms = max(1, int((max(d for _, _, d in batch) - time.monotonic()) * 1000))
+        once = [True]
 
         def finished(result: SendResult | None, err: MQClientError | None) -> None:
+            try:
+                once.pop()  # atomic: a late answer racing its timeout reports once only
+            except IndexError:
+                return
             if len(batch) == 1:
                 batch[0][1](result, err)
             elif err is not None or result is None:
-                for _, done in batch:
+                for _, done, _ in batch:
                     done(None, err)
             else:
                 for item, r in zip(batch, split_batch_result(result), strict=True):
                     item[1](r, None)
             self.release(len(batch))
             with self._lock:
-                nxt = t.take() if t.pending else []
+                nxt = t.take(self._max_bytes()) if t.pending else []
                 if not nxt:
                     t.inflight -= 1
             if nxt:
-                self._send(t, nxt, timeout_ms)
+                self._send(t, nxt)
 
         try:
             if len(batch) == 1:
                 msg = batch[0][0]
                 impl.send_async(impl.prepare(msg), finished, msg.flag, timeout_ms=timeout_ms)
             else:
-                req = impl.prepare_batch([m for m, _ in batch], validated=True)
+                req = impl.prepare_batch([m for m, _, _ in batch], validated=True)
                 impl.send_async(req, finished, 0, timeout_ms=timeout_ms)
         except MQClientError as exc:
             finished(None, exc)

@@ -561,7 +561,8 @@ class RemotingClient:
                 p = self._pending.get(opaque)
                 if p is None or p.done or p.callback is None:
                     continue
-                self._pending.pop(opaque, None)
+                if self._pending.pop(opaque, None) is not p:
+                    continue  # its answer (or its connection's close) claimed it meanwhile
                 p.error = RemotingTimeoutError(p.addr, p.timeout_ms)
                 p.done = True
                 expired.append((p, None))
