@@ -46,11 +46,27 @@ _TX_TYPE = {
 class TransactionListener(Protocol):
     """The application's side of a transaction (TransactionListener)."""
 
-    def execute_local(self, msg: Message, arg: Any) -> LocalTransactionState:
-        """Run the local transaction of a stored half message."""
+    def execute_local(self, msg: MessageExt, arg: Any) -> LocalTransactionState:
+        """Run the local transaction of a stored half message (msg.transaction_id: what
+        check_local gets for it)."""
 
     def check_local(self, msg: MessageExt) -> LocalTransactionState:
         """The broker asks how the transaction of msg ended."""
+
+
+def _as_sent(msg: Message, result: SendResult) -> MessageExt:
+    """The message execute_local sees: as sent, with its id (UNIQ_KEY) as msg_id and
+    transaction_id, which check_local later receives for the same transaction (Java sets
+    msg.setTransactionId before executeLocalTransaction): the key to record the local
+    transaction under."""
+    tx_id = result.transaction_id or result.msg_id
+    props = dict(msg.properties)
+    props[wire.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = result.msg_id
+    props[wire.PROPERTY_TRANSACTION_PREPARED] = "true"
+    return MessageExt(msg.topic, msg.body, msg.tags, msg.keys, props, msg.delay_level, msg.flag,
+                      msg_id=result.msg_id, offset_msg_id=result.offset_msg_id or "",
+                      queue=result.queue, queue_offset=result.queue_offset,
+                      transaction_id=tx_id)  # fmt: skip
 
 
 def _state(value: Any) -> LocalTransactionState:
@@ -105,13 +121,17 @@ class TransactionProducer(Producer):
         error: BaseException | None = None
         if result.status is SendStatus.SEND_OK:
             try:
-                state = _state(self.listener.execute_local(msg, arg))
+                state = _state(self.listener.execute_local(_as_sent(msg, result), arg))
             except Exception as exc:
                 log.warning("execute_local of %s raised: %s", result.msg_id, exc)
                 error, state = exc, LocalTransactionState.UNKNOW
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
-        self._end_transaction(result, state, error)
+        try:
+            self._end_transaction(result, state, error)
+        except Exception as exc:  # the half is stored: a check-back will ask for the state
+            log.warning("local transaction of %s ended %s, but ending it at the broker failed: "
+                        "%s", result.msg_id, state.name, exc)  # fmt: skip
         return TransactionSendResult(result, state)
 
     def _end_transaction(self, result: SendResult, state: LocalTransactionState,

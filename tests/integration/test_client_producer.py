@@ -321,14 +321,18 @@ def test_request_reply(target: Target) -> None:
 class _Listener:
     def __init__(self) -> None:
         self.checked: list[str] = []
+        self.executed: dict[str, str] = {}  # body -> the transaction id execute_local saw
+        self.check_ids: dict[str, str] = {}  # body -> the transaction id check_local got
 
-    def execute_local(self, msg: Message, arg: Any) -> LocalTransactionState:
+    def execute_local(self, msg: Any, arg: Any) -> LocalTransactionState:
+        self.executed[msg.body.decode()] = msg.transaction_id
         if arg == "boom":
             raise RuntimeError("local transaction failed")
         return LocalTransactionState(arg)
 
     def check_local(self, msg: Any) -> LocalTransactionState:
         self.checked.append(msg.body.decode())
+        self.check_ids[msg.body.decode()] = msg.transaction_id
         return LocalTransactionState.COMMIT_MESSAGE
 
 
@@ -346,6 +350,10 @@ def test_transactions_commit_rollback_checkback(target: Target) -> None:
         # the broker checks the two unknown ones back; check_local commits them
         stored = wait_messages(target, topic, 3, 40.0)
         assert {"raised", "unknown"} <= set(listener.checked)
+        # execute_local saw the id check_local gets for the same transaction (Java's
+        # msg.getTransactionId()): the key an application records its local transaction under
+        assert listener.executed["unknown"] == listener.check_ids["unknown"] == u.msg_id
+        assert listener.executed["commit"] == c.msg_id
     assert sorted(m.body for m in stored) == [b"commit", b"raised", b"unknown"]
     assert all(m.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true" for m in stored)
 
