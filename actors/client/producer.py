@@ -141,6 +141,12 @@ class Producer:
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait until no async send is in flight (bounded by timeout); how many still are."""
+        if self._on_io_thread() and self._inflight:
+            raise MQClientError(
+                ClientErrorCode.ILLEGAL_ARGUMENT,
+                "flush() cannot wait on the client's I/O thread (a Future's done-callback): "
+                "the answers it waits for are read there",
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
             while self._inflight:
@@ -157,7 +163,7 @@ class Producer:
                 self._state = "closed"
                 return
             self._state = "closing"
-        left = self.flush(timeout)
+        left = self._inflight if self._on_io_thread() else self.flush(timeout)
         if left:
             log.warning("producer %s closed with %d sends still in flight", self.group, left)
         handle = self._handle
@@ -224,13 +230,19 @@ class Producer:
     def _acquire_slot(self, block: bool = True) -> None:
         with self._idle:
             if self._inflight >= self.max_inflight:
-                if self.on_full == "raise" or not block:
+                if self.on_full == "raise" or not block or self._on_io_thread():
+                    # on the client's I/O thread (a send from a Future's done-callback) a wait
+                    # would never end: only that thread reads the answers that free a slot
                     raise InflightLimitError(self.max_inflight)
                 while self._inflight >= self.max_inflight:
                     if self._state not in ("running", "closing"):
                         raise ClientClosedError("producer")
                     self._idle.wait(0.5)
             self._inflight += 1
+
+    def _on_io_thread(self) -> bool:
+        handle = self._handle
+        return handle is not None and handle.runtime.loop.in_loop()
 
     def _release_slot(self, n: int = 1) -> None:
         with self._idle:

@@ -243,6 +243,40 @@ def test_inflight_budget_raises_or_blocks(target: Target) -> None:
         assert f1.result(10).status == "SEND_OK" and f2.result(10).status == "SEND_OK"
 
 
+@ACTORMQ_ONLY  # client-side behaviour: once is enough
+def test_a_done_callback_never_waits_for_the_budget(target: Target) -> None:
+    """A Future's done-callback runs on the client's I/O thread, the one that reads the answers
+    freeing slots of the in-flight budget: a send there with the budget full raises
+    InflightLimitError at once (on_full="block" notwithstanding) and flush() refuses to wait.
+    Before, both waited for a slot only that thread could free, and the client froze. The
+    callback= of send_async runs elsewhere and may block."""
+    topic = _topic(target, "Chain")
+    with Producer("pg_chain", namesrv=target.namesrv, max_inflight=1) as p:
+        p.send(Message(topic, b"warm"))
+        seen: list[BaseException] = []
+        chained: list[Any] = []
+
+        def on_io_thread(_f: Any) -> None:
+            for call in (lambda: p.send_async(Message(topic, b"x")), lambda: p.flush(1.0)):
+                try:
+                    call()
+                except MQClientError as exc:
+                    seen.append(exc)
+
+        first = p.send_async(Message(topic, b"first"),
+                             callback=lambda r, e: chained.append(
+                                 p.send_async(Message(topic, b"second"))))  # fmt: skip
+        first.add_done_callback(on_io_thread)
+        assert first.result(10).status == "SEND_OK"
+        for _ in range(100):  # bounded: both callbacks run right after the answer
+            if len(seen) == 2 and chained:
+                break
+            time.sleep(0.05)
+        assert isinstance(seen[0], InflightLimitError) and "I/O thread" in str(seen[1])
+        assert chained[0].result(10).status == "SEND_OK"
+        assert p.send(Message(topic, b"after")).status == "SEND_OK"
+
+
 def test_validation_errors() -> None:
     with pytest.raises(MessageValidationError):
         Producer("bad group!", namesrv="127.0.0.1:1")
