@@ -135,6 +135,26 @@ def test_broadcasting_every_consumer_gets_everything(cluster: Target, tmp_path: 
     assert list(tmp_path.glob("*/push_bcast_cg/offsets.json"))  # offsets kept locally
 
 
+def test_broadcasting_offsets_outlive_the_process(cluster: Target, tmp_path: Path) -> None:
+    """A broadcasting consumer without an instance name keeps its offsets under ip@DEFAULT, as
+    Java's does (only clustering consumers take the pid as instance name): a restarted
+    process (another pid) finds them. Under ip@<pid> it found none and began again from
+    consume_from (with "last": everything sent while it was down skipped)."""
+    topic, group = "PushBcastKeep", "push_bcast_keep_cg"
+    create_topic(cluster, topic, 2)
+    rec = Recorder("k")
+    c = consumer(cluster, group, rec, model="broadcasting", offset_store_dir=str(tmp_path))
+    try:
+        c.start().subscribe(topic)
+        produce(cluster.namesrv, topic, (b"%d" % i for i in range(10)))
+        assert wait_for(lambda: len(rec.bodies()) == 10, 30)
+    finally:
+        c.close()
+    files = [p.relative_to(tmp_path) for p in tmp_path.glob("*/*/offsets.json")]
+    assert [f.parts[1:] for f in files] == [(group, "offsets.json")]
+    assert files[0].parts[0].endswith("@DEFAULT")
+
+
 def test_orderly_one_key_in_order_across_restart(cluster: Target) -> None:
     topic, group, n = "PushOrderly", "push_orderly_cg", 300
     create_topic(cluster, topic, 4)

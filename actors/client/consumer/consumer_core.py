@@ -254,7 +254,11 @@ class ConsumerImplBase(PullMessageMixin):
             self.api = self.handle.api
             self.admin = MQAdminImpl(self.handle, self.group)
             if self.model is MessageModel.BROADCASTING:
-                self.offset_store = LocalFileOffsetStore(self.group, self.handle.client_id,
+                # Java keeps a broadcasting consumer's instance name "DEFAULT" (only clustering
+                # ones take the pid), so its offsets live under ip@DEFAULT: under ip@<pid>, a
+                # restarted process found none and started from consume_from again
+                store_id = ccfg.with_instance(cfg.instance_name or "DEFAULT").client_id()
+                self.offset_store = LocalFileOffsetStore(self.group, store_id,
                                                          cfg.offset_store_dir)
             else:
                 self.offset_store = RemoteBrokerOffsetStore(self.group, self.admin)
