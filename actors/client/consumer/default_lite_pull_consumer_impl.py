@@ -81,6 +81,7 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
     CONSUME_TYPE = ConsumeType.CONSUME_ACTIVELY
     ROLE = "LitePullConsumer"
     DEFER_REGISTER = True
+    CORRECT_TAGS_OFFSET = False  # PullTaskImpl moves only the pull offset on NO_NEW / NO_MATCHED
     cfg: LitePullConsumerConfig
 
     def __init__(self, cfg: LitePullConsumerConfig,
@@ -146,6 +147,8 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
             req.cancelled = True
 
     def _pull(self, req: PullRequest) -> None:
+        if req.cancelled:  # a seek replaced it (its timer fired late): seek's is the live one
+            return
         self.requests[req.mq] = req
         super()._pull(req)
 
@@ -302,19 +305,6 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         with self.cond:
             self.cond.notify_all()
         return True
-
-    def persist_offsets_on_close(self) -> None:
-        """close(): the consume offsets of every held queue go into the store first."""
-        store = self.offset_store
-        if store is not None:
-            for mq, off in list(self.consume_offsets.items()):
-                store.update_offset(mq, off, False)
-
-    def shutdown(self, timeout_s: float = 10.0) -> bool:
-        """Commit (when auto-commit is on, as Java's shutdown does), then close."""
-        if self.cfg.auto_commit and self.state is ServiceState.RUNNING:
-            self.persist_offsets_on_close()
-        return super().shutdown(timeout_s)
 
     def snapshot(self) -> dict[str, Any]:
         """What is cached for poll (for stats)."""

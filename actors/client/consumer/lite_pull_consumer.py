@@ -72,7 +72,10 @@ class LitePullConsumer:
         return self
 
     def close(self, timeout: float = 10.0) -> None:
-        """Commit (with auto-commit), release the queues, unregister."""
+        """Persist what was committed, release the queues, unregister. Like Java's shutdown it
+        commits nothing more: the last poll()'s messages may not have been processed (a loop
+        over them that raised) and are polled again by the queue's next reader; call commit()
+        first to keep them from coming back."""
         self._impl.shutdown(timeout)
 
     def __enter__(self) -> Self:
@@ -209,7 +212,7 @@ class AsyncLitePullConsumer:
         return self
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Commit, release, unregister (on a thread)."""
+        """close() on a thread: persist what was committed, release, unregister."""
         await asyncio.get_running_loop().run_in_executor(None, self._sync.close, timeout)
 
     async def __aenter__(self) -> Self:

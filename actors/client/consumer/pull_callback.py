@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
@@ -50,6 +50,11 @@ def now_ms() -> int:
 
 class PullMessageMixin:
     """pullMessage and its PullCallback, mixed into ConsumerImplBase."""
+
+    # correctTagsOffset: a NO_NEW / NO_MATCHED answer with nothing cached moves the consume
+    # offset to the answer's next offset (the push consumer; the lite pull consumer's offset is
+    # what poll() returned and the user committed, so it only moves its pull position)
+    CORRECT_TAGS_OFFSET: ClassVar[bool] = True
 
     cfg: ConsumerConfig
     group: str
@@ -267,7 +272,7 @@ class PullMessageMixin:
                 self._pull(req)
         elif pstatus in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             req.next_offset = next_begin
-            if pq.msg_count == 0 and self.offset_store is not None:
+            if self.CORRECT_TAGS_OFFSET and pq.msg_count == 0 and self.offset_store is not None:
                 self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
                 if repulled:
                     self.report_progress(mq)
