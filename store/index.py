@@ -294,8 +294,11 @@ class IndexFile:
             slot_pos = INDEX_HEADER_SIZE + (h % self.slot_num) * 4
             cur = _SLOT.unpack_from(self.mm, slot_pos)[0]
             if cur == i:
-                _SLOT.pack_into(self.mm, slot_pos, prev if 0 < prev < keep else 0)
-                if not 0 < prev < keep:
+                # the slot moves to the next entry down its chain; one removed too is unlinked
+                # in its turn (the loop runs downwards), so kept entries further down stay
+                # reachable (setting 0 there lost them from every query by that key)
+                _SLOT.pack_into(self.mm, slot_pos, prev if 0 < prev < i else 0)
+                if not 0 < prev < i:
                     self.slot_count = max(0, self.slot_count - 1)
         zero_start = self.entries_base + keep * INDEX_ENTRY_SIZE
         zero_end = self.entries_base + count * INDEX_ENTRY_SIZE

@@ -87,3 +87,30 @@ def test_put_hash_batch_from_an_offset_stops_when_full() -> None:
         assert bytes(f.mm[INDEX_HEADER_SIZE:]) == bytes(ref[INDEX_HEADER_SIZE:])
         assert f.put_hash_batch(hashes, phys, tss, 0) == 0
         f.close()
+
+
+def test_truncate_keeps_the_older_entries_of_a_chain_reachable() -> None:
+    """Truncating from a phy offset unlinks the removed entries from their slots; entries of
+    the same key below the cut stay reachable (the slot went to 0 when the next entry down the
+    chain was removed too, losing the kept ones from every query by that key)."""
+    with tempfile.TemporaryDirectory() as d:
+        f = IndexFile(os.path.join(d, "20260101000000000"), SLOTS, INDEX_NUM)
+        try:
+            kh = 12345
+            other = kh + 1  # another slot, its entries interleaved
+            hashes = [kh, other, kh, other, kh]
+            phys = [100, 150, 200, 250, 300]
+            assert f.put_hash_batch(hashes, phys, [1_000] * 5, 0) == 5
+            found: list[int] = []
+            f.select_phy_offsets(kh, 10, 0, 10**13, found)
+            assert found == [300, 200, 100]
+            f.truncate_from_phy(200)  # 200, 250 and 300 go
+            found = []
+            f.select_phy_offsets(kh, 10, 0, 10**13, found)
+            assert found == [100]
+            found = []
+            f.select_phy_offsets(other, 10, 0, 10**13, found)
+            assert found == [150]
+            assert f.slot_count == 2
+        finally:
+            f.close()
