@@ -52,6 +52,8 @@ from store.recovery import StoreRecoveryMixin
 from store.reput_message_service import ReputMessageMixin
 from store.state_page import (
     OFF_FLUSHED_PHY,
+    OFF_HA_ACKED,
+    OFF_HA_SLAVES,
     OFF_INDEX_PHY,
     OFF_MAX_PHY,
     OFF_MIN_PHY,
@@ -211,6 +213,10 @@ class DefaultMessageStore(
         with open(abort_path, "wb") as f:
             f.flush()
         self.state.set(OFF_WRITER_PID, os.getpid())
+        # the HA service's words are this run's (a slave's ack of the last run, read before the
+        # HA service starts, could answer SYNC_MASTER sends no slave has)
+        self.state.set(OFF_HA_ACKED, 0)
+        self.state.set(OFF_HA_SLAVES, 0)
         self._publish()
         self.state.bump_generation()
         return True

@@ -234,13 +234,15 @@ class HAServiceActor(WatchingActor):
             return
         if report is None:
             return
+        if report > self.reader.max_phy_offset:  # 4.9.1+: a slave ahead of us is refused
+            # its first report too (Java checks only later ones): believed, its offset became
+            # push2SlaveMaxOffset and SYNC_MASTER answered SEND_OK for sends no slave had
+            self._drop(c, f"reported {report}, beyond this master's {self.reader.max_phy_offset}")
+            return
         if c.next < 0:  # the first report says where to start
             c.next = master_start_offset(report, self.reader.max_phy_offset, self.file_size)
             log.info("HA slave %s:%d reported %d: transfer from %d", c.peer[0], c.peer[1],
                      report, c.next)  # fmt: skip
-        elif report > self.reader.max_phy_offset:  # 4.9.1+: a slave ahead of us is refused
-            self._drop(c, f"reported {report}, beyond this master's {self.reader.max_phy_offset}")
-            return
         c.acked = report
         self._publish()
 
