@@ -244,7 +244,9 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
         props = dict(msg.properties)
         props.pop(PROPERTY_TRANSACTION_PREPARED, None)
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
-        props[PROPERTY_RETRY_TOPIC] = msg.topic
+        # a message already retried keeps the topic it was first sent to (Java's consumer has
+        # restored msg.topic to it by now)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         props[PROPERTY_RECONSUME_TIME] = str(reconsume)
         props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume)
         for k in ("TAGS", "KEYS", "DELAY", "MIN_OFFSET", "MAX_OFFSET"):
