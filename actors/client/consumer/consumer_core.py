@@ -366,10 +366,10 @@ class ConsumerImplBase(PullMessageMixin):
         store = self.offset_store
         assert store is not None and self.consume_timestamp_ms is not None
         taken: set[MessageQueue] = set()
-        failed: list[list[Any]] = []
+        failed: list[tuple[MessageQueue, ProcessQueue[MessageExt]]] = []
         for mq, pq in fresh:
             if self.state is not ServiceState.RUNNING:
-                failed.append(cc.mq_row(mq))
+                failed.append((mq, pq))
                 continue
             store.remove_offset(mq)  # removeDirtyOffset
             try:
@@ -382,7 +382,7 @@ class ConsumerImplBase(PullMessageMixin):
                 log.info("consumer %s: compute offset of %s failed: %s", self.group, mq, exc)
                 offset = -1
             if offset < 0:
-                failed.append(cc.mq_row(mq))
+                failed.append((mq, pq))
                 continue
             with self.lock:
                 self.table[mq] = pq
@@ -390,8 +390,8 @@ class ConsumerImplBase(PullMessageMixin):
             taken.add(mq)
             log.info("consumer %s: took %s from offset %d", self.group, mq, offset)
             self._pull(PullRequest(mq, pq, offset, pq.locked))
-        if failed and self.services is not None:
-            self.services.revoked(self.group, failed)  # the next round tries them again
+        if failed:
+            self._take_failed(failed)
         if taken:
             self._recompute_thresholds()
             if self.listener is not None:
@@ -399,6 +399,12 @@ class ConsumerImplBase(PullMessageMixin):
                     self.listener.on_assigned(taken)
                 except Exception:
                     log.exception("consumer %s: on_assigned raised", self.group)
+
+    def _take_failed(self, failed: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
+        """Queues whose start offset could not be read: given back, the next round tries them
+        again."""
+        if self.services is not None:
+            self.services.revoked(self.group, [cc.mq_row(mq) for mq, _pq in failed])
 
     def _revoke(self, mqs: list[MessageQueue]) -> None:
         for mq in mqs:

@@ -94,6 +94,7 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         self.requests: dict[MessageQueue, PullRequest] = {}
         self.paused_queues: set[MessageQueue] = set()
         self.assigned_only = False
+        self.assigned: set[MessageQueue] = set()  # what assign() was last given
         self.next_auto_commit = 0.0
         self.pending_assign: set[MessageQueue] | None = None
         self.start_offsets: dict[MessageQueue, int] = {}
@@ -146,6 +147,26 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         if req is not None:
             req.cancelled = True
 
+    def _offset_illegal(self, req: PullRequest, next_begin: int) -> None:
+        """PullTaskImpl: pull on from the broker's offset (dropped, an assigned queue would
+        never be taken again: assign() runs no rebalance)."""
+        req.next_offset = next_begin
+        self._later(req, 0)
+
+    def _take_failed(self, failed: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
+        """Assigned queues whose start offset could not be read are tried again (no rebalance
+        round would); subscribed ones are given back to the next round."""
+        if not self.assigned_only:
+            super()._take_failed(failed)
+            return
+        retry = [(mq, pq) for mq, pq in failed
+                 if self.state is ServiceState.RUNNING and mq in self.assigned]  # fmt: skip
+        if retry:
+            self.scheduler.schedule(self.cfg.pull_time_delay_ms_when_exception,
+                                    lambda: self._take([(mq, pq) for mq, pq in retry
+                                                        if mq in self.assigned
+                                                        and mq not in self.table]))
+
     def _pull(self, req: PullRequest) -> None:
         if req.cancelled:  # a seek replaced it (its timer fired late): seek's is the live one
             return
@@ -178,6 +199,7 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
                                 "Subscribe and assign are mutually exclusive.")
         self.assigned_only = True
         want = set(mqs)
+        self.assigned = want
         self.start_offsets.update(offsets or {})
         with self.lock:
             for mq in want:

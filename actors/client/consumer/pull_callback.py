@@ -281,9 +281,14 @@ class PullMessageMixin:
         else:  # OFFSET_ILLEGAL
             log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
                         self.group, req.next_offset, mq, next_begin)  # fmt: skip
-            req.next_offset = next_begin
-            pq.dropped = True
-            self.scheduler.schedule(OFFSET_ILLEGAL_FIX_DELAY_MS, lambda: self._fix_offset(req))
+            self._offset_illegal(req, next_begin)
+
+    def _offset_illegal(self, req: PullRequest, next_begin: int) -> None:
+        """The push consumer's OFFSET_ILLEGAL: the queue is dropped, its offset fixed 10 s
+        later, and the next rebalance takes it anew."""
+        req.next_offset = next_begin
+        req.pq.dropped = True
+        self.scheduler.schedule(OFFSET_ILLEGAL_FIX_DELAY_MS, lambda: self._fix_offset(req))
 
     def _fix_offset(self, req: PullRequest) -> None:
         """OFFSET_ILLEGAL, 10 s later: store the broker's offset and let the queue be taken anew."""

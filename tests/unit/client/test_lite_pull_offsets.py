@@ -9,6 +9,7 @@ next seek cancelled it instead of the live one."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from actors.client.consumer.consumer_config import ServiceState
@@ -80,3 +81,58 @@ def test_a_late_timer_of_a_replaced_request_does_not_become_the_queues_request()
     old.cancelled = True
     core._pull(old)  # its back-off timer fires now
     assert core.requests[MQ] is live
+
+
+def test_an_illegal_offset_moves_the_pull_on_and_keeps_the_queue() -> None:
+    """OFFSET_ILLEGAL (say an assigned start offset below what retention kept): the queue pulls
+    on from the broker's offset, as Java's PullTaskImpl does. Dropped as the push consumer
+    drops it, an assigned queue was never taken again (assign() runs no rebalance)."""
+    core, _store, pq = _lite()
+    pulled: list[int] = []
+    core._pull = lambda req: pulled.append(req.next_offset)  # type: ignore[method-assign]
+    core.scheduler.start()
+    try:
+        core.pending[6] = PullRequest(MQ, pq, 3, False)
+        core.on_pull_result(6, PullStatus.OFFSET_ILLEGAL.value, 500, 500, 900, 0,
+                            memoryview(b""))  # fmt: skip
+        for _ in range(100):  # bounded: the scheduler runs it at once
+            if pulled:
+                break
+            time.sleep(0.01)
+    finally:
+        core.scheduler.stop()
+    assert pulled == [500]
+    assert core.table.get(MQ) is pq and not pq.dropped
+
+
+def test_an_assigned_queue_whose_start_offset_failed_is_taken_again() -> None:
+    """assign(): a queue whose first offset could not be read (a broker timeout) is tried
+    again after the exception delay; given back to a rebalance that never comes, it was lost
+    from assignment() for good."""
+    core, _store, _pq = _lite()
+    del core.table[MQ]
+    core.assigned_only = True
+    core.assigned = {MQ}
+    core.consume_timestamp_ms = 0
+    core.admin = object()  # type: ignore[assignment]
+    answers = iter([RuntimeError("timeout"), 7])
+
+    def start_offset(mq: MessageQueue) -> int | None:
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    core._start_offset = start_offset  # type: ignore[method-assign]
+    core.cfg.pull_time_delay_ms_when_exception = 10
+    core.scheduler.start()
+    try:
+        core._take([(MQ, ProcessQueue(0))])
+        assert MQ not in core.table
+        for _ in range(200):  # bounded: retried 10 ms later
+            if MQ in core.table:
+                break
+            time.sleep(0.01)
+    finally:
+        core.scheduler.stop()
+    assert MQ in core.table
