@@ -239,6 +239,7 @@ class BrokerChildSupervisor(WatchingActor):
             self.rs_generation << CONN_ID_GENERATION_SHIFT,
             frozenset(g.name for g in self.groups if g.spin_us > 0),
             frozenset(g.name for g in self.groups if g.direct_replies),
+            bool(getattr(bc, "directReplyToLocalClients", False)),
         )  # fmt: skip
 
     def _replace_remoting(self) -> None:

@@ -149,6 +149,9 @@ class StartRemoting:
     # groups that write their answers to clients themselves (ProcessorGroup.direct_replies):
     # their Unix channels get each connection's socket (actors.runtime.direct_reply)
     direct_groups: frozenset[str] = frozenset()
+    # False: only connections from other hosts are shared (a local client is woken by the
+    # RemotingServer's write; see BrokerConfig.directReplyToLocalClients)
+    direct_local: bool = False
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,7 @@ class Conn(OutBuffered):
         "id",
         "iov",
         "last_active",
+        "local",
         "locked",
         "locks",
         "out",
@@ -124,6 +125,7 @@ class Conn(OutBuffered):
         self.peer = peer
         self.peer_ip = ip_to_int(peer[0])
         self.peer_port = peer[1] & 0xFFFF
+        self.local: bool | None = None  # the peer is on this host (decided when first needed)
         self.decoder = FrameDecoder(max_frame)
         self.out = bytearray()
         # frames queued while `out` is empty, written by one sendmsg without copying them

@@ -101,11 +101,31 @@ def _fill(addr: tuple[str, int]) -> None:
 
 @pytest.fixture
 def filled(local_cluster: Any) -> tuple[Any, tuple[str, int]]:
-    """(cluster, broker address) of a real broker holding TOPIC's messages."""
-    cluster = start_real(local_cluster)
+    """(cluster, broker address) of a real broker holding TOPIC's messages, answering its
+    local clients' pulls directly too (by default only clients on other hosts)."""
+    cluster = start_real(local_cluster, directReplyToLocalClients="true")
     addr = broker_addr(cluster)
     _fill(addr)
     return cluster, addr
+
+
+def test_a_client_on_this_host_is_answered_by_the_remoting_server(local_cluster: Any) -> None:
+    """By default the pull actor never gets a local client's socket: the RemotingServer writes
+    its answers (the kernel moves a woken client onto its writer's CPU; written by the busy
+    pull actor, a local consumer shared that CPU with it)."""
+    cluster = start_real(local_cluster)
+    addr = broker_addr(cluster)
+    _fill(addr)
+    pull_pid = _pull_pid(cluster)
+    with socket.create_connection(addr, timeout=RPC_TIMEOUT_S) as sock:
+        decoder = FrameDecoder()
+        for i in range(3):
+            resp = _exchange(sock, [pull_cmd(GROUP, TOPIC, i % QUEUES, 0)], decoder)
+            assert next(iter(resp.values())).code == FOUND
+        inode = _server_inode(addr[1], sock)
+        assert inode is not None
+        time.sleep(0.3)  # a socket passed would be in the pull actor by now
+        assert not _holds(pull_pid, inode)
 
 
 @dataclass
