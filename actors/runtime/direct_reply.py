@@ -48,30 +48,15 @@ _LOCKED: Final = frozenset((errno.EAGAIN, errno.EACCES))
 REFUSAL_LOG_S: Final = 10.0
 
 
-class _Refusals:
-    """Lock calls the kernel refused (not a lock held by someone: ENOLCK and the like)."""
-
-    count = 0
-    logged_at = -REFUSAL_LOG_S
-
-
-def _refused(exc: OSError) -> None:
-    """Log a refused lock call at most once per REFUSAL_LOG_S, with the count."""
-    _Refusals.count += 1
-    now = time.monotonic()
-    if now - _Refusals.logged_at >= REFUSAL_LOG_S:
-        _Refusals.logged_at = now
-        log.warning("connection lock refused by the kernel (%d so far): %s", _Refusals.count,
-                    exc)  # fmt: skip
-
-
 class ConnLocks:
     """One byte lock per connection id on a shared memfd (POSIX record locks)."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("_refusal_logged_at", "fd", "refused")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.refused = 0  # lock calls the kernel refused (ENOLCK and the like, not a holder)
+        self._refusal_logged_at = -REFUSAL_LOG_S
 
     @classmethod
     def create(cls) -> ConnLocks:
@@ -85,9 +70,18 @@ class ConnLocks:
             fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, conn_id)
         except OSError as exc:
             if exc.errno not in _LOCKED:
-                _refused(exc)
+                self._refused(exc)
             return False
         return True
+
+    def _refused(self, exc: OSError) -> None:
+        """Count a lock call the kernel refused; logged at most once per REFUSAL_LOG_S."""
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= REFUSAL_LOG_S:
+            self._refusal_logged_at = now
+            log.warning("connection lock refused by the kernel (%d so far): %s", self.refused,
+                        exc)  # fmt: skip
 
     def unlock(self, conn_id: int) -> None:
         """Release the connection's lock."""

@@ -106,6 +106,8 @@ def test_a_lock_call_the_kernel_refuses_is_no_lock_and_no_crash() -> None:
     locks = ConnLocks.create()
     locks.close()  # EBADF from now on: writers wait (the channel path), nothing raises
     assert not locks.try_lock(1)
+    assert not locks.try_lock(2)
+    assert locks.refused == 2  # counted (and logged once), not taken for a held lock
 
 
 def test_descriptors_travel_in_order_with_their_records() -> None:
