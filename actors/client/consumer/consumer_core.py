@@ -70,6 +70,11 @@ QUIET_BEFORE_COMMIT_MS: Final = 20
 CHAIN_STOP_WAIT_S: Final = 2.0  # the pull actor confirms a chain's last pull was written
 
 
+def quiet_left_s(last_sent: float) -> float:
+    """Seconds until a pull sent at last_sent has had QUIET_BEFORE_COMMIT_MS to land."""
+    return last_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+
+
 class ConsumerImplBase(PullMessageMixin):
     """A consumer core: queue table, offsets, pulling (subclasses: push, lite pull)."""
 
@@ -132,9 +137,7 @@ class ConsumerImplBase(PullMessageMixin):
         if self.services is not None:
             self.services.forget_pulls(self)
         drained = self._stop_consume(timeout_s)
-        quiet = self.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
-        if quiet > 0:
-            time.sleep(quiet)
+        self.wait_quiet(self.last_pull_sent)
         with self.lock:
             held = list(self.table)
             for mq, pq in self.table.items():
@@ -400,6 +403,14 @@ class ConsumerImplBase(PullMessageMixin):
                 except Exception:
                     log.exception("consumer %s: on_assigned raised", self.group)
 
+    @staticmethod
+    def wait_quiet(last_sent: float) -> None:
+        """Sleep until a pull sent at last_sent (time.monotonic()) had time to reach the broker:
+        its commit offset must land before a commit made after it."""
+        quiet = quiet_left_s(last_sent)
+        if quiet > 0:
+            time.sleep(quiet)
+
     def _take_failed(self, failed: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
         """Queues whose start offset could not be read: given back, the next round tries them
         again."""
@@ -445,7 +456,7 @@ class ConsumerImplBase(PullMessageMixin):
                         self.cfg.revoke_drain_timeout_ms)  # fmt: skip
         # only this queue's pulls carry its commit offset: wait for its own last one (the
         # consumer's last pull of any queue kept a revoke waiting while others pulled often)
-        quiet = pq.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
+        quiet = quiet_left_s(pq.last_pull_sent)
         if quiet > 0:
             self.scheduler.schedule(quiet * 1000.0, lambda: self._finish_revoke(mq, timed_out))
             return

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.consumer_core import CHAIN_STOP_WAIT_S, QUIET_BEFORE_COMMIT_MS
+from actors.client.consumer.consumer_core import CHAIN_STOP_WAIT_S
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, dumps_object_map, loads_object_map
 from protocol.codes import RequestCode, ResponseCode
@@ -162,9 +162,7 @@ def reset_offsets(impl: ConsumerImplBase, topic: str, offsets: dict[MessageQueue
     if not dropped:
         return
     impl.stop_chains([pq for _mq, _off, pq in dropped], CHAIN_STOP_WAIT_S)
-    quiet = impl.last_pull_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
-    if quiet > 0:
-        time.sleep(quiet)
+    impl.wait_quiet(max(pq.last_pull_sent for _mq, _off, pq in dropped))  # theirs only
     for mq, off, _pq in dropped:
         if impl.offset_store is not None:
             impl.offset_store.update_offset(mq, off, False)
