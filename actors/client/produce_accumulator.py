@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 MAX_INFLIGHT_REQUESTS: Final = 4  # per topic
 MAX_BATCH_COUNT: Final = 512
 MAX_BATCH_BYTES: Final = 1024 * 1024
+ITEM_OVERHEAD: Final = 128  # a message's own fields and usual properties in a batch body
+SIZE_HEADROOM: Final = 4096  # kept under max_message_size for longer properties
 
 Done = Callable[[SendResult | None, MQClientError | None], None]
 Item = tuple[Message, Done, float]  # the message, its callback, its deadline (monotonic s)
@@ -50,7 +52,7 @@ class _TopicBatch:
         the batch failed though each alone would have been sent)."""
         n, size = 0, 0
         for msg, _, _ in self.pending:
-            size += len(msg.body) + 128
+            size += len(msg.body) + ITEM_OVERHEAD
             if n and (n >= MAX_BATCH_COUNT or size > max_bytes):
                 break
             n += 1
@@ -74,8 +76,8 @@ class ProduceAccumulator:
                 and not msg.topic.startswith("%RETRY%"))
 
     def _max_bytes(self) -> int:
-        # the batch body's limit, less room for the per-message headers of the encoding
-        return min(MAX_BATCH_BYTES, max(1, self.impl.max_message_size - 4096))
+        """The batch body's limit: MAX_BATCH_BYTES, within the producer's max_message_size."""
+        return min(MAX_BATCH_BYTES, max(1, self.impl.max_message_size - SIZE_HEADROOM))
 
     def add(self, msg: Message, done: Done, timeout_ms: int | None) -> None:
         """Send msg now, or with the next batch of its topic; done(result, error) once."""

@@ -8,6 +8,7 @@ from typing import Any
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.produce_accumulator import (
     MAX_INFLIGHT_REQUESTS,
+    SIZE_HEADROOM,
     ProduceAccumulator,
     split_batch_result,
 )
@@ -70,7 +71,7 @@ def test_a_batch_stays_under_the_producers_max_message_size() -> None:
         acc.add(Message("T", bytes(4096)), lambda r, e: None, None)
     impl.sent[0][1](None, TIMEOUT)  # one request answered: the waiting ones go
     batch = impl.sent[-1][0]
-    assert len(batch) > 1 and sum(len(m.body) for m in batch) <= 64 * 1024 - 4096
+    assert len(batch) > 1 and sum(len(m.body) for m in batch) <= 64 * 1024 - SIZE_HEADROOM
 
 
 def test_a_batch_gets_the_longest_time_its_messages_have_left() -> None:
