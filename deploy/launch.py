@@ -5,15 +5,14 @@ configs, start the roles, install a shutdown hook. Here a role is a Thespian act
 multiprocTCPBase actor system whose admin gets a free Admin Port and whose own log goes to a
 file (THESPLOG_FILE).
 
-Loopback binding (security): Thespian's actor and admin ports accept unauthenticated pickles,
-and its TCP transport binds '' (every interface) for addresses marked external
-(thespian/system/transport/IPBase.py, IPActorAddress.__init__: `bindname = ('', port) if
-external else sockname`, used by TCPTransport.__init__ via `addressDetails.bindArgs`). For a
-single-host system `patch_thespian_bind()` replaces IPActorAddress.bindArgs so '' becomes the
-host we were given (127.0.0.1). The patch is applied in the launching process before the
-actor system starts; the admin and every actor are forked from it (Process Startup Method
-'fork'), so they inherit it. Only the ports the user asked for (name server, broker) listen
-on the host given by --host.
+Security: Thespian's actor and admin ports unpickle what arrives, and its TCP transport binds
+'' (every interface) for addresses marked external. `patch_thespian_transport()`
+(actors.runtime.loopback) makes them bind 127.0.0.1 and authenticates every packet with a random
+key held only in memory by this process tree (actors.runtime.thespian_auth): a peer that is not
+part of this actor system (another local user, another run) is refused before anything is
+unpickled. It is applied in the launching process before the actor system starts; the admin and
+every actor are forked from it (Process Startup Method 'fork'), so they inherit it. Only the
+ports the user asked for (name server, broker, VIP, HA) listen on the host given by --host.
 
 Logging: every actor process appends its own records to `<data>/actormq.log`
 (deploy.actor_logging); nothing an actor logs travels through Thespian's transport.
@@ -39,7 +38,7 @@ from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client r
     LOOPBACK,
     free_port,
     free_port_pair,
-    patch_thespian_bind,
+    patch_thespian_transport,
     port_is_free,
     prepare_environment,
     stable_free_port,
@@ -123,9 +122,9 @@ def start_system(
     data_dir = os.path.abspath(data_dir)
     # Thespian's ports stay on loopback whatever --host says: every actor system here is a
     # single-host one (a broker on another host is its own actor system and talks RocketMQ's
-    # protocol), and those ports take unauthenticated pickles
+    # protocol); they take pickles, so only from this process tree (its in-memory key)
     prepare_environment(LOOPBACK, os.path.join(data_dir, "thespian.log"))
-    patch_thespian_bind(LOOPBACK)
+    patch_thespian_transport(LOOPBACK)
     from thespian.actors import ActorSystem
 
     runtime_dir.clean_dead()  # what runs killed with SIGKILL left behind

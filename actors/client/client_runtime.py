@@ -147,7 +147,7 @@ class ClientRuntime:
     # -- the actor system -----------------------------------------------------------------------
     def _start_actor_system(self) -> Any:
         loopback.prepare_environment(loopback.LOOPBACK, os.path.join(self.dir, "thespian.log"))
-        loopback.patch_thespian_bind(loopback.LOOPBACK)
+        loopback.patch_thespian_transport(loopback.LOOPBACK)
         from thespian.actors import ActorSystem
 
         self.admin_port = loopback.stable_free_port()

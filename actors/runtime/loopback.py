@@ -1,14 +1,15 @@
-"""Thespian on loopback: its environment and its TCP transport's bind address.
+"""Thespian on loopback: its environment, its TCP transport's bind address and its key.
 
-Mirrors nothing in RocketMQ. Thespian's actor and admin ports accept unauthenticated pickles,
-and its TCP transport binds '' (every interface) for addresses marked external
-(thespian/system/transport/IPBase.py, IPActorAddress.__init__: `bindname = ('', port) if
-external else sockname`, used by TCPTransport.__init__ via `addressDetails.bindArgs`).
-`patch_thespian_bind()` replaces IPActorAddress.bindArgs so '' becomes the host given
-(127.0.0.1). Apply it in the process that starts the actor system, before it starts: the admin
-and every actor are forked from it (Process Startup Method 'fork') and inherit it. Used by
-deploy.launch (servers) and actors.client.client_runtime (clients), with the free-port
-helpers below (an Admin Port or a server port nobody listens on).
+Mirrors nothing in RocketMQ. Thespian's TCP transport binds '' (every interface) for addresses
+marked external (thespian/system/transport/IPBase.py, IPActorAddress.__init__: `bindname =
+('', port) if external else sockname`, used by TCPTransport.__init__ via
+`addressDetails.bindArgs`), and its actor and admin ports unpickle what arrives.
+`patch_thespian_transport()` replaces IPActorAddress.bindArgs so '' becomes the host given
+(127.0.0.1), and authenticates every packet with a key only this process tree holds
+(actors.runtime.thespian_auth). Apply it in the process that starts the actor system, before it
+starts: the admin and every actor are forked from it (Process Startup Method 'fork') and inherit
+both. Used by deploy.launch (servers) and actors.client.client_runtime (clients), with the
+free-port helpers below (an Admin Port or a server port nobody listens on).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import random
 import socket
 from typing import Any
+
+from actors.runtime import thespian_auth
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +37,13 @@ def prepare_environment(thespian_host: str, thesplog_file: str | None) -> None:
         os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
 
 
-def patch_thespian_bind(host: str = LOOPBACK) -> None:
-    """Make Thespian's TCP transport bind `host` instead of every interface (see module doc)."""
+def patch_thespian_transport(host: str = LOOPBACK) -> None:
+    """Make Thespian's TCP transport bind `host` instead of every interface and refuse packets
+    that do not carry this process tree's key (see module doc)."""
     global _patched_host
     from thespian.system.transport.IPBase import IPActorAddress
 
+    thespian_auth.install()
     if _patched_host == host:
         return
 
