@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any, Final
 
+from deploy.spark import SAFE_PATH_ENV
+
 log = logging.getLogger(__name__)
 
 DEFAULT_BRIDGE_PORT: Final = 10930
@@ -134,6 +136,8 @@ def spark_session(master: str, app: str, conf: list[str]) -> Any:
     b = b.config("spark.ui.showConsoleProgress", "false")
     b = b.config("spark.sql.shuffle.partitions", "8")  # --conf overrides it
     b = b.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    # every Python worker of the job, ours or a UDF's: never import from its working directory
+    b = b.config(f"spark.executorEnv.{SAFE_PATH_ENV}", "1")
     if master.startswith("local"):
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
     for item in conf:

@@ -309,3 +309,22 @@ def role_pids(pids: list[int], role: str) -> list[int]:
     name = ("amq-" + role)[:15]
     return [p for p in pids if comm(p) == name and ppid(p) in pids
             and comm(ppid(p)) != name and not procinfo.is_zombie(p)]  # fmt: skip
+
+
+OUR_PACKAGES = ("actors", "store", "protocol", "deploy", "tests")
+
+
+def hostile_workdir(path: Path) -> Path:
+    """A working directory holding folders named like our packages: `store/commitlog/` (what
+    stands in the parent of a store root named `store`) and, for the others, packages whose
+    import fails loudly. A process of ours started there must import none of them."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "store" / "commitlog").mkdir(parents=True, exist_ok=True)
+    (path / "store" / "commitlog" / "00000000000000000000").write_bytes(b"\0" * 64)
+    for name in OUR_PACKAGES:
+        if name == "store":
+            continue
+        (path / name).mkdir(exist_ok=True)
+        (path / name / "__init__.py").write_text(
+            f"raise ImportError('{name} imported from the working directory {path}')\n")
+    return path

@@ -20,7 +20,7 @@ import pytest
 
 from deploy import launch
 from tests.integration.conftest import MarkedProcess
-from tests.integration.e2e_helpers import wait_until
+from tests.integration.e2e_helpers import hostile_workdir, wait_until
 from tests.spark.spark_helpers import Producer, create_topic, row_dict, wait_routable
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -88,12 +88,14 @@ def _from_parquet(path: Path) -> Counter[tuple[int, str | None, str]]:
     return out
 
 
-def _run(argv: list[str], base: Path, env: dict[str, str] | None = None) -> str:
+def _run(argv: list[str], base: Path, env: dict[str, str] | None = None,
+         cwd: Path | None = None) -> str:
+    """`actormq <argv>` as bin/actormq runs it (-P: the working directory off sys.path)."""
     out, err = base.with_suffix(".out"), base.with_suffix(".err")
     with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen([sys.executable, "-m", "deploy", *argv], stdout=o, stderr=e,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=dict(os.environ, **(env or {})))  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "deploy", *argv], stdout=o,
+                                stderr=e, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(os.environ, **(env or {})), cwd=cwd)  # fmt: skip
         try:
             rc = proc.wait(RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -105,9 +107,13 @@ def _run(argv: list[str], base: Path, env: dict[str, str] | None = None) -> str:
 
 
 def test_tag_counts_local(spark: Any, up: Up, tmp_path: Path) -> None:
+    """Run from a folder holding packages named like ours (issue #20, item 5): Spark's Python
+    workers, started in that working directory, must import the real ones."""
     want = _expected(spark, up)
+    work = hostile_workdir(tmp_path / "work")
     out = _run(["spark", "run", "tag-counts", "-n", up.ns, "-t", TOPIC, "--result-topic",
-                "ClickCounts", "--parquet", str(tmp_path / "counts")], tmp_path / "run")
+                "ClickCounts", "--parquet", str(tmp_path / "counts")], tmp_path / "run",
+               cwd=work)  # fmt: skip
     groups = len({(m, t) for m, t, _k in want})
     assert f"tag-counts: {groups} (minute, tag) row(s) written" in out
     assert _from_parquet(tmp_path / "counts") == want
