@@ -13,6 +13,6 @@ if not sys.flags.safe_path:
     _here = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", _here)]
 
-from deploy.cli import main  # noqa: E402
+from deploy.cli import main
 
 sys.exit(main())
