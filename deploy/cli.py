@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     # listed for --help only: main() hands everything after these to their own parsers
     sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
     sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py); --reference: "
-                                 "beside the reference RocketMQ 4.9.8 in the same invocation; "
+                                 "beside the reference RocketMQ 4.9.8 in the same invocation, "
+                                 "each scenario warmed untimed on both first (--warmup "
+                                 "SECONDS); "
                                  "`bench --client`: the client's (tests/bench/client_bench.py); "
                                  "`bench --consumer`: tests/bench/consumer_bench.py")
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")

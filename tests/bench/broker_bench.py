@@ -8,12 +8,17 @@ B: send 100, wait for the 100 responses, repeat (goal >= 100,000 msgs/s), twice:
 C: pull 200,000 stored messages of 4 queues, 32 per pull, one pull in flight per queue,
    committing the consume offset on every pull as RocketMQ's push consumer does (goals: >= 0.8x
    the reference, >= 0.9x the same loop without the commit flag, its row below). [real cores]
-D: 500 msgs/s with a long-polling consumer committing on each pull, end-to-end p50 <= 1 ms,
-   p99 <= 5 ms. [real cores]      (C and D: tests/bench/consume_bench.py)
+D: 500 msgs/s round-robin over 4 queues, a long-polling consumer with one pull in flight per
+   queue committing on each pull, end-to-end p50 <= 1 ms, p99 <= 5 ms. [real cores]
+   (C and D: tests/bench/consume_bench.py)
 E, F: replication (no goal in an issue: reported; tests/bench/ha_bench.py). [real cores]
 --reference: the reference Apache RocketMQ 4.9.8 (deploy/reference.py) runs A, B (JSON), C and
 D in the same invocation, each scenario of each run against both brokers back to back; the table
 gives both, their per-run ratio and the reference's CPU (its launcher's process tree: both JVMs).
+Warm-up: before its first timed run, each scenario's own workload runs untimed against each
+broker in turn, repeated until --warmup seconds (default WARMUP_S) have passed, its figures
+dropped: a cold JVM (or cold caches, files and topics on either side) would skew the ratio. The
+table's last lines say how long each broker was warmed and with how many messages.
 Broker CPU microseconds per message (CPU time of every thread of the broker's processes, from
 /proc/<pid>/task/*/schedstat) for A-D. The table shows the median and min-max of --runs runs.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import multiprocessing
 import os
 import socket
@@ -30,7 +36,7 @@ import struct
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Final
 
 from actors.runtime.watch import AFFINITY_ENV
 from tests.bench.bench_table import cell
@@ -40,6 +46,7 @@ log = logging.getLogger(__name__)
 BODY = b"x" * 1024
 MSGPACK = 2  # protocol.codes.SerializeType.MSGPACK
 TICK_US = 1_000_000 / os.sysconf("SC_CLK_TCK")
+WARMUP_S: Final = 10.0  # default untimed warm-up of each scenario on each broker, seconds
 
 
 def _echo_server(sock: socket.socket) -> None:
@@ -269,14 +276,19 @@ SCENARIOS = ("A", "B", "C", "D")
 
 def run_scenario(name: str, addr: tuple[str, int], pids: list[int], run: int,
                  args: argparse.Namespace, add: Any, *, prefix: str = "",
-                 msgpack: bool = True) -> None:  # fmt: skip
-    """One run of scenario A, B, C or D against one broker; results under `prefix` + key."""
+                 msgpack: bool = True, tag: str | None = None) -> int:  # fmt: skip
+    """One run of scenario A, B, C or D against one broker; results under `prefix` + key.
+    C's groups and D's topic and group are named after `tag` (default: the run). Returns the
+    messages it moved (sent, or pulled), 0 when the scenario is skipped (its count is 0)."""
     from tests.bench.consume_bench import QUEUES, bench_c, bench_d
 
+    tag = str(run) if tag is None else tag
+    moved = 0
     if name == "A" and args.a:
         rate, cpu = bench_a(addr, args.a, pids)
         add(prefix + "A", rate)
         add(prefix + "A_cpu", cpu)
+        moved += args.a + 1  # and its topic-creating round trip
     elif name == "B" and args.b:
         for key, st in (("B", 0), ("Bm", MSGPACK)) if msgpack else (("B", 0),):
             roles: dict[str, float] = {}
@@ -286,23 +298,47 @@ def run_scenario(name: str, addr: tuple[str, int], pids: list[int], run: int,
             if not prefix:
                 for role, us in roles.items():
                     add(f"{key}_cpu:{role}", us)
+            moved += (args.b + 1) * 100
     elif name == "C" and args.c:
         per_queue = max(1, args.c // QUEUES)
         modes = [("C", True), ("C0", False)]
         for key, commit in modes if run % 2 == 0 else modes[::-1]:  # neither always first
             roles = {}
-            rate, cpu = bench_c(addr, "BenchC", f"bench_{key}_{run}", per_queue, pids,
+            rate, cpu = bench_c(addr, "BenchC", f"bench_{key}_{tag}", per_queue, pids,
                                 commit=commit, roles=roles)  # fmt: skip
             add(prefix + key, rate)
             add(prefix + f"{key}_cpu", cpu)
             if not prefix:
                 for role, us in roles.items():
                     add(f"{key}_cpu:{role}", us)
+            moved += per_queue * QUEUES  # bench_c returns once every queue reached per_queue
     elif name == "D" and args.d:
-        p50, p99, cpu = bench_d(addr, args.d, pids, run)
+        p50, p99, cpu = bench_d(addr, args.d, pids, tag)
         add(prefix + "D_p50", p50)
         add(prefix + "D_p99", p99)
         add(prefix + "D_cpu", cpu)
+        moved += args.d  # bench_d raises unless all arrived
+    return moved
+
+
+def warm_up(name: str, addr: tuple[str, int], pids: list[int], args: argparse.Namespace,
+            seconds: float, *, msgpack: bool) -> tuple[float, int]:  # fmt: skip
+    """Scenario `name`'s workload against one broker, untimed, run again and again until
+    `seconds` have passed (at least once), its figures dropped: (seconds spent, messages
+    moved); (0, 0) when the scenario is skipped."""
+    t0 = time.monotonic()
+    moved = 0
+    k = 0
+    while True:
+        got = run_scenario(name, addr, pids, k, args, lambda _key, _val: None,
+                           msgpack=msgpack, tag=f"warm{k}")  # fmt: skip
+        if not got:
+            return 0.0, 0
+        moved += got
+        k += 1
+        spent = time.monotonic() - t0
+        if spent >= seconds:
+            return spent, moved
 
 
 def run(args: argparse.Namespace) -> dict[str, list[float]]:
@@ -350,9 +386,8 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                 ref.wait_ready()
                 ref_pids = procinfo.pids_in_session(ref.pid())  # the launcher and both JVMs
                 targets.append(("ref:", ("127.0.0.1", ref.broker_port), ref_pids))
-            for _prefix, t_addr, t_pids in targets:  # not timed: JIT, page cache, topics
-                bench_a(t_addr, min(args.a, 500), t_pids)
-                if real and args.c:
+            if real and args.c:  # C's stored messages (not timed)
+                for _prefix, t_addr, _pids in targets:
                     preload(t_addr, "BenchC", max(1, args.c // QUEUES) * QUEUES)
             for i in range(args.runs):
                 raw = raw_echo_rate(args.a)
@@ -361,6 +396,13 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                 # compares runs seconds apart, not a whole round apart, on a host whose speed
                 # drifts
                 for name in SCENARIOS if real else ("A", "B"):
+                    if i == 0:  # untimed, both brokers alike, before the scenario's first run
+                        for prefix, t_addr, t_pids in targets:
+                            spent, moved = warm_up(name, t_addr, t_pids, args, args.warmup,
+                                                   msgpack=not prefix)  # fmt: skip
+                            if moved:
+                                add(f"{prefix}warmup:{name}:s", spent)
+                                add(f"{prefix}warmup:{name}:msgs", float(moved))
                     for prefix, t_addr, t_pids in targets if i % 2 == 0 else targets[::-1]:
                         run_scenario(name, t_addr, t_pids, i, args, add, prefix=prefix,
                                      msgpack=not prefix)  # fmt: skip
@@ -469,11 +511,27 @@ def format_table(results: dict[str, list[float]]) -> str:
             f"{'F send latency with a slave, ms':32s} p50 {cell(results['F_p50'], '.2f')}"
             f"  p99 {cell(results['F_p99'], '.2f')}"
         )
+    lines += warmup_lines(results)
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI entry."""
+def warmup_lines(results: dict[str, list[float]]) -> list[str]:
+    """What the untimed warm-up did: per scenario, each broker's seconds and messages."""
+    lines = []
+    for name in SCENARIOS:
+        parts = []
+        for prefix, label in (("", "actormq"), ("ref:", "reference")):
+            secs = results.get(f"{prefix}warmup:{name}:s")
+            msgs = results.get(f"{prefix}warmup:{name}:msgs")
+            if secs and msgs:
+                parts.append(f"{label} {secs[0]:.1f} s, {msgs[0]:,.0f} msgs")
+        if parts:
+            lines.append(f"{'warm-up ' + name + ' (untimed)':32s} " + "; ".join(parts))
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options (`actormq bench ...`)."""
     p = argparse.ArgumentParser(prog="broker_bench")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--a", type=int, default=2000, help="A: requests (0 = skip)")
@@ -489,6 +547,11 @@ def main(argv: list[str] | None = None) -> int:
                         "its own ports and run A-D against it in the same invocation, each "
                         "scenario against both brokers back to back; the table gives actormq / "
                         "reference ratios")
+    p.add_argument("--warmup", type=float, default=WARMUP_S, metavar="SECONDS",
+                   help="untimed warm-up: before its first timed run, each scenario's workload "
+                        "runs against each broker (actormq, and the reference with --reference) "
+                        f"until SECONDS have passed, at least once (default {WARMUP_S:g}; "
+                        "not with --bound)")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--personality", default=None,
@@ -496,11 +559,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bound", action="store_true",
                    help="A and B against one process running the send core inline, no actors "
                         "(tests.bench.send_bound): the ceiling of any layout of this send path")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry."""
+    p = build_parser()
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be >= 1")
     if args.bound and args.reference:
         p.error("--bound and --reference do not go together")
+    if not math.isfinite(args.warmup) or args.warmup < 0:
+        p.error(f"--warmup must be a number of seconds >= 0, got {args.warmup}")
     if not args.a:
         args.a = 1000  # the raw echo still needs a count
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

@@ -5,8 +5,9 @@ C: pull every stored message of 4 queues, 32 per pull, one pull in flight per qu
    offset of its queue as DefaultMQPushConsumerImpl.pullMessage does (PullSysFlag commit bit once
    the offset is > 0, the suspend bit, the subscription registered by the heartbeat), or, in the
    labelled no-commit row, without the commit bit.
-D: a sender at 500 msgs/s and a long-polling consumer committing on each pull: end-to-end
-   latency from the sender's clock in the body to the consumer's.
+D: a sender at 500 msgs/s round-robin over 4 queues (a producer's default queue selection) and
+   a long-polling consumer holding one pull in flight per queue, each committing the offset
+   reached: end-to-end latency from the sender's clock in the body to the consumer's.
 The same client runs against actormq and the reference broker (tests/bench/broker_bench.py).
 """
 
@@ -34,6 +35,7 @@ QUEUES: Final = 4
 PULL_BATCH: Final = 32
 PRELOAD_BUSY_LIMIT: Final = 10_000  # resends of SYSTEM_BUSY replies while preloading C
 SUSPEND_MS: Final = 15_000  # brokerSuspendMaxTimeMillis
+D_RECV_TIMEOUT_S: Final = 1.0  # D: how often the consumer looks at its deadline and sender
 
 
 def heartbeat_request(client_id: str, group: str, topic: str) -> RemotingCommand:
@@ -154,60 +156,102 @@ def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids:
         cl.close()
 
 
-def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
-    """Child process: send n messages at `rate`/s, each body starting with monotonic_ns."""
+def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float,
+              queues: int = QUEUES) -> None:  # fmt: skip
+    """Child process: send n messages at `rate`/s round-robin over the queues (as a producer's
+    default queue selection does), each body starting with monotonic_ns; a failed send exits
+    the child with an error (the parent checks its exit code)."""
     period = 1.0 / rate
     with BlockingClient(addr) as cl:
         t_next = time.monotonic()
-        for _ in range(n):
+        for i in range(n):
             delay = t_next - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             t_next += period
-            req = send_request(topic, 0)
+            req = send_request(topic, i % queues)
             req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
-            cl.invoke(req, 10)
+            r = cl.invoke(req, 10)
+            if r.code != 0:
+                raise RuntimeError(f"D send {i} failed: {r.code} {r.remark}")
 
 
-def bench_d(addr: tuple[str, int], n: int, pids: list[int], run: int = 0, rate: float = 500.0,
-            ) -> tuple[float, float, float]:  # fmt: skip
-    """Long-polling consumer committing on each pull, sender at `rate`/s: (p50 ms, p99 ms,
-    broker CPU us per message received)."""
+def bench_d(addr: tuple[str, int], n: int, pids: list[int], tag: str = "0", rate: float = 500.0,
+            queues: int = QUEUES) -> tuple[float, float, float]:  # fmt: skip
+    """A sender at `rate`/s round-robin over the topic's queues and a long-polling consumer
+    holding one pull in flight per queue (PullMessageService's one request per queue), each
+    committing the offset reached: (p50 ms, p99 ms, broker CPU us per message received).
+    Topic and group are named after `tag`. Raises unless all n messages arrive."""
     from protocol.message import decode_messages
+    from tests.integration.e2e_helpers import create_topic_cmd
 
-    topic = f"BenchD{run}"
-    group = f"bench_dg{run}"
+    topic = f"BenchD{tag}"
+    group = f"bench_dg{tag}"
     lat_ns: list[int] = []
     with BlockingClient(addr) as cl:
-        r = cl.invoke(send_request(topic, 0), 10)  # creates the topic
+        # created empty (no message to skip, no offset to guess while the broker dispatches)
+        r = cl.invoke(create_topic_cmd(topic, queues), 10)
         if r.code != 0:
-            raise RuntimeError(f"send failed: {r.code} {r.remark}")
+            raise RuntimeError(f"creating {topic} failed: {r.code} {r.remark}")
         subscribe(cl, group, topic)
-        offset = 1
+        sock = cl.sock
+        assert sock is not None
+        sock.settimeout(D_RECV_TIMEOUT_S)
+        decoder = FrameDecoder()
+        buf = memoryview(bytearray(1 << 20))
+        offsets = [0] * queues
+        inflight: dict[int, int] = {}  # opaque -> queue
+
+        def pull(q: int) -> bytes:
+            req = consumer_pull(group, topic, q, offsets[q], commit=True)
+            inflight[req.opaque] = q
+            return req.encode()
+
         ctx = multiprocessing.get_context("fork")
         c0 = cpu_us(pids)
-        proc = ctx.Process(target=_d_sender, args=(addr, topic, n, rate), daemon=True)
+        sock.sendall(b"".join(pull(q) for q in range(queues)))  # parked at the broker
+        proc = ctx.Process(target=_d_sender, args=(addr, topic, n, rate, queues), daemon=True)
         proc.start()
         try:
             deadline = time.monotonic() + n / rate + 30
             while len(lat_ns) < n and time.monotonic() < deadline:
-                r = cl.invoke(consumer_pull(group, topic, 0, offset, commit=True), 20)
+                try:
+                    k = sock.recv_into(buf)
+                except TimeoutError:
+                    if proc.exitcode not in (None, 0):
+                        break  # the sender failed: said below
+                    continue
                 now = time.monotonic_ns()
-                if r.code == 0:
-                    for m in decode_messages(bytes(r.body)):
-                        lat_ns.append(now - struct.unpack_from(">q", bytes(m.body), 0)[0])
-                if r.ext_fields and "nextBeginOffset" in r.ext_fields:
-                    offset = int(r.ext_fields["nextBeginOffset"])
+                if not k:
+                    raise ConnectionError("broker closed the connection")
+                out = []
+                for frame in decoder.feed(buf[:k]):
+                    r = RemotingCommand.decode(frame)
+                    if not r.is_response:
+                        continue  # a broker's notice (consumer ids changed): nothing to do
+                    q = inflight.pop(r.opaque)
+                    if r.code == 0:
+                        for m in decode_messages(bytes(r.body)):
+                            lat_ns.append(now - struct.unpack_from(">q", bytes(m.body), 0)[0])
+                    elif r.code not in (19, 20):  # PULL_NOT_FOUND, PULL_RETRY_IMMEDIATELY
+                        raise RuntimeError(f"D pull failed at {q}:{offsets[q]}: {r.code} "
+                                           f"{r.remark}")  # fmt: skip
+                    if r.ext_fields and "nextBeginOffset" in r.ext_fields:
+                        offsets[q] = int(r.ext_fields["nextBeginOffset"])
+                    out.append(pull(q))
+                if out:
+                    sock.sendall(b"".join(out))
         finally:
             proc.join(n / rate + 30)
             if proc.is_alive():
                 proc.kill()
                 proc.join(5)
         cpu = (cpu_us(pids) - c0) / max(len(lat_ns), 1)
-    if not lat_ns:
-        raise RuntimeError("D: no message received")
+    if proc.exitcode != 0:
+        raise RuntimeError(f"D: the sender failed (exit code {proc.exitcode})")
+    if len(lat_ns) < n:
+        raise RuntimeError(f"D: {len(lat_ns)} of {n} messages received")
     lat_ns.sort()
     p50 = lat_ns[len(lat_ns) // 2] / 1e6
     p99 = lat_ns[min(len(lat_ns) - 1, int(len(lat_ns) * 0.99))] / 1e6
     return p50, p99, cpu
-

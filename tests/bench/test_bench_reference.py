@@ -1,4 +1,5 @@
-"""`actormq bench --reference` runs end to end at tiny sizes (the harness works; no timing)."""
+"""`actormq bench --reference` runs end to end at tiny sizes (the harness works; no timing),
+each scenario warmed alike on both brokers first (a short --warmup: CI stays quick)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from deploy import cli, procinfo
 pytestmark = pytest.mark.integration
 
 
+WARMUP = re.compile(r"(actormq|reference) ([\d.]+) s, ([\d,]+) msgs")
+WARMUP_S = 0.3  # the users' default is broker_bench.WARMUP_S (>= 10 s)
 CELL = re.compile(r"(?<= )(?:([\d,.]+) \([\d,.]+-[\d,.]+\)|-)(?= |$)")
 
 
@@ -34,7 +37,7 @@ def test_bench_reference_runs_every_scenario_against_both_brokers(
     data.mkdir()
     monkeypatch.setenv("AMQ_BENCH_DATA", str(data))  # both brokers' stores and logs go here
     argv = ["bench", "--reference", "--runs", "1", "--a", "20", "--b", "2", "--c", "400",
-            "--d", "20", "--e", "0", "--f", "0"]  # fmt: skip
+            "--d", "20", "--e", "0", "--f", "0", "--warmup", str(WARMUP_S)]  # fmt: skip
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     rows = {line[:32].strip(): line for line in out.splitlines()}
@@ -48,6 +51,12 @@ def test_bench_reference_runs_every_scenario_against_both_brokers(
     assert all(_measured(c) for c in _cells(rows["D long-poll + commit, p50 ms"])[3:])  # CPU
     assert _measured(_cells(rows["C CPU us/msg actormq / ref"])[0])
     assert _measured(_cells(rows["C commit / no commit"])[0])
+    for name in ("A", "B", "C", "D"):  # each scenario was warmed on both brokers, untimed
+        warm = {b: (float(s), int(m.replace(",", "")))
+                for b, s, m in WARMUP.findall(rows[f"warm-up {name} (untimed)"])}
+        assert set(warm) == {"actormq", "reference"}, rows[f"warm-up {name} (untimed)"]
+        for secs, msgs in warm.values():
+            assert secs >= WARMUP_S and msgs > 0, rows[f"warm-up {name} (untimed)"]
     # both brokers were stopped: no reference process (its command names the store under
     # `data`) and no actor process (a descendant of this one named amq-<role>) is left
     left = [p for p in procinfo.all_pids()
