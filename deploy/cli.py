@@ -173,7 +173,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Name server and one broker in one actor system, until SIGTERM / Ctrl-C."""
     from deploy import launch
 
-    data = os.path.abspath(args.data)
+    data = launch.writable_dir(args.data, "the data directory")
     if args.config:
         conf = os.path.abspath(args.config)
         props = load_properties(conf)
@@ -189,6 +189,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     })
     if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
         bc = bc.replace(brokerIP1=args.host)
+    launch.check_store_paths(sc)  # before anything starts
     cluster = launch.start_system(data, admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
@@ -242,6 +243,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         "brokerConfigPath": conf,  # where updateBrokerConfig persists: the next start reads it
     })
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
+    launch.check_store_paths(sc)  # before anything starts
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -111,6 +112,33 @@ class StartError(RuntimeError):
     """A server could not start (a port in use, a locked store, ...): the CLI exits 2."""
 
 
+def writable_dir(path: str, what: str) -> str:
+    """`path` made absolute and created if missing; StartError naming it and the problem unless
+    it is a directory this process can create files in."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise StartError(f"{what} {path} is not a directory (a file is in its place)")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise StartError(f"cannot create {what} {path}: {e.strerror or e}") from None
+    try:  # the only sure test: permissions, a read-only mount, a full inode table
+        fd, probe = tempfile.mkstemp(prefix=".actormq-probe-", dir=path)
+    except OSError as e:
+        raise StartError(f"{what} {path} is not writable: {e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def check_store_paths(store_config: Any) -> None:
+    """The broker's store directories are writable directories (StartError otherwise)."""
+    writable_dir(store_config.storePathRootDir, "the store directory (storePathRootDir)")
+    if store_config.storePathCommitLog:
+        writable_dir(store_config.commitlog_path, "the commit log directory "
+                                                  "(storePathCommitLog)")  # fmt: skip
+
+
 def start_system(
     data_dir: str,
     *,
@@ -118,8 +146,7 @@ def start_system(
     log_level: str = "INFO",
 ) -> LocalCluster:
     """Start a multiprocTCPBase actor system (free Admin Port, logs under data_dir)."""
-    os.makedirs(data_dir, exist_ok=True)
-    data_dir = os.path.abspath(data_dir)
+    data_dir = writable_dir(data_dir, "the data directory")
     # Thespian's ports stay on loopback whatever --host says: every actor system here is a
     # single-host one (a broker on another host is its own actor system and talks RocketMQ's
     # protocol); they take pickles, so only from this process tree (its in-memory key)
@@ -224,6 +251,7 @@ def start_broker(
     """Create a broker (controller, processors, remoting; supervised); return its port."""
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
+    check_store_paths(store_config)
     name = str(getattr(broker_config, "brokerName", "broker"))
     broker_id = int(getattr(broker_config, "brokerId", 0))
     if broker_id:  # a slave shares its master's brokerName

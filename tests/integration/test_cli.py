@@ -111,16 +111,18 @@ def test_up_port_in_use_exits_2_and_leaves_no_process(tmp_path, which: str) -> N
     """Another server (a Java broker, say) already on the port: a clear message, exit 2, and
     the actor system it started is gone. The broker's VIP port (listenPort - 2) too, as a Java
     broker refuses to start without it."""
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
+    # every port from below the ephemeral range (stable_free_port): a port-0 socket of any
+    # process (this run's own actor system included) never lands on one between pick and use
     free = launch.stable_free_port()
-    if which == "vip":
-        ports = ["--broker-port", str(port + 2), "--namesrv-port", str(free)]
+    broker = launch.stable_free_port(pair=True)  # broker - 2 free too, for the VIP case
+    port = {"broker": broker, "namesrv": launch.stable_free_port(), "vip": broker - 2}[which]
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", port))
+    taken.listen(1)
+    if which == "namesrv":
+        ports = ["--broker-port", str(broker), "--namesrv-port", str(port)]
     else:
-        ports = (["--broker-port", str(port), "--namesrv-port", str(free)] if which != "namesrv"
-                 else ["--broker-port", str(free), "--namesrv-port", str(port)])
+        ports = ["--broker-port", str(broker), "--namesrv-port", str(free)]
     run = MarkedProcess([sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "d"),
                          "--spark-bridge-port", "0", *ports], tmp_path / "up",
                         cwd=os.getcwd())  # fmt: skip
@@ -135,3 +137,78 @@ def test_up_port_in_use_exits_2_and_leaves_no_process(tmp_path, which: str) -> N
     finally:
         run.stop()
         taken.close()
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory nobody can write to: a read-only tmpfs when we are root (root ignores mode
+    bits), mode 0555 otherwise; unmounted afterwards."""
+    path = tmp_path / "ro"
+    path.mkdir()
+    mounted = False
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
+                       check=True, timeout=30, stdin=subprocess.DEVNULL)  # fmt: skip
+        mounted = True
+    else:
+        path.chmod(0o555)
+    try:
+        yield path
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(path)], check=True, timeout=30,
+                           stdin=subprocess.DEVNULL)  # fmt: skip
+        else:
+            path.chmod(0o755)
+
+
+def _start_refused(argv: list[str], tmp_path) -> str:
+    """Run `actormq <argv>` (it must refuse to start): its stderr; exit 2, no traceback, and
+    no process of it left."""
+    run = MarkedProcess([sys.executable, "-m", "deploy", *argv], tmp_path / "refused",
+                        cwd=str(tmp_path))  # fmt: skip
+    try:
+        rc = run.proc.wait(timeout=60)
+        err = run.err_path.read_text()
+        assert rc == 2, err[-2000:]
+        assert "Traceback" not in err, err[-2000:]
+        assert wait_gone(run.pids(), 15.0) == []
+        return err
+    finally:
+        run.stop()
+
+
+def test_up_with_a_read_only_data_directory_exits_2(read_only_dir, tmp_path) -> None:
+    err = _start_refused(["up", "--data", str(read_only_dir), "--spark-bridge-port", "-1"],
+                         tmp_path)  # fmt: skip
+    assert f"cannot start: the data directory {read_only_dir} is not writable" in err, err
+
+
+@pytest.mark.parametrize("where", ["data", "store", "commitlog"])
+def test_a_file_where_a_directory_belongs_exits_2(tmp_path, where: str) -> None:
+    """--data, storePathRootDir or storePathCommitLog naming a file: the message names the
+    path and says what is wrong with it."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory\n")
+    conf = tmp_path / "broker.conf"
+    conf.write_text({"data": "", "store": f"storePathRootDir={a_file}\n",
+                     "commitlog": f"storePathCommitLog={a_file}\n"}[where])
+    data = a_file if where == "data" else tmp_path / "data"
+    err = _start_refused(["up", "--data", str(data), "-c", str(conf),
+                          "--spark-bridge-port", "-1"], tmp_path)  # fmt: skip
+    what = {"data": "the data directory", "store": "the store directory (storePathRootDir)",
+            "commitlog": "the commit log directory (storePathCommitLog)"}[where]
+    assert f"cannot start: {what} {a_file} is not a directory" in err, err
+    assert a_file.read_text() == "not a directory\n"
+
+
+def test_broker_with_a_store_path_under_a_file_exits_2(tmp_path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName=broker-a\n"
+                    f"listenPort={launch.stable_free_port(pair=True)}\n"
+                    f"storePathRootDir={a_file}/store\n")  # fmt: skip
+    err = _start_refused(["broker", "-c", str(conf)], tmp_path)
+    assert f"cannot create the store directory (storePathRootDir) {a_file}/store: Not a " \
+           "directory" in err, err
