@@ -8,11 +8,16 @@ answer, or registerBrokerTimeoutMills has passed. Here a core emits its event wi
 (ReleaseBarrier -> the core's release); `expire` answers what waited too long. A delete is held
 the same way (actors.broker.processors.admin_store), so that a registration which still named the
 topic has reached every name server before the client can go on to DELETE_TOPIC_IN_NAMESRV.
+A heartbeat that created a group's %RETRY% topic (ClientManageProcessor.heartBeat's
+createTopicInSendMessageBackMethod, which registers before the consumer is registered) holds its
+NOTIFY_CONSUMER_IDS_CHANGED requests with its reply (`before`), so the consumers it wakes find the
+retry topic's route at the name servers.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.core import Outbox
@@ -23,10 +28,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class HeldReply:
-    """A reply waiting for the registration."""
+    """A reply (and the requests to send before it) waiting for the registration."""
 
-    conn_id: int
-    resp: RemotingCommand
+    sends: list[tuple[int, RemotingCommand]]  # (connection, command), sent in this order
     deadline_ms: int
 
 
@@ -39,20 +43,23 @@ class HeldReplies:
         self.held: dict[int, HeldReply] = {}
         self._next_token = 1
 
-    def hold(self, conn_id: int, resp: RemotingCommand, now_ms: int) -> int:
-        """Keep `resp` for the connection until release(token) or the timeout; the token."""
+    def hold(self, conn_id: int, resp: RemotingCommand, now_ms: int, *,
+             before: Sequence[tuple[int, RemotingCommand]] = ()) -> int:  # fmt: skip
+        """Keep `resp` for the connection, after the (connection, command) pairs of `before`,
+        until release(token) or the timeout; the token."""
         token = self._next_token
         self._next_token += 1
-        self.held[token] = HeldReply(conn_id, resp, now_ms + self.timeout_ms)
+        self.held[token] = HeldReply([*before, (conn_id, resp)], now_ms + self.timeout_ms)
         return token
 
     def release(self, token: int) -> bool:
-        """The registration is done: send the reply held under `token` (False if gone)."""
+        """The registration is done: send what is held under `token` (False if gone)."""
         held = self.held.pop(token, None)
         if held is None:
             return False
         if self.outbox is not None:
-            self.outbox.send(held.conn_id, held.resp)
+            for conn_id, cmd in held.sends:
+                self.outbox.send(conn_id, cmd)
         return True
 
     def expire(self, now_ms: int) -> int | None:
@@ -65,6 +72,8 @@ class HeldReplies:
         return max(0, min(h.deadline_ms for h in self.held.values()) - now_ms)
 
     def forget(self, conn_id: int) -> None:
-        """The connection closed: its held replies go nowhere."""
-        for token in [t for t, h in self.held.items() if h.conn_id == conn_id]:
-            del self.held[token]
+        """The connection closed: what is held for it goes nowhere (the rest stays held)."""
+        for token, h in list(self.held.items()):
+            h.sends = [s for s in h.sends if s[0] != conn_id]
+            if not h.sends:
+                del self.held[token]

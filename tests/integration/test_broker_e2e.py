@@ -460,6 +460,32 @@ def test_heartbeat_then_immediate_consumer_list_and_pull(local_cluster) -> None:
         assert pulled.code == 0, (pulled.code, pulled.remark)
 
 
+def test_new_group_notified_after_its_retry_route_is_registered(local_cluster) -> None:
+    """The first heartbeat of a new group creates %RETRY%group; as in Java (heartBeat's
+    createTopicInSendMessageBackMethod registers before registerConsumer notifies), the
+    NOTIFY_CONSUMER_IDS_CHANGED and the reply come once the name server has the retry route,
+    so the rebalance the notice starts finds the retry queue. Notified before, a consumer held
+    its retry queue only at its next 20 s rebalance (issue #20 item 7)."""
+    cluster = start_real(local_cluster)
+    topic, group = "E2ECausalRetry", "e2e_cg_new_retry"
+    _create_topic(cluster, topic)
+    assert get_route(namesrv_addr(cluster), f"%RETRY%{group}").code == 17
+    with BlockingClient(broker_addr(cluster)) as cl:
+        subs = {topic: "*", f"%RETRY%{group}": "*"}
+        hb = cl.invoke(heartbeat_cmd("10.0.0.7@R", group, subs), RPC_TIMEOUT_S)
+        assert hb.code == 0
+        # the notice went out before the reply, on the same connection
+        assert [r.ext_fields["consumerGroup"] for r in cl.requests if r.code == 40] == [group]
+        route = get_route(namesrv_addr(cluster), f"%RETRY%{group}")
+        assert route.code == 0, route.remark
+        (qd,) = json.loads(bytes(route.body))["queueDatas"]
+        assert (qd["readQueueNums"], qd["writeQueueNums"], qd["perm"]) == (1, 1, 6)
+        # the next heartbeat creates nothing: answered without waiting, no notice
+        cl.requests.clear()
+        assert cl.invoke(heartbeat_cmd("10.0.0.7@R", group, subs), RPC_TIMEOUT_S).code == 0
+        assert cl.requests == []
+
+
 def test_create_topic_then_immediate_route_and_pull(local_cluster) -> None:
     cluster = start_real(local_cluster)
     topic = "E2ECausalCreate"

@@ -4,6 +4,13 @@ housekeeping and NOTIFY_CONSUMER_IDS_CHANGED (40, oneway, server-initiated).
 Mirrors broker/processor/ClientManageProcessor.java, broker/client/ClientHousekeepingService
 .java and DefaultConsumerIdsChangeListener.java, RocketMQ 4.9.x (spec §9.2). This actor owns
 the consumer and producer channel tables; consumer group snapshots go to other actors as events.
+
+A heartbeat that creates a group's %RETRY% topic is answered, and its consumers notified, only
+once the name servers have the broker's registration with it (or registerBrokerTimeoutMills
+passed): heartBeat's createTopicInSendMessageBackMethod registers (registerBrokerAll) before
+registerConsumer sends NOTIFY_CONSUMER_IDS_CHANGED, so the rebalance the notice starts finds the
+retry topic's route. Notified earlier, a new consumer would learn its retry queue only at its
+next periodic rebalance (20 s), and its first retries would wait that long.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from actors.broker.events import (
     SubscriptionGroupChanged,
     TopicConfigChanged,
 )
+from actors.broker.held_replies import HeldReplies
 from actors.broker.producer_manager import ProducerManager
-from actors.broker.topic_config import PERM_READ, PERM_WRITE
+from actors.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from actors.core import CodeDispatchCore, Request
 from protocol.bodies import (
     EXPRESSION_TYPE_TAG,
@@ -54,6 +62,9 @@ class ClientManageProcessor(CodeDispatchCore):
         self.consumers = ConsumerManager(expiry)
         self.producers = ProducerManager(expiry)
         self._next_scan_ms: int | None = None
+        # heartbeats that created a %RETRY% topic: their reply and notices wait for the
+        # registration (BarrierCore)
+        self.held = HeldReplies(ctx.outbox, ctx.broker_config.registerBrokerTimeoutMills)
         self.handlers = {
             RC.HEART_BEAT: self._heartbeat,
             RC.UNREGISTER_CLIENT: self._unregister,
@@ -66,6 +77,7 @@ class ClientManageProcessor(CodeDispatchCore):
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Remove the channel from every group and notify the remaining consumers."""
+        self.held.forget(conn_id)
         for group in self.producers.on_connection_closed(conn_id):
             self._producers_changed(group)
         # doChannelCloseEvent notifies whatever the group's notifyConsumerIdsChangedEnable
@@ -73,7 +85,9 @@ class ClientManageProcessor(CodeDispatchCore):
             self._group_changed(group, notify=True, group_flag=False)
 
     def tick(self, now_ms: int) -> int | None:
-        """ClientHousekeepingService: every 10 s drop channels silent for 120 s."""
+        """ClientHousekeepingService: every 10 s drop channels silent for 120 s; held heartbeat
+        replies answered once registerBrokerTimeoutMills passed."""
+        held_wait = self.held.expire(now_ms)
         if self._next_scan_ms is None:
             self._next_scan_ms = now_ms + HOUSEKEEPING_INTERVAL_MS
         if now_ms >= self._next_scan_ms:
@@ -87,7 +101,13 @@ class ClientManageProcessor(CodeDispatchCore):
             # Java closes an expired channel too (RemotingUtil.closeChannel): the client
             # reconnects and re-registers with its next heartbeat.
             self._close({c for _, c in gone_producers} | {c for _, c in gone_consumers})
-        return max(0, self._next_scan_ms - now_ms)
+        wait = max(0, self._next_scan_ms - now_ms)
+        return wait if held_wait is None else min(wait, held_wait)
+
+    def release(self, token: int, now_ms: int) -> bool:
+        """The registration with the new %RETRY% topics went out: the heartbeat's notices and
+        reply held under `token` are sent (False if gone)."""
+        return self.held.release(token)
 
     def _close(self, conn_ids: set[int]) -> None:
         outbox = self.ctx.outbox
@@ -109,35 +129,42 @@ class ClientManageProcessor(CodeDispatchCore):
         ))  # fmt: skip
 
     def _group_changed(self, group: str, *, notify: bool, group_flag: bool = True) -> None:
+        """Tell the other actors; notify the group's consumers at once."""
+        self._send_all(self._group_event(group, notify=notify, group_flag=group_flag))
+
+    def _group_event(self, group: str, *, notify: bool, group_flag: bool = True
+                     ) -> list[tuple[int, RemotingCommand]]:  # fmt: skip
+        """Emit the group's snapshot; the notices to send (none unless `notify`)."""
         info = self.consumers.info(group)
         if info is None:
             self.ctx.emit(ConsumerGroupRemoved(group))
-            return
+            return []
         self.ctx.emit(ConsumerGroupChanged(info))
-        if notify:
-            self._notify(group, group_flag)
+        return self._notices(group, group_flag) if notify else []
 
-    def _notify(self, group: str, group_flag: bool = True) -> None:
-        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every channel of the group; the group's own
+    def _notices(self, group: str, group_flag: bool = True) -> list[tuple[int, RemotingCommand]]:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) for every channel of the group; the group's own
         notifyConsumerIdsChangedEnable is consulted on register/unregister only (group_flag)."""
         if not self.ctx.broker_config.notifyConsumerIdsChangedEnable:
-            return
+            return []
         cfg = self.ctx.groups.get(group) if group_flag else None
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
-            return
+            return []
+        ext = NotifyConsumerIdsChangedRequestHeader(group).to_ext()
+        return [(ch.conn_id, RemotingCommand.request(RC.NOTIFY_CONSUMER_IDS_CHANGED, dict(ext),
+                                                     oneway=True))
+                for ch in self.consumers.channels(group)]  # fmt: skip
+
+    def _send_all(self, sends: list[tuple[int, RemotingCommand]]) -> None:
         outbox = self.ctx.outbox
         if outbox is None:
             return
-        for ch in self.consumers.channels(group):
-            ext = NotifyConsumerIdsChangedRequestHeader(group).to_ext()
-            outbox.send(
-                ch.conn_id,
-                RemotingCommand.request(RC.NOTIFY_CONSUMER_IDS_CHANGED, ext, oneway=True),
-            )
+        for conn_id, cmd in sends:
+            outbox.send(conn_id, cmd)
 
     # --- HEART_BEAT -----------------------------------------------------------------------
 
-    def _heartbeat(self, req: Request, now_ms: int) -> RemotingCommand:
+    def _heartbeat(self, req: Request, now_ms: int) -> RemotingCommand | None:
         cmd = req.cmd
         try:
             data = HeartbeatData.from_json(cmd.body) if cmd.body else HeartbeatData()
@@ -147,6 +174,8 @@ class ClientManageProcessor(CodeDispatchCore):
         channel = ClientChannel(
             req.conn_id, data.client_id, cmd.language, cmd.version, now_ms, req.peer
         )
+        made: list[TopicConfig] = []  # %RETRY% topics this heartbeat created
+        notices: list[tuple[int, RemotingCommand]] = []
         for cd in data.consumer_data_set:
             group = cd.group_name
             if not group:
@@ -155,12 +184,12 @@ class ClientManageProcessor(CodeDispatchCore):
             if created and cfg is not None:
                 self.ctx.emit(SubscriptionGroupChanged(cfg))
             if cfg is not None:
-                rt, made = self.ctx.topics.create_in_send_back(
+                rt, created_rt = self.ctx.topics.create_in_send_back(
                     retry_topic(group), cfg.retry_queue_nums, PERM_READ | PERM_WRITE,
                     TopicSysFlag.FLAG_UNIT_SUB if cd.unit_mode else 0,
                 )  # fmt: skip
-                if made:
-                    self.ctx.emit(TopicConfigChanged(rt, register=True))
+                if created_rt:
+                    made.append(rt)
             changed, notify = self.consumers.register(
                 group,
                 channel,
@@ -170,11 +199,23 @@ class ClientManageProcessor(CodeDispatchCore):
                 [s for s in cd.subscription_data_set if s.topic],
             )
             if changed or notify:
-                self._group_changed(group, notify=notify)
+                notices += self._group_event(group, notify=notify)
         for pd in data.producer_data_set:
             if pd.group_name and self.producers.register(pd.group_name, channel):
                 self._producers_changed(pd.group_name)
-        return cmd.make_response(RS.SUCCESS, None, None)
+        resp = cmd.make_response(RS.SUCCESS, None, None)
+        if not made or not self.ctx.registration_barrier or cmd.is_oneway:
+            for tc in made:
+                self.ctx.emit(TopicConfigChanged(tc, register=True))
+            self._send_all(notices)
+            return resp
+        # createTopicInSendMessageBackMethod registers synchronously in Java, before the
+        # consumer is registered and notified: notices and reply wait for the registration
+        token = self.held.hold(req.conn_id, resp, now_ms, before=notices)
+        for i, tc in enumerate(made):
+            last = i == len(made) - 1
+            self.ctx.emit(TopicConfigChanged(tc, register=True, barrier=token if last else 0))
+        return None
 
     # --- UNREGISTER_CLIENT ----------------------------------------------------------------
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from broker_kit import Broker, heartbeat_body, pull_ext, send_ext
+import json
 
+from broker_kit import Broker, heartbeat_body, pull_ext, send_ext, wire_cmd
+
+from actors.core import Request
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 
@@ -90,3 +93,62 @@ def test_channel_close_notifies_despite_the_group_flag(broker: Broker) -> None:
     assert [(c, cmd.code, cmd.ext_fields) for c, cmd in sent] == [
         (1, RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "CG"})
     ]
+
+
+def _held_heartbeat(broker: Broker, conn_id: int, body: bytes, now_ms: int) -> int:
+    """Run a heartbeat whose reply the client_manage core holds; the barrier token."""
+    core = broker.cores["client_manage"]
+    assert core.process(Request(conn_id, ("127.0.0.1", 1), wire_cmd(RC.HEART_BEAT, None, body),
+                                0), now_ms) is None  # fmt: skip
+    assert broker.outbox.take() == []  # neither the notice nor the reply yet
+    events = broker.ctxs["client_manage"].drain_events()
+    broker.controller.apply_events(events, "client_manage", now_ms)
+    assert broker.controller.take_register_needed()
+    [(origin, token)] = broker.controller.take_barriers()
+    assert origin == "client_manage" and token != 0
+    return token
+
+
+def test_new_retry_topic_notifies_after_the_registration(broker: Broker) -> None:
+    """ClientManageProcessor.heartBeat: createTopicInSendMessageBackMethod registers the new
+    %RETRY% topic before registerConsumer notifies; here the notice and the reply wait for the
+    controller's registration (the barrier), then go out in that order."""
+    broker.ctxs["client_manage"].registration_barrier = True
+    core = broker.cores["client_manage"]
+    token = _held_heartbeat(broker, 1, heartbeat_body("c1", "CG", "T"), 0)
+    assert core.release(token, 5)
+    sent = broker.outbox.take()
+    assert [(c, cmd.code, cmd.is_oneway, cmd.is_response) for c, cmd in sent] == [
+        (1, RC.NOTIFY_CONSUMER_IDS_CHANGED, True, False),
+        (1, RS.SUCCESS, False, True),
+    ]
+    assert not core.release(token, 5)  # only once
+    # the topic exists now: a second consumer is answered and the group notified at once
+    r = broker.call(RC.HEART_BEAT, None, heartbeat_body("c2", "CG", "T"), conn_id=2)
+    assert r is not None and r.code == RS.SUCCESS
+    assert sorted((c, cmd.code) for c, cmd in broker.outbox.take()) == [
+        (1, RC.NOTIFY_CONSUMER_IDS_CHANGED), (2, RC.NOTIFY_CONSUMER_IDS_CHANGED)]
+
+
+def test_held_heartbeat_times_out_and_keeps_other_notices_on_close(broker: Broker) -> None:
+    """registerBrokerTimeoutMills passed: what is held goes out anyway; the heartbeating
+    connection closing drops only what was for it."""
+    core = broker.cores["client_manage"]
+    r = broker.call(RC.HEART_BEAT, None, heartbeat_body("c1", "A", "T"), conn_id=1)
+    assert r is not None and r.code == RS.SUCCESS
+    broker.outbox.take()
+    broker.ctxs["client_manage"].registration_barrier = True
+    two = json.loads(heartbeat_body("c2", "A", "T"))  # group A (old) and B (new) in one beat
+    two["consumerDataSet"] += json.loads(heartbeat_body("c2", "B", "T"))["consumerDataSet"]
+    _held_heartbeat(broker, 2, json.dumps(two).encode(), 1000)
+    core.on_connection_closed(2, 1000)
+    closed = broker.outbox.take()  # doChannelCloseEvent: group A is told at once
+    assert [(c, cmd.ext_fields) for c, cmd in closed] == [(1, {"consumerGroup": "A"})]
+    assert 0 < core.tick(1000) <= 6000
+    core.tick(6999)
+    assert broker.outbox.take() == []
+    core.tick(7000)  # registerBrokerTimeoutMills
+    sent = broker.outbox.take()
+    assert [(c, cmd.code, cmd.ext_fields) for c, cmd in sent] == [
+        (1, RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "A"})]
+    assert core.held.held == {}
