@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("-p", "--body", required=True)
             s.add_argument("--tags", default=None)
             s.add_argument("--keys", default=None)
+            s.add_argument("--property", action="append", metavar="NAME=VALUE",
+                           help="a user property (repeatable); system names such as TAGS or "
+                                "UNIQ_KEY are refused")  # fmt: skip
             s.add_argument("-b", "--broker", default=None, help="broker name")
             s.add_argument("-q", "--queue", type=int, default=None)
         if name == "consumeMessage":

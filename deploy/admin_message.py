@@ -62,14 +62,38 @@ def cmd_query_by_id(a: argparse.Namespace) -> int:
     return 0
 
 
+def parse_properties(items: list[str] | None) -> dict[str, str]:
+    """--property NAME=VALUE options as user properties, checked as every send checks them
+    (a system name, a blank name or value, \\x01 / \\x02: Usage, exit code 2)."""
+    from actors.client import validators
+
+    props: dict[str, str] = {}
+    for item in items or ():
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise Usage(f"--property {item!r}: give NAME=VALUE")
+        props[name] = value
+    try:
+        validators.check_user_properties(props)
+    except validators.MessageValidationError as exc:
+        raise Usage(exc.message) from None
+    return props
+
+
 def cmd_send(a: argparse.Namespace) -> int:
     """sendMessage: one message through the Producer (auto-created topic if the broker allows;
-    -b / -q pick the broker name / queue id)."""
-    from actors.client import Message, MessageQueue, MQClientError, Producer
+    -b / -q pick the broker name / queue id; --property NAME=VALUE user properties)."""
+    from actors.client import Message, MessageQueue, MessageValidationError, MQClientError, Producer
+    from actors.client.validators import check_message
 
+    msg = Message(a.topic, a.body.encode(), tags=a.tags, keys=a.keys,
+                  properties=parse_properties(a.property))
+    try:
+        check_message(msg)  # before the client starts: a bad message is a usage error
+    except MessageValidationError as exc:
+        raise Usage(exc.message) from None
     try:
         with Producer("CLI_SEND_GROUP", namesrv=a.all_namesrv) as p:
-            msg = Message(a.topic, a.body.encode(), tags=a.tags, keys=a.keys)
             queue = None
             if a.broker is not None or a.queue is not None:
                 qs = [q for q in p.publish_queues(a.topic)

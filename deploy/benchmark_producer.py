@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from deploy.admin_ext import Usage
+from deploy.admin_message import parse_properties
 from deploy.benchmark_common import (
     EXIT_USAGE,
     add_stop_options,
@@ -76,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("sync", "async", "oneway", "batch"), default="sync")
     p.add_argument("--inflight", type=int, default=1000, help="async: max in flight")
     p.add_argument("--batch", type=int, default=32, help="batch mode: messages per batch")
+    p.add_argument("--property", action="append", metavar="NAME=VALUE",
+                   help="a user property on every message (repeatable); system names such as "
+                        "TAGS or UNIQ_KEY are refused")  # fmt: skip
     add_stop_options(p)
     return p
 
@@ -104,7 +109,8 @@ def _sender(p: Any, a: argparse.Namespace, stats: Stats, stop: threading.Event, 
         seq += 1
         tags = f"Tag{seq % a.tag_count}" if a.tag_count else None
         keys = f"{idx}-{seq}" if a.keys else None
-        msg = Message(a.topic, body, tags=tags, keys=keys, delay_level=a.delay_level)
+        msg = Message(a.topic, body, tags=tags, keys=keys, properties=a.properties,
+                      delay_level=a.delay_level)
         t0 = time.perf_counter()
         try:
             if a.mode == "sync":
@@ -133,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         problems.append("--threads, --size, --inflight and --batch must be >= 1")
     if a.tag_count < 0 or a.delay_level < 0 or a.seconds < 0 or a.count < 0:
         problems.append("--tag-count, --delay-level, --seconds and --count must be >= 0")
+    try:
+        a.properties = parse_properties(a.property)
+    except Usage as exc:
+        problems.append(str(exc))
     if problems:
         sys.stderr.write(f"actormq producer: {'; '.join(problems)}\n")
         return EXIT_USAGE

@@ -131,7 +131,11 @@ class DefaultMQProducerImpl:
 
     # -- building requests ----------------------------------------------------------------------
     def prepare(self, msg: Message, *, extra: dict[str, str] | None = None) -> SendRequest:
-        """Validate msg and fix what every attempt sends (UNIQ_KEY, compression, sysFlag)."""
+        """Validate msg and fix what every attempt sends (UNIQ_KEY, compression, sysFlag).
+
+        msg.properties are the user's (validators.check_message refuses system names);
+        `extra` holds what the client itself sets (TRAN_MSG, CORRELATION_ID, a retry's
+        RETRY_TOPIC, ...), added unchecked."""
         validators.check_message(msg, self.max_message_size)
         if not msg.properties and not extra and len(msg.body) <= self.compress_over:
             return self._prepare_plain(msg)

@@ -7,8 +7,11 @@ a record a user holds never changes under them. Wire names become snake_case; `M
 is protocol.bodies.MessageQueue (frozen, ordered like Java's compareTo).
 
 `Message.properties` holds the user's own properties; tags, keys and the delay level are
-fields (on the wire they are the TAGS, KEYS and DELAY properties). A received `MessageExt`
-carries every property the broker stored (TAGS, KEYS, UNIQ_KEY, ... included).
+fields (on the wire they are the TAGS, KEYS and DELAY properties). A send refuses a property
+named as a system one (MessageConst.STRING_HASH_SET: TAGS, UNIQ_KEY, TRAN_MSG, ...), a null or
+blank name or value, and \x01 / \x02 anywhere (actors/client/validators.py). A received
+`MessageExt` carries every property the broker stored (TAGS, KEYS, UNIQ_KEY, ... included):
+to send one again, build a Message of it without the system's names.
 """
 
 from __future__ import annotations

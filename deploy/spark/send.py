@@ -7,8 +7,12 @@ failed; retryTimesWhenSendFailed more attempts) and sendSelectImpl with
 SelectMessageQueueByHash for a sharding key (no resend to another queue, as an orderly send
 has none), over MQClientAPIImpl.sendMessage. Messages without a delay level go in
 SEND_BATCH_MESSAGE bodies (MessageBatch: same topic, no delay); bodies over 4 KiB sent alone
-are zlib-compressed as Java does (compressMsgBodyOverHowmuch). Several sends are in flight;
-send_all returns only when every one is acknowledged, so a task commits only what the broker
+are zlib-compressed as Java does (compressMsgBodyOverHowmuch). Several sends are in flight
+(max_inflight), but a queue of sharding-keyed rows has at most one: a broker that stores with
+several threads (Java's sendMessageThreadPoolNums, 8 on a host of 4 or more cores) may store
+the concurrent requests of one connection in any order, so the next batch of such a queue is
+held back until the broker acknowledged the one before; other queues proceed meanwhile.
+send_all returns only when every send is acknowledged, so a task commits only what the broker
 stored. Kept small and in this one module so it can later use the client's pure producer
 pieces; it is not a general producer.
 """
@@ -122,6 +126,11 @@ class TaskSender:
         self.routes: dict[str, _PublishInfo] = {}
         self.clients: dict[str, BlockingClient] = {}
         self.inflight: deque[tuple[int, str, _Unit]] = deque()  # (opaque, addr, unit)
+        # ordered queues (topic, broker, queue id) with their one request in flight, and the
+        # ordered units held back behind it, in row order; held units count as in flight
+        self.busy: set[tuple[str, str, int]] = set()
+        self.held: dict[tuple[str, str, int], deque[_Unit]] = {}
+        self.held_count = 0
         self.stats = SendStats()
 
     def close(self) -> None:
@@ -196,8 +205,35 @@ class TaskSender:
 
     # -- requests ----------------------------------------------------------------------------
     def _submit(self, unit: _Unit) -> None:
-        while len(self.inflight) >= self.max_inflight:
+        """Send unit once fewer than max_inflight are in flight (or held); an ordered unit
+        whose queue has a request in flight is held until that one is acknowledged."""
+        while len(self.inflight) + self.held_count >= self.max_inflight:
             self._await_oldest()
+        if unit.ordered:
+            assert unit.queue is not None
+            key = (unit.topic, *unit.queue)
+            if key in self.busy:
+                self.held.setdefault(key, deque()).append(unit)
+                self.held_count += 1
+                return
+            self.busy.add(key)
+        self._send(unit)
+
+    def _next_ordered(self, unit: _Unit) -> None:
+        """An ordered unit was stored: send the next one held for its queue, if any."""
+        assert unit.queue is not None
+        key = (unit.topic, *unit.queue)
+        waiting = self.held.get(key)
+        if not waiting:
+            self.busy.discard(key)
+            return
+        nxt = waiting.popleft()
+        self.held_count -= 1
+        if not waiting:
+            del self.held[key]
+        self._send(nxt)
+
+    def _send(self, unit: _Unit) -> None:
         info = self._route(unit.topic)
         broker, qid = unit.queue if unit.queue is not None else info.select(unit.last_broker)
         unit.last_broker = broker
@@ -250,6 +286,8 @@ class TaskSender:
             ext = resp.ext_fields or {}
             key = f"{unit.topic}/{unit.last_broker}/{ext.get('queueId')}"
             self.stats.first_queue_offsets.setdefault(key, int(ext.get("queueOffset", -1)))
+            if unit.ordered:
+                self._next_ordered(unit)
             return
         why = f"{addr} answered code {resp.code}: {resp.remark or ''}"
         if resp.code not in SEND_RETRY_CODES and resp.code != ResponseCode.SYSTEM_BUSY:

@@ -4,10 +4,14 @@ Mirrors rocketmq-externals RocketMQSink / RocketMQWriter (columns body, topic, t
 nameServer, topic) and Spark's kafka010 KafkaWriter (a `topic` option overrides the column,
 the row's other columns checked before any task runs), with RocketMQ's message parts: keys,
 properties, shardingKey (the queue by the key's Java hash, as SelectMessageQueueByHash) and
-delayLevel. Each task's sends are acknowledged before its commit message goes back
-(deploy.spark.send), so the guarantee is at-least-once: a retried task or micro-batch sends
-its rows again, with the same UNIQ_KEY (msgId), derived from (write id or query id,
-micro-batch id, partition, row index), so a consumer can deduplicate by msgId.
+delayLevel. A row's properties, tags and keys are checked as every producer of the project
+checks them (actors.client.validators: no system name such as TAGS or UNIQ_KEY, no null or
+blank name or value, no \\x01 / \\x02); a bad row fails its task with a
+MessageValidationError naming the row and the property. Each task's sends are acknowledged
+before its commit message goes back (deploy.spark.send), so the guarantee is at-least-once: a
+retried task or micro-batch sends its rows again, with the same UNIQ_KEY (msgId), derived
+from (write id or query id, micro-batch id, partition, row index), so a consumer can
+deduplicate by msgId.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from actors.client import validators
 from actors.spark_bridge.options import (
     ALIASES,
     SourceOptionError,
@@ -52,18 +57,6 @@ except ImportError:  # 4.0: Rows
 
 DEFAULT_PRODUCER_GROUP: Final = "spark-rocketmq-sink"
 MAX_DELAY_LEVEL: Final = 18  # the broker's default messageDelayLevel has 18 levels
-# set from their own columns or by the sink; a `properties` entry with one of these names is
-# ignored, so a DataFrame read from a topic can be written back as it is
-SINK_SET: Final = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                             PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK})
-# broker-side names (MessageConst.STRING_HASH_SET) a producer must not set either
-BROKER_SET: Final = frozenset({
-    "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET",
-    "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG",
-    "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
-    "TRAN_PREPARED_QUEUE_OFFSET", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS",
-    "CLUSTER", "__STARTDELIVERTIME",
-})  # fmt: skip
 COLUMN_TYPES: Final[dict[str, tuple[str, ...]]] = {
     "body": ("binary", "string"),
     "topic": ("string",),
@@ -151,15 +144,19 @@ def to_message(row: Any, cols: Mapping[str, int], topic: str | None, key: str) -
     props: dict[str, str] = {}
     if "properties" in cols and row[cols["properties"]]:
         given = row[cols["properties"]]  # a dict (Row) or (key, value) pairs (Arrow)
-        props = {str(k): str(v) for k, v in (given.items() if isinstance(given, dict) else given)
-                 if v is not None and k not in SINK_SET and k not in BROKER_SET}  # fmt: skip
+        for name, value in given.items() if isinstance(given, dict) else given:
+            validators.check_user_property(name, value)
+            props[name] = value
     props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = key
     props[PROPERTY_WAIT_STORE_MSG_OK] = "true"
     if "tags" in cols and row[cols["tags"]]:
+        validators.check_property_text("tags", row[cols["tags"]])
         props[PROPERTY_TAGS] = row[cols["tags"]]
     if "keys" in cols and row[cols["keys"]]:
         keys = row[cols["keys"]]
-        props[PROPERTY_KEYS] = keys if isinstance(keys, str) else " ".join(k for k in keys if k)
+        text = keys if isinstance(keys, str) else " ".join(k for k in keys if k)
+        validators.check_property_text("keys", text)
+        props[PROPERTY_KEYS] = text
     if "delayLevel" in cols and row[cols["delayLevel"]]:
         level = int(row[cols["delayLevel"]])
         if not 0 <= level <= MAX_DELAY_LEVEL:
@@ -209,10 +206,20 @@ def _write(opts: SinkOptions, cols: Mapping[str, int], write_id: str,
     sender = TaskSender(opts.name_servers, opts.group, timeout_ms=opts.timeout_ms,
                         retries=opts.retries, batch_size=opts.batch_size,
                         max_inflight=opts.max_inflight)  # fmt: skip
+    where = f"partition {partition}{f' of micro-batch {batch_id}' if batch_id else ''}"
+
+    def messages() -> Iterator[OutMessage]:
+        for i, row in enumerate(rows):
+            try:
+                yield to_message(row, cols, opts.topic, row_key(base, batch_id, partition, i))
+            except validators.MessageValidationError as exc:
+                raise validators.MessageValidationError(
+                    exc.code, f"rocketmq sink: row {i} of {where}: {exc.message}") from None
+            except ValueError as exc:
+                raise ValueError(f"rocketmq sink: row {i} of {where}: {exc}") from None
+
     try:
-        messages = (to_message(row, cols, opts.topic, row_key(base, batch_id, partition, i))
-                    for i, row in enumerate(rows))  # fmt: skip
-        stats = sender.send_all(messages)
+        stats = sender.send_all(messages())
     finally:
         sender.close()
     return RocketMQCommitMessage(partition, stats.messages, stats.requests, stats.retries)

@@ -123,6 +123,42 @@ def test_admin_bad_arguments_exit_2() -> None:
     assert p.returncode == 1 and "refused" in p.stderr.lower()
 
 
+def test_admin_send_message_properties(local_cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """sendMessage --property: user properties arrive; a system name (TAGS, UNIQ_KEY,
+    TRAN_MSG: a half message never delivered), a blank value, \\x01 / \\x02 in a property,
+    the tags or the keys exit 2 with the reason, and nothing of them is stored."""
+    from tests.integration.client_helpers import read_queue
+
+    cluster = start_real(local_cluster)
+    ns = cluster.namesrv_addr()
+    broker = f"127.0.0.1:{cluster.broker_port()}"
+    assert _admin(capsys, "updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", "AdmP",
+                  "-r", "1", "-w", "1")[0] == 0  # fmt: skip
+    send = ("sendMessage", "-n", ns, "-t", "AdmP", "-p", "bad")
+    for extra, needle in (
+        (("--property", "TRAN_MSG=true"), "The Property<TRAN_MSG> is used by system"),
+        (("--property", "UNIQ_KEY=X"), "The Property<UNIQ_KEY> is used by system"),
+        (("--property", "TAGS=Injected"), "The Property<TAGS> is used by system"),
+        (("--property", "k="), "can not be null or blank string"),
+        (("--property", "=v"), "can not be null or blank string"),
+        (("--property", "novalue"), "give NAME=VALUE"),
+        (("--property", "k=v\x02TAGS\x01Injected"), "holds \\x01 or \\x02"),
+        (("--tags", "A\x02UNIQ_KEY\x01X"), "the tags 'A\\x02UNIQ_KEY\\x01X' hold"),
+        (("--keys", "k\x01"), "the keys 'k\\x01' hold"),
+    ):
+        code, out, err = _admin(capsys, *send, *extra)
+        assert code == 2 and needle in err and "SEND_OK" not in out, (extra, code, err)
+    code, out, err = _admin(capsys, "sendMessage", "-n", ns, "-t", "AdmP", "-p", "good",
+                            "--tags", "T", "--property", "color=red", "--property",
+                            "CHECK_IMMUNITY_TIME_IN_SECONDS=30")  # fmt: skip
+    assert code == 0 and "SEND_OK" in out, err
+    stored = read_queue(broker, "admp_checker", "AdmP", 0)
+    assert [m.body for m in stored] == [b"good"]
+    props = stored[0].properties
+    assert props["color"] == "red" and props["CHECK_IMMUNITY_TIME_IN_SECONDS"] == "30"
+    assert props["TAGS"] == "T"
+
+
 def test_admin_connection_status_and_reset_tools(local_cluster,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """brokerStatus, consumer/producer connections, resetOffsetByTime, consumerStatus."""

@@ -53,3 +53,15 @@ def test_bad_arguments_exit_2(
     assert "no-port" in capsys.readouterr().err
     assert main(["-n", "127.0.0.1:9876", "--count", "-1"]) == 2
     assert "--count" in capsys.readouterr().err
+
+
+def test_producer_refuses_bad_properties(capsys: pytest.CaptureFixture[str]) -> None:
+    """--property is checked as every send checks it: exit 2 before anything starts."""
+    base = ["-n", "127.0.0.1:1", "--count", "1"]
+    for prop, needle in (("TRAN_MSG=true", "The Property<TRAN_MSG> is used by system"),
+                         ("MIN_OFFSET=0", "The Property<MIN_OFFSET> is used by system"),
+                         ("k= ", "can not be null or blank string"),
+                         ("k=a\x02b", "holds \\x01 or \\x02"),
+                         ("k", "give NAME=VALUE")):
+        assert producer_main([*base, "--property", prop]) == 2, prop
+        assert needle in capsys.readouterr().err, prop

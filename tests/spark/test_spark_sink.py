@@ -34,7 +34,7 @@ def test_batch_write_round_trip(spark: Any, amq: AmqCluster) -> None:
         create_topic(addr, topic, 2)
     wait_routable(amq.ns, topic, {"broker-a": 2, "broker-b": 2})
     rows = [(f"plain-{i}".encode(), f"T{i % 3}", [f"k{i}", "shared"],
-             {"ü": f"wert-{i}", "TAGS": "x"}, None, 0) for i in range(40)]  # fmt: skip
+             {"ü": f"wert-{i}", "tags": "x"}, None, 0) for i in range(40)]  # fmt: skip
     rows += [(b"later", "D", None, None, None, 1)]  # delay level 1: delivered after ~1 s
     ordered_rows = [(f"ordered-{i}".encode(), "O", None, None, "order-7", 0) for i in range(10)]
     schema = ("body BINARY, tags STRING, keys ARRAY<STRING>, properties MAP<STRING,STRING>, "
@@ -54,7 +54,7 @@ def test_batch_write_round_trip(spark: Any, amq: AmqCluster) -> None:
         r = by_body[f"plain-{i}".encode()]
         assert r["tags"] == f"T{i % 3}" and r["keys"] == f"k{i} shared"
         assert r["properties"]["ü"] == f"wert-{i}"
-        assert r["properties"]["TAGS"] == f"T{i % 3}"  # a properties TAGS does not override
+        assert r["properties"]["TAGS"] == f"T{i % 3}" and r["properties"]["tags"] == "x"
         assert len(r["msgId"]) == 32 and r["msgId"] == r["properties"]["UNIQ_KEY"]
     ordered = sorted((r for r in got if r["tags"] == "O"), key=lambda r: r["queueOffset"])
     assert len({(r["brokerName"], r["queueId"]) for r in ordered}) == 1  # one queue
@@ -72,6 +72,31 @@ def test_batch_write_needs_body_and_topic(spark: Any, amq: AmqCluster) -> None:
     df = spark.createDataFrame([("x",)], "body STRING")
     with pytest.raises(Exception, match="needs a `topic` option or a `topic` column"):
         df.write.format("rocketmq").option("nameServer", amq.ns).mode("append").save()
+
+
+def test_batch_write_refuses_bad_properties(spark: Any, amq: AmqCluster) -> None:
+    """A system property name, a null or blank value, \\x01 / \\x02 in a property, the tags
+    or the keys: the write fails naming the row and the property, and nothing is stored
+    (issue #20 item 4: a TAGS property was dropped, a value cut at \\x02)."""
+    topic = "SparkSinkBadProps"
+    create_topic(amq.brokers["broker-a"], topic, 1)
+    wait_routable(amq.ns, topic, {"broker-a": 1})
+    schema = "body STRING, tags STRING, keys ARRAY<STRING>, properties MAP<STRING,STRING>"
+    good = ("good", "T", ["k"], {"p": "v"})
+    for bad, text in [
+        (("bad", "T", None, {"TRAN_MSG": "true"}), r"The Property<TRAN_MSG> is used by system"),
+        (("bad", "T", None, {"UNIQ_KEY": "X"}), r"The Property<UNIQ_KEY> is used by system"),
+        (("bad", "T", None, {"p": "v\x02TAGS\x01Injected"}), r"Property<'p'> .* holds"),
+        (("bad", "T", None, {"p": None}), r"can not be null or blank string.*Property<'p'>"),
+        (("bad", "T", None, {"p": " "}), r"can not be null or blank string"),
+        (("bad", "T\x01x", None, None), r"the tags 'T\\x01x' hold"),
+        (("bad", "T", ["k\x02"], None), r"the keys 'k\\x02' hold"),
+    ]:  # fmt: skip
+        df = spark.createDataFrame([good, bad, good], schema).coalesce(1)
+        with pytest.raises(Exception, match=r"row 1 of partition 0: .*" + text):
+            df.write.format("rocketmq").option("nameServer", amq.ns).option("topic", topic) \
+                .mode("append").save()
+    assert stored_count(amq, topic) == 0  # the bad row stopped its task before any send
 
 
 def test_streaming_write_round_trip_and_replay_keeps_msg_ids(spark: Any, amq: AmqCluster,

@@ -251,10 +251,11 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
         props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume)
         for k in ("TAGS", "KEYS", "DELAY", "MIN_OFFSET", "MAX_OFFSET"):
             props.pop(k, None)
+        # the stored properties (system ones included) go as the client's own, unchecked
         retry = Message(retry_topic(self.group), msg.body, tags=msg.tags, keys=msg.keys,
-                        properties=props, delay_level=3 + msg.reconsume_times, flag=msg.flag)
+                        delay_level=3 + msg.reconsume_times, flag=msg.flag)
         try:
-            producer.send(producer.prepare(retry))
+            producer.send(producer.prepare(retry, extra=props))
             return True
         except Exception as exc:
             log.warning("consumer %s: %s could not be sent to %s either: %s", self.group,
