@@ -11,7 +11,7 @@ fields (on the wire they are the TAGS, KEYS and DELAY properties). A send refuse
 named as a system one (MessageConst.STRING_HASH_SET: TAGS, UNIQ_KEY, TRAN_MSG, ...), a null or
 blank name or value, and \x01 / \x02 anywhere (actors/client/validators.py). A received
 `MessageExt` carries every property the broker stored (TAGS, KEYS, UNIQ_KEY, ... included):
-to send one again, build a Message of it without the system's names.
+to send one on, build a Message with its tags, keys and `user_properties` (the rest).
 """
 
 from __future__ import annotations
@@ -115,6 +115,12 @@ class MessageExt(Message):
     def broker_name(self) -> str:
         """The broker name (of `queue`)."""
         return self.queue.broker_name
+
+    @property
+    def user_properties(self) -> dict[str, str]:
+        """The properties a producer may set (those not named in MessageConst.STRING_HASH_SET):
+        what `Message(..., properties=...)` takes to send this message on."""
+        return {k: v for k, v in self.properties.items() if k not in wire.STRING_HASH_SET}
 
     def property(self, name: str, default: str | None = None) -> str | None:
         """One property by name."""
