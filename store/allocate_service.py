@@ -49,13 +49,27 @@ class AllocateMappedFileService(ServiceThread):
         self.chunk = max(OS_PAGE_SIZE, chunk // OS_PAGE_SIZE * OS_PAGE_SIZE)
         self.rounds = 0
         self.warmed_bytes = 0
+        self.error = ""  # why the last round could not make the next segment ("" = it could)
         super().__init__()
 
     def run_once(self) -> None:
         """Create and map the next segment if it is missing, then warm what is not warm yet
-        (a close() during a warm-up ends it at its next chunk)."""
+        (a close() during a warm-up ends it at its next chunk). A segment that cannot be made
+        (a full disk) is tried again at the next request: the writer's clean pass makes one
+        every cleanResourceInterval; logged once until a round makes it again."""
         mfq = self.mfq
-        mfq.preallocate_next()
+        try:
+            mfq.preallocate_next()
+        except OSError as exc:
+            if not self.error:
+                log.warning("the next commit-log file cannot be preallocated (%s): tried again "
+                            "every cleanResourceInterval", exc)
+            self.error = str(exc)
+            self.rounds += 1
+            return
+        if self.error:
+            self.error = ""
+            log.info("the next commit-log file is preallocated again")
         got = mfq.next_to_warm()
         if got is not None and mfq.warm_files:
             self._warm(*got)

@@ -1,18 +1,22 @@
 """Appending records: CommitLog.putMessage / putMessages and DefaultAppendMessageCallback.
 
 Mirrors store/CommitLog.java (asyncPutMessage, asyncPutMessages,
-DefaultAppendMessageCallback.doAppend) and MessageExtBatchEncoder, RocketMQ 4.9.x: validates,
-encodes and appends records, then dispatches each to its consume queue and the index in the
-same call.
+DefaultAppendMessageCallback.doAppend), RocketMQ 4.9.x: validates, encodes and appends records
+(a batch body read by store.message_ext_batch_encoder), then dispatches each to its consume
+queue and the index in the same call.
+
+Every file a put needs (the next commit-log file, a consume queue's next file, a "sync" index
+file) is made before the put writes a byte (`_make_room`): a file that cannot be made (a full
+disk) refuses the put with CREATE_MAPEDFILE_FAILED and leaves the store as it was, so no
+record is ever written without its consume-queue unit, nor published half written.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from struct import Struct
 from struct import error as struct_error
-from typing import Any, Final
+from typing import Final
 from zlib import crc32
 
 from protocol.record import (
@@ -21,14 +25,17 @@ from protocol.record import (
     properties_to_string,
     string_to_properties,
 )
+from store.build_index_dispatcher import key_hashes, record_keys
 from store.commitlog import (
     SCHEDULE_TOPIC,
     AppendError,
     java_int,
     prop_value,
 )
-from store.index import index_key_hashes, java_hash_bytes, key_hash
+from store.consume_queue import ConsumeQueue
+from store.index import java_hash_bytes
 from store.mapped_file import MappedFile
+from store.message_ext_batch_encoder import BatchItemSpan, batch_items, item_unpacker
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
 from store.message_store_fields import MessageStoreFields
 from store.put_message_result import PutMessageResult, PutMessageStatus
@@ -40,22 +47,7 @@ log = logging.getLogger(__name__)
 _REC_PACK = RECORD_V4_HEAD.pack_into
 _I16_PACK = Struct(">h").pack_into
 _I32_UNPACK = Struct(">i").unpack_from
-_U16_UNPACK = Struct(">H").unpack_from
-# A batch item (§5.2): TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length; body; short props len.
-_BATCH_ITEM = Struct(">iiiii")
 _I16: Final = Struct(">h")
-_ITEM_UNPACKERS: dict[int, Callable[[bytes, int], tuple[Any, ...]]] = {}
-
-
-def _item_unpacker(body_len: int) -> Callable[[bytes, int], tuple[Any, ...]]:
-    """unpack_from of (FLAG, body length, PROPLEN) for items of this body length."""
-    f = _ITEM_UNPACKERS.get(body_len)
-    if f is None:
-        if len(_ITEM_UNPACKERS) >= 256:
-            _ITEM_UNPACKERS.clear()
-        f = _ITEM_UNPACKERS[body_len] = Struct(f">12xii{body_len}xH").unpack_from
-    return f
-
 # RECORD_V4_HEAD for a batch's records: the 48 bytes SYSFLAG..PREPAREDTRANSACTIONOFFSET are
 # the same for every record of a batch and packed once (_REC_TAIL).
 _REC_HEAD: Final = Struct(
@@ -78,71 +70,6 @@ _REC_TAIL: Final = Struct(
     "i"  # RECONSUMETIMES
     "q"  # PREPAREDTRANSACTIONOFFSET
 )
-
-
-
-_BatchItem = tuple[int, int, int, int, int]
-
-
-def _batch_items(
-    raw: bytes, bp: bytes, base: int
-) -> tuple[list[_BatchItem], int] | PutMessageStatus:
-    """Validate a batch body (§5.2) before anything is written.
-
-    Returns ([(start, flag, body len, props len, stored props len)], total record bytes) where
-    a record is `base + body len + stored props len` bytes; or the status rejecting the batch.
-    """
-    items: list[_BatchItem] = []
-    n_raw = len(raw)
-    extra = len(bp)
-    unpack_item = _BATCH_ITEM.unpack_from
-    u16 = _U16_UNPACK
-    pos = total = 0
-    try:
-        while pos < n_raw:
-            # TOTALSIZE, MAGICCODE and BODYCRC are skipped, as MessageExtBatchEncoder skips them:
-            # an item is as long as its body and properties lengths say
-            _total, _magic, _crc, flag, bl = unpack_item(raw, pos)
-            pp = pos + 20 + bl
-            if bl < 0 or pp + 2 > n_raw:
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            pl = u16(raw, pp)[0]
-            if pp + 2 + pl > n_raw:
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            rpl = pl
-            if extra:  # item props + (separator) + batch props
-                rpl += extra + (1 if pl and raw[pp + 1 + pl] != 2 else 0)
-            if rpl > 32767:
-                return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-            items.append((pos, flag, bl, pl, rpl))
-            total += base + bl + rpl
-            pos = pp + 2 + pl
-    except (ValueError, IndexError, struct_error):
-        return PutMessageStatus.MESSAGE_ILLEGAL
-    if not items:
-        return PutMessageStatus.MESSAGE_ILLEGAL
-    return items, total
-
-
-def _record_keys(pb: bytes) -> list[bytes]:
-    """Index keys of one record's encoded properties: UNIQ_KEY, then each KEYS entry."""
-    out = []
-    uniq = prop_value(pb, b"UNIQ_KEY\x01")
-    if uniq:
-        out.append(uniq)
-    keys = prop_value(pb, b"KEYS\x01")
-    if keys:
-        out += [k for k in keys.split(b" ") if k]
-    return out
-
-
-def _key_hashes(pre: bytes, pre_h: int, keys: list[bytes]) -> list[int]:
-    """abs(hashCode(pre + key)) of each key, hashed in one pass (pre_h = hashCode(pre))."""
-    hashes = index_key_hashes(pre_h, keys)
-    if -1 in hashes:
-        hashes = [h if h >= 0 else key_hash(pre + k) for h, k in zip(hashes, keys, strict=True)]
-    return hashes
-
 
 
 class AppendMessageMixin(MessageStoreFields):
@@ -178,6 +105,55 @@ class AppendMessageMixin(MessageStoreFields):
     def _tag_hash(self, tags: bytes) -> int:
         """Hash a tag and remember it (store.index.TagCodes: bounded)."""
         return self.commitlog.tag_codes.get(tags)
+
+    def _make_room(
+        self, need: int, cq: ConsumeQueue | None, qoff: int, units: int, keys: int, now_ms: int
+    ) -> PutMessageStatus | None:
+        """Create the files a put needs before it writes a byte: the next commit-log file for
+        a record of `need` bytes (0: none), the consume queue's for `units` units at qoff, the
+        index's for `keys` entries ("sync" index). None when they are there; else
+        CREATE_MAPEDFILE_FAILED (CommitLog.asyncPutMessage) with nothing written. After a
+        failure, puts that need a file are refused at once for CREATE_RETRY_MS (logged once;
+        the next creation that works is logged too)."""
+        gate = self._create_gate
+        cl = self.commitlog
+        try:
+            if need and not cl.room(need):
+                if not gate.may_try(now_ms):
+                    return PutMessageStatus.CREATE_MAPEDFILE_FAILED
+                cl.make_room()
+            if cq is not None and not cq.has_room(qoff, units):
+                if not gate.may_try(now_ms):
+                    return PutMessageStatus.CREATE_MAPEDFILE_FAILED
+                cq.reserve(qoff, units)
+            if keys and not self.index.has_room(keys):
+                if not gate.may_try(now_ms):
+                    return PutMessageStatus.CREATE_MAPEDFILE_FAILED
+                self.index.reserve(keys, now_ms)
+        except OSError as exc:
+            self.note_create_failed(now_ms, exc)
+            return PutMessageStatus.CREATE_MAPEDFILE_FAILED
+        self.note_files_created()
+        return None
+
+    def note_create_failed(self, now_ms: int, exc: OSError) -> None:
+        """A store file could not be made: puts that need one wait CREATE_RETRY_MS (logged once
+        until one can be made again)."""
+        if self._create_gate.failed(now_ms, str(exc)):
+            log.error("a store file cannot be created (%s): sends that need a new file are "
+                      "refused (CREATE_MAPEDFILE_FAILED) until there is space", exc)
+
+    def note_files_created(self) -> None:
+        """Store files could be made (here or by the allocate thread): sends need not wait."""
+        if self._create_gate.succeeded():
+            log.info("store files can be created again: sends accepted")
+
+    def _index_file_error(self) -> None:
+        """Index entries of a stored record could not be written (IndexService logged why): the
+        store takes no more puts until an index file can be written again (RunningFlags'
+        WRITE_INDEX_FILE_ERROR, which Java never clears; here the disk check does)."""
+        self.running_flags.make_index_file_error()
+        self._accepting = False
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
         """Append one message and dispatch it (CommitLog.putMessage + reput).
@@ -220,12 +196,26 @@ class AppendMessageMixin(MessageStoreFields):
         size = 90 + blen + tl + plen
         cl = self.commitlog
         mf = cl._cur
-        if (
-            mf is not None
-            and size + 8 <= mf.file_size - mf.wrote_position
-            and len(born_host) == 8
-            and len(store_host) == 8
-        ):
+        fits = mf is not None and size + 8 <= mf.file_size - mf.wrote_position
+        cq = None
+        if dispatch_cq:
+            cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+        keys = None
+        if self._index_inline and tran != 12 and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
+            keys = record_keys(pb)
+        # a unit at a consume-queue file's start (or in a queue without a file, or after a gap)
+        # may need one
+        if not fits or (cq is not None and (
+            cq._cur is None or not qoff % cq.units_per_file or qoff * 20 != cq._max_pos
+        ) and not cq.has_room(qoff, 1)) or (keys and not self.index.has_room(len(keys))
+        ):  # fmt: skip
+            # a file to create first: nothing is written when it cannot be
+            status = self._make_room(size, cq, qoff, 1, len(keys) if keys else 0, now_ms)
+            if status is not None:
+                return PutMessageResult(status)
+            fits = False  # the roll (if any) happens in CommitLog.append
+        if fits and len(born_host) == 8 and len(store_host) == 8:
+            assert mf is not None
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
             mm = mf.mm
@@ -256,14 +246,13 @@ class AppendMessageMixin(MessageStoreFields):
         else:
             tc = msg.tags_code
             tags_code = tc if tc is not None else self._tags_code(pb)
-        if dispatch_cq:
-            cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+        if cq is not None:
             cq.put(phy, size, tags_code, qoff)
             self.topic_queue_table[key] = qoff + 1
-        if self._index_inline and tran != 12 and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
-            keys = _record_keys(pb)
-            if keys:
-                self.index.put_hashes(_key_hashes(info[1], info[2], keys), phy, now_ms, now_ms)
+        if keys:
+            hashes = key_hashes(info[1], info[2], keys)
+            if self.index.put_hashes(hashes, phy, now_ms, now_ms) < len(hashes):
+                self._index_file_error()  # (reserved above: a racing full disk only)
         end = phy + size
         st = self.state
         if st is not None:
@@ -351,10 +340,16 @@ class AppendMessageMixin(MessageStoreFields):
             units, items = fast
             qoff = qoff0 + len(units) // 3
         else:
-            checked = _batch_items(raw, bp, 90 + tl)
+            checked = batch_items(raw, bp, 90 + tl)
             if isinstance(checked, PutMessageStatus):
                 return PutMessageResult(checked)
-            items = checked[0]
+            items, total = checked
+            total = min(total, cl.file_size - 8)  # over a whole file: its first roll at least
+            cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+            if not cl.room(total) or not cq.has_room(qoff0, len(items)):
+                status = self._make_room(total, cq, qoff0, len(items), 0, now_ms)
+                if status is not None:
+                    return PutMessageResult(status)
             slow = self._write_batch_slow(batch, raw, bp, tb, items, qoff0, now_ms)
             if slow is None:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
@@ -362,7 +357,7 @@ class AppendMessageMixin(MessageStoreFields):
             qoff = qoff0 + len(units) // 3
         cl.last_store_timestamp = now_ms
         n = qoff - qoff0
-        cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
+        cq = self.consume_queues[key]  # made by the room check before the write
         cq.put_many(units, qoff0)
         self.topic_queue_table[key] = qoff
         offsets = units[0::3]
@@ -393,8 +388,9 @@ class AppendMessageMixin(MessageStoreFields):
         mf: MappedFile,
         qoff: int,
         now_ms: int,
-    ) -> tuple[list[int], list[_BatchItem]] | PutMessageStatus:
-        """Validate every item, then write the whole batch into mf with one copy.
+    ) -> tuple[list[int], list[BatchItemSpan]] | PutMessageStatus:
+        """Validate every item, make the consume queue's room for its units, then write the
+        whole batch into mf with one copy.
 
         A record is [88-byte head][BODY][topic][PROPLEN PROPS] and an item is [TOTAL MAGIC CRC
         FLAG BODYLEN][BODY][PROPLEN PROPS]: per item one unpack, one pack of the head and pieces
@@ -423,7 +419,7 @@ class AppendMessageMixin(MessageStoreFields):
         tag_pre, tag_end, last_tc = self._tag_memo[tag_at]
         tags_cache = self._tags_cache
         inline = self._index_inline
-        items: list[_BatchItem] = []
+        items: list[BatchItemSpan] = []
         units: list[int] = []
         pieces: list[bytes | memoryview] = []
         n_raw = len(raw)
@@ -441,7 +437,7 @@ class AppendMessageMixin(MessageStoreFields):
                     bl = _I32_UNPACK(raw, pos + 16)[0]
                     if bl < 0 or pos + 22 + bl > n_raw:
                         break
-                    item_unpack = _item_unpacker(bl)
+                    item_unpack = item_unpacker(bl)
                     ub = bl
                     flag, bl, pl = item_unpack(raw, pos)
                 a = pos + 20
@@ -496,11 +492,18 @@ class AppendMessageMixin(MessageStoreFields):
         # a bad item: _batch_items names the first bad item's status, checked in the same order
         # as always (an item's DELAY is stored as it is, as MessageExtBatchEncoder does)
         if pos != n_raw or not units:
-            checked = _batch_items(raw, bp, base)
+            checked = batch_items(raw, bp, base)
             if isinstance(checked, PutMessageStatus):
                 return checked
             if pos != n_raw:  # not reached: both passes apply the same checks
                 return PutMessageStatus.MESSAGE_ILLEGAL
+        n = len(units) // 3
+        topic = batch.topic
+        cq = self.consume_queues.get((topic, qid)) or self._find_or_create_cq(topic, qid)
+        if not cq.has_room(qoff - n, n):
+            status = self._make_room(0, cq, qoff - n, n, 0, now_ms)
+            if status is not None:
+                return status
         p = phy - fbase
         mf.mm[p0:p] = b"".join(pieces)
         mf.wrote_position = p
@@ -514,7 +517,7 @@ class AppendMessageMixin(MessageStoreFields):
         raw: bytes,
         bp: bytes,
         tb: bytes,
-        items: list[_BatchItem],
+        items: list[BatchItemSpan],
         qoff: int,
         now_ms: int,
     ) -> list[int] | None:
@@ -534,7 +537,7 @@ class AppendMessageMixin(MessageStoreFields):
                     sys_flag, batch.born_timestamp, batch.born_host, now_ms, batch.store_host,
                     batch.reconsume_times, 0,
                 )  # fmt: skip
-            except AppendError:
+            except (AppendError, OSError):  # OSError: a second roll (a batch over a file)
                 if not units:
                     return None
                 break
@@ -547,7 +550,7 @@ class AppendMessageMixin(MessageStoreFields):
         self,
         raw: bytes,
         bp: bytes,
-        items: list[_BatchItem],
+        items: list[BatchItemSpan],
         phys: list[int],
         pre: bytes,
         pre_h: int,
@@ -561,10 +564,13 @@ class AppendMessageMixin(MessageStoreFields):
             ip = raw[a : a + pl]
             if rpl != pl:
                 ip = ip + bp if rpl - pl == len(bp) else ip + b"\x02" + bp
-            ks = _record_keys(ip)
+            ks = record_keys(ip)
             if ks:
                 keys += ks
                 kphys += [phy] * len(ks)
         if keys:
-            hashes = _key_hashes(pre, pre_h, keys)
-            self.index.put_hash_batch(hashes, kphys, [now_ms] * len(hashes), now_ms)
+            hashes = key_hashes(pre, pre_h, keys)
+            if self.index.put_hash_batch(hashes, kphys, [now_ms] * len(hashes), now_ms) < len(
+                hashes
+            ):
+                self._index_file_error()

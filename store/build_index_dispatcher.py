@@ -15,14 +15,35 @@ import os
 import subprocess
 import sys
 
-from store.index import IndexService
-from store.index_dispatch import IndexDispatcher
+from store.commitlog import prop_value
+from store.index import IndexService, index_key_hashes, key_hash
+from store.index_dispatch import INDEX_RETRY_S, IndexDispatcher
 from store.message_store_fields import MessageStoreFields
 from store.state_page import (
     OFF_INDEX_PHY,
 )
 
 log = logging.getLogger(__name__)
+
+
+def record_keys(pb: bytes) -> list[bytes]:
+    """Index keys of one record's encoded properties: UNIQ_KEY, then each KEYS entry."""
+    out = []
+    uniq = prop_value(pb, b"UNIQ_KEY\x01")
+    if uniq:
+        out.append(uniq)
+    keys = prop_value(pb, b"KEYS\x01")
+    if keys:
+        out += [k for k in keys.split(b" ") if k]
+    return out
+
+
+def key_hashes(pre: bytes, pre_h: int, keys: list[bytes]) -> list[int]:
+    """abs(hashCode(pre + key)) of each key, hashed in one pass (pre_h = hashCode(pre))."""
+    hashes = index_key_hashes(pre_h, keys)
+    if -1 in hashes:
+        hashes = [h if h >= 0 else key_hash(pre + k) for h, k in zip(hashes, keys, strict=True)]
+    return hashes
 
 
 class BuildIndexMixin(MessageStoreFields):
@@ -120,7 +141,7 @@ class BuildIndexMixin(MessageStoreFields):
         if self._index_mode in ("sync", "off"):
             return self.commitlog.max_offset
         if self._index_disp is not None:
-            return self._index_disp.next_phy
+            return self._index_disp.indexed_phy
         return self.state.get(OFF_INDEX_PHY) if self.state is not None else 0
 
     def dispatch_index(self, now_ms: int, max_records: int = 1 << 30) -> int:
@@ -128,12 +149,16 @@ class BuildIndexMixin(MessageStoreFields):
         disp = self._index_disp
         if disp is None:
             return 0
+        if disp.pending is not None and now_ms < self._index_retry_ms:
+            return 0  # a full disk: entries left over are put again every INDEX_RETRY_S
         limit = self._published_max()
-        if disp.next_phy >= limit:
+        if disp.next_phy >= limit and disp.pending is None:
             return 0
         n = disp.catch_up(limit, now_ms, max_records)
+        if disp.pending is not None:
+            self._index_retry_ms = now_ms + int(INDEX_RETRY_S * 1000)
         if self.state is not None:
-            self.state.set(OFF_INDEX_PHY, disp.next_phy)
+            self.state.set(OFF_INDEX_PHY, disp.indexed_phy)
         return n
 
     def _refresh_index(self) -> None:

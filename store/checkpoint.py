@@ -17,7 +17,7 @@ import os
 import struct
 from typing import Final
 
-from store.mapped_file import RangeSync
+from store.mapped_file import RangeSync, allocate
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class StoreCheckpoint:
         fd = os.open(path, flags, 0o644)
         try:
             if writable and os.fstat(fd).st_size < CHECKPOINT_FILE_SIZE:
-                os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
+                allocate(fd, path, 0, CHECKPOINT_FILE_SIZE, unlink_on_error=False)
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
             self.mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE, access=access)
         finally:

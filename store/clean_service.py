@@ -1,8 +1,15 @@
-"""Retention: DefaultMessageStore.CleanCommitLogService and CleanConsumeQueueService.
+"""Retention and the disk check: DefaultMessageStore.CleanCommitLogService and
+CleanConsumeQueueService.
 
-Mirrors store/DefaultMessageStore.java (CleanCommitLogService, CleanConsumeQueueService,
-cleanExpiredConsumerQueue, deleteTopics) and UtilAll.getDiskPartitionSpaceUsedPercent,
-RocketMQ 4.9.x.
+Mirrors store/DefaultMessageStore.java (CleanCommitLogService: deleteExpiredFiles,
+isSpaceToDelete, isSpaceFull; CleanConsumeQueueService, cleanExpiredConsumerQueue,
+deleteTopics) and UtilAll.getDiskPartitionSpaceUsedPercent, RocketMQ 4.9.x.
+
+The disk check (isSpaceFull, every min(cleanResourceInterval, 10 s) from the writer's tick):
+above diskSpaceWarningLevelRatio (Java's -Drocketmq.broker.diskSpaceWarningLevelRatio, 0.90)
+of the commit log's or the consume queues' partition the store is marked DISK_FULL
+(RunningFlags) and refuses puts with SERVICE_NOT_AVAILABLE; below it, writeable again. Each
+change is logged once. `disk_space_verdict` is the pure part.
 """
 
 from __future__ import annotations
@@ -11,29 +18,68 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from store.commitlog import SCHEDULE_TOPIC
+from store.config import StoreConfig
 from store.message_store_fields import MessageStoreFields
+from store.running_flags import RunningFlags
 
 log = logging.getLogger(__name__)
 
 
 DELETE_FILES_BATCH_MAX: Final = 10
 MAX_MANUAL_DELETE_FILE_TIMES: Final = 20  # retention passes a manual request keeps "due"
+DISK_CHECK_INTERVAL_MS: Final = 10_000  # isSpaceFull's fixed period (Java: 10 s)
 
 
 def disk_usage_ratio(path: str) -> float:
-    """Used share (0..1) of the file system holding path (0.0 when it cannot be read)."""
+    """UtilAll.getDiskPartitionSpaceUsedPercent: the used share of the file system holding
+    path, rounded up to a whole percent (0.93), as (total - free) / (used + available to this
+    user); -1.0 when it cannot be read (the path does not exist)."""
     try:
         st = os.statvfs(path)
     except OSError:
-        return 0.0
-    total = st.f_blocks * st.f_frsize
-    if total <= 0:
-        return 0.0
-    return (total - st.f_bavail * st.f_frsize) / total
+        return -1.0
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if st.f_blocks <= 0 or entire <= 0:
+        return -1.0
+    return -(-used * 100 // entire) / 100
 
+
+def disk_util(cfg: StoreConfig, usage: Callable[[str], float] = disk_usage_ratio) -> str:
+    """The disk part of a SERVICE_NOT_AVAILABLE remark (SendMessageProcessor.diskUtil):
+    "CL:  0.95 CQ:  0.95 INDEX:  0.95", each -1.00 when unknown."""
+    root = cfg.storePathRootDir
+    ratios = (usage(cfg.commitlog_path), usage(os.path.join(root, "consumequeue")),
+              usage(os.path.join(root, "index")))  # fmt: skip
+    return "CL: %5.2f CQ: %5.2f INDEX: %5.2f" % ratios  # noqa: UP031 (Java's String.format)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpaceVerdict:
+    """What one disk check found (percent figures, -1 when unknown)."""
+
+    physic: float  # commit log's partition
+    logics: float  # consume queues' partition
+    full: bool  # above the warning level: DISK_FULL set, puts refused
+    changed: bool  # DISK_FULL was set or cleared by this check (log it)
+
+
+def disk_space_verdict(
+    flags: RunningFlags, physic_ratio: float, logics_ratio: float, warning_percent: float
+) -> DiskSpaceVerdict:
+    """isSpaceFull (and the flag part of isSpaceToDelete) on measured ratios (0..1, -1 when
+    unknown): DISK_FULL set above warning_percent (strictly, like Java) of either partition,
+    cleared otherwise. Pure: the flags are the only state it touches."""
+    physic = round(physic_ratio * 100, 4) if physic_ratio >= 0 else -1.0
+    logics = round(logics_ratio * 100, 4) if logics_ratio >= 0 else -1.0
+    full = physic > warning_percent or logics > warning_percent
+    changed = flags.get_and_make_disk_full() if full else not flags.get_and_make_disk_ok()
+    return DiskSpaceVerdict(physic, logics, full, changed)
 
 
 class CleanServiceMixin(MessageStoreFields):
@@ -59,12 +105,46 @@ class CleanServiceMixin(MessageStoreFields):
         whatever the hour (CleanCommitLogService.executeDeleteFilesManually)."""
         self.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
 
+    def check_disk_space(self, now_ms: int) -> bool:
+        """The disk check (isSpaceFull): mark the store full above the warning level, or OK
+        again, logging each change once; True while full."""
+        cfg = self.cfg
+        v = disk_space_verdict(self.running_flags, self.disk_usage(self.commitlog.path),
+                               self.disk_usage(self.cq_root),
+                               cfg.diskSpaceWarningLevelRatio)  # fmt: skip
+        if v.changed:
+            if v.full:
+                log.error("disk maybe full soon: commit log partition %.0f%% used, consume queue "
+                          "partition %.0f%% (diskSpaceWarningLevelRatio %s%%), so mark disk full: "
+                          "sends are refused until space is freed", v.physic, v.logics,
+                          cfg.diskSpaceWarningLevelRatio)  # fmt: skip
+            else:
+                log.info("disk space OK: commit log partition %.0f%% used, consume queue "
+                         "partition %.0f%%, so mark disk ok: sends are accepted again",
+                         v.physic, v.logics)  # fmt: skip
+        if self.running_flags.is_index_file_error() and self._index_inline:
+            self._retry_index_file(now_ms)
+        self._accepting = self._running and not self._slave and self.running_flags.is_writeable()
+        return v.full
+
+    def _retry_index_file(self, now_ms: int) -> None:
+        """"sync" index after WRITE_INDEX_FILE_ERROR: writeable again once the index can take
+        an entry (Java keeps the flag until a restart)."""
+        try:
+            self.index.reserve(1, now_ms)
+        except OSError:
+            return
+        self.running_flags.clear_index_file_error()
+        log.info("index files can be written again: sends are accepted again")
+
     def clean_expired(self, now_ms: int) -> int:
         """CleanCommitLogService + CleanConsumeQueueService; returns commit-log files deleted."""
         cfg = self.cfg
         ratio = self.disk_usage(self.commitlog.path) * 100
-        clean_immediately = ratio >= cfg.diskSpaceCleanForciblyRatio
-        space_full = ratio >= cfg.diskMaxUsedSpaceRatio or clean_immediately
+        # isSpaceToDelete: above diskMaxUsedSpaceRatio (or not measurable) expired files go
+        # now, above diskSpaceCleanForciblyRatio any file does (cleanFileForciblyEnable)
+        clean_immediately = ratio > cfg.diskSpaceCleanForciblyRatio
+        space_full = ratio < 0 or ratio > cfg.diskMaxUsedSpaceRatio or clean_immediately
         manual = self.manual_delete_times > 0
         if not (self._is_time_to_delete(now_ms) or space_full or manual):
             return 0

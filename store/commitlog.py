@@ -113,6 +113,25 @@ class CommitLog:
         self._delays = cfg.delay_levels_ms
 
     # ---- append --------------------------------------------------------------------------
+    def room(self, need: int) -> bool:
+        """A record of `need` bytes can be appended without creating a file: it fits the file
+        being written, or the next one is preallocated (or it can never fit: AppendError)."""
+        mf = self._cur
+        if mf is None:
+            files = self.mfq.files
+            mf = files[-1] if files and not files[-1].is_full() else None
+        if mf is not None and need + END_FILE_MIN_BLANK_LENGTH <= mf.file_size - mf.wrote_position:
+            return True
+        return need + END_FILE_MIN_BLANK_LENGTH > self.file_size or self.mfq.next_ready()
+
+    def make_room(self) -> None:
+        """Create the file room() found missing, before any byte of the record is written:
+        OSError (a full disk) leaves the log as it was (CommitLog's CREATE_MAPEDFILE_FAILED)."""
+        if self.mfq.files:
+            self.mfq.preallocate_next()
+        else:
+            self.mfq.get_last_mapped_file(0)
+
     def _current(self, need: int) -> MappedFile:
         """The file to write a record of `need` bytes into (blank-pads and rolls if needed)."""
         mf = self._cur

@@ -109,8 +109,12 @@ class StoreConfig:
     messageIndexProcessSpawn: bool = True
     # Not RocketMQ names: facts the Java store reads from the JVM / OS.
     totalPhysicalMemory: int = field(default_factory=_physical_memory)
-    diskSpaceWarningLevelRatio: int = 90  # Java: -Drocketmq.broker.diskSpaceWarningLevelRatio
-    diskSpaceCleanForciblyRatio: int = 85  # Java: -Drocketmq.broker.diskSpaceCleanForciblyRatio
+    # Java's system properties -Drocketmq.broker.diskSpaceWarningLevelRatio=0.90 (the disk
+    # check marks the store full above it: sends refused) and ...CleanForciblyRatio=0.85 (any
+    # commit-log file may be deleted above it, cleanFileForciblyEnable). As percents under these
+    # names; broker.conf takes Java's names and fractions too (JAVA_SYSTEM_PROPERTIES).
+    diskSpaceWarningLevelRatio: float = 90.0
+    diskSpaceCleanForciblyRatio: float = 85.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -136,6 +140,12 @@ class StoreConfig:
             raise ValueError("maxHashSlotNum/maxIndexNum: must be positive")
         if not 0 < self.diskMaxUsedSpaceRatio <= 100:
             raise ValueError("diskMaxUsedSpaceRatio: must be in (0, 100]")
+        for name in ("diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio"):
+            if not 1 < getattr(self, name) <= 100:
+                raise ValueError(
+                    f"{name}: a percent in (1, 100], got {getattr(self, name)} (Java's fraction"
+                    f" goes under rocketmq.broker.{name})"
+                )
         for part in self.deleteWhen.split(";"):
             if not part.strip().isdigit() or not 0 <= int(part) <= 23:
                 raise ValueError(f"deleteWhen: bad hour {part!r}")
@@ -166,10 +176,32 @@ class StoreConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str], **overrides: Any) -> StoreConfig:
-        """Build from string properties; unknown keys ignored, bad values raise ValueError."""
+        """Build from string properties; unknown keys ignored, bad values raise ValueError.
+        Java's system properties (JAVA_SYSTEM_PROPERTIES) are taken under their own names."""
         kwargs = typed_properties(cls, props)
+        for key, name in JAVA_SYSTEM_PROPERTIES.items():
+            if key in props:
+                kwargs[name] = _fraction_percent(key, props[key])
         kwargs.update(overrides)
         return cls(**kwargs)
+
+
+# -Dname=value of the Java broker that broker.conf takes under the same name -> field
+JAVA_SYSTEM_PROPERTIES: Final = {
+    "rocketmq.broker.diskSpaceWarningLevelRatio": "diskSpaceWarningLevelRatio",
+    "rocketmq.broker.diskSpaceCleanForciblyRatio": "diskSpaceCleanForciblyRatio",
+}
+
+
+def _fraction_percent(key: str, raw: str) -> float:
+    """Java's ratio (Double.parseDouble of "0.90") as a percent."""
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"{key}: expected a number, got {raw!r}") from None
+    if not 0.01 < value <= 1.0:
+        raise ValueError(f"{key}: a fraction in (0.01, 1.0], got {raw!r}")
+    return round(value * 100, 6)
 
 
 def parse_properties_text(text: str) -> dict[str, str]:
@@ -277,4 +309,9 @@ def _convert(name: str, typ: object, raw: str) -> object:
             return int(raw)
         except ValueError:
             raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+    if t == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"{name}: expected a number, got {raw!r}") from None
     return raw

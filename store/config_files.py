@@ -31,22 +31,50 @@ def _fsync_dir(path: str) -> None:
 
 
 def write_text_atomic(path: str, text: str) -> None:
-    """Write text to path atomically, keeping the previous content as path.bak."""
+    """Write text to path atomically, keeping the previous content as path.bak. On an OSError
+    (a full disk) the temporary files are removed again and the file is as it was."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if os.path.exists(path):
-        bak = path + ".bak"
-        bak_tmp = bak + ".tmp"
-        shutil.copyfile(path, bak_tmp)
-        with open(bak_tmp, "rb+") as f:
+    bak_tmp = path + ".bak.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
             os.fsync(f.fileno())
-        os.replace(bak_tmp, bak)
-    os.replace(tmp, path)
+        if os.path.exists(path):
+            shutil.copyfile(path, bak_tmp)
+            with open(bak_tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(bak_tmp, path + ".bak")
+        os.replace(tmp, path)
+    except OSError:
+        for left in (tmp, bak_tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(left)
+        raise
     _fsync_dir(path)
+
+
+class PersistFailures:
+    """Which files could not be written, so that a failing write is logged once per file and
+    its recovery once (ConfigManager.persist logs every failed round; on a full disk that was a
+    traceback every few seconds per file). Not thread-safe: one per writer."""
+
+    def __init__(self) -> None:
+        self.failing: dict[str, str] = {}  # path -> the error of its last failed write
+
+    def write(self, path: str, text: str) -> bool:
+        """write_text_atomic; False (logged once until it works again) on an OSError."""
+        try:
+            write_text_atomic(path, text)
+        except OSError as exc:
+            if path not in self.failing:
+                log.error("writing %s failed (%s): written again later", path, exc)
+            self.failing[path] = str(exc)
+            return False
+        if self.failing.pop(path, None) is not None:
+            log.info("writing %s works again", path)
+        return True
 
 
 class BackgroundWriter:
@@ -64,6 +92,7 @@ class BackgroundWriter:
         self.retry_s = retry_s
         self.writes = 0
         self.failures = 0
+        self._persist = PersistFailures()  # (only the writer thread uses it)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -112,10 +141,7 @@ class BackgroundWriter:
                 self._busy = True
             ok = False
             try:
-                write_text_atomic(path, text)
-                ok = True
-            except OSError:
-                log.exception("writing %s failed (written again later)", path)
+                ok = self._persist.write(path, text)
             finally:
                 with self._cv:
                     if ok:

@@ -78,6 +78,14 @@ class ConsumeQueue:
     def recover(self) -> None:
         """Find the end of the written units (a zero size ends them) and truncate after it."""
         files = self.mfq.files
+        # a last file without a unit behind one that is not full: made by reserve() for a batch
+        # whose units never got there (Java's recover stops at the first file not full too)
+        while (
+            len(files) > 1
+            and CQ_UNIT.unpack_from(files[-1].mv, 0)[1] == 0
+            and CQ_UNIT.unpack_from(files[-2].mv, self.file_size - CQ_UNIT_SIZE)[1] == 0
+        ):
+            files.pop().destroy()
         if not files:
             self._max_pos = 0
             return
@@ -147,6 +155,33 @@ class ConsumeQueue:
             j = 3 * i
             self.put(units[j], units[j + 1], units[j + 2], first_queue_offset + i)
 
+    def has_room(self, queue_offset: int, n: int) -> bool:
+        """Units [queue_offset, queue_offset + n) can be appended without creating a file."""
+        pos = queue_offset * CQ_UNIT_SIZE
+        cur = self._cur
+        if pos < self._max_pos:
+            return True  # already there (a re-put): put() skips them
+        if cur is None or pos != self._max_pos:
+            return False
+        end = pos + n * CQ_UNIT_SIZE
+        return end <= cur.file_from_offset + self.file_size or end <= (
+            self.mfq.files[-1].file_end_offset)  # the files after it made (reserve)
+
+    def reserve(self, queue_offset: int, n: int) -> None:
+        """Create the files units [queue_offset, queue_offset + n) go to, before the put writes
+        anything (their record included): OSError (a full disk) fails the put with nothing
+        written but, at most, empty files and pre-blank units, which change no queue offset.
+        A file made here for a batch may follow one that is not full yet: recover() and the
+        readers' sync() allow for that."""
+        pos = queue_offset * CQ_UNIT_SIZE
+        if pos < self._max_pos:
+            return
+        self._prepare(pos)
+        end = pos + n * CQ_UNIT_SIZE
+        mfq = self.mfq
+        while mfq.files[-1].file_end_offset < end:
+            mfq.create_next()
+
     def _prepare(self, pos: int) -> MappedFile:
         """Slow path: first file, roll, or a gap before pos."""
         mfq = self.mfq
@@ -175,7 +210,10 @@ class ConsumeQueue:
         return mf
 
     def _file_for_append(self) -> MappedFile:
-        mf = self.mfq.get_last_mapped_file(self._max_pos)
+        # by offset: reserve() may have made the file after this one already
+        mf = self.mfq.find_mapped_file_by_offset(self._max_pos)
+        if mf is None:
+            mf = self.mfq.get_last_mapped_file(self._max_pos)
         assert mf is not None
         if mf.file_from_offset + mf.wrote_position != self._max_pos:
             mf.wrote_position = self._max_pos - mf.file_from_offset
@@ -357,8 +395,19 @@ class ConsumeQueueView(ConsumeQueue):
                 self.sync(cl_max, cl_min, False)
                 return
         if lo == 0 and len(files) > 1:
-            # an empty freshly created file: the previous one is full
-            self._max_pos = last.file_from_offset
+            # an empty freshly created file: the previous one is full, unless the writer made
+            # it ahead for a batch (reserve) and is still filling the previous one
+            prev = files[-2]
+            plo, phi = self.units_per_file, self.units_per_file
+            if not unit_visible(prev.mv, (phi - 1) * CQ_UNIT_SIZE, cl_max):
+                plo, phi = 0, phi - 1
+                while plo < phi:
+                    mid = (plo + phi) // 2
+                    if unit_visible(prev.mv, mid * CQ_UNIT_SIZE, cl_max):
+                        plo = mid + 1
+                    else:
+                        phi = mid
+            self._max_pos = prev.file_from_offset + plo * CQ_UNIT_SIZE
         else:
             self._max_pos = last.file_from_offset + lo * CQ_UNIT_SIZE
         # the first unit at or past cl_min only moves with cl_min or the first file (units

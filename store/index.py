@@ -24,7 +24,7 @@ from itertools import repeat
 from typing import Final
 
 from protocol.record import java_string_hash
-from store.mapped_file import MADV_POPULATE_WRITE
+from store.mapped_file import MADV_POPULATE_WRITE, allocate
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ _SLOT = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _INT_MAX: Final = 0x7FFFFFFF
+ENTRIES_ALLOCATE_STEP: Final = 1 << 20  # entries' blocks allocated ahead, 1 MiB (52 k) at a time
 
 # Java String.hashCode for ASCII bytes in two C calls: write each byte c as 31*q + r and parse
 # the r digits and q digits as base-31 numerals; hash = R + 31*Q (mod 2**32).
@@ -161,16 +162,25 @@ class IndexFile:
         self.file_size = INDEX_HEADER_SIZE + slot_num * 4 + index_num * INDEX_ENTRY_SIZE
         self.entries_base = INDEX_HEADER_SIZE + slot_num * 4
         self.writable = writable
+        self.fd = -1
         created = False
         if writable:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                if os.fstat(fd).st_size < self.file_size:
+                size = os.fstat(fd).st_size
+                if size < self.file_size:
+                    # the header and the slot table (written anywhere) allocated now, the entries
+                    # (appended) ahead of the appends: a file of 400+ MB (the defaults) stays as
+                    # small as what it holds, as Java's sparse one does, and a full disk is an
+                    # OSError here, never a store into a hole (see mapped_file.allocate)
+                    allocate(fd, path, 0, self.entries_base, unlink_on_error=size == 0)
                     os.ftruncate(fd, self.file_size)
                     created = True
                 self.mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_WRITE)
-            finally:
+            except BaseException:
                 os.close(fd)
+                raise
+            self.fd = fd  # kept for allocate_entries
         else:
             fd = os.open(path, os.O_RDONLY)
             try:
@@ -179,6 +189,8 @@ class IndexFile:
                 os.close(fd)
         self.mv = memoryview(self.mm)
         self.reload_header()
+        # entries below this end are allocated (an existing file's written ones at least)
+        self.allocated_end = self.entries_base + self.index_count * INDEX_ENTRY_SIZE
         if created:
             # pre-touch the header and slot table (random writes); entries are appended in
             # order, one first-touch fault per ~200 entries, so they are left to fault lazily
@@ -203,14 +215,26 @@ class IndexFile:
         """True when no entry fits."""
         return self.index_count >= self.index_num
 
+    def allocate_entries(self, n: int) -> None:
+        """Allocate the blocks of the next n entries (ENTRIES_ALLOCATE_STEP at a time) before
+        they are written; OSError (a full disk) with nothing written."""
+        end = min(self.file_size, self.entries_base + (self.index_count + n) * INDEX_ENTRY_SIZE)
+        if end > self.allocated_end:
+            stop = min(self.file_size, max(end, self.allocated_end + ENTRIES_ALLOCATE_STEP))
+            allocate(self.fd, self.path, self.allocated_end, stop - self.allocated_end,
+                     unlink_on_error=False)  # fmt: skip
+            self.allocated_end = stop
+
     def put_hash_batch(
         self, hashes: list[int], phys: list[int], tss: list[int], start: int
     ) -> int:
-        """Add entries hashes[start:] (phys/tss per entry); header written once; how many fitted."""
+        """Add entries hashes[start:] (phys/tss per entry); header written once; how many fitted.
+        OSError when the room for them cannot be allocated (nothing written then)."""
         count = self.index_count
         n = min(len(hashes) - start, self.index_num - count)
         if n <= 0:
             return 0
+        self.allocate_entries(n)
         if count <= 1:
             self.begin_phy = phys[start]
             self.begin_ts = tss[start]
@@ -333,6 +357,9 @@ class IndexFile:
 
     def close(self) -> None:
         """Unmap."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
         self.mv.release()
         try:
             self.mm.close()
@@ -357,6 +384,7 @@ class IndexService:
         self.writable = writable
         self.files: list[IndexFile] = []
         self._last_name = ""
+        self.error = ""  # why the last put could not write every entry ("" = it could)
 
     def load(self) -> None:
         """Map existing index files (oldest first)."""
@@ -433,24 +461,62 @@ class IndexService:
         log.info("created index file=%s", name)
         return f
 
-    def put_hashes(self, hashes: list[int], phy: int, store_ts: int, now_ms: int) -> None:
-        """Index pre-computed key hashes of the record at phy."""
+    def put_hashes(self, hashes: list[int], phy: int, store_ts: int, now_ms: int) -> int:
+        """Index pre-computed key hashes of the record at phy; how many were written."""
         n = len(hashes)
-        self.put_hash_batch(hashes, [phy] * n, [store_ts] * n, now_ms)
+        return self.put_hash_batch(hashes, [phy] * n, [store_ts] * n, now_ms)
 
     def put_hash_batch(
         self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int
-    ) -> None:
-        """Index pre-hashed entries (one per key) in phy order; rolls files when full."""
+    ) -> int:
+        """Index pre-hashed entries (one per key) in phy order; rolls files when full. Returns
+        how many were written: fewer when an index file cannot be made or grown (a full disk;
+        `error` says why, logged once until a put writes everything again): the caller puts
+        the rest again later (IndexService.buildIndex's retryGetAndCreateIndexFile)."""
+        done = 0
+        try:
+            files = self.files
+            f = files[-1] if files else self._new_file(now_ms)
+            if hashes:
+                done = f.put_hash_batch(hashes, phys, tss, 0)
+                while done < len(hashes):
+                    f.flush()
+                    f = self._new_file(now_ms)
+                    done += f.put_hash_batch(hashes, phys, tss, done)
+        except OSError as exc:
+            if not self.error:
+                log.error("index entries cannot be written (%s): indexing waits for disk space "
+                          "(maxHashSlotNum=%d, maxIndexNum=%d: an index file takes %d bytes)",
+                          exc, self.slot_num, self.index_num,
+                          INDEX_HEADER_SIZE + self.slot_num * 4 + self.index_num * INDEX_ENTRY_SIZE
+                          )  # fmt: skip
+            self.error = str(exc)
+            return done
+        if self.error:
+            log.info("index entries can be written again")
+            self.error = ""
+        return done
+
+    def has_room(self, n: int) -> bool:
+        """n entries fit the last file without making or growing one."""
         files = self.files
-        f = files[-1] if files else self._new_file(now_ms)
-        if not hashes:
-            return
-        done = f.put_hash_batch(hashes, phys, tss, 0)
-        while done < len(hashes):
-            f.flush()
-            f = self._new_file(now_ms)
-            done += f.put_hash_batch(hashes, phys, tss, done)
+        if not files:
+            return False
+        f = files[-1]
+        return (
+            f.index_count + n <= f.index_num
+            and f.entries_base + (f.index_count + n) * INDEX_ENTRY_SIZE <= f.allocated_end
+        )
+
+    def reserve(self, n: int, now_ms: int) -> None:
+        """Make room for n entries (a new file when the last cannot take them, their blocks
+        allocated) before a record is written; OSError (a full disk) with nothing written."""
+        files = self.files
+        if not files or files[-1].index_count + n > files[-1].index_num:
+            if files:
+                files[-1].flush()
+            self._new_file(now_ms)
+        self.files[-1].allocate_entries(n)
 
     def query(self, key: bytes, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Phy offsets of records whose key hashes like `key`, newest files first."""

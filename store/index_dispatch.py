@@ -39,6 +39,7 @@ _DISPATCH_HEAD: Final = struct.Struct(">ii28xi16xq20xi")
 _ROLLBACK: Final = 0xC
 _UNIQ: Final = b"UNIQ_KEY\x01"
 _KEYS: Final = b"KEYS\x01"
+INDEX_RETRY_S: Final = 1.0  # a full disk: how often entries left over are put again
 
 
 class IndexSink(Protocol):
@@ -46,7 +47,9 @@ class IndexSink(Protocol):
 
     def put_hash_batch(
         self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int
-    ) -> object: ...
+    ) -> int:
+        """Write the entries in order; how many were written (the rest waits: a full disk)."""
+        ...
 
 
 class IndexDispatcher:
@@ -61,6 +64,25 @@ class IndexDispatcher:
         self.skip_upto = skip_upto  # records at or below this phy are already indexed
         self._prefix: dict[bytes, int] = {}  # topic -> hashCode(topic + "#") unsigned
         self.records = 0
+        # entries of records walked already that the index could not take yet (a full disk):
+        # (hashes, phys, store times), put again before anything else
+        self.pending: tuple[list[int], list[int], list[int]] | None = None
+
+    @property
+    def indexed_phy(self) -> int:
+        """Commit-log offset below which every record's entries are written."""
+        pending = self.pending
+        return pending[1][0] if pending is not None else self.next_phy
+
+    def put_pending(self, now_ms: int) -> bool:
+        """Put the entries left over by a full disk; True when none is left."""
+        pending = self.pending
+        if pending is None:
+            return True
+        hashes, phys, tss = pending
+        n = self.index.put_hash_batch(hashes, phys, tss, now_ms if now_ms > 0 else tss[-1])
+        self.pending = None if n >= len(hashes) else (hashes[n:], phys[n:], tss[n:])
+        return self.pending is None
 
     def _topic_prefix(self, topic: bytes) -> int:
         h = self._prefix[topic] = java_hash_bytes(topic + b"#") & 0xFFFFFFFF
@@ -71,6 +93,8 @@ class IndexDispatcher:
 
         Keys are collected per call and hashed in one pass (index_key_hashes), then written.
         """
+        if not self.put_pending(now_ms):
+            return 0
         cl = self.commitlog
         done = 0
         keys: list[bytes] = []
@@ -204,7 +228,9 @@ class IndexDispatcher:
                     for h, ph, k in zip(hashes, pres, keys, strict=True)
                 ]
             # index file names need a time: without a clock, the newest store time will do
-            self.index.put_hash_batch(hashes, phys, tss, now_ms if now_ms > 0 else tss[-1])
+            n = self.index.put_hash_batch(hashes, phys, tss, now_ms if now_ms > 0 else tss[-1])
+            if n < len(hashes):  # the rest waits for disk space (put_pending)
+                self.pending = (hashes[n:], phys[n:], tss[n:])
             keys.clear()
             pres.clear()
             phys.clear()
@@ -229,6 +255,7 @@ class IndexFollower:
         self.disp: IndexDispatcher | None = None
         self._lock_fd = -1
         self._min_seen = -1
+        self._retry_at = 0.0  # monotonic time before which entries left over are not put again
 
     def open(self, wait_s: float = 0.0) -> bool:
         """Take the index lock (one index writer) and load; False if it stays taken."""
@@ -256,17 +283,29 @@ class IndexFollower:
     @property
     def next_phy(self) -> int:
         """Commit-log offset below which every record is indexed."""
-        return self.disp.next_phy if self.disp is not None else 0
+        return self.disp.indexed_phy if self.disp is not None else 0
 
     def step(self, max_records: int = 65536) -> int:
-        """Index up to max_records published records; returns how many were walked."""
+        """Index up to max_records published records; returns how many were walked. Entries a
+        full disk left over are put again first, at most every INDEX_RETRY_S (each try
+        allocates index file blocks, or a whole new file's slot table, and gives them back)."""
         disp = self.disp
         if disp is None:
             return 0
+        if disp.pending is not None:
+            now = time.monotonic()
+            if now < self._retry_at:
+                return 0
+            if not disp.put_pending(0):
+                self._retry_at = now + INDEX_RETRY_S
+                return 0
+            self.state.set(OFF_INDEX_PHY, disp.indexed_phy)
         limit = self.state.get(OFF_MAX_PHY)
         if disp.next_phy < limit:
             n = disp.catch_up(limit, 0, max_records)
-            self.state.set(OFF_INDEX_PHY, disp.next_phy)
+            if disp.pending is not None:
+                self._retry_at = time.monotonic() + INDEX_RETRY_S
+            self.state.set(OFF_INDEX_PHY, disp.indexed_phy)
             return n
         m = self.state.get(OFF_MIN_PHY)
         if m != self._min_seen:  # retention moved the commit log's start: drop old index files
@@ -281,7 +320,7 @@ class IndexFollower:
             while drain and self.step() > 0:
                 pass
             self.index.flush()
-            nxt = self.disp.next_phy
+            nxt = self.disp.indexed_phy
             self.state.set(OFF_INDEX_PHY, nxt)
             self.disp = None
         self.index.close()

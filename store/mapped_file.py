@@ -28,6 +28,63 @@ MADV_POPULATE_WRITE: Final = 23  # Linux >= 5.14
 RangeSync = Callable[[Any, int, int], bool]
 
 
+def allocate(fd: int, path: str, offset: int, length: int, *, unlink_on_error: bool) -> None:
+    """Allocate every block of [offset, offset + length) of the file (extending it), or raise
+    OSError naming the file, with nothing half done: a writable mapping is only ever made over
+    allocated blocks. A store through a mapping into a hole the file system cannot back (a
+    full disk) is not an error the writer gets: it is SIGBUS, which kills the process, and in
+    a Thespian actor (a Python handler for every signal) the faulting store runs again forever
+    with the GIL held: the send actor spun at 100 % and answered nothing (issue #20).
+    unlink_on_error: the file was just made for this, remove it again (its space with it)."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if unlink_on_error:  # (not truncated: a reader may have mapped it meanwhile)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        raise OSError(exc.errno, f"{exc.strerror}: allocating {length} bytes", path) from None
+
+
+class CreateRetryGate:
+    """Whether a put may try to create a store file now (CommitLog's CREATE_MAPEDFILE_FAILED).
+
+    Once a file could not be created (a full disk), puts that need one are refused at once for
+    retry_ms rather than each trying again: every try opens the file, allocates all of it and
+    removes it again (and on tmpfs the allocation of a few MiB pages first, then frees them).
+    `failed` / `succeeded` say whether the state changed, so it is logged once each way. A pure
+    core: time is passed in."""
+
+    __slots__ = ("error", "failed_at_ms", "retry_ms")
+
+    def __init__(self, retry_ms: int) -> None:
+        self.retry_ms = retry_ms
+        self.failed_at_ms = -1  # -1: creating files works
+        self.error = ""
+
+    @property
+    def failing(self) -> bool:
+        """The last try failed."""
+        return self.failed_at_ms >= 0
+
+    def may_try(self, now_ms: int) -> bool:
+        """No failure, or the last one is retry_ms old."""
+        return self.failed_at_ms < 0 or now_ms - self.failed_at_ms >= self.retry_ms
+
+    def failed(self, now_ms: int, error: str) -> bool:
+        """A try failed; True when creating files worked until now (log it)."""
+        first = self.failed_at_ms < 0
+        self.failed_at_ms = now_ms
+        self.error = error
+        return first
+
+    def succeeded(self) -> bool:
+        """A try (or a file made elsewhere) worked; True when it was failing (log it)."""
+        was = self.failed_at_ms >= 0
+        self.failed_at_ms = -1
+        self.error = ""
+        return was
+
+
 def offset2file_name(offset: int) -> str:
     """20-digit zero-padded file name (UtilAll.offset2FileName)."""
     return f"{offset:020d}"
@@ -73,14 +130,12 @@ class MappedFile:
                         raise ValueError(f"{path}: size {size} larger than configured {file_size}")
                     if not create:
                         log.warning("extending short store file path=%s size=%d", path, size)
+                    allocate(fd, path, 0, file_size, unlink_on_error=size == 0)
                     if size == 0:
                         # measured here: the first store through a new file's mapping costs
                         # ~1.3 ms (0.05 ms when the first page was written with pwrite); a new
                         # consume queue would pay that on the put path
                         os.pwrite(fd, bytes(min(OS_PAGE_SIZE, file_size)), 0)
-                    os.ftruncate(fd, file_size)
-                    with contextlib.suppress(OSError):
-                        os.posix_fallocate(fd, size, file_size - size)
                 self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE)
             except BaseException:
                 os.close(fd)
@@ -364,8 +419,23 @@ class MappedFileQueue:
         log.info("created mapped file path=%s size=%d", path, self.file_size)
         return mf
 
+    def create_next(self) -> MappedFile:
+        """Create the segment after the last one now (a consume queue's room for a batch
+        whose units go past its last file); OSError when it cannot be made."""
+        return self._create(self.files[-1].file_end_offset)
+
+    def next_ready(self) -> bool:
+        """The segment after the last one is preallocated: rolling into it creates nothing."""
+        nxt = self._next  # one load: the allocate thread only ever replaces it whole
+        return (
+            nxt is not None
+            and bool(self.files)
+            and nxt.file_from_offset == self.files[-1].file_end_offset
+        )
+
     def preallocate_next(self) -> None:
-        """Create and map the next segment ahead of time (AllocateMappedFileService)."""
+        """Create and map the next segment ahead of time (AllocateMappedFileService); OSError
+        when it cannot be made (nothing is left behind)."""
         with self.next_lock:
             self._preallocate_next()
 

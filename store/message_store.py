@@ -27,10 +27,10 @@ from struct import Struct
 from typing import Any, Final
 
 from store.allocate_service import AllocateMappedFileService, FileDeleter
-from store.append_message_callback import AppendMessageMixin, _item_unpacker
+from store.append_message_callback import AppendMessageMixin
 from store.build_index_dispatcher import BuildIndexMixin
 from store.checkpoint import StoreCheckpoint
-from store.clean_service import CleanServiceMixin, disk_usage_ratio
+from store.clean_service import DISK_CHECK_INTERVAL_MS, CleanServiceMixin, disk_usage_ratio
 from store.commitlog import (
     CommitLog,
 )
@@ -46,10 +46,12 @@ from store.flush_service import (
 )
 from store.index import IndexService
 from store.index_dispatch import IndexDispatcher
-from store.mapped_file import OS_PAGE_SIZE, RangeSync
+from store.mapped_file import OS_PAGE_SIZE, CreateRetryGate, RangeSync
+from store.message_ext_batch_encoder import item_unpacker
 from store.message_store_reader import check_store
 from store.recovery import StoreRecoveryMixin
 from store.reput_message_service import ReputMessageMixin
+from store.running_flags import RunningFlags
 from store.state_page import (
     OFF_FLUSHED_PHY,
     OFF_HA_ACKED,
@@ -75,6 +77,9 @@ WARM_BYTES_PER_TICK: Final = 8 * 1024 * 1024
 WARM_STEP_INTERVAL_MS: Final = 2
 # The periodic (ASYNC_FLUSH) commit-log msync is sliced the same way.
 FLUSH_BYTES_PER_TICK: Final = 4 * 1024 * 1024
+# After a store file could not be created (a full disk), puts that need one are refused at once
+# for this long before one tries again (the allocate thread retries every cleanResourceInterval)
+CREATE_RETRY_MS: Final = 1000
 
 
 # ---- the writer -------------------------------------------------------------------------------
@@ -120,11 +125,15 @@ class DefaultMessageStore(
         self._tag_memo: dict[int, tuple[bytes, int, int]] = {
             at: (b"TAGS\x01\x02", at + 6, 0) for at in (0, 2)
         }
-        self._unpack_memo: tuple[int, Any] = (0, _item_unpacker(0))
+        self._unpack_memo: tuple[int, Any] = (0, item_unpacker(0))
         self._delays = cfg.delay_levels_ms
         self._running = False
-        self._accepting = False  # running and not a slave
+        self._accepting = False  # running, not a slave, and running_flags writeable
         self._slave = cfg.brokerRole == "SLAVE"
+        self.running_flags = RunningFlags()  # DISK_FULL: the disk check (clean_service)
+        self._create_gate = CreateRetryGate(CREATE_RETRY_MS)  # CREATE_MAPEDFILE_FAILED
+        self._last_disk_check_ms = 0
+        self._index_retry_ms = 0  # "tick" index: when entries a full disk left over go again
         self._reput_offset = 0  # a slave: end of the last record given its consume-queue unit
         self._max_msg_size = cfg.maxMessageSize
         self._index_mode = cfg.index_mode
@@ -226,7 +235,7 @@ class DefaultMessageStore(
         if self.state is None:
             self.load(now_ms)
         self._running = True
-        self._accepting = self.cfg.brokerRole != "SLAVE"
+        self._accepting = self.cfg.brokerRole != "SLAVE" and self.running_flags.is_writeable()
         self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
         self._last_cq_thorough_ms = now_ms
         self._last_thorough_ms = now_ms
@@ -235,16 +244,21 @@ class DefaultMessageStore(
         # create + warm the first file now, not on the first put (a slave's first file starts
         # where the master's first byte for it falls: append_to_commit_log makes it)
         if not self._slave and not cl.mfq.files:
-            cl._cur = cl.mfq.get_last_mapped_file(0)
+            try:
+                cl._cur = cl.mfq.get_last_mapped_file(0)
+            except OSError as exc:
+                raise RuntimeError(f"the first commit-log file cannot be created: {exc}") from None
             self._on_new_file()
         elif cl._cur is not None and self.cfg.warmMapedFileEnable:
             cl.mfq.warm(cl._cur)  # after a restart: pre-touch the unwritten tail before serving
-        cl.mfq.preallocate_next()
+        self._preallocate_next(now_ms)
         # at start, before serving, the next segment is warmed whole (later ones in slices)
         while cl.mfq.warm_next_step(cl.file_size):
             pass
         if self._index_mode in ("sync", "tick") and not self.index.files:
-            self.index.put_hash_batch([], [], [], now_ms)  # the first index file, made now
+            # the first index file, made now (a full disk: IndexService logs it, "sync" puts
+            # with keys are refused until it can be made, "tick" indexing waits)
+            self.index.put_hash_batch([], [], [], now_ms)
         msync = load_msync() if self.flush_thread_enabled else None
         if msync is not None:
             if not self.cfg.is_sync_flush and self._flusher is None:
@@ -261,6 +275,8 @@ class DefaultMessageStore(
             self.stats_page = StatsPage(stats_path(self.cfg.storePathRootDir), writable=True)
             self.stats_page.set(OFF_BOOT_MS, now_ms)
             self.publish_stats()
+        self._last_disk_check_ms = now_ms
+        self.check_disk_space(now_ms)  # a store started on a full disk refuses puts at once
         spawn = self.cfg.messageIndexProcessSpawn
         if self._index_mode == "process" and spawn and self._index_proc is None:
             self._spawn_index_process()
@@ -467,23 +483,38 @@ class DefaultMessageStore(
                 cqf.request_round(least)
             else:
                 self.flush_logics(least)
+        check_every = min(cfg.cleanResourceInterval, DISK_CHECK_INTERVAL_MS)
+        if now_ms - self._last_disk_check_ms >= check_every:
+            self._last_disk_check_ms = now_ms
+            self.check_disk_space(now_ms)
         if now_ms - self._last_clean_ms >= cfg.cleanResourceInterval:
             self._last_clean_ms = now_ms
             self.clean_expired(now_ms)
             if self._allocator is not None:
-                self._allocator.request()
+                self._allocator.request()  # (again after a full disk: it retries here)
             else:
-                self.commitlog.mfq.preallocate_next()
+                self._preallocate_next(now_ms)
+        if self._create_gate.failing and self.commitlog.mfq.next_ready():
+            self.note_files_created()  # the allocate thread made the next file: space again
         waits = [
             cfg.flushIntervalCommitLog - (now_ms - self._last_flush_ms),
             cfg.flushIntervalConsumeQueue - (now_ms - self._last_cq_flush_ms),
             cfg.cleanResourceInterval - (now_ms - self._last_clean_ms),
+            check_every - (now_ms - self._last_disk_check_ms),
         ]
         # without the allocate thread, its warm-up here: a slice per tick so appends never wait long
         warming = self._allocator is None and self.commitlog.mfq.warm_next_step(WARM_BYTES_PER_TICK)
         if warming or flushing:
             waits.append(WARM_STEP_INTERVAL_MS)
         return max(1, min(waits))
+
+    def _preallocate_next(self, now_ms: int) -> None:
+        """The next commit-log file, made on this thread (no allocate thread, or at start); a
+        full disk leaves it to a put (or the next clean pass) to try again."""
+        try:
+            self.commitlog.mfq.preallocate_next()
+        except OSError as exc:
+            self.note_create_failed(now_ms, exc)
 
     # ---- check -------------------------------------------------------------------------------
     def check(self) -> list[str]:

@@ -15,7 +15,9 @@ from store.allocate_service import FileDeleter
 from store.checkpoint import StoreCheckpoint
 from store.consume_queue import ConsumeQueue
 from store.index_dispatch import IndexDispatcher
+from store.mapped_file import CreateRetryGate
 from store.message_store_read import StoreReadMixin
+from store.running_flags import RunningFlags
 from store.state_page import StatePage
 
 
@@ -34,6 +36,10 @@ class MessageStoreFields(StoreReadMixin):
     put_size_total: int
     _running: bool
     _accepting: bool
+    _slave: bool
+    running_flags: RunningFlags
+    _create_gate: CreateRetryGate
+    _index_retry_ms: int
     _topic_cache: dict[str, tuple[bytes, bytes, int]]
     _tags_cache: dict[bytes, int]
     _tag_memo: dict[int, tuple[bytes, int, int]]
@@ -54,3 +60,5 @@ class MessageStoreFields(StoreReadMixin):
     _topic_info: Callable[[str], tuple[bytes, bytes, int] | None]
     _find_or_create_cq: Callable[[str, int], ConsumeQueue]
     _dispatch: Callable[..., None]
+    note_create_failed: Callable[[int, OSError], None]
+    note_files_created: Callable[[], None]

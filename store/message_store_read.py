@@ -46,10 +46,11 @@ class _HashSink:
 
     def put_hash_batch(
         self, hashes: list[int], phys: list[int], tss: list[int], now_ms: int
-    ) -> None:
+    ) -> int:
         kh, b, e = self.kh, self.begin_ms, self.end_ms
         hits = zip(hashes, phys, tss, strict=True)
         self.phys += [p for h, p, t in hits if h == kh and b <= t <= e]
+        return len(hashes)
 
 
 def _scan_tail(

@@ -11,7 +11,7 @@ import logging
 from protocol.record import (
     MESSAGE_MAGIC_CODE,
 )
-from store.append_message_callback import _key_hashes, _record_keys
+from store.build_index_dispatcher import key_hashes, record_keys
 from store.commitlog import (
     _TOTAL_MAGIC,
     BLANK_MAGIC_CODE,
@@ -48,10 +48,10 @@ class ReputMessageMixin(MessageStoreFields):
             and tran != TRANSACTION_ROLLBACK_TYPE
             and req.phy_offset > index_end
         ):
-            keys = _record_keys(req.properties)
+            keys = record_keys(req.properties)
             info = self._topic_info(req.topic) if keys else None
             if info is not None:
-                hashes = _key_hashes(info[1], info[2], keys)
+                hashes = key_hashes(info[1], info[2], keys)
                 self.index.put_hashes(hashes, req.phy_offset, req.store_timestamp, now_ms)
 
     def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -77,7 +77,11 @@ class ReputMessageMixin(MessageStoreFields):
         cl = self.commitlog
         if cl.mfq.files and start != cl.max_offset:
             return False
-        mf = cl.mfq.get_last_mapped_file(start)  # the first file where the master's starts
+        try:
+            mf = cl.mfq.get_last_mapped_file(start)  # the first file where the master's starts
+        except OSError as exc:  # a full disk: the HA client reconnects and tries again
+            self.note_create_failed(now_ms, exc)
+            return False
         if mf is None or mf.file_from_offset + mf.wrote_position != start:
             return False
         p = mf.wrote_position
@@ -89,7 +93,12 @@ class ReputMessageMixin(MessageStoreFields):
         mf.mm[p : p + n] = data
         mf.wrote_position = p + n
         cl._cur = mf if mf.wrote_position < mf.file_size else None
-        self._reput(now_ms)
+        try:
+            self._reput(now_ms)
+        except OSError as exc:  # a consume-queue file: the next bytes' reput goes on from here
+            self.note_create_failed(now_ms, exc)
+            return True
+        self.note_files_created()
         return True
 
     def _reput(self, now_ms: int) -> int:

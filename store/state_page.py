@@ -32,6 +32,8 @@ import mmap
 import os
 from typing import Final
 
+from store.mapped_file import allocate
+
 STATE_MAGIC: Final = 0x41434D5153544154
 STATE_PAGE_SIZE: Final = 4096
 OFF_MAGIC, OFF_GENERATION, OFF_MAX_PHY, OFF_FLUSHED_PHY, OFF_MIN_PHY, OFF_WRITER_PID = (
@@ -68,7 +70,7 @@ def map_words(
                 if missing_ok:
                     return None
                 raise OSError(f"{path}: shorter than a {size}-byte page")
-            os.ftruncate(fd, size)
+            allocate(fd, path, 0, size, unlink_on_error=False)  # never a hole under the map
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
     finally:
         os.close(fd)

@@ -44,6 +44,7 @@ from protocol.bodies import BodyError, loads_lenient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 from store.config import update_properties_text
+from store.config_files import PersistFailures
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,10 @@ class BrokerControllerCore(BrokerState):
         self.master_addr = ""
         self.master_ha_addr = ""
         self._master_changed = False
+        # ConfigManager.persist: a file that cannot be written (a full disk) is logged once and
+        # written again at the next offset flush; the state in memory stays as it is
+        self._persist = PersistFailures()
+        self._unwritten: set[str] = set()  # topics.json / subscriptionGroup.json to write again
 
     # --- paths ------------------------------------------------------------------------------
 
@@ -132,11 +137,14 @@ class BrokerControllerCore(BrokerState):
         }
         return json.dumps(obj, indent="\t", sort_keys=True)
 
-    def _write(self, name: str, text: str) -> None:
-        from store.config_files import write_text_atomic
-
-        os.makedirs(self.config_dir, exist_ok=True)
-        write_text_atomic(self.path(name), text)
+    def _write(self, name: str, text: str) -> bool:
+        """Write config/<name>; False when it could not be (logged once, retried at ticks)."""
+        ok = self._persist.write(self.path(name), text)
+        if ok:
+            self._unwritten.discard(name)
+        else:
+            self._unwritten.add(name)
+        return ok
 
     def persist_config(self, updates: tuple[tuple[str, str], ...]) -> None:
         """Configuration.persist after UPDATE_BROKER_CONFIG: the updated names set in the
@@ -166,8 +174,9 @@ class BrokerControllerCore(BrokerState):
     def persist_offsets(self, force: bool = False) -> None:
         """Write consumerOffset.json (only when an offset changed, unless forced)."""
         seen = self.offsets.fingerprint()
-        if force or seen != self._persisted_offsets:
-            self._write("consumerOffset.json", self.offsets.encode(pretty=True))
+        if (force or seen != self._persisted_offsets) and self._write(
+            "consumerOffset.json", self.offsets.encode(pretty=True)
+        ):
             self._persisted_offsets = seen
 
     # --- snapshot and events ----------------------------------------------------------------
@@ -386,9 +395,8 @@ class BrokerControllerCore(BrokerState):
         if code == RC.GET_ALL_DELAY_OFFSET:
             if text.strip():
                 from actors.broker.schedule import delay_offset_path
-                from store.config_files import write_text_atomic
 
-                write_text_atomic(delay_offset_path(self.store_config), text)
+                self._persist.write(delay_offset_path(self.store_config), text)
             return events
         obj = loads_config(text) if code != RC.GET_ALL_CONSUMER_OFFSET else None
         if code == RC.GET_ALL_TOPIC_CONFIG and isinstance(obj, dict):
@@ -418,6 +426,10 @@ class BrokerControllerCore(BrokerState):
             self._next_offset_flush_ms = now_ms + interval
         if now_ms >= self._next_offset_flush_ms:
             self.persist_offsets()
+            if "topics.json" in self._unwritten:
+                self.persist_topics()
+            if "subscriptionGroup.json" in self._unwritten:
+                self.persist_groups()
             self._next_offset_flush_ms = now_ms + interval
         waits = [self._next_offset_flush_ms - now_ms]
         if self._next_register_ms is not None:

@@ -104,6 +104,7 @@ class ScheduleMessageService:
         self.writer: BackgroundWriter | None = None  # periodic persists run on its thread
         self.dirty = False
         self.delivered = 0
+        self._put_failing: set[int] = set()  # levels whose last delivery put failed (logged)
         self.load()
 
     # --- persistence (ConfigManager) ---------------------------------------------------------
@@ -225,14 +226,15 @@ class ScheduleMessageService:
                 continue
             result = store.put_message(inner, now_ms)
             if result.status is not PutMessageStatus.PUT_OK:
-                log.warning(
-                    "delay level %d offset %d: put to %s failed %s",
-                    level,
-                    offset,
-                    inner.topic,
-                    result.status.name,
-                )
+                if level not in self._put_failing:  # once, not every 100 ms (a full disk)
+                    self._put_failing.add(level)
+                    log.warning("delay level %d offset %d: put to %s failed %s (tried again "
+                                "every %d ms)", level, offset, inner.topic, result.status.name,
+                                DELAY_FOR_A_WHILE)  # fmt: skip
                 break
+            if level in self._put_failing:
+                self._put_failing.discard(level)
+                log.info("delay level %d delivers again from offset %d", level, offset)
             offset += 1
             budget -= 1
             self.delivered += 1

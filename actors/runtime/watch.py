@@ -15,7 +15,8 @@ Let it fail: an exception escaping a handler means the actor's state is unknown,
 logs it (with the traceback) and its process exits at once (EXIT_FAILED); its parent's
 supervisor (actors.runtime.supervisor) replaces it. Every actor process also asks the kernel
 for SIGTERM when its parent process dies (PR_SET_PDEATHSIG), so an actor whose parent was
-killed shuts down instead of running on unsupervised with its ports and files.
+killed shuts down instead of running on unsupervised with its ports and files, and takes back
+the default action of the CPU fault signals (SIGBUS, SIGSEGV: see default_fault_signals).
 
 Linger: one pass through Thespian's select loop costs tens of microseconds (it builds a new
 selector per pass) plus a message dispatch, so a data-plane actor that returned to Thespian
@@ -112,6 +113,26 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+# Faults a returning handler cannot fix: the faulting instruction just runs again
+FAULT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGBUS", "SIGSEGV", "SIGILL", "SIGFPE")
+    if hasattr(signal, name)
+)
+
+
+def default_fault_signals() -> None:
+    """Give the CPU fault signals back their default action (end the process, loudly).
+    Thespian's startChild installs a Python handler for every signal; Python's C-level handler
+    only notes a signal and returns, so a SIGBUS (a store into a mapped page a full file
+    system cannot back) re-ran the faulting store forever with the GIL held: the actor spun
+    at 100 % and answered nothing (issue #20). Dying lets its supervisor replace it."""
+    for sig in FAULT_SIGNALS:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, RuntimeError, ValueError):  # not the main thread / not settable
+            pass
+
+
 def exit_failed(role: str, what: str) -> None:
     """Log the exception being handled and end this actor process at once (let it fail)."""
     log.critical("role=%s failed %s: exiting to be replaced", role, what, exc_info=True)
@@ -142,6 +163,7 @@ class WatchingActor(Actor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         die_with_parent()
+        default_fault_signals()
         self._timer_due: dict[str, float] = {}
         self._next_due = float("inf")  # lower bound of the pending due times
         self._watched: set[int] = set()

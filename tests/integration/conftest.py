@@ -176,3 +176,25 @@ def up_process(tmp_path: Any) -> Iterator[Callable[..., UpProcess]]:
     yield start
     for up in made:
         up.stop()
+
+
+@pytest.fixture
+def tmpfs_mount(tmp_path: Any) -> Iterator[Callable[[int], Path]]:
+    """Factory: mount a tmpfs of `size` bytes (a small disk that fills) under tmp_path; each is
+    unmounted after the test (lazily when something still holds it). Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted: list[Path] = []
+
+    def mount(size: int) -> Path:
+        mnt = Path(tmp_path) / f"tmpfs{len(mounted)}"
+        mnt.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                       check=True, timeout=30)  # fmt: skip
+        mounted.append(mnt)
+        return mnt
+
+    yield mount
+    for mnt in mounted:
+        if subprocess.run(["umount", str(mnt)], timeout=30).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], timeout=30, check=True)

@@ -43,6 +43,8 @@ from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
 from protocol.headers import SendMessageRequestHeader, decode_send_header
 from protocol.record import pack_host
+from store.clean_service import disk_util
+from store.config import StoreConfig
 from store.message_store import DefaultMessageStore
 from store.put_message_result import PutMessageStatus
 from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
@@ -54,10 +56,11 @@ RW: Final = PERM_READ | PERM_WRITE
 
 CACHE_LIMIT: Final = 10_000  # entries in each per-core lookup cache before it is reset
 
-# store PutMessageStatus -> (response code, remark or None)
+# store PutMessageStatus -> (response code, remark or None); SERVICE_NOT_AVAILABLE's remark
+# names the disk usage of the moment (service_not_available_remark)
 _SNA = (
     "service not available now. It may be caused by one of the following reasons: the broker's"
-    " disk is full, messages are put to the slave, message store has been shut down, etc."
+    " disk is full [{}], messages are put to the slave, message store has been shut down, etc."
 )
 _PS = PutMessageStatus
 PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
@@ -65,7 +68,10 @@ PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
     _PS.FLUSH_DISK_TIMEOUT: (RS.FLUSH_DISK_TIMEOUT, None),
     _PS.FLUSH_SLAVE_TIMEOUT: (RS.FLUSH_SLAVE_TIMEOUT, None),
     _PS.SLAVE_NOT_AVAILABLE: (RS.SLAVE_NOT_AVAILABLE, None),
-    _PS.CREATE_MAPEDFILE_FAILED: (RS.SYSTEM_ERROR, "create mapped file failed"),
+    _PS.CREATE_MAPEDFILE_FAILED: (
+        RS.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
     _PS.MESSAGE_ILLEGAL: (RS.MESSAGE_ILLEGAL, "the message is illegal"),
     _PS.PROPERTIES_SIZE_EXCEEDED: (RS.MESSAGE_ILLEGAL, "the message properties exceed 32k"),
     _PS.SERVICE_NOT_AVAILABLE: (RS.SERVICE_NOT_AVAILABLE, _SNA),
@@ -75,6 +81,18 @@ PUT_STATUS_CODES: Final[dict[PutMessageStatus, tuple[int, str | None]]] = {
     ),
     _PS.UNKNOWN_ERROR: (RS.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
+
+
+def service_not_available_remark(store_config: object) -> str:
+    """SendMessageProcessor's SERVICE_NOT_AVAILABLE remark, with diskUtil's figures."""
+    util = (
+        disk_util(store_config)
+        if isinstance(store_config, StoreConfig)
+        else "CL: %5.2f CQ: %5.2f INDEX: %5.2f" % (-1.0, -1.0, -1.0)  # noqa: UP031
+    )
+    return _SNA.format(util)
+
+
 # Codes whose response carries msgId/queueId/queueOffset (§9.1).
 _WITH_IDS: Final = frozenset(
     {RS.SUCCESS, RS.FLUSH_DISK_TIMEOUT, RS.FLUSH_SLAVE_TIMEOUT, RS.SLAVE_NOT_AVAILABLE}
@@ -259,6 +277,8 @@ class AbstractSendMessageProcessor:
         """The response for any put status (batches, errors); a stored one is counted for
         `topic` in the stats."""
         code, remark = PUT_STATUS_CODES.get(result.status, (RS.SYSTEM_ERROR, result.status.name))
+        if result.status is _PS.SERVICE_NOT_AVAILABLE:
+            remark = service_not_available_remark(self.ctx.store_config)
         ext = self._base_ext()
         if code in _WITH_IDS:
             if topic is not None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from thespian.actors import ActorAddress, ThespianWatch, WakeupMessage, WatchMessage
@@ -229,3 +233,29 @@ def test_pin_cpus_without_a_matching_role_does_nothing(monkeypatch: Any) -> None
     assert pin_cpus("RemotingServer", "send:1") is None
     assert pin_cpus("send", "send:1") == {1}
     assert pinned == [{1}]
+
+
+
+_FAULT_CHILD = """
+import mmap, os, signal, sys
+signal.signal(signal.SIGBUS, lambda *_: None)  # what Thespian's startChild installs
+if sys.argv[2] == "fixed":
+    from actors.runtime.watch import default_fault_signals
+    default_fault_signals()
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+os.ftruncate(fd, 8192)
+mm = mmap.mmap(fd, 8192)
+os.ftruncate(fd, 0)  # the mapping now reaches past the file's end: a store there is SIGBUS
+mm[4096] = 1
+print("survived")
+"""
+
+
+def test_fault_signals_end_the_actor_instead_of_spinning(tmp_path: Path) -> None:
+    """With Python's handler a SIGBUS returns to the faulting store, which faults again forever
+    (issue #20: the send actor at 100 % of a core); with the default action the process dies."""
+    checkout = Path(__file__).resolve().parents[3]
+    proc = subprocess.run([sys.executable, "-c", _FAULT_CHILD, str(tmp_path / "f"), "fixed"],
+                          capture_output=True, timeout=60, cwd=checkout)  # fmt: skip
+    assert proc.returncode == -signal.SIGBUS, proc
+    assert b"survived" not in proc.stdout
