@@ -203,10 +203,11 @@ class AppendMessageMixin(MessageStoreFields):
         keys = None
         if self._index_inline and tran != 12 and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
             keys = record_keys(pb)
-        # a unit at a consume-queue file's start (or in a queue without a file, or after a gap)
-        # may need one
+        # a unit past its consume-queue file's allocated blocks (a file's start included, or
+        # in a queue without a file, or after a gap) may need a file or blocks
         if not fits or (cq is not None and (
-            cq._cur is None or not qoff % cq.units_per_file or qoff * 20 != cq._max_pos
+            cq._cur is None or qoff * 20 != cq._max_pos
+            or (qoff + 1) * 20 - cq._cur.file_from_offset > cq._cur.allocated
         ) and not cq.has_room(qoff, 1)) or (keys and not self.index.has_room(len(keys))
         ):  # fmt: skip
             # a file to create first: nothing is written when it cannot be

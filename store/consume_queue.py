@@ -39,6 +39,11 @@ CQ_UNIT_SIZE: Final = CQ_UNIT.size  # 20
 _UNIT_PHY = struct.Struct(">q")
 _UNIT_SIZE = struct.Struct(">i")
 PRE_BLANK_SIZE: Final = 0x7FFFFFFF
+# a file's blocks are allocated this much ahead of its units (MappedFile.allocate_to): the
+# file stays as small as what it holds, as Java's sparse one does (a whole file is 5.7 MiB a
+# queue by default), and a full disk is an OSError before a put writes, never a store into a
+# hole (SIGBUS: store.mapped_file.allocate)
+ALLOCATE_STEP: Final = 64 * 1024  # 3,276 units
 _units_cache: dict[int, struct.Struct] = {}
 
 
@@ -63,7 +68,8 @@ class ConsumeQueue:
         self.path = os.path.join(root, topic, str(queue_id))
         # not pre-touched: a 20-byte unit takes one first-touch fault per ~200 units, while
         # populating each new queue's 6 MB file cost ~3 ms (7 us/msg for 2000 msgs per topic)
-        self.mfq = MappedFileQueue(self.path, file_size, writable=writable, warm=False)
+        self.mfq = MappedFileQueue(self.path, file_size, writable=writable, warm=False,
+                                   allocate_step=min(ALLOCATE_STEP, file_size))
         self.writable = writable
         self.min_logic_offset = 0  # byte offset
         self.max_phy_offset = 0  # end (phy + size) of the last unit
@@ -128,6 +134,8 @@ class ConsumeQueue:
                 return True  # already dispatched (recovery re-put)
             cur = self._prepare(pos)
         p = pos - cur.file_from_offset
+        if p + CQ_UNIT_SIZE > cur.allocated:  # a put reserved it; a re-put / slave's dispatch
+            cur.allocate_to(p + CQ_UNIT_SIZE)
         CQ_UNIT.pack_into(cur.mm, p, phy, size, tags_code)
         cur.wrote_position = p + CQ_UNIT_SIZE
         self._max_pos = pos + CQ_UNIT_SIZE
@@ -146,6 +154,8 @@ class ConsumeQueue:
             and pos + n * CQ_UNIT_SIZE <= cur.file_from_offset + self.file_size
         ):
             p = pos - cur.file_from_offset
+            if p + n * CQ_UNIT_SIZE > cur.allocated:
+                cur.allocate_to(p + n * CQ_UNIT_SIZE)
             units_struct(n).pack_into(cur.mm, p, *units)
             cur.wrote_position = p + n * CQ_UNIT_SIZE
             self._max_pos = pos + n * CQ_UNIT_SIZE
@@ -164,8 +174,14 @@ class ConsumeQueue:
         if cur is None or pos != self._max_pos:
             return False
         end = pos + n * CQ_UNIT_SIZE
-        return end <= cur.file_from_offset + self.file_size or end <= (
-            self.mfq.files[-1].file_end_offset)  # the files after it made (reserve)
+        if end <= cur.file_from_offset + cur.allocated:
+            return True
+        # crossing into the next files: each made and allocated as far as the units go (reserve)
+        for mf in self.mfq.files:
+            if mf.file_end_offset > pos and mf.file_from_offset < end and (
+                    mf.allocated < min(end, mf.file_end_offset) - mf.file_from_offset):
+                return False
+        return end <= self.mfq.files[-1].file_end_offset
 
     def reserve(self, queue_offset: int, n: int) -> None:
         """Create the files units [queue_offset, queue_offset + n) go to, before the put writes
@@ -181,6 +197,9 @@ class ConsumeQueue:
         mfq = self.mfq
         while mfq.files[-1].file_end_offset < end:
             mfq.create_next()
+        for mf in mfq.files:
+            if mf.file_end_offset > pos and mf.file_from_offset < end:
+                mf.allocate_to(min(end, mf.file_end_offset) - mf.file_from_offset)
 
     def _prepare(self, pos: int) -> MappedFile:
         """Slow path: first file, roll, or a gap before pos."""
@@ -202,6 +221,7 @@ class ConsumeQueue:
         while self._max_pos < pos:  # pre-blank / gap fill
             mf = self._file_for_append()
             p = self._max_pos - mf.file_from_offset
+            mf.allocate_to(p + CQ_UNIT_SIZE)
             CQ_UNIT.pack_into(mf.mm, p, 0, PRE_BLANK_SIZE, 0)
             mf.wrote_position = p + CQ_UNIT_SIZE
             self._max_pos += CQ_UNIT_SIZE

@@ -94,6 +94,8 @@ class MappedFile:
     """One fixed-size mmap'd segment of a store file queue."""
 
     __slots__ = (
+        "allocate_step",
+        "allocated",
         "fd",
         "file_from_offset",
         "file_name",
@@ -109,9 +111,15 @@ class MappedFile:
     )
 
     def __init__(
-        self, path: str, file_size: int, *, writable: bool = True, create: bool = False
+        self, path: str, file_size: int, *, writable: bool = True, create: bool = False,
+        allocate_step: int = 0,
     ) -> None:
+        """allocate_step 0: the whole file is allocated when it is made (a commit-log file,
+        which fills anyway); > 0: it stays sparse, as Java's are, and its blocks are allocated
+        that many bytes at a time ahead of the writes (allocate_to; a consume-queue file of
+        5.7 MiB per queue holds 20 bytes a message)."""
         self.path = path
+        self.allocate_step = allocate_step
         self.file_name = os.path.basename(path)
         self.file_from_offset = int(self.file_name)
         self.file_size = file_size
@@ -125,12 +133,17 @@ class MappedFile:
                 st = os.fstat(fd)
                 size = st.st_size
                 self.inode = st.st_ino
+                # an existing sparse file: what is allocated is not known, allocate_to starts at 0
+                self.allocated = 0 if allocate_step else file_size
                 if size != file_size:
                     if size > file_size:
                         raise ValueError(f"{path}: size {size} larger than configured {file_size}")
                     if not create:
                         log.warning("extending short store file path=%s size=%d", path, size)
-                    allocate(fd, path, 0, file_size, unlink_on_error=size == 0)
+                    if allocate_step:
+                        os.ftruncate(fd, file_size)
+                        self.allocated = min(allocate_step, file_size)
+                    allocate(fd, path, 0, self.allocated, unlink_on_error=size == 0)
                     if size == 0:
                         # measured here: the first store through a new file's mapping costs
                         # ~1.3 ms (0.05 ms when the first page was written with pwrite); a new
@@ -143,6 +156,7 @@ class MappedFile:
             self.fd = fd  # kept open for fdatasync (group commit)
         else:
             self.fd = -1
+            self.allocated = 0
             fd = os.open(path, os.O_RDONLY)
             try:
                 st = os.fstat(fd)
@@ -156,6 +170,15 @@ class MappedFile:
             finally:
                 os.close(fd)
         self.mv = memoryview(self.mm)
+
+    def allocate_to(self, end: int) -> None:
+        """Allocate the file's blocks up to `end` (bytes from its start) before they are written,
+        allocate_step at a time; OSError (a full disk) with nothing written."""
+        if end <= self.allocated:
+            return
+        stop = min(self.file_size, max(end, self.allocated + self.allocate_step))
+        allocate(self.fd, self.path, self.allocated, stop - self.allocated, unlink_on_error=False)
+        self.allocated = stop
 
     def warm(self, flush_pages: int = 0) -> None:
         """Touch every page from the wrote position on: appends take no faults (warmMappedFile).
@@ -299,8 +322,10 @@ class MappedFileQueue:
         writable: bool = True,
         warm: bool = True,
         warm_flush_pages: int = 0,
+        allocate_step: int = 0,
     ) -> None:
         self.store_path = store_path
+        self.allocate_step = allocate_step  # > 0: files stay sparse (MappedFile.allocate_to)
         self.file_size = file_size
         self.writable = writable
         self.warm_files = warm
@@ -327,7 +352,8 @@ class MappedFileQueue:
                 # the newest file, still being created by the writer: refresh() maps it later
                 log.info("store file not complete yet path=%s", path)
                 break
-            mf = MappedFile(path, self.file_size, writable=self.writable)
+            mf = MappedFile(path, self.file_size, writable=self.writable,
+                            allocate_step=self.allocate_step)
             mf.wrote_position = self.file_size
             mf.flushed_position = self.file_size
             self.files.append(mf)
@@ -413,7 +439,8 @@ class MappedFileQueue:
                 if nxt is not None:
                     nxt.close()
                 os.makedirs(self.store_path, exist_ok=True)
-                mf = MappedFile(path, self.file_size, writable=True, create=True)
+                mf = MappedFile(path, self.file_size, writable=True, create=True,
+                                allocate_step=self.allocate_step)
                 self.warm(mf)
             self.files.append(mf)
         log.info("created mapped file path=%s size=%d", path, self.file_size)
@@ -467,7 +494,8 @@ class MappedFileQueue:
         if not os.path.exists(path):
             # mapped now, warmed in steps by warm_next_step(): warming a whole segment at once
             # (up to 1 GiB of page faults) would stall the writer for hundreds of ms
-            self._next = MappedFile(path, self.file_size, writable=True, create=True)
+            self._next = MappedFile(path, self.file_size, writable=True, create=True,
+                                    allocate_step=self.allocate_step)
             self._next_warmed = 0 if self.warm_files else self.file_size
 
     def warm_next_step(self, max_bytes: int) -> bool:

@@ -4,6 +4,8 @@ full: readers and recovery must not count the missing units as written."""
 
 from __future__ import annotations
 
+import os
+
 from store.message_ext_broker_inner import MessageExtBatch
 from store.message_store import DefaultMessageStore
 from store.message_store_reader import MessageStoreReader
@@ -50,5 +52,26 @@ def test_file_made_ahead_is_not_counted(tmp_path) -> None:  # type: ignore[no-un
         assert r.ok and r.logics_offset == UNITS - 4 and r.msg_num == 10
         assert [b for _, b in pull_all(s, "T", 0, 10)] == bodies + [it.body for it in items]
         assert s.check() == []
+    finally:
+        s.shutdown(5_000)
+
+
+def test_consume_queue_files_stay_sparse(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A consume-queue file (5.7 MiB by default) takes the blocks its units need, allocated a
+    step ahead, not the whole file: Java's are sparse, and a broker has a file per queue."""
+    from store.consume_queue import ALLOCATE_STEP, CQ_UNIT_SIZE
+
+    size = 300_000 * CQ_UNIT_SIZE
+    cfg = small_config(str(tmp_path / "s"), mappedFileSizeConsumeQueue=size)
+    s = open_store(cfg)
+    try:
+        n = ALLOCATE_STEP // CQ_UNIT_SIZE + 10  # one step and a little
+        for i in range(n):
+            assert s.put_message(msg(body=b"x%d" % i), 2_000).ok
+        mf = s.consume_queues[("T", 0)].mfq.files[0]
+        assert mf.allocated == 2 * ALLOCATE_STEP
+        st = os.stat(mf.path)
+        assert st.st_size == size and st.st_blocks * 512 <= 2 * ALLOCATE_STEP
+        assert [b for _, b in pull_all(s, "T", 0, n)] == [b"x%d" % i for i in range(n)]
     finally:
         s.shutdown(5_000)
