@@ -137,10 +137,24 @@ class ArrivalCore(Protocol):
         ...
 
 
+class HoldObserver(Protocol):
+    """Told of every request a HoldingCore parks and lets go: the ledger from which the
+    RemotingServer answers them if the core's process dies (actors.runtime.request_ledger)."""
+
+    def held(self, req: Request, offset: int) -> object:
+        """`req` is parked, pulling from queue offset `offset`; a token for released()."""
+        ...
+
+    def released(self, token: object) -> None:
+        """The request held() returned `token` for is answered (or its connection gone)."""
+        ...
+
+
 class HeldPullTable(Protocol):
     """The hold table of a PullRequestHoldService, keyed "topic@queueId"."""
 
     table: dict[str, Any]
+    observer: HoldObserver | None
 
 
 @runtime_checkable
@@ -193,6 +207,9 @@ class ProcessorGroup:
     # only; see actors.runtime.direct_reply): a pull answer then crosses no channel and the
     # RemotingServer never reads or copies it
     direct_replies: bool = False
+    # the group holds requests (long polling): the RemotingServer keeps what it needs to answer
+    # every request the group took if its process dies (actors.runtime.request_ledger)
+    holds_requests: bool = False
 
 
 Handler = Callable[[Request, int], RemotingCommand | None]  # None: answered later (or oneway)

@@ -28,6 +28,7 @@ from actors.core import (
     GroupCommitCore,
     HeldPullTable,
     HoldingCore,
+    Request,
     StoreShutdownCore,
 )
 from actors.runtime.channel import (
@@ -53,6 +54,7 @@ from actors.runtime.messages import (
     StoreShutdownDone,
 )
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
+from actors.runtime.request_ledger import LedgerWriter
 from actors.runtime.tcp import FD_RESERVE, raise_fd_limit
 from actors.runtime.token_gate import TokenGate
 from actors.runtime.watch import WatchingActor, now_ms
@@ -62,6 +64,32 @@ log = logging.getLogger(__name__)
 MAX_TICK_MS = 1000.0
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
+
+
+class LedgerHolds:
+    """HoldObserver: each held request goes into the request ledger of the channel it came
+    on (actors.runtime.request_ledger), whose RemotingServer answers it if this process dies."""
+
+    __slots__ = ("conn_channel", "writers")
+
+    def __init__(self, conn_channel: dict[int, Channel], writers: dict[Channel, LedgerWriter]
+                 ) -> None:  # fmt: skip
+        self.conn_channel = conn_channel
+        self.writers = writers
+
+    def held(self, req: Request, offset: int) -> object:
+        ch = self.conn_channel.get(req.conn_id)
+        writer = self.writers.get(ch) if ch is not None else None
+        if writer is None:
+            return None
+        cmd = req.cmd
+        slot = writer.hold(req.conn_id, cmd.opaque, cmd.serialize_type, offset)
+        return (writer, slot) if slot >= 0 else None
+
+    def released(self, token: object) -> None:
+        if isinstance(token, tuple):
+            writer, slot = token
+            writer.release_later(slot)
 
 
 # -- processor actor -----------------------------------------------------------------------
@@ -88,6 +116,7 @@ class ProcessorActor(WatchingActor):
         self.gate: TokenGate | None = None  # TCP channels waiting for their token
         self.listen_fd = -1
         self.channels: dict[int, Channel] = {}
+        self.ledgers: dict[Channel, LedgerWriter] = {}  # a holding group's, per RS channel
         self.notice_ch: Channel | None = None  # send actor: to the pull actor
         self._core_fds: set[int] = set()  # descriptors the core asked to watch (watch_fds)
         self.gate_notices = ArrivalNoticeGate()  # send actor: notices to the pull actor
@@ -175,6 +204,10 @@ class ProcessorActor(WatchingActor):
         if self.arrival_core is not None:
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
+        if group.holds_requests:
+            self.host.on_ledger = self._on_ledger
+            if self.hold is not None:
+                self.hold.observer = LedgerHolds(self.outbox.conn_channel, self.ledgers)
         self._attach_stats(group.name, msg.store_config)
         self.token = msg.channel_token
         if self.token:
@@ -214,6 +247,13 @@ class ProcessorActor(WatchingActor):
         if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
             for conn_id, cmd in woken:
                 self.outbox.send(conn_id, cmd)
+
+    def _on_ledger(self, ch: Channel, fd: int) -> None:
+        """The RemotingServer's request ledger for channel `ch` (a LEDGER record)."""
+        old = self.ledgers.pop(ch, None)
+        if old is not None:
+            old.close()
+        self.ledgers[ch] = LedgerWriter(fd)
 
     def _on_apply(self, blob: Any, t: int) -> None:
         """Replicated events from another processor, in channel order with requests (one that
@@ -327,7 +367,11 @@ class ProcessorActor(WatchingActor):
             for start in range(0, len(records), step):
                 mark = len(ch.out)
                 chunk = records[start : start + step]
-                host.handle(ch, chunk, len(records) - start - len(chunk))
+                taken = host.handle(ch, chunk, len(records) - start - len(chunk))
+                if taken:
+                    ledger = self.ledgers.get(ch)  # after the record that brought it
+                    if ledger is not None:
+                        ledger.read += taken
                 events = None
                 if ch is not host.notice_channel:
                     events = self.ctx.drain_events()
@@ -342,8 +386,8 @@ class ProcessorActor(WatchingActor):
         self._after_batch()
 
     def _add_channel(self, ch: Channel) -> None:
-        if self.outbox.direct is not None:
-            ch.take_fds()  # the RemotingServer passes client sockets on its Unix channels
+        if self.outbox.direct is not None or (self.host is not None and self.host.on_ledger):
+            ch.take_fds()  # the RemotingServer passes client sockets, ledgers on Unix channels
         self.channels[ch.fd] = ch
         if self.outbox.default is None:
             self.outbox.default = ch
@@ -365,6 +409,9 @@ class ProcessorActor(WatchingActor):
         self.unwatch(ch.fd)
         ch.close()
         self.channels.pop(ch.fd, None)
+        ledger = self.ledgers.pop(ch, None)
+        if ledger is not None:
+            ledger.close()
         if self.outbox.default is ch:
             self.outbox.default = next(iter(self.channels.values()), None)
         if self.host is not None and self.host.notice_channel is ch:
@@ -422,12 +469,14 @@ class ProcessorActor(WatchingActor):
     def _flush(self) -> None:
         outbox = self.outbox
         outbox.release(direct_ok=True)  # from notices, timers, control: no reply waits on events
-        if not outbox.dirty:
-            return
-        still = {ch for ch in outbox.dirty if not ch.flush()}
-        outbox.dirty = still
-        if still:
-            self.schedule("flush", FLUSH_RETRY_MS)
+        if outbox.dirty:
+            still = {ch for ch in outbox.dirty if not ch.flush()}
+            outbox.dirty = still
+            if still:
+                self.schedule("flush", FLUSH_RETRY_MS)
+                return
+        for ledger in self.ledgers.values():  # every answer so far has left this process
+            ledger.publish()
 
     def _tick(self) -> None:
         delay = MAX_TICK_MS

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.core import Request
+from actors.core import HoldObserver, Request
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class HeldPull:
     timeout_ms: int  # hold time
     filter: Any  # has is_matched_by_consume_queue(tags_code) -> bool
     checked_to: int = -1  # arrivals below this were read and did not match (SQL92)
+    token: object = None  # what the hold observer gave for it
 
     @property
     def conn_id(self) -> int:
@@ -55,12 +56,16 @@ class PullRequestHoldService:
         # (held pull, queue max offset) -> whether what arrived matches it on the commit log
         # (isMatchedByCommitLog with the arrival's properties); None: the tags decide alone
         self.arrival_match: Callable[[HeldPull, int], bool] | None = None
+        # told of every hold and release (the actor's request ledger); None: nobody
+        self.observer: HoldObserver | None = None
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.table.values())
 
     def suspend(self, held: HeldPull) -> None:
         """suspendPullRequest."""
+        if self.observer is not None:
+            held.token = self.observer.held(held.req, held.pull_from_offset)
         self.table.setdefault(build_key(held.topic, held.queue_id), []).append(held)
 
     def notify_message_arriving(
@@ -102,7 +107,14 @@ class PullRequestHoldService:
             self.table[key] = keep
         else:
             del self.table[key]
+        self._released(woken)
         return woken
+
+    def _released(self, gone: list[HeldPull]) -> None:
+        observer = self.observer
+        if observer is not None:
+            for h in gone:
+                observer.released(h.token)
 
     def check_hold_request(
         self, now_ms: int, max_offset_fn: Callable[[str, int], int]
@@ -141,6 +153,8 @@ class PullRequestHoldService:
         for key in list(self.table):
             keep = [h for h in self.table[key] if h.conn_id != conn_id]
             n += len(self.table[key]) - len(keep)
+            if len(keep) != len(self.table[key]):
+                self._released([h for h in self.table[key] if h.conn_id == conn_id])
             if keep:
                 self.table[key] = keep
             else:

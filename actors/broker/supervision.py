@@ -240,6 +240,7 @@ class BrokerChildSupervisor(WatchingActor):
             frozenset(g.name for g in self.groups if g.spin_us > 0),
             frozenset(g.name for g in self.groups if g.direct_replies),
             bool(getattr(bc, "directReplyToLocalClients", False)),
+            frozenset(g.name for g in self.groups if g.holds_requests),
         )  # fmt: skip
 
     def _replace_remoting(self) -> None:

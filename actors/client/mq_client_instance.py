@@ -29,6 +29,7 @@ from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, PermName
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
+REFUSAL_HEARTBEAT_MIN_S = 1.0  # a broker refusing pulls is sent a heartbeat at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,5 +251,24 @@ class MQClientInstance:
         return sorted(addrs)
 
 
+class RefusalHeartbeats:
+    """Which pulls refused "the consumer's group info not exist" send their broker a heartbeat
+    at once (it lost this client's registration: it restarted, or its connection to us closed):
+    one per broker every REFUSAL_HEARTBEAT_MIN_S at most, so a burst of refusals (one per
+    queue) sends one. Ours: a Java 4.9.x consumer waits for its 30 s heartbeat timer."""
+
+    def __init__(self, min_interval_s: float = REFUSAL_HEARTBEAT_MIN_S) -> None:
+        self.min_interval_s = min_interval_s
+        self.last: dict[str, float] = {}  # broker address -> when one was last asked for
+
+    def due(self, addr: str, now: float) -> bool:
+        """Whether a refusal from `addr` at `now` (monotonic seconds) asks for a heartbeat."""
+        last = self.last.get(addr)
+        if last is not None and now - last < self.min_interval_s:
+            return False
+        self.last[addr] = now
+        return True
+
+
 __all__ = ["AUTO_CREATE_TOPIC_KEY_TOPIC", "ConsumerEntry", "FindBrokerResult", "MQClientInstance",
-           "TopicRouteTable", "default_route_for"]
+           "RefusalHeartbeats", "TopicRouteTable", "default_route_for"]

@@ -51,7 +51,7 @@ from actors.client.messages import (
 )
 from actors.client.mq_client_instance import MQClientInstance, default_route_for
 from actors.client.service_thread_actor import ServiceThreadActor
-from protocol.bodies import ConsumerData, TopicRouteData
+from protocol.bodies import ConsumerData, HeartbeatData, TopicRouteData
 from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
@@ -221,6 +221,10 @@ class MQClientInstanceActor(ServiceThreadActor):
             elif name == "unregister_consumer":
                 core.unregister_consumer(op["group"])
                 self._unregister(None, op["group"], self._ack_cb(op.get("id")))
+            elif name == "heartbeat":  # a pull refused: that broker lost our registration
+                addr = op["addr"]
+                if addr in core.heartbeat_targets():
+                    self._heartbeat(addr)
             elif name == "route":
                 topic = op["topic"]
                 if op.get("producer"):
@@ -312,8 +316,15 @@ class MQClientInstanceActor(ServiceThreadActor):
             return
         hb = core.heartbeat_data()
         for addr in core.heartbeat_targets():
-            api.send_heartbeat(addr, hb, self.config.mq_client_api_timeout_ms,
-                               callback=functools.partial(self._on_heartbeat, addr))
+            self._heartbeat(addr, hb)
+
+    def _heartbeat(self, addr: str, hb: HeartbeatData | None = None) -> None:
+        core, api = self.core, self.api
+        if core is None or api is None:
+            return
+        api.send_heartbeat(addr, hb if hb is not None else core.heartbeat_data(),
+                           self.config.mq_client_api_timeout_ms,
+                           callback=functools.partial(self._on_heartbeat, addr))  # fmt: skip
 
     def _on_heartbeat(self, addr: str, version: Any, err: Any) -> None:
         if err is not None:

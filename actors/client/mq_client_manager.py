@@ -29,7 +29,11 @@ from actors.client.client_runtime import ClientRuntime
 from actors.client.errors import ClientClosedError, ClientErrorCode, MQClientError
 from actors.client.messages import ClientInstanceStarted, ClientInstanceStartFailed
 from actors.client.mq_client_api import MQClientAPI
-from actors.client.mq_client_instance import FindBrokerResult, TopicRouteTable
+from actors.client.mq_client_instance import (
+    FindBrokerResult,
+    RefusalHeartbeats,
+    TopicRouteTable,
+)
 from actors.client.topic_publish_info import TopicPublishInfo
 from protocol.bodies import ConsumerData, TopicRouteData
 from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, RequestCode
@@ -92,6 +96,7 @@ class InstanceHandle:
         self.actor: Any = None
         self._api: MQClientAPI | None = None
         self._inner: Any = None
+        self._refusals = RefusalHeartbeats()
 
     def start(self) -> None:
         """Create the instance actor and wait for its channel."""
@@ -312,6 +317,17 @@ class InstanceHandle:
         """The consumer's subscriptions changed: heartbeat at once."""
         self.control({"op": "update_consumer", "group": data.group_name,
                       "data": data.to_json()})
+
+    def heartbeat_broker(self, addr: str) -> None:
+        """A pull to `addr` was refused for want of this client's registration: heartbeat
+        that broker at once (rate-limited per broker: RefusalHeartbeats)."""
+        with self._cond:
+            due = self._refusals.due(addr, time.monotonic())
+        if due:
+            try:
+                self.control({"op": "heartbeat", "addr": addr})
+            except ClientClosedError:
+                pass
 
     def unregister_consumer(self, group: str) -> None:
         """UNREGISTER_CLIENT to every broker (waits, bounded)."""

@@ -30,6 +30,9 @@ processor channel) and tells a live one where a replaced processor listens (Conn
 While a group has no live channel its requests are answered SYSTEM_BUSY (RocketMQ's answer
 when an executor rejects a request), oneway ones dropped; a connection is told to no
 processor it never sent to: a connection that sent nothing costs no channel record.
+A group that holds requests (StartRemoting.ledger_groups: pull) is the exception: what its
+dead processor had taken is answered from the channel's request ledger, and its requests
+wait for the replacement meanwhile (actors.runtime.request_ledger).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from actors.runtime.messages import (
     StopRemoting,
     SyncEvents,
 )
+from actors.runtime.request_ledger import ORPHAN_WAIT_S, ChannelLedgers, GroupGap
 from actors.runtime.tcp import REFUSAL_LOG_S, Conn, FrameServer
 from actors.runtime.watch import WatchingActor
 from protocol.codes import RPC_ONEWAY, ResponseCode
@@ -124,6 +128,7 @@ class RemotingServer(WatchingActor):
         self.conn_locks: ConnLocks | None = None  # their lock table, while there are any
         self.locks_sent: set[Channel] = set()  # the channels that have the lock table
         self._spin_armed = False  # this pass routed to (or answered from) a spin group
+        self.ledgers = ChannelLedgers()  # of the holding groups (StartRemoting.ledger_groups)
 
     # -- control ------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -144,6 +149,8 @@ class RemotingServer(WatchingActor):
         elif isinstance(msg, ConnectProcessor):
             self._connect_group(msg.group, msg.channel_addr, msg.channel_token)
             log.info("processor group=%s reconnected at %s", msg.group, msg.channel_addr)
+            if self.server is not None:
+                self._flush(time.monotonic())  # what its predecessor owed, and what waited
         elif isinstance(msg, SyncEvents):
             self._send_events()
             self.send(sender, EventsSynced())
@@ -153,6 +160,7 @@ class RemotingServer(WatchingActor):
         self.spin_groups = msg.spin_groups
         self.direct_groups = msg.direct_groups
         self.direct_local = msg.direct_local
+        self.ledgers = ChannelLedgers(msg.ledger_groups)
         if self.direct_groups:
             self.conn_locks = ConnLocks.create()
         for group, addr in msg.routes.items():
@@ -169,14 +177,21 @@ class RemotingServer(WatchingActor):
         return port
 
     def _connect_group(self, group: str, addr: Any, token: bytes) -> None:
-        """(Re)connect the channel of a processor group; an old one is closed."""
+        """(Re)connect the channel of a processor group; an old one is read to its end (what
+        its dead processor flushed) and closed."""
         old = self.group_channel.pop(group, None)
         if old is not None:
+            if not old.closed and self.server is not None:
+                self._read_channel(old)
             self._drop_channel(old)
         ch = connect_channel(addr, name=group, token=token)
         self.group_channel[group] = ch
         self.by_fd[ch.fd] = ch
         self.watch(ch.fd)
+        self.ledgers.attach(group, ch)
+        gap = self.ledgers.gaps.pop(group, None)
+        if gap is not None:
+            self._close_gap(group, gap, ch)
 
     def _drop_channel(self, ch: Channel) -> None:
         self.by_fd.pop(ch.fd, None)
@@ -185,6 +200,42 @@ class RemotingServer(WatchingActor):
         if ch.sock.fileno() >= 0:  # still open: its number is not someone else's yet
             self.unwatch(ch.fd)
         ch.close()
+        if self.ledgers.gone(ch, time.monotonic()):
+            self.schedule("gap", ORPHAN_WAIT_S * 1000.0 + 1.0)
+
+    # -- a holding group between its processor's death and its replacement --------------------
+    def _close_gap(self, group: str, gap: GroupGap, ch: Channel | None) -> None:
+        """The replacement's channel `ch` (None: none came in time): the requests kept for it
+        go there (else SYSTEM_BUSY), then the dead processor's requests are answered."""
+        for conn_id, recv_ns, peer_ip, peer_port, frame in gap.parked:
+            if ch is not None:
+                self._to_channel(ch, conn_id, recv_ns, peer_ip, peer_port, frame)
+            else:
+                busy = _busy_answer(frame)
+                if busy is not None:
+                    self._send_to(conn_id, busy)
+        for conn_id, answer in gap.answers:
+            self._send_to(conn_id, answer)
+        log.info("processor group=%s %s: %d kept request(s) passed on, %d answered", group,
+                 "replaced" if ch is not None else "not replaced in time",
+                 len(gap.parked) if ch is not None else 0, len(gap.answers))  # fmt: skip
+
+    def _send_to(self, conn_id: int, data: bytes) -> None:
+        """Queue an encoded frame for a connection by its channel id (gone: dropped)."""
+        if conn_id < FAST_CONN_BASE:
+            if self.server is not None:
+                self.server.send(conn_id, data)
+        elif self.fast is not None:
+            self.fast.send(conn_id - FAST_CONN_BASE, data)
+
+    def _to_channel(self, ch: Channel, conn_id: int, recv_ns: int, peer_ip: int, peer_port: int,
+                    frame: Any) -> None:  # fmt: skip
+        """Queue a REQUEST record for a processor channel (noted in its ledger, if any)."""
+        add_request(ch.out, conn_id, recv_ns, peer_ip, peer_port, frame)
+        self.dirty.add(ch)
+        ledger = self.ledgers.by_channel.get(ch)
+        if ledger is not None:
+            ledger.routed_one(conn_id, frame)
 
     def _start_fast(self, msg: StartRemoting, port: int) -> None:
         """Listen on the VIP port. A port already taken stops the start, as it stops a Java
@@ -224,6 +275,7 @@ class RemotingServer(WatchingActor):
                 server.on_closed = lambda conn: None
                 server.close_all()
         self.server = self.fast = None
+        self.ledgers.close()  # stopping: nobody is owed an answer any more
         for ch in list(self.group_channel.values()):
             self._drop_channel(ch)
         self.group_channel.clear()
@@ -272,13 +324,14 @@ class RemotingServer(WatchingActor):
         spin_groups = self.spin_groups
         direct_groups = self.direct_groups if owner is self.server else ()
         calls = self.calls.get(conn_id)
+        ledgers = self.ledgers.by_channel
         for frame in frames:
             if calls:
                 ch = _answer_channel(calls, frame)
                 if ch is not None:
                     if not ch.closed:
-                        add_request(ch.out, conn_id, recv_ns, conn.peer_ip, conn.peer_port, frame)
-                        dirty.add(ch)
+                        self._to_channel(ch, conn_id, recv_ns, conn.peer_ip, conn.peer_port,
+                                         frame)  # fmt: skip
                     continue
             try:
                 code = request_code(frame)
@@ -290,13 +343,19 @@ class RemotingServer(WatchingActor):
             group = routes.group_for(code)
             ch = group_channel.get(group)
             if ch is None or ch.closed:
-                self._no_processor(owner, conn, group, code, frame)
+                if not self.ledgers.park(group, conn_id, recv_ns, conn.peer_ip, conn.peer_port,
+                                         frame):  # fmt: skip
+                    self._no_processor(owner, conn, group, code, frame)
                 continue
             if (group in direct_groups and (conn.passed is None or ch not in conn.passed)
                     and (self.direct_local or not _on_this_host(conn))):  # fmt: skip
                 self._share(conn, ch)
             add_request(ch.out, conn_id, recv_ns, conn.peer_ip, conn.peer_port, frame)
             dirty.add(ch)
+            if ledgers:
+                ledger = ledgers.get(ch)
+                if ledger is not None:
+                    ledger.routed_one(conn_id, frame)
             if group in spin_groups:
                 self._spin_armed = True
             routed = conn.routed
@@ -342,10 +401,8 @@ class RemotingServer(WatchingActor):
         except ProtocolError:
             conn.closed = True  # undecodable: closed after this pass, as a processor would
             return
-        if cmd.flag & RPC_ONEWAY:
-            return
-        reply = cmd.make_response(int(ResponseCode.SYSTEM_BUSY), NO_PROCESSOR_REMARK).encode()
-        owner.send(conn.id, reply)
+        if not cmd.flag & RPC_ONEWAY:
+            owner.send(conn.id, _busy(cmd))
 
     def _on_closed(self, conn: Conn) -> None:
         self._conn_closed(conn, conn.id)
@@ -372,8 +429,9 @@ class RemotingServer(WatchingActor):
         assert server is not None
         records = ch.read_records()
         if records is None:
-            log.warning("processor channel %s closed: its requests are answered SYSTEM_BUSY "
-                        "until the processor is replaced", ch.name)  # fmt: skip
+            log.warning("processor channel %s closed: its requests %s until the processor is "
+                        "replaced", ch.name, "wait" if ch in self.ledgers.by_channel
+                        else "are answered SYSTEM_BUSY")  # fmt: skip
             self._drop_channel(ch)
             return
         fast = self.fast
@@ -451,6 +509,9 @@ class RemotingServer(WatchingActor):
             self._send_events()
         if self.server is None:
             return
+        if key == "gap":
+            for group, gap in self.ledgers.late(now):
+                self._close_gap(group, gap, None)
         if key == "idle":
             closed = self.server.sweep_idle(now)
             if self.fast is not None:
@@ -469,6 +530,20 @@ class RemotingServer(WatchingActor):
                 del conn_calls[opaque]
             if not conn_calls:
                 del self.calls[conn_id]
+
+
+def _busy(cmd: RemotingCommand) -> bytes:
+    """SYSTEM_BUSY for a request whose group has no processor."""
+    return cmd.make_response(int(ResponseCode.SYSTEM_BUSY), NO_PROCESSOR_REMARK).encode()
+
+
+def _busy_answer(frame: Any) -> bytes | None:
+    """_busy for a kept frame (None: oneway, or undecodable: nothing to answer)."""
+    try:
+        cmd = RemotingCommand.decode(frame)
+    except ProtocolError:
+        return None
+    return None if cmd.flag & RPC_ONEWAY else _busy(cmd)
 
 
 def _on_this_host(conn: Conn) -> bool:

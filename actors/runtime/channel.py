@@ -9,7 +9,7 @@ Record layout (big-endian), one after another on a stream socket:
     offset size field
     0      4    rest_len   bytes after this field (type byte + payload)
     4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, NOTICES 5, HOLDS 6,
-                           EVENTS 7, APPLY 8, CALL 9, CONN_FD 10, LOCKS 11
+                           EVENTS 7, APPLY 8, CALL 9, CONN_FD 10, LOCKS 11, LEDGER 12
     5      ...  payload:
        REQUEST     q conn_id | q recv_ns | I peer IPv4 | H peer port | frame (no length prefix)
        REPLY       q conn_id | encoded frame (with its 4-byte length: written to TCP as is)
@@ -29,9 +29,12 @@ Record layout (big-endian), one after another on a stream socket:
                    channels only: the connection's socket rides the same sendmsg as
                    SCM_RIGHTS; see actors.runtime.direct_reply)
        LOCKS       no payload                (the same, once per channel: the lock table)
+       LEDGER      no payload                (RemotingServer -> a processor group that holds
+                   requests, first on its Unix channel: the ledger page rides the sendmsg;
+                   see actors.runtime.request_ledger)
 
 Descriptors arrive in the order of their records: the reader queues what each recvmsg brings
-(Channel.fds) and each CONN_FD / LOCKS record takes the next one.
+(Channel.fds) and each CONN_FD / LOCKS / LEDGER record takes the next one.
 
 Causal replication: a processor writes the events of a batch ahead of that batch's replies;
 the RemotingServer copies them into the audience processors' channels before it writes those
@@ -71,6 +74,7 @@ APPLY: Final = 8
 CALL: Final = 9
 CONN_FD: Final = 10
 LOCKS: Final = 11
+LEDGER: Final = 12
 
 REC_LEN = struct.Struct(">I")
 REQUEST_HDR = struct.Struct(
@@ -224,6 +228,11 @@ def add_locks(out: bytearray) -> None:
     out += TYPE_HDR.pack(1, LOCKS)
 
 
+def add_ledger(out: bytearray) -> None:
+    """Append a LEDGER record (its descriptor rides the sendmsg)."""
+    out += TYPE_HDR.pack(1, LEDGER)
+
+
 def add_notices(out: bytearray, notices: list[Any]) -> None:
     """Append a NOTICES record (a msgpack list)."""
     payload = msgpack.packb(notices, use_bin_type=True)
@@ -289,6 +298,7 @@ class RecordDecoder:
         REQUEST -> (1, conn_id, recv_ns, (ip, port), frame); REPLY -> (2, conn_id, frame);
         CALL -> (9, conn_id, opaque, frame);
         CONN_CLOSED / CLOSE_CONN / CONN_FD -> (rtype, conn_id); LOCKS -> (11,);
+        LEDGER -> (12,);
         NOTICES -> (5, list); HOLDS -> (6, bool);
         EVENTS -> (7, origin, {group: bytes}, bytes); APPLY -> (8, memoryview).
         """
@@ -343,10 +353,10 @@ class RecordDecoder:
                 if rest_len != 2:
                     raise ChannelError("bad HOLDS record")
                 append((HOLDS, buf[pos + 5] != 0))
-            elif rtype == LOCKS:
+            elif rtype in (LOCKS, LEDGER):
                 if rest_len != 1:
-                    raise ChannelError("bad LOCKS record")
-                append((LOCKS,))
+                    raise ChannelError(f"bad record of type {rtype}")
+                append((rtype,))
             else:
                 raise ChannelError(f"unknown record type {rtype}")
             pos = end
@@ -417,7 +427,7 @@ class Channel(OutBuffered):
             self.fds = deque()
 
     def next_fd(self) -> int | None:
-        """The descriptor of the CONN_FD or LOCKS record just read (None: it was lost)."""
+        """The descriptor of the CONN_FD, LOCKS or LEDGER record just read (None: lost)."""
         return self.fds.popleft() if self.fds else None
 
     def send_with_fds(self, data: bytes, fds: list[int]) -> bool:

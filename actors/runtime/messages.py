@@ -152,6 +152,9 @@ class StartRemoting:
     # False: only connections from other hosts are shared (a local client is woken by the
     # RemotingServer's write; see BrokerConfig.directReplyToLocalClients)
     direct_local: bool = False
+    # groups that hold requests (ProcessorGroup.holds_requests): the RemotingServer keeps a
+    # ledger of each one's channel and answers what a dead one took (actors.runtime.request_ledger)
+    ledger_groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

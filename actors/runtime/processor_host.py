@@ -20,6 +20,7 @@ from actors.runtime.channel import (
     CLOSE_CONN,
     CONN_CLOSED,
     CONN_FD,
+    LEDGER,
     LOCKS,
     NOTICES,
     REQUEST,
@@ -142,6 +143,7 @@ class ProcessorHost:
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
+        self.on_ledger: Any = None  # callable(channel, fd): a LEDGER record's page (else closed)
         # a FastPathCore's fast_path(frame, conn_id, peer, now_ms) -> encoded reply | None
         # (not taken) | b"" (taken, nothing to answer now)
         self.fast = core.fast_path if isinstance(core, FastPathCore) and not slow_s else None
@@ -157,8 +159,9 @@ class ProcessorHost:
         self.stats_queue_off: int | None = None
         self.stats_lock_off: int | None = None
 
-    def handle(self, ch: Channel, records: list[tuple[Any, ...]], queued_after: int = 0) -> None:
-        """Run one batch of records from channel `ch` (queued_after more wait behind it).
+    def handle(self, ch: Channel, records: list[tuple[Any, ...]], queued_after: int = 0) -> int:
+        """Run one batch of records from channel `ch` (queued_after more wait behind it); the
+        number of REQUEST records among them.
 
         The clocks are read once per call (a sub-batch of a few requests): the queue-time
         check is then at most one sub-batch's run time late, where RocketMQ's
@@ -179,9 +182,11 @@ class ProcessorHost:
         stats = self.stats
         if stats is not None:
             self._publish_queue(stats, records, n, mono_ns, now_ms)
+        requests = 0
         for i, rec in enumerate(records):
             rtype = rec[0]
             if rtype == REQUEST:
+                requests += 1
                 _, conn_id, recv_ns, peer, frame = rec
                 if conn_channel.get(conn_id) is not ch:
                     conn_channel[conn_id] = ch
@@ -261,6 +266,13 @@ class ProcessorHost:
                         log.exception("group=%s on_arrival failed", self.group)
             elif rtype in (CONN_FD, LOCKS):
                 outbox.adopt(rtype, rec[1] if rtype == CONN_FD else 0, ch.next_fd())
+            elif rtype == LEDGER:
+                fd = ch.next_fd()
+                if fd is not None:
+                    if self.on_ledger is not None:
+                        self.on_ledger(ch, fd)
+                    else:
+                        os.close(fd)
             elif rtype == APPLY:  # a replica that cannot apply them is wrong: the exception
                 if self.on_apply is not None:  # ends the actor (its replacement starts fresh)
                     self.on_apply(rec[1], now_ms)
@@ -270,6 +282,7 @@ class ProcessorHost:
             outbox.dirty.add(ch)
         if stats is not None and not queued_after:
             self._publish_queue(stats, (), 0, 0, 0)
+        return requests
 
     def _publish_queue(
         self, stats: Any, records: Any, n: int, mono_ns: int, now_ms: int

@@ -85,7 +85,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                               RC.CONSUMER_SEND_MSG_BACK, RC.END_TRANSACTION}),
     ),
     ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull,
-                   reply_flush_every=1, direct_replies=True),
+                   reply_flush_every=1, direct_replies=True, holds_requests=True),
     ProcessorGroup(
         "consumer_manage",
         frozenset(

@@ -40,6 +40,12 @@ HEARTBEAT_RACE: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
 HEARTBEAT_RACE_S: Final = 10.0  # after a start or a subscription change
 HEARTBEAT_RACE_RETRY_MS: Final = 100  # a pull sent just before carries an older commit offset
+# the broker lost this client's registration (restarted, or the connection closed): the
+# heartbeat goes out at once (InstanceHandle.heartbeat_broker) and the pull is tried again
+# HEARTBEAT_RACE_RETRY_MS later, this many times in a row at most, then at the usual delay
+UNREGISTERED: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                 ResponseCode.SUBSCRIPTION_NOT_LATEST})
+UNREGISTERED_FAST_RETRIES: Final = 10
 CHAIN_QUIET_S: Final = 0.02  # after a chain's last pull was written, before a commit
 
 
@@ -189,6 +195,7 @@ class PullMessageMixin:
         node = self.pull_api.recalculate_pull_from_which_node(mq)
         rid = services.new_pull(self)
         self.pending[rid] = req
+        req.broker_addr = found.broker_addr
         self.last_pull_sent = req.pq.last_pull_sent = time.monotonic()
         limits = self._chain_limits()
         chain: list[int] | None = None
@@ -237,9 +244,17 @@ class PullMessageMixin:
             if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
                     time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
                 # the heartbeat carrying the new subscription is on its way (it leaves when
-                # the subscription changes, beside the first pulls): try again shortly
+                # the subscription changes, beside the first pulls): try again shortly. The
+                # broker may also have lost the registration since (its connection closed):
+                # ask for one more (one per broker, rate-limited)
                 log.debug("consumer %s: pull of %s before the broker has the subscription",
                           self.group, mq)
+                if self.handle is not None and req.broker_addr:
+                    self.handle.heartbeat_broker(req.broker_addr)
+                self._later(req, HEARTBEAT_RACE_RETRY_MS)
+                return
+            if status == cc.BROKER_ERROR and next_begin in UNREGISTERED and \
+                    self._heartbeat_after_refusal(req, next_begin, tail):
                 self._later(req, HEARTBEAT_RACE_RETRY_MS)
                 return
             if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -251,6 +266,7 @@ class PullMessageMixin:
             else:
                 self._later(req, self.cfg.pull_time_delay_ms_when_exception)
             return
+        req.refused = 0
         self.pull_api.update_pull_from_which_node(mq, suggest)
         pstatus = PullStatus(status)
         if pstatus is PullStatus.FOUND:
@@ -282,6 +298,21 @@ class PullMessageMixin:
             log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
                         self.group, req.next_offset, mq, next_begin)  # fmt: skip
             self._offset_illegal(req, next_begin)
+
+    def _heartbeat_after_refusal(self, req: PullRequest, code: int, remark: memoryview) -> bool:
+        """A pull refused for want of this client's registration (the broker restarted or
+        its connection to us closed, and it forgot the group): heartbeat that broker now
+        (rate-limited per broker). True: try the pull again shortly."""
+        handle = self.handle
+        if handle is None or not req.broker_addr:
+            return False
+        req.refused += 1
+        if req.refused == 1:
+            log.info("consumer %s: pull of %s refused by %s (code %d %s): sending it a heartbeat",
+                     self.group, req.mq, req.broker_addr, code,
+                     str(remark, "utf-8", "replace").split("\n", 1)[0])  # fmt: skip
+        handle.heartbeat_broker(req.broker_addr)
+        return req.refused <= UNREGISTERED_FAST_RETRIES
 
     def _offset_illegal(self, req: PullRequest, next_begin: int) -> None:
         """The push consumer's OFFSET_ILLEGAL: the queue is dropped, its offset fixed 10 s

@@ -11,7 +11,8 @@ from protocol.bodies import MessageQueue
 class PullRequest:
     """PullRequest.java: one queue's pull position."""
 
-    __slots__ = ("cancelled", "mq", "next_offset", "pq", "previously_locked")
+    __slots__ = ("broker_addr", "cancelled", "mq", "next_offset", "pq", "previously_locked",
+                 "refused")
 
     def __init__(self, mq: MessageQueue, pq: ProcessQueue[MessageExt], next_offset: int,
                  previously_locked: bool) -> None:
@@ -20,3 +21,5 @@ class PullRequest:
         self.next_offset = next_offset
         self.previously_locked = previously_locked
         self.cancelled = False  # a seek replaced it: its answer and its next pull are dropped
+        self.broker_addr = ""  # where its last pull went
+        self.refused = 0  # pulls refused in a row for want of this client's registration
