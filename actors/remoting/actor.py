@@ -26,7 +26,11 @@ travel on the same processor channels with ids offset by FAST_CONN_BASE.
 
 Supervision: the controller replaces a RemotingServer that died (the new one listens on the
 same ports, numbers its connections above every earlier one's, and connects to every
-processor channel) and tells a live one where a replaced processor listens (ConnectProcessor).
+processor channel). Its death resets every client connection (FrameServer reset_if_killed:
+a Java client then fails the pulls it had pending at once and pulls again on a new
+connection), and the client_manage group keeps the registrations those connections carried
+(actors.broker.consumer_manager: lost channels), so those pulls are served at once. The
+controller tells a live RemotingServer where a replaced processor listens (ConnectProcessor).
 While a group has no live channel its requests are answered SYSTEM_BUSY (RocketMQ's answer
 when an executor rejects a request), oneway ones dropped; a connection is told to no
 processor it never sent to: a connection that sent nothing costs no channel record.
@@ -168,7 +172,7 @@ class RemotingServer(WatchingActor):
         self.server = FrameServer(
             self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s,
             watcher=self, max_connections=msg.max_connections,
-            first_conn_id=msg.conn_id_base + 1,
+            first_conn_id=msg.conn_id_base + 1, reset_if_killed=True,
         )
         port = self.server.listen(msg.host, msg.port)
         self._start_fast(msg, port)
@@ -254,7 +258,7 @@ class RemotingServer(WatchingActor):
         fast = FrameServer(self._on_fast_frames, self._on_fast_closed, max_frame=msg.max_frame,
                            idle_s=msg.idle_s, name="remoting-vip", watcher=self,
                            max_connections=msg.max_connections,
-                           first_conn_id=msg.conn_id_base + 1)  # fmt: skip
+                           first_conn_id=msg.conn_id_base + 1, reset_if_killed=True)  # fmt: skip
         try:
             self.fast_port = fast.listen(msg.host, want)
         except OSError as exc:

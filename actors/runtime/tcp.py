@@ -11,6 +11,16 @@ close is a few syscalls and dict updates), and the owner's watch set changes by 
 descriptor at a time (Watcher.watch / unwatch). `maxConnections` (ours: RocketMQ 4.9.x has no
 such setting; default 10,000) caps the open connections: one more is accepted and closed at
 once, and the refusals are logged at most once per REFUSAL_LOG_S with their count.
+
+`reset_if_killed` (the broker's RemotingServer): every accepted socket gets SO_LINGER {on, 0},
+so when the process dies (SIGKILL; its descriptors closed by the kernel, or by the last
+processor holding a duplicate, actors.runtime.direct_reply) each client sees its connection
+reset, not closed. A Java NettyRemotingClient fails the requests pending on a connection at
+once only when it closes the channel itself, which a reset makes it do (exceptionCaught ->
+closeChannel -> failFast); a FIN only ends the channel (channelInactive), and a long-polling
+pull held on it waits out its 30 s timeout. Every close the server makes itself (idle, bad
+input, asked by a processor, shutdown) turns linger off first: a graceful close, whose last
+bytes still reach the client.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import errno
 import logging
 import resource
 import socket
+import struct
 import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -45,6 +56,8 @@ MAX_IOV: Final = 64  # frames gathered into one sendmsg (more: copied into the o
 DEFAULT_MAX_CONNECTIONS: Final = 10_000
 REFUSAL_LOG_S: Final = 10.0  # at most one "refused" line per this many seconds
 FD_RESERVE: Final = 256  # descriptors kept beyond maxConnections (channels, files, Thespian)
+LINGER_RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER {on, 0 s}: close() resets
+LINGER_OFF: Final = struct.pack("ii", 0, 0)  # the default: close() sends FIN after the data
 
 
 class Watcher(Protocol):
@@ -246,6 +259,7 @@ class FrameServer:
         watcher: Watcher | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         first_conn_id: int = 1,
+        reset_if_killed: bool = False,
     ) -> None:
         self.on_frames = on_frames
         self.on_closed = on_closed
@@ -261,6 +275,7 @@ class FrameServer:
         self.by_fd: dict[int, Conn] = {}
         self.dirty: dict[int, Conn] = {}  # conn_id -> Conn with pending output
         self._next_id = first_conn_id
+        self.reset_if_killed = reset_if_killed  # see the module docstring
 
     def listen(self, host: str, port: int) -> int:
         """Bind and listen; return the bound port."""
@@ -336,6 +351,11 @@ class FrameServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            if self.reset_if_killed:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+                except OSError:
+                    pass  # the peer is gone already: its first read says so
             conn_id = self._next_id
             self._next_id += 1
             conn = Conn(conn_id, sock, (addr[0], addr[1]), self.max_frame, now)
@@ -384,6 +404,11 @@ class FrameServer:
         conn.closed = True
         if self.watcher is not None:
             self.watcher.unwatch(conn.fd)
+        if self.reset_if_killed:
+            try:  # a deliberate close: graceful, whoever holds the last duplicate
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_OFF)
+            except OSError:
+                pass
         conn.release()
         try:
             conn.sock.close()

@@ -1,5 +1,6 @@
 """FrameServer on real loopback sockets: watched one descriptor at a time, maxConnections, the
-rate-limited refusal line, nothing logged per connection."""
+rate-limited refusal line, nothing logged per connection, connections reset when a
+reset_if_killed server's process is killed and closed gracefully when it closes them."""
 
 from __future__ import annotations
 
@@ -141,3 +142,93 @@ def test_gathered_frames_reach_the_peer_whole_and_in_order_across_partial_writes
     finally:
         a.close()
         b.close()
+
+
+def _serve_until_killed(reset_if_killed: bool, report: Any) -> None:
+    """A forked child: one FrameServer, its port and each accept reported on a pipe, served
+    until the parent kills it (bounded: 30 s)."""
+    server, watcher, _closed = _server(10)
+    server.reset_if_killed = reset_if_killed
+    report.send(server.listener.getsockname()[1])  # type: ignore[union-attr]
+    end = time.monotonic() + 30.0
+    told = 0
+    while time.monotonic() < end:
+        _serve(server, watcher, 0.05)
+        if len(server.conns) > told:
+            told = len(server.conns)
+            report.send(told)
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["reset_if_killed", "default"])
+def test_a_killed_servers_connections_are_reset_only_when_asked(reset: bool) -> None:
+    """SIGKILL closes the process's descriptors: with reset_if_killed (the RemotingServer)
+    every client reads ECONNRESET (a Java client then fails its pending requests at once),
+    else the end of the stream (the name server)."""
+    import multiprocessing
+    import os
+    import signal
+
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    child = ctx.Process(target=_serve_until_killed, args=(reset, theirs), daemon=True)
+    child.start()
+    client = None
+    try:
+        assert ours.poll(10.0)
+        port = ours.recv()
+        client = socket.create_connection(("127.0.0.1", port), timeout=10.0)
+        assert ours.poll(10.0) and ours.recv() == 1  # accepted
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10.0)
+        assert child.exitcode == -signal.SIGKILL
+        if reset:
+            with pytest.raises(ConnectionResetError):
+                client.recv(1)
+        else:
+            assert client.recv(1) == b""
+    finally:
+        if client is not None:
+            client.close()
+        if child.is_alive() and child.pid is not None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(10.0)
+
+
+def test_the_servers_own_close_is_graceful_whoever_closes_last() -> None:
+    """A close the server makes (idle, bad input, asked, shutdown) turns the reset off first:
+    a processor holding a duplicate of the socket (actors.runtime.direct_reply) closes it
+    later, and the client still gets the bytes written before and then the end of the stream."""
+    import os
+
+    from actors.runtime.tcp import LINGER_OFF, LINGER_RESET
+
+    server, watcher, closed = _server(10)
+    server.reset_if_killed = True
+    port = server.listener.getsockname()[1]  # type: ignore[union-attr]
+    client = socket.create_connection(("127.0.0.1", port), timeout=10.0)
+    dup = None
+    try:
+        _serve(server, watcher, 0.2)
+        [conn] = server.conns.values()
+        assert conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8) == LINGER_RESET
+        dup = socket.socket(fileno=os.dup(conn.fd))  # the direct-reply processor's copy
+        assert server.send(conn.id, b"last words")
+        assert server.flush(time.monotonic())
+        server.close(conn.id, "idle")
+        assert closed == [conn]
+        assert dup.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8) == LINGER_OFF
+        dup.close()  # the last holder
+        dup = None
+        got = b""
+        for _ in range(100):  # bounded
+            chunk = client.recv(64)
+            if not chunk:
+                break
+            got += chunk
+        assert got == b"last words"
+    finally:
+        client.close()
+        if dup is not None:
+            dup.close()
+        server.close_all()
