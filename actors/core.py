@@ -120,6 +120,18 @@ class FdWatchingCore(Protocol):
 
 
 @runtime_checkable
+class ConnectionLossCore(Protocol):
+    """A core that tells a connection closed (by its client or the broker) from one that died
+    with the RemotingServer process that owned its socket: the client is likely alive and
+    reconnecting, so what it registered is kept (client_manage's consumer and producer
+    channels). Cores without it get on_connection_closed for both."""
+
+    def on_connection_lost(self, conn_id: int, now_ms: int) -> None:
+        """The connection died with its RemotingServer."""
+        ...
+
+
+@runtime_checkable
 class BarrierCore(Protocol):
     """A core that holds replies until the controller's registration barrier is passed."""
 

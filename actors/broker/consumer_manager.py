@@ -4,6 +4,15 @@ Mirrors broker/client/ConsumerManager.java + ConsumerGroupInfo.java, RocketMQ 4.
 (subscriptions are protocol.bodies.SubscriptionData, as heartbeats carry them). Channels are
 keyed by the RemotingServer's conn_id. The client_manage actor owns the channels; other actors hold
 ConsumerGroupInfo snapshots replicated through events.
+
+Lost channels (ours: a Java broker's sockets live as long as the broker): a connection that
+died with the RemotingServer process that owned it, not closed by its client or the broker,
+leaves its registration in place, marked `lost`, as a Java broker keeps the channel of a
+client whose TCP connection died silently until the channel expires (120 s without a
+heartbeat). The group, its subscriptions and its client ids stay, so the client's pulls on its
+new connection are served at once; the client's next heartbeat (on the new connection)
+replaces its lost entries without a rebalance notice, its UNREGISTER_CLIENT drops them, and
+one that never comes back expires as any channel does. Nothing is sent to a lost channel.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ class ClientChannel:
     version: int
     last_update_ms: int
     peer: tuple[str, int] = ("", 0)
+    lost: bool = False  # its connection died with its RemotingServer (see the module docstring)
 
 
 @dataclass(slots=True)
@@ -110,7 +120,10 @@ class ConsumerManager:
             consume_from_where,
         )
         old = g.channels.get(channel.conn_id)
-        new_channel = old is None  # another clientId on the channel: replaced, no notify
+        # another clientId on the channel: replaced, no notify; the client's own lost
+        # channels: replaced by this one, no notify either (nobody joined or left)
+        replaced = drop_lost(g.channels, channel.client_id)
+        new_channel = old is None and not replaced
         g.channels[channel.conn_id] = channel
         # updateSubscription: replace on newer subVersion, drop topics no longer sent.
         topics_changed = False
@@ -130,10 +143,16 @@ class ConsumerManager:
         changed = before != g.snapshot()
         return changed, new_channel or topics_changed
 
-    def unregister(self, group: str, conn_id: int) -> bool:
-        """unregisterConsumer: True when the channel was removed."""
+    def unregister(self, group: str, conn_id: int, client_id: str | None = None) -> bool:
+        """unregisterConsumer: True when a channel was removed (the one of conn_id, and with
+        `client_id` that client's lost channels: it says goodbye on a new connection)."""
         g = self.groups.get(group)
-        if g is None or g.channels.pop(conn_id, None) is None:
+        if g is None:
+            return False
+        removed = g.channels.pop(conn_id, None) is not None
+        if client_id is not None and drop_lost(g.channels, client_id):
+            removed = True
+        if not removed:
             return False
         if not g.channels:
             del self.groups[group]
@@ -147,21 +166,34 @@ class ConsumerManager:
             self.unregister(name, conn_id)
         return hit
 
-    def scan_expired(self, now_ms: int) -> list[tuple[str, int]]:
-        """scanNotActiveChannel: remove channels silent past the expiry; (group, conn_id) list."""
-        gone: list[tuple[str, int]] = []
+    def on_connection_lost(self, conn_id: int) -> list[str]:
+        """The connection died with its RemotingServer: its channels stay, marked lost (see
+        the module docstring), and membership does not change. The groups whose snapshot
+        changed: where the client had heartbeated on a new connection already, its channel
+        of the dead connection is dropped instead."""
+        changed = []
+        for name, g in self.groups.items():
+            ch = g.channels.get(conn_id)
+            if ch is None:
+                continue
+            ch.lost = True
+            if any(not c.lost and c.client_id == ch.client_id for c in g.channels.values()):
+                del g.channels[conn_id]
+                changed.append(name)
+        return changed
+
+    def scan_expired(self, now_ms: int) -> list[tuple[str, ClientChannel]]:
+        """scanNotActiveChannel: remove channels silent past the expiry (lost ones too);
+        (group, channel) list."""
+        gone: list[tuple[str, ClientChannel]] = []
         for name, g in list(self.groups.items()):
             for conn_id, ch in list(g.channels.items()):
                 if now_ms - ch.last_update_ms > self.channel_expired_ms:
-                    log.warning(
-                        "consumer channel expired group=%s client=%s conn=%d",
-                        name,
-                        ch.client_id,
-                        conn_id,
-                    )
-                    gone.append((name, conn_id))
-        for name, conn_id in gone:
-            self.unregister(name, conn_id)
+                    log.warning("consumer channel expired group=%s client=%s conn=%d%s", name,
+                                ch.client_id, conn_id, " (lost)" if ch.lost else "")  # fmt: skip
+                    gone.append((name, ch))
+        for name, ch in gone:
+            self.unregister(name, ch.conn_id)
         return gone
 
     def info(self, group: str) -> ConsumerGroupInfo | None:
@@ -170,6 +202,19 @@ class ConsumerManager:
         return g.snapshot() if g is not None else None
 
     def channels(self, group: str) -> list[ClientChannel]:
-        """The group's live channels."""
+        """The group's channels, lost ones included."""
         g = self.groups.get(group)
         return list(g.channels.values()) if g is not None else []
+
+    def live_channels(self, group: str) -> list[ClientChannel]:
+        """The group's channels that still have a connection (what notices can reach)."""
+        return [ch for ch in self.channels(group) if not ch.lost]
+
+
+def drop_lost(channels: dict[int, ClientChannel], client_id: str) -> bool:
+    """Remove the lost channels of `client_id` from a conn_id -> channel table; True when
+    there was one."""
+    lost = [c for c, ch in channels.items() if ch.lost and ch.client_id == client_id]
+    for conn_id in lost:
+        del channels[conn_id]
+    return bool(lost)

@@ -24,6 +24,7 @@ from actors.core import (
     ArrivalCore,
     BarrierCore,
     ClosingCore,
+    ConnectionLossCore,
     FdWatchingCore,
     GroupCommitCore,
     HeldPullTable,
@@ -109,6 +110,7 @@ class ProcessorActor(WatchingActor):
         self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
         self.fd_core: FdWatchingCore | None = None
         self.arrival_core: ArrivalCore | None = None
+        self.loss_core: ConnectionLossCore | None = None
         self.hold: HeldPullTable | None = None  # the pull core's held requests
         self.outbox = ChannelOutbox()
         self.listener: Any = None
@@ -189,6 +191,7 @@ class ProcessorActor(WatchingActor):
         self.group_commit = core if isinstance(core, GroupCommitCore) else None
         self.fd_core = core if isinstance(core, FdWatchingCore) else None
         self.arrival_core = core if isinstance(core, ArrivalCore) else None
+        self.loss_core = core if isinstance(core, ConnectionLossCore) else None
         self.hold = core.hold if isinstance(core, HoldingCore) else None
         self.SPIN_US = group.spin_us
         self.flush_every = max(1, group.reply_flush_every)
@@ -405,7 +408,8 @@ class ProcessorActor(WatchingActor):
 
     def _drop_channel(self, ch: Channel) -> None:
         """A channel closed (its RemotingServer died, or the send actor's notices ended): the
-        connections whose requests came on it are gone for this processor too."""
+        connections whose requests came on it are gone for this processor too, lost rather
+        than closed to a ConnectionLossCore (their clients are likely reconnecting)."""
         self.unwatch(ch.fd)
         ch.close()
         self.channels.pop(ch.fd, None)
@@ -418,10 +422,14 @@ class ProcessorActor(WatchingActor):
             self.host.notice_channel = None
         gone = [c for c, via in self.outbox.conn_channel.items() if via is ch]
         t = now_ms()
+        loss = self.loss_core
         for conn_id in gone:
             self.outbox.forget(conn_id)
             try:
-                self.core.on_connection_closed(conn_id, t)
+                if loss is not None:
+                    loss.on_connection_lost(conn_id, t)
+                else:
+                    self.core.on_connection_closed(conn_id, t)
             except Exception:
                 log.exception("group=%s on_connection_closed failed", self.group)
         self._update_watch()

@@ -84,6 +84,16 @@ class ClientManageProcessor(CodeDispatchCore):
         for group in self.consumers.on_connection_closed(conn_id):
             self._group_changed(group, notify=True, group_flag=False)
 
+    def on_connection_lost(self, conn_id: int, now_ms: int) -> None:
+        """ConnectionLossCore: the connection died with the RemotingServer. Its registrations
+        stay (lost channels, actors.broker.consumer_manager): nobody is notified, and only
+        the producers' live channels (check-backs) shrink."""
+        self.held.forget(conn_id)
+        for group in self.producers.on_connection_lost(conn_id):
+            self._producers_changed(group)
+        for group in self.consumers.on_connection_lost(conn_id):
+            self._group_changed(group, notify=False)  # its client had a new one already
+
     def tick(self, now_ms: int) -> int | None:
         """ClientHousekeepingService: every 10 s drop channels silent for 120 s; held heartbeat
         replies answered once registerBrokerTimeoutMills passed."""
@@ -99,8 +109,10 @@ class ClientManageProcessor(CodeDispatchCore):
             for group in {g for g, _ in gone_consumers}:
                 self._group_changed(group, notify=True)
             # Java closes an expired channel too (RemotingUtil.closeChannel): the client
-            # reconnects and re-registers with its next heartbeat.
-            self._close({c for _, c in gone_producers} | {c for _, c in gone_consumers})
+            # reconnects and re-registers with its next heartbeat. (A lost one has no
+            # connection left to close.)
+            self._close({ch.conn_id for _, ch in gone_producers + gone_consumers
+                         if not ch.lost})  # fmt: skip
         wait = max(0, self._next_scan_ms - now_ms)
         return wait if held_wait is None else min(wait, held_wait)
 
@@ -122,7 +134,7 @@ class ClientManageProcessor(CodeDispatchCore):
         """Tell the send actor (transaction check-backs) the group's live connections."""
         if group == CLIENT_INNER_PRODUCER_GROUP:  # every client has it; never transactional
             return
-        conns = self.producers.groups.get(group, {})
+        conns = self.producers.live(group)
         self.ctx.emit(ProducerGroupChanged(
             group, tuple(sorted(conns)),
             tuple(sorted((ch.client_id, c) for c, ch in conns.items())),
@@ -153,7 +165,7 @@ class ClientManageProcessor(CodeDispatchCore):
         ext = NotifyConsumerIdsChangedRequestHeader(group).to_ext()
         return [(ch.conn_id, RemotingCommand.request(RC.NOTIFY_CONSUMER_IDS_CHANGED, dict(ext),
                                                      oneway=True))
-                for ch in self.consumers.channels(group)]  # fmt: skip
+                for ch in self.consumers.live_channels(group)]  # fmt: skip
 
     def _send_all(self, sends: list[tuple[int, RemotingCommand]]) -> None:
         outbox = self.ctx.outbox
@@ -224,9 +236,12 @@ class ClientManageProcessor(CodeDispatchCore):
         h = UnregisterClientRequestHeader.from_ext(cmd.ext_fields)
         producer_group = h.producer_group
         consumer_group = h.consumer_group
-        if producer_group and self.producers.unregister(producer_group, req.conn_id):
+        # by the connection (Java), and the client's lost channels, if any (a client that
+        # reconnected after a RemotingServer died says goodbye on its new connection)
+        client_id = h.client_id or None
+        if producer_group and self.producers.unregister(producer_group, req.conn_id, client_id):
             self._producers_changed(producer_group)
-        if consumer_group and self.consumers.unregister(consumer_group, req.conn_id):
+        if consumer_group and self.consumers.unregister(consumer_group, req.conn_id, client_id):
             self._group_changed(consumer_group, notify=True)
         return cmd.make_response(RS.SUCCESS, None, {})
 
