@@ -12,7 +12,11 @@ forgotten the consumer (its connection closed), and every pull was refused "the 
 group info not exist" (code 24) until the client's next heartbeat, 30 s apart. Now the
 RemotingServer answers what the dead pull actor had taken once its replacement listens
 (actors.runtime.request_ledger), and our client heartbeats a broker that refuses it at once
-(actors.client.consumer.pull_callback). RESUME_BOUND_S is generous for a loaded 2-core host
+(actors.client.consumer.pull_callback). A Java client after a RemotingServer kill still took
+~31 s: its held pull waited for its timeout (a FIN does not fail a Java client's pending
+requests, a reset does), then it was refused until its heartbeat. Now the dead RemotingServer's
+connections are reset (actors.runtime.tcp, reset_if_killed) and the broker keeps their
+registrations (lost channels, actors.broker.consumer_manager). RESUME_BOUND_S is generous for a loaded 2-core host
 and far below the old figures: the kills come a few seconds after the consumers started, so
 their next periodic heartbeat is ~25 s away.
 
@@ -54,6 +58,9 @@ CLIENTS = Path(__file__).resolve().parent.parent / "clients"
 TOPIC = "ResumeT"
 QUEUES = 4
 RESUME_BOUND_S = 10.0  # kill -> a message sent after it consumed from every queue (old: ~30 s)
+# the same for a Java consumer after a RemotingServer kill: 3 s of it is the Java client's own
+# pause after a failed pull (old: ~31 s)
+JAVA_RS_BOUND_S = 12.0
 FIRST_S = 30.0  # a fresh consumer's first messages (rebalance, first pulls)
 HELD_S = 1.5  # after its first messages, each queue's next pull is held at the broker
 SEND_TRY_S = 2.0
@@ -148,6 +155,18 @@ class JavaConsumer:
                 except ValueError:
                     pass  # a line still being written
         return dict(self.seen)
+
+    def offsets(self) -> dict[int, set[int]]:
+        """queue -> the queue offsets consumed there (duplicates once)."""
+        got: dict[int, set[int]] = {}
+        for line in self.out.read_text(errors="replace").splitlines():
+            if line.startswith('{"event":"got"'):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                got.setdefault(rec["queue"], set()).add(rec["offset"])
+        return got
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
@@ -282,6 +301,32 @@ def test_remoting_server_killed_our_push_consumer_resumes_at_once(up: Any, direc
               f"{took:.2f} s")
     finally:
         c.close()
+
+
+@DIRECT
+def test_remoting_server_killed_java_push_consumer_resumes_at_once(
+    up: Any, direct: str, java_classes: tuple[str, str], tmp_path: Path
+) -> None:
+    """The Java client fails a connection's pending pulls at once only when the connection is
+    reset (a FIN leaves its held pull to its 30 s timeout), and it heartbeats only every 30 s:
+    the broker resets its clients' connections when the RemotingServer dies and keeps their
+    registrations, so the pull it sends 3 s later (PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION) on a
+    new connection is served."""
+    u = up(directReplyToLocalClients=direct)
+    java = JavaConsumer(*java_classes, u.namesrv, "resume_java_rs_cg", tmp_path / "java.out")
+    try:
+        settle(java.times, u.port)
+        killed_at = kill_role(u.runs[-1], "RemotingServer")
+        after = send_each_queue(u.port, "after-rs-kill", killed_at + JAVA_RS_BOUND_S)
+        took = consumed_within(java.times, after, killed_at, JAVA_RS_BOUND_S)
+        assert took is not None, (
+            f"not resumed within {JAVA_RS_BOUND_S} s: {sorted(java.times())}")
+        # nothing skipped: each queue's two messages, from its first offset on
+        assert java.offsets() == {q: {0, 1} for q in range(QUEUES)}
+        print(f"RemotingServer killed (direct={direct}): the Java 4.9.8 push consumer resumed "
+              f"in {took:.2f} s")
+    finally:
+        java.stop()
 
 
 def test_whole_broker_restarted_our_push_consumer_resumes_at_once(up: Any) -> None:
