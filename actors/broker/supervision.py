@@ -7,7 +7,10 @@ The roles, as their processes are named (amq-<role>, actors.runtime.watch.name_p
 - RemotingServer: a new one listens on the same client and VIP ports, numbers its connections
   above every earlier one's (a processor never mistakes a new connection for an old one) and
   connects to every processor channel; the processors forget the dead one's connections when
-  its channels close. Its clients reconnect, as they do after any broken connection.
+  its channels close, except client_manage, which keeps their registrations as lost channels
+  (actors.broker.consumer_manager) for the clients to take up again. The dead one's client
+  connections are reset, not closed (actors.runtime.tcp): its clients, Java's too, fail what
+  was pending on them at once and reconnect.
 - a processor group (send, pull, consumer_manage, client_manage, query, admin): meanwhile the
   RemotingServer answers the group's requests SYSTEM_BUSY. The new actor starts from a fresh
   state snapshot, taken once the RemotingServer has handed the controller every replicated
