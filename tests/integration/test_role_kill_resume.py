@@ -16,9 +16,9 @@ RemotingServer answers what the dead pull actor had taken once its replacement l
 ~31 s: its held pull waited for its timeout (a FIN does not fail a Java client's pending
 requests, a reset does), then it was refused until its heartbeat. Now the dead RemotingServer's
 connections are reset (actors.runtime.tcp, reset_if_killed) and the broker keeps their
-registrations (lost channels, actors.broker.consumer_manager). RESUME_BOUND_S is generous for a loaded 2-core host
-and far below the old figures: the kills come a few seconds after the consumers started, so
-their next periodic heartbeat is ~25 s away.
+registrations (lost channels, actors.broker.consumer_manager). RESUME_BOUND_S is generous
+for a loaded 2-core host and far below the old figures: the kills come a few seconds after the
+consumers started, so their next periodic heartbeat is ~25 s away.
 
 `pytest -s` prints the measured resume times.
 """
@@ -58,8 +58,8 @@ CLIENTS = Path(__file__).resolve().parent.parent / "clients"
 TOPIC = "ResumeT"
 QUEUES = 4
 RESUME_BOUND_S = 10.0  # kill -> a message sent after it consumed from every queue (old: ~30 s)
-# the same for a Java consumer after a RemotingServer kill: 3 s of it is the Java client's own
-# pause after a failed pull (old: ~31 s)
+# the same for a Java consumer after a RemotingServer kill: 1 s of it is the Java client's own
+# pause after a failed pull, pullTimeDelayMillsWhenException (old: ~31 s)
 JAVA_RS_BOUND_S = 12.0
 FIRST_S = 30.0  # a fresh consumer's first messages (rebalance, first pulls)
 HELD_S = 1.5  # after its first messages, each queue's next pull is held at the broker
@@ -310,8 +310,8 @@ def test_remoting_server_killed_java_push_consumer_resumes_at_once(
     """The Java client fails a connection's pending pulls at once only when the connection is
     reset (a FIN leaves its held pull to its 30 s timeout), and it heartbeats only every 30 s:
     the broker resets its clients' connections when the RemotingServer dies and keeps their
-    registrations, so the pull it sends 3 s later (PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION) on a
-    new connection is served."""
+    registrations, so the pull it sends 1 s later (pullTimeDelayMillsWhenException) on a new
+    connection is served."""
     u = up(directReplyToLocalClients=direct)
     java = JavaConsumer(*java_classes, u.namesrv, "resume_java_rs_cg", tmp_path / "java.out")
     try:
