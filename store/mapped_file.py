@@ -45,46 +45,6 @@ def allocate(fd: int, path: str, offset: int, length: int, *, unlink_on_error: b
         raise OSError(exc.errno, f"{exc.strerror}: allocating {length} bytes", path) from None
 
 
-class CreateRetryGate:
-    """Whether a put may try to create a store file now (CommitLog's CREATE_MAPEDFILE_FAILED).
-
-    Once a file could not be created (a full disk), puts that need one are refused at once for
-    retry_ms rather than each trying again: every try opens the file, allocates all of it and
-    removes it again (and on tmpfs the allocation of a few MiB pages first, then frees them).
-    `failed` / `succeeded` say whether the state changed, so it is logged once each way. A pure
-    core: time is passed in."""
-
-    __slots__ = ("error", "failed_at_ms", "retry_ms")
-
-    def __init__(self, retry_ms: int) -> None:
-        self.retry_ms = retry_ms
-        self.failed_at_ms = -1  # -1: creating files works
-        self.error = ""
-
-    @property
-    def failing(self) -> bool:
-        """The last try failed."""
-        return self.failed_at_ms >= 0
-
-    def may_try(self, now_ms: int) -> bool:
-        """No failure, or the last one is retry_ms old."""
-        return self.failed_at_ms < 0 or now_ms - self.failed_at_ms >= self.retry_ms
-
-    def failed(self, now_ms: int, error: str) -> bool:
-        """A try failed; True when creating files worked until now (log it)."""
-        first = self.failed_at_ms < 0
-        self.failed_at_ms = now_ms
-        self.error = error
-        return first
-
-    def succeeded(self) -> bool:
-        """A try (or a file made elsewhere) worked; True when it was failing (log it)."""
-        was = self.failed_at_ms >= 0
-        self.failed_at_ms = -1
-        self.error = ""
-        return was
-
-
 def offset2file_name(offset: int) -> str:
     """20-digit zero-padded file name (UtilAll.offset2FileName)."""
     return f"{offset:020d}"

@@ -38,6 +38,7 @@ from store.config import StoreConfig
 from store.consume_queue import (
     ConsumeQueue,
 )
+from store.create_retry_gate import CreateRetryGate
 from store.flush_service import (
     CommitLogFlusher,
     ConsumeQueueFlusher,
@@ -46,7 +47,7 @@ from store.flush_service import (
 )
 from store.index import IndexService
 from store.index_dispatch import IndexDispatcher
-from store.mapped_file import OS_PAGE_SIZE, CreateRetryGate, RangeSync
+from store.mapped_file import OS_PAGE_SIZE, RangeSync
 from store.message_ext_batch_encoder import item_unpacker
 from store.message_store_reader import check_store
 from store.recovery import StoreRecoveryMixin

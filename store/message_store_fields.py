@@ -14,8 +14,8 @@ from typing import Any
 from store.allocate_service import FileDeleter
 from store.checkpoint import StoreCheckpoint
 from store.consume_queue import ConsumeQueue
+from store.create_retry_gate import CreateRetryGate
 from store.index_dispatch import IndexDispatcher
-from store.mapped_file import CreateRetryGate
 from store.message_store_read import StoreReadMixin
 from store.running_flags import RunningFlags
 from store.state_page import StatePage

@@ -14,7 +14,7 @@ from actors.broker.processors.abstract_send import service_not_available_remark
 from store.clean_service import disk_space_verdict, disk_usage_ratio, disk_util
 from store.config import StoreConfig
 from store.config_files import PersistFailures
-from store.mapped_file import CreateRetryGate
+from store.create_retry_gate import CreateRetryGate
 from store.running_flags import RunningFlags
 
 
