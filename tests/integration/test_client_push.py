@@ -249,6 +249,44 @@ def test_new_group_first_retry_within_seconds(cluster: Target) -> None:
         c.close()
 
 
+def test_a_route_that_appears_after_a_round_is_taken_within_seconds(cluster: Target) -> None:
+    """A subscribed topic the name server has no route for when a round runs (as a group's
+    %RETRY% topic that RocketMQ 4.9.8 registers oneway, racing the notice that starts the
+    round): the consumer asks again after 1, 2, 4, ... s instead of at its next 20 s round."""
+    known, late, group = "PushRouted", "PushRoutedLate", "push_late_route_cg"
+    create_topic(cluster, known, 1)
+    got = threading.Event()
+
+    def handle(msgs: tuple[MessageExt, ...]) -> ConsumeResult:
+        if any(m.topic == late for m in msgs):
+            got.set()
+        return ConsumeResult.SUCCESS
+
+    c = consumer(cluster, group, handle, rebalance_interval_ms=20_000.0)
+    c.subscribe(known)
+    c.subscribe(late)
+    c.start()
+    try:
+        # the round that assigned `known` found no route for `late`
+        assert wait_for(lambda: any(q.topic == known for q in c.assignment()), 30)
+        created = time.monotonic()
+        create_topic(cluster, late, 1)
+        # sent with the raw wire client: a Producer of this process would share the consumer's
+        # client instance, whose route fetch for the send would tell the consumer at once
+        from deploy.wire import BlockingClient
+        from tests.integration.e2e_helpers import RPC_TIMEOUT_S, msg_props, send_cmd
+
+        host, port = cluster.broker_addr().split(":")
+        with BlockingClient((host, int(port))) as w:
+            r = w.invoke(send_cmd(late, b"late", msg_props()), RPC_TIMEOUT_S)
+            assert r.code == 0, (r.code, r.remark)
+        assert got.wait(30), "never consumed"
+        took = time.monotonic() - created
+        assert took < 8.0, f"the late topic was taken {took:.1f} s after it was created"
+    finally:
+        c.close()
+
+
 def _dlq(target: Target, group: str) -> list[Any]:
     from tests.integration.client_helpers import route_of
 

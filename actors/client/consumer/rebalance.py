@@ -14,7 +14,10 @@ group's view of which queues this client holds:
 A queue is never assigned twice: one that is still REVOKING is taken again only after the
 user's process reported it released (`on_revoked`), and an orderly queue only after the broker
 granted its lock. Where Java waits for the next 20 s round (a lock refused because the previous
-owner still holds it), `retry_soon` asks the actor to come back in a second.
+owner still holds it), `retry_soon` asks the actor to come back in a second. A subscribed topic
+the name server has no route for yet (a group's %RETRY% topic registered by the broker a moment
+after it notified the group: RocketMQ 4.9.8 registers such a topic oneway) is asked for again
+after 1, 2, 4, ... s (`route_retry_after`), not only at the next round.
 
 computePullFromWhere (`compute_pull_from_where`) is a pure function over the offset store and
 an admin capability; the user's process runs it when a queue is assigned.
@@ -115,6 +118,14 @@ class HeldQueue:
     state: QueueState
     locked: bool = False
     lock_ms: int = 0
+
+
+def route_retry_after(last_ms: float, retry_ms: float, interval_ms: float) -> float:
+    """The wait before a round asks the name server again for a subscribed topic's missing route:
+    retry_ms first, then twice the last wait; 0 once that reaches the regular interval (the
+    periodic round asks from then on)."""
+    wait = retry_ms if last_ms <= 0 else last_ms * 2
+    return wait if wait < interval_ms else 0.0
 
 
 @dataclass

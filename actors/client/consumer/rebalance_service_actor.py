@@ -47,6 +47,7 @@ from actors.client.consumer.rebalance import (
     Revoke,
     SubscriptionChanged,
     Unlock,
+    route_retry_after,
 )
 from actors.client.errors import MQClientError
 from actors.client.messages import (
@@ -95,6 +96,7 @@ class GroupState:
     pending: set[str] = field(default_factory=set)  # topics whose consumer list is awaited
     closing: bool = False
     rebalance: bool = True  # False: queues are assigned by the user; never allocated here
+    route_wait_ms: float = 0.0  # the last wait before asking again for a missing route
 
 
 class RebalanceServiceActor(ServiceThreadActor):
@@ -244,18 +246,33 @@ class RebalanceServiceActor(ServiceThreadActor):
         if not topics:
             self._end_round(group, st)
             return
+        missing = False
         for topic in topics:
             if impl.model is MessageModel.BROADCASTING:
                 self._topic_done(group, topic, None)
                 continue
             addr = self.routes.find_broker_addr_by_topic(topic)
             if addr is None:
+                missing = True
                 if self.start_msg is not None:
                     self.send(self.start_msg.instance, RefreshTopicRoute(topic))
                 self._topic_done(group, topic, None, skip=True)
                 continue
             api.get_consumer_id_list_by_group(addr, group, CID_TIMEOUT_MS,
                                               callback=self._cids_callback(group, topic))
+        self._retry_missing_routes(group, st, missing)
+
+    def _retry_missing_routes(self, group: str, st: GroupState, missing: bool) -> None:
+        """A subscribed topic without a route: a round again soon (backing off), so a route that
+        reaches the name server just after this round (a new %RETRY% topic) is found in about
+        a second rather than at the next periodic round."""
+        msg = self.start_msg
+        if not missing or msg is None:
+            st.route_wait_ms = 0.0
+            return
+        st.route_wait_ms = route_retry_after(st.route_wait_ms, msg.retry_ms, msg.interval_ms)
+        if st.route_wait_ms > 0:
+            self.schedule(f"soon:{group}", st.route_wait_ms)
 
     def _cids_callback(self, group: str, topic: str) -> Callable[[Any, MQClientError | None], None]:
         def done(cids: Any, err: MQClientError | None) -> None:

@@ -174,3 +174,15 @@ def test_compute_pull_from_where_stored_offset_wins_and_errors_give_minus_one() 
     store.update_offset(mq, 90, False)  # a seek in the lite pull consumer
     assert compute_pull_from_where(mq, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, store, admin,
                                    0, memory_first=True) == 90
+
+
+def test_missing_route_is_asked_again_backing_off_to_the_interval() -> None:
+    from actors.client.consumer.rebalance import route_retry_after
+
+    waits, last = [], 0.0
+    for _ in range(8):
+        last = route_retry_after(last, 1_000.0, 20_000.0)
+        waits.append(last)
+        if not last:
+            break
+    assert waits == [1_000.0, 2_000.0, 4_000.0, 8_000.0, 16_000.0, 0.0]
