@@ -240,6 +240,31 @@ def _log_size(data: Path) -> int:
         return 0
 
 
+def _refused_quietly(load: Load, send_pid: int, port: int) -> tuple[float, int]:
+    """While sends are refused: the send actor stays quiet and every acknowledged message is
+    pulled back; (its CPU share, refused sends measured)."""
+    share, refused = _refused_cpu_share(load, send_pid)
+    assert refused > 0
+    assert share < MAX_REFUSED_CPU_SHARE, f"send actor used {share:.0%} of a core"
+    _assert_all_readable(port, load.acked)  # pulls served while full
+    return share, refused
+
+
+def _accepted_again(load: Load, up: Any, procs: dict[int, str], port: int,
+                    *freed: Path) -> float:
+    """Free the space (delete `freed`): sends are accepted again, everything acknowledged reads
+    back, no broker process was replaced; seconds until the first accepted send."""
+    for path in freed:
+        path.unlink()
+    recovery_s = load.first_accepted(RECOVERY_TIMEOUT_S)
+    assert recovery_s is not None, "sends still refused after the space was freed"
+    for _ in range(8):
+        assert load.round(WINDOW) == 0
+    _assert_all_readable(port, load.acked)
+    assert not _replaced(up, procs), "a broker process was replaced"
+    return recovery_s
+
+
 def test_disk_check_refuses_sends_serves_pulls_and_recovers(tmp_path: Path, tmpfs: Path) -> None:
     up, port, data = _start(tmp_path, tmpfs)
     load: Load | None = None
@@ -258,18 +283,8 @@ def test_disk_check_refuses_sends_serves_pulls_and_recovers(tmp_path: Path, tmpf
         assert set(load.codes) == {0, 14}, dict(load.codes)
         assert all(SNA_REMARK.fullmatch(r) for r in load.remarks[14]), load.remarks[14]
 
-        share, refused = _refused_cpu_share(load, send_pid)
-        assert refused > 0
-        assert share < MAX_REFUSED_CPU_SHARE, f"send actor used {share:.0%} of a core"
-        _assert_all_readable(port, load.acked)  # pulls served while full
-
-        filler.unlink()
-        recovery_s = load.first_accepted(RECOVERY_TIMEOUT_S)
-        assert recovery_s is not None, "sends still refused after the space was freed"
-        for _ in range(8):
-            assert load.round(WINDOW) == 0
-        _assert_all_readable(port, load.acked)
-        assert not _replaced(up, procs), "a broker process was replaced"
+        share, refused = _refused_quietly(load, send_pid, port)
+        recovery_s = _accepted_again(load, up, procs, port, filler)
 
         text = _log_since(data, mark)
         assert "Traceback" not in text, text[-3000:]
@@ -320,20 +335,9 @@ def test_full_disk_refuses_create_mapped_file_failed_and_recovers(
                 assert cl.invoke(commit, RPC_TIMEOUT_S).code == 0
                 time.sleep(0.6)
 
-        share, refused = _refused_cpu_share(load, send_pid)
-        assert refused > 0
-        assert share < MAX_REFUSED_CPU_SHARE, f"send actor used {share:.0%} of a core"
-        _assert_all_readable(port, load.acked)
+        share, refused = _refused_quietly(load, send_pid, port)
         assert not _replaced(up, procs), "a broker process was replaced while full"
-
-        rest.unlink()
-        filler.unlink()
-        recovery_s = load.first_accepted(RECOVERY_TIMEOUT_S)
-        assert recovery_s is not None, "sends still refused after the space was freed"
-        for _ in range(8):
-            assert load.round(WINDOW) == 0
-        _assert_all_readable(port, load.acked)
-        assert not _replaced(up, procs), "a broker process was replaced"
+        recovery_s = _accepted_again(load, up, procs, port, rest, filler)
         time.sleep(1.5)  # the periodic writers' next round (0.5 s) finds the space again
 
         text = _log_since(data, mark)
