@@ -67,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("-c", "--config", default=None,
                     help="optional broker.conf (default: <data>/store/config/broker.properties "
                          "when there, where updateBrokerConfig keeps its changes)")
-    up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
     up.add_argument("--spark-bridge-port", type=_bridge_port, default=10930,
                     help="SparkBridge port (default 10930; 0 = any free port; -1 = none)")
     up.add_argument("--spark-bridge-host", default="127.0.0.1",
@@ -196,7 +195,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ns_config = _namesrv_config({"listenPort": str(ns_port)}, data)
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
         _say(f"name server listening on {args.host}:{ns_port}")
-        port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
+        port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
         if args.spark_bridge_port >= 0:

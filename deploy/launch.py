@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client runtime shares them
     LOOPBACK,
@@ -46,7 +46,15 @@ from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client r
 )
 from deploy import actor_logging, runtime_dir
 
+if TYPE_CHECKING:
+    from actors.broker.config import BrokerConfig
+    from actors.namesrv.config import NamesrvConfig
+    from store.config import StoreConfig
+
 log = logging.getLogger(__name__)
+
+BROKER_CONTROLLER = "actors.broker.actor.BrokerControllerActor"  # what start_broker supervises
+NAME_SERVER = "actors.namesrv.actor.NameServerActor"
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -131,7 +139,7 @@ def writable_dir(path: str, what: str) -> str:
     return path
 
 
-def check_store_paths(store_config: Any) -> None:
+def check_store_paths(store_config: StoreConfig) -> None:
     """The broker's store directories are writable directories (StartError otherwise)."""
     writable_dir(store_config.storePathRootDir, "the store directory (storePathRootDir)")
     if store_config.storePathCommitLog:
@@ -217,7 +225,7 @@ def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
 
 
 def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBACK,
-                  idle_s: float = 120.0, config: Any = None) -> int:
+                  idle_s: float = 120.0, config: NamesrvConfig | None = None) -> int:
     """Create the NameServer actor (supervised) and wait until it listens; return its port.
 
     config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change;
@@ -227,7 +235,7 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
 
     if config is not None:
         port, idle_s = int(config.listenPort), float(config.serverChannelMaxIdleTimeSeconds)
-    addr, reply = _supervised(cluster, "namesrv", "actors.namesrv.actor.NameServerActor",
+    addr, reply = _supervised(cluster, "namesrv", NAME_SERVER,
                               StartNamesrv(host, port, config, idle_s),
                               (NamesrvStarted, NamesrvStartFailed))  # fmt: skip
     if not isinstance(reply, NamesrvStarted):
@@ -240,33 +248,35 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
 
 def start_broker(
     cluster: LocalCluster,
-    broker_config: Any,
-    store_config: Any,
+    broker_config: BrokerConfig,
+    store_config: StoreConfig,
     *,
     host: str = LOOPBACK,
     idle_s: float = 120.0,
     max_frame: int = 16 * 1024 * 1024,
-    personality: str | None = None,
+    actor_class: str = BROKER_CONTROLLER,
 ) -> int:
-    """Create a broker (controller, processors, remoting; supervised); return its port."""
+    """Create a broker (controller, processors, remoting; supervised); return its port.
+
+    actor_class: the dotted path of the broker's controller actor (BrokerControllerActor, or
+    a subclass of it made of other processors: its PERSONALITY)."""
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     check_store_paths(store_config)
-    name = str(getattr(broker_config, "brokerName", "broker"))
-    broker_id = int(getattr(broker_config, "brokerId", 0))
-    if broker_id:  # a slave shares its master's brokerName
-        name = f"{name}-{broker_id}"
-    if int(getattr(broker_config, "listenPort", 0)) == 0 and hasattr(broker_config, "replace"):
+    name = broker_config.brokerName
+    if broker_config.brokerId:  # a slave shares its master's brokerName
+        name = f"{name}-{broker_config.brokerId}"
+    if broker_config.listenPort == 0:
         # the port is advertised (name server routes, msgId store host): fix it before start;
         # P - 2 free too so the VIP channel gets its usual port
         local = host if host != "0.0.0.0" else LOOPBACK
-        derived = getattr(broker_config, "fastListenPort", None) is None
+        derived = broker_config.fastListenPort is None
         # below the ephemeral range: the actor system's own port-0 sockets cannot take it
         # between this pick and the RemotingServer's bind
         broker_config = broker_config.replace(listenPort=stable_free_port(local, pair=derived))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
-    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame, personality)
-    addr, reply = _supervised(cluster, name, "actors.broker.actor.BrokerControllerActor", start,
+    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame)
+    addr, reply = _supervised(cluster, name, actor_class, start,
                               (BrokerStarted, BrokerStartFailed))  # fmt: skip
     if not isinstance(reply, BrokerStarted):
         reason = reply.reason if reply is not None else "timeout"

@@ -90,7 +90,6 @@ class BrokerConfig:
     # the file UPDATE_BROKER_CONFIG persists to and the next start reads (BrokerPathConfigHelper:
     # the -c file; "" = <storePathRootDir>/config/broker.properties); in configBlackList
     brokerConfigPath: str = ""
-    testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
@@ -151,14 +150,6 @@ class BrokerConfig:
     def is_slave(self) -> bool:
         """True for brokerRole SLAVE."""
         return self.brokerRole.upper() == "SLAVE"
-
-    def slow_processor_ms(self, group: str) -> int:
-        """Test-only per-request sleep for a processor group (from testSlowProcessorMs)."""
-        for part in self.testSlowProcessorMs.split(","):
-            name, _, ms = part.partition(":")
-            if name.strip() == group and ms.strip():
-                return int(ms)
-        return 0
 
 
 # Read when the broker starts (ports, names, paths, roles, the store's layout): an update is

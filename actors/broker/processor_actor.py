@@ -12,14 +12,14 @@ import logging
 import os
 import pickle
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from actors.broker.notify_message_arriving_listener import (
     HOLDS_OFF_DELAY_MS,
     ArrivalNoticeGate,
     HoldsReporter,
 )
-from actors.broker.personality import HostedContext, load_personality
+from actors.broker.personality import BROKER, BrokerPersonality, HostedContext, ProcessorContext
 from actors.core import (
     ArrivalCore,
     BarrierCore,
@@ -59,6 +59,7 @@ from actors.runtime.request_ledger import LedgerWriter
 from actors.runtime.tcp import FD_RESERVE, raise_fd_limit
 from actors.runtime.token_gate import TokenGate
 from actors.runtime.watch import WatchingActor, now_ms
+from store.config import StoreConfig
 from store.stats_page import OFF_LOCK_SINCE_MS, StatsPage, queue_offset, stats_path
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class LedgerHolds:
 class ProcessorActor(WatchingActor):
     """Hosts one processor core: reads its channel in batches, writes replies back."""
 
+    PERSONALITY: ClassVar[BrokerPersonality] = BROKER  # where its group's core comes from
     LINGER_IDLE_MS = 5.0
     LINGER_CAP_MS = 50.0
 
@@ -105,7 +107,7 @@ class ProcessorActor(WatchingActor):
         self.group = ""
         self.flush_every = 16  # ProcessorGroup.reply_flush_every, once started
         self.host: ProcessorHost | None = None
-        self.ctx: Any = None
+        self.ctx: ProcessorContext | None = None
         self.core: Any = None
         self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
         self.fd_core: FdWatchingCore | None = None
@@ -169,12 +171,11 @@ class ProcessorActor(WatchingActor):
         return self.group or super().process_role()
 
     def _start(self, msg: StartProcessor) -> None:
-        personality = load_personality(msg.personality)
-        groups = {g.name: g for g in personality.GROUPS}
+        groups = {g.name: g for g in self.PERSONALITY.GROUPS}
         group = groups[msg.group]
         self.group = group.name
         self.controller = msg.controller
-        self.ctx = personality.make_context(
+        self.ctx = ctx = self.PERSONALITY.make_context(
             msg.broker_config,
             msg.store_config,
             group=group.name,
@@ -182,11 +183,11 @@ class ProcessorActor(WatchingActor):
             now_ms=now_ms(),
         )
         if msg.snapshot is not None:
-            self.ctx.load_snapshot(msg.snapshot)
-        if isinstance(self.ctx, HostedContext):
-            self.ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
-            self.ctx.registration_barrier = True  # the controller releases held replies
-        self.core = group.build(self.ctx)
+            ctx.load_snapshot(msg.snapshot)
+        if isinstance(ctx, HostedContext):
+            ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
+            ctx.registration_barrier = True  # the controller releases held replies
+        self.core = group.build(ctx)
         core = self.core
         self.group_commit = core if isinstance(core, GroupCommitCore) else None
         self.fd_core = core if isinstance(core, FdWatchingCore) else None
@@ -197,13 +198,9 @@ class ProcessorActor(WatchingActor):
         self.flush_every = max(1, group.reply_flush_every)
         if group.direct_replies:  # one shared socket per consumer connection
             self.outbox.direct = DirectReplies()
-            raise_fd_limit(int(getattr(msg.broker_config, "maxConnections", 10_000)) + FD_RESERVE)
-        bc = msg.broker_config
-        max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
-        slow_fn = getattr(bc, "slow_processor_ms", None)
-        slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
-        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
-                                  group.shed_codes)  # fmt: skip
+            raise_fd_limit(msg.broker_config.maxConnections + FD_RESERVE)
+        max_wait = group.max_wait_ms(msg.broker_config)
+        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, group.shed_codes)
         if self.arrival_core is not None:
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
@@ -221,10 +218,10 @@ class ProcessorActor(WatchingActor):
         log.info("processor group=%s ready (max wait %d ms)", group.name, max_wait)
         self._tick()
 
-    def _attach_stats(self, group: str, store_config: Any) -> None:
+    def _attach_stats(self, group: str, store_config: StoreConfig) -> None:
         """Publish this executor's queue figures (send, pull, query) and, for pull, the store's
         get counters into the broker's stats page (GET_BROKER_RUNTIME_INFO reads them)."""
-        root = getattr(store_config, "storePathRootDir", None)
+        root = store_config.storePathRootDir
         off = queue_offset(group)
         if not root or off is None or self.host is None:
             return
@@ -237,8 +234,9 @@ class ProcessorActor(WatchingActor):
         self.host.stats_queue_off = off
         if group == "send":
             self.host.stats_lock_off = OFF_LOCK_SINCE_MS
-        if group == "pull" and self.ctx.store is not None:  # every store publishes its stats
-            self.ctx.store.stats_page = page
+        store = self.ctx.store if self.ctx is not None else None
+        if group == "pull" and store is not None:  # every store publishes its stats
+            store.stats_page = page
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
         if not notices:  # re-check request: every held queue against the store now
@@ -261,6 +259,7 @@ class ProcessorActor(WatchingActor):
     def _on_apply(self, blob: Any, t: int) -> None:
         """Replicated events from another processor, in channel order with requests (one that
         cannot be applied leaves the replica wrong: the exception ends the actor)."""
+        assert self.ctx is not None  # channels are read once started
         for event in pickle.loads(blob):
             self.ctx.apply(event, t)
 
@@ -293,7 +292,7 @@ class ProcessorActor(WatchingActor):
     def _held_queue_notices(self) -> list[Any]:
         """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
         table = self.hold.table if self.hold is not None else None
-        store = self.ctx.store
+        store = self.ctx.store if self.ctx is not None else None
         if not table or store is None:
             return []
         notices = []
@@ -376,7 +375,7 @@ class ProcessorActor(WatchingActor):
                     if ledger is not None:
                         ledger.read += taken
                 events = None
-                if ch is not host.notice_channel:
+                if ch is not host.notice_channel and self.ctx is not None:
                     events = self.ctx.drain_events()
                     if events:  # ahead of this batch's replies: causal order for clients
                         ch.out[mark:mark] = events_record(self.group, events)

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from thespian.actors import ActorExitRequest, ChildActorExited
 
+from actors.broker.personality import BrokerPersonality
 from actors.runtime.messages import (
     BrokerStopped,
     ChildPids,
@@ -51,11 +52,15 @@ from actors.runtime.messages import (
     RemotingReady,
     RemotingStartFailed,
     RoleFailed,
+    StartBroker,
     StartRemoting,
     SyncEvents,
 )
 from actors.runtime.supervisor import RETRY_MS, Child, ChildRoles, RestartBudget
 from actors.runtime.watch import WatchingActor, now_ms
+
+if TYPE_CHECKING:
+    from actors.broker.processor_actor import ProcessorActor
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +75,11 @@ class BrokerChildSupervisor(WatchingActor):
     """The controller's side of supervision (BrokerControllerActor inherits it)."""
 
     # provided by BrokerControllerActor
+    PERSONALITY: ClassVar[BrokerPersonality]
+    PROCESSOR_ACTOR: ClassVar[type[ProcessorActor]]
     state: str
-    start_msg: Any
+    start_msg: StartBroker | None
     requester: Any
-    personality: Any
     groups: list[Any]
     processors: dict[str, Any]
     channel_addrs: dict[str, Any]
@@ -233,16 +239,17 @@ class BrokerChildSupervisor(WatchingActor):
     def remoting_start(self, port: int, fast_port: int | None) -> StartRemoting:
         """The StartRemoting of this broker (generation rs_generation)."""
         msg = self.start_msg
+        assert msg is not None  # started
         bc = msg.broker_config
         code_groups = {code: g.name for g in self.groups for code in g.codes}
         return StartRemoting(
             msg.host, port, dict(self.channel_addrs), code_groups,
-            self.personality.DEFAULT_GROUP, msg.idle_s, msg.max_frame, fast_port,
-            self.channel_token, int(getattr(bc, "maxConnections", 10_000)),
+            self.PERSONALITY.DEFAULT_GROUP, msg.idle_s, msg.max_frame, fast_port,
+            self.channel_token, bc.maxConnections,
             self.rs_generation << CONN_ID_GENERATION_SHIFT,
             frozenset(g.name for g in self.groups if g.spin_us > 0),
             frozenset(g.name for g in self.groups if g.direct_replies),
-            bool(getattr(bc, "directReplyToLocalClients", False)),
+            bc.directReplyToLocalClients,
             frozenset(g.name for g in self.groups if g.holds_requests),
         )  # fmt: skip
 
@@ -257,10 +264,8 @@ class BrokerChildSupervisor(WatchingActor):
 
     # -- processors ------------------------------------------------------------------------------
     def _replace_processor(self, group: str) -> None:
-        from actors.broker.processor_actor import ProcessorActor
-
         self.channel_addrs.pop(group, None)
-        addr = self.createActor(ProcessorActor)
+        addr = self.createActor(self.PROCESSOR_ACTOR)
         self.processors[group] = addr
         self.track(group, addr)
         if group == "send" and self.indexer is not None:
@@ -294,7 +299,8 @@ class BrokerChildSupervisor(WatchingActor):
     # -- giving up -------------------------------------------------------------------------------
     def _give_up(self, role: str, reason: str) -> None:
         """Stop the broker (no half broker) and tell the RoleSupervisor above."""
-        name = str(getattr(self.start_msg.broker_config, "brokerName", "broker"))
+        assert self.start_msg is not None  # running
+        name = self.start_msg.broker_config.brokerName
         log.critical("role=%s keeps failing (%s): stopping broker %s", role, reason, name)
         if role == REMOTING:
             self.remoting = None

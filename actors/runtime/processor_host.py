@@ -131,14 +131,12 @@ class ProcessorHost:
         core: ProcessorCore,
         outbox: ChannelOutbox,
         max_wait_ms: int,
-        slow_s: float = 0.0,
         shed: frozenset[int] | None = None,
     ) -> None:
         self.group = group
         self.core = core
         self.outbox = outbox
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
-        self.slow_s = slow_s
         self.shed = shed  # the codes answered SYSTEM_BUSY once waited too long (None: all)
         self.on_notices: Any = None  # callable(list, now_ms) for the pull group
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
@@ -146,7 +144,7 @@ class ProcessorHost:
         self.on_ledger: Any = None  # callable(channel, fd): a LEDGER record's page (else closed)
         # a FastPathCore's fast_path(frame, conn_id, peer, now_ms) -> encoded reply | None
         # (not taken) | b"" (taken, nothing to answer now)
-        self.fast = core.fast_path if isinstance(core, FastPathCore) and not slow_s else None
+        self.fast = core.fast_path if isinstance(core, FastPathCore) else None
         self.on_response = (
             core.on_client_response if isinstance(core, ClientResponseCore) else None
         )
@@ -229,11 +227,6 @@ class ProcessorHost:
                         )
                         reply(ch, conn_id, cmd.make_response(SYSTEM_BUSY, remark).encode())
                     continue
-                if self.slow_s:
-                    time.sleep(self.slow_s)
-                    mono_ns = time.monotonic_ns()  # a slowed group still sheds what waited
-                    oldest_ok_ns = mono_ns - self.max_wait_ns
-                    now_ms = time.time_ns() // 1_000_000
                 try:
                     resp = process(Request(conn_id, peer, cmd, recv_ns), now_ms)
                 except HeaderFieldError as exc:

@@ -2,7 +2,7 @@
 
 Requests are written the way RocketMQ 4.9.x clients write them (spec §3, §14): header fields
 by their wire names, every value a string. The clusters come from
-tests/integration/conftest.py's `local_cluster` fixture (real personality); the only process
+tests/integration/conftest.py's `local_cluster` fixture (the real broker); the only process
 started here is an external client driver (run_driver), killed by its session id on timeout.
 """
 
@@ -48,7 +48,7 @@ def start_real(local_cluster: Callable[..., launch.LocalCluster], **props: str
     """A name server + the REAL broker (H5's cores) with small store files."""
     merged = dict(SMALL_STORE)
     merged.update(props)
-    return local_cluster(personality=None, broker_props=merged)
+    return local_cluster(broker=launch.BROKER_CONTROLLER, broker_props=merged)
 
 
 def run_driver(argv: list[str], out_base: Path, wall_timeout_s: float, *,
