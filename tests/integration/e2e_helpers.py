@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from actors.namesrv.config import NamesrvConfig
 from deploy import launch, procinfo
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
@@ -230,9 +231,9 @@ def wait_route(ns: tuple[str, int], topic: str, want: bool, timeout_s: float
     return last[0]
 
 
-def start_namesrv_with(cluster: launch.LocalCluster, config: dict[str, Any],
+def start_namesrv_with(cluster: launch.LocalCluster, config: NamesrvConfig,
                        idle_s: float = 120.0) -> int:
-    """A second NameServer actor in `cluster` with NamesrvProcessor keyword overrides."""
+    """A second NameServer actor in `cluster` with its own NamesrvConfig."""
     from actors.namesrv.actor import NameServerActor
     from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 

@@ -15,6 +15,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.context import BrokerContext
 from actors.core import Outbox, ProcessorCore, ProcessorGroup
 from protocol.codes import RequestCode as RC
+from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def group_for_code(code: int) -> str:
 
 def make_context(
     broker_config: BrokerConfig,
-    store_config: Any,
+    store_config: StoreConfig,
     *,
     group: str,
     outbox: Outbox | None,
