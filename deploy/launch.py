@@ -29,6 +29,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import threading
 import time
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 BROKER_CONTROLLER = "actors.broker.actor.BrokerControllerActor"  # what start_broker supervises
 NAME_SERVER = "actors.namesrv.actor.NameServerActor"
 
+EXIT_ROLE_FAILED = 3  # a role kept dying (or its supervisor died): everything was stopped
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 REAP_WAIT_S = 10.0  # after the actor system's shutdown, before its late processes are killed
@@ -310,6 +313,30 @@ def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
     return None
 
 
+def stop_event() -> threading.Event:
+    """An event SIGTERM / Ctrl-C sets: installed before the servers start, so a signal that
+    arrives while they are still starting stops them cleanly once they are up."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def serve(cluster: LocalCluster, stop: threading.Event) -> int:
+    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
+    stderr); the caller stops the cluster either way."""
+    failure = wait_for_stop(cluster, stop)
+    if failure is None:
+        return 0
+    sys.stderr.write(f"actormq: stopping: {failure}\n")
+    sys.stderr.flush()
+    return EXIT_ROLE_FAILED
+
+
 def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = LOOPBACK,
                        port: int = 0, advertise: str = "") -> int:
     """Create the SparkBridge actor and wait until it listens; return its port."""
@@ -380,6 +407,17 @@ def stop_cluster(cluster: LocalCluster) -> None:
         finally:
             _reap(system)
             shutil.rmtree(cluster.runtime_dir, ignore_errors=True)
+
+
+def cluster_pids(cluster: LocalCluster) -> list[int]:
+    """Every live process of the cluster's actor system (the session of its admin)."""
+    from deploy import procinfo
+
+    admin = procinfo.pid_listening_on(cluster.admin_port)
+    if admin is None:
+        return []
+    sid = procinfo.session_id(admin)
+    return procinfo.pids_in_session(sid) if sid is not None else [admin]
 
 
 def _system_processes(cluster: LocalCluster) -> list[tuple[int, int]]:

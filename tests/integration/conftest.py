@@ -15,20 +15,12 @@ from typing import Any
 import pytest
 
 from deploy import launch, procinfo
+from deploy.launch import cluster_pids
 from tests.support.echo_broker import ECHO_BROKER, SLOW_ECHO_BROKER
 
 ECHO = ECHO_BROKER  # the echo broker's controller actor (tests.support.echo_broker)
 SLOW_ECHO = SLOW_ECHO_BROKER  # the same, its send group slow (fast failure)
 REAL = launch.BROKER_CONTROLLER  # the real broker
-
-
-def cluster_pids(cluster: launch.LocalCluster) -> list[int]:
-    """Every live process of the cluster's actor system (same session as its admin)."""
-    admin = procinfo.pid_listening_on(cluster.admin_port)
-    if admin is None:
-        return []
-    sid = procinfo.session_id(admin)
-    return procinfo.pids_in_session(sid) if sid is not None else [admin]
 
 
 def wait_gone(pids: list[int], timeout_s: float) -> list[int]:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from actors.namesrv.config import NamesrvConfig
 from deploy import launch, procinfo
+from deploy.bench.requests import create_topic_cmd, pull_cmd, simple_cmd  # noqa: F401 (re-exported)
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -161,27 +162,6 @@ def batch_cmd(topic: str, items: list[BatchItem], *, queue_id: int = 0,
                     serialize_type=serialize_type, batch=True)
 
 
-def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
-             sys_flag: int = 4, subscription: str | None = "*", suspend_ms: int = 0,
-             commit_offset: int = 0, serialize_type: int = SerializeType.JSON
-             ) -> RemotingCommand:
-    """PULL_MESSAGE (11); sysFlag bit 2 (0x4) means the subscription rides in the request."""
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-           "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
-           "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
-           "subVersion": "0", "expressionType": "TAG"}
-    if subscription is not None:
-        ext["subscription"] = subscription
-    return RemotingCommand.request(11, ext, serialize_type=serialize_type)
-
-
-def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes = b"",
-               oneway: bool = False, **ext: Any) -> RemotingCommand:
-    """Any request with string-valued header fields."""
-    return RemotingCommand.request(code, {k: str(v) for k, v in ext.items()} or None, body,
-                                   serialize_type=serialize_type, oneway=oneway)
-
-
 def heartbeat_cmd(client_id: str, group: str | None, topics: dict[str, str],
                   serialize_type: int = SerializeType.JSON,
                   producer_groups: tuple[str, ...] = ()) -> RemotingCommand:
@@ -202,13 +182,6 @@ def heartbeat_cmd(client_id: str, group: str | None, topics: dict[str, str],
                                 for g in (*producer_groups, "CLIENT_INNER_PRODUCER")]}
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     return RemotingCommand.request(34, None, data, serialize_type=serialize_type)
-
-
-def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
-    """UPDATE_AND_CREATE_TOPIC (17) as mqadmin writes it."""
-    return simple_cmd(17, topic=topic, defaultTopic="TBW102", readQueueNums=queues,
-                      writeQueueNums=queues, perm=perm, topicFilterType="SINGLE_TAG",
-                      topicSysFlag=0, order="false")
 
 
 def get_route(ns: tuple[str, int], topic: str) -> RemotingCommand:

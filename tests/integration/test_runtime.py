@@ -119,7 +119,7 @@ def test_idle_connection_closed(local_cluster) -> None:
 
 
 def test_real_broker_send_registers_and_routes(local_cluster) -> None:
-    from tests.bench.broker_bench import send_request
+    from deploy.bench.requests import send_request
 
     cluster = local_cluster(broker=REAL)
     port = cluster.broker_port()

@@ -14,7 +14,8 @@ import socket
 import time
 from typing import Any
 
-from tests.bench.broker_bench import _round_trip, cpu_us, send_request
+from deploy.bench.broker_bench import _round_trip, cpu_us
+from deploy.bench.requests import send_request
 
 
 def raw_copy_rate(total: int = 256 << 20, chunk: int = 0) -> float:
