@@ -45,6 +45,7 @@ from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client r
     port_is_free,
     prepare_environment,
     stable_free_port,
+    start_actor_system,
 )
 from deploy import actor_logging, runtime_dir
 
@@ -163,7 +164,6 @@ def start_system(
     # protocol); they take pickles, so only from this process tree (its in-memory key)
     prepare_environment(LOOPBACK, os.path.join(data_dir, "thespian.log"))
     patch_thespian_transport(LOOPBACK)
-    from thespian.actors import ActorSystem
 
     runtime_dir.clean_dead()  # what runs killed with SIGKILL left behind
     if admin_port is None:
@@ -175,15 +175,9 @@ def start_system(
         who = f" by process {holder}" if holder is not None else ""
         raise StartError(f"Thespian Admin Port {admin_port} is in use{who} (a running actor "
                          "system? stop it first)")
-    capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
     log_file = os.path.join(data_dir, "actormq.log")
     with actor_logging.directly(log_file, log_level):  # the admin forks in here
-        asys = ActorSystem(
-            "multiprocTCPBase",
-            capabilities,
-            logDefs=log_defs(log_file, log_level),
-            transientUnique=True,
-        )
+        asys = start_actor_system(admin_port, log_defs(log_file, log_level))
     rdir = runtime_dir.create(admin_port)  # Unix sockets of this run; removed at stop
     log.info("actor system up, admin port %d", admin_port)
     return LocalCluster(asys, admin_port, data_dir, rdir)

@@ -21,7 +21,7 @@ import struct
 import time
 from typing import Final
 
-from deploy.bench.broker_bench import cpu_by_role, cpu_us, role_cpu_since
+from deploy.bench.measure import cpu_by_role, cpu_us, role_cpu_since
 from deploy.bench.requests import BODY, send_request
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
