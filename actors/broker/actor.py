@@ -16,7 +16,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from thespian.actors import ActorExitRequest
+from thespian.actors import ActorAddress, ActorExitRequest
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HAServiceActor
@@ -33,6 +33,8 @@ from actors.broker.personality import (
 from actors.broker.processor_actor import ProcessorActor
 from actors.broker.slave_synchronize import SlaveSynchronize
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
+from actors.core import ProcessorGroup
+from actors.runtime.channel import ChannelAddr
 from actors.runtime.messages import (
     BrokerEventBatch,
     BrokerStarted,
@@ -64,6 +66,8 @@ from actors.runtime.messages import (
 from actors.runtime.tcp import ClientConn
 from actors.runtime.token_gate import channel_token
 from actors.runtime.watch import now_ms
+from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 MAX_TICK_MS = 1000.0
@@ -88,30 +92,30 @@ class BrokerControllerActor(BrokerChildSupervisor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.start_msg: StartBroker | None = None
-        self.requester: Any = None
+        self.requester: ActorAddress | None = None
         self.core: ControllerCore | None = None
         # the core's optional capabilities (actors.broker.personality), looked up once in _begin
         self.take_version_events: Callable[[], dict[str, list[Any]]] | None = None
         self.take_barriers: Callable[[], list[tuple[str, int]]] | None = None
         self.ns_core: NamesrvController | None = None
         self.ha_core: HaController | None = None
-        self.groups: list[Any] = []
-        self.processors: dict[str, Any] = {}  # group -> ActorAddress
-        self.channel_addrs: dict[str, Any] = {}
+        self.groups: list[ProcessorGroup] = []
+        self.processors: dict[str, ActorAddress] = {}
+        self.channel_addrs: dict[str, ChannelAddr] = {}
         self.channel_token = b""  # TCP processor channels only (Unix sockets are mode 0600)
-        self.remoting: Any = None
+        self.remoting: ActorAddress | None = None
         self.port = 0
         self.fast_port = 0
         self.state = "idle"
-        self.stop_requester: Any = None
+        self.stop_requester: ActorAddress | None = None
         self.ns_conns: dict[str, ClientConn] = {}
         self.pending_unregister = 0
-        self.barriers: list[tuple[list[tuple[Any, int]], list[tuple[str, int]]]] = []
+        self.barriers: list[tuple[list[tuple[ClientConn, int]], list[tuple[str, int]]]] = []
         self.store_ok = True
         self.store_detail = ""
-        self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
+        self.indexer: ActorAddress | None = None  # IndexServiceActor (messageIndexDispatch=process)
         self.ns_down: set[str] = set()  # name servers whose connection was lost (logged once)
-        self.ha: Any = None  # HAServiceActor address (a master with haListenPort != -1)
+        self.ha: ActorAddress | None = None  # HAServiceActor (a master with haListenPort != -1)
         self.slave_sync = SlaveSynchronize(self.unwatch)  # a slave: to its master
 
     # startup: send first (it recovers the store), then the others, then remoting
@@ -234,7 +238,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         msg, core = self.start_msg, self.core
         assert msg is not None and core is not None
         bc = msg.broker_config
-        path: Any = os.path.join(msg.runtime_dir, f"{group}.sock")
+        path: ChannelAddr = os.path.join(msg.runtime_dir, f"{group}.sock")
         if bc.processorChannel.lower() == "tcp":
             path = (bc.processorChannelHost, 0)
             if not self.channel_token:
@@ -310,7 +314,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 if group in self.processors and evs:
                     self.send(self.processors[group], BrokerEventBatch("controller", evs))
         barriers = list(self.take_barriers()) if self.take_barriers is not None else []
-        waits: list[tuple[Any, int]] = []
+        waits: list[tuple[ClientConn, int]] = []
         if register and self.state == "running":
             waits = self._register(first=False)
         if barriers:
@@ -334,7 +338,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.barriers = keep
 
     # name servers
-    def _register(self, first: bool) -> list[tuple[Any, int]]:
+    def _register(self, first: bool) -> list[tuple[ClientConn, int]]:
         """Send REGISTER_BROKER to every name server; (conn, its request count) to wait for."""
         assert self.core is not None
         try:
@@ -346,7 +350,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         addrs = {addr for addr, _cmd in requests}
         return [(c, c.sent) for a, c in self.ns_conns.items() if a in addrs]
 
-    def _send_ns(self, requests: list[tuple[str, Any]]) -> int:
+    def _send_ns(self, requests: list[tuple[str, RemotingCommand]]) -> int:
         sent = 0
         for addr, cmd in requests:
             conn = self.ns_conns.get(addr)
@@ -417,12 +421,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self._flush_ns()
         self._check_barriers()
 
-    def _on_ns_response(self, addr: str, frame: Any) -> None:
-        from protocol.command import RemotingCommand
-
+    def _on_ns_response(self, addr: str, frame: bytes | memoryview) -> None:
         try:
             cmd = RemotingCommand.decode(frame)
-        except Exception as exc:
+        except ProtocolError as exc:
             log.warning("bad frame from name server %s: %s", addr, exc)
             return
         ns = self.ns_core
@@ -512,7 +514,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self._on_events("controller", events, forward_them=True)
 
     # shutdown: remoting -> store -> persist -> unregister -> reply
-    def _stop(self, sender: Any) -> None:
+    def _stop(self, sender: ActorAddress | None) -> None:
         if sender is not None:
             self.stop_requester = sender
         if self.state.startswith("stopping"):
@@ -562,7 +564,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 self.core.shutdown(now_ms())
         except Exception:
             log.exception("persisting at shutdown failed")
-        requests: list[tuple[str, Any]] = []
+        requests: list[tuple[str, RemotingCommand]] = []
         try:
             if self.core is not None:
                 requests = self.core.unregister_requests()

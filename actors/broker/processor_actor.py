@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import socket
 import time
 from typing import Any, ClassVar
 
@@ -29,6 +30,7 @@ from actors.core import (
     GroupCommitCore,
     HeldPullTable,
     HoldingCore,
+    ProcessorCore,
     Request,
     StoreShutdownCore,
 )
@@ -108,14 +110,14 @@ class ProcessorActor(WatchingActor):
         self.flush_every = 16  # ProcessorGroup.reply_flush_every, once started
         self.host: ProcessorHost | None = None
         self.ctx: ProcessorContext | None = None
-        self.core: Any = None
+        self.core: ProcessorCore | None = None
         self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
         self.fd_core: FdWatchingCore | None = None
         self.arrival_core: ArrivalCore | None = None
         self.loss_core: ConnectionLossCore | None = None
         self.hold: HeldPullTable | None = None  # the pull core's held requests
         self.outbox = ChannelOutbox()
-        self.listener: Any = None
+        self.listener: socket.socket | None = None
         self.token = b""  # TCP channels: what a connection must send first
         self.gate: TokenGate | None = None  # TCP channels waiting for their token
         self.listen_fd = -1
@@ -125,7 +127,7 @@ class ProcessorActor(WatchingActor):
         self._core_fds: set[int] = set()  # descriptors the core asked to watch (watch_fds)
         self.gate_notices = ArrivalNoticeGate()  # send actor: notices to the pull actor
         self.holds = HoldsReporter()  # pull actor: HOLDS records to the send actor
-        self.controller: Any = None
+        self.controller: object = None  # the controller's ActorAddress, once started
         self.store_closed = False
 
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -136,6 +138,7 @@ class ProcessorActor(WatchingActor):
                 log.exception("processor group=%s failed to start", msg.group)
                 self.send(sender, ProcessorStartFailed(msg.group, f"{type(exc).__name__}: {exc}"))
                 return
+            assert self.listener is not None  # started
             self.send(sender, ProcessorReady(msg.group, listen_address(self.listener)))
         elif isinstance(msg, BrokerEventBatch):
             if self.ctx is not None:
@@ -256,7 +259,7 @@ class ProcessorActor(WatchingActor):
             old.close()
         self.ledgers[ch] = LedgerWriter(fd)
 
-    def _on_apply(self, blob: Any, t: int) -> None:
+    def _on_apply(self, blob: bytes, t: int) -> None:
         """Replicated events from another processor, in channel order with requests (one that
         cannot be applied leaves the replica wrong: the exception ends the actor)."""
         assert self.ctx is not None  # channels are read once started
@@ -343,7 +346,7 @@ class ProcessorActor(WatchingActor):
             if self.notice_ch is not None and fd == self.notice_ch.fd:
                 self._read_notice_channel(self.notice_ch)
                 continue
-            if fd == self.listen_fd:
+            if fd == self.listen_fd and self.listener is not None:
                 if self.gate is not None:  # TCP: held until the token came (never waited for)
                     self.gate.accept(self.listener, time.monotonic())
                     self._expire_tokens()
@@ -427,7 +430,7 @@ class ProcessorActor(WatchingActor):
             try:
                 if loss is not None:
                     loss.on_connection_lost(conn_id, t)
-                else:
+                elif self.core is not None:
                     self.core.on_connection_closed(conn_id, t)
             except Exception:
                 log.exception("group=%s on_connection_closed failed", self.group)

@@ -34,9 +34,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from thespian.actors import ActorExitRequest, ChildActorExited
+from thespian.actors import ActorAddress, ActorExitRequest, ChildActorExited
 
 from actors.broker.personality import BrokerPersonality
+from actors.core import ProcessorGroup
+from actors.runtime.channel import ChannelAddr
 from actors.runtime.messages import (
     BrokerStopped,
     ChildPids,
@@ -79,16 +81,16 @@ class BrokerChildSupervisor(WatchingActor):
     PROCESSOR_ACTOR: ClassVar[type[ProcessorActor]]
     state: str
     start_msg: StartBroker | None
-    requester: Any
-    groups: list[Any]
-    processors: dict[str, Any]
-    channel_addrs: dict[str, Any]
+    requester: ActorAddress | None
+    groups: list[ProcessorGroup]
+    processors: dict[str, ActorAddress]
+    channel_addrs: dict[str, ChannelAddr]
     channel_token: bytes
-    remoting: Any
+    remoting: ActorAddress | None
     port: int
     fast_port: int
-    indexer: Any
-    ha: Any
+    indexer: ActorAddress | None
+    ha: ActorAddress | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -109,7 +111,7 @@ class BrokerChildSupervisor(WatchingActor):
     def _start_ha(self) -> bool:
         raise NotImplementedError
 
-    def _stop(self, sender: Any) -> None:
+    def _stop(self, sender: ActorAddress | None) -> None:
         raise NotImplementedError
 
     def _fail(self, reason: str) -> None:
@@ -119,7 +121,7 @@ class BrokerChildSupervisor(WatchingActor):
         raise NotImplementedError
 
     # -- bookkeeping -----------------------------------------------------------------------------
-    def track(self, role: str, addr: Any) -> None:
+    def track(self, role: str, addr: ActorAddress) -> None:
         """Watch a child just created; its parent's supervisor learns its pid."""
         self.children.add(self, role, addr)
         self.report_pids()
@@ -166,7 +168,7 @@ class BrokerChildSupervisor(WatchingActor):
             return False
         return True
 
-    def _child_exited(self, addr: Any) -> None:
+    def _child_exited(self, addr: ActorAddress) -> None:
         child = self.children.remove(addr)
         if child is None:
             return  # a stop we asked for, or a second notice of the same exit
@@ -285,7 +287,7 @@ class BrokerChildSupervisor(WatchingActor):
             if group in self.processors:
                 self._start_processor(group)
 
-    def _processor_ready(self, group: str, channel_addr: Any) -> None:
+    def _processor_ready(self, group: str, channel_addr: ChannelAddr) -> None:
         self.channel_addrs[group] = channel_addr
         if self.remoting is not None:
             self.send(self.remoting, ConnectProcessor(group, channel_addr, self.channel_token))
@@ -309,7 +311,7 @@ class BrokerChildSupervisor(WatchingActor):
             self.send(self.requester, RoleFailed(f"{name}/{role}", reason))
         self._stop(None)
 
-    def answer_stop_when_stopped(self, sender: Any) -> bool:
+    def answer_stop_when_stopped(self, sender: ActorAddress) -> bool:
         """A StopBroker after the broker stopped itself: answered at once."""
         if self.state != "stopped":
             return False

@@ -133,7 +133,7 @@ class Child:
             return exit_cause(None)
         try:
             proc.join(0.2)  # Thespian reaped it already; this only reads the status
-        except Exception:
+        except (AssertionError, ValueError, OSError):  # not our child, closed, or gone
             return exit_cause(None)
         return exit_cause(proc.exitcode)
 
