@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.05)
             stop.set()
     except (MQClientError, ValueError) as exc:
-        sys.stderr.write(f"actormq consumer: {getattr(exc, 'message', exc)}\n")
+        text = exc.message if isinstance(exc, MQClientError) else str(exc)
+        sys.stderr.write(f"actormq consumer: {text}\n")
         return 1
     elapsed = time.monotonic() - start
     stats.roll()

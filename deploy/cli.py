@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deploy.config import (
     BROKER_PATH_KEYS,
@@ -29,12 +27,17 @@ from deploy.config import (
     load_properties,
     resolve_paths,
 )
-from deploy.launch import StartError
+from deploy.launch import EXIT_ROLE_FAILED, LocalCluster, StartError, serve, stop_event
+
+if TYPE_CHECKING:
+    from actors.broker.config import BrokerConfig
+    from actors.namesrv.config import NamesrvConfig
+    from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
 EXIT_BAD_CONFIG = 2
-EXIT_ROLE_FAILED = 3  # a role kept dying (or its supervisor died): everything was stopped
+__all__ = ["EXIT_BAD_CONFIG", "EXIT_ROLE_FAILED", "build_parser", "main"]
 
 
 def _port(text: str) -> int:
@@ -67,7 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("-c", "--config", default=None,
                     help="optional broker.conf (default: <data>/store/config/broker.properties "
                          "when there, where updateBrokerConfig keeps its changes)")
-    up.add_argument("--personality", default=None, help=argparse.SUPPRESS)  # tests: echo cores
     up.add_argument("--spark-bridge-port", type=_bridge_port, default=10930,
                     help="SparkBridge port (default 10930; 0 = any free port; -1 = none)")
     up.add_argument("--spark-bridge-host", default="127.0.0.1",
@@ -91,19 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     # listed for --help only: main() hands everything after these to their own parsers
     sub.add_parser("admin", help="mqadmin-style tools: `actormq admin --help`")
-    sub.add_parser("bench", help="broker benchmark (tests/bench/broker_bench.py); --reference: "
+    sub.add_parser("bench", help="broker benchmark (deploy/bench/broker_bench.py); --reference: "
                                  "beside the reference RocketMQ 4.9.8 in the same invocation, "
                                  "each scenario warmed untimed on both first (--warmup "
                                  "SECONDS); "
-                                 "`bench --client`: the client's (tests/bench/client_bench.py); "
-                                 "`bench --consumer`: tests/bench/consumer_bench.py")
+                                 "`bench --client`: the client's (deploy/bench/client_bench.py); "
+                                 "`bench --consumer`: deploy/bench/consumer_bench.py")
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
     sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
     sub.add_parser("spark", help="SparkBridge and pipelines: `actormq spark --help`")
     return p
 
 
-def _configs(props: dict[str, str], overrides: dict[str, str | None]) -> tuple[Any, Any]:
+def _configs(props: dict[str, str], overrides: dict[str, str | None]
+             ) -> tuple[BrokerConfig, StoreConfig]:  # fmt: skip
     """BrokerConfig and StoreConfig from the file's properties and the command line's
     overrides (None: not given), paths made absolute; ConfigError."""
     from actors.broker.config import BrokerConfig
@@ -122,7 +125,7 @@ def _configs(props: dict[str, str], overrides: dict[str, str | None]) -> tuple[A
     return bc, sc
 
 
-def _namesrv_config(props: dict[str, str], data: str) -> Any:
+def _namesrv_config(props: dict[str, str], data: str) -> NamesrvConfig:
     """NamesrvConfig from properties, paths defaulting under data/namesrv; ConfigError."""
     from actors.namesrv.config import NamesrvConfig
 
@@ -132,38 +135,12 @@ def _namesrv_config(props: dict[str, str], data: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def stop_event() -> threading.Event:
-    """An event SIGTERM / Ctrl-C sets: installed before the servers start, so a signal that
-    arrives while they are still starting stops them cleanly once they are up."""
-    stop = threading.Event()
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
-
-
-def _serve(cluster: Any, stop: threading.Event) -> int:
-    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
-    stderr); the caller stops the cluster either way."""
-    from deploy import launch
-
-    failure = launch.wait_for_stop(cluster, stop)
-    if failure is None:
-        return 0
-    sys.stderr.write(f"actormq: stopping: {failure}\n")
-    sys.stderr.flush()
-    return EXIT_ROLE_FAILED
-
-
 def _say(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
-def _vip(cluster: Any, host: str) -> str:
+def _vip(cluster: LocalCluster, host: str) -> str:
     """'VIP host:port' of the only broker, or 'VIP off'."""
     fast = cluster.broker_fast_port()
     return f"VIP {host}:{fast}" if fast else "VIP off"
@@ -196,7 +173,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ns_config = _namesrv_config({"listenPort": str(ns_port)}, data)
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
         _say(f"name server listening on {args.host}:{ns_port}")
-        port = launch.start_broker(cluster, bc, sc, host=args.host, personality=args.personality)
+        port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
         if args.spark_bridge_port >= 0:
@@ -204,7 +181,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                                               host=args.spark_bridge_host,
                                               port=args.spark_bridge_port)  # fmt: skip
             _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
-        code = _serve(cluster, stop)
+        code = serve(cluster, stop)
         _say("shutting down")
     finally:
         launch.stop_cluster(cluster)
@@ -225,7 +202,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     try:
         port = launch.start_namesrv(cluster, host=args.host, config=config)
         _say(f"name server listening on {args.host}:{port}")
-        code = _serve(cluster, stop)
+        code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
     return code
@@ -250,7 +227,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         port = launch.start_broker(cluster, bc, sc, host=args.host)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)})")
-        code = _serve(cluster, stop)
+        code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
     return code
@@ -276,18 +253,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return spark_main(argv[1:])
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's parser
-        checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        if checkout not in sys.path:  # tests/ is in the checkout, not in the installed package
-            sys.path.insert(0, checkout)
         if argv[1:2] == ["--consumer"]:
-            from tests.bench.consumer_bench import main as consumer_bench_main
+            from deploy.bench.consumer_bench import main as consumer_bench_main
 
             return int(consumer_bench_main(argv[2:]) or 0)
         if argv[1:2] == ["--client"]:
-            from tests.bench.client_bench import main as client_bench_main
+            from deploy.bench.client_bench import main as client_bench_main
 
             return int(client_bench_main(argv[2:]) or 0)
-        from tests.bench.broker_bench import main as bench_main
+        from deploy.bench.broker_bench import main as bench_main
 
         return int(bench_main(argv[1:]) or 0)
     args = build_parser().parse_args(argv)

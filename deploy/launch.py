@@ -29,11 +29,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client runtime shares them
     LOOPBACK,
@@ -43,11 +45,21 @@ from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client r
     port_is_free,
     prepare_environment,
     stable_free_port,
+    start_actor_system,
 )
 from deploy import actor_logging, runtime_dir
 
+if TYPE_CHECKING:
+    from actors.broker.config import BrokerConfig
+    from actors.namesrv.config import NamesrvConfig
+    from store.config import StoreConfig
+
 log = logging.getLogger(__name__)
 
+BROKER_CONTROLLER = "actors.broker.actor.BrokerControllerActor"  # what start_broker supervises
+NAME_SERVER = "actors.namesrv.actor.NameServerActor"
+
+EXIT_ROLE_FAILED = 3  # a role kept dying (or its supervisor died): everything was stopped
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 REAP_WAIT_S = 10.0  # after the actor system's shutdown, before its late processes are killed
@@ -131,7 +143,7 @@ def writable_dir(path: str, what: str) -> str:
     return path
 
 
-def check_store_paths(store_config: Any) -> None:
+def check_store_paths(store_config: StoreConfig) -> None:
     """The broker's store directories are writable directories (StartError otherwise)."""
     writable_dir(store_config.storePathRootDir, "the store directory (storePathRootDir)")
     if store_config.storePathCommitLog:
@@ -152,7 +164,6 @@ def start_system(
     # protocol); they take pickles, so only from this process tree (its in-memory key)
     prepare_environment(LOOPBACK, os.path.join(data_dir, "thespian.log"))
     patch_thespian_transport(LOOPBACK)
-    from thespian.actors import ActorSystem
 
     runtime_dir.clean_dead()  # what runs killed with SIGKILL left behind
     if admin_port is None:
@@ -164,15 +175,9 @@ def start_system(
         who = f" by process {holder}" if holder is not None else ""
         raise StartError(f"Thespian Admin Port {admin_port} is in use{who} (a running actor "
                          "system? stop it first)")
-    capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
     log_file = os.path.join(data_dir, "actormq.log")
     with actor_logging.directly(log_file, log_level):  # the admin forks in here
-        asys = ActorSystem(
-            "multiprocTCPBase",
-            capabilities,
-            logDefs=log_defs(log_file, log_level),
-            transientUnique=True,
-        )
+        asys = start_actor_system(admin_port, log_defs(log_file, log_level))
     rdir = runtime_dir.create(admin_port)  # Unix sockets of this run; removed at stop
     log.info("actor system up, admin port %d", admin_port)
     return LocalCluster(asys, admin_port, data_dir, rdir)
@@ -217,7 +222,7 @@ def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
 
 
 def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBACK,
-                  idle_s: float = 120.0, config: Any = None) -> int:
+                  idle_s: float = 120.0, config: NamesrvConfig | None = None) -> int:
     """Create the NameServer actor (supervised) and wait until it listens; return its port.
 
     config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change;
@@ -227,7 +232,7 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
 
     if config is not None:
         port, idle_s = int(config.listenPort), float(config.serverChannelMaxIdleTimeSeconds)
-    addr, reply = _supervised(cluster, "namesrv", "actors.namesrv.actor.NameServerActor",
+    addr, reply = _supervised(cluster, "namesrv", NAME_SERVER,
                               StartNamesrv(host, port, config, idle_s),
                               (NamesrvStarted, NamesrvStartFailed))  # fmt: skip
     if not isinstance(reply, NamesrvStarted):
@@ -240,33 +245,35 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
 
 def start_broker(
     cluster: LocalCluster,
-    broker_config: Any,
-    store_config: Any,
+    broker_config: BrokerConfig,
+    store_config: StoreConfig,
     *,
     host: str = LOOPBACK,
     idle_s: float = 120.0,
     max_frame: int = 16 * 1024 * 1024,
-    personality: str | None = None,
+    actor_class: str = BROKER_CONTROLLER,
 ) -> int:
-    """Create a broker (controller, processors, remoting; supervised); return its port."""
+    """Create a broker (controller, processors, remoting; supervised); return its port.
+
+    actor_class: the dotted path of the broker's controller actor (BrokerControllerActor, or
+    a subclass of it made of other processors: its PERSONALITY)."""
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     check_store_paths(store_config)
-    name = str(getattr(broker_config, "brokerName", "broker"))
-    broker_id = int(getattr(broker_config, "brokerId", 0))
-    if broker_id:  # a slave shares its master's brokerName
-        name = f"{name}-{broker_id}"
-    if int(getattr(broker_config, "listenPort", 0)) == 0 and hasattr(broker_config, "replace"):
+    name = broker_config.brokerName
+    if broker_config.brokerId:  # a slave shares its master's brokerName
+        name = f"{name}-{broker_config.brokerId}"
+    if broker_config.listenPort == 0:
         # the port is advertised (name server routes, msgId store host): fix it before start;
         # P - 2 free too so the VIP channel gets its usual port
         local = host if host != "0.0.0.0" else LOOPBACK
-        derived = getattr(broker_config, "fastListenPort", None) is None
+        derived = broker_config.fastListenPort is None
         # below the ephemeral range: the actor system's own port-0 sockets cannot take it
         # between this pick and the RemotingServer's bind
         broker_config = broker_config.replace(listenPort=stable_free_port(local, pair=derived))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
-    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame, personality)
-    addr, reply = _supervised(cluster, name, "actors.broker.actor.BrokerControllerActor", start,
+    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame)
+    addr, reply = _supervised(cluster, name, actor_class, start,
                               (BrokerStarted, BrokerStartFailed))  # fmt: skip
     if not isinstance(reply, BrokerStarted):
         reason = reply.reason if reply is not None else "timeout"
@@ -298,6 +305,30 @@ def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
             if is_zombie(pid):
                 return f"the supervisor of {role} (pid {pid}) died"
     return None
+
+
+def stop_event() -> threading.Event:
+    """An event SIGTERM / Ctrl-C sets: installed before the servers start, so a signal that
+    arrives while they are still starting stops them cleanly once they are up."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def serve(cluster: LocalCluster, stop: threading.Event) -> int:
+    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
+    stderr); the caller stops the cluster either way."""
+    failure = wait_for_stop(cluster, stop)
+    if failure is None:
+        return 0
+    sys.stderr.write(f"actormq: stopping: {failure}\n")
+    sys.stderr.flush()
+    return EXIT_ROLE_FAILED
 
 
 def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = LOOPBACK,
@@ -370,6 +401,17 @@ def stop_cluster(cluster: LocalCluster) -> None:
         finally:
             _reap(system)
             shutil.rmtree(cluster.runtime_dir, ignore_errors=True)
+
+
+def cluster_pids(cluster: LocalCluster) -> list[int]:
+    """Every live process of the cluster's actor system (the session of its admin)."""
+    from deploy import procinfo
+
+    admin = procinfo.pid_listening_on(cluster.admin_port)
+    if admin is None:
+        return []
+    sid = procinfo.session_id(admin)
+    return procinfo.pids_in_session(sid) if sid is not None else [admin]
 
 
 def _system_processes(cluster: LocalCluster) -> list[tuple[int, int]]:

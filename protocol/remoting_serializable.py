@@ -11,7 +11,7 @@ import json
 import json.encoder
 import json.scanner
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgpack
 
@@ -22,9 +22,7 @@ from protocol.codes import (
 from protocol.errors import (
     BadHeaderError,
 )
-
-if TYPE_CHECKING:
-    from protocol.command import RemotingCommand
+from protocol.header_fields import HeaderFields
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +176,7 @@ def _json_ext(ext: dict[str, str]) -> str:
     return "".join(_json_ext_chunks(ext, 0))
 
 
-def encode_json_header(cmd: RemotingCommand) -> bytes:
+def encode_json_header(cmd: HeaderFields) -> bytes:
     # Members in fastjson's (alphabetical) order, assembled by hand: only extFields and
     # remark need the JSON encoder. The :d spec keeps IntEnum members numeric.
     ext = cmd.ext_fields

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from protocol.errors import (
     BadHeaderError,
 )
-
-if TYPE_CHECKING:
-    from protocol.command import RemotingCommand
+from protocol.header_fields import HeaderFields
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +76,7 @@ def decode_binary_header(header: memoryview) -> tuple[int, int, int, int, int, A
     return code, language, version, opaque, flag, remark, ext
 
 
-def encode_binary_header(cmd: RemotingCommand) -> bytes:
+def encode_binary_header(cmd: HeaderFields) -> bytes:
     remark = cmd.remark.encode("utf-8") if cmd.remark else b""
     parts: list[bytes] = []
     ext = cmd.ext_fields

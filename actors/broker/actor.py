@@ -3,8 +3,8 @@
 Mirrors broker/BrokerController.java (initialize/start/shutdown, one executor per processor
 group, registerBrokerAll every registerNameServerPeriod, persisting consumer offsets every
 flushConsumerOffsetInterval), RocketMQ 4.9.x. Each processor group runs in a ProcessorActor
-(actors.broker.processor_actor); the personality (actors.broker.personality) says which. A
-slave's SlaveSynchronize connection is actors.broker.slave_synchronize.
+(actors.broker.processor_actor); the class's personality (actors.broker.personality) says
+which. A slave's SlaveSynchronize connection is actors.broker.slave_synchronize.
 """
 
 from __future__ import annotations
@@ -14,23 +14,27 @@ import logging
 import os
 import pickle
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from thespian.actors import ActorExitRequest
+from thespian.actors import ActorAddress, ActorExitRequest
 
+from actors.broker.config import BrokerConfig
 from actors.broker.ha import HAServiceActor
 from actors.broker.index_service import IndexServiceActor, broker_store_config
 from actors.broker.personality import (
+    BROKER,
     BarrierController,
+    BrokerPersonality,
     ControllerCore,
     HaController,
     NamesrvController,
     VersionedController,
-    load_personality,
 )
 from actors.broker.processor_actor import ProcessorActor
 from actors.broker.slave_synchronize import SlaveSynchronize
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
+from actors.core import ProcessorGroup
+from actors.runtime.channel import ChannelAddr
 from actors.runtime.messages import (
     BrokerEventBatch,
     BrokerStarted,
@@ -62,6 +66,8 @@ from actors.runtime.messages import (
 from actors.runtime.tcp import ClientConn
 from actors.runtime.token_gate import channel_token
 from actors.runtime.watch import now_ms
+from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 MAX_TICK_MS = 1000.0
@@ -70,39 +76,46 @@ NS_FIRST_RETRY_MS = 200.0  # a lost name server connection: register again this 
 NS_RETRY_MS = 1000.0  # then this often until it answers
 
 
+def _register_period_ms(bc: BrokerConfig) -> float:
+    """registerNameServerPeriod, kept within 10-60 s as BrokerController does."""
+    return min(60000.0, max(10000.0, float(bc.registerNameServerPeriod)))
+
+
 # -- controller actor --------------------------------------------------------------------------
 class BrokerControllerActor(BrokerChildSupervisor):
     """Starts the broker's actors (and replaces the dead: actors.broker.supervision), owns its
     authoritative state, talks to name servers."""
 
+    PERSONALITY: ClassVar[BrokerPersonality] = BROKER  # its groups and controller core
+    PROCESSOR_ACTOR: ClassVar[type[ProcessorActor]] = ProcessorActor  # hosts each group
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.start_msg: StartBroker | None = None
-        self.requester: Any = None
-        self.personality: Any = None
+        self.requester: ActorAddress | None = None
         self.core: ControllerCore | None = None
         # the core's optional capabilities (actors.broker.personality), looked up once in _begin
         self.take_version_events: Callable[[], dict[str, list[Any]]] | None = None
         self.take_barriers: Callable[[], list[tuple[str, int]]] | None = None
         self.ns_core: NamesrvController | None = None
         self.ha_core: HaController | None = None
-        self.groups: list[Any] = []
-        self.processors: dict[str, Any] = {}  # group -> ActorAddress
-        self.channel_addrs: dict[str, Any] = {}
+        self.groups: list[ProcessorGroup] = []
+        self.processors: dict[str, ActorAddress] = {}
+        self.channel_addrs: dict[str, ChannelAddr] = {}
         self.channel_token = b""  # TCP processor channels only (Unix sockets are mode 0600)
-        self.remoting: Any = None
+        self.remoting: ActorAddress | None = None
         self.port = 0
         self.fast_port = 0
         self.state = "idle"
-        self.stop_requester: Any = None
+        self.stop_requester: ActorAddress | None = None
         self.ns_conns: dict[str, ClientConn] = {}
         self.pending_unregister = 0
-        self.barriers: list[tuple[list[tuple[Any, int]], list[tuple[str, int]]]] = []
+        self.barriers: list[tuple[list[tuple[ClientConn, int]], list[tuple[str, int]]]] = []
         self.store_ok = True
         self.store_detail = ""
-        self.indexer: Any = None  # IndexServiceActor address (messageIndexDispatch=process)
+        self.indexer: ActorAddress | None = None  # IndexServiceActor (messageIndexDispatch=process)
         self.ns_down: set[str] = set()  # name servers whose connection was lost (logged once)
-        self.ha: Any = None  # HAServiceActor address (a master with haListenPort != -1)
+        self.ha: ActorAddress | None = None  # HAServiceActor (a master with haListenPort != -1)
         self.slave_sync = SlaveSynchronize(self.unwatch)  # a slave: to its master
 
     # startup: send first (it recovers the store), then the others, then remoting
@@ -173,8 +186,8 @@ class BrokerControllerActor(BrokerChildSupervisor):
         """Everything listens: register with the name servers and tell the launcher."""
         self.state = "running"
         self._register(first=True)
-        bc = self.start_msg.broker_config if self.start_msg else None
-        host = getattr(bc, "brokerIP1", "127.0.0.1")
+        assert self.start_msg is not None  # started
+        host = self.start_msg.broker_config.brokerIP1
         self.send(self.requester, BrokerStarted(f"{host}:{self.port}", self.port, self.fast_port))
         self.report_pids()
         self._tick()
@@ -186,8 +199,8 @@ class BrokerControllerActor(BrokerChildSupervisor):
         if msg is None or "send" not in self.processors:
             return False
         bc, sc = msg.broker_config, msg.store_config
-        configured = int(getattr(sc, "haListenPort", 0))
-        if configured < 0 or str(getattr(bc, "brokerRole", "")).upper() == "SLAVE":
+        configured = sc.haListenPort
+        if configured < 0 or bc.is_slave:
             return False
         port = self.ha_port or configured or self.port + 1  # a replacement: the port bound
         if self.state != "running":
@@ -195,7 +208,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.ha = self.createActor(HAServiceActor)
         self.track(HA, self.ha)
         self.send(self.ha, StartHA(
-            sc, msg.host, port, str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER",
+            sc, msg.host, port, bc.brokerRole.upper() == "SYNC_MASTER",
             free_port_fallback=configured == 0 and not self.ha_port, runtime_dir=msg.runtime_dir,
         ))  # fmt: skip
         return True
@@ -203,9 +216,8 @@ class BrokerControllerActor(BrokerChildSupervisor):
     def _begin(self, msg: StartBroker) -> None:
         msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))
         self.start_msg = msg
-        self.personality = load_personality(msg.personality)
         os.makedirs(msg.runtime_dir, mode=0o700, exist_ok=True)
-        self.core = core = self.personality.make_controller(
+        self.core = core = self.PERSONALITY.make_controller(
             msg.broker_config, msg.store_config, now_ms(), msg.runtime_dir)  # fmt: skip
         if isinstance(core, VersionedController):
             self.take_version_events = core.take_version_events
@@ -213,9 +225,9 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.take_barriers = core.take_barriers
         self.ns_core = core if isinstance(core, NamesrvController) else None
         self.ha_core = core if isinstance(core, HaController) else None
-        self.groups = list(self.personality.GROUPS)
+        self.groups = list(self.PERSONALITY.GROUPS)
         for group in self.groups:
-            addr = self.createActor(ProcessorActor)
+            addr = self.createActor(self.PROCESSOR_ACTOR)
             self.processors[group.name] = addr
             self.track(group.name, addr)
         self.state = "starting-send"
@@ -226,9 +238,9 @@ class BrokerControllerActor(BrokerChildSupervisor):
         msg, core = self.start_msg, self.core
         assert msg is not None and core is not None
         bc = msg.broker_config
-        path: Any = os.path.join(msg.runtime_dir, f"{group}.sock")
-        if str(getattr(bc, "processorChannel", "unix")).lower() == "tcp":
-            path = (str(getattr(bc, "processorChannelHost", "127.0.0.1")), 0)
+        path: ChannelAddr = os.path.join(msg.runtime_dir, f"{group}.sock")
+        if bc.processorChannel.lower() == "tcp":
+            path = (bc.processorChannelHost, 0)
             if not self.channel_token:
                 self.channel_token = channel_token()
         self.send(
@@ -240,7 +252,6 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 path,
                 core.snapshot(),
                 self.myAddress,
-                msg.personality,
                 self.channel_token,
                 msg.runtime_dir,
             ),
@@ -249,8 +260,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
     def _start_indexer(self) -> None:
         """Start (or restart) the IndexService actor when the index is built outside the writer."""
         msg = self.start_msg
-        sc = msg.store_config if msg is not None else None
-        if "send" not in self.processors or getattr(sc, "index_mode", "") != "process":
+        if msg is None or "send" not in self.processors:
+            return
+        sc = msg.store_config
+        if sc.index_mode != "process":
             return
         self.indexer = self.createActor(IndexServiceActor)
         self.track(INDEX, self.indexer)
@@ -276,8 +289,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.remoting = self.createActor("actors.remoting.actor.RemotingServer")
         self.track(REMOTING, self.remoting)
         bc = msg.broker_config
-        self.send(self.remoting, self.remoting_start(int(getattr(bc, "listenPort", 0)),
-                                                     getattr(bc, "fastListenPort", None)))
+        self.send(self.remoting, self.remoting_start(bc.listenPort, bc.fastListenPort))
 
     def _fail(self, reason: str) -> None:
         log.error("broker start failed: %s", reason)
@@ -302,7 +314,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 if group in self.processors and evs:
                     self.send(self.processors[group], BrokerEventBatch("controller", evs))
         barriers = list(self.take_barriers()) if self.take_barriers is not None else []
-        waits: list[tuple[Any, int]] = []
+        waits: list[tuple[ClientConn, int]] = []
         if register and self.state == "running":
             waits = self._register(first=False)
         if barriers:
@@ -326,7 +338,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self.barriers = keep
 
     # name servers
-    def _register(self, first: bool) -> list[tuple[Any, int]]:
+    def _register(self, first: bool) -> list[tuple[ClientConn, int]]:
         """Send REGISTER_BROKER to every name server; (conn, its request count) to wait for."""
         assert self.core is not None
         try:
@@ -338,7 +350,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         addrs = {addr for addr, _cmd in requests}
         return [(c, c.sent) for a, c in self.ns_conns.items() if a in addrs]
 
-    def _send_ns(self, requests: list[tuple[str, Any]]) -> int:
+    def _send_ns(self, requests: list[tuple[str, RemotingCommand]]) -> int:
         sent = 0
         for addr, cmd in requests:
             conn = self.ns_conns.get(addr)
@@ -409,12 +421,10 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self._flush_ns()
         self._check_barriers()
 
-    def _on_ns_response(self, addr: str, frame: Any) -> None:
-        from protocol.command import RemotingCommand
-
+    def _on_ns_response(self, addr: str, frame: bytes | memoryview) -> None:
         try:
             cmd = RemotingCommand.decode(frame)
-        except Exception as exc:
+        except ProtocolError as exc:
             log.warning("bad frame from name server %s: %s", addr, exc)
             return
         ns = self.ns_core
@@ -439,17 +449,15 @@ class BrokerControllerActor(BrokerChildSupervisor):
 
     # periodic work
     def _tick(self) -> None:
-        bc = self.start_msg.broker_config if self.start_msg else None
-        period = float(getattr(bc, "registerNameServerPeriod", 30000))
-        period = min(60000.0, max(10000.0, period))
-        self.schedule("register", period)
-        self.schedule("persist", float(getattr(bc, "flushConsumerOffsetInterval", 5000)))
+        assert self.start_msg is not None  # running
+        bc = self.start_msg.broker_config
+        self.schedule("register", _register_period_ms(bc))
+        self.schedule("persist", float(bc.flushConsumerOffsetInterval))
         self.schedule("core", MAX_TICK_MS)
-        if getattr(bc, "is_slave", False):
+        if bc.is_slave:
             self.schedule("slave-sync", SLAVE_SYNC_MS)
 
     def on_timer(self, key: str) -> None:
-        bc = self.start_msg.broker_config if self.start_msg else None
         if self.on_replace_timer(key):
             return
         if key == "ns-flush":
@@ -469,14 +477,15 @@ class BrokerControllerActor(BrokerChildSupervisor):
             return
         if self.state != "running":
             return
+        assert self.start_msg is not None  # running
+        bc = self.start_msg.broker_config
         if key == "slave-sync":
             self._slave_sync()
             self.schedule("slave-sync", SLAVE_SYNC_MS)
             return
         if key == "register":
             self._register(first=False)
-            period = float(getattr(bc, "registerNameServerPeriod", 30000))
-            self.schedule("register", min(60000.0, max(10000.0, period)))
+            self.schedule("register", _register_period_ms(bc))
             return
         assert self.core is not None  # running
         if key == "persist":
@@ -484,7 +493,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 self.core.persist(now_ms())
             except Exception:
                 log.exception("persisting consumer offsets failed")
-            self.schedule("persist", float(getattr(bc, "flushConsumerOffsetInterval", 5000)))
+            self.schedule("persist", float(bc.flushConsumerOffsetInterval))
         elif key == "core":
             delay = MAX_TICK_MS
             nxt = self.core.tick(now_ms())  # an exception ends the actor (let it fail)
@@ -505,7 +514,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         self._on_events("controller", events, forward_them=True)
 
     # shutdown: remoting -> store -> persist -> unregister -> reply
-    def _stop(self, sender: Any) -> None:
+    def _stop(self, sender: ActorAddress | None) -> None:
         if sender is not None:
             self.stop_requester = sender
         if self.state.startswith("stopping"):
@@ -555,7 +564,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
                 self.core.shutdown(now_ms())
         except Exception:
             log.exception("persisting at shutdown failed")
-        requests: list[tuple[str, Any]] = []
+        requests: list[tuple[str, RemotingCommand]] = []
         try:
             if self.core is not None:
                 requests = self.core.unregister_requests()

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from store.config import typed_properties
+from store.config import StoreConfig, typed_properties
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,6 @@ class BrokerConfig:
     # the file UPDATE_BROKER_CONFIG persists to and the next start reads (BrokerPathConfigHelper:
     # the -c file; "" = <storePathRootDir>/config/broker.properties); in configBlackList
     brokerConfigPath: str = ""
-    testSlowProcessorMs: str = ""  # ours, tests only: "send:300" sleeps 300 ms per send request
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
@@ -152,14 +151,6 @@ class BrokerConfig:
         """True for brokerRole SLAVE."""
         return self.brokerRole.upper() == "SLAVE"
 
-    def slow_processor_ms(self, group: str) -> int:
-        """Test-only per-request sleep for a processor group (from testSlowProcessorMs)."""
-        for part in self.testSlowProcessorMs.split(","):
-            name, _, ms = part.partition(":")
-            if name.strip() == group and ms.strip():
-                return int(ms)
-        return 0
-
 
 # Read when the broker starts (ports, names, paths, roles, the store's layout): an update is
 # persisted but takes effect at the next start, as in RocketMQ.
@@ -172,17 +163,17 @@ RESTART_ONLY: frozenset[str] = frozenset({
 })  # fmt: skip
 
 
-def broker_config_path(broker_config: BrokerConfig, store_config: Any) -> str:
+def broker_config_path(broker_config: BrokerConfig, store_config: StoreConfig) -> str:
     """The file UPDATE_BROKER_CONFIG persists to: brokerConfigPath, else
     <storePathRootDir>/config/broker.properties."""
     if broker_config.brokerConfigPath:
         return broker_config.brokerConfigPath
-    root = os.path.expanduser(str(getattr(store_config, "storePathRootDir", "") or "."))
+    root = os.path.expanduser(store_config.storePathRootDir or ".")
     return os.path.join(root, "config", "broker.properties")
 
 
 def split_config_updates(
-    props: dict[str, str], store_config_cls: Any
+    props: dict[str, str], store_config_cls: type[StoreConfig]
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(broker updates, store updates, unknown keys), values converted to their field types;
     ValueError (naming the key) for a value of the wrong type."""
@@ -195,7 +186,7 @@ def split_config_updates(
     return b_vals, s_vals, unknown
 
 
-def apply_config_updates(broker_config: Any, store_config: Any,
+def apply_config_updates(broker_config: BrokerConfig, store_config: StoreConfig,
                          updates: tuple[tuple[str, str], ...]) -> bool:  # fmt: skip
     """Set each (key, text) on the broker or store config it belongs to; True if any changed.
     Names read only at start (RESTART_ONLY) are left as the running broker has them: they are
@@ -208,9 +199,11 @@ def apply_config_updates(broker_config: Any, store_config: Any,
     except ValueError:
         log.warning("config update refused: %s", props)
         return False
-    for target, vals in ((broker_config, b_vals), (store_config, s_vals)):
-        for k, v in vals.items():
-            if target is not None and getattr(target, k) != v:
+    targets: tuple[tuple[object, dict[str, Any]], ...] = ((broker_config, b_vals),
+                                                          (store_config, s_vals))  # fmt: skip
+    for target, vals in targets:
+        for k, v in vals.items():  # names split_config_updates found among target's fields
+            if getattr(target, k) != v:
                 setattr(target, k, v)
                 changed = True
     return changed

@@ -17,6 +17,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.events import BrokerEvent, SubscriptionGroupDeleted, TopicsDeleted
 from actors.broker.state import BrokerSnapshot, BrokerState
 from actors.core import Outbox
+from store.config import StoreConfig
 
 __all__ = ["ArrivalNotice", "BrokerContext", "BrokerSnapshot"]
 
@@ -32,14 +33,13 @@ class BrokerContext(BrokerState):
     def __init__(
         self,
         broker_config: BrokerConfig,
-        store_config: Any,
+        store_config: StoreConfig,
         *,
         group: str,
         outbox: Outbox | None,
         store: Any = None,
     ) -> None:
-        super().__init__(broker_config)
-        self.store_config = store_config
+        super().__init__(broker_config, store_config)
         self.group = group
         self.outbox = outbox
         self.store = store

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import zlib
-from typing import Any
 
 from actors.broker.config import BrokerConfig, broker_config_path
 from actors.broker.events import (
@@ -43,7 +42,7 @@ from actors.broker.topic_config import TopicConfig
 from protocol.bodies import BodyError, loads_lenient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
-from store.config import update_properties_text
+from store.config import StoreConfig, update_properties_text
 from store.config_files import PersistFailures
 
 log = logging.getLogger(__name__)
@@ -52,10 +51,9 @@ log = logging.getLogger(__name__)
 class BrokerControllerCore(BrokerState):
     """Owns the authoritative broker state and its persistence."""
 
-    def __init__(self, broker_config: BrokerConfig, store_config: Any) -> None:
-        super().__init__(broker_config)
-        self.store_config = store_config
-        root = str(getattr(store_config, "storePathRootDir", "") or ".")
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+        super().__init__(broker_config, store_config)
+        root = store_config.storePathRootDir or "."
         self.config_dir = os.path.join(os.path.expanduser(root), "config")
         self._versions_changed = False
         self._register_needed = False

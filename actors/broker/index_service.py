@@ -27,10 +27,8 @@ from store.config import StoreConfig
 log = logging.getLogger(__name__)
 
 
-def broker_store_config(sc: Any) -> Any:
+def broker_store_config(sc: StoreConfig) -> StoreConfig:
     """The broker's store config: index built by the IndexService actor unless set otherwise."""
-    if not isinstance(sc, StoreConfig):
-        return sc  # a test personality's stand-in
     out = sc
     if out.messageIndexDispatch == "":
         out = dataclasses.replace(out, messageIndexDispatch="process")

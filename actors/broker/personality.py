@@ -1,18 +1,24 @@
 """Broker personalities: where the processor groups, their contexts and the controller core
-come from (the real broker's, or a stand-in such as actors.runtime.echo for benchmarks).
+come from.
 
 Mirrors the registration half of broker/BrokerController.java (initialize: which processor
-serves which request codes, and the controller's own state), RocketMQ 4.9.x.
+serves which request codes, and the controller's own state), RocketMQ 4.9.x. The broker's
+actors take theirs from a class attribute (BrokerControllerActor.PERSONALITY,
+ProcessorActor.PERSONALITY): BROKER, the real one. Another personality is another actor class
+(the runtime tests' echo broker subclasses both), started through the same supervision.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from actors.broker.config import BrokerConfig
+from actors.core import Outbox, ProcessorGroup
 from protocol.command import RemotingCommand
+from store.config import StoreConfig
 
-REAL_PERSONALITY = "actors.broker.actor"  # the name users pass for the real broker
+if TYPE_CHECKING:
+    from actors.broker.controller import BrokerControllerCore
 
 
 # -- the controller core: what every one has, and the optional capabilities ------------------
@@ -112,7 +118,45 @@ class HaController(Protocol):
         ...
 
 
-# -- a processor context's optional part ----------------------------------------------------
+# -- a processor context: what ProcessorActor uses, and its optional part ---------------------
+class ProcessorStore(Protocol):
+    """The store a processor context holds, as its actor uses it (a DefaultMessageStore in the
+    writer, a MessageStoreReader elsewhere)."""
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset (the held pulls' re-check)."""
+        ...
+
+    def close(self) -> None:
+        """The actor stops."""
+        ...
+
+
+class ProcessorContext(Protocol):
+    """One processor actor's replica of the broker state, as ProcessorActor drives it."""
+
+    @property
+    def store(self) -> Any:
+        """The store of this group (None for a group without one); a ProcessorStore."""
+        ...
+
+    def apply(self, event: Any, now_ms: int) -> None:
+        """Apply a replicated event (an exception leaves the replica wrong: let it fail)."""
+        ...
+
+    def load_snapshot(self, snapshot: Any) -> None:
+        """Load the controller's snapshot, before any request."""
+        ...
+
+    def drain_events(self) -> list[Any]:
+        """The events emitted since the last drain (for the controller)."""
+        ...
+
+    def drain_arrivals(self) -> list[Any]:
+        """The arrival notices since the last drain (the send group's, for the pull group)."""
+        ...
+
+
 @runtime_checkable
 class HostedContext(Protocol):
     """A processor context that takes the broker's runtime directory and registration barrier."""
@@ -122,18 +166,34 @@ class HostedContext(Protocol):
 
 
 # -- personalities: where groups, contexts and the controller core come from ------------------
-def load_personality(name: str | None) -> Any:
-    """The module providing GROUPS, DEFAULT_GROUP, make_context, make_controller."""
-    if not name or name == REAL_PERSONALITY:
-        return _RealPersonality()
-    return importlib.import_module(name)
+class BrokerPersonality(Protocol):
+    """What a broker's actors are made of: its processor groups (the default one takes unknown
+    codes), each group's context and the controller core."""
+
+    @property
+    def GROUPS(self) -> tuple[ProcessorGroup, ...]:
+        ...
+
+    @property
+    def DEFAULT_GROUP(self) -> str:
+        ...
+
+    def make_context(self, broker_config: BrokerConfig, store_config: StoreConfig, *,
+                     group: str, outbox: Outbox, now_ms: int) -> ProcessorContext:  # fmt: skip
+        """The context of one processor actor (group `group`)."""
+        ...
+
+    def make_controller(self, broker_config: BrokerConfig, store_config: StoreConfig,
+                        now_ms: int, runtime_dir: str) -> ControllerCore:  # fmt: skip
+        """The controller core, its files loaded."""
+        ...
 
 
-class _RealPersonality:
+class RealPersonality:
     """The real broker: actors.broker.processors + actors.broker.controller (H5's cores)."""
 
     @property
-    def GROUPS(self) -> Any:
+    def GROUPS(self) -> tuple[ProcessorGroup, ...]:
         from actors.broker.processors import BROKER_PROCESSOR_GROUPS
 
         return BROKER_PROCESSOR_GROUPS
@@ -142,26 +202,31 @@ class _RealPersonality:
     def DEFAULT_GROUP(self) -> str:
         from actors.broker.processors import DEFAULT_GROUP
 
-        return str(DEFAULT_GROUP)
+        return DEFAULT_GROUP
 
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    def make_context(self, broker_config: BrokerConfig, store_config: StoreConfig, *,
+                     group: str, outbox: Outbox, now_ms: int) -> ProcessorContext:  # fmt: skip
         from actors.broker.processors import make_context
 
-        return make_context(*args, **kwargs)
+        return make_context(broker_config, store_config, group=group, outbox=outbox,
+                            now_ms=now_ms)  # fmt: skip
 
-    def make_controller(self, broker_config: Any, store_config: Any, now: int,
-                        runtime_dir: str = "") -> ControllerCore:  # fmt: skip
+    def make_controller(self, broker_config: BrokerConfig, store_config: StoreConfig,
+                        now_ms: int, runtime_dir: str) -> ControllerCore:  # fmt: skip
         from actors.broker.controller import BrokerControllerCore
 
         core = BrokerControllerCore(broker_config, store_config)
-        core.load(now, runtime_dir)  # the shared consumer offset table goes there
-        return _ControllerAdapter(core)
+        core.load(now_ms, runtime_dir)  # the shared consumer offset table goes there
+        return ControllerAdapter(core)
 
 
-class _ControllerAdapter:
+BROKER: BrokerPersonality = RealPersonality()  # the broker's actors' default
+
+
+class ControllerAdapter:
     """The real controller core as a ControllerCore with every optional capability."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: BrokerControllerCore) -> None:
         self.core = core
 
     def snapshot(self) -> Any:
@@ -176,13 +241,13 @@ class _ControllerAdapter:
     def take_version_events(self) -> dict[str, list[Any]]:
         return dict(self.core.take_version_events())
 
-    def register_requests(self, t: int) -> list[tuple[str, Any]]:
+    def register_requests(self, t: int) -> list[tuple[str, RemotingCommand]]:
         return list(self.core.build_register_requests(t))
 
     def take_barriers(self) -> list[tuple[str, int]]:
         return list(self.core.take_barriers())
 
-    def unregister_requests(self) -> list[tuple[str, Any]]:
+    def unregister_requests(self) -> list[tuple[str, RemotingCommand]]:
         return list(self.core.build_unregister_requests())
 
     def persist(self, t: int) -> None:
@@ -191,7 +256,7 @@ class _ControllerAdapter:
     def shutdown(self, t: int) -> None:
         self.core.shutdown(t)
 
-    def on_namesrv_response(self, addr: str, cmd: Any, t: int) -> None:
+    def on_namesrv_response(self, addr: str, cmd: RemotingCommand, t: int) -> None:
         self.core.on_register_response(addr, cmd)
 
     # HA: the master's HA port in registrations; a slave's master and SlaveSynchronize
@@ -201,7 +266,7 @@ class _ControllerAdapter:
     def take_master_change(self) -> dict[str, list[Any]]:
         return dict(self.core.take_master_change())
 
-    def order_topic_events(self, addr: str, cmd: Any) -> list[Any]:
+    def order_topic_events(self, addr: str, cmd: RemotingCommand) -> list[Any]:
         return list(self.core.order_topic_events(addr, cmd))
 
     @property
@@ -216,4 +281,4 @@ class _ControllerAdapter:
         return list(self.core.slave_sync_events(code, body))
 
     def tick(self, t: int) -> int | None:
-        return self.core.tick(t)  # type: ignore[no-any-return]
+        return self.core.tick(t)

@@ -11,15 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import socket
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from actors.broker.notify_message_arriving_listener import (
     HOLDS_OFF_DELAY_MS,
     ArrivalNoticeGate,
     HoldsReporter,
 )
-from actors.broker.personality import HostedContext, load_personality
+from actors.broker.personality import BROKER, BrokerPersonality, HostedContext, ProcessorContext
 from actors.core import (
     ArrivalCore,
     BarrierCore,
@@ -29,6 +30,7 @@ from actors.core import (
     GroupCommitCore,
     HeldPullTable,
     HoldingCore,
+    ProcessorCore,
     Request,
     StoreShutdownCore,
 )
@@ -59,6 +61,7 @@ from actors.runtime.request_ledger import LedgerWriter
 from actors.runtime.tcp import FD_RESERVE, raise_fd_limit
 from actors.runtime.token_gate import TokenGate
 from actors.runtime.watch import WatchingActor, now_ms
+from store.config import StoreConfig
 from store.stats_page import OFF_LOCK_SINCE_MS, StatsPage, queue_offset, stats_path
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,7 @@ class LedgerHolds:
 class ProcessorActor(WatchingActor):
     """Hosts one processor core: reads its channel in batches, writes replies back."""
 
+    PERSONALITY: ClassVar[BrokerPersonality] = BROKER  # where its group's core comes from
     LINGER_IDLE_MS = 5.0
     LINGER_CAP_MS = 50.0
 
@@ -105,15 +109,15 @@ class ProcessorActor(WatchingActor):
         self.group = ""
         self.flush_every = 16  # ProcessorGroup.reply_flush_every, once started
         self.host: ProcessorHost | None = None
-        self.ctx: Any = None
-        self.core: Any = None
+        self.ctx: ProcessorContext | None = None
+        self.core: ProcessorCore | None = None
         self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
         self.fd_core: FdWatchingCore | None = None
         self.arrival_core: ArrivalCore | None = None
         self.loss_core: ConnectionLossCore | None = None
         self.hold: HeldPullTable | None = None  # the pull core's held requests
         self.outbox = ChannelOutbox()
-        self.listener: Any = None
+        self.listener: socket.socket | None = None
         self.token = b""  # TCP channels: what a connection must send first
         self.gate: TokenGate | None = None  # TCP channels waiting for their token
         self.listen_fd = -1
@@ -123,7 +127,7 @@ class ProcessorActor(WatchingActor):
         self._core_fds: set[int] = set()  # descriptors the core asked to watch (watch_fds)
         self.gate_notices = ArrivalNoticeGate()  # send actor: notices to the pull actor
         self.holds = HoldsReporter()  # pull actor: HOLDS records to the send actor
-        self.controller: Any = None
+        self.controller: object = None  # the controller's ActorAddress, once started
         self.store_closed = False
 
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -134,6 +138,7 @@ class ProcessorActor(WatchingActor):
                 log.exception("processor group=%s failed to start", msg.group)
                 self.send(sender, ProcessorStartFailed(msg.group, f"{type(exc).__name__}: {exc}"))
                 return
+            assert self.listener is not None  # started
             self.send(sender, ProcessorReady(msg.group, listen_address(self.listener)))
         elif isinstance(msg, BrokerEventBatch):
             if self.ctx is not None:
@@ -169,12 +174,11 @@ class ProcessorActor(WatchingActor):
         return self.group or super().process_role()
 
     def _start(self, msg: StartProcessor) -> None:
-        personality = load_personality(msg.personality)
-        groups = {g.name: g for g in personality.GROUPS}
+        groups = {g.name: g for g in self.PERSONALITY.GROUPS}
         group = groups[msg.group]
         self.group = group.name
         self.controller = msg.controller
-        self.ctx = personality.make_context(
+        self.ctx = ctx = self.PERSONALITY.make_context(
             msg.broker_config,
             msg.store_config,
             group=group.name,
@@ -182,11 +186,11 @@ class ProcessorActor(WatchingActor):
             now_ms=now_ms(),
         )
         if msg.snapshot is not None:
-            self.ctx.load_snapshot(msg.snapshot)
-        if isinstance(self.ctx, HostedContext):
-            self.ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
-            self.ctx.registration_barrier = True  # the controller releases held replies
-        self.core = group.build(self.ctx)
+            ctx.load_snapshot(msg.snapshot)
+        if isinstance(ctx, HostedContext):
+            ctx.runtime_dir = msg.runtime_dir  # e.g. the send core's HA wake pipes
+            ctx.registration_barrier = True  # the controller releases held replies
+        self.core = group.build(ctx)
         core = self.core
         self.group_commit = core if isinstance(core, GroupCommitCore) else None
         self.fd_core = core if isinstance(core, FdWatchingCore) else None
@@ -197,13 +201,9 @@ class ProcessorActor(WatchingActor):
         self.flush_every = max(1, group.reply_flush_every)
         if group.direct_replies:  # one shared socket per consumer connection
             self.outbox.direct = DirectReplies()
-            raise_fd_limit(int(getattr(msg.broker_config, "maxConnections", 10_000)) + FD_RESERVE)
-        bc = msg.broker_config
-        max_wait = int(getattr(bc, group.max_wait_ms_key, 3000))
-        slow_fn = getattr(bc, "slow_processor_ms", None)
-        slow_ms = slow_fn(group.name) if callable(slow_fn) else 0
-        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, slow_ms / 1000.0,
-                                  group.shed_codes)  # fmt: skip
+            raise_fd_limit(msg.broker_config.maxConnections + FD_RESERVE)
+        max_wait = group.max_wait_ms(msg.broker_config)
+        self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, group.shed_codes)
         if self.arrival_core is not None:
             self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
@@ -221,10 +221,10 @@ class ProcessorActor(WatchingActor):
         log.info("processor group=%s ready (max wait %d ms)", group.name, max_wait)
         self._tick()
 
-    def _attach_stats(self, group: str, store_config: Any) -> None:
+    def _attach_stats(self, group: str, store_config: StoreConfig) -> None:
         """Publish this executor's queue figures (send, pull, query) and, for pull, the store's
         get counters into the broker's stats page (GET_BROKER_RUNTIME_INFO reads them)."""
-        root = getattr(store_config, "storePathRootDir", None)
+        root = store_config.storePathRootDir
         off = queue_offset(group)
         if not root or off is None or self.host is None:
             return
@@ -237,8 +237,9 @@ class ProcessorActor(WatchingActor):
         self.host.stats_queue_off = off
         if group == "send":
             self.host.stats_lock_off = OFF_LOCK_SINCE_MS
-        if group == "pull" and self.ctx.store is not None:  # every store publishes its stats
-            self.ctx.store.stats_page = page
+        store = self.ctx.store if self.ctx is not None else None
+        if group == "pull" and store is not None:  # every store publishes its stats
+            store.stats_page = page
 
     def _on_notices(self, notices: list[Any], t: int) -> None:
         if not notices:  # re-check request: every held queue against the store now
@@ -258,9 +259,10 @@ class ProcessorActor(WatchingActor):
             old.close()
         self.ledgers[ch] = LedgerWriter(fd)
 
-    def _on_apply(self, blob: Any, t: int) -> None:
+    def _on_apply(self, blob: bytes, t: int) -> None:
         """Replicated events from another processor, in channel order with requests (one that
         cannot be applied leaves the replica wrong: the exception ends the actor)."""
+        assert self.ctx is not None  # channels are read once started
         for event in pickle.loads(blob):
             self.ctx.apply(event, t)
 
@@ -293,7 +295,7 @@ class ProcessorActor(WatchingActor):
     def _held_queue_notices(self) -> list[Any]:
         """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
         table = self.hold.table if self.hold is not None else None
-        store = self.ctx.store
+        store = self.ctx.store if self.ctx is not None else None
         if not table or store is None:
             return []
         notices = []
@@ -344,7 +346,7 @@ class ProcessorActor(WatchingActor):
             if self.notice_ch is not None and fd == self.notice_ch.fd:
                 self._read_notice_channel(self.notice_ch)
                 continue
-            if fd == self.listen_fd:
+            if fd == self.listen_fd and self.listener is not None:
                 if self.gate is not None:  # TCP: held until the token came (never waited for)
                     self.gate.accept(self.listener, time.monotonic())
                     self._expire_tokens()
@@ -376,7 +378,7 @@ class ProcessorActor(WatchingActor):
                     if ledger is not None:
                         ledger.read += taken
                 events = None
-                if ch is not host.notice_channel:
+                if ch is not host.notice_channel and self.ctx is not None:
                     events = self.ctx.drain_events()
                     if events:  # ahead of this batch's replies: causal order for clients
                         ch.out[mark:mark] = events_record(self.group, events)
@@ -428,7 +430,7 @@ class ProcessorActor(WatchingActor):
             try:
                 if loss is not None:
                     loss.on_connection_lost(conn_id, t)
-                else:
+                elif self.core is not None:
                     self.core.on_connection_closed(conn_id, t)
             except Exception:
                 log.exception("group=%s on_connection_closed failed", self.group)

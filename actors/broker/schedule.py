@@ -24,7 +24,7 @@ from protocol.message import (
     MessageExt,
 )
 from store.commitlog import SCHEDULE_TOPIC
-from store.config import parse_delay_levels
+from store.config import StoreConfig, parse_delay_levels
 from store.config_files import BackgroundWriter, read_json_with_bak, write_text_atomic
 from store.consume_queue import PRE_BLANK_SIZE
 from store.message_ext_broker_inner import MessageExtBrokerInner
@@ -41,13 +41,13 @@ DELAY_OFFSET_FILE: Final = "delayOffset.json"
 _NOT_DELIVERABLE: Final = frozenset({RMQ_SYS_TRANS_HALF_TOPIC, SCHEDULE_TOPIC})
 
 
-def delay_offset_path(store_config: Any) -> str:
+def delay_offset_path(store_config: StoreConfig) -> str:
     """StorePathConfigHelper.getDelayOffsetStorePath."""
-    root = os.path.expanduser(str(getattr(store_config, "storePathRootDir", "") or "."))
+    root = os.path.expanduser(store_config.storePathRootDir or ".")
     return os.path.join(root, "config", DELAY_OFFSET_FILE)
 
 
-def read_persisted_offsets(store_config: Any) -> bytes:
+def read_persisted_offsets(store_config: StoreConfig) -> bytes:
     """delayOffset.json (else its .bak) as last written; an empty table when neither parses
     (a slave's copy of its master's offsets: SlaveSynchronize.syncDelayOffset)."""
     text = read_json_with_bak(delay_offset_path(store_config))
@@ -85,7 +85,7 @@ class ScheduleMessageService:
     def __init__(
         self,
         store: Any,
-        store_config: Any,
+        store_config: StoreConfig,
         *,
         path: str | None = None,
         max_per_tick: int = MAX_PER_TICK,
@@ -94,9 +94,8 @@ class ScheduleMessageService:
         delays = parse_delay_levels(store_config.messageDelayLevel)
         self.delays: dict[int, int] = {i + 1: d for i, d in enumerate(delays)}
         self.path = path if path is not None else delay_offset_path(store_config)
-        self.flush_interval = int(
-            getattr(store_config, "flushDelayOffsetInterval", DEFAULT_FLUSH_INTERVAL)
-        )
+        # MessageStoreConfig.flushDelayOffsetInterval's default (not a StoreConfig setting)
+        self.flush_interval = DEFAULT_FLUSH_INTERVAL
         self.max_per_tick = max(1, max_per_tick)
         self.offsets: dict[int, int] = {}
         self.next_run: dict[int, int] = {}  # level -> due time (ms); empty until started

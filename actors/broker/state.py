@@ -32,6 +32,7 @@ from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from actors.broker.topic_config import TopicConfig, TopicConfigManager
 from protocol.bodies import DataVersion
+from store.config import StoreConfig
 
 TOPICS_CHANGED: Final = 1  # apply_state bits: which persisted table changed
 GROUPS_CHANGED: Final = 2
@@ -53,8 +54,9 @@ class BrokerSnapshot:
 class BrokerState:
     """Topic configs, subscription groups, consumer offsets and registered consumer groups."""
 
-    def __init__(self, broker_config: BrokerConfig) -> None:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
         self.broker_config = broker_config
+        self.store_config = store_config
         self.topics = TopicConfigManager(broker_config)
         self.groups = SubscriptionGroupManager(broker_config)
         self.offsets = ConsumerOffsetManager()
@@ -94,8 +96,7 @@ class BrokerState:
         elif isinstance(ev, BrokerConfigChanged):
             from actors.broker.config import apply_config_updates
 
-            if apply_config_updates(self.broker_config, getattr(self, "store_config", None),
-                                    ev.updates):  # fmt: skip
+            if apply_config_updates(self.broker_config, self.store_config, ev.updates):
                 changed = CONFIG_CHANGED
             self.config_version.next_version(ev.at_ms)
         elif isinstance(ev, TableVersions):

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from thespian.actors import ActorExitRequest, ChildActorExited
+from thespian.actors import ActorAddress, ActorExitRequest, ChildActorExited
 
+from actors.broker.personality import BrokerPersonality
+from actors.core import ProcessorGroup
+from actors.runtime.channel import ChannelAddr
 from actors.runtime.messages import (
     BrokerStopped,
     ChildPids,
@@ -51,11 +54,15 @@ from actors.runtime.messages import (
     RemotingReady,
     RemotingStartFailed,
     RoleFailed,
+    StartBroker,
     StartRemoting,
     SyncEvents,
 )
 from actors.runtime.supervisor import RETRY_MS, Child, ChildRoles, RestartBudget
 from actors.runtime.watch import WatchingActor, now_ms
+
+if TYPE_CHECKING:
+    from actors.broker.processor_actor import ProcessorActor
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +77,20 @@ class BrokerChildSupervisor(WatchingActor):
     """The controller's side of supervision (BrokerControllerActor inherits it)."""
 
     # provided by BrokerControllerActor
+    PERSONALITY: ClassVar[BrokerPersonality]
+    PROCESSOR_ACTOR: ClassVar[type[ProcessorActor]]
     state: str
-    start_msg: Any
-    requester: Any
-    personality: Any
-    groups: list[Any]
-    processors: dict[str, Any]
-    channel_addrs: dict[str, Any]
+    start_msg: StartBroker | None
+    requester: ActorAddress | None
+    groups: list[ProcessorGroup]
+    processors: dict[str, ActorAddress]
+    channel_addrs: dict[str, ChannelAddr]
     channel_token: bytes
-    remoting: Any
+    remoting: ActorAddress | None
     port: int
     fast_port: int
-    indexer: Any
-    ha: Any
+    indexer: ActorAddress | None
+    ha: ActorAddress | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,7 +111,7 @@ class BrokerChildSupervisor(WatchingActor):
     def _start_ha(self) -> bool:
         raise NotImplementedError
 
-    def _stop(self, sender: Any) -> None:
+    def _stop(self, sender: ActorAddress | None) -> None:
         raise NotImplementedError
 
     def _fail(self, reason: str) -> None:
@@ -113,7 +121,7 @@ class BrokerChildSupervisor(WatchingActor):
         raise NotImplementedError
 
     # -- bookkeeping -----------------------------------------------------------------------------
-    def track(self, role: str, addr: Any) -> None:
+    def track(self, role: str, addr: ActorAddress) -> None:
         """Watch a child just created; its parent's supervisor learns its pid."""
         self.children.add(self, role, addr)
         self.report_pids()
@@ -160,7 +168,7 @@ class BrokerChildSupervisor(WatchingActor):
             return False
         return True
 
-    def _child_exited(self, addr: Any) -> None:
+    def _child_exited(self, addr: ActorAddress) -> None:
         child = self.children.remove(addr)
         if child is None:
             return  # a stop we asked for, or a second notice of the same exit
@@ -233,16 +241,17 @@ class BrokerChildSupervisor(WatchingActor):
     def remoting_start(self, port: int, fast_port: int | None) -> StartRemoting:
         """The StartRemoting of this broker (generation rs_generation)."""
         msg = self.start_msg
+        assert msg is not None  # started
         bc = msg.broker_config
         code_groups = {code: g.name for g in self.groups for code in g.codes}
         return StartRemoting(
             msg.host, port, dict(self.channel_addrs), code_groups,
-            self.personality.DEFAULT_GROUP, msg.idle_s, msg.max_frame, fast_port,
-            self.channel_token, int(getattr(bc, "maxConnections", 10_000)),
+            self.PERSONALITY.DEFAULT_GROUP, msg.idle_s, msg.max_frame, fast_port,
+            self.channel_token, bc.maxConnections,
             self.rs_generation << CONN_ID_GENERATION_SHIFT,
             frozenset(g.name for g in self.groups if g.spin_us > 0),
             frozenset(g.name for g in self.groups if g.direct_replies),
-            bool(getattr(bc, "directReplyToLocalClients", False)),
+            bc.directReplyToLocalClients,
             frozenset(g.name for g in self.groups if g.holds_requests),
         )  # fmt: skip
 
@@ -257,10 +266,8 @@ class BrokerChildSupervisor(WatchingActor):
 
     # -- processors ------------------------------------------------------------------------------
     def _replace_processor(self, group: str) -> None:
-        from actors.broker.processor_actor import ProcessorActor
-
         self.channel_addrs.pop(group, None)
-        addr = self.createActor(ProcessorActor)
+        addr = self.createActor(self.PROCESSOR_ACTOR)
         self.processors[group] = addr
         self.track(group, addr)
         if group == "send" and self.indexer is not None:
@@ -280,7 +287,7 @@ class BrokerChildSupervisor(WatchingActor):
             if group in self.processors:
                 self._start_processor(group)
 
-    def _processor_ready(self, group: str, channel_addr: Any) -> None:
+    def _processor_ready(self, group: str, channel_addr: ChannelAddr) -> None:
         self.channel_addrs[group] = channel_addr
         if self.remoting is not None:
             self.send(self.remoting, ConnectProcessor(group, channel_addr, self.channel_token))
@@ -294,7 +301,8 @@ class BrokerChildSupervisor(WatchingActor):
     # -- giving up -------------------------------------------------------------------------------
     def _give_up(self, role: str, reason: str) -> None:
         """Stop the broker (no half broker) and tell the RoleSupervisor above."""
-        name = str(getattr(self.start_msg.broker_config, "brokerName", "broker"))
+        assert self.start_msg is not None  # running
+        name = self.start_msg.broker_config.brokerName
         log.critical("role=%s keeps failing (%s): stopping broker %s", role, reason, name)
         if role == REMOTING:
             self.remoting = None
@@ -303,7 +311,7 @@ class BrokerChildSupervisor(WatchingActor):
             self.send(self.requester, RoleFailed(f"{name}/{role}", reason))
         self._stop(None)
 
-    def answer_stop_when_stopped(self, sender: Any) -> bool:
+    def answer_stop_when_stopped(self, sender: ActorAddress) -> bool:
         """A StopBroker after the broker stopped itself: answered at once."""
         if self.state != "stopped":
             return False

@@ -131,7 +131,7 @@ class TransactionalMessageService:
         self.timeout_ms = int(bc.transactionTimeOut)
         self.check_max = int(bc.transactionCheckMax)
         self.interval_ms = max(1, int(bc.transactionCheckInterval))
-        hours = int(getattr(ctx.store_config, "fileReservedTime", 72))
+        hours = ctx.store_config.fileReservedTime
         self.reserved_ms = hours * 3_600_000
         self.next_check: int | None = None
         self.checks_sent = 0

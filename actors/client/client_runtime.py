@@ -148,13 +148,9 @@ class ClientRuntime:
     def _start_actor_system(self) -> Any:
         loopback.prepare_environment(loopback.LOOPBACK, os.path.join(self.dir, "thespian.log"))
         loopback.patch_thespian_transport(loopback.LOOPBACK)
-        from thespian.actors import ActorSystem
-
         self.admin_port = loopback.stable_free_port()
-        caps = {"Admin Port": self.admin_port, "Process Startup Method": "fork"}
         with _quiet_stdio():
-            return ActorSystem("multiprocTCPBase", caps, logDefs=_log_defs(self.log_path),
-                               transientUnique=True)
+            return loopback.start_actor_system(self.admin_port, _log_defs(self.log_path))
 
     def create_actor(self, cls: type, start_msg: Any, expect: tuple[type, ...],
                      timeout_s: float = START_TIMEOUT_S) -> tuple[Any, Any]:
@@ -174,7 +170,7 @@ class ClientRuntime:
                         self._pgids.add(reply.pgid)
                     return addr, reply
                 log.debug("runtime ignored %r while starting %s", reply, cls.__name__)
-            self.asys.tell(addr, _exit_request())
+            self.asys.tell(addr, loopback.exit_request())
             raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
                                 f"{cls.__name__} did not start within {timeout_s:.0f} s")
 
@@ -205,7 +201,7 @@ class ClientRuntime:
 
     def stop_actor(self, addr: Any) -> None:
         """Ask an actor to exit."""
-        self.tell(addr, _exit_request())
+        self.tell(addr, loopback.exit_request())
 
     # -- channels -------------------------------------------------------------------------------
     def add_channel_handler(self, key: str, handler: ChannelHandler) -> None:
@@ -336,12 +332,6 @@ class ClientRuntime:
 
 
 atexit.register(ClientRuntime._at_exit)
-
-
-def _exit_request() -> Any:
-    from thespian.actors import ActorExitRequest
-
-    return ActorExitRequest()
 
 
 def _pids_in_group(pgid: int) -> list[int]:

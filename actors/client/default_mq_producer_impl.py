@@ -24,7 +24,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from actors.client import validators
 from actors.client.errors import (
@@ -36,7 +36,6 @@ from actors.client.errors import (
 from actors.client.latency_fault_tolerance import MQFaultStrategy
 from actors.client.message_queue_selector import MessageQueueSelector
 from actors.client.mq_client_api import MQClientAPI, process_send_response
-from actors.client.mq_client_manager import InstanceHandle
 from actors.client.records import Message, MessageQueue, SendResult, SendStatus
 from actors.client.topic_publish_info import TopicPublishInfo
 from protocol import message as wire
@@ -71,6 +70,21 @@ def now_ms() -> int:
     """Wall-clock milliseconds."""
     return time.time_ns() // 1_000_000
 
+
+class PublishRoutes(Protocol):
+    """What a producer needs of its client instance (mq_client_manager.InstanceHandle): the
+    topics' publish infos and the brokers' addresses (MQClientInstance's
+    tryToFindTopicPublishInfo / findBrokerAddressInPublish)."""
+
+    publish_infos: dict[str, TopicPublishInfo]  # topic -> what is known of it
+
+    def publish_info(self, topic: str, timeout_s: float = ...) -> TopicPublishInfo:
+        """The topic's publish info, fetched through the instance when not known yet."""
+        ...
+
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        """The master address of broker_name."""
+        ...
 
 class SendRequest:
     """One message (or batch) made ready to send: properties, body, sysFlag, UNIQ_KEY."""
@@ -108,7 +122,7 @@ def plain_properties(msg_id: str, msg: Message) -> str:
 class DefaultMQProducerImpl:
     """Sends for one producer group through the process's RemotingClient."""
 
-    def __init__(self, group: str, handle: InstanceHandle, api: MQClientAPI, *,
+    def __init__(self, group: str, handle: PublishRoutes, api: MQClientAPI, *,
                  send_timeout_ms: int = 3000, retries: int = 2,
                  retry_another_broker_when_not_store_ok: bool = False,
                  compress_over: int = wire.COMPRESS_BODY_OVER,

@@ -12,12 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from actors.client.client_config import ClientConfig
+
 
 @dataclass(frozen=True)
 class StartClientInstance:
     """Runtime -> MQClientInstanceActor: serve this client id; connect to the channel."""
 
-    config: Any  # actors.client.client_config.ClientConfig
+    config: ClientConfig
     channel_path: str  # the user's process listener (Unix socket)
     user_pgid: int = 0  # the user's process group: never the one an orphaned system kills
 

@@ -28,6 +28,7 @@ import time
 from typing import Any, Final
 
 from actors.client import client_channel as ch
+from actors.client.client_config import ClientConfig
 from actors.client.client_remoting_processor import (
     Target,
     no_consumer,
@@ -71,7 +72,7 @@ class MQClientInstanceActor(ServiceThreadActor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.core: MQClientInstance | None = None
-        self.config: Any = None
+        self.config: ClientConfig | None = None
         self.bye = False
         self.user_pgid = 0
         self.runtime_dir = ""  # the user's process's runtime directory (its channel's)
@@ -130,10 +131,16 @@ class MQClientInstanceActor(ServiceThreadActor):
         log.info("client instance %s started", client_id)
         self.send(sender, ClientInstanceStarted(client_id, os.getpid(), os.getpgid(0)))
 
+    @property
+    def _api_timeout_ms(self) -> int:
+        """mqClientApiTimeout of this instance (started: it has its config)."""
+        assert self.config is not None
+        return self.config.mq_client_api_timeout_ms
+
     # -- readiness and timers -----------------------------------------------------------------
     def on_timer(self, key: str) -> None:
         core, cfg = self.core, self.config
-        if core is None:
+        if core is None or cfg is None:
             return
         if key == "routes":
             for topic in sorted(core.topics_in_use()):
@@ -251,7 +258,7 @@ class MQClientInstanceActor(ServiceThreadActor):
         if topic in self._fetching or self.api is None:
             return
         self._fetching.add(topic)
-        timeout = self.config.mq_client_api_timeout_ms
+        timeout = self._api_timeout_ms
         self.api.get_topic_route_from_namesrv(
             topic, timeout, callback=lambda r, e: self._on_route(topic, r, e, default=False))
 
@@ -269,7 +276,7 @@ class MQClientInstanceActor(ServiceThreadActor):
                 and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             # a new topic: the broker creates it at the first send (autoCreateTopicEnable)
             api.get_topic_route_from_namesrv(
-                AUTO_CREATE_TOPIC_KEY_TOPIC, self.config.mq_client_api_timeout_ms,
+                AUTO_CREATE_TOPIC_KEY_TOPIC, self._api_timeout_ms,
                 callback=lambda r, e: self._on_route(
                     topic, default_route_for(r) if r is not None else None, e, default=True))
             return
@@ -323,7 +330,7 @@ class MQClientInstanceActor(ServiceThreadActor):
         if core is None or api is None:
             return
         api.send_heartbeat(addr, hb if hb is not None else core.heartbeat_data(),
-                           self.config.mq_client_api_timeout_ms,
+                           self._api_timeout_ms,
                            callback=functools.partial(self._on_heartbeat, addr))  # fmt: skip
 
     def _on_heartbeat(self, addr: str, version: Any, err: Any) -> None:
@@ -357,7 +364,7 @@ class MQClientInstanceActor(ServiceThreadActor):
 
         for addr in addrs:
             api.unregister_client(addr, core.client_id, producer_group, consumer_group,
-                                  self.config.mq_client_api_timeout_ms,
+                                  self._api_timeout_ms,
                                   callback=functools.partial(one, addr))
 
     # -- requests from brokers ----------------------------------------------------------------

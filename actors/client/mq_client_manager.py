@@ -201,7 +201,7 @@ class InstanceHandle:
 
         try:
             group = decode_message_ext(bytes(cmd.body)).properties.get(PROPERTY_PRODUCER_GROUP)
-        except Exception as exc:
+        except ValueError as exc:  # MessageDecodeError, or properties that are no UTF-8
             log.warning("CHECK_TRANSACTION_STATE with an undecodable message: %s", exc)
             return
         producer = self.producers.get(group or "")

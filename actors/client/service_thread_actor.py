@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.client import client_channel as ch
+from actors.client.client_config import ClientConfig
 from actors.client.mq_client_api import MQClientAPI
 from actors.client.remoting_client import RemotingClient, RequestProcessor
 from actors.runtime.watch import WatchingActor
@@ -28,7 +29,7 @@ class ServiceThreadActor(WatchingActor):
         self.api: MQClientAPI | None = None
         self.channel: ch.ChannelEnd | None = None
 
-    def _connect(self, config: Any, channel_path: str, channel_name: str,
+    def _connect(self, config: ClientConfig, channel_path: str, channel_name: str,
                  processor: RequestProcessor | None = None) -> None:  # fmt: skip
         """Make the remoting client (broker requests go to processor) and the MQClientAPI over
         it, and connect the channel to the user's process."""

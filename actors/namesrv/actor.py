@@ -20,6 +20,7 @@ from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.watch import WatchingActor, now_ms
 
 if TYPE_CHECKING:
+    from actors.namesrv.config import NamesrvConfig
     from actors.namesrv.processor import NamesrvProcessor
 
 log = logging.getLogger(__name__)
@@ -29,20 +30,17 @@ SCAN_PERIOD_MS = 10000.0
 FLUSH_RETRY_MS = 1.0
 
 
-def build_namesrv_core(config: Any) -> NamesrvProcessor:
-    """Construct the NamesrvProcessor core (config: a NamesrvConfig, or a dict of keyword
-    overrides as tests pass them, or None)."""
-    from actors.namesrv.config import NamesrvConfig
+def build_namesrv_core(config: NamesrvConfig | None) -> NamesrvProcessor:
+    """Construct the NamesrvProcessor core (None: a config with nothing persisted)."""
     from actors.namesrv.processor import NamesrvProcessor
 
-    if isinstance(config, NamesrvConfig):
-        return NamesrvProcessor(config=config)
-    return NamesrvProcessor(**(config or {}))
+    return NamesrvProcessor(config=config)
 
 
 def _max_connections(msg: StartNamesrv) -> int:
     """maxConnections from the name server's config when it has one, else the message's."""
-    return int(getattr(msg.namesrv_config, "maxConnections", msg.max_connections))
+    config = msg.namesrv_config
+    return config.maxConnections if config is not None else msg.max_connections
 
 
 class NameServerActor(WatchingActor):

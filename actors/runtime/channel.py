@@ -57,7 +57,8 @@ import socket
 import struct
 from array import array
 from collections import deque
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final, Protocol
 
 import msgpack
 
@@ -246,11 +247,17 @@ def add_holds(out: bytearray, holding: bool) -> None:
     out.append(1 if holding else 0)
 
 
-def events_record(origin: str, events: list[Any]) -> bytes:
+class RoutedEvent(Protocol):
+    """A replicated event: the processor groups it goes to (actors.broker.events.BrokerEvent)."""
+
+    AUDIENCE: ClassVar[frozenset[str]]
+
+
+def events_record(origin: str, events: Sequence[RoutedEvent]) -> bytes:
     """An EVENTS record: the events grouped by audience (origin excluded) plus the full list."""
-    by_group: dict[str, list[Any]] = {}
+    by_group: dict[str, list[RoutedEvent]] = {}
     for ev in events:
-        for group in getattr(ev, "AUDIENCE", ()):
+        for group in ev.AUDIENCE:
             if group != origin:
                 by_group.setdefault(group, []).append(ev)
     payload = msgpack.packb(

@@ -23,7 +23,7 @@ I/O thread that read the request. Here the executor is another process, so:
 - Causal order (actors.runtime.channel): a batch whose processing emitted events answers
   through the RemotingServer, behind the events, as before.
 
-Measured (C, tests/bench/consume_bench.py): each 33 KiB pull answer crossed a Unix channel, was
+Measured (C, deploy/bench/consume_bench.py): each 33 KiB pull answer crossed a Unix channel, was
 read and copied by the RemotingServer and written again; now it is written once.
 """
 

@@ -8,8 +8,9 @@ marked external (thespian/system/transport/IPBase.py, IPActorAddress.__init__: `
 (127.0.0.1), and authenticates every packet with a key only this process tree holds
 (actors.runtime.thespian_auth). Apply it in the process that starts the actor system, before it
 starts: the admin and every actor are forked from it (Process Startup Method 'fork') and inherit
-both. Used by deploy.launch (servers) and actors.client.client_runtime (clients), with the
-free-port helpers below (an Admin Port or a server port nobody listens on).
+both. Used by deploy.launch (servers) and actors.client.client_runtime (clients), with
+start_actor_system and the free-port helpers below (an Admin Port or a server port nobody
+listens on).
 """
 
 from __future__ import annotations
@@ -56,6 +57,23 @@ def patch_thespian_transport(host: str = LOOPBACK) -> None:
     IPActorAddress.bindArgs = property(bind_args)  # type: ignore[assignment]
     _patched_host = host
     log.debug("thespian transport bound to %s", host)
+
+
+def start_actor_system(admin_port: int, log_defs: dict[str, Any]) -> Any:
+    """A multiprocTCPBase actor system whose admin listens on `admin_port`, its admin and
+    actors forked from this process (after prepare_environment and patch_thespian_transport):
+    the servers' (deploy.launch) and the client runtime's."""
+    from thespian.actors import ActorSystem
+
+    capabilities = {"Admin Port": admin_port, "Process Startup Method": "fork"}
+    return ActorSystem("multiprocTCPBase", capabilities, logDefs=log_defs, transientUnique=True)
+
+
+def exit_request() -> Any:
+    """The message that stops an actor (Thespian's ActorExitRequest)."""
+    from thespian.actors import ActorExitRequest
+
+    return ActorExitRequest()
 
 
 def free_port(host: str = LOOPBACK) -> int:

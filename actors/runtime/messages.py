@@ -8,20 +8,23 @@ unique across the project (Thespian dispatch matches bare class names).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from actors.broker.config import BrokerConfig
+from actors.namesrv.config import NamesrvConfig
+from actors.runtime.channel import ChannelAddr
+from store.config import StoreConfig
 
 
 @dataclass(frozen=True)
 class StartBroker:
     """Launcher -> BrokerControllerActor: bring the whole broker up."""
 
-    broker_config: Any  # actors.broker.config.BrokerConfig
-    store_config: Any  # store.config.StoreConfig
+    broker_config: BrokerConfig
+    store_config: StoreConfig
     runtime_dir: str  # where the Unix channel sockets live (mode 0700)
     host: str = "127.0.0.1"  # listen address of the RemotingServer
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
-    personality: str | None = None  # module with GROUPS etc.; None = the real broker
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,11 @@ class StartProcessor:
     """Controller -> ProcessorActor: host the core of `group`."""
 
     group: str
-    broker_config: Any
-    store_config: Any
-    channel_addr: Any  # ChannelAddr to listen on
-    snapshot: Any  # controller snapshot, applied before any request
-    controller: Any  # controller ActorAddress (events go there)
-    personality: str | None = None
+    broker_config: BrokerConfig
+    store_config: StoreConfig
+    channel_addr: ChannelAddr  # to listen on
+    snapshot: object  # controller snapshot (ControllerCore.snapshot), applied before any request
+    controller: object  # controller ActorAddress (events go there)
     channel_token: bytes = b""  # TCP channels: what a connector must send first
     runtime_dir: str = ""  # the broker's private (0700) directory on this host; "" = none
 
@@ -73,7 +75,7 @@ class ProcessorReady:
     """ProcessorActor -> controller: listening on channel_addr."""
 
     group: str
-    channel_addr: Any
+    channel_addr: ChannelAddr
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class ProcessorStartFailed:
 class ConnectNotices:
     """Controller -> send ProcessorActor: write arrival notices to the pull actor's channel."""
 
-    channel_addr: Any
+    channel_addr: ChannelAddr
     channel_token: bytes = b""
 
 
@@ -97,7 +99,7 @@ class BrokerEventBatch:
     """Processor -> controller (origin set) and controller -> processors: replicated events."""
 
     origin: str
-    events: list[Any] = field(default_factory=list)
+    events: list[object] = field(default_factory=list)  # BrokerEvent (a personality's)
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class StartRemoting:
 
     host: str
     port: int
-    routes: dict[str, Any]  # group name -> ChannelAddr
+    routes: dict[str, ChannelAddr]  # group name -> its channel
     code_groups: dict[int, str]  # request code -> group name
     default_group: str
     idle_s: float = 120.0
@@ -188,7 +190,7 @@ class StartNamesrv:
 
     host: str
     port: int
-    namesrv_config: Any = None
+    namesrv_config: NamesrvConfig | None = None  # None: one with nothing persisted
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
     max_connections: int = 10_000  # maxConnections (ours): more are accepted and closed at once
@@ -212,7 +214,7 @@ class NamesrvStartFailed:
 class StartIndexer:
     """Controller -> IndexServiceActor: own the index files of this store and follow it."""
 
-    store_config: Any
+    store_config: StoreConfig
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ class IndexerStopped:
 class StartHA:
     """Controller -> HAServiceActor: serve the HA port for this store."""
 
-    store_config: Any  # haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize
+    store_config: StoreConfig  # haSendHeartbeatInterval, haHousekeepingInterval, ...
     host: str
     port: int
     sync_master: bool = False
@@ -273,7 +275,7 @@ class ConnectProcessor:
     """Controller -> RemotingServer: a replaced processor group listens on channel_addr."""
 
     group: str
-    channel_addr: Any
+    channel_addr: ChannelAddr
     channel_token: bytes = b""
 
 
@@ -294,7 +296,7 @@ class Supervise:
 
     role: str  # "namesrv", "broker-a", ...: how the logs and RoleFailed name it
     actor_class: str  # dotted path of the actor class
-    start: Any  # StartNamesrv / StartBroker
+    start: StartNamesrv | StartBroker
     launcher_pid: int = 0  # the launching process: when it dies, the whole system stops (0: no)
 
 

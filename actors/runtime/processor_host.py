@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from actors.core import ClientResponseCore, FastPathCore, ProcessorCore, Request
@@ -33,6 +34,7 @@ from actors.runtime.direct_reply import DirectReplies
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, ProtocolError
+from store.stats_page import StatsPage
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +54,9 @@ class ChannelOutbox:
         self.dirty: set[Channel] = set()
         self.direct = direct
         # a direct group's replies until the batch's events are known: (channel, conn, frame)
-        self.held: list[tuple[Channel, int, Any]] = []
+        self.held: list[tuple[Channel, int, bytes]] = []
 
-    def reply(self, ch: Channel, conn_id: int, encoded: Any) -> None:
+    def reply(self, ch: Channel, conn_id: int, encoded: bytes) -> None:
         """Answer a request that came on `ch` (a direct group's answer waits for release)."""
         if self.direct is not None:
             self.held.append((ch, conn_id, encoded))
@@ -131,22 +133,20 @@ class ProcessorHost:
         core: ProcessorCore,
         outbox: ChannelOutbox,
         max_wait_ms: int,
-        slow_s: float = 0.0,
         shed: frozenset[int] | None = None,
     ) -> None:
         self.group = group
         self.core = core
         self.outbox = outbox
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
-        self.slow_s = slow_s
         self.shed = shed  # the codes answered SYSTEM_BUSY once waited too long (None: all)
-        self.on_notices: Any = None  # callable(list, now_ms) for the pull group
+        self.on_notices: Callable[[list[Any], int], None] | None = None  # the pull group's
         self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
-        self.on_apply: Any = None  # callable(pickled event list, now_ms): replicated events
-        self.on_ledger: Any = None  # callable(channel, fd): a LEDGER record's page (else closed)
+        self.on_apply: Callable[[bytes, int], None] | None = None  # pickled replicated events
+        self.on_ledger: Callable[[Channel, int], None] | None = None  # a LEDGER record's page
         # a FastPathCore's fast_path(frame, conn_id, peer, now_ms) -> encoded reply | None
         # (not taken) | b"" (taken, nothing to answer now)
-        self.fast = core.fast_path if isinstance(core, FastPathCore) and not slow_s else None
+        self.fast = core.fast_path if isinstance(core, FastPathCore) else None
         self.on_response = (
             core.on_client_response if isinstance(core, ClientResponseCore) else None
         )
@@ -155,7 +155,7 @@ class ProcessorHost:
         self.errors = 0
         # executor figures for GET_BROKER_RUNTIME_INFO (store.stats_page): where this group's
         # (queue size, head wait ms) pair goes, and whether it also marks its batches' start
-        self.stats: Any = None
+        self.stats: StatsPage | None = None
         self.stats_queue_off: int | None = None
         self.stats_lock_off: int | None = None
 
@@ -229,11 +229,6 @@ class ProcessorHost:
                         )
                         reply(ch, conn_id, cmd.make_response(SYSTEM_BUSY, remark).encode())
                     continue
-                if self.slow_s:
-                    time.sleep(self.slow_s)
-                    mono_ns = time.monotonic_ns()  # a slowed group still sheds what waited
-                    oldest_ok_ns = mono_ns - self.max_wait_ns
-                    now_ms = time.time_ns() // 1_000_000
                 try:
                     resp = process(Request(conn_id, peer, cmd, recv_ns), now_ms)
                 except HeaderFieldError as exc:
@@ -285,7 +280,8 @@ class ProcessorHost:
         return requests
 
     def _publish_queue(
-        self, stats: Any, records: Any, n: int, mono_ns: int, now_ms: int
+        self, stats: StatsPage, records: Sequence[tuple[Any, ...]], n: int, mono_ns: int,
+        now_ms: int
     ) -> None:
         """(requests waiting, how long the first one has waited) at a batch's start; zeros
         once the queue drained (the thread-pool figures of GET_BROKER_RUNTIME_INFO)."""

@@ -33,6 +33,7 @@ import signal
 import time
 from collections import deque
 from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from typing import Any, Final
 
 from thespian.actors import ActorExitRequest, ChildActorExited
@@ -62,6 +63,7 @@ ORPHAN_WAIT_S: Final = 10.0  # a dead controller's children: SIGTERM, then SIGKI
 ORPHAN_POLL_MS: Final = 20.0
 LAUNCHER_POLL_MS: Final = 250.0  # how often the launcher's pidfd is looked at
 
+StartMessage = StartNamesrv | StartBroker
 STARTED: Final = (NamesrvStarted, BrokerStarted)
 START_FAILED: Final = (NamesrvStartFailed, BrokerStartFailed)
 FAILED_FOR: Final[dict[type, type]] = {  # the start message -> how its failure is told
@@ -116,14 +118,13 @@ class Child:
 
     role: str
     addr: Any
-    proc: Any = None  # multiprocessing.Process of the child (Thespian's), or None
+    proc: BaseProcess | None = None  # the child's process (Thespian's), when known
     started: float = 0.0  # time.monotonic()
 
     @property
     def pid(self) -> int | None:
         """Its process id, when known."""
-        pid = getattr(self.proc, "pid", None)
-        return int(pid) if isinstance(pid, int) else None
+        return self.proc.pid if self.proc is not None else None
 
     def cause(self) -> str:
         """Why it ended, as far as its exit status tells."""
@@ -132,13 +133,12 @@ class Child:
             return exit_cause(None)
         try:
             proc.join(0.2)  # Thespian reaped it already; this only reads the status
-        except Exception:
+        except (AssertionError, ValueError, OSError):  # not our child, closed, or gone
             return exit_cause(None)
-        code = getattr(proc, "exitcode", None)
-        return exit_cause(code if isinstance(code, int) else None)
+        return exit_cause(proc.exitcode)
 
 
-def child_process(parent: Any, addr: Any) -> Any:
+def child_process(parent: Any, addr: Any) -> BaseProcess | None:
     """The multiprocessing.Process Thespian started for the child at `addr` (None when this
     Thespian keeps it elsewhere, or the child was created by the admin)."""
     try:
@@ -146,8 +146,9 @@ def child_process(parent: Any, addr: Any) -> Any:
     except AttributeError:
         return None
     for info in reversed(procs):
-        if getattr(info, "childAddr", None) is addr:
-            return getattr(info, "childProc", None)
+        if getattr(info, "childAddr", None) is addr:  # Thespian's own records: probed
+            proc = getattr(info, "childProc", None)
+            return proc if isinstance(proc, BaseProcess) else None
     return None
 
 
@@ -195,12 +196,13 @@ class ChildRoles:
         return {c.role: pid for c in self.children if (pid := c.pid) is not None}
 
 
-def restart_message(start: Any, started: Any) -> Any:
+def restart_message(start: StartMessage, started: NamesrvStarted | BrokerStarted
+                    ) -> StartMessage:  # fmt: skip
     """The start message for a replacement: the port the first one bound (when it asked for
-    any free port), everything else the same."""
-    port = getattr(started, "port", None)
-    if dataclasses.is_dataclass(start) and getattr(start, "port", None) == 0 and port:
-        return dataclasses.replace(start, port=int(port))  # type: ignore[type-var]
+    any free port), everything else the same. A broker's port is in its BrokerConfig, fixed
+    by the launcher before the first start."""
+    if isinstance(start, StartNamesrv) and start.port == 0 and started.port:
+        return dataclasses.replace(start, port=started.port)
     return start
 
 
@@ -222,7 +224,7 @@ class RoleSupervisor(WatchingActor):
         self.launcher: Any = None
         self.role = ""
         self.actor_class = ""
-        self.start: Any = None  # the start message (for a replacement: restart_message)
+        self.start: StartMessage | None = None  # for a replacement: restart_message
         self.children = ChildRoles()
         self.budget = RestartBudget()
         self.state = "idle"  # starting, running, replacing, stopping, failed
@@ -272,9 +274,10 @@ class RoleSupervisor(WatchingActor):
         self.children.add(self, self.role, addr)
         self.send(addr, self.start)
 
-    def _started(self, msg: Any) -> None:
+    def _started(self, msg: NamesrvStarted | BrokerStarted) -> None:
         if self.state == "starting":
             self.state = "running"
+            assert self.start is not None  # Supervise came first
             self.start = restart_message(self.start, msg)
             self.send(self.launcher, msg)
             return
@@ -283,7 +286,7 @@ class RoleSupervisor(WatchingActor):
             log.warning("role=%s replaced: serving again %.0f ms after it died", self.role,
                         (time.monotonic() - self.died_at) * 1000.0)  # fmt: skip
 
-    def _start_failed(self, msg: Any) -> None:
+    def _start_failed(self, msg: NamesrvStartFailed | BrokerStartFailed) -> None:
         if self.state == "starting":  # the first start: the launcher reports it and exits 2
             self.state = "failed"
             self.send(self.launcher, msg)

@@ -311,7 +311,7 @@ class WatchingActor(Actor):
             transport = self._myRef.transport
             fds = [transport.socket.fileno(), *transport._incomingSockets]
             return fds, bool(transport._incomingEnvelopes)
-        except Exception:  # a Thespian without these internals: rely on the cap alone
+        except AttributeError:  # a Thespian without these internals: rely on the cap alone
             return [], False
 
     def _linger(self) -> None:

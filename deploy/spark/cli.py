@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_bridge(a: argparse.Namespace) -> int:
     """A SparkBridge in its own actor system until SIGTERM / Ctrl-C."""
     from deploy import launch
-    from deploy.cli import _serve, stop_event
+    from deploy.launch import serve, stop_event
 
     cluster = launch.start_system(os.path.abspath(a.data), admin_port=a.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
@@ -92,7 +92,7 @@ def cmd_bridge(a: argparse.Namespace) -> int:
         port = launch.start_spark_bridge(cluster, a.namesrv, host=a.host, port=a.port,
                                          advertise=a.advertise)  # fmt: skip
         _say(f"spark bridge listening on {a.host}:{port} (name server {a.namesrv})")
-        code = _serve(cluster, stop)
+        code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
     return code

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from deploy.bench import send_bound
+from deploy.bench.broker_bench import bench_a, bench_b, run_bound
 from deploy.procinfo import is_zombie
-from tests.bench import send_bound
-from tests.bench.broker_bench import bench_a, bench_b, run_bound
 
 
 def _alive(pid: int) -> bool:
@@ -31,7 +31,7 @@ def test_bound_server_serves_a_and_b_then_stops() -> None:
 
 def test_run_bound_reports_every_row() -> None:
     small = {"mappedFileSizeCommitLog": str(16 << 20)}
-    got = run_bound(argparse.Namespace(runs=1, a=20, b=1, bound_props=small))
+    got = run_bound(argparse.Namespace(runs=1, a=20, b=1), small)
     for key in ("raw", "A", "A_ratio", "A_cpu", "B", "B_cpu", "Bm", "Bm_cpu"):
         assert len(got[key]) == 1 and got[key][0] > 0, key
     assert "B_cpu:bound" in got

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from deploy import cli, launch
+from deploy.bench.broker_bench import WARMUP_S, build_parser, warm_up
+from deploy.bench.consume_bench import QUEUES, bench_d
+from deploy.launch import cluster_pids
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from tests.bench.broker_bench import WARMUP_S, build_parser, warm_up
-from tests.bench.consume_bench import QUEUES, bench_d
-from tests.integration.conftest import cluster_pids
 from tests.integration.e2e_helpers import broker_addr, start_real
 
 pytestmark = pytest.mark.integration

@@ -15,17 +15,12 @@ from typing import Any
 import pytest
 
 from deploy import launch, procinfo
+from deploy.launch import cluster_pids
+from tests.support.echo_broker import ECHO_BROKER, SLOW_ECHO_BROKER
 
-ECHO = "actors.runtime.echo"
-
-
-def cluster_pids(cluster: launch.LocalCluster) -> list[int]:
-    """Every live process of the cluster's actor system (same session as its admin)."""
-    admin = procinfo.pid_listening_on(cluster.admin_port)
-    if admin is None:
-        return []
-    sid = procinfo.session_id(admin)
-    return procinfo.pids_in_session(sid) if sid is not None else [admin]
+ECHO = ECHO_BROKER  # the echo broker's controller actor (tests.support.echo_broker)
+SLOW_ECHO = SLOW_ECHO_BROKER  # the same, its send group slow (fast failure)
+REAL = launch.BROKER_CONTROLLER  # the real broker
 
 
 def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
@@ -56,7 +51,7 @@ def local_cluster(tmp_path: Any) -> Iterator[Callable[..., launch.LocalCluster]]
     started: list[tuple[launch.LocalCluster, list[int]]] = []
 
     def start(
-        personality: str | None = ECHO,
+        broker: str = ECHO,
         broker_props: dict[str, str] | None = None,
         *,
         namesrv: bool = True,
@@ -75,7 +70,7 @@ def local_cluster(tmp_path: Any) -> Iterator[Callable[..., launch.LocalCluster]]
             bc = BrokerConfig.from_properties(props)
             sc = StoreConfig.from_properties(props)
             launch.start_broker(cluster, bc, sc, idle_s=idle_s, max_frame=max_frame,
-                                personality=personality)
+                                actor_class=broker)
         finally:
             started[-1] = (cluster, cluster_pids(cluster))
         return cluster
@@ -145,17 +140,21 @@ class MarkedProcess:
         return code
 
 
-class UpProcess(MarkedProcess):
-    """`python -m deploy up` on free ports (ns_port, broker_port)."""
+def up_command(echo: bool) -> list[str]:
+    """`actormq up` as a command: the package's (`python -m deploy up`), or with the echo
+    broker in place of the real one (`python -m tests.support.echo_up up`)."""
+    return [sys.executable, "-m", "tests.support.echo_up" if echo else "deploy", "up"]
 
-    def __init__(self, tmp_path: Path, host: str, personality: str | None) -> None:
+
+class UpProcess(MarkedProcess):
+    """`actormq up` on free ports (ns_port, broker_port): the echo broker's, or the real one."""
+
+    def __init__(self, tmp_path: Path, host: str, echo: bool) -> None:
         self.ns_port = launch.stable_free_port()
         self.broker_port = launch.stable_free_port(pair=True)
-        cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"),
+        cmd = [*up_command(echo), "--data", str(tmp_path / "data"),
                "--namesrv-port", str(self.ns_port), "--broker-port", str(self.broker_port),
                "--host", host, "--spark-bridge-port", "0"]  # fmt: skip
-        if personality:
-            cmd += ["--personality", personality]
         super().__init__(cmd, tmp_path / "up", os.getcwd())
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
@@ -168,8 +167,8 @@ def up_process(tmp_path: Any) -> Iterator[Callable[..., UpProcess]]:
     """Factory for `actormq up` subprocesses; every process is stopped by PID afterwards."""
     made: list[UpProcess] = []
 
-    def start(host: str = "127.0.0.1", personality: str | None = ECHO) -> UpProcess:
-        up = UpProcess(Path(tmp_path), host, personality)
+    def start(host: str = "127.0.0.1", echo: bool = True) -> UpProcess:
+        up = UpProcess(Path(tmp_path), host, echo)
         made.append(up)
         return up
 

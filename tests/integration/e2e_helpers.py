@@ -2,7 +2,7 @@
 
 Requests are written the way RocketMQ 4.9.x clients write them (spec §3, §14): header fields
 by their wire names, every value a string. The clusters come from
-tests/integration/conftest.py's `local_cluster` fixture (real personality); the only process
+tests/integration/conftest.py's `local_cluster` fixture (the real broker); the only process
 started here is an external client driver (run_driver), killed by its session id on timeout.
 """
 
@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from actors.namesrv.config import NamesrvConfig
 from deploy import launch, procinfo
+from deploy.bench.requests import create_topic_cmd, pull_cmd, simple_cmd  # noqa: F401 (re-exported)
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -48,7 +50,7 @@ def start_real(local_cluster: Callable[..., launch.LocalCluster], **props: str
     """A name server + the REAL broker (H5's cores) with small store files."""
     merged = dict(SMALL_STORE)
     merged.update(props)
-    return local_cluster(personality=None, broker_props=merged)
+    return local_cluster(broker=launch.BROKER_CONTROLLER, broker_props=merged)
 
 
 def run_driver(argv: list[str], out_base: Path, wall_timeout_s: float, *,
@@ -160,27 +162,6 @@ def batch_cmd(topic: str, items: list[BatchItem], *, queue_id: int = 0,
                     serialize_type=serialize_type, batch=True)
 
 
-def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
-             sys_flag: int = 4, subscription: str | None = "*", suspend_ms: int = 0,
-             commit_offset: int = 0, serialize_type: int = SerializeType.JSON
-             ) -> RemotingCommand:
-    """PULL_MESSAGE (11); sysFlag bit 2 (0x4) means the subscription rides in the request."""
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-           "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
-           "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
-           "subVersion": "0", "expressionType": "TAG"}
-    if subscription is not None:
-        ext["subscription"] = subscription
-    return RemotingCommand.request(11, ext, serialize_type=serialize_type)
-
-
-def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes = b"",
-               oneway: bool = False, **ext: Any) -> RemotingCommand:
-    """Any request with string-valued header fields."""
-    return RemotingCommand.request(code, {k: str(v) for k, v in ext.items()} or None, body,
-                                   serialize_type=serialize_type, oneway=oneway)
-
-
 def heartbeat_cmd(client_id: str, group: str | None, topics: dict[str, str],
                   serialize_type: int = SerializeType.JSON,
                   producer_groups: tuple[str, ...] = ()) -> RemotingCommand:
@@ -203,13 +184,6 @@ def heartbeat_cmd(client_id: str, group: str | None, topics: dict[str, str],
     return RemotingCommand.request(34, None, data, serialize_type=serialize_type)
 
 
-def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
-    """UPDATE_AND_CREATE_TOPIC (17) as mqadmin writes it."""
-    return simple_cmd(17, topic=topic, defaultTopic="TBW102", readQueueNums=queues,
-                      writeQueueNums=queues, perm=perm, topicFilterType="SINGLE_TAG",
-                      topicSysFlag=0, order="false")
-
-
 def get_route(ns: tuple[str, int], topic: str) -> RemotingCommand:
     """GET_ROUTEINFO_BY_TOPIC (105) at a name server (fresh connection)."""
     with BlockingClient(ns) as cl:
@@ -230,9 +204,9 @@ def wait_route(ns: tuple[str, int], topic: str, want: bool, timeout_s: float
     return last[0]
 
 
-def start_namesrv_with(cluster: launch.LocalCluster, config: dict[str, Any],
+def start_namesrv_with(cluster: launch.LocalCluster, config: NamesrvConfig,
                        idle_s: float = 120.0) -> int:
-    """A second NameServer actor in `cluster` with NamesrvProcessor keyword overrides."""
+    """A second NameServer actor in `cluster` with its own NamesrvConfig."""
     from actors.namesrv.actor import NameServerActor
     from actors.runtime.messages import NamesrvStarted, NamesrvStartFailed, StartNamesrv
 

@@ -1,6 +1,6 @@
 """End-to-end broker tests: the real cores behind the real runtime, over TCP (spec §3, §9, §14).
 
-Each test starts a name server and the real broker (personality None) in a fresh actor system
+Each test starts a name server and the real broker (BrokerControllerActor) in a fresh actor system
 with small store files in a tmp dir; the fixture stops every process by PID.
 """
 

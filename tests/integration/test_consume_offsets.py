@@ -54,7 +54,7 @@ def _commit_pull(cl: BlockingClient, queue_id: int, offset: int, commit: int) ->
 
 
 def _start(up_process: Callable[..., UpProcess]) -> tuple[UpProcess, tuple[str, int]]:
-    up = up_process(personality=None)
+    up = up_process(echo=False)
     up.wait_ready()
     return up, ("127.0.0.1", up.broker_port)
 

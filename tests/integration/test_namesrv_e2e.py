@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from actors.namesrv.config import NamesrvConfig
 from deploy.wire import BlockingClient
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
@@ -46,7 +47,8 @@ def _cluster_brokers(ns: tuple[str, int]) -> dict:
 
 def test_silent_broker_expires_after_scan(local_cluster) -> None:
     cluster = local_cluster()
-    port = start_namesrv_with(cluster, {"broker_expired_ms": 2000, "scan_interval_ms": 500})
+    port = start_namesrv_with(cluster, NamesrvConfig(brokerChannelExpiredTime=2000,
+                                                     scanNotActiveBrokerInterval=500))
     ns = ("127.0.0.1", port)
     with BlockingClient(ns) as fake:
         r = fake.invoke(_register_cmd("ns-silent", "127.0.0.1:10001", ["NsSilentT"]),

@@ -9,6 +9,7 @@ import pytest
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
+from tests.integration.conftest import REAL, SLOW_ECHO
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,7 @@ def test_oneway_never_answered(local_cluster) -> None:
 
 
 def test_fast_failure_leaves_other_groups_unaffected(local_cluster) -> None:
-    cluster = local_cluster(broker_props={"testSlowProcessorMs": "send:300"})
+    cluster = local_cluster(broker=SLOW_ECHO)
     with BlockingClient(_addr(cluster)) as sends, BlockingClient(_addr(cluster)) as pulls:
         reqs = [RemotingCommand.request(310, None, b"s") for _ in range(6)]
         sends.send_raw(b"".join(r.encode() for r in reqs))
@@ -118,9 +119,9 @@ def test_idle_connection_closed(local_cluster) -> None:
 
 
 def test_real_broker_send_registers_and_routes(local_cluster) -> None:
-    from tests.bench.broker_bench import send_request
+    from deploy.bench.requests import send_request
 
-    cluster = local_cluster(personality=None)
+    cluster = local_cluster(broker=REAL)
     port = cluster.broker_port()
     with BlockingClient(("127.0.0.1", port)) as cl:
         resp = cl.invoke(send_request("RtTopic", 0), 10)

@@ -134,7 +134,7 @@ def test_no_port_unpickles_from_another_user(up_process, tmp_path: Path) -> None
     plant_dir.mkdir()
     os.chmod(tmp_path, 0o755)  # the servers (this user) can write there; nobody cannot
     os.chmod(plant_dir, 0o700)
-    up = up_process(personality=None)
+    up = up_process(echo=False)
     up.wait_ready()
     namesrv = f"127.0.0.1:{up.ns_port}"
     with BlockingClient(("127.0.0.1", up.broker_port)) as c:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from deploy.cli import EXIT_ROLE_FAILED
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message import decode_messages
-from tests.integration.conftest import ECHO, MarkedProcess, cluster_pids, wait_gone
+from tests.integration.conftest import MarkedProcess, cluster_pids, up_command, wait_gone
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     SMALL_STORE,
@@ -242,23 +241,21 @@ def _admin_ok(addr: tuple[str, int]) -> bool:
         return False
 
 
-@pytest.mark.parametrize(("role", "named", "personality"), [
-    ("RemotingServer", "RemotingServer", ECHO),
-    ("send", "send", None),  # the store writer of the real broker
-    ("BrokerControllerActor", "broker-a", ECHO),
-    ("NameServerActor", "namesrv", ECHO),
+@pytest.mark.parametrize(("role", "named", "echo"), [
+    ("RemotingServer", "RemotingServer", True),
+    ("send", "send", False),  # the store writer of the real broker
+    ("BrokerControllerActor", "broker-a", True),
+    ("NameServerActor", "namesrv", True),
 ])  # fmt: skip
 def test_role_killed_repeatedly_stops_up_nonzero_leaving_nothing(
-    tmp_path: Path, role: str, named: str, personality: str | None
+    tmp_path: Path, role: str, named: str, echo: bool
 ) -> None:
     conf = tmp_path / "broker.conf"  # small store files: the real writer recovers them fast
     conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
     ns_port, port = launch.stable_free_port(), launch.stable_free_port(pair=True)
-    cmd = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"), "-c",
-           str(conf), "--namesrv-port", str(ns_port), "--broker-port", str(port),
+    cmd = [*up_command(echo), "--data", str(tmp_path / "data"), "-c", str(conf),
+           "--namesrv-port", str(ns_port), "--broker-port", str(port),
            "--spark-bridge-port", "0"]  # fmt: skip
-    if personality:
-        cmd += ["--personality", personality]
     up = MarkedProcess(cmd, tmp_path / "up", os.getcwd())
     try:
         up.wait_for("broker ", 60.0)

@@ -12,6 +12,7 @@ from typing import Any
 
 from actors.broker.config import BrokerConfig
 from deploy import launch
+from deploy.launch import cluster_pids
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
@@ -19,7 +20,7 @@ from protocol.message import COMPRESSED_ZLIB_SYSFLAG
 from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import properties_to_string
 from store.config import StoreConfig
-from tests.integration.conftest import cluster_pids, kill_pids, wait_gone
+from tests.integration.conftest import kill_pids, wait_gone
 from tests.integration.e2e_helpers import SMALL_STORE, wait_until
 
 RPC_TIMEOUT_S = 10.0

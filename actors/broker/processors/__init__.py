@@ -15,6 +15,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.context import BrokerContext
 from actors.core import Outbox, ProcessorCore, ProcessorGroup
 from protocol.codes import RequestCode as RC
+from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,22 @@ def _build_admin(ctx: BrokerContext) -> ProcessorCore:
     return AdminBrokerProcessor(ctx)
 
 
+def _wait_send(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInSendQueue
+
+
+def _wait_pull(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInPullQueue
+
+
+def _wait_heartbeat(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInHeartbeatQueue
+
+
+def _wait_other(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInOtherQueue
+
+
 BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
     ProcessorGroup(
         "send",
@@ -78,20 +95,20 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.DELETE_EXPIRED_COMMITLOG,
             }
         ),
-        "waitTimeMillsInSendQueue",
+        _wait_send,
         _build_send,
         spin_us=50.0,
         shed_codes=frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE,
                               RC.CONSUMER_SEND_MSG_BACK, RC.END_TRANSACTION}),
     ),
-    ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), "waitTimeMillsInPullQueue", _build_pull,
+    ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), _wait_pull, _build_pull,
                    reply_flush_every=1, direct_replies=True, holds_requests=True),
     ProcessorGroup(
         "consumer_manage",
         frozenset(
             {RC.QUERY_CONSUMER_OFFSET, RC.UPDATE_CONSUMER_OFFSET, RC.GET_CONSUMER_LIST_BY_GROUP}
         ),
-        "waitTimeMillsInOtherQueue",
+        _wait_other,
         _build_consumer_manage,
     ),
     ProcessorGroup(
@@ -105,13 +122,13 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.CHECK_CLIENT_CONFIG,
             }
         ),
-        "waitTimeMillsInHeartbeatQueue",
+        _wait_heartbeat,
         _build_client_manage,
     ),
     ProcessorGroup(
         "query",
         frozenset({RC.QUERY_MESSAGE, RC.VIEW_MESSAGE_BY_ID}),
-        "waitTimeMillsInOtherQueue",
+        _wait_other,
         _build_query,
     ),
     ProcessorGroup(
@@ -146,7 +163,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.QUERY_CORRECTION_OFFSET,
             }
         ),
-        "waitTimeMillsInOtherQueue",
+        _wait_other,
         _build_admin,
     ),
 )
@@ -164,7 +181,7 @@ def group_for_code(code: int) -> str:
 
 def make_context(
     broker_config: BrokerConfig,
-    store_config: Any,
+    store_config: StoreConfig,
     *,
     group: str,
     outbox: Outbox | None,

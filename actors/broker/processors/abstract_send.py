@@ -133,12 +133,12 @@ class AbstractSendMessageProcessor:
         self._hosts: dict[tuple[str, int], bytes] = {}  # peer -> packed bornHost
         self._checked: dict[str, tuple[int, str] | None] = {}  # topic -> name check verdict
         sc = ctx.store_config
-        self.sync_flush = str(getattr(sc, "flushDiskType", "ASYNC_FLUSH")).upper() == "SYNC_FLUSH"
+        self.sync_flush = sc.is_sync_flush
         # SYNC_MASTER: a WAIT send is answered once a slave has it (GroupTransferService)
-        self.sync_master = str(getattr(bc, "brokerRole", "")).upper() == "SYNC_MASTER"
-        self.slave_timeout_ms = int(getattr(sc, "slaveTimeout", 3000))
-        self.slave_fallbehind_max = int(getattr(sc, "haSlaveFallbehindMax", 256 << 20))
-        self.sync_flush_timeout_ms = int(getattr(sc, "syncFlushTimeout", 5000))
+        self.sync_master = bc.brokerRole.upper() == "SYNC_MASTER"
+        self.slave_timeout_ms = sc.slaveTimeout
+        self.slave_fallbehind_max = sc.haSlaveFallbehindMax
+        self.sync_flush_timeout_ms = sc.syncFlushTimeout
         self.waiting: list[_Waiting] = []
         # the put counts (topic -> [messages, bytes, calls]); a subclass may publish them
         self._puts: dict[Any, list[int]] = {}
@@ -149,7 +149,7 @@ class AbstractSendMessageProcessor:
         self._acked_wake: WakeReader | None = None
         self._poke_transfer = False
         self._woken = False  # the last transfer poke reached the HA service: acks will wake us
-        wake_dir = getattr(ctx, "runtime_dir", "")
+        wake_dir = ctx.runtime_dir
         if self.sync_master and wake_dir and isinstance(self.store, DefaultMessageStore):
             self._transfer_wake = WakeWriter(os.path.join(wake_dir, HA_TRANSFER))
             self._acked_wake = WakeReader(os.path.join(wake_dir, HA_ACKED))

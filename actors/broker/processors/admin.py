@@ -94,7 +94,7 @@ class AdminBrokerProcessor(Broker2ClientMixin, ConsumerStatsMixin, CodeDispatchC
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
-        root = getattr(ctx.store_config, "storePathRootDir", None) or "."
+        root = ctx.store_config.storePathRootDir or "."
         self.stats = BrokerStatsSampler(StatsPage(stats_path(root), writable=False))
         self.locks = RebalanceLockManager()
         # UPDATE_AND_CREATE_TOPIC / UPDATE_BROKER_CONFIG of brokerPermission: answered once the
@@ -224,8 +224,8 @@ class AdminBrokerProcessor(Broker2ClientMixin, ConsumerStatsMixin, CodeDispatchC
             **self.stats.runtime_table(now_ms),
             "earliestMessageTimeStamp": str(self._earliest_store_time()),
             "commitLogDiskRatio": str(self._disk_ratio()),
-            "commitLogMaxOffset": str(getattr(st, "max_phy_offset", 0)),
-            "commitLogMinOffset": str(getattr(st, "min_phy_offset", 0)),
+            "commitLogMaxOffset": str(st.max_phy_offset if st is not None else 0),
+            "commitLogMinOffset": str(st.min_phy_offset if st is not None else 0),
             "brokerRole": bc.brokerRole,
             "brokerName": bc.brokerName,
             "brokerAddr": bc.broker_addr,

@@ -335,7 +335,7 @@ class ConsumerStatsMixin:
 
     def _published_stats(self) -> dict[tuple[str, str], Any]:
         """The stats items the send and pull actors published last."""
-        root = getattr(self.ctx.store_config, "storePathRootDir", "")
+        root = self.ctx.store_config.storePathRootDir
         return read_published(root, ("send", "pull")) if root else {}
 
 

@@ -178,14 +178,14 @@ class PullMessageProcessor:
         self.broker_readable = is_readable(bc.brokerPermission)
         ctx.on_event(BrokerConfigChanged, self._on_config_changed)
         self.is_slave = bc.is_slave
-        self.offset_check_in_slave = bool(getattr(ctx.store_config, "offsetCheckInSlave", False))
+        self.offset_check_in_slave = ctx.store_config.offsetCheckInSlave
         # (subscription, expression type) of FLAG_SUBSCRIPTION pulls -> filter
         self._request_filters: dict[tuple[str | None, str], SubscriptionFilter] = {}
         # the heartbeat-registered SubscriptionData (by identity) -> its filter
         self._registered_filters: dict[int, tuple[SubscriptionData, SubscriptionFilter]] = {}
         # (expression type, text) -> compiled filter (only served types get here)
         self._sql_filters: dict[tuple[str, str], SubscriptionFilter] = {}
-        root = getattr(ctx.store_config, "storePathRootDir", "")
+        root = ctx.store_config.storePathRootDir
         # GROUP_GET_NUMS / GROUP_GET_SIZE / BROKER_GET_NUMS (BrokerStatsManager)
         self.stats = (
             StatsPublisher(root, "pull", fold_gets(bc.brokerClusterName))

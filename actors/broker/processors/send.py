@@ -131,7 +131,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
         self.tx = self._start_transactions()
         # TOPIC_PUT_NUMS / TOPIC_PUT_SIZE / BROKER_PUT_NUMS / SNDBCK_PUT_NUMS (BrokerStatsManager);
         # the hot path adds to a per-topic [messages, bytes, calls] list, folded in at samples
-        root = getattr(sc, "storePathRootDir", "")
+        root = sc.storePathRootDir
         self.stats = (
             StatsPublisher(root, "send", fold_puts(self.cluster))
             if root and isinstance(self.store, DefaultMessageStore) else None
@@ -143,7 +143,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
         self.ha_client: HAClient | None = None
         if self._is_slave() and isinstance(self.store, DefaultMessageStore):
             self.ha_client = HAClient(self.store)
-            configured = str(getattr(sc, "haMasterAddress", "") or "")
+            configured = sc.haMasterAddress
             if configured:
                 self.ha_client.set_master(configured, 0)
             ctx.on_event(HaMasterChanged, self._on_ha_master)
@@ -162,7 +162,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
         store = self.store
         if not isinstance(store, DefaultMessageStore):
             return None
-        if str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE":
+        if self.bc.is_slave:
             return None
         return ScheduleMessageService(store, self.ctx.store_config)
 
@@ -173,7 +173,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
         return TransactionalMessageService(self.ctx, self.store_host, self._emit_topic)
 
     def _is_slave(self) -> bool:
-        return str(getattr(self.bc, "brokerRole", "ASYNC_MASTER")).upper() == "SLAVE"
+        return self.bc.is_slave
 
     def before_store_shutdown(self, now_ms: int) -> None:
         """Clean shutdown, just before the store closes: persist the delay offsets (and the
@@ -207,8 +207,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
 
     def _on_ha_master(self, ev: HaMasterChanged, now_ms: int) -> None:
         """updateHaMasterAddress, unless haMasterAddress is configured."""
-        if self.ha_client is not None and not getattr(self.ctx.store_config, "haMasterAddress",
-                                                      ""):  # fmt: skip
+        if self.ha_client is not None and not self.ctx.store_config.haMasterAddress:
             self.ha_client.set_master(ev.ha_addr, now_ms)
 
     # --- ProcessorCore --------------------------------------------------------------------

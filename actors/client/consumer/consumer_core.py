@@ -34,11 +34,13 @@ from actors.client.consumer.consumer_config import (
     RebalanceListener,
     ServiceState,
 )
+from actors.client.consumer.consumer_requests import answer_relayed, base_properties
 from actors.client.consumer.consumer_scheduler import ConsumerScheduler
 from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.consumer_stats import ConsumerStats
 from actors.client.consumer.filter_api import build_subscription
 from actors.client.consumer.mq_admin_impl import MQAdminImpl
+from actors.client.consumer.mq_consumer_inner import CHAIN_STOP_WAIT_S
 from actors.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -67,7 +69,6 @@ from protocol.codes import retry_topic
 log = logging.getLogger(__name__)
 
 QUIET_BEFORE_COMMIT_MS: Final = 20
-CHAIN_STOP_WAIT_S: Final = 2.0  # the pull actor confirms a chain's last pull was written
 
 
 def quiet_left_s(last_sent: float) -> float:
@@ -174,8 +175,6 @@ class ConsumerImplBase(PullMessageMixin):
 
     def running_properties(self) -> dict[str, str]:
         """The properties GET_CONSUMER_RUNNING_INFO reports (Java's field names)."""
-        from actors.client.consumer.consumer_requests import base_properties
-
         return base_properties(self)
 
     def consume_message_directly(self, msg: MessageExt, mq: MessageQueue
@@ -203,7 +202,7 @@ class ConsumerImplBase(PullMessageMixin):
             self.subscriptions.pop(topic, None)
         self._subscriptions_changed()
 
-    def _all_subscriptions(self) -> list[SubscriptionData]:
+    def all_subscriptions(self) -> list[SubscriptionData]:
         subs = list(self.subscriptions.values())
         if self.model is MessageModel.CLUSTERING:  # copySubscription: the retry topic too
             rt = retry_topic(self.group)
@@ -214,7 +213,7 @@ class ConsumerImplBase(PullMessageMixin):
     def consumer_data(self) -> ConsumerData:
         """This consumer's ConsumerData for heartbeats."""
         return ConsumerData(self.group, self.CONSUME_TYPE, self.model,
-                            self.cfg.consume_from_where, self._all_subscriptions())
+                            self.cfg.consume_from_where, self.all_subscriptions())
 
     def _subscriptions_changed(self) -> None:
         self.subs_changed_at = time.monotonic()
@@ -343,8 +342,6 @@ class ConsumerImplBase(PullMessageMixin):
         elif kind == cc.PERSIST:
             self.scheduler.submit(lambda: self.persist(list(self.table), sync=False))
         elif kind == cc.RELAY:
-            from actors.client.consumer.consumer_requests import answer_relayed
-
             _, rid, addr, frame = body
             self.scheduler.submit(lambda: answer_relayed(self, rid, addr, frame))
         elif kind == cc.QUEUES:

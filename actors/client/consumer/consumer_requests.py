@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.consumer_core import CHAIN_STOP_WAIT_S
+from actors.client.consumer.mq_consumer_inner import CHAIN_STOP_WAIT_S, MQConsumerInner
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, dumps_object_map, loads_object_map
 from protocol.codes import RequestCode, ResponseCode
@@ -29,15 +28,12 @@ from protocol.headers import (
 )
 from protocol.message import decode_message_ext
 
-if TYPE_CHECKING:
-    from actors.client.consumer.consumer_core import ConsumerImplBase
-
 log = logging.getLogger(__name__)
 
 CLIENT_VERSION = "V4_9_8"
 
 
-def answer_relayed(impl: ConsumerImplBase, rid: int, addr: str, frame: bytes) -> None:
+def answer_relayed(impl: MQConsumerInner, rid: int, addr: str, frame: bytes) -> None:
     """Serve one relayed request; the answer (if one is owed) goes back to the broker."""
     try:
         cmd = RemotingCommand.decode(memoryview(frame)[4:])
@@ -67,7 +63,7 @@ def answer_relayed(impl: ConsumerImplBase, rid: int, addr: str, frame: bytes) ->
         impl.services.relay_answer(rid, resp.encode())
 
 
-def base_properties(impl: ConsumerImplBase) -> dict[str, str]:
+def base_properties(impl: MQConsumerInner) -> dict[str, str]:
     """The running-info properties every consumer reports (Java's field names)."""
     cfg = impl.cfg
     return {
@@ -88,14 +84,14 @@ def base_properties(impl: ConsumerImplBase) -> dict[str, str]:
     }
 
 
-def running_info(impl: ConsumerImplBase) -> bytes:
+def running_info(impl: MQConsumerInner) -> bytes:
     """ConsumerRunningInfo JSON: properties, subscriptionSet, mqTable, statusTable."""
     store = impl.offset_store
     mq_rows = []
     for mq, pq in sorted(impl.table.items()):
         commit = store.read_memory(mq) if store is not None else -1
         mq_rows.append((mq.to_obj(), pq.info(commit).to_wire()))
-    subs = sorted((s.to_obj() for s in impl._all_subscriptions()), key=lambda s: s["topic"])
+    subs = sorted((s.to_obj() for s in impl.all_subscriptions()), key=lambda s: s["topic"])
     status = {t: s.to_wire() for t, s in sorted(impl.stats.status_table().items())}
     return (b'{"jstack":"","mqTable":' + dumps_object_map(mq_rows)
             + b',"properties":' + json.dumps(impl.running_properties(), sort_keys=True).encode()
@@ -103,7 +99,7 @@ def running_info(impl: ConsumerImplBase) -> bytes:
             + b',"subscriptionSet":' + json.dumps(subs, separators=(",", ":")).encode() + b"}")
 
 
-def consume_status(impl: ConsumerImplBase, topic: str) -> bytes:
+def consume_status(impl: MQConsumerInner, topic: str) -> bytes:
     """GetConsumerStatusBody: this client's offsets of topic."""
     store = impl.offset_store
     table = store.clone_offset_table(topic) if store is not None else {}
@@ -111,7 +107,7 @@ def consume_status(impl: ConsumerImplBase, topic: str) -> bytes:
     return b'{"consumerTable":{},"messageQueueTable":' + dumps_object_map(rows) + b"}"
 
 
-def consume_directly(impl: ConsumerImplBase, cmd: RemotingCommand) -> RemotingCommand:
+def consume_directly(impl: MQConsumerInner, cmd: RemotingCommand) -> RemotingCommand:
     """consumeMessageDirectly: ConsumeMessageDirectlyResult of the consumer's handler."""
     h = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)
     w = decode_message_ext(bytes(cmd.body))
@@ -128,7 +124,7 @@ def consume_directly(impl: ConsumerImplBase, cmd: RemotingCommand) -> RemotingCo
                              json.dumps(body, sort_keys=True).encode())
 
 
-def reset_offset(impl: ConsumerImplBase, cmd: RemotingCommand) -> None:
+def reset_offset(impl: MQConsumerInner, cmd: RemotingCommand) -> None:
     """resetOffset: drop the topic's queues, store the given offsets, take the queues again."""
     h = ResetOffsetRequestHeader.from_ext(cmd.ext_fields)
     text = bytes(cmd.body).decode("utf-8")
@@ -140,7 +136,7 @@ def reset_offset(impl: ConsumerImplBase, cmd: RemotingCommand) -> None:
     reset_offsets(impl, h.topic, offsets)
 
 
-def reset_offsets(impl: ConsumerImplBase, topic: str, offsets: dict[MessageQueue, int]) -> None:
+def reset_offsets(impl: MQConsumerInner, topic: str, offsets: dict[MessageQueue, int]) -> None:
     """resetOffset: held queues of topic are dropped (cached messages discarded), their
     offsets stored and committed, and they are taken again from there (scheduler thread).
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from actors.client.client_config import ClientConfig
+
 
 @dataclass(frozen=True)
 class StartRebalanceService:
     """User's process -> RebalanceServiceActor: serve this client instance's consumer groups."""
 
     client_id: str
-    config: Any  # actors.client.client_config.ClientConfig
+    config: ClientConfig
     instance: Any  # the MQClientInstanceActor's address
     channel_path: str
     interval_ms: float = 20_000.0  # rocketmq.client.rebalance.waitInterval
@@ -38,7 +40,7 @@ class StartPullService:
     """User's process -> PullMessageServiceActor: execute this instance's pull requests."""
 
     client_id: str
-    config: Any  # actors.client.client_config.ClientConfig
+    config: ClientConfig
     channel_path: str
 
 

@@ -243,11 +243,9 @@ def test_broker_config_from_properties() -> None:
             "listenPort": "10921",
             "autoCreateTopicEnable": "false",
             "unknownKey": "x",
-            "testSlowProcessorMs": "send:300",
         }
     )
     assert (bc.brokerName, bc.listenPort, bc.autoCreateTopicEnable) == ("b1", 10921, False)
-    assert bc.slow_processor_ms("send") == 300 and bc.slow_processor_ms("pull") == 0
     import pytest
 
     with pytest.raises(ValueError, match="listenPort"):

@@ -6,12 +6,12 @@ from broker_kit import Broker
 
 from actors.broker.config import BrokerConfig
 from actors.broker.personality import (
+    BROKER,
     BarrierController,
     HaController,
     HostedContext,
     NamesrvController,
     VersionedController,
-    load_personality,
 )
 from actors.core import (
     ArrivalCore,
@@ -20,9 +20,9 @@ from actors.core import (
     HoldingCore,
     StoreShutdownCore,
 )
-from actors.runtime import echo
 from actors.runtime.processor_host import ChannelOutbox
 from store.config import StoreConfig
+from tests.support import echo_broker as echo
 
 CONTROLLER_CAPABILITIES = (VersionedController, BarrierController, NamesrvController, HaController)
 
@@ -33,8 +33,7 @@ def test_real_controller_has_every_capability(tmp_path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     bc = BrokerConfig(namesrvAddr="127.0.0.1:9876")
-    core = load_personality(None).make_controller(bc, StoreConfig(storePathRootDir=str(root)),
-                                                  0, str(run))  # fmt: skip
+    core = BROKER.make_controller(bc, StoreConfig(storePathRootDir=str(root)), 0, str(run))
     try:
         missing = [c.__name__ for c in CONTROLLER_CAPABILITIES if not isinstance(core, c)]
         assert missing == []
@@ -44,8 +43,9 @@ def test_real_controller_has_every_capability(tmp_path) -> None:
         core.shutdown(0)
 
 
-def test_echo_controller_has_no_optional_capability() -> None:
-    core = echo.make_controller(None, None, 0)
+def test_echo_controller_has_no_optional_capability(tmp_path) -> None:
+    core = echo.ECHO.make_controller(BrokerConfig(), StoreConfig(storePathRootDir=str(tmp_path)),
+                                     0)  # fmt: skip
     assert [c.__name__ for c in CONTROLLER_CAPABILITIES if isinstance(core, c)] == []
 
 
@@ -60,8 +60,9 @@ def test_broker_cores_declare_their_hooks(broker: Broker) -> None:
     assert all(isinstance(ctx, HostedContext) for ctx in broker.ctxs.values())
 
 
-def test_echo_cores_and_context() -> None:
-    ctx = echo.make_context(None, None, group="pull", outbox=ChannelOutbox(), now_ms=0)
+def test_echo_cores_and_context(tmp_path) -> None:
+    ctx = echo.ECHO.make_context(BrokerConfig(), StoreConfig(storePathRootDir=str(tmp_path)),
+                                 group="pull", outbox=ChannelOutbox(), now_ms=0)  # fmt: skip
     core = echo.EchoCore(ctx)
     assert isinstance(core, ArrivalCore)
     assert not isinstance(core, HoldingCore) and not isinstance(core, StoreShutdownCore)

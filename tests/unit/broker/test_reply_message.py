@@ -253,8 +253,9 @@ def test_producer_channels_span_groups() -> None:
     from actors.broker.config import BrokerConfig
     from actors.broker.events import ProducerGroupChanged
     from actors.broker.state import BrokerState
+    from store.config import StoreConfig
 
-    st = BrokerState(BrokerConfig())
+    st = BrokerState(BrokerConfig(), StoreConfig())
     st.apply_state(ProducerGroupChanged("A", (1, 2), (("c1", 1), ("c2", 2))))
     st.apply_state(ProducerGroupChanged("B", (1, 3), (("c1", 1), ("c1", 3))))
     assert st.producer_channels == {"c1": [1, 3], "c2": [2]}

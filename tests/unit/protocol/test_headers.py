@@ -14,7 +14,7 @@ from protocol.errors import HeaderFieldError, ProtocolError
 ALL_HEADERS = sorted(
     {
         obj
-        for obj in vars(h).values()
+        for obj in (getattr(h, name) for name in h.__all__)
         if isinstance(obj, type) and issubclass(obj, h.CommandCustomHeader)
         and obj is not h.CommandCustomHeader
     },

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from actors.broker.config import BrokerConfig
 from actors.runtime.messages import BrokerStarted, NamesrvStarted, StartBroker, StartNamesrv
 from actors.runtime.supervisor import (
     DEATH_WINDOW_MS,
@@ -15,6 +16,7 @@ from actors.runtime.supervisor import (
     restart_message,
 )
 from actors.runtime.watch import EXIT_FAILED
+from store.config import StoreConfig
 
 
 def test_budget_replaces_until_max_deaths_within_the_window() -> None:
@@ -49,7 +51,7 @@ def test_restart_message_keeps_the_port_the_first_one_bound() -> None:
     assert restart_message(start, NamesrvStarted(9877)) == StartNamesrv("127.0.0.1", 9877)
     fixed = StartNamesrv("127.0.0.1", 9876)
     assert restart_message(fixed, NamesrvStarted(9876)) is fixed
-    broker = StartBroker(None, None, "/tmp/x")
+    broker = StartBroker(BrokerConfig(listenPort=0), StoreConfig(), "/tmp/x")
     assert restart_message(broker, BrokerStarted("127.0.0.1:10911", 10911)) is broker
 
 

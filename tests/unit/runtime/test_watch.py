@@ -179,7 +179,7 @@ def test_events_record_groups_by_audience_and_skips_origin() -> None:
     import pickle
 
     from actors.runtime.channel import APPLY, EVENTS, add_apply, events_record
-    from actors.runtime.echo import EchoPing
+    from tests.support.echo_broker import EchoPing
 
     rec = events_record("admin", [EchoPing(1), EchoPing(2)])
     ((rtype, origin, by_group, full),) = RecordDecoder().feed(rec)

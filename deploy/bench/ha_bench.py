@@ -14,7 +14,8 @@ import socket
 import time
 from typing import Any
 
-from tests.bench.broker_bench import _round_trip, cpu_us, send_request
+from deploy.bench.measure import cpu_us, one_round_trip
+from deploy.bench.requests import send_request
 
 
 def raw_copy_rate(total: int = 256 << 20, chunk: int = 0) -> float:
@@ -131,9 +132,9 @@ def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         decoder = FrameDecoder()
         buf = memoryview(bytearray(1 << 16))
 
-        def round_trip(i: int) -> int:
+        def timed_send(i: int) -> int:
             t = time.perf_counter_ns()
-            r = _round_trip(sock, decoder, buf, frames[i])
+            r = one_round_trip(sock, decoder, buf, frames[i])
             dt = time.perf_counter_ns() - t
             if r.code != 0 or r.opaque != reqs[i].opaque:
                 raise RuntimeError(f"F: send answered {r.code} {r.remark}")
@@ -143,7 +144,7 @@ def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         for i in range(n, n + 20):  # warm-up: topic creation, then the slave's first acks
             while True:
                 try:
-                    round_trip(i)
+                    timed_send(i)
                     break
                 except RuntimeError:
                     if time.monotonic() > deadline:
@@ -152,7 +153,7 @@ def bench_f(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         c0 = cpu_us(pids)
         t0 = time.perf_counter()
         for i in range(n):
-            lat.append(round_trip(i))
+            lat.append(timed_send(i))
         dt = time.perf_counter() - t0
     lat.sort()
     return (n / dt, lat[n // 2] / 1e6, lat[min(n - 1, int(n * 0.99))] / 1e6,

@@ -1,4 +1,4 @@
-"""Broker benchmark: `python -m tests.bench.broker_bench` or `actormq bench`.
+"""Broker benchmark: `actormq bench` (or `python -m deploy.bench.broker_bench`).
 
 A: one connection, one SEND_MESSAGE_V2 (1 KiB) in flight, vs a raw Python loopback echo of
    1 KiB frames measured in the same run (goal >= 0.4x).
@@ -10,8 +10,8 @@ C: pull 200,000 stored messages of 4 queues, 32 per pull, one pull in flight per
    the reference, >= 0.9x the same loop without the commit flag, its row below). [real cores]
 D: 500 msgs/s round-robin over 4 queues, a long-polling consumer with one pull in flight per
    queue committing on each pull, end-to-end p50 <= 1 ms, p99 <= 5 ms. [real cores]
-   (C and D: tests/bench/consume_bench.py)
-E, F: replication (no goal in an issue: reported; tests/bench/ha_bench.py). [real cores]
+   (C and D: deploy/bench/consume_bench.py)
+E, F: replication (no goal in an issue: reported; deploy/bench/ha_bench.py). [real cores]
 --reference: the reference Apache RocketMQ 4.9.8 (deploy/reference.py) runs A, B (JSON), C and
 D in the same invocation, each scenario of each run against both brokers back to back; the table
 gives both, their per-run ratio and the reference's CPU (its launcher's process tree: both JVMs).
@@ -39,11 +39,12 @@ import time
 from typing import Any, Final
 
 from actors.runtime.watch import AFFINITY_ENV
-from tests.bench.bench_table import cell
+from deploy.bench.bench_table import cell
+from deploy.bench.measure import cpu_by_role, cpu_us, one_round_trip, role_cpu_since
+from deploy.bench.requests import BODY, send_request
 
 log = logging.getLogger(__name__)
 
-BODY = b"x" * 1024
 MSGPACK = 2  # protocol.codes.SerializeType.MSGPACK
 TICK_US = 1_000_000 / os.sysconf("SC_CLK_TCK")
 WARMUP_S: Final = 10.0  # default untimed warm-up of each scenario on each broker, seconds
@@ -100,65 +101,6 @@ def raw_echo_rate(n: int) -> float:
         srv.close()
 
 
-def send_request(topic: str, queue_id: int, serialize_type: int = 0) -> Any:
-    """A SEND_MESSAGE_V2 request as a Java producer writes it."""
-    from protocol.command import RemotingCommand
-
-    ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": "WAIT\x01true\x02TAGS\x01bench",
-           "j": "0", "k": "false", "m": "false"}
-    return RemotingCommand.request(310, ext, BODY, serialize_type=serialize_type)
-
-
-def cpu_us(pids: list[int]) -> float:
-    """CPU time of the processes in microseconds (schedstat nanoseconds when available)."""
-    from deploy import procinfo
-
-    return sum(procinfo.cpu_ns(p) for p in pids) / 1000.0
-
-
-def role_of(pid: int) -> str:
-    """An actor process's role from its name ("amq-send" -> "send"), else its name."""
-    from actors.runtime.watch import PROCESS_NAME_PREFIX
-
-    try:
-        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
-            name = f.read().strip()
-    except OSError:
-        return "?"
-    return name[len(PROCESS_NAME_PREFIX):] if name.startswith(PROCESS_NAME_PREFIX) else name
-
-
-def cpu_by_role(pids: list[int]) -> dict[str, float]:
-    """CPU microseconds per role (processes of the same role summed)."""
-    from deploy import procinfo
-
-    out: dict[str, float] = {}
-    for p in pids:
-        role = role_of(p)
-        out[role] = out.get(role, 0.0) + procinfo.cpu_ns(p) / 1000.0
-    return out
-
-
-def role_cpu_since(pids: list[int], before: dict[str, float], n: int) -> dict[str, float]:
-    """CPU us per item of each role since `before` (a cpu_by_role snapshot), over n items."""
-    return {role: (us - before.get(role, 0.0)) / n for role, us in cpu_by_role(pids).items()}
-
-
-def _round_trip(sock: socket.socket, decoder: Any, buf: memoryview, frame: bytes) -> Any:
-    """Write one request frame and read until a response frame is complete; it, decoded."""
-    from protocol.command import RemotingCommand
-
-    sock.sendall(frame)
-    got: list[Any] = []
-    while not got:
-        k = sock.recv_into(buf)
-        if not k:
-            raise ConnectionError("broker closed the connection")
-        got = decoder.feed(buf[:k])
-    return RemotingCommand.decode(got[0])
-
-
 def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, float]:
     """One in flight: (msgs/s, broker CPU us/msg).
 
@@ -175,7 +117,7 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
     buf = memoryview(bytearray(1 << 16))
     try:
         def round_trip(i: int) -> None:
-            r = _round_trip(sock, decoder, buf, frames[i])
+            r = one_round_trip(sock, decoder, buf, frames[i])
             if r.code != 0 or r.opaque != reqs[i].opaque:
                 raise RuntimeError(f"send failed: {r.code} {r.remark}")
 
@@ -242,17 +184,18 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type:
         sock.close()
 
 
-def run_bound(args: argparse.Namespace) -> dict[str, list[float]]:
-    """A and B against tests.bench.send_bound's one-process server, --runs times."""
-    from tests.bench.send_bound import inline_server
+def run_bound(args: argparse.Namespace, store_props: dict[str, str] | None = None
+              ) -> dict[str, list[float]]:  # fmt: skip
+    """A and B against deploy.bench.send_bound's one-process server, --runs times (its store
+    built from `store_props`, StoreConfig property names, when given)."""
+    from deploy.bench.send_bound import inline_server
 
     results: dict[str, list[float]] = {}
 
     def add(key: str, val: float) -> None:
         results.setdefault(key, []).append(val)
 
-    props = getattr(args, "bound_props", None)  # store settings (tests: small files)
-    with inline_server(("BenchA", "BenchB"), props) as (addr, pids):
+    with inline_server(("BenchA", "BenchB"), store_props) as (addr, pids):
         for _ in range(args.runs):
             raw = raw_echo_rate(args.a)
             add("raw", raw)
@@ -280,7 +223,7 @@ def run_scenario(name: str, addr: tuple[str, int], pids: list[int], run: int,
     """One run of scenario A, B, C or D against one broker; results under `prefix` + key.
     C's groups and D's topic and group are named after `tag` (default: the run). Returns the
     messages it moved (sent, or pulled), 0 when the scenario is skipped (its count is 0)."""
-    from tests.bench.consume_bench import QUEUES, bench_c, bench_d
+    from deploy.bench.consume_bench import QUEUES, bench_c, bench_d
 
     tag = str(run) if tag is None else tag
     moved = 0
@@ -341,17 +284,20 @@ def warm_up(name: str, addr: tuple[str, int], pids: list[int], args: argparse.Na
             return spent, moved
 
 
-def run(args: argparse.Namespace) -> dict[str, list[float]]:
+def run(args: argparse.Namespace, broker: str | None = None) -> dict[str, list[float]]:
     """Start a cluster like `actormq up` (and, with --reference, the reference RocketMQ 4.9.8
-    on its own ports), run the scenarios --runs times against each in turn, stop them."""
+    on its own ports), run the scenarios --runs times against each in turn, stop them.
+
+    broker: the broker's controller actor class (launch.start_broker's actor_class); another
+    than the real one (a runtime test's stand-in) runs A and B only."""
     from actors.broker.config import BrokerConfig
     from deploy import launch, procinfo
+    from deploy.bench.consume_bench import QUEUES, preload
+    from deploy.bench.ha_bench import bench_e, bench_f, raw_copy_rate, start_sync_pair
+    from deploy.launch import cluster_pids
     from store.config import StoreConfig
-    from tests.bench.consume_bench import QUEUES, preload
-    from tests.bench.ha_bench import bench_e, bench_f, raw_copy_rate, start_sync_pair
-    from tests.integration.conftest import cluster_pids
 
-    real = args.personality is None
+    real = broker is None or broker == launch.BROKER_CONTROLLER
     results: dict[str, list[float]] = {}
 
     def add(key: str, val: float) -> None:
@@ -378,7 +324,8 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                      "haListenPort": str(ha_port)}  # fmt: skip
             bc = BrokerConfig.from_properties(props)
             sc = StoreConfig.from_properties(props)
-            port = launch.start_broker(cluster, bc, sc, personality=args.personality)
+            port = launch.start_broker(cluster, bc, sc,
+                                       actor_class=broker or launch.BROKER_CONTROLLER)
             addr = ("127.0.0.1", port)
             pids = [p for p in cluster_pids(cluster) if p != os.getpid()]
             targets: list[tuple[str, tuple[str, int], list[int]]] = [("", addr, pids)]
@@ -554,11 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "not with --bound)")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
-    p.add_argument("--personality", default=None,
-                   help="actors.runtime.echo to measure the runtime alone (A and B only)")
     p.add_argument("--bound", action="store_true",
                    help="A and B against one process running the send core inline, no actors "
-                        "(tests.bench.send_bound): the ceiling of any layout of this send path")
+                        "(deploy.bench.send_bound): the ceiling of any layout of this send path")
     return p
 
 

@@ -8,7 +8,7 @@ C: pull every stored message of 4 queues, 32 per pull, one pull in flight per qu
 D: a sender at 500 msgs/s round-robin over 4 queues (a producer's default queue selection) and
    a long-polling consumer holding one pull in flight per queue, each committing the offset
    reached: end-to-end latency from the sender's clock in the body to the consumer's.
-The same client runs against actormq and the reference broker (tests/bench/broker_bench.py).
+The same client runs against actormq and the reference broker (deploy/bench/broker_bench.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import struct
 import time
 from typing import Final
 
+from deploy.bench.measure import cpu_by_role, cpu_us, role_cpu_since
+from deploy.bench.requests import BODY, send_request
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
-from tests.bench.broker_bench import BODY, cpu_by_role, cpu_us, role_cpu_since, send_request
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +183,8 @@ def bench_d(addr: tuple[str, int], n: int, pids: list[int], tag: str = "0", rate
     holding one pull in flight per queue (PullMessageService's one request per queue), each
     committing the offset reached: (p50 ms, p99 ms, broker CPU us per message received).
     Topic and group are named after `tag`. Raises unless all n messages arrive."""
+    from deploy.bench.requests import create_topic_cmd
     from protocol.message import decode_messages
-    from tests.integration.e2e_helpers import create_topic_cmd
 
     topic = f"BenchD{tag}"
     group = f"bench_dg{tag}"

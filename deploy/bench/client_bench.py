@@ -1,7 +1,7 @@
-"""Client benchmark: `python -m tests.bench.client_bench` or `actormq bench --client`.
+"""Client benchmark: `python -m deploy.bench.client_bench` or `actormq bench --client`.
 
 Against one cluster started like `actormq up` (name server + real broker), each run measures
-the raw wire client of the broker benchmark (tests/bench/broker_bench.py: requests encoded
+the raw wire client of the broker benchmark (deploy/bench/broker_bench.py: requests encoded
 before the clock starts, JSON headers) and then the public client API, in the same run:
 
 A  one SEND_MESSAGE_V2 of 1 KiB in flight: raw vs `Producer.send` (goal >= 0.7x raw)
@@ -24,7 +24,7 @@ import tempfile
 import time
 from typing import Any
 
-from tests.bench.bench_table import cell
+from deploy.bench.bench_table import cell
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +97,9 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
     from actors.broker.config import BrokerConfig
     from actors.client import Producer
     from deploy import launch
+    from deploy.bench.broker_bench import bench_a, bench_b
+    from deploy.launch import cluster_pids
     from store.config import StoreConfig
-    from tests.bench.broker_bench import bench_a, bench_b
-    from tests.integration.conftest import cluster_pids
 
     results: dict[str, list[float]] = {}
 

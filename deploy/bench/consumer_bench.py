@@ -1,4 +1,4 @@
-"""Consumer benchmark: `python -m tests.bench.consumer_bench` or `actormq bench --consumer`.
+"""Consumer benchmark: `python -m deploy.bench.consumer_bench` or `actormq bench --consumer`.
 
 Against one cluster started like `actormq up` (name server + real broker), each run measures,
 in the same run:
@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from tests.bench.bench_table import cell
+from deploy.bench.bench_table import cell
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ QUEUES = 8
 
 def client_cpu_us() -> float:
     """CPU time of this process and of its client actor system, in microseconds."""
-    from tests.bench.client_bench import client_cpu_us as cpu
+    from deploy.bench.client_bench import client_cpu_us as cpu
 
     return cpu()
 
@@ -72,8 +72,8 @@ def rss_mib(pid: int) -> float:
 
 def create_topic(addr: tuple[str, int], topic: str, queues: int = QUEUES) -> None:
     """UPDATE_AND_CREATE_TOPIC at the broker."""
+    from deploy.bench.requests import create_topic_cmd
     from deploy.wire import BlockingClient
-    from tests.integration.e2e_helpers import create_topic_cmd
 
     with BlockingClient(addr) as c:
         r = c.invoke(create_topic_cmd(topic, queues), 10)
@@ -99,9 +99,9 @@ def preload(ns: str, topic: str, n: int, body: bytes) -> None:
 
 def raw_pull_loop(addr: tuple[str, int], topic: str, total: int) -> float:
     """The raw wire client: pull every queue in turn, 32 per pull, committing: msgs/s."""
+    from deploy.bench.consume_bench import heartbeat_request
+    from deploy.bench.requests import pull_cmd
     from deploy.wire import BlockingClient
-    from tests.bench.consume_bench import heartbeat_request
-    from tests.integration.e2e_helpers import pull_cmd
 
     group = f"bench_raw_cg_{time.monotonic_ns()}"
     with BlockingClient(addr) as c:

@@ -1,8 +1,14 @@
-"""A tiny stand-in broker personality (echo cores) for runtime tests and benchmarks.
+"""A stand-in broker (echo cores) for the runtime tests: the real actors, another personality.
 
 Mirrors nothing in RocketMQ: it exists so the runtime (channels, RemotingServer, processor
-actors, fast failure, error handling) can be exercised without the real processors. A
-personality module provides GROUPS, DEFAULT_GROUP, make_context(...) and make_controller(...).
+actors, fast failure, error handling, supervision) can be exercised without the real
+processors. It is injected the way production builds the real broker, not through a seam:
+EchoBrokerActor is a BrokerControllerActor whose PERSONALITY is ECHO and whose processor
+actors are EchoProcessorActor (a ProcessorActor with the same personality). A test starts it
+through the same supervision path, passing its dotted class path where the launcher passes
+the real one (`launch.start_broker(..., actor_class=ECHO_BROKER)`, or `python -m
+tests.support.echo_up up ...` for the CLI). The actor processes fork from the test process
+(or import this module by name from the checkout), so nothing of it is in the package.
 
 Codes (chosen from RocketMQ's request codes so real frames route the same way):
 - "send" group: 10, 310, 320, 36: echo the body back, code SUCCESS.
@@ -10,35 +16,50 @@ Codes (chosen from RocketMQ's request codes so real frames route the same way):
 - "admin" group (default): 9999 raises (-> SYSTEM_ERROR), 9998 emits an EchoPing event
   (controller -> pull actor), anything else unknown -> REQUEST_CODE_NOT_SUPPORTED with
   " request type <code> not supported".
+
+SlowEchoBrokerActor: the same, but its send core sleeps SLOW_SEND_S before each answer and
+reads one request at a time (what the removed testSlowProcessorMs=send:300 did), so the
+RemotingServer's fast failure can be watched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from actors.broker.actor import BrokerControllerActor
+from actors.broker.config import BrokerConfig
+from actors.broker.processor_actor import ProcessorActor
 from actors.core import Outbox, ProcessorGroup, Request
 from protocol.command import RemotingCommand
+from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
 RAISE_CODE = 9999
 STATS_CODE = 9998
+SLOW_SEND_S = 0.3
+
+ECHO_BROKER = "tests.support.echo_broker.EchoBrokerActor"
+SLOW_ECHO_BROKER = "tests.support.echo_broker.SlowEchoBrokerActor"
 
 
 @dataclass(frozen=True)
 class EchoPing:
     """Event from the admin group to the pull group."""
 
-    AUDIENCE = frozenset({"pull"})
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"pull"})
     n: int
 
 
 class EchoContext:
     """Minimal BrokerContext stand-in."""
 
-    def __init__(self, broker_config: Any, store_config: Any, group: str, outbox: Outbox) -> None:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig, group: str,
+                 outbox: Outbox) -> None:  # fmt: skip
         self.broker_config = broker_config
         self.store_config = store_config
         self.group = group
@@ -58,7 +79,7 @@ class EchoContext:
         out, self.events = self.events, []
         return out
 
-    def drain_arrivals(self) -> list[tuple[Any, ...]]:
+    def drain_arrivals(self) -> list[Any]:
         """Arrival notices since the last drain."""
         out, self.arrivals = self.arrivals, []
         return out
@@ -109,26 +130,19 @@ class EchoCore:
         return None
 
 
-GROUPS: tuple[ProcessorGroup, ...] = (
-    ProcessorGroup("send", frozenset({10, 310, 320, 36}), "waitTimeMillsInSendQueue", EchoCore),
-    ProcessorGroup("pull", frozenset({11}), "waitTimeMillsInPullQueue", EchoCore),
-    ProcessorGroup("admin", frozenset({RAISE_CODE, STATS_CODE}), "waitTimeMillsInOtherQueue",
-              EchoCore),
-)
-DEFAULT_GROUP = "admin"
+class SlowEchoCore(EchoCore):
+    """An echo core that takes SLOW_SEND_S over each request."""
 
-
-def make_context(
-    broker_config: Any, store_config: Any, *, group: str, outbox: Outbox, now_ms: int
-) -> EchoContext:
-    """Build the stand-in context."""
-    return EchoContext(broker_config, store_config, group, outbox)
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        time.sleep(SLOW_SEND_S)
+        return super().process(req, now_ms)
 
 
 class EchoController:
     """Stand-in ControllerCore (no optional capability): no files, no name servers."""
 
-    def __init__(self, broker_config: Any, store_config: Any, now_ms: int) -> None:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig, now_ms: int
+                 ) -> None:  # fmt: skip
         self.broker_config = broker_config
 
     def snapshot(self) -> Any:
@@ -140,7 +154,7 @@ class EchoController:
         """Forward each event to its AUDIENCE (not the origin); never re-register."""
         forward: dict[str, list[Any]] = {}
         for ev in events:
-            for group in getattr(ev, "AUDIENCE", ()):
+            for group in ev.AUDIENCE:
                 if group != origin:
                     forward.setdefault(group, []).append(ev)
         return forward, False
@@ -164,7 +178,77 @@ class EchoController:
         return None
 
 
-def make_controller(broker_config: Any, store_config: Any, now_ms: int,
-                    runtime_dir: str = "") -> EchoController:  # fmt: skip
-    """Build the stand-in controller core (nothing goes in the runtime directory)."""
-    return EchoController(broker_config, store_config, now_ms)
+def _wait_send(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInSendQueue
+
+
+def _wait_pull(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInPullQueue
+
+
+def _wait_other(bc: BrokerConfig) -> int:
+    return bc.waitTimeMillsInOtherQueue
+
+
+class EchoPersonality:
+    """actors.broker.personality.BrokerPersonality of the echo broker."""
+
+    GROUPS: tuple[ProcessorGroup, ...] = (
+        ProcessorGroup("send", frozenset({10, 310, 320, 36}), _wait_send, EchoCore),
+        ProcessorGroup("pull", frozenset({11}), _wait_pull, EchoCore),
+        ProcessorGroup("admin", frozenset({RAISE_CODE, STATS_CODE}), _wait_other, EchoCore),
+    )
+    DEFAULT_GROUP = "admin"
+
+    def make_context(self, broker_config: BrokerConfig, store_config: StoreConfig, *,
+                     group: str, outbox: Outbox, now_ms: int) -> EchoContext:  # fmt: skip
+        """Build the stand-in context."""
+        return EchoContext(broker_config, store_config, group, outbox)
+
+    def make_controller(self, broker_config: BrokerConfig, store_config: StoreConfig,
+                        now_ms: int, runtime_dir: str = "") -> EchoController:  # fmt: skip
+        """Build the stand-in controller core (nothing goes in the runtime directory)."""
+        return EchoController(broker_config, store_config, now_ms)
+
+
+class SlowEchoPersonality(EchoPersonality):
+    """The echo broker with a slow send group, one request per host pass."""
+
+    GROUPS = tuple(
+        dataclasses.replace(g, build=SlowEchoCore, reply_flush_every=1) if g.name == "send"
+        else g
+        for g in EchoPersonality.GROUPS
+    )
+
+
+ECHO = EchoPersonality()
+SLOW_ECHO = SlowEchoPersonality()
+
+
+class EchoProcessorActor(ProcessorActor):
+    """A ProcessorActor hosting an echo core."""
+
+    PERSONALITY = ECHO
+
+
+class EchoBrokerActor(BrokerControllerActor):
+    """A BrokerControllerActor of echo processors (its process named like the real one's)."""
+
+    PERSONALITY = ECHO
+    PROCESSOR_ACTOR = EchoProcessorActor
+
+    def process_role(self) -> str:
+        return BrokerControllerActor.__name__
+
+
+class SlowEchoProcessorActor(ProcessorActor):
+    """A ProcessorActor hosting an echo core, the send group's slow."""
+
+    PERSONALITY = SLOW_ECHO
+
+
+class SlowEchoBrokerActor(EchoBrokerActor):
+    """The echo broker with a slow send group."""
+
+    PERSONALITY = SLOW_ECHO
+    PROCESSOR_ACTOR = SlowEchoProcessorActor

@@ -1,0 +1,52 @@
+"""The requests the benchmarks write on the wire, as the Java client and mqadmin write them.
+
+Mirrors client/impl/MQClientAPIImpl.java's request headers (SEND_MESSAGE_V2's short keys,
+PULL_MESSAGE) and tools/admin's UPDATE_AND_CREATE_TOPIC, RocketMQ 4.9.x. The integration tests
+build their requests with these too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from protocol.codes import SerializeType
+from protocol.command import RemotingCommand
+
+BODY: Final = b"x" * 1024
+
+
+def send_request(topic: str, queue_id: int, serialize_type: int = 0) -> RemotingCommand:
+    """A SEND_MESSAGE_V2 request as a Java producer writes it (a 1 KiB body)."""
+    ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": "WAIT\x01true\x02TAGS\x01bench",
+           "j": "0", "k": "false", "m": "false"}
+    return RemotingCommand.request(310, ext, BODY, serialize_type=serialize_type)
+
+
+def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
+             sys_flag: int = 4, subscription: str | None = "*", suspend_ms: int = 0,
+             commit_offset: int = 0, serialize_type: int = SerializeType.JSON
+             ) -> RemotingCommand:
+    """PULL_MESSAGE (11); sysFlag bit 2 (0x4) means the subscription rides in the request."""
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+           "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
+           "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
+           "subVersion": "0", "expressionType": "TAG"}
+    if subscription is not None:
+        ext["subscription"] = subscription
+    return RemotingCommand.request(11, ext, serialize_type=serialize_type)
+
+
+def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes = b"",
+               oneway: bool = False, **ext: Any) -> RemotingCommand:
+    """Any request with string-valued header fields."""
+    return RemotingCommand.request(code, {k: str(v) for k, v in ext.items()} or None, body,
+                                   serialize_type=serialize_type, oneway=oneway)
+
+
+def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC (17) as mqadmin writes it."""
+    return simple_cmd(17, topic=topic, defaultTopic="TBW102", readQueueNums=queues,
+                      writeQueueNums=queues, perm=perm, topicFilterType="SINGLE_TAG",
+                      topicSysFlag=0, order="false")

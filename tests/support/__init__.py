@@ -1,0 +1,1 @@
+"""Test support importable by name from actor processes (tests.support.<module>)."""
