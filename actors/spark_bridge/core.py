@@ -335,14 +335,12 @@ class SparkBridgeCore:
         if max_rows is not None:
             end = planner.rate_limit(begin, end, max_rows)
         # Spark asks for the next end only once the micro-batch ending at `start` is done and
-        # in its commit log (its commit(start) comes one micro-batch later): report it now
-        moved = self.registry.note_progress(info, start)
-        if opts.group_id and moved:
+        # in its commit log (its commit(start) comes one micro-batch later, and never for the
+        # last micro-batch of Trigger.AvailableNow or Once): report it now
+        self.registry.note_progress(info, start)
+        if opts.group_id and info.unacked:
             addrs = {k: h.addr for k, h in heads.items()}
-            failed = yield from lookups.commit_offsets(opts.group_id, moved, addrs)
-            if failed:
-                log.warning("group %s: offsets not committed for %s", opts.group_id,
-                            "; ".join(failed))  # fmt: skip
+            yield from self._commit_group(opts.group_id, info, addrs, "latestOffset's start")
         return {"offset": planner.nest(end), "latest": latest}
 
     def _partitions(self, req: Request, body: dict[str, Any], now_ms: int) -> Job:
@@ -379,21 +377,31 @@ class SparkBridgeCore:
         opts = self._opts(body, streaming=True)
         info = self._query(body, opts, now_ms)
         end = planner.flatten(_offsets(body, "end"))
-        return self._commit_job(opts, self.registry.note_commit(info, end))
+        self.registry.note_commit(info, end)
+        return self._commit_job(opts, info)
 
-    def _commit_job(self, opts: SourceOptions, end: dict[QueueKey, int]) -> Job:
-        if not opts.group_id or not end:
+    def _commit_job(self, opts: SourceOptions, info: QueryInfo) -> Job:
+        if not opts.group_id or not info.unacked:
             return {}
         brokers = yield from lookups.routes(opts.name_servers,
-                                            tuple(sorted({k.topic for k in end})))
+                                            tuple(sorted({k.topic for k in info.unacked})))
         addrs = {QueueKey(br.topic, br.broker, q): br.master
                  for routes_of in brokers.values() for br in routes_of if br.master
                  for q in range(br.read_queues)}  # fmt: skip
-        failed = yield from lookups.commit_offsets(opts.group_id, end, addrs)
-        if failed:
-            log.warning("group %s: offsets not committed for %s", opts.group_id,
-                        "; ".join(failed))  # fmt: skip
+        failed = yield from self._commit_group(opts.group_id, info, addrs, "commit(end)")
         return {"failed": failed}
+
+    def _commit_group(self, group: str, info: QueryInfo, addrs: dict[QueueKey, str], why: str
+                      ) -> Generator[list[Call], list[Result], list[str]]:  # fmt: skip
+        """The query's group offsets no broker has recorded yet (this progress, and any that
+        failed before); the failures, as text."""
+        sent = dict(info.unacked)
+        failed = yield from lookups.commit_offsets(group, sent, addrs, why)
+        self.registry.note_recorded(info, sent, failed)
+        if failed:
+            log.warning("group %s: offsets not committed for %s (sent again with the next "
+                        "commit)", group, "; ".join(f"{k}: {w}" for k, w in failed.items()))
+        return [f"{k}: {w}" for k, w in failed.items()]
 
     def _list(self, req: Request, body: dict[str, Any], now_ms: int) -> RemotingCommand:
         return ok(req.cmd, {"queries": self.registry.rows(now_ms),

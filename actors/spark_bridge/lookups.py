@@ -239,18 +239,35 @@ def _scan(key: QueueKey, offset: int, r: Result, ts_ms: int) -> int | None:
     return None
 
 
-def commit_offsets(group: str, offsets: Mapping[QueueKey, int],
-                   addrs: Mapping[QueueKey, str]) -> Generator[list[Call], list[Result], list[str]]:
-    """UPDATE_CONSUMER_OFFSET for each queue on its master; the failures, as text."""
-    keys = sorted(k for k in offsets if k in addrs)
-    results = yield [Call(addrs[k], RemotingCommand.request(
-        RequestCode.UPDATE_CONSUMER_OFFSET,
-        UpdateConsumerOffsetRequestHeader(group, k.topic, k.queue_id, offsets[k]).to_ext()))
-        for k in keys]  # fmt: skip
-    failed = []
-    for key, r in zip(keys, results, strict=True):
-        if isinstance(r, CallFailed):
-            failed.append(f"{key}: {r.reason}")
-        elif r.code != ResponseCode.SUCCESS:
-            failed.append(f"{key}: code {r.code} {r.remark or ''}".strip())
+def commit_offsets(group: str, offsets: Mapping[QueueKey, int], addrs: Mapping[QueueKey, str],
+                   why: str) -> Generator[list[Call], list[Result], dict[QueueKey, str]]:
+    """UPDATE_CONSUMER_OFFSET of each queue on its master; the queues not recorded, and why.
+
+    A 4.9.8 broker records a topic@group's first offset by looking up the group's queue map,
+    creating one when absent and putting it (ConsumerOffsetManager.commitOffset), on a pool of
+    32 threads: two first commits of one topic and group handled at once each build a map and
+    the later put drops the other's queue. So the commits of one (master, topic) go out as one
+    queue alone, then the rest together once it is answered (the map exists by then). Each
+    call is logged with the offsets it sent (the caller warns of the ones not recorded)."""
+    keys = sorted(offsets)
+    failed = {k: "no master known this round" for k in keys if k not in addrs}
+    firsts: dict[tuple[str, str], QueueKey] = {}
+    for k in keys:
+        if k in addrs:
+            firsts.setdefault((addrs[k], k.topic), k)
+    rest = [k for k in keys if k in addrs and firsts[(addrs[k], k.topic)] != k]
+    for wave in (sorted(firsts.values()), rest):
+        if not wave:
+            continue
+        results = yield [Call(addrs[k], RemotingCommand.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            UpdateConsumerOffsetRequestHeader(group, k.topic, k.queue_id, offsets[k]).to_ext()))
+            for k in wave]  # fmt: skip
+        for key, r in zip(wave, results, strict=True):
+            if isinstance(r, CallFailed):
+                failed[key] = r.reason
+            elif r.code != ResponseCode.SUCCESS:
+                failed[key] = f"code {r.code} {r.remark or ''}".strip()
+    log.info("group %s (%s): offsets sent %s", group, why,
+             " ".join(f"{k}={offsets[k]}" for k in keys if k in addrs) or "none")
     return failed

@@ -37,6 +37,7 @@ class QueryInfo:
     batches: int = 0  # micro-batches committed (stream) / partitions planned (batch)
     committed: dict[QueueKey, int] = field(default_factory=dict)  # next offsets to read
     latest: dict[QueueKey, int] = field(default_factory=dict)  # max offsets last seen
+    unacked: dict[QueueKey, int] = field(default_factory=dict)  # progress no broker recorded
 
     def lag(self) -> int:
         """Messages stored but not yet processed, summed over the queues seen."""
@@ -99,10 +100,20 @@ class QueryRegistry:
             info.committed.setdefault(key, off)
 
     def note_progress(self, info: QueryInfo, done: Mapping[QueueKey, int]) -> dict[QueueKey, int]:
-        """Everything before `done` is processed; the offsets that moved forward."""
+        """Everything before `done` is processed; the offsets that moved forward (each stays
+        unacknowledged until a broker records it for the query's group)."""
         moved = {k: v for k, v in done.items() if v > info.committed.get(k, -1)}
         info.committed.update(moved)
+        info.unacked.update(moved)
         return moved
+
+    def note_recorded(self, info: QueryInfo, sent: Mapping[QueueKey, int],
+                      failed: Mapping[QueueKey, str]) -> None:  # fmt: skip
+        """A broker recorded the group offsets `sent` except the failed ones; the rest (and any
+        offset moved on since) is sent again with the next commit."""
+        for key, off in sent.items():
+            if key not in failed and info.unacked.get(key) == off:
+                del info.unacked[key]
 
     def note_commit(self, info: QueryInfo, end: Mapping[QueueKey, int]) -> dict[QueueKey, int]:
         """A micro-batch is done (Spark's commit); the offsets that moved forward."""

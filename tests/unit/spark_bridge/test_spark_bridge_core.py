@@ -38,6 +38,11 @@ class Cluster:
     def __init__(self, queues: dict[tuple[str, int], tuple[int, int]]) -> None:
         self.queues = queues  # (broker, qid) -> (min, max)
         self.commits: dict[tuple[str, str, int], int] = {}
+        # 4.9.8 ConsumerOffsetManager: (broker, topic@group) -> queueId -> offset; a commit
+        # finding no map builds one and puts it, so the first commits of one key handled in
+        # the same round (at once, on its 32 threads) keep only the last one's queue
+        self.offset_maps: dict[tuple[str, str], dict[int, int]] = {}
+        self._new_maps: list[tuple[tuple[str, str], dict[int, int]]] = []
         self.kv: dict[str, str] = {}
         self.down: set[str] = set()
 
@@ -61,13 +66,27 @@ class Cluster:
             value = lo if cmd.code == RC.GET_MIN_OFFSET else hi
             return cmd.make_response(ResponseCode.SUCCESS, None, {"offset": str(value)})
         if cmd.code == RC.UPDATE_CONSUMER_OFFSET:
-            self.commits[(ext["consumerGroup"], broker, int(ext["queueId"]))] = int(
-                ext["commitOffset"])
+            qid, offset = int(ext["queueId"]), int(ext["commitOffset"])
+            self.commits[(ext["consumerGroup"], broker, qid)] = offset
+            key = (broker, f"{ext['topic']}@{ext['consumerGroup']}")
+            if key in self.offset_maps:
+                self.offset_maps[key][qid] = offset
+            else:
+                self._new_maps.append((key, {qid: offset}))
             return cmd.make_response(ResponseCode.SUCCESS)
         if cmd.code == RC.PUT_KV_CONFIG:
             self.kv[f"{ext['namespace']}/{ext['key']}"] = ext["value"]
             return cmd.make_response(ResponseCode.SUCCESS)
         raise AssertionError(f"unexpected call {cmd.code}")
+
+
+    def answer_round(self, calls: list[Call]) -> list[RemotingCommand | None]:
+        """Calls sent together are handled at once: the maps they build are put in turn."""
+        self._new_maps = []
+        answers = [self.answer(call) for call in calls]
+        for key, new in self._new_maps:
+            self.offset_maps[key] = new  # the later put wins
+        return answers
 
 
 def run(core: SparkBridgeCore, cluster: Cluster, now: int = 0) -> None:
@@ -76,8 +95,7 @@ def run(core: SparkBridgeCore, cluster: Cluster, now: int = 0) -> None:
         calls = core.take_calls()
         if not calls:
             return
-        for call in calls:
-            resp = cluster.answer(call)
+        for call, resp in zip(calls, cluster.answer_round(calls), strict=True):
             if resp is None:
                 core.on_conn_lost(call.addr, "refused", now)
             else:
@@ -150,8 +168,7 @@ def test_a_silent_broker_times_out() -> None:
                   {"options": {"nameServer": NS, "topic": "T"}, "query": {"id": "q"}})
     assert core.process(Request(7, ("h", 1), req, 0), 0) is None
     route_calls = core.take_calls()
-    for c in route_calls:
-        resp = cluster.answer(c)
+    for c, resp in zip(route_calls, cluster.answer_round(route_calls), strict=True):
         assert resp is not None
         core.on_response(c.addr, resp, 0)
     assert core.take_calls()  # asked the broker, which never answers
@@ -187,3 +204,35 @@ def test_stream_latest_limits_picks_up_queues_and_commits_the_group() -> None:
     assert cluster.commits[("g", "broker-b", 0)] == 3
     listed = loads(ask(core, cluster, out, SparkBridgeCode.SPARK_LIST_QUERIES))["queries"]
     assert [(q["name"], q["batches"], q["lag"]) for q in listed] == [("g", 1, 41)]
+
+
+def test_the_first_commits_of_a_topic_and_group_do_not_race_on_the_broker() -> None:
+    core, cluster, out = make({("broker-a", 0): (0, 9), ("broker-a", 1): (0, 9),
+                               ("broker-a", 2): (0, 9), ("broker-b", 0): (0, 9)})
+    opts = {"nameServer": NS, "topic": "T", "groupId": "g"}
+    end = {"T": {"broker-a": {"0": 6, "1": 7, "2": 8}, "broker-b": {"0": 9}}}
+    got = loads(ask(core, cluster, out, SparkBridgeCode.SPARK_COMMIT, options=opts, end=end))
+    assert got == {"failed": []}
+    assert cluster.offset_maps == {("broker-a", "T@g"): {0: 6, 1: 7, 2: 8},
+                                   ("broker-b", "T@g"): {0: 9}}
+    # later progress lands in the maps the first commits built
+    got = loads(ask(core, cluster, out, SparkBridgeCode.SPARK_LATEST_OFFSET, options=opts,
+                    start={"T": {"broker-a": {"0": 7, "1": 8, "2": 9}, "broker-b": {"0": 9}}}))
+    assert cluster.offset_maps[("broker-a", "T@g")] == {0: 7, 1: 8, 2: 9}
+
+
+def test_a_group_offset_a_broker_did_not_record_is_sent_with_the_next_commit() -> None:
+    core, cluster, out = make({("broker-a", 0): (0, 10), ("broker-b", 0): (0, 10)})
+    opts = {"nameServer": NS, "topic": "T", "groupId": "g", "startingOffsets": "earliest"}
+    first = loads(ask(core, cluster, out, SparkBridgeCode.SPARK_INITIAL_OFFSET,
+                      options=opts))["offset"]
+    end = loads(ask(core, cluster, out, SparkBridgeCode.SPARK_LATEST_OFFSET, options=opts,
+                    start=first))["offset"]
+    assert end == {"T": {"broker-a": {"0": 10}, "broker-b": {"0": 10}}}
+    cluster.down.add(ADDR["broker-b"])  # left out of this round's heads: no master known
+    ask(core, cluster, out, SparkBridgeCode.SPARK_LATEST_OFFSET, options=opts, start=end)
+    assert cluster.commits == {("g", "broker-a", 0): 10}
+    cluster.down.clear()
+    got = loads(ask(core, cluster, out, SparkBridgeCode.SPARK_COMMIT, options=opts, end=end))
+    assert got == {"failed": []}
+    assert cluster.commits == {("g", "broker-a", 0): 10, ("g", "broker-b", 0): 10}
