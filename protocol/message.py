@@ -43,6 +43,7 @@ from protocol.record import (
     RecordError,
     decode_record_fields,
     encode_record_into,
+    java_parse_int,
     java_string_hash,
     pack_host,
     properties_to_string,
@@ -208,12 +209,11 @@ class Message:
 
     @property
     def delay_time_level(self) -> int:
-        """The DELAY property as an int (0 when absent or malformed)."""
+        """The DELAY property as Integer.parseInt reads it (protocol.record.java_parse_int);
+        0 when absent or not a number there (where Java's getDelayTimeLevel would throw)."""
         v = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
-        try:
-            return int(v) if v else 0
-        except ValueError:
-            return 0
+        level = java_parse_int(v.encode()) if v else 0
+        return level if level is not None else 0
 
     @delay_time_level.setter
     def delay_time_level(self, level: int) -> None:

@@ -30,6 +30,7 @@ Total with IPv4 hosts = 91 + B + T + P.
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import zlib
@@ -99,6 +100,92 @@ def java_string_hash(s: str) -> int:
         for i in range(0, len(units), 2):
             h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+# ---- the properties a store reads: one rule (MessageDecoder.string2messageProperties) ----------
+# Java parses the whole string into a map: segments split on \x02, a name up to the first \x01,
+# segments with an empty name or value dropped, a later segment of the same name replacing an
+# earlier one. These read one value straight from the encoded bytes with the same result.
+TAGS: Final = b"TAGS\x01"
+KEYS: Final = b"KEYS\x01"
+UNIQ_KEY: Final = b"UNIQ_KEY\x01"
+DELAY: Final = b"DELAY\x01"
+_SEP: Final = b"\x02"
+_JAVA_ASCII_INT: Final = re.compile(rb"[+-]?[0-9]+")
+_INT_MIN: Final = -(2**31)
+_INT_MAX: Final = 2**31 - 1
+
+
+def property_value(props: bytes, name: bytes) -> bytes | None:
+    """string2messageProperties(props).get(name) on the encoded bytes: the value of the last
+    segment named `name` (given with its \x01, b"TAGS\x01") whose value is not empty; None
+    when there is none."""
+    end = len(props)
+    sep_name = _SEP + name
+    while True:
+        i = props.rfind(sep_name, 0, end)
+        if i >= 0:
+            a = i + len(sep_name)
+        elif props.startswith(name):
+            a = len(name)
+        else:
+            return None
+        j = props.find(_SEP, a)
+        if j < 0:
+            j = len(props)
+        if j > a:
+            return props[a:j]
+        if i < 0:
+            return None
+        end = i  # an empty value: Java dropped that segment, an earlier one may stand
+
+
+def java_parse_int(raw: bytes) -> int | None:
+    """Integer.parseInt (radix 10) of a property value's UTF-8 bytes; None where it throws.
+
+    Java takes an optional sign, then one or more chars Character.digit reads as decimal digits
+    (any Unicode decimal digit of the BMP, as Java reads UTF-16 chars: "\u0663" is 3), within
+    int range. No spaces, no underscores, no empty digits ("+" alone throws)."""
+    if _JAVA_ASCII_INT.fullmatch(raw) is not None:
+        v = int(raw)
+    elif raw.isascii():
+        return None
+    else:
+        text = raw.decode("utf-8", "replace")
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if not digits or any(ord(c) > 0xFFFF or not c.isdecimal() for c in digits):
+            return None
+        v = int(text)  # Python reads every Unicode decimal digit as Java does
+    return v if _INT_MIN <= v <= _INT_MAX else None
+
+
+def delay_level(props: bytes) -> int | None:
+    """Message.getDelayTimeLevel of encoded properties: 0 without a DELAY property, else its
+    Integer.parseInt; None where Java's parseInt throws (the put refuses such a message, and
+    checkMessageAndReturnSize calls such a SCHEDULE_TOPIC_XXXX record bad)."""
+    raw = property_value(props, DELAY)
+    return 0 if raw is None else java_parse_int(raw)
+
+
+def delivery_tags_code(level: int, store_timestamp: int, delays_ms: list[int]) -> int | None:
+    """checkMessageAndReturnSize for a SCHEDULE_TOPIC_XXXX record with DELAY `level`: the level
+    capped at the highest, then, above 0, ScheduleMessageService.computeDeliverTimestamp (the
+    store time plus the level's delay); None when the tagsCode stays the TAGS hash."""
+    level = min(level, len(delays_ms))
+    return store_timestamp + delays_ms[level - 1] if level > 0 else None
+
+
+def index_keys(props: bytes) -> list[bytes]:
+    """IndexService.buildIndex's keys of a record: UNIQ_KEY, then each non-empty piece of KEYS
+    split on single spaces (MessageConst.KEY_SEPARATOR)."""
+    out = []
+    uniq = property_value(props, UNIQ_KEY)
+    if uniq is not None:
+        out.append(uniq)
+    keys = property_value(props, KEYS)
+    if keys is not None:
+        out += [k for k in keys.split(b" ") if k]
+    return out
 
 
 def properties_to_string(props: dict[str, str] | None) -> str:

@@ -22,15 +22,18 @@ from zlib import crc32
 from protocol.record import (
     MESSAGE_MAGIC_CODE,
     RECORD_V4_HEAD,
+    TAGS,
+    delay_level,
+    delivery_tags_code,
+    index_keys,
     properties_to_string,
+    property_value,
     string_to_properties,
 )
-from store.build_index_dispatcher import key_hashes, record_keys
+from store.build_index_dispatcher import key_hashes
 from store.commitlog import (
     SCHEDULE_TOPIC,
     AppendError,
-    java_int,
-    prop_value,
 )
 from store.consume_queue import ConsumeQueue
 from store.index import java_hash_bytes
@@ -96,8 +99,8 @@ class AppendMessageMixin(MessageStoreFields):
 
     def _tags_code(self, pb: bytes) -> int:
         """Tag hash of the TAGS property in encoded properties (0 without tags)."""
-        tags = prop_value(pb, b"TAGS\x01")
-        if not tags:
+        tags = property_value(pb, TAGS)
+        if tags is None:
             return 0
         tc = self._tags_cache.get(tags)
         return tc if tc is not None else self._tag_hash(tags)
@@ -173,9 +176,21 @@ class AppendMessageMixin(MessageStoreFields):
         sys_flag = msg.sys_flag
         tran = sys_flag & 0xC
         dispatch_cq = tran != 4 and tran != 12
-        if dispatch_cq and b"DELAY\x01" in pb and not msg.deliver_now:
-            pb = self._apply_delay(msg, pb)
         topic = msg.topic
+        delay = 0
+        parks = dispatch_cq and not msg.deliver_now
+        if b"DELAY\x01" in pb and (parks or topic == SCHEDULE_TOPIC):
+            # getDelayTimeLevel: Integer.parseInt throws on a DELAY that is not a number (Java
+            # then answers SYSTEM_ERROR); checkMessageAndReturnSize calls such a record in
+            # SCHEDULE_TOPIC_XXXX bad, so one is never written
+            level = delay_level(pb)
+            if level is None:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            if level > 0 and parks:
+                pb = self._apply_delay(msg, pb, level)
+                topic = msg.topic
+                level = min(level, len(self._delays))
+            delay = level
         info = self._topic_cache.get(topic) or self._topic_info(topic)
         if info is None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
@@ -202,7 +217,7 @@ class AppendMessageMixin(MessageStoreFields):
             cq = self.consume_queues.get(key) or self._find_or_create_cq(topic, qid)
         keys = None
         if self._index_inline and tran != 12 and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
-            keys = record_keys(pb)
+            keys = index_keys(pb)
         # a unit past its consume-queue file's allocated blocks (a file's start included, or
         # in a queue without a file, or after a gap) may need a file or blocks
         if not fits or (cq is not None and (
@@ -242,11 +257,12 @@ class AppendMessageMixin(MessageStoreFields):
                 )  # fmt: skip
             except AppendError:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if topic == SCHEDULE_TOPIC:
-            tags_code = self._deliver_time(pb, now_ms)
-        else:
-            tc = msg.tags_code
-            tags_code = tc if tc is not None else self._tags_code(pb)
+        tc = msg.tags_code
+        tags_code = tc if tc is not None else self._tags_code(pb)
+        if delay > 0 and topic == SCHEDULE_TOPIC:
+            when = delivery_tags_code(delay, now_ms, self._delays)
+            if when is not None:
+                tags_code = when
         if cq is not None:
             cq.put(phy, size, tags_code, qoff)
             self.topic_queue_table[key] = qoff + 1
@@ -267,18 +283,8 @@ class AppendMessageMixin(MessageStoreFields):
             PutMessageStatus.PUT_OK, phy, size, qoff, now_ms, 1, end, store_host
         )
 
-    def _deliver_time(self, pb: bytes, store_ts: int) -> int:
-        lvl = prop_value(pb, b"DELAY\x01") or b""
-        delays = self._delays
-        n = min(max(int(lvl), 1), len(delays)) if lvl.isdigit() else 1
-        return store_ts + delays[n - 1]
-
-    def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes) -> bytes:
-        """Park a delayed message in SCHEDULE_TOPIC_XXXX (CommitLog.asyncPutMessage)."""
-        raw = prop_value(pb, b"DELAY\x01")
-        level = java_int(raw) if raw is not None else None
-        if level is None or level <= 0:
-            return pb
+    def _apply_delay(self, msg: MessageExtBrokerInner, pb: bytes, level: int) -> bytes:
+        """Park a message with DELAY `level` > 0 in SCHEDULE_TOPIC_XXXX (asyncPutMessage)."""
         props = (
             msg.properties
             if msg.properties_string is None
@@ -312,9 +318,8 @@ class AppendMessageMixin(MessageStoreFields):
         raw = body if body.__class__ is bytes else bytes(body)
         bprops = batch.batch_properties
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
-        delay = prop_value(bp, b"DELAY\x01") if bp and b"DELAY\x01" in bp else None
-        if delay is not None:
-            level = java_int(delay)  # asyncPutMessages: a delayed batch (its own DELAY) is
+        if bp and b"DELAY\x01" in bp:
+            level = delay_level(bp)  # asyncPutMessages: a delayed batch (its own DELAY) is
             if level is None or level > 0:  # refused, and one getDelayTimeLevel cannot parse
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         tb, pre, pre_h = info
@@ -411,7 +416,8 @@ class AppendMessageMixin(MessageStoreFields):
             batch.store_host, batch.reconsume_times, 0,
         )  # fmt: skip
         qid = batch.queue_id
-        bp_tags = prop_value(bp, b"TAGS\x01") if bp else None
+        # the merged properties' last TAGS: the batch's own, when it has one, for every item
+        bp_tags = property_value(bp, TAGS) if bp else None
         # items whose properties start with tag_pre (b"TAGS\x01<value>\x02") have last_tc;
         # b"TAGS\x01\x02" (empty tags, code 0) is what a general lookup gives for it as well.
         # pr is an item's props piece: PROPLEN + PROPS, or PROPS alone with batch properties.
@@ -419,6 +425,7 @@ class AppendMessageMixin(MessageStoreFields):
         # the last tag prefix and body length seen carry over from the previous batch
         tag_pre, tag_end, last_tc = self._tag_memo[tag_at]
         tags_cache = self._tags_cache
+        bp_tc = self._tag_hash(bp_tags) if bp_tags is not None else 0
         inline = self._index_inline
         items: list[BatchItemSpan] = []
         units: list[int] = []
@@ -467,14 +474,14 @@ class AppendMessageMixin(MessageStoreFields):
                              phy, tail, bl),
                         b, tb, pr,
                     )  # fmt: skip
-                if pr[tag_at:tag_end] == tag_pre:
+                if bp_tags is not None:
+                    tc = bp_tc
+                elif pr[tag_at:tag_end] == tag_pre and pr.find(b"\x02TAGS\x01", tag_end - 1) < 0:
                     tc = last_tc
                 else:
                     tc = 0
-                    tags = prop_value(pr[tag_at:], b"TAGS\x01")
-                    if tags is None:
-                        tags = bp_tags
-                    if tags:
+                    tags = property_value(pr[tag_at:], TAGS)
+                    if tags is not None:
                         c = tags_cache.get(tags)
                         tc = c if c is not None else self._tag_hash(tags)
                         te = tag_at + 5 + len(tags)
@@ -542,8 +549,8 @@ class AppendMessageMixin(MessageStoreFields):
                 if not units:
                     return None
                 break
-            tags = prop_value(ip, b"TAGS\x01")
-            units += (phy, size, java_hash_bytes(tags) if tags else 0)
+            tags = property_value(ip, TAGS)
+            units += (phy, size, java_hash_bytes(tags) if tags is not None else 0)
             qoff += 1
         return units
 
@@ -565,7 +572,7 @@ class AppendMessageMixin(MessageStoreFields):
             ip = raw[a : a + pl]
             if rpl != pl:
                 ip = ip + bp if rpl - pl == len(bp) else ip + b"\x02" + bp
-            ks = record_keys(ip)
+            ks = index_keys(ip)
             if ks:
                 keys += ks
                 kphys += [phy] * len(ks)

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 
-from store.commitlog import prop_value
 from store.index import IndexService, index_key_hashes, key_hash
 from store.index_dispatch import INDEX_RETRY_S, IndexDispatcher
 from store.message_store_fields import MessageStoreFields
@@ -24,18 +23,6 @@ from store.state_page import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def record_keys(pb: bytes) -> list[bytes]:
-    """Index keys of one record's encoded properties: UNIQ_KEY, then each KEYS entry."""
-    out = []
-    uniq = prop_value(pb, b"UNIQ_KEY\x01")
-    if uniq:
-        out.append(uniq)
-    keys = prop_value(pb, b"KEYS\x01")
-    if keys:
-        out += [k for k in keys.split(b" ") if k]
-    return out
 
 
 def key_hashes(pre: bytes, pre_h: int, keys: list[bytes]) -> list[int]:

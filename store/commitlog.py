@@ -10,7 +10,6 @@ A record that does not fit (`size + 8 > remaining`) is replaced by an END_FILE b
 from __future__ import annotations
 
 import logging
-import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -20,10 +19,14 @@ from protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     RECORD_V4_HEAD,
+    TAGS,
     V6_FLAGS,
     RecordError,
     decode_record_fields,
+    delay_level,
+    delivery_tags_code,
     encode_record_into,
+    property_value,
 )
 from store.config import StoreConfig
 from store.index import TagCodes
@@ -43,7 +46,6 @@ _I64 = struct.Struct(">q")
 # BORNHOST), STORETIMESTAMP, (STOREHOST, RECONSUMETIMES, PREPARED OFFSET), BODY length
 _DISPATCH_V4 = struct.Struct(">iiii4xqqi16xq20xi")
 _CACHE_LIMIT: Final = 4096  # distinct topics remembered by a walker
-_JAVA_INT: Final = re.compile(rb"[+-]?[0-9]{1,10}")  # what Integer.parseInt reads (DELAY)
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 TRANSACTION_TYPE_MASK: Final = 0xC
 TRANSACTION_PREPARED_TYPE: Final = 0x4
@@ -51,25 +53,6 @@ TRANSACTION_COMMIT_TYPE: Final = 0x8
 TRANSACTION_ROLLBACK_TYPE: Final = 0xC
 ROLLBACK_OR_PREPARED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-SEP: Final = b"\x02"
-
-
-def java_int(value: bytes) -> int | None:
-    """Integer.parseInt of a property value (a DELAY level); None where it would throw."""
-    return int(value) if _JAVA_INT.fullmatch(value) is not None else None
-
-
-def prop_value(props: bytes, name: bytes) -> bytes | None:
-    """Value of property `name` (given as b'NAME\\x01') in an encoded properties string."""
-    if props.startswith(name):
-        i = len(name)
-    else:
-        i = props.find(SEP + name)
-        if i < 0:
-            return None
-        i += len(name) + 1
-    j = props.find(SEP, i)
-    return props[i:] if j < 0 else props[i:j]
 
 
 class DispatchRequest(NamedTuple):
@@ -366,17 +349,15 @@ class CommitLog:
             if len(self._topics) >= _CACHE_LIMIT:
                 self._topics.clear()
             self._topics[tb] = topic
-        tags = prop_value(props, b"TAGS\x01")
-        tags_code = self.tag_codes.get(tags) if tags else 0
+        tags = property_value(props, TAGS)
+        tags_code = self.tag_codes.get(tags) if tags is not None else 0
         if topic == SCHEDULE_TOPIC:
-            lvl = prop_value(props, b"DELAY\x01")
-            if lvl is not None:
-                parsed = java_int(lvl)
-                if parsed is None:  # Integer.parseInt throws: a bad record
-                    return None
-                level = min(parsed, len(self._delays))
-                if level > 0:
-                    tags_code = store_ts + self._delays[level - 1]
+            level = delay_level(props)
+            if level is None:  # Integer.parseInt throws: a bad record
+                return None
+            when = delivery_tags_code(level, store_ts, self._delays)
+            if when is not None:
+                tags_code = when
         return DispatchRequest(topic, qid, phy, total, tags_code, store_ts, qoff, sys_flag, props)
 
     def scan(self, start: int, check_crc: bool, ts_mark: int) -> tuple[int, int, int]:

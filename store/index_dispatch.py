@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Final, Protocol
 
-from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, V6_FLAGS
-from store.commitlog import CommitLog, prop_value
+from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, V6_FLAGS, index_keys
+from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index import IndexService, index_key_hashes, java_hash_bytes, key_hash
 from store.state_page import OFF_INDEX_PHY, OFF_MAX_PHY, OFF_MIN_PHY, StatePage
@@ -158,31 +158,18 @@ class IndexDispatcher:
                 tl = mm[q]
                 ps = q + 3 + tl
                 pe = p + total
-                ui = find(_UNIQ, ps, pe)
-                ki = find(_KEYS, ps, pe)
-                if ui >= 0 or ki >= 0:
-                    topic = mm[q + 1 : q + 1 + tl]
-                    ph = prefixes.get(topic)
-                    if ph is None:
-                        ph = self._topic_prefix(topic)
-                    if ui >= 0 and (ui == ps or mm[ui - 1] == 2):
-                        a = ui + 9
-                        b = find(b"\x02", a, pe)
-                        v = mm[a : pe if b < 0 else b]
-                        if v:
-                            keys.append(v)
-                            pres.append(ph)
-                            phys.append(rphy)
-                            tss.append(store_ts)
-                    if ki >= 0 and (ki == ps or mm[ki - 1] == 2):
-                        a = ki + 5
-                        b = find(b"\x02", a, pe)
-                        for k in mm[a : pe if b < 0 else b].split(b" "):
-                            if k:
-                                keys.append(k)
-                                pres.append(ph)
-                                phys.append(rphy)
-                                tss.append(store_ts)
+                if find(_UNIQ, ps, pe) >= 0 or find(_KEYS, ps, pe) >= 0:
+                    ks = index_keys(mm[ps:pe])
+                    if ks:
+                        topic = mm[q + 1 : q + 1 + tl]
+                        ph = prefixes.get(topic)
+                        if ph is None:
+                            ph = self._topic_prefix(topic)
+                        n = len(ks)
+                        keys += ks
+                        pres += [ph] * n
+                        phys += [rphy] * n
+                        tss += [store_ts] * n
                 p += total
             self.next_phy = base + p
             if p >= mf.file_size:
@@ -205,16 +192,11 @@ class IndexDispatcher:
 
         f = decode_record_fields(mv, p)
         ph = self._prefix.get(f.topic) or self._topic_prefix(f.topic)
-        ks = [prop_value(f.properties, _UNIQ) or b""]
-        kv = prop_value(f.properties, _KEYS)
-        if kv:
-            ks += kv.split(b" ")
-        for k in ks:
-            if k:
-                keys.append(k)
-                pres.append(ph)
-                phys.append(f.phy_offset)
-                tss.append(f.store_timestamp)
+        for k in index_keys(f.properties):
+            keys.append(k)
+            pres.append(ph)
+            phys.append(f.phy_offset)
+            tss.append(f.store_timestamp)
 
     def _put(
         self, keys: list[bytes], pres: list[int], phys: list[int], tss: list[int], now_ms: int

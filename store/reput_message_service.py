@@ -10,8 +10,9 @@ import logging
 
 from protocol.record import (
     MESSAGE_MAGIC_CODE,
+    index_keys,
 )
-from store.build_index_dispatcher import key_hashes, record_keys
+from store.build_index_dispatcher import key_hashes
 from store.commitlog import (
     _TOTAL_MAGIC,
     BLANK_MAGIC_CODE,
@@ -48,7 +49,7 @@ class ReputMessageMixin(MessageStoreFields):
             and tran != TRANSACTION_ROLLBACK_TYPE
             and req.phy_offset > index_end
         ):
-            keys = record_keys(req.properties)
+            keys = index_keys(req.properties)
             info = self._topic_info(req.topic) if keys else None
             if info is not None:
                 hashes = key_hashes(info[1], info[2], keys)

@@ -87,6 +87,7 @@ from protocol.message import PROPERTY_WAIT_STORE_MSG_OK as PROPERTY_WAIT
 from protocol.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
+    java_parse_int,
     java_string_hash,
     properties_to_string,
 )
@@ -111,11 +112,11 @@ _PS = PutMessageStatus
 
 
 def _delay_level(props: dict[str, str]) -> int:
-    """getDelayTimeLevel: the DELAY property as an int (0 when absent or not a number)."""
-    try:
-        return int(props.get(PROPERTY_DELAY, "0"))
-    except ValueError:
-        return 0
+    """getDelayTimeLevel: the DELAY property as Integer.parseInt reads it (0 when absent or
+    not a number: the store refuses such a put)."""
+    v = props.get(PROPERTY_DELAY)
+    level = java_parse_int(v.encode()) if v else 0
+    return level if level is not None else 0
 
 
 class SendMessageProcessor(ReplyMessageProcessor):

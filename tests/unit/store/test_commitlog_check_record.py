@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from protocol.record import RecordError, decode_record_fields, encode_record, pack_host
-from store.commitlog import SCHEDULE_TOPIC, CommitLog, DispatchRequest, prop_value
+from protocol.record import property_value as prop_value
+from store.commitlog import SCHEDULE_TOPIC, CommitLog, DispatchRequest
 from store.config import StoreConfig
 from store.index import java_hash_bytes
 

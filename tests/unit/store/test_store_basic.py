@@ -186,6 +186,31 @@ def test_delay_rewrite_and_transactions(store):
     assert store.check() == []
 
 
+@pytest.mark.parametrize("tran", [0x0, 0x4, 0x8, 0xC])
+def test_a_delay_that_is_not_a_number_is_refused_where_it_is_read(store, tran):
+    """getDelayTimeLevel (Integer.parseInt) throws on DELAY " 2": a message whose DELAY the put
+    reads (not prepared / rolled back), and any for SCHEDULE_TOPIC_XXXX (whose records
+    checkMessageAndReturnSize would call bad, stopping recovery and a slave there), is refused
+    with nothing written; "+3" is level 3 wherever it is read."""
+    before = store.max_phy_offset
+    wrote = 0
+    for topic in ("D", SCHEDULE_TOPIC):
+        m = msg(topic=topic, qid=0, DELAY=" 2")
+        m.sys_flag = tran
+        r = store.put_message(m, 10_000)
+        read = topic == SCHEDULE_TOPIC or tran in (0x0, 0x8)
+        assert r.status is (PutMessageStatus.MESSAGE_ILLEGAL if read else PutMessageStatus.PUT_OK)
+        wrote += r.wrote_bytes
+    assert store.max_phy_offset == before + wrote
+    m = msg(topic=SCHEDULE_TOPIC, qid=5, DELAY="+3")
+    m.sys_flag = tran
+    r = store.put_message(m, 20_000)
+    assert r.ok
+    if tran in (0x0, 0x8):  # parked in level 3's queue, delivered 10 s after its store time
+        assert store._cq(SCHEDULE_TOPIC, 2).get_unit(0)[2] == 20_000 + 10_000
+    assert store.check() == []
+
+
 def test_query_by_key_time_range_and_index_roll(tmp_path):
     s = open_store(small_config(str(tmp_path), maxIndexNum=20, maxHashSlotNum=4))
     offs = []
