@@ -14,21 +14,24 @@ record is ever written without its consume-queue unit, nor published half writte
 from __future__ import annotations
 
 import logging
-from struct import Struct
 from struct import error as struct_error
-from typing import Final
 from zlib import crc32
 
 from protocol.record import (
+    BATCH_ITEM_HEAD,
     MESSAGE_MAGIC_CODE,
-    RECORD_V4_HEAD,
     TAGS,
+    batch_item_unpacker,
     delay_level,
     delivery_tags_code,
     index_keys,
+    pack_properties_length,
+    pack_record_tail,
     properties_to_string,
     property_value,
+    record_head_packer,
     string_to_properties,
+    write_record,
 )
 from store.build_index_dispatcher import key_hashes
 from store.commitlog import (
@@ -38,7 +41,7 @@ from store.commitlog import (
 from store.consume_queue import ConsumeQueue
 from store.index import java_hash_bytes
 from store.mapped_file import MappedFile
-from store.message_ext_batch_encoder import BatchItemSpan, batch_items, item_unpacker
+from store.message_ext_batch_encoder import BatchItemSpan, batch_items
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
 from store.message_store_fields import MessageStoreFields
 from store.put_message_result import PutMessageResult, PutMessageStatus
@@ -47,32 +50,7 @@ from store.state_page import MAX_PHY_WORD
 log = logging.getLogger(__name__)
 
 
-_REC_PACK = RECORD_V4_HEAD.pack_into
-_I16_PACK = Struct(">h").pack_into
-_I32_UNPACK = Struct(">i").unpack_from
-_I16: Final = Struct(">h")
-# RECORD_V4_HEAD for a batch's records: the 48 bytes SYSFLAG..PREPAREDTRANSACTIONOFFSET are
-# the same for every record of a batch and packed once (_REC_TAIL).
-_REC_HEAD: Final = Struct(
-    ">i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "48s"  # SYSFLAG .. PREPAREDTRANSACTIONOFFSET: _REC_TAIL
-    "i"  # body length
-)
-_REC_TAIL: Final = Struct(
-    ">i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-    "8s"  # BORNHOST ip + port
-    "q"  # STORETIMESTAMP
-    "8s"  # STOREHOSTADDRESS ip + port
-    "i"  # RECONSUMETIMES
-    "q"  # PREPAREDTRANSACTIONOFFSET
-)
+_ITEM_HEAD_UNPACK = BATCH_ITEM_HEAD.unpack_from
 
 
 class AppendMessageMixin(MessageStoreFields):
@@ -235,18 +213,11 @@ class AppendMessageMixin(MessageStoreFields):
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
             mm = mf.mm
-            _REC_PACK(
-                mm, pos, size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, qid, msg.flag, qoff,
-                phy, sys_flag & ~0x30, msg.born_timestamp, born_host, now_ms, store_host,
-                msg.reconsume_times, msg.prepared_transaction_offset, blen,
+            write_record(
+                mm, pos, size, crc32(body) & 0x7FFFFFFF, qid, msg.flag, qoff, phy, sys_flag,
+                msg.born_timestamp, born_host, now_ms, store_host, msg.reconsume_times,
+                msg.prepared_transaction_offset, body, tb, pb,
             )  # fmt: skip
-            p = pos + 88
-            mm[p : p + blen] = body
-            p += blen
-            mm[p : p + tl] = tb
-            p += tl
-            _I16_PACK(mm, p, plen)
-            mm[p + 2 : p + 2 + plen] = pb
             mf.wrote_position = pos + size
             cl.last_store_timestamp = now_ms
         else:
@@ -411,8 +382,8 @@ class AppendMessageMixin(MessageStoreFields):
         fbase = mf.file_from_offset
         p0 = mf.wrote_position
         phy = fbase + p0
-        tail = _REC_TAIL.pack(
-            batch.sys_flag & ~0x30, batch.born_timestamp, batch.born_host, now_ms,
+        tail = pack_record_tail(
+            batch.sys_flag, batch.born_timestamp, batch.born_host, now_ms,
             batch.store_host, batch.reconsume_times, 0,
         )  # fmt: skip
         qid = batch.queue_id
@@ -432,7 +403,7 @@ class AppendMessageMixin(MessageStoreFields):
         pieces: list[bytes | memoryview] = []
         n_raw = len(raw)
         ub, item_unpack = self._unpack_memo
-        head = _REC_HEAD.pack
+        head = record_head_packer(len(tail))
         rv = memoryview(raw)  # body pieces as views: crc32 and the join read them in place
         pos = 0
         try:
@@ -442,10 +413,10 @@ class AppendMessageMixin(MessageStoreFields):
                 except struct_error:
                     bl = -1
                 if bl != ub:
-                    bl = _I32_UNPACK(raw, pos + 16)[0]
+                    bl = _ITEM_HEAD_UNPACK(raw, pos)[4]
                     if bl < 0 or pos + 22 + bl > n_raw:
                         break
-                    item_unpack = item_unpacker(bl)
+                    item_unpack = batch_item_unpacker(bl)
                     ub = bl
                     flag, bl, pl = item_unpack(raw, pos)
                 a = pos + 20
@@ -461,7 +432,8 @@ class AppendMessageMixin(MessageStoreFields):
                     pieces += (
                         head(size, MESSAGE_MAGIC_CODE, crc32(b) & 0x7FFFFFFF, qid, flag, qoff,
                              phy, tail, bl),
-                        b, tb, _I16.pack(rpl), pr, sep_bp if rpl - pl > extra else bp,
+                        b, tb, pack_properties_length(rpl), pr,
+                        sep_bp if rpl - pl > extra else bp,
                     )  # fmt: skip
                 else:
                     if pl > 32767:

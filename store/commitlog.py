@@ -10,23 +10,26 @@ A record that does not fit (`size + 8 > remaining`) is replaced by an END_FILE b
 from __future__ import annotations
 
 import logging
-import struct
 import zlib
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from protocol.record import (
     BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    END_FILE_MIN_BLANK_LENGTH,
     MESSAGE_MAGIC_CODE,
-    RECORD_V4_HEAD,
+    STOREHOSTADDRESS_V6_FLAG,
     TAGS,
-    V6_FLAGS,
     RecordError,
-    decode_record_fields,
     delay_level,
     delivery_tags_code,
-    encode_record_into,
+    pack_blank,
     property_value,
+    read_total_and_magic,
+    record_at,
+    record_size,
+    write_record,
 )
 from store.config import StoreConfig
 from store.index import TagCodes
@@ -34,19 +37,7 @@ from store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-# Record layout: protocol/record.py (RECORD_V4_HEAD packs the whole IPv4/IPv4 fixed part).
-RECORD_V4 = RECORD_V4_HEAD
-_TOTAL_MAGIC = struct.Struct(">ii")
-_BLANK = struct.Struct(">ii")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-# what dispatch needs from an IPv4/IPv4 record's 88-byte fixed part, in one unpack: TOTALSIZE,
-# MAGICCODE, BODYCRC, QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, (BORNTIMESTAMP,
-# BORNHOST), STORETIMESTAMP, (STOREHOST, RECONSUMETIMES, PREPARED OFFSET), BODY length
-_DISPATCH_V4 = struct.Struct(">iiii4xqqi16xq20xi")
 _CACHE_LIMIT: Final = 4096  # distinct topics remembered by a walker
-END_FILE_MIN_BLANK_LENGTH: Final = 8
 TRANSACTION_TYPE_MASK: Final = 0xC
 TRANSACTION_PREPARED_TYPE: Final = 0x4
 TRANSACTION_COMMIT_TYPE: Final = 0x8
@@ -127,7 +118,8 @@ class CommitLog:
             if need + END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 raise AppendError(f"record of {need} bytes cannot fit a {self.file_size}-byte file")
             if remaining >= END_FILE_MIN_BLANK_LENGTH:
-                _BLANK.pack_into(mf.mm, mf.wrote_position, remaining, BLANK_MAGIC_CODE)
+                wp = mf.wrote_position
+                mf.mm[wp : wp + END_FILE_MIN_BLANK_LENGTH] = pack_blank(remaining)
             mf.wrote_position = mf.file_size
             mf = self.mfq.get_last_mapped_file(mf.file_end_offset)
             assert mf is not None
@@ -153,66 +145,17 @@ class CommitLog:
         prepared_offset: int,
     ) -> tuple[int, int]:
         """Write one record; topic_tb is the length byte + topic. Returns (phy, size)."""
-        blen = len(body)
-        plen = len(props)
-        tl = len(topic_tb)
-        if len(born_host) == 8 and len(store_host) == 8:
-            total = 90 + blen + tl + plen
-            mf = self._cur
-            if mf is None or total + 8 > mf.file_size - mf.wrote_position:
-                mf = self._current(total)
-            pos = mf.wrote_position
-            phy = mf.file_from_offset + pos
-            mm = mf.mm
-            RECORD_V4.pack_into(
-                mm,
-                pos,
-                total,
-                MESSAGE_MAGIC_CODE,
-                zlib.crc32(body) & 0x7FFFFFFF,
-                queue_id,
-                flag,
-                queue_offset,
-                phy,
-                sys_flag & ~0x30,
-                born_ts,
-                born_host,
-                store_ts,
-                store_host,
-                reconsume_times,
-                prepared_offset,
-                blen,
-            )
-            p = pos + 88
-            mm[p : p + blen] = body
-            p += blen
-            mm[p : p + tl] = topic_tb
-            p += tl
-            _I16.pack_into(mm, p, plen)
-            mm[p + 2 : p + 2 + plen] = props
-        else:
-            total = 90 + blen + tl + plen + len(born_host) - 8 + len(store_host) - 8
+        v6 = (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | (
+            STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0)  # fmt: skip
+        total = record_size(len(body), len(topic_tb) - 1, len(props), v6)
+        mf = self._cur
+        if mf is None or total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
             mf = self._current(total)
-            pos = mf.wrote_position
-            phy = mf.file_from_offset + pos
-            encode_record_into(
-                mf.mv,
-                pos,
-                body=body,
-                topic=topic_tb[1:],
-                properties=props,
-                queue_id=queue_id,
-                flag=flag,
-                queue_offset=queue_offset,
-                phy_offset=phy,
-                sys_flag=sys_flag,
-                born_timestamp=born_ts,
-                born_host=born_host,
-                store_timestamp=store_ts,
-                store_host=store_host,
-                reconsume_times=reconsume_times,
-                prepared_transaction_offset=prepared_offset,
-            )
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        write_record(mf.mm, pos, total, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                     queue_offset, phy, sys_flag, born_ts, born_host, store_ts, store_host,
+                     reconsume_times, prepared_offset, body, topic_tb, props)  # fmt: skip
         mf.wrote_position = pos + total
         self.last_store_timestamp = store_ts
         return phy, total
@@ -265,72 +208,38 @@ class CommitLog:
         p = phy - mf.file_from_offset
         if p + 8 > len(mf.mv):
             return -1
-        total, magic = _TOTAL_MAGIC.unpack_from(mf.mv, p)
+        total, magic = read_total_and_magic(mf.mv, p)
         return total if magic == MESSAGE_MAGIC_CODE else -1
 
     def store_timestamp_at(self, phy: int, size: int) -> int:
         """STORETIMESTAMP of the record at phy, or -1."""
         data = self.get_data(phy, size)
-        if data is None or len(data) < 64:
+        if data is None:
             return -1
-        sys_flag = _I32.unpack_from(data, 36)[0]
-        return int(_I64.unpack_from(data, 68 if sys_flag & 0x10 else 56)[0])
+        try:
+            r = record_at(data, 0, len(data))
+        except RecordError:
+            return -1
+        return -1 if r is None else r[8]
 
     # ---- recovery walk -------------------------------------------------------------------
     def check_record(
         self, mv: memoryview, pos: int, check_crc: bool
     ) -> tuple[int, DispatchRequest | None]:
-        """Validate the record at mv[pos:]; returns (size, request); 0 = end, -1 = bad."""
-        n = len(mv)
-        if pos + 8 > n:
-            return 0, None
-        total, magic = _TOTAL_MAGIC.unpack_from(mv, pos)
-        if magic == BLANK_MAGIC_CODE:
-            return 0, None
-        if magic != MESSAGE_MAGIC_CODE:
-            return (0 if total == 0 and magic == 0 else -1), None
-        if pos + 88 <= n:
-            total, _, crc, qid, qoff, phy, sys_flag, store_ts, blen = _DISPATCH_V4.unpack_from(
-                mv, pos
-            )
-            if not sys_flag & V6_FLAGS:
-                return self._check_v4(mv, pos, check_crc, total, crc, qid, qoff, phy, sys_flag,
-                                      store_ts, blen)  # fmt: skip
+        """Validate the record at mv[pos:]; returns (size, request); 0 = end, -1 = bad
+        (checkMessageAndReturnSize over protocol.record's walker)."""
         try:
-            f = decode_record_fields(mv, pos)
-        except (RecordError, IndexError, struct.error):
+            r = record_at(mv, pos, len(mv))
+        except RecordError:
             return -1, None
-        if check_crc and (zlib.crc32(f.body) & 0x7FFFFFFF) != f.body_crc:
+        if r is None:
+            return 0, None
+        (total, crc, qid, _flag, qoff, phy, sys_flag, _bts, store_ts, _sh, _rc, _prep, ba, blen,
+         ta, tlen, pa, plen) = r  # fmt: skip
+        if check_crc and (zlib.crc32(mv[ba : ba + blen]) & 0x7FFFFFFF) != crc:
             return -1, None
-        req = self._dispatch_request(
-            f.topic, f.properties, f.queue_id, f.phy_offset, total, f.store_timestamp,
-            f.queue_offset, f.sys_flag,
-        )  # fmt: skip
-        return (total, req) if req is not None else (-1, None)
-
-    def _check_v4(
-        self, mv: memoryview, pos: int, check_crc: bool, total: int, crc: int, qid: int,
-        qoff: int, phy: int, sys_flag: int, store_ts: int, blen: int,
-    ) -> tuple[int, DispatchRequest | None]:
-        """check_record for IPv4 hosts: the fixed part came in one unpack; the same checks
-        as decode_record_fields."""
-        end = pos + total
-        b = pos + 88
-        if total < 91 or end > len(mv) or blen < 0 or b + blen + 1 > end:
-            return -1, None
-        if check_crc and (zlib.crc32(mv[b : b + blen]) & 0x7FFFFFFF) != crc:
-            return -1, None
-        t = b + blen + 1
-        te = t + mv[t - 1]
-        if te + 2 > end:
-            return -1, None
-        plen = _I16.unpack_from(mv, te)[0]
-        if plen < 0 or te + 2 + plen != end:
-            return -1, None
-        req = self._dispatch_request(
-            mv[t:te].tobytes(), mv[te + 2 : end].tobytes(), qid, phy, total, store_ts, qoff,
-            sys_flag,
-        )  # fmt: skip
+        req = self._dispatch_request(bytes(mv[ta : ta + tlen]), bytes(mv[pa : pa + plen]), qid,
+                                     phy, total, store_ts, qoff, sys_flag)  # fmt: skip
         return (total, req) if req is not None else (-1, None)
 
     def _dispatch_request(
@@ -374,11 +283,7 @@ class CommitLog:
         )
         if idx is None:
             return start, -1, start
-        unpack = RECORD_V4_HEAD.unpack_from
-        unpack_tm = _TOTAL_MAGIC.unpack_from
-        i16 = _I16.unpack_from
-        i32 = _I32.unpack_from
-        i64 = _I64.unpack_from
+        crc32 = zlib.crc32
         last_ts = -1
         mark = -1
         pos = start - files[idx].file_from_offset
@@ -389,44 +294,25 @@ class CommitLog:
             size = len(mv)
             base = mf.file_from_offset
             next_file = False
-            while pos + 8 <= size:
-                total, magic = unpack_tm(mv, pos)
-                if magic != MESSAGE_MAGIC_CODE:
-                    next_file = magic == BLANK_MAGIC_CODE and idx + 1 < len(files)
+            while True:
+                try:
+                    r = record_at(mv, pos, size)
+                except RecordError:
                     break
-                rend = pos + total
-                if total < 91 or rend > size:
+                if r is None:  # the end, or this file's END_FILE blank
+                    next_file = (pos + 8 <= size and idx + 1 < len(files)
+                                 and read_total_and_magic(mv, pos)[1] == BLANK_MAGIC_CODE)
                     break
-                if pos + 88 <= size:
-                    rec = unpack(mv, pos)
-                    sys_flag = rec[7]
-                else:
-                    break
-                if rec[6] != base + pos:
+                if r[5] != base + pos:
                     log.warning("phy offset mismatch at=%d", base + pos)
                     break
-                if sys_flag & 0x30:
-                    p = pos + 48 + (20 if sys_flag & 0x10 else 8)
-                    ts = i64(mv, p)[0]
-                    p += 8 + (20 if sys_flag & 0x20 else 8)
-                    blen = i32(mv, p + 12)[0]
-                    p += 16
-                else:
-                    ts = rec[10]
-                    blen = rec[14]
-                    p = pos + 88
-                if blen < 0 or p + blen + 3 > rend:
+                if check_crc and crc32(mv[r[12] : r[12] + r[13]]) & 0x7FFFFFFF != r[1]:
                     break
-                tl = mv[p + blen]
-                q = p + blen + 1 + tl
-                if q + 2 > rend or q + 2 + i16(mv, q)[0] != rend:
-                    break
-                if check_crc and zlib.crc32(mv[p : p + blen]) & 0x7FFFFFFF != rec[2]:
-                    break
+                ts = r[8]
                 if mark < 0 and ts >= ts_mark:
                     mark = base + pos
                 last_ts = ts
-                pos = rend
+                pos += r[0]
                 end = base + pos
             if not next_file:
                 break
@@ -472,7 +358,7 @@ class CommitLog:
                     yield req
                     continue
                 if size == 0 and pos + 8 <= len(mv):
-                    _total, magic = _TOTAL_MAGIC.unpack_from(mv, pos)
+                    _total, magic = read_total_and_magic(mv, pos)
                     if magic == BLANK_MAGIC_CODE and idx + 1 < len(files):
                         idx += 1
                         pos = 0

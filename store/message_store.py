@@ -26,6 +26,7 @@ from collections.abc import Callable
 from struct import Struct
 from typing import Any, Final
 
+from protocol.record import batch_item_unpacker
 from store.allocate_service import AllocateMappedFileService, FileDeleter
 from store.append_message_callback import AppendMessageMixin
 from store.build_index_dispatcher import BuildIndexMixin
@@ -48,7 +49,6 @@ from store.flush_service import (
 from store.index import IndexService
 from store.index_dispatch import IndexDispatcher
 from store.mapped_file import OS_PAGE_SIZE, RangeSync
-from store.message_ext_batch_encoder import item_unpacker
 from store.message_store_reader import check_store
 from store.recovery import StoreRecoveryMixin
 from store.reput_message_service import ReputMessageMixin
@@ -126,7 +126,7 @@ class DefaultMessageStore(
         self._tag_memo: dict[int, tuple[bytes, int, int]] = {
             at: (b"TAGS\x01\x02", at + 6, 0) for at in (0, 2)
         }
-        self._unpack_memo: tuple[int, Any] = (0, item_unpacker(0))
+        self._unpack_memo: tuple[int, Any] = (0, batch_item_unpacker(0))
         self._delays = cfg.delay_levels_ms
         self._running = False
         self._accepting = False  # running, not a slave, and running_flags writeable

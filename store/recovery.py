@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 
+from protocol.record import read_total_and_magic
 from store.consume_queue import (
     ConsumeQueue,
 )
@@ -121,11 +122,7 @@ class StoreRecoveryMixin(MessageStoreFields):
         p = end - mf.file_from_offset
         if p + 8 > mf.file_size:
             return True
-        total, magic = (
-            int.from_bytes(mf.mv[p : p + 4], "big"),
-            int.from_bytes(mf.mv[p + 4 : p + 8], "big"),
-        )
-        return total == 0 and magic == 0
+        return read_total_and_magic(mf.mv, p) == (0, 0)
 
     def _rebuild_queue_table(self) -> None:
         self.topic_queue_table = {

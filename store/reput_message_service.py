@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 
 from protocol.record import (
+    BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     index_keys,
+    read_total_and_magic,
 )
 from store.build_index_dispatcher import key_hashes
 from store.commitlog import (
-    _TOTAL_MAGIC,
-    BLANK_MAGIC_CODE,
     ROLLBACK_OR_PREPARED,
     TRANSACTION_ROLLBACK_TYPE,
     DispatchRequest,
@@ -145,7 +145,7 @@ class ReputMessageMixin(MessageStoreFields):
         p = pos - mf.file_from_offset
         if pos + 8 > end or p + 8 > mf.file_size:
             return False
-        total, magic = _TOTAL_MAGIC.unpack_from(mf.mv, p)
+        total, magic = read_total_and_magic(mf.mv, p)
         if magic == BLANK_MAGIC_CODE:  # a file's end: the next file has not arrived yet
             return False
         return magic != MESSAGE_MAGIC_CODE or pos + total <= end
