@@ -40,7 +40,7 @@ class Side(FastPathSide):
         for key in sorted(store.consume_queues):
             cq = store.consume_queues[key]
             units += [(key, cq.get_unit(i)) for i in range(cq.get_max_offset_in_queue())]
-        return bytes(store.commitlog._cur.mm[: store.max_phy_offset]), units
+        return bytes(store.commitlog.current_file.mm[: store.max_phy_offset]), units
 
 
 @pytest.fixture

@@ -106,7 +106,7 @@ def _check_batch(items: list[Item], bp_s: str, file_size: int, cut: int = 0) -> 
             if want is not S.PUT_OK:
                 assert s.max_phy_offset == max0
                 assert s.get_max_offset_in_queue(TOPIC, QID) == cq_max0
-                mf = s.commitlog._cur
+                mf = s.commitlog.current_file
                 assert mf is not None
                 p = mf.wrote_position
                 assert bytes(mf.mm[p : p + 256]) == bytes(len(mf.mm[p : p + 256]))
