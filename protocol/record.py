@@ -140,28 +140,33 @@ _INT_MIN: Final = -(2**31)
 _INT_MAX: Final = 2**31 - 1
 
 
-def property_value(props: bytes, name: bytes) -> bytes | None:
-    """string2messageProperties(props).get(name) on the encoded bytes: the value of the last
-    segment named `name` (given with its \x01, b"TAGS\x01") whose value is not empty; None
-    when there is none."""
-    end = len(props)
-    sep_name = _SEP + name
+_SEP_NAMES: Final = {n: _SEP + n for n in (TAGS, KEYS, UNIQ_KEY, DELAY)}
+
+
+def property_value(props: Any, name: bytes, start: int = 0, end: int = -1) -> bytes | None:
+    """string2messageProperties(props).get(name) on the encoded bytes (props[start:end], end -1:
+    to the end; bytes or a mapped file, read in place): the value of the last segment named
+    `name` (given with its \x01, b"TAGS\x01") whose value is not empty; None when none is."""
+    if end < 0:
+        end = len(props)
+    sep_name = _SEP_NAMES.get(name) or _SEP + name
+    hi = end
     while True:
-        i = props.rfind(sep_name, 0, end)
+        i = props.rfind(sep_name, start, hi)
         if i >= 0:
             a = i + len(sep_name)
-        elif props.startswith(name):
-            a = len(name)
+        elif props.find(name, start, start + len(name)) == start:
+            a = start + len(name)
         else:
             return None
-        j = props.find(_SEP, a)
+        j = props.find(_SEP, a, end)
         if j < 0:
-            j = len(props)
+            j = end
         if j > a:
-            return props[a:j]
+            return props[a:j]  # type: ignore[no-any-return]
         if i < 0:
             return None
-        end = i  # an empty value: Java dropped that segment, an earlier one may stand
+        hi = i  # an empty value: Java dropped that segment, an earlier one may stand
 
 
 def java_parse_int(raw: bytes) -> int | None:
@@ -199,17 +204,40 @@ def delivery_tags_code(level: int, store_timestamp: int, delays_ms: list[int]) -
     return store_timestamp + delays_ms[level - 1] if level > 0 else None
 
 
-def index_keys(props: bytes) -> list[bytes]:
-    """IndexService.buildIndex's keys of a record: UNIQ_KEY, then each non-empty piece of KEYS
-    split on single spaces (MessageConst.KEY_SEPARATOR)."""
-    out = []
-    uniq = property_value(props, UNIQ_KEY)
-    if uniq is not None:
-        out.append(uniq)
-    keys = property_value(props, KEYS)
-    if keys is not None:
-        out += [k for k in keys.split(b" ") if k]
-    return out
+_SEP_UNIQ: Final = _SEP + UNIQ_KEY  # 10 bytes
+_SEP_KEYS: Final = _SEP + KEYS  # 6 bytes
+
+
+def index_keys(props: Any, start: int = 0, end: int = -1) -> list[bytes]:
+    """IndexService.buildIndex's keys of a record's properties (props[start:end], read in
+    place): UNIQ_KEY, then each non-empty piece of KEYS split on single spaces
+    (MessageConst.KEY_SEPARATOR); property_value's rule, its common case inline."""
+    if end < 0:
+        end = len(props)
+    i = props.rfind(_SEP_UNIQ, start, end)
+    if i >= 0:  # the last UNIQ_KEY segment: its value unless empty (then property_value's way)
+        a = i + 10  # len(_SEP_UNIQ)
+        j = props.find(_SEP, a, end)
+        uniq = props[a : end if j < 0 else j] or property_value(props, UNIQ_KEY, start, i)
+    else:
+        uniq = property_value(props, UNIQ_KEY, start, end) if props.find(
+            UNIQ_KEY, start, start + 9) == start else None  # fmt: skip
+    i = props.rfind(_SEP_KEYS, start, end)
+    if i >= 0:
+        a = i + 6  # len(_SEP_KEYS)
+        j = props.find(_SEP, a, end)
+        keys = props[a : end if j < 0 else j] or property_value(props, KEYS, start, i)
+    else:
+        keys = property_value(props, KEYS, start, end) if props.find(
+            KEYS, start, start + 5) == start else None  # fmt: skip
+    if keys:
+        out = keys.split(b" ")
+        if b"" in out:
+            out = [k for k in out if k]
+        if uniq:
+            out.insert(0, uniq)
+        return out  # type: ignore[no-any-return]
+    return [uniq] if uniq else []
 
 
 def properties_to_string(props: dict[str, str] | None) -> str:
@@ -380,6 +408,24 @@ def record_at(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
     pos + BORN_HOST_POS. None when no record starts there (fewer than 8 bytes, an END_FILE
     blank, zeros: the end of what was written); RecordError when the bytes are not one whole
     record (checkMessageAndReturnSize's checks: magic, lengths adding up to TOTALSIZE)."""
+    if pos + V4_FIXED_SIZE <= end:  # the common case (IPv4 hosts, a whole record) first
+        (total, magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, reconsume,
+         prepared, blen) = _FIXED_V4_INTS.unpack_from(buf, pos)  # fmt: skip
+        if magic == MESSAGE_MAGIC_CODE and not sys_flag & V6_FLAGS and blen >= 0:
+            rend = pos + total
+            t = pos + V4_FIXED_SIZE + blen
+            if t + 3 <= rend <= end and total >= MIN_RECORD_SIZE:
+                tlen = buf[t]
+                pa = t + 3 + tlen
+                if pa <= rend and pa + _I16.unpack_from(buf, pa - 2)[0] == rend:
+                    return (total, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts,
+                            pos + STORE_HOST_POS_V4, reconsume, prepared, pos + V4_FIXED_SIZE,
+                            blen, t + 1, tlen, pa, rend - pa)  # fmt: skip
+    return _record_at_checked(buf, pos, end)
+
+
+def _record_at_checked(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
+    """record_at for every other case: IPv6 hosts, the end, a blank, a bad record."""
     if pos + V4_FIXED_SIZE <= end:
         (total, magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, reconsume,
          prepared, blen) = _FIXED_V4_INTS.unpack_from(buf, pos)  # fmt: skip

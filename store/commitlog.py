@@ -250,9 +250,9 @@ class CommitLog:
 
     # ---- the write path ----------------------------------------------------------------------
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
-        """asyncPutMessage: a delayed message parked in SCHEDULE_TOPIC_XXXX, the record encoded
-        into the file being written, dispatched and published. `msg.properties_string` (str or
-        encoded bytes) is stored as it is when set (protocol.record's rule reads it)."""
+        """asyncPutMessage: a delayed message parked in SCHEDULE_TOPIC_XXXX (msg is changed,
+        as Java changes it), then put_message_fields. `msg.properties_string` (str or encoded
+        bytes) is stored as it is when set (protocol.record's rule reads it)."""
         ps = msg.properties_string
         if ps is None:
             pb = properties_to_string(msg.properties).encode()
@@ -262,12 +262,10 @@ class CommitLog:
             pb = ps.encode()  # type: ignore[union-attr]
         sys_flag = msg.sys_flag
         tran = sys_flag & TRANSACTION_TYPE_MASK
-        to_queue = tran != _PREPARED and tran != _ROLLBACK  # it gets a consume-queue unit
-        topic = msg.topic
         delay = 0
         if b"DELAY\x01" in pb:
-            parks = to_queue and not msg.deliver_now
-            if parks or topic == SCHEDULE_TOPIC:
+            parks = tran != _PREPARED and tran != _ROLLBACK and not msg.deliver_now
+            if parks or msg.topic == SCHEDULE_TOPIC:
                 # getDelayTimeLevel: Integer.parseInt throws on a DELAY that is not a number
                 # (Java then answers SYSTEM_ERROR); checkMessageAndReturnSize calls such a record
                 # in SCHEDULE_TOPIC_XXXX bad, so one is never written
@@ -276,25 +274,45 @@ class CommitLog:
                     return PutMessageResult(_PS.MESSAGE_ILLEGAL)
                 if level > 0 and parks:
                     pb = self._park(msg, pb, level)
-                    topic = msg.topic
                     level = min(level, len(self._delays))
                 delay = level
+        r = self.put_message_fields(
+            msg.topic, msg.queue_id, msg.body, pb, sys_flag, msg.flag, msg.born_timestamp,
+            msg.born_host, msg.store_host, msg.reconsume_times, msg.tags_code, now_ms,
+            msg.prepared_transaction_offset, delay,
+        )  # fmt: skip
+        if r.__class__ is tuple:
+            phy, size, qoff = r  # type: ignore[misc]
+            return PutMessageResult(_PS.PUT_OK, phy, size, qoff, now_ms, 1, phy + size,
+                                    msg.store_host)  # fmt: skip
+        return PutMessageResult(r)  # type: ignore[arg-type]
+
+    def put_message_fields(
+        self, topic: str, qid: int, body: bytes | memoryview, pb: bytes, sys_flag: int,
+        flag: int, born_ts: int, born_host: bytes, store_host: bytes, reconsume_times: int,
+        tags_code: int | None, now_ms: int, prepared_offset: int = 0, delay: int | None = None,
+    ) -> tuple[int, int, int] | PutMessageStatus:
+        """The write path of one message, from its fields (the broker's send: no message
+        object): its record encoded into the file being written (protocol.record's encoder),
+        then dispatched (consume-queue unit; "sync": index entries) and published. (phy, size,
+        queue offset) or the refusing status. `pb`: the encoded properties; `tags_code` None:
+        the TAGS hash; `delay`: the DELAY level put_message read (None: not read, a DELAY goes
+        the put_message way)."""
+        if delay is None and b"DELAY\x01" in pb:
+            r = self.put_message(MessageExtBrokerInner(
+                topic, body, flag, {}, qid, sys_flag, born_ts, born_host, store_host,
+                reconsume_times, prepared_offset, tags_code, pb), now_ms)  # fmt: skip
+            return (r.wrote_offset, r.wrote_bytes, r.logics_offset) if r.ok else r.status
+        tran = sys_flag & TRANSACTION_TYPE_MASK
+        to_queue = tran != _PREPARED and tran != _ROLLBACK  # it gets a consume-queue unit
         tb = self._topics.get(topic) or self._topic_bytes(topic)
-        if tb is None:
-            return PutMessageResult(_PS.MESSAGE_ILLEGAL)
-        body = msg.body
-        blen = len(body)
-        if blen > self._max_msg_size:
-            return PutMessageResult(_PS.MESSAGE_ILLEGAL)
-        plen = len(pb)
-        if plen > MAX_PROPERTIES_LENGTH:
-            return PutMessageResult(_PS.PROPERTIES_SIZE_EXCEEDED)
-        qid = msg.queue_id
+        if tb is None or len(body) > self._max_msg_size:
+            return _PS.MESSAGE_ILLEGAL
+        if len(pb) > MAX_PROPERTIES_LENGTH:
+            return _PS.PROPERTIES_SIZE_EXCEEDED
         key = (topic, qid)
         qoff = self.topic_queue_table.get(key, 0) if to_queue else 0
-        born_host = msg.born_host
-        store_host = msg.store_host
-        size = _V4_FIXED_WITH_TOPIC_LENGTH + blen + len(tb) + plen
+        size = _V4_FIXED_WITH_TOPIC_LENGTH + len(body) + len(tb) + len(pb)
         if len(born_host) != 8:
             size += _HOST_V6_EXTRA
         if len(store_host) != 8:
@@ -302,47 +320,42 @@ class CommitLog:
         disp = self._dispatcher
         assert disp is not None
         keys = None
+        nkeys = 0
         if disp.index_inline and tran != _ROLLBACK and (b"KEYS\x01" in pb or b"UNIQ_KEY\x01" in pb):
             keys = index_keys(pb)
-        units = 1 if to_queue else 0
-        nkeys = len(keys) if keys else 0
+            nkeys = len(keys)
         mf = self._cur
         if (mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position
-                or not disp.has_room(topic, qid, qoff, units, nkeys)):  # fmt: skip
+                or not disp.has_room(topic, qid, qoff, to_queue, nkeys)):  # fmt: skip
             # a file to create first: nothing is written when it cannot be
-            status = self._make_room(size, topic, qid, qoff, units, nkeys, now_ms)
+            status = self._make_room(size, topic, qid, qoff, to_queue, nkeys, now_ms)
             if status is not None:
-                return PutMessageResult(status)
+                return status
             try:
                 mf = self._current(size)
             except AppendError:
-                return PutMessageResult(_PS.MESSAGE_ILLEGAL)
+                return _PS.MESSAGE_ILLEGAL
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
-        write_record(
-            mf.mm, pos, size, crc32(body) & 0x7FFFFFFF, qid, msg.flag, qoff, phy, sys_flag,
-            msg.born_timestamp, born_host, now_ms, store_host, msg.reconsume_times,
-            msg.prepared_transaction_offset, body, tb, pb,
-        )  # fmt: skip
+        write_record(mf.mm, pos, size, crc32(body) & 0x7FFFFFFF, qid, flag, qoff, phy, sys_flag,
+                     born_ts, born_host, now_ms, store_host, reconsume_times, prepared_offset,
+                     body, tb, pb)  # fmt: skip
         mf.wrote_position = pos + size
         self.last_store_timestamp = now_ms
-        tc = msg.tags_code
-        tags_code = tc if tc is not None else self.batch_encoder.tags_code(pb)
-        if delay > 0 and topic == SCHEDULE_TOPIC:  # checkMessageAndReturnSize's delivery time
+        if tags_code is None:
+            tags_code = self.batch_encoder.tags_code(pb)
+        if delay and delay > 0 and topic == SCHEDULE_TOPIC:  # the delivery time, as recovery
             when = delivery_tags_code(delay, now_ms, self._delays)
             if when is not None:
                 tags_code = when
         if to_queue:
             self.topic_queue_table[key] = qoff + 1
-        disp.dispatch(topic, qid, phy, size, tags_code, now_ms, qoff, sys_flag, keys, now_ms)
-        end = phy + size
-        disp.publish(end)
-        if to_queue:
-            disp.notify(topic, qid, qoff + 1, tags_code, now_ms)
+        disp.dispatch(topic, qid, phy, size, tags_code, now_ms, qoff, sys_flag, keys, now_ms,
+                      phy + size)  # fmt: skip
         stats = self.stats
         stats.put_times_total += 1
         stats.put_size_total += size
-        return PutMessageResult(_PS.PUT_OK, phy, size, qoff, now_ms, 1, end, store_host)
+        return phy, size, qoff
 
     def _park(self, msg: MessageExtBrokerInner, pb: bytes, level: int) -> bytes:
         """Park a message with DELAY `level` > 0 in SCHEDULE_TOPIC_XXXX: its real topic and

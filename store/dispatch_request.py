@@ -215,7 +215,7 @@ class CommitLogDispatcher(Protocol):
 
     def dispatch(self, topic: str, queue_id: int, phy: int, size: int, tags_code: int,
                  store_ts: int, queue_offset: int, sys_flag: int, keys: list[bytes] | None,
-                 now_ms: int) -> None: ...  # fmt: skip
+                 now_ms: int, end: int = -1) -> None: ...  # fmt: skip
 
     def dispatch_batch(self, topic: str, queue_id: int, units: list[int], queue_offset: int,
                        keys: list[bytes], key_phys: list[int],

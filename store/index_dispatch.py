@@ -120,7 +120,6 @@ class IndexDispatcher:
                     self.next_phy = nxt  # retention removed what we had not indexed
                     continue
             mm = mf.mm
-            find = mm.find
             base = mf.file_from_offset
             p = phy - base
             fend = min(limit - base, mf.file_size)
@@ -154,19 +153,18 @@ class IndexDispatcher:
                     p += total
                     continue
                 ps = r[16]
-                pe = ps + r[17]
-                if find(_UNIQ, ps, pe) >= 0 or find(_KEYS, ps, pe) >= 0:
-                    ks = index_keys(mm[ps:pe])
-                    if ks:
-                        topic = mm[r[14] : r[14] + r[15]]
-                        ph = prefixes.get(topic)
-                        if ph is None:
-                            ph = self._topic_prefix(topic)
-                        n = len(ks)
-                        keys += ks
-                        pres += [ph] * n
-                        phys += [rphy] * n
-                        tss += [r[8]] * n
+                ks = index_keys(mm, ps, ps + r[17])  # read in place
+                if ks:
+                    topic = mm[r[14] : r[14] + r[15]]
+                    ph = prefixes.get(topic)
+                    if ph is None:
+                        ph = self._topic_prefix(topic)
+                    ts = r[8]
+                    for k in ks:
+                        keys.append(k)
+                        pres.append(ph)
+                        phys.append(rphy)
+                        tss.append(ts)
                 p += total
             self.next_phy = base + p
             if p >= mf.file_size:

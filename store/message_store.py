@@ -315,6 +315,19 @@ class DefaultMessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commitlog.put_message(msg, now_ms)
 
+    def put_message_fields(
+        self, topic: str, qid: int, body: bytes | memoryview, pb: bytes, sys_flag: int,
+        flag: int, born_ts: int, born_host: bytes, store_host: bytes, reconsume_times: int,
+        tags_code: int | None, now_ms: int,
+    ) -> tuple[int, int, int] | PutMessageStatus:
+        """putMessage from a message's fields, with no message or result object: (phy, size,
+        queue offset) or the refusing status (CommitLog.put_message_fields)."""
+        if not self._accepting or self.running_flags.flag_bits & NOT_WRITEABLE_MASK:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        return self.commitlog.put_message_fields(topic, qid, body, pb, sys_flag, flag, born_ts,
+                                                 born_host, store_host, reconsume_times,
+                                                 tags_code, now_ms)  # fmt: skip
+
     def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
         """putMessages (checkStoreStatus, then CommitLog.put_messages)."""
         if not self._accepting or self.running_flags.flag_bits & NOT_WRITEABLE_MASK:

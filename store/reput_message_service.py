@@ -77,17 +77,26 @@ class ReputMessageService:
 
     def dispatch(self, topic: str, queue_id: int, phy: int, size: int, tags_code: int,
                  store_ts: int, queue_offset: int, sys_flag: int, keys: list[bytes] | None,
-                 now_ms: int) -> None:  # fmt: skip
+                 now_ms: int, end: int = -1) -> None:  # fmt: skip
         """doDispatch of one record: its consume-queue unit, then its index entries (keys:
-        index_keys of its properties when the index is built here, else None)."""
+        index_keys of its properties when the index is built here, else None); with `end`
+        (the put of this one record) its end published and its arrival notified."""
         tran = sys_flag & TRANSACTION_TYPE_MASK
-        if tran != _PREPARED and tran != _ROLLBACK:
+        to_queue = tran != _PREPARED and tran != _ROLLBACK
+        if to_queue:
             cq = self.cq_table.queues.get((topic, queue_id))
             if cq is None:
                 cq = self.cq_table.find_or_create(topic, queue_id)
             cq.put(phy, size, tags_code, queue_offset)
         if keys and tran != _ROLLBACK and not self.index.build(topic, keys, phy, store_ts, now_ms):
             self._index_error()
+        if end >= 0:
+            st = self.state
+            if st is not None:
+                st.words[MAX_PHY_WORD] = end
+            listener = self.arrival_listener
+            if to_queue and listener is not None:
+                listener(topic, queue_id, queue_offset + 1, tags_code, now_ms)
 
     def dispatch_batch(self, topic: str, queue_id: int, units: list[int], queue_offset: int,
                        keys: list[bytes], key_phys: list[int], now_ms: int) -> None:  # fmt: skip

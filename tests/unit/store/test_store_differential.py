@@ -8,7 +8,8 @@ A model built here from the stored records themselves, with Java's rules (the pr
 MessageDecoder.string2messageProperties parses them, Integer.parseInt for DELAY, String.hashCode
 for TAGS and index keys; checkMessageAndReturnSize, IndexService.buildIndex), must agree too.
 
-Random sequences of single puts (odd DELAY values, duplicated and empty properties, IPv6 hosts,
+Random sequences of single puts (put_message, and put_message_fields as the broker's send does;
+odd DELAY values, duplicated and empty properties, IPv6 hosts,
 every transaction type, SCHEDULE_TOPIC_XXXX itself), batches (protocol.message_batch) and small
 files that roll. Derandomized with a moderate example count so it stays a few seconds in CI; a
 failure prints the falsifying example."""
@@ -75,6 +76,7 @@ class Put:
     props: bytes
     tran: int  # MessageSysFlag transaction type bits
     v6: bool
+    fields: bool  # put_message_fields (the broker's send path), not put_message
 
 
 @dataclass
@@ -107,6 +109,7 @@ put_st = st.builds(
     props=props_st.map(str.encode),
     tran=st.sampled_from([0, 0, 0, 4, 8, 12]),
     v6=st.booleans(),
+    fields=st.booleans(),
 )
 batch_st = st.builds(
     Batch,
@@ -131,6 +134,12 @@ def _run(store: DefaultMessageStore, ops: list[Put | Batch]) -> int:
     n = 0
     for i, op in enumerate(ops):
         now = STORE_TS0 + i * 1000
+        if isinstance(op, Put) and op.fields:
+            host = V6 if op.v6 else V4
+            got = store.put_message_fields(op.topic, op.qid, op.body, op.props, op.tran, 0,
+                                           now - 5, host, host, 0, None, now)  # fmt: skip
+            n += isinstance(got, tuple)
+            continue
         if isinstance(op, Put):
             host = V6 if op.v6 else V4
             m = MessageExtBrokerInner(topic=op.topic, body=op.body, queue_id=op.qid,
