@@ -110,22 +110,20 @@ class CommitLog:
         self.batch_encoder = MessageExtBatchEncoder(self.tag_codes)
         self.create_gate = CreateRetryGate(CREATE_RETRY_MS)  # CREATE_MAPEDFILE_FAILED
         self.stats = stats if stats is not None else StoreStatsService()
-        self.flush_service: FlushRealTimeService | None = None
         self.allocator: AllocateMappedFileService | None = None  # the next segment, warmed
         self._dispatcher = dispatcher
         self._on_new_file = on_new_file
-        self._on_flushed = on_flushed
-        self._flush_mu = threading.Lock()  # a flush's publishing, writer's thread vs flusher
+        self.flush_service = FlushRealTimeService(
+            cfg, self, on_flushed, dispatcher.published_end if dispatcher is not None else None)
         self._delays = cfg.delay_levels_ms
         self._max_msg_size = cfg.maxMessageSize
         self._topics: dict[str, bytes] = {}  # topic -> its length byte + UTF-8
 
     # ---- services --------------------------------------------------------------------------
     def start(self, now_ms: int, slave: bool, msync: Msync | None, madvise: Msync | None) -> None:
-        """The first file made and warmed before serving (a master's: a slave's first file
-        starts where the master's first byte for it falls), the next one preallocated and
-        warmed whole; the flush service and the allocate thread (with ctypes' msync/madvise).
-        OSError when the first file cannot be made."""
+        """A master's first file made and warmed before serving (a slave's starts where the
+        master's first byte for it falls), the next one preallocated and warmed; the flush and
+        allocate threads (with ctypes). OSError when the first file cannot be made."""
         mfq = self.mfq
         if not slave and not mfq.files:
             self._cur = mfq.get_last_mapped_file(0)
@@ -135,26 +133,18 @@ class CommitLog:
         self.preallocate_next(now_ms)
         while mfq.warm_next_step(self.file_size):
             pass
-        if self.flush_service is None:
-            disp = self._dispatcher
-            published = disp.published_end if disp is not None else self._no_published_end
-            self.flush_service = FlushRealTimeService(self.cfg, self, msync, published)
-        self.flush_service.start(now_ms)
+        self.flush_service.start(now_ms, msync)
         if madvise is not None and self.allocator is None:
             self.allocator = AllocateMappedFileService(
                 mfq, madvise, msync if mfq.warm_flush_pages else None
             )
 
-    @staticmethod
-    def _no_published_end() -> int | None:
-        return None
-
     def stop_services(self) -> None:
         """Stop the flush and allocate threads (after their rounds)."""
-        for svc in (self.allocator, self.flush_service):
-            if svc is not None:
-                svc.close()
-        self.allocator = self.flush_service = None
+        self.flush_service.close()
+        if self.allocator is not None:
+            self.allocator.close()
+            self.allocator = None
 
     def preallocate_next(self, now_ms: int) -> None:
         """The next file, made on this thread (no allocate thread, or at start); a full disk
@@ -192,10 +182,8 @@ class CommitLog:
     def _make_room(self, need: int, topic: str, qid: int, qoff: int, units: int, keys: int,
                    now_ms: int) -> PutMessageStatus | None:  # fmt: skip
         """Create the files a put needs before it writes a byte: the next commit-log file for
-        a record of `need` bytes (0: none), and what its dispatch needs (consume-queue units,
-        index entries). None when they are there; else CREATE_MAPEDFILE_FAILED with nothing
-        written. After a failure, puts that need a file are refused at once for
-        CREATE_RETRY_MS (logged once; the next creation that works is logged too)."""
+        `need` bytes (0: none) and what its dispatch needs. None when they are there; else
+        CREATE_MAPEDFILE_FAILED with nothing written (and for CREATE_RETRY_MS after it)."""
         gate = self.create_gate
         disp = self._dispatcher
         assert disp is not None
@@ -292,12 +280,10 @@ class CommitLog:
         flag: int, born_ts: int, born_host: bytes, store_host: bytes, reconsume_times: int,
         tags_code: int | None, now_ms: int, prepared_offset: int = 0, delay: int | None = None,
     ) -> tuple[int, int, int] | PutMessageStatus:
-        """The write path of one message, from its fields (the broker's send: no message
-        object): its record encoded into the file being written (protocol.record's encoder),
-        then dispatched (consume-queue unit; "sync": index entries) and published. (phy, size,
-        queue offset) or the refusing status. `pb`: the encoded properties; `tags_code` None:
-        the TAGS hash; `delay`: the DELAY level put_message read (None: not read, a DELAY goes
-        the put_message way)."""
+        """The write path of one message from its fields (no message object): its record
+        encoded into the file being written, dispatched and published; (phy, size, queue
+        offset) or the refusing status. `pb`: the encoded properties; `tags_code` None: the
+        TAGS hash; `delay`: the level put_message read (None: not read yet)."""
         if delay is None and b"DELAY\x01" in pb:
             r = self.put_message(MessageExtBrokerInner(
                 topic, body, flag, {}, qid, sys_flag, born_ts, born_host, store_host,
@@ -450,9 +436,8 @@ class CommitLog:
     def _put_batch_by_record(
         self, batch: MessageExtBatch, raw: bytes, bp: bytes, tb: bytes, qoff: int, now_ms: int
     ) -> tuple[list[int], list[tuple[int, int, int, int, int]]] | PutMessageStatus:
-        """A batch near a file roll (or with IPv6 hosts), one record at a time after every item
-        was checked; (units, items) or the refusing status. Records over a second roll are cut
-        (a batch over a whole file): those written stay."""
+        """A batch near a file roll (or with IPv6 hosts), record by record once every item was
+        checked; (units, items) or the status. A batch over a second roll is cut there."""
         checked = check_items(raw, bp, record_fixed_size(tb))
         if isinstance(checked, PutMessageStatus):
             return checked
@@ -552,23 +537,8 @@ class CommitLog:
         return self._cur
 
     def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
-        """msync written bytes (files with >= least_pages dirty pages; at most max_bytes when
-        > 0) on this thread and publish; returns the flushed offset."""
-        with self._flush_mu:
-            self.mfq.flush(least_pages, max_bytes)
-            if self._on_flushed is not None:
-                self._on_flushed(self.last_store_timestamp)
-        return self.mfq.flushed_where
-
-    def flushed_to(self, target: int, stamp: int, files: list[tuple[MappedFile, int]]) -> None:
-        """A flush service's round made each (file, position) and everything below target
-        durable: record it and publish, with the store time of the last record it covers."""
-        with self._flush_mu:
-            for mf, upto in files:
-                mf.flushed_position = max(mf.flushed_position, upto)
-            self.mfq.flushed_where = max(self.mfq.flushed_where, target)
-            if self._on_flushed is not None:
-                self._on_flushed(stamp)
+        """msync what is written (FlushRealTimeService.flush); returns the flushed offset."""
+        return self.flush_service.flush(least_pages, max_bytes)
 
     def roll_next_file(self, offset: int) -> int:
         """Start of the file after the one holding offset."""
@@ -613,8 +583,7 @@ class CommitLog:
 
     # ---- recovery and a slave's reput ---------------------------------------------------------
     def note_reput(self, queue_offsets: dict[tuple[str, int], int], last_store_ts: int) -> None:
-        """Records read back were dispatched (a slave's reput): their queues' next offsets and
-        the store time of the last."""
+        """A slave's reput dispatched records: their queues' next offsets, the last store time."""
         self.topic_queue_table.update(queue_offsets)
         if last_store_ts >= 0:
             self.last_store_timestamp = last_store_ts

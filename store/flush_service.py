@@ -151,7 +151,7 @@ class MsyncThread(ServiceThread):
 
 
 class FlushedLog(Protocol):
-    """What the commit log's flush services use of CommitLog."""
+    """What the commit log's flush services read of CommitLog."""
 
     mfq: MappedFileQueue
     last_store_timestamp: int
@@ -160,68 +160,92 @@ class FlushedLog(Protocol):
     @property
     def max_offset(self) -> int: ...
 
-    @property
-    def flushed_offset(self) -> int: ...
-
-    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int: ...
-
-    def flushed_to(self, target: int, stamp: int, files: list[tuple[MappedFile, int]]) -> None: ...
-
 
 class FlushRealTimeService:
-    """FlushRealTimeService (ASYNC_FLUSH): every flushIntervalCommitLog, when
-    flushCommitLogLeastPages pages are dirty (any, every flushCommitLogThoroughInterval), a
-    flush of what was published: on its thread when there is one, else in slices on the
-    writer's tick. SYNC_FLUSH: the tick flushes whatever is not flushed (the broker's send
-    actor flushes before it answers)."""
+    """The commit log's flushing: flush() on the writer's thread, and FlushRealTimeService
+    (ASYNC_FLUSH): every flushIntervalCommitLog, when flushCommitLogLeastPages pages are dirty
+    (any, every flushCommitLogThoroughInterval), a flush of what was published, on its thread
+    when there is one, else in slices on the writer's tick. SYNC_FLUSH: the tick flushes
+    whatever is not flushed (the broker's send actor flushes before it answers). Every flush
+    publishes through on_flushed(store time of the last record it covers)."""
 
-    def __init__(self, cfg: StoreConfig, cl: FlushedLog, msync: Msync | None,
-                 published: Callable[[], int | None]) -> None:  # fmt: skip
-        """published(): the end readers may use (None: the store is closed)."""
+    def __init__(self, cfg: StoreConfig, cl: FlushedLog, on_flushed: Callable[[int], None] | None,
+                 published: Callable[[], int | None] | None) -> None:  # fmt: skip
+        """published(): the end readers may use (None: the store is closed; no callable: the
+        commit log's end)."""
         self.cfg = cfg
         self.cl = cl
+        self._on_flushed = on_flushed
         self._published = published
+        self._mu = threading.Lock()  # a flush's publishing: writer's thread vs this thread
         self.thread: MsyncThread | None = None
-        if msync is not None and not cfg.is_sync_flush:
-            self.thread = MsyncThread("commitlog-flush", msync, self.flush_round)
         self.last_flush_ms = 0
         self.last_thorough_ms = 0
         self.flush_target = 0  # end of the slice-by-slice round going on (no thread)
 
-    def start(self, now_ms: int) -> None:
-        """The intervals count from now."""
+    @property
+    def flushed_offset(self) -> int:
+        """Offset known to be on disk."""
+        return self.cl.mfq.flushed_where
+
+    def start(self, now_ms: int, msync: Msync | None) -> None:
+        """The intervals count from now; the thread (ASYNC_FLUSH, with ctypes' msync)."""
         self.last_flush_ms = self.last_thorough_ms = now_ms
         self.flush_target = 0
+        if msync is not None and not self.cfg.is_sync_flush and self.thread is None:
+            self.thread = MsyncThread("commitlog-flush", msync, self.flush_round)
+
+    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
+        """msync written bytes (files with >= least_pages dirty pages; at most max_bytes when
+        > 0) on this thread and publish; returns the flushed offset."""
+        mfq = self.cl.mfq
+        with self._mu:
+            mfq.flush(least_pages, max_bytes)
+            if self._on_flushed is not None:
+                self._on_flushed(self.cl.last_store_timestamp)
+        return mfq.flushed_where
+
+    def flushed_to(self, target: int, stamp: int, files: list[tuple[MappedFile, int]]) -> None:
+        """A round (this thread's, GroupCommitService's) made each (file, position) and
+        everything below target durable: record it and publish, with the store time of the
+        last record it covers."""
+        mfq = self.cl.mfq
+        with self._mu:
+            for mf, upto in files:
+                mf.flushed_position = max(mf.flushed_position, upto)
+            mfq.flushed_where = max(mfq.flushed_where, target)
+            if self._on_flushed is not None:
+                self._on_flushed(stamp)
 
     def tick(self, now_ms: int) -> tuple[int, bool]:
         """(ms until the next look, a round is going on in slices)."""
         cfg, cl = self.cfg, self.cl
         if cfg.is_sync_flush:
-            if cl.flushed_offset < cl.max_offset:
-                cl.flush()
+            if self.flushed_offset < cl.max_offset:
+                self.flush()
             self.last_flush_ms = now_ms
             return cfg.flushIntervalCommitLog, False
         due = now_ms - self.last_flush_ms >= cfg.flushIntervalCommitLog
         if self.thread is not None:
             if due:
-                dirty = cl.max_offset // OS_PAGE_SIZE - cl.flushed_offset // OS_PAGE_SIZE
+                dirty = cl.max_offset // OS_PAGE_SIZE - self.flushed_offset // OS_PAGE_SIZE
                 thorough = self._thorough(now_ms)
                 if dirty >= cfg.flushCommitLogLeastPages or (
-                    thorough and cl.max_offset > cl.flushed_offset
+                    thorough and cl.max_offset > self.flushed_offset
                 ):
                     self.thread.request()
                 self.last_flush_ms = now_ms
-        elif self.flush_target > cl.flushed_offset:
-            cl.flush(0, FLUSH_BYTES_PER_TICK)
+        elif self.flush_target > self.flushed_offset:
+            self.flush(0, FLUSH_BYTES_PER_TICK)
         elif due:
             least = 0 if self._thorough(now_ms) else cfg.flushCommitLogLeastPages
-            before = cl.flushed_offset
-            cl.flush(least, FLUSH_BYTES_PER_TICK)
+            before = self.flushed_offset
+            self.flush(least, FLUSH_BYTES_PER_TICK)
             # a round that started (enough pages were dirty) goes on in slices up to here
-            self.flush_target = cl.max_offset if cl.flushed_offset != before else before
+            self.flush_target = cl.max_offset if self.flushed_offset != before else before
             self.last_flush_ms = now_ms
         wait = cfg.flushIntervalCommitLog - (now_ms - self.last_flush_ms)
-        return wait, self.thread is None and self.flush_target > cl.flushed_offset
+        return wait, self.thread is None and self.flush_target > self.flushed_offset
 
     def flush_round(self, sync: RangeSync) -> int:
         """The thread's round: msync of what was published when it started (the flushed offset
@@ -229,9 +253,9 @@ class FlushRealTimeService:
         first; returns the offset now known to be on disk."""
         cl = self.cl
         stamp = cl.last_store_timestamp  # read first: every record stored by then is below
-        published = self._published()
+        published = self._published() if self._published is not None else cl.max_offset
         if published is None:
-            return cl.flushed_offset
+            return self.flushed_offset
         target = min(published, cl.max_offset)
         done: list[tuple[MappedFile, int]] = []
         for mf in list(cl.mfq.files):
@@ -240,10 +264,10 @@ class FlushRealTimeService:
                 continue
             start, upto = rng
             if not sync(mf, start, upto):
-                log.warning("commit log flushed offset stays at %d", cl.flushed_offset)
-                return cl.flushed_offset
+                log.warning("commit log flushed offset stays at %d", self.flushed_offset)
+                return self.flushed_offset
             done.append((mf, upto))
-        cl.flushed_to(target, stamp, done)
+        self.flushed_to(target, stamp, done)
         return target
 
     def _thorough(self, now_ms: int) -> bool:
@@ -317,13 +341,19 @@ class FlushConsumeQueueService:
 
 
 # ---- group commit -----------------------------------------------------------------------------
+class GroupCommitLog(FlushedLog, Protocol):
+    """What GroupCommitService uses of the commit log."""
+
+    flush_service: FlushRealTimeService
+
+
 class GroupCommitStore(Protocol):
     """What GroupCommitService uses of the store: its put and its commit log."""
 
     cfg: StoreConfig
 
     @property
-    def commitlog(self) -> FlushedLog: ...
+    def commitlog(self) -> GroupCommitLog: ...
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult: ...
 
@@ -346,7 +376,7 @@ class GroupCommit:
         self._kick.acquire()  # released (once) when a waiter arrives
         self._kicked = False
         self._waiters: list[tuple[int, Any]] = []
-        self._flushed = store.commitlog.flushed_offset
+        self._flushed = store.commitlog.flush_service.flushed_offset
         self._stop = False
         self.fsyncs = 0
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
@@ -395,7 +425,7 @@ class GroupCommit:
             mf.sync_data()  # fdatasync: the file's dirty pages, GIL released
         self.fsyncs += 1
         with cl.put_lock:
-            cl.flushed_to(target, stamp, todo)
+            cl.flush_service.flushed_to(target, stamp, todo)
         return target
 
     def _run(self) -> None:

@@ -397,9 +397,8 @@ class DefaultMessageStore:
         cl = self.commitlog
         waits = []
         flushing = False
-        if cl.flush_service is not None:
-            wait, flushing = cl.flush_service.tick(now_ms)
-            waits.append(wait)
+        wait, flushing = cl.flush_service.tick(now_ms)
+        waits.append(wait)
         if self.cq_flush is not None:
             waits.append(self.cq_flush.tick(now_ms))
         clean = self.clean_commitlog
