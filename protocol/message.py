@@ -25,27 +25,28 @@ is a decode error (which ends a `decode_messages` batch, as in Java).
 from __future__ import annotations
 
 import logging
-import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from protocol.record import (
+    BORN_HOST_POS,
+    BORNHOST_V6_FLAG,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
-    MESSAGE_MAGIC_CODE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
-    RECORD_V4_HEAD,
-    V4_FIXED_SIZE,
-    V6_FLAGS,
+    STOREHOSTADDRESS_V6_FLAG,
     RecordError,
-    decode_record_fields,
     encode_record_into,
+    host_length,
+    java_parse_int,
     java_string_hash,
     pack_host,
     properties_to_string,
+    record_at,
+    record_size,
     unpack_host,
 )
 
@@ -208,12 +209,11 @@ class Message:
 
     @property
     def delay_time_level(self) -> int:
-        """The DELAY property as an int (0 when absent or malformed)."""
+        """The DELAY property as Integer.parseInt reads it (protocol.record.java_parse_int);
+        0 when absent or not a number there (where Java's getDelayTimeLevel would throw)."""
         v = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
-        try:
-            return int(v) if v else 0
-        except ValueError:
-            return 0
+        level = java_parse_int(v.encode()) if v else 0
+        return level if level is not None else 0
 
     @delay_time_level.setter
     def delay_time_level(self, level: int) -> None:
@@ -346,11 +346,6 @@ def stored_properties(msg: MessageExt) -> bytes:
 
 
 # --- record decode ------------------------------------------------------------------------------
-_V4 = RECORD_V4_HEAD
-_I16 = struct.Struct(">h")
-_MIN_RECORD: Final = 91
-
-
 def _inflate(body: bytes, sys_flag: int) -> tuple[bytes, int]:
     """Inflate a zlib body and clear bit 0; other algorithms are left as stored."""
     ctype = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
@@ -365,59 +360,34 @@ def _inflate(body: bytes, sys_flag: int) -> tuple[bytes, int]:
 def _decode_at(
     mv: memoryview, pos: int, end_buf: int, decompress: bool, check_crc: bool
 ) -> MessageExt:
-    """Decode the record at mv[pos:]; raises MessageDecodeError."""
-    if pos + V4_FIXED_SIZE <= end_buf:
-        (total, magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, born_host, store_ts,
-         store_host, reconsume, prepared, blen) = _V4.unpack_from(mv, pos)  # fmt: skip
-    else:
-        raise MessageDecodeError("truncated record")
-    if magic != MESSAGE_MAGIC_CODE:
-        raise MessageDecodeError(f"bad magic code {magic}")
-    end = pos + total
-    if total < _MIN_RECORD or end > end_buf:
-        raise MessageDecodeError(f"bad total size {total}")
-    if sys_flag & V6_FLAGS:
-        try:
-            f = decode_record_fields(mv, pos)
-        except RecordError as exc:
-            raise MessageDecodeError(str(exc)) from exc
-        born_host, store_ts, store_host = f.born_host, f.store_timestamp, f.store_host
-        reconsume, prepared = f.reconsume_times, f.prepared_transaction_offset
-        body = bytes(f.body)
-        topic = f.topic.decode("utf-8", "replace")
-        raw_props = f.properties
-    else:
-        p = pos + V4_FIXED_SIZE
-        tpos = p + blen
-        if blen < 0 or tpos + 3 > end:
-            raise MessageDecodeError(f"bad body length {blen}")
-        tlen = mv[tpos]
-        ppos = tpos + 1 + tlen
-        if ppos + 2 > end:
-            raise MessageDecodeError(f"bad topic length {tlen}")
-        plen = _I16.unpack_from(mv, ppos)[0]
-        if ppos + 2 + plen != end:
-            raise MessageDecodeError(f"bad properties length {plen}")
-        body = bytes(mv[p:tpos])
-        topic = str(mv[tpos + 1 : ppos], "utf-8", "replace")
-        raw_props = bytes(mv[ppos + 2 : end])
+    """Decode the record at mv[pos:] (protocol.record's walker); raises MessageDecodeError."""
+    try:
+        r = record_at(mv, pos, end_buf)
+    except RecordError as exc:
+        raise MessageDecodeError(str(exc)) from exc
+    if r is None:
+        raise MessageDecodeError("no record")
+    (total, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, sh, reconsume, prepared,
+     ba, blen, ta, tlen, pa, plen) = r  # fmt: skip
+    body = bytes(mv[ba : ba + blen])
     if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
         raise MessageDecodeError(f"body crc mismatch at phy_offset={phy}")
     if decompress and sys_flag & COMPRESSED_FLAG:
         body, sys_flag = _inflate(body, sys_flag)
+    bh = pos + BORN_HOST_POS
     m = _new_ext(MessageExt)
-    m.topic = topic
+    m.topic = str(mv[ta : ta + tlen], "utf-8", "replace")
     m.body = body
     m.flag = flag
-    m._raw_properties = raw_props
+    m._raw_properties = bytes(mv[pa : pa + plen])
     m.queue_id = qid
     m.queue_offset = qoff
     m.commit_log_offset = phy
     m.sys_flag = sys_flag
     m.born_timestamp = born_ts
-    m.born_host = born_host
+    m.born_host = bytes(mv[bh : bh + host_length(sys_flag, BORNHOST_V6_FLAG)])
     m.store_timestamp = store_ts
-    m.store_host = store_host
+    m.store_host = bytes(mv[sh : sh + host_length(sys_flag, STOREHOSTADDRESS_V6_FLAG)])
     m.reconsume_times = reconsume
     m.prepared_transaction_offset = prepared
     m.body_crc = crc
@@ -478,8 +448,9 @@ def encode_message_ext(msg: MessageExt) -> bytes:
     if len(born) not in (8, 20) or len(store) not in (8, 20):
         raise ValueError("born_host/store_host must be pack_host() bytes (8 or 20)")
     body = msg.body
-    size = _MIN_RECORD + len(body) + len(topic) + len(props) + len(born) - 8 + len(store) - 8
-    out = bytearray(size)
+    v6 = (BORNHOST_V6_FLAG if len(born) == 20 else 0) | (
+        STOREHOSTADDRESS_V6_FLAG if len(store) == 20 else 0)  # fmt: skip
+    out = bytearray(record_size(len(body), len(topic), len(props), v6))
     encode_record_into(
         out, 0, body=body, topic=topic, properties=props, queue_id=msg.queue_id, flag=msg.flag,
         queue_offset=msg.queue_offset, phy_offset=msg.commit_log_offset, sys_flag=msg.sys_flag,

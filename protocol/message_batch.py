@@ -7,7 +7,6 @@ and store/CommitLog.java MessageExtBatchEncoder's property merge, RocketMQ 4.9.x
 from __future__ import annotations
 
 import logging
-import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,22 +16,13 @@ from protocol.message import Message, MessageDecodeError, parse_properties
 from protocol.record import (
     MAX_PROPERTIES_LENGTH,
     PROPERTY_SEPARATOR,
+    RecordError,
+    batch_item_at,
+    encode_batch_item,
     properties_to_string,
 )
 
 log = logging.getLogger(__name__)
-
-
-_I16 = struct.Struct(">h")
-# --- batch bodies -------------------------------------------------------------------------------
-_BATCH_HEAD = struct.Struct(
-    ">i"  # TOTALSIZE (item, this field included)
-    "i"  # MAGICCODE (0, ignored)
-    "i"  # BODYCRC (0, ignored)
-    "i"  # FLAG
-    "i"  # body length
-)
-_BATCH_FIXED: Final = _BATCH_HEAD.size + 2  # + short properties length = 22
 
 
 @dataclass(slots=True)
@@ -53,16 +43,11 @@ def encode_batch(items: Iterable[BatchItem | Message]) -> bytes:
 def encode_batch_raw(items: Iterable[tuple[int, bytes, str]]) -> bytes:
     """Encode (flag, body, properties string) items as a batch body."""
     parts: list[bytes] = []
-    append = parts.append
-    head, short = _BATCH_HEAD.pack, _I16.pack
     for flag, body, text in items:
         props = text.encode()
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise ValueError(f"batch item properties length {len(props)} > 32767")
-        append(head(_BATCH_FIXED + len(body) + len(props), 0, 0, flag, len(body)))
-        append(body)
-        append(short(len(props)))
-        append(props)
+        parts += encode_batch_item(flag, body, props)
     return b"".join(parts)
 
 
@@ -81,22 +66,17 @@ def iter_batch_raw(body: bytes | bytearray | memoryview) -> Iterator[RawBatchIte
     n = len(mv)
     pos = 0
     while pos < n:
-        if pos + _BATCH_HEAD.size > n:
-            raise MessageDecodeError(f"truncated batch item at {pos}")
-        _total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
-        p = pos + _BATCH_HEAD.size
-        if blen < 0 or p + blen + 2 > n:
-            raise MessageDecodeError(f"bad batch item body length {blen} at {pos}")
-        item_body = mv[p : p + blen]
-        p += blen
-        plen = _I16.unpack_from(mv, p)[0]
-        p += 2
-        if plen < 0 or p + plen > n:
+        try:
+            flag, b, blen, pa, plen = batch_item_at(mv, pos, n)
+        except RecordError as exc:
+            raise MessageDecodeError(str(exc)) from exc
+        if plen > MAX_PROPERTIES_LENGTH:  # a negative short to Java's decoder
             raise MessageDecodeError(f"bad batch item properties length {plen} at {pos}")
+        item_body = mv[b : b + blen]
         yield RawBatchItem(
-            flag, item_body, bytes(mv[p : p + plen]), zlib.crc32(item_body) & 0x7FFFFFFF
+            flag, item_body, bytes(mv[pa : pa + plen]), zlib.crc32(item_body) & 0x7FFFFFFF
         )
-        pos = p + plen
+        pos = pa + plen
 
 
 def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:

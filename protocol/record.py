@@ -1,10 +1,15 @@
-"""Stored-message record layout, properties string and Java string hash.
+"""The stored message record and the batch item: their one layout, encoder, walker and the rules
+for the properties the store reads.
 
-Mirrors common/message/MessageDecoder.java and store/CommitLog.java (MessageExtEncoder,
-calMsgLength), RocketMQ 4.9.x. This one layout is the commit-log record, the PULL_MESSAGE /
-QUERY_MESSAGE / VIEW_MESSAGE_BY_ID body and the HA transfer unit.
+Mirrors common/message/MessageDecoder.java (decode, string2messageProperties, encodeMessages),
+store/CommitLog.java (DefaultAppendMessageCallback, MessageExtBatchEncoder, calMsgLength,
+checkMessageAndReturnSize's properties) and Message.getDelayTimeLevel, RocketMQ 4.9.x. The record
+is the commit-log unit, the PULL_MESSAGE / QUERY_MESSAGE / VIEW_MESSAGE_BY_ID body and the HA
+transfer unit; the batch item is what a SEND_BATCH_MESSAGE body holds. Nothing else in the
+project declares either layout: writers use `write_record` / `encode_record_into` (a batch's
+records `pack_record_tail` + `record_head_packer`), readers `record_at` / `iter_records`.
 
-Layout (big-endian; IPv4 born and store hosts; each IPv6 host adds 12 bytes)::
+Record (big-endian; IPv4 born and store hosts; each IPv6 host adds 12 bytes)::
 
     off  size  field
     0    4     TOTALSIZE                 whole record, this field included
@@ -25,15 +30,22 @@ Layout (big-endian; IPv4 born and store hosts; each IPv6 host adds 12 bytes)::
     ..   1+T   TOPIC                     byte length (<= 127) + UTF-8
     ..   2+P   PROPERTIES                short length (<= 32767) + UTF-8 properties string
 
-Total with IPv4 hosts = 91 + B + T + P.
+Total with IPv4 hosts = 91 + B + T + P. A commit-log file ends in a blank: int remaining bytes,
+int BLANK_MAGIC_CODE.
+
+Batch item (MessageDecoder.encodeMessages)::
+
+    TOTALSIZE i, MAGICCODE i (0), BODYCRC i (0), FLAG i, BODY 4+B, PROPERTIES 2+P
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import zlib
-from typing import Final, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, Final, NamedTuple
 
 MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7 as a signed int
 BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194 as a signed int
@@ -49,8 +61,9 @@ MAX_PROPERTIES_LENGTH: Final = 32767
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 
-# Fixed part before BORNHOST: totalsize..borntimestamp.
-_HEAD = struct.Struct(
+# The whole fixed part of an IPv4/IPv4 record, packed in one call by the writers. Each host is
+# the raw 8 bytes pack_host() returns (4-byte ip + int port).
+RECORD_V4_HEAD: Final = struct.Struct(
     ">i"  # TOTALSIZE
     "i"  # MAGICCODE
     "i"  # BODYCRC
@@ -60,32 +73,44 @@ _HEAD = struct.Struct(
     "q"  # PHYSICALOFFSET
     "i"  # SYSFLAG
     "q"  # BORNTIMESTAMP
-)
-HEAD_SIZE: Final = _HEAD.size  # 48
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
-_U8 = struct.Struct(">B")
-# The whole fixed layout for the common IPv4/IPv4 case, packed in one call on the hot path.
-# Each host is the raw 8 bytes pack_host() returns (4-byte ip + int port), so the store packs a
-# record header straight from a message's fields. Public: the commit log writes with it too.
-RECORD_V4_HEAD = struct.Struct(
-    _HEAD.format  # TOTALSIZE .. BORNTIMESTAMP as above
-    + "8s"  # BORNHOST ip + port
+    "8s"  # BORNHOST ip + port
     "q"  # STORETIMESTAMP
     "8s"  # STOREHOSTADDRESS ip + port
     "i"  # RECONSUMETIMES
     "q"  # PREPAREDTRANSACTIONOFFSET
     "i"  # body length
 )
-_V4 = RECORD_V4_HEAD
-V4_FIXED_SIZE: Final = _V4.size  # 88; + B + 1 + T + 2 + P = 91 + B + T + P
+V4_FIXED_SIZE: Final = RECORD_V4_HEAD.size  # 88; + B + 1 + T + 2 + P = 91 + B + T + P
+MIN_RECORD_SIZE: Final = V4_FIXED_SIZE + 3  # empty body, topic and properties
+# The same part read by the walker as ints only (the hosts skipped: no bytes object per record).
+_FIXED_V4_INTS = struct.Struct(">iiiiiqqiq8xq8xiqi")
+# What a writer of a batch's records packs once: SYSFLAG .. PREPAREDTRANSACTIONOFFSET.
+_HEAD_FRONT: Final = ">iiiiiqq"  # TOTALSIZE .. PHYSICALOFFSET
+_TAIL_V4 = struct.Struct(">iq8sq8siq")
+_TAIL_ANY: dict[tuple[int, int], struct.Struct] = {}
+_HEAD_PACKERS: dict[int, Callable[..., bytes]] = {}
 
 QUEUE_OFFSET_POS: Final = 20
 PHYSICAL_OFFSET_POS: Final = 28
 SYSFLAG_POS: Final = 36
 BORN_TIMESTAMP_POS: Final = 40
 BORN_HOST_POS: Final = 48
+# ... and, with IPv4 hosts (each IPv6 host moves what follows it by 12):
+STORE_TIMESTAMP_POS_V4: Final = 56
+STORE_HOST_POS_V4: Final = 64
+RECONSUME_TIMES_POS_V4: Final = 72
+
+_TOTAL_MAGIC = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+
+# A SEND_BATCH_MESSAGE body item: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length; body;
+# short properties length; properties.
+BATCH_ITEM_HEAD: Final = struct.Struct(">iiiii")
+BATCH_ITEM_FIXED: Final = BATCH_ITEM_HEAD.size + 2  # 22
+_ITEM_UNPACKERS: dict[int, Callable[[Any, int], tuple[Any, ...]]] = {}
 
 
 def java_string_hash(s: str) -> int:
@@ -99,6 +124,121 @@ def java_string_hash(s: str) -> int:
         for i in range(0, len(units), 2):
             h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+# ---- the properties a store reads: one rule (MessageDecoder.string2messageProperties) ----------
+# Java parses the whole string into a map: segments split on \x02, a name up to the first \x01,
+# segments with an empty name or value dropped, a later segment of the same name replacing an
+# earlier one. These read one value straight from the encoded bytes with the same result.
+TAGS: Final = b"TAGS\x01"
+KEYS: Final = b"KEYS\x01"
+UNIQ_KEY: Final = b"UNIQ_KEY\x01"
+DELAY: Final = b"DELAY\x01"
+_SEP: Final = b"\x02"
+_JAVA_ASCII_INT: Final = re.compile(rb"[+-]?[0-9]+")
+_INT_MIN: Final = -(2**31)
+_INT_MAX: Final = 2**31 - 1
+
+
+_SEP_NAMES: Final = {n: _SEP + n for n in (TAGS, KEYS, UNIQ_KEY, DELAY)}
+
+
+def property_value(props: Any, name: bytes, start: int = 0, end: int = -1) -> bytes | None:
+    """string2messageProperties(props).get(name) on the encoded bytes (props[start:end], end -1:
+    to the end): the value of the last segment named `name` (given with its \x01,
+    b"TAGS\x01") whose value is not empty; None when none is. (A mapped file works too, but
+    an mmap's rfind took 1-7 us at some offsets of a 1 GiB map: copy the range first.)"""
+    if end < 0:
+        end = len(props)
+    sep_name = _SEP_NAMES.get(name) or _SEP + name
+    hi = end
+    while True:
+        i = props.rfind(sep_name, start, hi)
+        if i >= 0:
+            a = i + len(sep_name)
+        elif props.find(name, start, start + len(name)) == start:
+            a = start + len(name)
+        else:
+            return None
+        j = props.find(_SEP, a, end)
+        if j < 0:
+            j = end
+        if j > a:
+            return props[a:j]  # type: ignore[no-any-return]
+        if i < 0:
+            return None
+        hi = i  # an empty value: Java dropped that segment, an earlier one may stand
+
+
+def java_parse_int(raw: bytes) -> int | None:
+    """Integer.parseInt (radix 10) of a property value's UTF-8 bytes; None where it throws.
+
+    Java takes an optional sign, then one or more chars Character.digit reads as decimal digits
+    (any Unicode decimal digit of the BMP, as Java reads UTF-16 chars: "\u0663" is 3), within
+    int range. No spaces, no underscores, no empty digits ("+" alone throws)."""
+    if _JAVA_ASCII_INT.fullmatch(raw) is not None:
+        v = int(raw)
+    elif raw.isascii():
+        return None
+    else:
+        text = raw.decode("utf-8", "replace")
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if not digits or any(ord(c) > 0xFFFF or not c.isdecimal() for c in digits):
+            return None
+        v = int(text)  # Python reads every Unicode decimal digit as Java does
+    return v if _INT_MIN <= v <= _INT_MAX else None
+
+
+def delay_level(props: bytes) -> int | None:
+    """Message.getDelayTimeLevel of encoded properties: 0 without a DELAY property, else its
+    Integer.parseInt; None where Java's parseInt throws (the put refuses such a message, and
+    checkMessageAndReturnSize calls such a SCHEDULE_TOPIC_XXXX record bad)."""
+    raw = property_value(props, DELAY)
+    return 0 if raw is None else java_parse_int(raw)
+
+
+def delivery_tags_code(level: int, store_timestamp: int, delays_ms: list[int]) -> int | None:
+    """checkMessageAndReturnSize for a SCHEDULE_TOPIC_XXXX record with DELAY `level`: the level
+    capped at the highest, then, above 0, ScheduleMessageService.computeDeliverTimestamp (the
+    store time plus the level's delay); None when the tagsCode stays the TAGS hash."""
+    level = min(level, len(delays_ms))
+    return store_timestamp + delays_ms[level - 1] if level > 0 else None
+
+
+_SEP_UNIQ: Final = _SEP + UNIQ_KEY  # 10 bytes
+_SEP_KEYS: Final = _SEP + KEYS  # 6 bytes
+
+
+def index_keys(props: Any, start: int = 0, end: int = -1) -> list[bytes]:
+    """IndexService.buildIndex's keys of a record's properties (props[start:end]): UNIQ_KEY,
+    then each non-empty piece of KEYS split on single spaces (MessageConst.KEY_SEPARATOR);
+    property_value's rule, its common case inline."""
+    if end < 0:
+        end = len(props)
+    i = props.rfind(_SEP_UNIQ, start, end)
+    if i >= 0:  # the last UNIQ_KEY segment: its value unless empty (then property_value's way)
+        a = i + 10  # len(_SEP_UNIQ)
+        j = props.find(_SEP, a, end)
+        uniq = props[a : end if j < 0 else j] or property_value(props, UNIQ_KEY, start, i)
+    else:
+        uniq = property_value(props, UNIQ_KEY, start, end) if props.find(
+            UNIQ_KEY, start, start + 9) == start else None  # fmt: skip
+    i = props.rfind(_SEP_KEYS, start, end)
+    if i >= 0:
+        a = i + 6  # len(_SEP_KEYS)
+        j = props.find(_SEP, a, end)
+        keys = props[a : end if j < 0 else j] or property_value(props, KEYS, start, i)
+    else:
+        keys = property_value(props, KEYS, start, end) if props.find(
+            KEYS, start, start + 5) == start else None  # fmt: skip
+    if keys:
+        out = keys.split(b" ")
+        if b"" in out:
+            out = [k for k in out if k]
+        if uniq:
+            out.insert(0, uniq)
+        return out  # type: ignore[no-any-return]
+    return [uniq] if uniq else []
 
 
 def properties_to_string(props: dict[str, str] | None) -> str:
@@ -146,9 +286,14 @@ def unpack_host(raw: bytes | memoryview) -> tuple[str, int]:
     return socket.inet_ntop(fam, ip), port
 
 
+def host_length(sys_flag: int, v6_flag: int) -> int:
+    """Stored length of the born (BORNHOST_V6_FLAG) or store host of a record with sys_flag."""
+    return 20 if sys_flag & v6_flag else 8
+
+
 def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int = 0) -> int:
-    """Total stored length of a record with these part lengths."""
-    size = 91 + body_len + topic_len + props_len
+    """Total stored length of a record with these part lengths (calMsgLength)."""
+    size = MIN_RECORD_SIZE + body_len + topic_len + props_len
     if sys_flag & BORNHOST_V6_FLAG:
         size += 12
     if sys_flag & STOREHOSTADDRESS_V6_FLAG:
@@ -156,96 +301,193 @@ def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int = 0
     return size
 
 
-def encode_record_into(
-    buf: bytearray | memoryview,
-    pos: int,
-    *,
-    body: bytes | bytearray | memoryview,
-    topic: bytes,
-    properties: bytes,
-    queue_id: int,
-    flag: int,
-    queue_offset: int,
-    phy_offset: int,
-    sys_flag: int,
-    born_timestamp: int,
-    born_host: bytes,
-    store_timestamp: int,
-    store_host: bytes,
-    reconsume_times: int = 0,
-    prepared_transaction_offset: int = 0,
-    crc: int | None = None,
-) -> int:
-    """Write one record at buf[pos:]; returns its total size.
-
-    `born_host` / `store_host` are pack_host() output (8 or 20 bytes); the V6 sysflag bits are
-    set from their lengths. `crc` may be passed when already known (batch re-encode, HA).
-    """
+# ---- the encoder ------------------------------------------------------------------------------
+def write_record(
+    buf: Any, pos: int, total: int, crc: int, queue_id: int, flag: int, queue_offset: int,
+    phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+    store_host: bytes, reconsume_times: int, prepared_offset: int,
+    body: bytes | bytearray | memoryview, topic_with_length: bytes, properties: bytes,
+) -> None:
+    """Write one record of `total` bytes (record_size) at buf[pos:], as the commit log's writer
+    does: `topic_with_length` is the length byte + the topic, the hosts pack_host() output (the
+    V6 sysflag bits follow their lengths), `crc` body_crc(body)."""
     blen = len(body)
-    tlen = len(topic)
-    plen = len(properties)
-    if crc is None:
-        crc = zlib.crc32(body) & 0x7FFFFFFF
-    if len(born_host) == 20:
-        sys_flag |= BORNHOST_V6_FLAG
-    else:
-        sys_flag &= ~BORNHOST_V6_FLAG
-    if len(store_host) == 20:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    else:
-        sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
-    total = 91 + blen + tlen + plen + (len(born_host) - 8) + (len(store_host) - 8)
     if len(born_host) == 8 and len(store_host) == 8:
-        _V4.pack_into(
+        RECORD_V4_HEAD.pack_into(
             buf, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, queue_offset, phy_offset,
-            sys_flag, born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
-            prepared_transaction_offset, blen,
+            sys_flag & ~V6_FLAGS, born_timestamp, born_host, store_timestamp, store_host,
+            reconsume_times, prepared_offset, blen,
         )  # fmt: skip
         p = pos + V4_FIXED_SIZE
     else:
-        _HEAD.pack_into(
-            buf, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, queue_offset, phy_offset,
-            sys_flag, born_timestamp,
-        )  # fmt: skip
-        p = pos + HEAD_SIZE
-        buf[p : p + len(born_host)] = born_host
-        p += len(born_host)
-        _I64.pack_into(buf, p, store_timestamp)
-        p += 8
-        buf[p : p + len(store_host)] = store_host
-        p += len(store_host)
-        _I32.pack_into(buf, p, reconsume_times)
-        _I64.pack_into(buf, p + 4, prepared_transaction_offset)
-        _I32.pack_into(buf, p + 12, blen)
-        p += 16
+        tail = pack_record_tail(sys_flag, born_timestamp, born_host, store_timestamp, store_host,
+                                reconsume_times, prepared_offset)  # fmt: skip
+        head = record_head_packer(len(tail))(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag,
+                                              queue_offset, phy_offset, tail, blen)  # fmt: skip
+        p = pos + len(head)
+        buf[pos:p] = head
     buf[p : p + blen] = body
     p += blen
-    buf[p] = tlen
-    buf[p + 1 : p + 1 + tlen] = topic
-    p += 1 + tlen
-    _I16.pack_into(buf, p, plen)
-    buf[p + 2 : p + 2 + plen] = properties
+    tl = len(topic_with_length)
+    buf[p : p + tl] = topic_with_length
+    p += tl
+    _I16.pack_into(buf, p, len(properties))
+    buf[p + 2 : p + 2 + len(properties)] = properties
+
+
+def pack_record_tail(
+    sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+    store_host: bytes, reconsume_times: int, prepared_offset: int,
+) -> bytes:
+    """SYSFLAG .. PREPAREDTRANSACTIONOFFSET: the fields every record of a batch shares, packed
+    once (48 bytes with IPv4 hosts); the V6 sysflag bits follow the hosts' lengths."""
+    sys_flag &= ~V6_FLAGS
+    if len(born_host) == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store_host) == 20:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    if not sys_flag & V6_FLAGS:
+        return _TAIL_V4.pack(sys_flag, born_timestamp, born_host, store_timestamp, store_host,
+                             reconsume_times, prepared_offset)  # fmt: skip
+    key = (len(born_host), len(store_host))
+    st = _TAIL_ANY.get(key)
+    if st is None:
+        st = _TAIL_ANY[key] = struct.Struct(f">iq{key[0]}sq{key[1]}siq")
+    return st.pack(sys_flag, born_timestamp, born_host, store_timestamp, store_host,
+                   reconsume_times, prepared_offset)  # fmt: skip
+
+
+def record_head_packer(tail_length: int) -> Callable[..., bytes]:
+    """pack(TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, tail,
+    body length): a record's bytes up to its body, around a pack_record_tail() of this length."""
+    f = _HEAD_PACKERS.get(tail_length)
+    if f is None:
+        f = _HEAD_PACKERS[tail_length] = struct.Struct(f"{_HEAD_FRONT}{tail_length}si").pack
+    return f
+
+
+def encode_record_into(
+    buf: bytearray | memoryview, pos: int, *, body: bytes | bytearray | memoryview,
+    topic: bytes, properties: bytes, queue_id: int, flag: int, queue_offset: int,
+    phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
+    store_timestamp: int, store_host: bytes, reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0, crc: int | None = None,
+) -> int:
+    """write_record with named fields (`topic` without its length byte); returns the size."""
+    v6 = (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | (
+        STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0)  # fmt: skip
+    total = record_size(len(body), len(topic), len(properties), v6)
+    write_record(buf, pos, total, body_crc(body) if crc is None else crc, queue_id, flag,
+                 queue_offset, phy_offset, sys_flag, born_timestamp, born_host, store_timestamp,
+                 store_host, reconsume_times, prepared_transaction_offset, body,
+                 bytes((len(topic),)) + topic, properties)  # fmt: skip
     return total
 
 
-def encode_record(**fields: object) -> bytes:
-    """Encode one record into new bytes (convenience; the store uses encode_record_into)."""
-    body = fields["body"]
-    topic = fields["topic"]
-    props = fields["properties"]
-    assert isinstance(body, bytes | bytearray | memoryview)
-    assert isinstance(topic, bytes) and isinstance(props, bytes)
-    born = fields.get("born_host", b"\x7f\x00\x00\x01\x00\x00\x00\x00")
-    store = fields.get("store_host", b"\x7f\x00\x00\x01\x00\x00\x00\x00")
-    assert isinstance(born, bytes) and isinstance(store, bytes)
-    size = 91 + len(body) + len(topic) + len(props) + len(born) - 8 + len(store) - 8
-    out = bytearray(size)
-    encode_record_into(out, 0, **fields)  # type: ignore[arg-type]
+def encode_record(**fields: Any) -> bytes:
+    """Encode one record into new bytes (tests, tools; hosts default to 127.0.0.1:0)."""
+    fields.setdefault("born_host", b"\x7f\x00\x00\x01\x00\x00\x00\x00")
+    fields.setdefault("store_host", b"\x7f\x00\x00\x01\x00\x00\x00\x00")
+    v6 = (BORNHOST_V6_FLAG if len(fields["born_host"]) == 20 else 0) | (
+        STOREHOSTADDRESS_V6_FLAG if len(fields["store_host"]) == 20 else 0)  # fmt: skip
+    out = bytearray(record_size(len(fields["body"]), len(fields["topic"]),
+                                len(fields["properties"]), v6))  # fmt: skip
+    encode_record_into(out, 0, **fields)
     return bytes(out)
 
 
+# ---- the walker -------------------------------------------------------------------------------
+class RecordError(ValueError):
+    """A record that does not parse (bad magic, a length beyond the buffer, a torn tail)."""
+
+
+def record_at(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
+    """The record at buf[pos:end], without copying: (TOTALSIZE, BODYCRC, QUEUEID, FLAG,
+    QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP, STORETIMESTAMP, where the store host
+    starts, RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, body start, body length, topic start,
+    topic length, properties start, properties length); the born host starts at
+    pos + BORN_HOST_POS. None when no record starts there (fewer than 8 bytes, an END_FILE
+    blank, zeros: the end of what was written); RecordError when the bytes are not one whole
+    record (checkMessageAndReturnSize's checks: magic, lengths adding up to TOTALSIZE)."""
+    if pos + V4_FIXED_SIZE <= end:  # the common case (IPv4 hosts, a whole record) first
+        (total, magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, reconsume,
+         prepared, blen) = _FIXED_V4_INTS.unpack_from(buf, pos)  # fmt: skip
+        if magic == MESSAGE_MAGIC_CODE and not sys_flag & V6_FLAGS and blen >= 0:
+            rend = pos + total
+            t = pos + V4_FIXED_SIZE + blen
+            if t + 3 <= rend <= end and total >= MIN_RECORD_SIZE:
+                tlen = buf[t]
+                pa = t + 3 + tlen
+                if pa <= rend and pa + _I16.unpack_from(buf, pa - 2)[0] == rend:
+                    return (total, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts,
+                            pos + STORE_HOST_POS_V4, reconsume, prepared, pos + V4_FIXED_SIZE,
+                            blen, t + 1, tlen, pa, rend - pa)  # fmt: skip
+    return _record_at_checked(buf, pos, end)
+
+
+def _record_at_checked(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
+    """record_at for every other case: IPv6 hosts, the end, a blank, a bad record."""
+    if pos + V4_FIXED_SIZE <= end:
+        (total, magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, reconsume,
+         prepared, blen) = _FIXED_V4_INTS.unpack_from(buf, pos)  # fmt: skip
+    elif pos + 8 <= end:
+        total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
+        if magic == MESSAGE_MAGIC_CODE:
+            raise RecordError(f"record of {total} bytes cut short at {end - pos}")
+        crc = qid = flag = qoff = phy = sys_flag = born_ts = store_ts = reconsume = 0
+        prepared = blen = 0
+    else:
+        return None
+    if magic != MESSAGE_MAGIC_CODE:
+        if magic == BLANK_MAGIC_CODE or (magic == 0 and total == 0):
+            return None
+        raise RecordError(f"bad magic code {magic}")
+    rend = pos + total
+    if total < MIN_RECORD_SIZE or rend > end:
+        raise RecordError(f"bad total size {total}")
+    if sys_flag & V6_FLAGS:
+        sh = pos + BORN_HOST_POS + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8
+        p = sh + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+        if p + 16 > rend:
+            raise RecordError("truncated record")
+        store_ts = _I64.unpack_from(buf, sh - 8)[0]
+        reconsume = _I32.unpack_from(buf, p)[0]
+        prepared = _I64.unpack_from(buf, p + 4)[0]
+        blen = _I32.unpack_from(buf, p + 12)[0]
+        body_at = p + 16
+    else:
+        sh = pos + STORE_HOST_POS_V4
+        body_at = pos + V4_FIXED_SIZE
+    t = body_at + blen
+    if blen < 0 or t + 3 > rend:
+        raise RecordError(f"bad body length {blen}")
+    tlen = buf[t]
+    pa = t + 1 + tlen
+    if pa + 2 > rend:
+        raise RecordError(f"bad topic length {tlen}")
+    plen = _I16.unpack_from(buf, pa)[0]
+    if plen < 0 or pa + 2 + plen != rend:
+        raise RecordError(f"bad properties length {plen}")
+    return (total, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, sh, reconsume,
+            prepared, body_at, blen, t + 1, tlen, pa + 2, plen)  # fmt: skip
+
+
+def iter_records(
+    buf: Any, pos: int = 0, end: int | None = None
+) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """record_at of each record from pos, yielding (position, fields); ends before the first
+    place no record starts (RecordError as record_at raises it)."""
+    end = len(buf) if end is None else end
+    while True:
+        r = record_at(buf, pos, end)
+        if r is None:
+            return
+        yield pos, r
+        pos += r[0]
+
+
 class RecordFields(NamedTuple):
-    """The fields of one stored record; body/topic/properties are views or bytes."""
+    """The fields of one stored record; body is a view, hosts/topic/properties bytes."""
 
     total_size: int
     magic: int
@@ -266,58 +508,68 @@ class RecordFields(NamedTuple):
     properties: bytes
 
 
-class RecordError(ValueError):
-    """A record that does not parse (bad magic, length beyond the buffer, torn tail)."""
-
-
 def decode_record_fields(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordFields:
-    """Parse the record at buf[pos:]; raises RecordError when it does not fit or is malformed."""
+    """Parse the record at buf[pos:] into named fields; RecordError when there is none."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    end_buf = len(mv)
-    if pos + HEAD_SIZE > end_buf:
-        raise RecordError("truncated record header")
-    total, magic, crc, qid, flag, qoff, phy, sysflag, born_ts = _HEAD.unpack_from(mv, pos)
-    if magic != MESSAGE_MAGIC_CODE:
-        raise RecordError(f"bad magic code {magic}")
-    if total < 91 or pos + total > end_buf:
-        raise RecordError(f"bad total size {total}")
-    end = pos + total
-    p = pos + HEAD_SIZE
-    bh_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
-    born_host = bytes(mv[p : p + bh_len])
-    p += bh_len
-    store_ts = _I64.unpack_from(mv, p)[0]
-    p += 8
-    sh_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
-    store_host = bytes(mv[p : p + sh_len])
-    p += sh_len
-    if p + 16 > end:
-        raise RecordError("truncated record")
-    reconsume = _I32.unpack_from(mv, p)[0]
-    prepared = _I64.unpack_from(mv, p + 4)[0]
-    blen = _I32.unpack_from(mv, p + 12)[0]
-    p += 16
-    if blen < 0 or p + blen + 1 > end:
-        raise RecordError(f"bad body length {blen}")
-    body = mv[p : p + blen]
-    p += blen
-    tlen = mv[p]
-    p += 1
-    if p + tlen + 2 > end:
-        raise RecordError(f"bad topic length {tlen}")
-    topic = bytes(mv[p : p + tlen])
-    p += tlen
-    plen = _I16.unpack_from(mv, p)[0]
-    p += 2
-    if plen < 0 or p + plen != end:
-        raise RecordError(f"bad properties length {plen}")
-    props = bytes(mv[p : p + plen])
+    r = record_at(mv, pos, len(mv))
+    if r is None:
+        raise RecordError("no record")
+    (total, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, sh, reconsume, prepared,
+     ba, blen, ta, tlen, pa, plen) = r  # fmt: skip
+    bh = pos + BORN_HOST_POS
     return RecordFields(
-        total, magic, crc, qid, flag, qoff, phy, sysflag, born_ts, born_host, store_ts,
-        store_host, reconsume, prepared, body, topic, props,
+        total, MESSAGE_MAGIC_CODE, crc, qid, flag, qoff, phy, sys_flag, born_ts,
+        bytes(mv[bh : bh + host_length(sys_flag, BORNHOST_V6_FLAG)]), store_ts,
+        bytes(mv[sh : sh + host_length(sys_flag, STOREHOSTADDRESS_V6_FLAG)]), reconsume,
+        prepared, mv[ba : ba + blen], bytes(mv[ta : ta + tlen]), bytes(mv[pa : pa + plen]),
     )  # fmt: skip
 
 
-def read_total_and_magic(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """Read (TOTALSIZE, MAGICCODE) at pos: what recovery needs to walk a commit log."""
-    return _I32.unpack_from(buf, pos)[0], _I32.unpack_from(buf, pos + 4)[0]
+def read_total_and_magic(buf: Any, pos: int) -> tuple[int, int]:
+    """(TOTALSIZE, MAGICCODE) at pos."""
+    total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
+    return total, magic
+
+
+pack_properties_length: Final = _I16.pack  # PROPERTIES' short length (a batch's writer)
+
+
+def pack_blank(remaining: int) -> bytes:
+    """The END_FILE blank that fills the rest of a commit-log file."""
+    return _TOTAL_MAGIC.pack(remaining, BLANK_MAGIC_CODE)
+
+
+# ---- batch items ------------------------------------------------------------------------------
+def encode_batch_item(flag: int, body: bytes, properties: bytes) -> list[bytes]:
+    """One SEND_BATCH_MESSAGE item's pieces (MAGICCODE and BODYCRC 0, as the client sends)."""
+    head = BATCH_ITEM_HEAD.pack(BATCH_ITEM_FIXED + len(body) + len(properties), 0, 0, flag,
+                                len(body))  # fmt: skip
+    return [head, body, _I16.pack(len(properties)), properties]
+
+
+def batch_item_at(buf: Any, pos: int, end: int) -> tuple[int, int, int, int, int]:
+    """The batch item at buf[pos:end]: (FLAG, body start, body length, properties start,
+    properties length); read by its own lengths (TOTALSIZE ignored, as MessageExtBatchEncoder
+    does). RecordError when it does not fit."""
+    if pos + BATCH_ITEM_HEAD.size > end:
+        raise RecordError(f"truncated batch item at {pos}")
+    _total, _magic, _crc, flag, blen = BATCH_ITEM_HEAD.unpack_from(buf, pos)
+    b = pos + BATCH_ITEM_HEAD.size
+    if blen < 0 or b + blen + 2 > end:
+        raise RecordError(f"bad batch item body length {blen} at {pos}")
+    plen = _U16.unpack_from(buf, b + blen)[0]
+    pa = b + blen + 2
+    if pa + plen > end:
+        raise RecordError(f"bad batch item properties length {plen} at {pos}")
+    return flag, b, blen, pa, plen
+
+
+def batch_item_unpacker(body_length: int) -> Callable[[Any, int], tuple[Any, ...]]:
+    """unpack_from of (FLAG, body length, properties length) of an item whose body has this
+    length, in one call (a batch's items often share one length)."""
+    f = _ITEM_UNPACKERS.get(body_length)
+    if f is None:
+        if len(_ITEM_UNPACKERS) >= 256:
+            _ITEM_UNPACKERS.clear()
+        f = _ITEM_UNPACKERS[body_length] = struct.Struct(f">12xii{body_length}xH").unpack_from
+    return f

@@ -108,7 +108,7 @@ class AllocateMappedFileService(ServiceThread):
         while pos < end and not self._stop:
             step = min(TOUCH_STEP, end - pos)
             with mfq.next_lock:
-                if mfq._next is not mf or mf.mm.closed:
+                if not mfq.is_next(mf) or mf.mm.closed:
                     return False
                 try:
                     mf.warm_range(pos, pos + step)
@@ -116,7 +116,6 @@ class AllocateMappedFileService(ServiceThread):
                     return False
             pos += step
         return True
-
 
 
 class FileDeleter:

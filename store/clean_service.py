@@ -1,9 +1,9 @@
-"""Retention and the disk check: DefaultMessageStore.CleanCommitLogService and
-CleanConsumeQueueService.
+"""Commit-log retention and the disk check: DefaultMessageStore.CleanCommitLogService.
 
 Mirrors store/DefaultMessageStore.java (CleanCommitLogService: deleteExpiredFiles,
-isSpaceToDelete, isSpaceFull; CleanConsumeQueueService, cleanExpiredConsumerQueue,
-deleteTopics) and UtilAll.getDiskPartitionSpaceUsedPercent, RocketMQ 4.9.x.
+isSpaceToDelete, isSpaceFull) and UtilAll.getDiskPartitionSpaceUsedPercent, RocketMQ 4.9.x.
+The consume queues and index below the new commit-log start are CleanConsumeQueueService's
+(store/clean_consume_queue_service.py).
 
 The disk check (isSpaceFull, every min(cleanResourceInterval, 10 s) from the writer's tick):
 above diskSpaceWarningLevelRatio (Java's -Drocketmq.broker.diskSpaceWarningLevelRatio, 0.90)
@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from store.commitlog import SCHEDULE_TOPIC
+from store.allocate_service import FileDeleter
+from store.commitlog import CommitLog
 from store.config import StoreConfig
-from store.message_store_fields import MessageStoreFields
 from store.running_flags import RunningFlags
 
 log = logging.getLogger(__name__)
@@ -82,8 +81,47 @@ def disk_space_verdict(
     return DiskSpaceVerdict(physic, logics, full, changed)
 
 
-class CleanServiceMixin(MessageStoreFields):
-    """Delete expired commit-log files and the consume queues / index below them."""
+class CleanCommitLogService:
+    """Delete expired commit-log files (never the one being written) and watch the disk."""
+
+    def __init__(self, cfg: StoreConfig, commitlog: CommitLog, flags: RunningFlags,
+                 cq_root: str) -> None:  # fmt: skip
+        self.cfg = cfg
+        self.commitlog = commitlog
+        self.flags = flags
+        self.cq_root = cq_root
+        self.disk_usage: Callable[[str], float] = disk_usage_ratio
+        self.deleter = FileDeleter()  # the unlinks of expired segments, on threads
+        self.manual_delete_times = 0  # passes left that run as if deleteWhen's hour had come
+        self.last_clean_ms = 0
+        self.last_disk_check_ms = 0
+
+    def start(self, now_ms: int) -> None:
+        """The intervals count from now."""
+        self.last_clean_ms = self.last_disk_check_ms = now_ms
+
+    def check_every_ms(self) -> int:
+        """How often the disk is checked (isSpaceFull's period, at most cleanResourceInterval)."""
+        return min(self.cfg.cleanResourceInterval, DISK_CHECK_INTERVAL_MS)
+
+    def disk_check_due(self, now_ms: int) -> bool:
+        """The disk check is due (its time is taken)."""
+        if now_ms - self.last_disk_check_ms >= self.check_every_ms():
+            self.last_disk_check_ms = now_ms
+            return True
+        return False
+
+    def clean_due(self, now_ms: int) -> bool:
+        """A retention pass is due (its time is taken)."""
+        if now_ms - self.last_clean_ms >= self.cfg.cleanResourceInterval:
+            self.last_clean_ms = now_ms
+            return True
+        return False
+
+    def next_due_ms(self, now_ms: int) -> int:
+        """ms until the disk check or the retention pass is due."""
+        return min(self.cfg.cleanResourceInterval - (now_ms - self.last_clean_ms),
+                   self.check_every_ms() - (now_ms - self.last_disk_check_ms))  # fmt: skip
 
     def _is_time_to_delete(self, now_ms: int) -> bool:
         hour = time.localtime(now_ms // 1000).tm_hour
@@ -92,7 +130,7 @@ class CleanServiceMixin(MessageStoreFields):
     def _file_last_ts(self, i: int) -> int:
         files = self.commitlog.mfq.files
         if i + 1 < len(files):
-            t = self.commitlog.first_store_timestamp(files[i + 1])
+            t = self.commitlog.checker.first_store_timestamp(files[i + 1])
             if t >= 0:
                 return t
         try:
@@ -105,11 +143,11 @@ class CleanServiceMixin(MessageStoreFields):
         whatever the hour (CleanCommitLogService.executeDeleteFilesManually)."""
         self.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
 
-    def check_disk_space(self, now_ms: int) -> bool:
+    def check_disk_space(self) -> bool:
         """The disk check (isSpaceFull): mark the store full above the warning level, or OK
         again, logging each change once; True while full."""
         cfg = self.cfg
-        v = disk_space_verdict(self.running_flags, self.disk_usage(self.commitlog.path),
+        v = disk_space_verdict(self.flags, self.disk_usage(self.commitlog.path),
                                self.disk_usage(self.cq_root),
                                cfg.diskSpaceWarningLevelRatio)  # fmt: skip
         if v.changed:
@@ -122,23 +160,12 @@ class CleanServiceMixin(MessageStoreFields):
                 log.info("disk space OK: commit log partition %.0f%% used, consume queue "
                          "partition %.0f%%, so mark disk ok: sends are accepted again",
                          v.physic, v.logics)  # fmt: skip
-        if self.running_flags.is_index_file_error() and self._index_inline:
-            self._retry_index_file(now_ms)
-        self._accepting = self._running and not self._slave and self.running_flags.is_writeable()
         return v.full
 
-    def _retry_index_file(self, now_ms: int) -> None:
-        """"sync" index after WRITE_INDEX_FILE_ERROR: writeable again once the index can take
-        an entry (Java keeps the flag until a restart)."""
-        try:
-            self.index.reserve(1, now_ms)
-        except OSError:
-            return
-        self.running_flags.clear_index_file_error()
-        log.info("index files can be written again: sends are accepted again")
-
-    def clean_expired(self, now_ms: int) -> int:
-        """CleanCommitLogService + CleanConsumeQueueService; returns commit-log files deleted."""
+    def delete_expired(self, now_ms: int) -> int:
+        """deleteExpiredFiles: commit-log files past fileReservedTime at deleteWhen's hour, at
+        once when the disk is above diskMaxUsedSpaceRatio (any file above
+        diskSpaceCleanForciblyRatio with cleanFileForciblyEnable); the number deleted."""
         cfg = self.cfg
         ratio = self.disk_usage(self.commitlog.path) * 100
         # isSpaceToDelete: above diskMaxUsedSpaceRatio (or not measurable) expired files go
@@ -152,9 +179,9 @@ class CleanServiceMixin(MessageStoreFields):
             self.manual_delete_times -= 1
         at_once = cfg.cleanFileForciblyEnable and clean_immediately
         expired_ms = cfg.fileReservedTime * 3_600_000
-        files = self.commitlog.mfq.files
+        mfq = self.commitlog.mfq
         n = 0
-        for i in range(len(files) - 1):  # never the file being written
+        for i in range(len(mfq.files) - 1):  # never the file being written
             if n >= DELETE_FILES_BATCH_MAX:
                 break
             if at_once or now_ms >= self._file_last_ts(i) + expired_ms:
@@ -162,51 +189,8 @@ class CleanServiceMixin(MessageStoreFields):
             else:
                 break
         if n:
-            self.commitlog.mfq.delete_first(n, self._deleter.unlink)
+            mfq.delete_first(n, self.deleter.unlink)
             log.info(
                 "retention deleted commitlog files=%d min_offset=%d", n, self.commitlog.min_offset
             )
-            self._clean_logics()
-            self._publish()
-            if self.state is not None:
-                self.state.bump_generation()
         return n
-
-    def _clean_logics(self) -> None:
-        min_phy = self.commitlog.min_offset
-        for cq in self.consume_queues.values():
-            cq.delete_expired_files(min_phy)
-        if self._index_mode != "process":  # else the index process deletes its own files
-            self.index.delete_expired(min_phy)
-
-    def clean_expired_consume_queues(self) -> int:
-        """Drop consume queues whose last unit ends below the commit log's min offset
-        (cleanExpiredConsumerQueue); an empty queue stays, and so do the delay levels' queues
-        (as in Java: ScheduleMessageService's offsets number them, and a level restarting at
-        0 below its saved offset would never deliver what it parks next). Returns how many
-        were dropped."""
-        min_phy = self.commitlog.min_offset
-        expired = [
-            key
-            for key, cq in self.consume_queues.items()
-            if key[0] != SCHEDULE_TOPIC
-            and cq.get_max_offset_in_queue() > 0
-            and cq.max_phy_offset < min_phy
-        ]
-        self._drop_queues(expired)
-        return len(expired)
-
-    def delete_topics(self, topics: set[str] | list[str]) -> None:
-        """Drop the consume queues of these topics."""
-        self._drop_queues([k for k in self.consume_queues if k[0] in topics])
-        for t in topics:
-            shutil.rmtree(os.path.join(self.cq_root, t), ignore_errors=True)
-
-    def _drop_queues(self, keys: list[tuple[str, int]]) -> None:
-        """Unmap, delete and forget these consume queues; readers rescan."""
-        for key in keys:
-            self.consume_queues.pop(key).destroy()
-            self.topic_queue_table.pop(key, None)
-            shutil.rmtree(os.path.join(self.cq_root, key[0], str(key[1])), ignore_errors=True)
-        if keys and self.state is not None:
-            self.state.bump_generation()

@@ -7,6 +7,10 @@ that need one are refused at once for a while instead of each trying again.
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger(__name__)
+
 
 class CreateRetryGate:
     """Whether a put may try to create a store file now (CommitLog's CREATE_MAPEDFILE_FAILED).
@@ -46,3 +50,14 @@ class CreateRetryGate:
         self.failed_at_ms = -1
         self.error = ""
         return was
+
+    def note_failed(self, now_ms: int, exc: OSError) -> None:
+        """failed(), logged once until a file can be made again."""
+        if self.failed(now_ms, str(exc)):
+            log.error("a store file cannot be created (%s): sends that need a new file are "
+                      "refused (CREATE_MAPEDFILE_FAILED) until there is space", exc)
+
+    def note_created(self) -> None:
+        """succeeded(), logged when it was failing."""
+        if self.succeeded():
+            log.info("store files can be created again: sends accepted")

@@ -1,8 +1,12 @@
-"""Flush threads of the store writer: the commit log's and the consume queues' msyncs.
+"""The store's flush services: the commit log's (FlushRealTimeService, GroupCommitService) and
+the consume queues' (FlushConsumeQueueService), each with its schedule and its thread.
 
-Mirrors store/CommitLog.java FlushRealTimeService and DefaultMessageStore.java
-FlushConsumeQueueService, RocketMQ 4.9.x: each runs on its own thread so that a flush which waits
-behind the disk's writeback never holds up an append.
+Mirrors store/CommitLog.java FlushRealTimeService and GroupCommitService and
+DefaultMessageStore.java FlushConsumeQueueService, RocketMQ 4.9.x: each flush runs on its own
+thread so that one which waits behind the disk's writeback never holds up an append. The
+CommitLog owns its two services and decides what a round covers (CommitLog.flush_round); the
+consume queues' service runs the store's flush_logics. Without ctypes the writer's tick flushes
+in slices instead.
 
 mmap.flush holds the GIL through msync, so an msync on the writer's thread stalls every request
 that writer serves: a consume-queue msync waiting behind a commit log's writeback was measured
@@ -17,19 +21,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
-from store.mapped_file import MappedFile
+from store.config import StoreConfig
+from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, RangeSync
+from store.message_ext_broker_inner import MessageExtBrokerInner
 from store.put_message_result import PutMessageResult, PutMessageStatus
-
-if TYPE_CHECKING:
-    from store.message_ext_broker_inner import MessageExtBrokerInner
-    from store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
 
 MS_SYNC: Final = 4  # <sys/mman.h> on Linux
 Msync = Callable[[int, int, int], int]
+# The periodic (ASYNC_FLUSH) commit-log msync on the writer's thread (no ctypes) goes in slices:
+# one msync of everything written in flushIntervalCommitLog stalled the writer ~170 ms.
+FLUSH_BYTES_PER_TICK: Final = 4 * 1024 * 1024
 
 
 def load_range_call(name: str) -> Msync | None:
@@ -108,17 +113,22 @@ class ServiceThread:
         self._thread.join(timeout=60)
 
 
-class _MsyncThread(ServiceThread):
-    """A ServiceThread whose rounds msync mapped files through ctypes."""
+class MsyncThread(ServiceThread):
+    """A ServiceThread whose rounds msync mapped files through ctypes (`sync` below)."""
 
-    NAME = "flush"
-
-    def __init__(self, store: DefaultMessageStore, msync: Msync) -> None:
-        self.store = store
+    def __init__(self, name: str, msync: Msync, round_fn: Callable[[RangeSync], Any]) -> None:
+        self.NAME = name
         self._msync = msync
+        self._round = round_fn
         self._addr: dict[str, tuple[Any, int]] = {}  # path -> (mmap, its address)
         self.rounds = 0
         super().__init__()
+
+    def run_once(self) -> Any:
+        """One round."""
+        out = self._round(self.sync)
+        self.rounds += 1
+        return out
 
     def _address(self, mf: Any) -> int:
         hit = self._addr.get(mf.path)
@@ -128,7 +138,7 @@ class _MsyncThread(ServiceThread):
             hit = self._addr[mf.path] = (mf.mm, map_address(mf.mm))
         return hit[1]
 
-    def _sync(self, mf: Any, start: int, end: int) -> bool:
+    def sync(self, mf: Any, start: int, end: int) -> bool:
         """msync [start, end) of mf (a MappedFile or the checkpoint; start page-aligned);
         False when it failed."""
         if mf.mm.closed:
@@ -140,89 +150,225 @@ class _MsyncThread(ServiceThread):
         return False
 
 
-class CommitLogFlusher(_MsyncThread):
-    """FlushRealTimeService: msync of the commit log up to what the writer had published.
+class FlushedLog(Protocol):
+    """What the commit log's flush services read of CommitLog."""
 
-    A round covers what was published when it started: the flushed offset never passes the
-    published max offset, and the checkpoint's physic timestamp is the one read before it.
-    """
+    mfq: MappedFileQueue
+    last_store_timestamp: int
+    put_lock: Any
 
-    NAME = "commitlog-flush"
+    @property
+    def max_offset(self) -> int: ...
 
-    def run_once(self) -> int:
-        """msync what was published when called; returns the offset now known to be on disk."""
-        store = self.store
-        st = store.state
-        cl = store.commitlog
-        if st is None:
-            return cl.flushed_offset
-        stamp = cl.last_store_timestamp  # read first: every record stored by then is below target
-        target = min(st.max_phy, cl.max_offset)
+
+class FlushRealTimeService:
+    """The commit log's flushing: flush() on the writer's thread, and FlushRealTimeService
+    (ASYNC_FLUSH): every flushIntervalCommitLog, when flushCommitLogLeastPages pages are dirty
+    (any, every flushCommitLogThoroughInterval), a flush of what was published, on its thread
+    when there is one, else in slices on the writer's tick. SYNC_FLUSH: the tick flushes
+    whatever is not flushed (the broker's send actor flushes before it answers). Every flush
+    publishes through on_flushed(store time of the last record it covers)."""
+
+    def __init__(self, cfg: StoreConfig, cl: FlushedLog, on_flushed: Callable[[int], None] | None,
+                 published: Callable[[], int | None] | None) -> None:  # fmt: skip
+        """published(): the end readers may use (None: the store is closed; no callable: the
+        commit log's end)."""
+        self.cfg = cfg
+        self.cl = cl
+        self._on_flushed = on_flushed
+        self._published = published
+        self._mu = threading.Lock()  # a flush's publishing: writer's thread vs this thread
+        self.thread: MsyncThread | None = None
+        self.last_flush_ms = 0
+        self.last_thorough_ms = 0
+        self.flush_target = 0  # end of the slice-by-slice round going on (no thread)
+
+    @property
+    def flushed_offset(self) -> int:
+        """Offset known to be on disk."""
+        return self.cl.mfq.flushed_where
+
+    def start(self, now_ms: int, msync: Msync | None) -> None:
+        """The intervals count from now; the thread (ASYNC_FLUSH, with ctypes' msync)."""
+        self.last_flush_ms = self.last_thorough_ms = now_ms
+        self.flush_target = 0
+        if msync is not None and not self.cfg.is_sync_flush and self.thread is None:
+            self.thread = MsyncThread("commitlog-flush", msync, self.flush_round)
+
+    def flush(self, least_pages: int = 0, max_bytes: int = 0) -> int:
+        """msync written bytes (files with >= least_pages dirty pages; at most max_bytes when
+        > 0) on this thread and publish; returns the flushed offset."""
+        mfq = self.cl.mfq
+        with self._mu:
+            mfq.flush(least_pages, max_bytes)
+            if self._on_flushed is not None:
+                self._on_flushed(self.cl.last_store_timestamp)
+        return mfq.flushed_where
+
+    def flushed_to(self, target: int, stamp: int, files: list[tuple[MappedFile, int]]) -> None:
+        """A round (this thread's, GroupCommitService's) made each (file, position) and
+        everything below target durable: record it and publish, with the store time of the
+        last record it covers."""
+        mfq = self.cl.mfq
+        with self._mu:
+            for mf, upto in files:
+                mf.flushed_position = max(mf.flushed_position, upto)
+            mfq.flushed_where = max(mfq.flushed_where, target)
+            if self._on_flushed is not None:
+                self._on_flushed(stamp)
+
+    def tick(self, now_ms: int) -> tuple[int, bool]:
+        """(ms until the next look, a round is going on in slices)."""
+        cfg, cl = self.cfg, self.cl
+        if cfg.is_sync_flush:
+            if self.flushed_offset < cl.max_offset:
+                self.flush()
+            self.last_flush_ms = now_ms
+            return cfg.flushIntervalCommitLog, False
+        due = now_ms - self.last_flush_ms >= cfg.flushIntervalCommitLog
+        if self.thread is not None:
+            if due:
+                dirty = cl.max_offset // OS_PAGE_SIZE - self.flushed_offset // OS_PAGE_SIZE
+                thorough = self._thorough(now_ms)
+                if dirty >= cfg.flushCommitLogLeastPages or (
+                    thorough and cl.max_offset > self.flushed_offset
+                ):
+                    self.thread.request()
+                self.last_flush_ms = now_ms
+        elif self.flush_target > self.flushed_offset:
+            self.flush(0, FLUSH_BYTES_PER_TICK)
+        elif due:
+            least = 0 if self._thorough(now_ms) else cfg.flushCommitLogLeastPages
+            before = self.flushed_offset
+            self.flush(least, FLUSH_BYTES_PER_TICK)
+            # a round that started (enough pages were dirty) goes on in slices up to here
+            self.flush_target = cl.max_offset if self.flushed_offset != before else before
+            self.last_flush_ms = now_ms
+        wait = cfg.flushIntervalCommitLog - (now_ms - self.last_flush_ms)
+        return wait, self.thread is None and self.flush_target > self.flushed_offset
+
+    def flush_round(self, sync: RangeSync) -> int:
+        """The thread's round: msync of what was published when it started (the flushed offset
+        never passes it), then the new flushed offset published with the store time read
+        first; returns the offset now known to be on disk."""
+        cl = self.cl
+        stamp = cl.last_store_timestamp  # read first: every record stored by then is below
+        published = self._published() if self._published is not None else cl.max_offset
+        if published is None:
+            return self.flushed_offset
+        target = min(published, cl.max_offset)
         done: list[tuple[MappedFile, int]] = []
         for mf in list(cl.mfq.files):
             rng = None if mf.mm.closed else mf.dirty_range(0, target - mf.file_from_offset)
             if rng is None:
                 continue
             start, upto = rng
-            if not self._sync(mf, start, upto):
-                log.warning("commit log flushed offset stays at %d", cl.flushed_offset)
-                return cl.flushed_offset
+            if not sync(mf, start, upto):
+                log.warning("commit log flushed offset stays at %d", self.flushed_offset)
+                return self.flushed_offset
             done.append((mf, upto))
-        with store._flush_mu:
-            for mf, upto in done:
-                mf.flushed_position = max(mf.flushed_position, upto)
-            mfq = cl.mfq
-            mfq.flushed_where = max(mfq.flushed_where, target)
-            if store.state is not None:
-                store._after_flush(stamp)
-        self.rounds += 1
+        self.flushed_to(target, stamp, done)
         return target
 
+    def _thorough(self, now_ms: int) -> bool:
+        if now_ms - self.last_thorough_ms >= self.cfg.flushCommitLogThoroughInterval:
+            self.last_thorough_ms = now_ms
+            return True
+        return False
 
-class ConsumeQueueFlusher(_MsyncThread):
-    """FlushConsumeQueueService: msync of the consume queues, then the checkpoint.
+    def close(self) -> None:
+        """Stop the thread after its round."""
+        if self.thread is not None:
+            self.thread.close()
+            self.thread = None
 
-    request(least_pages) asks for a round that skips files with fewer dirty pages (0 = all);
-    the logics timestamp advances only after a round that left nothing dirty.
-    """
 
-    NAME = "cq-flush"
+class FlushConsumeQueueService:
+    """FlushConsumeQueueService: every flushIntervalConsumeQueue the consume queues with
+    flushConsumeQueueLeastPages dirty pages (all of them every flushConsumeQueueThoroughInterval),
+    then the checkpoint: `flush_logics(least_pages, sync)`, on its thread when there is one."""
 
-    def __init__(self, store: DefaultMessageStore, msync: Msync) -> None:
+    def __init__(self, cfg: StoreConfig, flush_logics: Callable[[int, RangeSync | None], bool],
+                 msync: Msync | None) -> None:  # fmt: skip
+        self.cfg = cfg
+        self._flush_logics = flush_logics
         self._least: int | None = None
-        self._least_mu = threading.Lock()  # the writer asks while this thread takes the request
-        super().__init__(store, msync)
+        self._least_mu = threading.Lock()  # the writer asks while the thread takes the request
+        self.thread: MsyncThread | None = None
+        if msync is not None:
+            self.thread = MsyncThread("cq-flush", msync, self._run_round)
+        self.last_flush_ms = 0
+        self.last_thorough_ms = 0
+
+    def start(self, now_ms: int) -> None:
+        """The intervals count from now."""
+        self.last_flush_ms = self.last_thorough_ms = now_ms
 
     def request_round(self, least_pages: int) -> None:
-        """Start a round; a pending round keeps the smaller least_pages (0 = flush all)."""
+        """A round on the thread; a pending round keeps the smaller least_pages (0 = all)."""
+        assert self.thread is not None
         with self._least_mu:
             cur = self._least
             self._least = least_pages if cur is None else min(cur, least_pages)
-        self.request()
+        self.thread.request()
 
-    def run_once(self) -> bool:
-        """One round; True when every consume queue was flushed whole."""
+    def _run_round(self, sync: RangeSync) -> bool:
         with self._least_mu:
             least = self._least or 0
             self._least = None
-        store = self.store
-        complete = store.flush_logics(least, self._sync)
-        self.rounds += 1
-        return complete
+        return self._flush_logics(least, sync)
+
+    def tick(self, now_ms: int) -> int:
+        """A round when due; ms until the next."""
+        cfg = self.cfg
+        if now_ms - self.last_flush_ms >= cfg.flushIntervalConsumeQueue:
+            self.last_flush_ms = now_ms
+            least = cfg.flushConsumeQueueLeastPages
+            if now_ms - self.last_thorough_ms >= cfg.flushConsumeQueueThoroughInterval:
+                self.last_thorough_ms = now_ms
+                least = 0
+            if self.thread is not None:
+                self.request_round(least)
+            else:
+                self._flush_logics(least, None)
+        return cfg.flushIntervalConsumeQueue - (now_ms - self.last_flush_ms)
+
+    def close(self) -> None:
+        """Stop the thread after its round."""
+        if self.thread is not None:
+            self.thread.close()
+            self.thread = None
 
 
 # ---- group commit -----------------------------------------------------------------------------
+class GroupCommitLog(FlushedLog, Protocol):
+    """What GroupCommitService uses of the commit log."""
+
+    flush_service: FlushRealTimeService
+
+
+class GroupCommitStore(Protocol):
+    """What GroupCommitService uses of the store: its put and its commit log."""
+
+    cfg: StoreConfig
+
+    @property
+    def commitlog(self) -> GroupCommitLog: ...
+
+    def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult: ...
+
+
 class GroupCommit:
     """Thread-safe SYNC_FLUSH helper (GroupCommitService): one fsync covers many writers.
 
-    Writers append under `store.put_lock`, release it, then park on a private lock until the
-    flushed offset covers their record. The flusher thread takes every record appended since the
-    last flush in one fdatasync per touched file (only those files' dirty pages are written; the
-    call releases the GIL so writers keep appending meanwhile), then releases every covered
-    waiter at once.
+    Writers put under the commit log's put lock, release it, then park on a private lock until
+    the flushed offset covers their record. The flusher thread takes every record appended
+    since the last flush in one fdatasync per touched file (CommitLog.group_flush: only those
+    files' dirty pages are written; the call releases the GIL so writers keep appending
+    meanwhile), then releases every covered waiter at once.
     """
 
-    def __init__(self, store: DefaultMessageStore, timeout_s: float | None = None) -> None:
+    def __init__(self, store: GroupCommitStore, timeout_s: float | None = None) -> None:
         self.store = store
         self.timeout_s = timeout_s if timeout_s is not None else store.cfg.syncFlushTimeout / 1000
         self._mu = threading.Lock()
@@ -230,22 +376,21 @@ class GroupCommit:
         self._kick.acquire()  # released (once) when a waiter arrives
         self._kicked = False
         self._waiters: list[tuple[int, Any]] = []
-        self._flushed = store.flushed_offset
+        self._flushed = store.commitlog.flush_service.flushed_offset
         self._stop = False
         self.fsyncs = 0
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
         self._thread.start()
 
     def put_and_wait(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
-        """Put under the store lock, then wait (without it) until a flush covers the record."""
-        with self.store.put_lock:
+        """Put under the put lock, then wait (without it) until a flush covers the record."""
+        with self.store.commitlog.put_lock:
             res = self.store.put_message(msg, now_ms)
         if res.status is not PutMessageStatus.PUT_OK:
             return res
         if not self.wait_flushed(res.end_offset):
             res.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return res
-
     def wait_flushed(self, end_offset: int) -> bool:
         """Block until flushed >= end_offset (or timeout)."""
         if self._flushed >= end_offset:
@@ -265,22 +410,22 @@ class GroupCommit:
         return self._flushed >= end_offset
 
     def _flush_once(self) -> int:
-        store = self.store
-        cl = store.commitlog
-        with store.put_lock:
+        """doCommit: fdatasync of every file written since the last round (the put lock held
+        only to read what that is), then the new flushed offset."""
+        cl = self.store.commitlog
+        with cl.put_lock:
             target = cl.max_offset
+            stamp = cl.last_store_timestamp
             todo = [
                 (mf, min(mf.wrote_position, target - mf.file_from_offset))
                 for mf in cl.mfq.files
                 if mf.flushed_position < mf.wrote_position and mf.file_from_offset < target
             ]
-        for mf, upto in todo:
+        for mf, _upto in todo:
             mf.sync_data()  # fdatasync: the file's dirty pages, GIL released
-            mf.flushed_position = max(mf.flushed_position, upto)
         self.fsyncs += 1
-        with store.put_lock:
-            cl.mfq.flushed_where = max(cl.mfq.flushed_where, target)
-            store._after_flush()
+        with cl.put_lock:
+            cl.flush_service.flushed_to(target, stamp, todo)
         return target
 
     def _run(self) -> None:

@@ -2,7 +2,7 @@
 
 Mirrors store/GetMessageStatus.java and store/GetMessageResult.java, RocketMQ 4.9.x, and the
 common case of DefaultMessageStore.getMessage's unit loop (whole_batch; the loop itself is
-store.message_store_read.StoreReadMixin._get_message).
+store.message_store_read.MessageStoreRead._get_message).
 """
 
 from __future__ import annotations

@@ -432,6 +432,10 @@ class MappedFileQueue:
             nxt = self._next
             return None if nxt is None else (nxt, self._next_warmed)
 
+    def is_next(self, mf: MappedFile) -> bool:
+        """mf is still the preallocated next segment (call with next_lock held)."""
+        return self._next is mf
+
     def note_warmed(self, mf: MappedFile, upto: int) -> bool:
         """The allocate thread warmed mf up to `upto`; False once mf is no longer the next
         segment (the writer took it: warming it further would only compete with appends)."""

@@ -5,19 +5,31 @@ check of broker/filter/ExpressionMessageFilter.java, RocketMQ 4.9.x.
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
 
 
 class MessageFilter(Protocol):
-    """Consume-queue level filter (MessageFilter). A filter may also have
-    `is_matched_by_commit_log(record: memoryview) -> bool`, asked for each stored record that
-    passed the consume queue (a SQL92 subscription's properties check): a record it refuses
-    is skipped like a tag mismatch, within the same scan."""
+    """Consume-queue level filter (MessageFilter.isMatchedByConsumeQueue)."""
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         """True when a unit with this tags code should be returned."""
+        ...
+
+
+@runtime_checkable
+class CommitLogMessageFilter(Protocol):
+    """A filter that also reads each stored record that passed the consume queue
+    (MessageFilter.isMatchedByCommitLog: a SQL92 subscription's properties check); a record it
+    refuses is skipped like a tag mismatch, within the same scan."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        """True when a unit with this tags code should be returned."""
+        ...
+
+    def is_matched_by_commit_log(self, record: memoryview) -> bool:
+        """True when the stored record should be returned."""
         ...
 
 

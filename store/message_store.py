@@ -1,16 +1,24 @@
-"""The message store facade: one writer process, any number of read-only reader processes.
+"""The message store façade: one writer process, any number of read-only reader processes.
 
-Mirrors store/DefaultMessageStore.java (load, start, shutdown, the flush and clean schedule),
-RocketMQ 4.9.x. Its services have their own homes, mixed into DefaultMessageStore: appending
-(store/append_message_callback.py), ReputMessageService (store/reput_message_service.py),
-recovery (store/recovery.py), CommitLogDispatcherBuildIndex (store/build_index_dispatcher.py),
-CleanCommitLogService / CleanConsumeQueueService (store/clean_service.py) and the read side
-(store/message_store_read.py).
+Mirrors store/DefaultMessageStore.java (load, start, shutdown, the flush and clean schedule,
+the put / get / query entry points), RocketMQ 4.9.x. DefaultMessageStore builds and wires the
+parts, each of which owns its state:
 
-The writer appends to the commit log and dispatches each record synchronously to its consume
-queue and the index, then publishes the new max offset in the shared state page (after the
-bytes), then calls `arrival_listener`. Readers map the same files read-only and trust only data
-below the published max offset. Time is always a parameter (`now_ms`); nothing here reads a clock.
+    CommitLog                     the files, the write path, queue offsets, flush services
+    ConsumeQueueTable             the consume queues
+    CommitLogDispatcherBuildIndex the index (and its lagging modes)
+    ReputMessageService           the one dispatch of records to queues and index
+    StoreRecovery                 recovery at load
+    CleanCommitLogService         retention of commit-log files, the disk check
+    CleanConsumeQueueService      consume-queue / index files below the commit log
+    FlushConsumeQueueService      the consume queues' and the checkpoint's flush
+    MessageStoreRead              getMessage, queryMessage and the offset look-ups
+    StoreStatsService             the put and get counters
+
+The writer appends a record and dispatches it synchronously to its consume queue and the
+index, then publishes the new max offset in the shared state page (after the bytes), then
+notifies `arrival_listener`. Readers map the same files read-only and trust only data below
+the published max offset. Time is always a parameter (`now_ms`); nothing here reads a clock.
 """
 
 from __future__ import annotations
@@ -20,39 +28,33 @@ import errno
 import fcntl
 import logging
 import os
-import subprocess
-import threading
 from collections.abc import Callable
 from struct import Struct
-from typing import Any, Final
+from typing import Final
 
-from store.allocate_service import AllocateMappedFileService, FileDeleter
-from store.append_message_callback import AppendMessageMixin
-from store.build_index_dispatcher import BuildIndexMixin
+from protocol.message import MessageExt
+from store.build_index_dispatcher import CommitLogDispatcherBuildIndex
 from store.checkpoint import StoreCheckpoint
-from store.clean_service import DISK_CHECK_INTERVAL_MS, CleanServiceMixin, disk_usage_ratio
-from store.commitlog import (
-    CommitLog,
-)
+from store.clean_consume_queue_service import CleanConsumeQueueService
+from store.clean_service import CleanCommitLogService
+from store.commitlog import CREATE_RETRY_MS as CREATE_RETRY_MS
+from store.commitlog import CommitLog
 from store.config import StoreConfig
-from store.consume_queue import (
-    ConsumeQueue,
-)
-from store.create_retry_gate import CreateRetryGate
-from store.flush_service import (
-    CommitLogFlusher,
-    ConsumeQueueFlusher,
-    load_msync,
-    load_range_call,
-)
+from store.consume_queue import ConsumeQueue
+from store.consume_queue_table import ConsumeQueueTable
+from store.flush_service import FlushConsumeQueueService, load_msync, load_range_call
+from store.get_message_result import GetMessageResult
 from store.index import IndexService
-from store.index_dispatch import IndexDispatcher
-from store.mapped_file import OS_PAGE_SIZE, RangeSync
-from store.message_ext_batch_encoder import item_unpacker
+from store.mapped_file import RangeSync
+from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
+from store.message_filter import MessageFilter
+from store.message_store_read import MessageStoreRead
 from store.message_store_reader import check_store
-from store.recovery import StoreRecoveryMixin
-from store.reput_message_service import ReputMessageMixin
-from store.running_flags import RunningFlags
+from store.put_message_result import PutMessageResult, PutMessageStatus
+from store.query_message_result import QueryMessageResult
+from store.recovery import StoreRecovery
+from store.reput_message_service import ArrivalListener, ReputMessageService
+from store.running_flags import NOT_WRITEABLE_MASK, RunningFlags
 from store.state_page import (
     OFF_FLUSHED_PHY,
     OFF_HA_ACKED,
@@ -63,30 +65,19 @@ from store.state_page import (
     OFF_WRITER_PID,
     StatePage,
 )
-from store.stats_page import (
-    OFF_BOOT_MS,
-    OFF_PUT_TIMES,
-    StatsPage,
-    stats_path,
-)
+from store.stats_page import OFF_BOOT_MS, StatsPage, stats_path
+from store.store_stats_service import StoreStatsService
 
 log = logging.getLogger(__name__)
 
-# The next commit-log segment is warmed in slices between requests: a whole 1 GiB segment at
-# once stalled the writer for 170-300 ms (sends then failed fast with SYSTEM_BUSY).
+# The next commit-log segment is warmed in slices between requests (no allocate thread): a whole
+# 1 GiB segment at once stalled the writer for 170-300 ms (sends then failed fast).
 WARM_BYTES_PER_TICK: Final = 8 * 1024 * 1024
 WARM_STEP_INTERVAL_MS: Final = 2
-# The periodic (ASYNC_FLUSH) commit-log msync is sliced the same way.
-FLUSH_BYTES_PER_TICK: Final = 4 * 1024 * 1024
-# After a store file could not be created (a full disk), puts that need one are refused at once
-# for this long before one tries again (the allocate thread retries every cleanResourceInterval)
-CREATE_RETRY_MS: Final = 1000
 
-
-# ---- the writer -------------------------------------------------------------------------------
 # struct flock on Linux x86-64 / arm64: l_type, l_whence, l_start, l_len, l_pid (0 for OFD)
 _FLOCK: Final = Struct("@hhqqi4x")
-_F_OFD_SETLK: Final = getattr(fcntl, "F_OFD_SETLK", 37)
+_F_OFD_SETLK: Final = fcntl.F_OFD_SETLK
 
 
 def _record_lock(fd: int) -> None:
@@ -99,69 +90,39 @@ def _record_lock(fd: int) -> None:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # a kernel without OFD locks
 
 
-class DefaultMessageStore(
-    AppendMessageMixin, ReputMessageMixin, StoreRecoveryMixin, CleanServiceMixin, BuildIndexMixin
-):
+class DefaultMessageStore:
     """The single writer of one store directory."""
 
     def __init__(self, cfg: StoreConfig) -> None:
         self.cfg = cfg
         self.root = cfg.storePathRootDir
         os.makedirs(self.root, exist_ok=True)
-        self.commitlog = CommitLog(cfg)
-        self.commitlog.on_new_file = self._on_new_file
-        self.cq_root = os.path.join(self.root, "consumequeue")
-        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self.topic_queue_table: dict[tuple[str, int], int] = {}
-        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum)
         self.checkpoint: StoreCheckpoint | None = None
         self.state: StatePage | None = None
-        self.arrival_listener: Callable[[str, int, int, int, int], None] | None = None
-        self.disk_usage: Callable[[str], float] = disk_usage_ratio
-        self._lock_fd: int | None = None
-        self._topic_cache: dict[str, tuple[bytes, bytes, int]] = {}
-        self._tags_cache = self.commitlog.tag_codes.codes  # one TAGS hash cache per store
-        # batch append: per tag offset (0 or 2) the last "TAGS\x01<v>\x02" prefix seen, where
-        # it ends and its code; and the last item body length with its unpacker
-        self._tag_memo: dict[int, tuple[bytes, int, int]] = {
-            at: (b"TAGS\x01\x02", at + 6, 0) for at in (0, 2)
-        }
-        self._unpack_memo: tuple[int, Any] = (0, item_unpacker(0))
-        self._delays = cfg.delay_levels_ms
-        self._running = False
-        self._accepting = False  # running, not a slave, and running_flags writeable
-        self._slave = cfg.brokerRole == "SLAVE"
-        self.running_flags = RunningFlags()  # DISK_FULL: the disk check (clean_service)
-        self._create_gate = CreateRetryGate(CREATE_RETRY_MS)  # CREATE_MAPEDFILE_FAILED
-        self._last_disk_check_ms = 0
-        self._index_retry_ms = 0  # "tick" index: when entries a full disk left over go again
-        self._reput_offset = 0  # a slave: end of the last record given its consume-queue unit
-        self._max_msg_size = cfg.maxMessageSize
-        self._index_mode = cfg.index_mode
-        self._index_inline = self._index_mode == "sync"
-        self._index_disp: IndexDispatcher | None = None  # "tick" mode
-        self._index_proc: subprocess.Popen[bytes] | None = None  # "process" mode
-        self._index_lock_fd: int | None = None
-        self._last_flush_ms = 0
-        self._flush_target = 0
-        self._last_thorough_ms = 0
-        self._last_cq_flush_ms = 0
-        self._last_cq_thorough_ms = 0
-        self._last_clean_ms = 0
-        self._last_cq_store_ts = 0
-        self.manual_delete_times = 0  # passes left that run as if deleteWhen's hour had come
-        self.put_lock = threading.Lock()  # only GroupCommit uses it; the broker is one thread
-        # ASYNC_FLUSH: the commit log is flushed by a thread (fdatasync releases the GIL);
-        # _flush_mu orders its publishing with flush() on the writer's thread
-        self.flush_thread_enabled = True
-        self._flusher: CommitLogFlusher | None = None
-        self._cq_flusher: ConsumeQueueFlusher | None = None  # FlushConsumeQueueService
-        self._allocator: AllocateMappedFileService | None = None  # the next segment, warmed
-        self._deleter = FileDeleter()  # retention's unlinks of expired commit-log segments
-        self.put_times_total = 0  # StoreStatsService: messages and record bytes put since start
-        self.put_size_total = 0
-        self._flush_mu = threading.Lock()
+        self.stats_page: StatsPage | None = None
+        self.running_flags = RunningFlags()
+        self.stats = StoreStatsService()
         self.recovered_abnormally = False
+        # ASYNC_FLUSH flushes and the next segment's warm-up on threads (ctypes); False: all of
+        # it on the writer's thread, in slices
+        self.flush_thread_enabled = True
+        self.cq_table = ConsumeQueueTable(self.root, cfg.mappedFileSizeConsumeQueue,
+                                          self._bump_generation)  # fmt: skip
+        self.index_builder = CommitLogDispatcherBuildIndex(cfg)
+        self.reput = ReputMessageService(self.cq_table, self.index_builder, self.running_flags,
+                                         self.stats)  # fmt: skip
+        self.commitlog = CommitLog(cfg, dispatcher=self.reput, stats=self.stats,
+                                   on_new_file=self._bump_generation,
+                                   on_flushed=self._after_flush)  # fmt: skip
+        self.clean_commitlog = CleanCommitLogService(cfg, self.commitlog, self.running_flags,
+                                                     self.cq_table.root)  # fmt: skip
+        self.clean_consume_queue = CleanConsumeQueueService(self.cq_table, self.index_builder)
+        self.cq_flush: FlushConsumeQueueService | None = None
+        self.read = MessageStoreRead(self, self.stats)
+        self._slave = cfg.brokerRole == "SLAVE"
+        self._running = False
+        self._accepting = False  # running and not a slave (the flags are checked per put)
+        self._lock_fd: int | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
     def _lock(self) -> None:
@@ -208,18 +169,18 @@ class DefaultMessageStore(
                 indexed_word = sp.get(OFF_INDEX_PHY)
             sp.close()
         self.state = StatePage(state_path, writable=True)
+        self.reput.state = self.state
         self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"))
         self.commitlog.mfq.load()
-        self._load_consume_queues()
-        if self._index_mode == "process":
-            self._index_lock()
-        self.index.load()
+        self.cq_table.load()
+        self.index_builder.load()
         if abnormal:
             log.warning("abort file found: abnormal recovery root=%s", self.root)
-        self._recover(abnormal, clean_end, now_ms)
+        StoreRecovery(self.cfg, self.commitlog, self.cq_table, self.index_builder,
+                      self.checkpoint, self.reput).recover(abnormal, clean_end, now_ms)  # fmt: skip
         if self._slave:  # recovery ends the log at its last whole record, every one dispatched
-            self._reput_offset = self.commitlog.max_offset
-        self._setup_index_dispatch(indexed_word)
+            self.reput.reput_offset = self.commitlog.max_offset
+        self.index_builder.setup(self.commitlog, self.state, indexed_word)
         with open(abort_path, "wb") as f:
             f.flush()
         self.state.set(OFF_WRITER_PID, os.getpid())
@@ -236,65 +197,45 @@ class DefaultMessageStore(
         if self.state is None:
             self.load(now_ms)
         self._running = True
-        self._accepting = self.cfg.brokerRole != "SLAVE" and self.running_flags.is_writeable()
-        self._last_flush_ms = self._last_cq_flush_ms = self._last_clean_ms = now_ms
-        self._last_cq_thorough_ms = now_ms
-        self._last_thorough_ms = now_ms
-        self._flush_target = 0  # end of the async flush round going on in slices
-        cl = self.commitlog
-        # create + warm the first file now, not on the first put (a slave's first file starts
-        # where the master's first byte for it falls: append_to_commit_log makes it)
-        if not self._slave and not cl.mfq.files:
-            try:
-                cl._cur = cl.mfq.get_last_mapped_file(0)
-            except OSError as exc:
-                raise RuntimeError(f"the first commit-log file cannot be created: {exc}") from None
-            self._on_new_file()
-        elif cl._cur is not None and self.cfg.warmMapedFileEnable:
-            cl.mfq.warm(cl._cur)  # after a restart: pre-touch the unwritten tail before serving
-        self._preallocate_next(now_ms)
-        # at start, before serving, the next segment is warmed whole (later ones in slices)
-        while cl.mfq.warm_next_step(cl.file_size):
-            pass
-        if self._index_mode in ("sync", "tick") and not self.index.files:
-            # the first index file, made now (a full disk: IndexService logs it, "sync" puts
-            # with keys are refused until it can be made, "tick" indexing waits)
-            self.index.put_hash_batch([], [], [], now_ms)
-        msync = load_msync() if self.flush_thread_enabled else None
-        if msync is not None:
-            if not self.cfg.is_sync_flush and self._flusher is None:
-                self._flusher = CommitLogFlusher(self, msync)
-            if self._cq_flusher is None:
-                self._cq_flusher = ConsumeQueueFlusher(self, msync)
-            madvise = load_range_call("madvise")
-            if madvise is not None and self._allocator is None:
-                mfq = cl.mfq
-                self._allocator = AllocateMappedFileService(
-                    mfq, madvise, msync if mfq.warm_flush_pages else None
-                )
+        self._accepting = not self._slave
+        threads = self.flush_thread_enabled
+        msync = load_msync() if threads else None
+        madvise = load_range_call("madvise") if threads else None
+        try:
+            self.commitlog.start(now_ms, self._slave, msync, madvise if msync else None)
+        except OSError as exc:
+            raise RuntimeError(f"the first commit-log file cannot be created: {exc}") from None
+        self.index_builder.first_file(now_ms)
+        if self.cq_flush is None:
+            self.cq_flush = FlushConsumeQueueService(self.cfg, self.flush_logics, msync)
+        self.cq_flush.start(now_ms)
         if self.stats_page is None:
             self.stats_page = StatsPage(stats_path(self.cfg.storePathRootDir), writable=True)
             self.stats_page.set(OFF_BOOT_MS, now_ms)
             self.publish_stats()
-        self._last_disk_check_ms = now_ms
+        self.clean_commitlog.start(now_ms)
         self.check_disk_space(now_ms)  # a store started on a full disk refuses puts at once
-        spawn = self.cfg.messageIndexProcessSpawn
-        if self._index_mode == "process" and spawn and self._index_proc is None:
-            self._spawn_index_process()
+        self.index_builder.spawn_process()
+
+    def _stop_services(self) -> None:
+        self.clean_commitlog.deleter.join()
+        self.commitlog.stop_services()
+        if self.cq_flush is not None:
+            self.cq_flush.close()
+            self.cq_flush = None
 
     def shutdown(self, now_ms: int = 0) -> None:
         """Flush everything, write the checkpoint, remove the abort marker, unlock."""
         if self.state is None:
             return
-        self._running = False
-        self._accepting = False
+        self._running = self._accepting = False
         self.dispatch_index(now_ms)
-        self._stop_index_process()
-        self._stop_flusher()
+        self.index_builder.stop_process(self.commitlog.max_offset)
+        self._stop_services()
         self.flush(now_ms)
         if not self.flush_logics(0):  # every consume queue's dirty range, then the checkpoint
             log.warning("store shutdown: a consume queue could not be flushed")
-        self.index.flush()
+        self.index_builder.close(flush=True)
         cp = self.checkpoint
         assert cp is not None
         cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, self.commitlog.last_store_timestamp)
@@ -307,10 +248,9 @@ class DefaultMessageStore(
             self.stats_page.close()
             self.stats_page = None
         self.commitlog.close()
-        for cq in self.consume_queues.values():
-            cq.close()
-        self.index.close()
+        self.cq_table.close()
         cp.close()
+        self.reput.state = None
         self.state.close()
         self.state = None
         with contextlib.suppress(FileNotFoundError):
@@ -324,15 +264,14 @@ class DefaultMessageStore(
     def close_abruptly(self) -> None:
         """Drop everything without flushing (the abort marker stays): a failed load, tests."""
         self._running = self._accepting = False
-        self._stop_flusher()
-        self._stop_index_process(kill=True)
-        self._index_unlock()
+        self.index_builder.stop_process(0, kill=True)
+        self._stop_services()
+        self.index_builder.close(flush=False)
         self.commitlog.close()
-        for cq in self.consume_queues.values():
-            cq.close()
-        self.index.close()
+        self.cq_table.close()
         if self.checkpoint is not None:
             self.checkpoint.close()
+        self.reput.state = None
         if self.state is not None:
             self.state.close()
             self.state = None
@@ -340,31 +279,25 @@ class DefaultMessageStore(
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    # ---- consume queues ----------------------------------------------------------------------
-    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self.consume_queues.get((topic, queue_id))
-
-    def _max_phy(self) -> int:
-        return self._published_max()
-
-    def _min_phy(self) -> int:
-        return self.commitlog.min_offset
-
-    @property
-    def flushed_offset(self) -> int:
-        """Commit-log offset known to be on disk."""
-        return self.commitlog.flushed_offset
-
-    def _on_new_file(self) -> None:
+    # ---- what the parts tell the store -----------------------------------------------------------
+    def _bump_generation(self) -> None:
+        """A file or a queue was made or dropped: readers rescan."""
         if self.state is not None:
             self.state.bump_generation()
-        if self._allocator is not None:
-            self._allocator.request()  # the segment after this one, made and warmed ahead
+
+    def _after_flush(self, stamp: int) -> None:
+        """The commit log was flushed: the checkpoint's physic time (the store time of the
+        last record flushed) and the state page's flushed offset."""
+        cp = self.checkpoint
+        if cp is not None and stamp:
+            cp.physic_msg_timestamp = stamp
+        if self.state is not None:
+            self.state.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
 
     def _published_max(self) -> int:
         """The end of what readers may use: a slave's reput offset (its log may end inside a
         record still arriving), else the commit log's end."""
-        return self._reput_offset if self._slave else self.commitlog.max_offset
+        return self.reput.reput_offset if self._slave else self.commitlog.max_offset
 
     def _publish(self) -> None:
         st = self.state
@@ -372,16 +305,64 @@ class DefaultMessageStore(
             st.set(OFF_MIN_PHY, self.commitlog.min_offset)
             st.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
             st.set(OFF_MAX_PHY, self._published_max())
-            if self._index_mode in ("sync", "off"):
+            if self.index_builder.mode in ("sync", "off"):
                 st.set(OFF_INDEX_PHY, self._published_max())
+
+    # ---- puts ------------------------------------------------------------------------------
+    def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
+        """putMessage (checkStoreStatus, then CommitLog.put_message)."""
+        if not self._accepting or self.running_flags.flag_bits & NOT_WRITEABLE_MASK:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        return self.commitlog.put_message(msg, now_ms)
+
+    def put_message_fields(
+        self, topic: str, qid: int, body: bytes | memoryview, pb: bytes, sys_flag: int,
+        flag: int, born_ts: int, born_host: bytes, store_host: bytes, reconsume_times: int,
+        tags_code: int | None, now_ms: int,
+    ) -> tuple[int, int, int] | PutMessageStatus:
+        """putMessage from a message's fields, with no message or result object: (phy, size,
+        queue offset) or the refusing status (CommitLog.put_message_fields)."""
+        if not self._accepting or self.running_flags.flag_bits & NOT_WRITEABLE_MASK:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        return self.commitlog.put_message_fields(topic, qid, body, pb, sys_flag, flag, born_ts,
+                                                 born_host, store_host, reconsume_times,
+                                                 tags_code, now_ms)  # fmt: skip
+
+    def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
+        """putMessages (checkStoreStatus, then CommitLog.put_messages)."""
+        if not self._accepting or self.running_flags.flag_bits & NOT_WRITEABLE_MASK:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        return self.commitlog.put_messages(batch, now_ms)
+
+    def append_to_commit_log(self, start: int, data: bytes | memoryview, now_ms: int) -> bool:
+        """A slave: the raw commit-log bytes a master sent for offset `start`
+        (CommitLog.appendData), then the reput that gives complete records their units; False
+        when `start` is not this log's end or the bytes do not fit its file (the HA client
+        reconnects)."""
+        if not self._running:
+            return False
+        cl = self.commitlog
+        if not cl.append_data(start, data, now_ms):
+            return False
+        if not data:
+            return True
+        try:
+            self.reput.reput(cl, now_ms)
+        except OSError as exc:  # a consume-queue file: the next bytes' reput goes on from here
+            cl.create_gate.note_failed(now_ms, exc)
+            return True
+        cl.create_gate.note_created()
+        return True
 
     # ---- flush / tick ----------------------------------------------------------------------
     def flush(self, now_ms: int = 0) -> int:
         """Flush the commit log; returns the flushed offset."""
-        with self._flush_mu:
-            off = self.commitlog.flush(0)
-            self._after_flush()
-        return off
+        return self.commitlog.flush(0)
+
+    @property
+    def flushed_offset(self) -> int:
+        """Commit-log offset known to be on disk."""
+        return self.commitlog.flushed_offset
 
     def flush_logics(self, least_pages: int = 0, sync: RangeSync | None = None) -> bool:
         """Flush the consume queues (files with >= least_pages dirty pages; 0 = every one),
@@ -392,132 +373,229 @@ class DefaultMessageStore(
         nothing was left dirty, to the store time read before the round.
         """
         stamp = self.commitlog.last_store_timestamp  # every unit of a record stored by now is in
-        complete = True
-        for cq in list(self.consume_queues.values()):
-            if not cq.mfq.flush_ranges(least_pages, sync):
-                complete = False
+        complete = self.cq_table.flush(least_pages, sync)
         cp = self.checkpoint
         if cp is not None:
             if complete:
                 cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, stamp)
-            full = self.index.files[:-1]
-            if full:
-                cp.index_msg_timestamp = max(cp.index_msg_timestamp, full[-1].end_ts)
+            index_ts = self.index_builder.last_full_file_end_ts()
+            if index_ts:
+                cp.index_msg_timestamp = max(cp.index_msg_timestamp, index_ts)
             cp.flush(sync)
         return complete
 
     def publish_stats(self) -> None:
         """Write the put counters into the stats page (the writer owns them)."""
-        sp = self.stats_page
-        if sp is not None:
-            sp.set_pair(OFF_PUT_TIMES, self.put_times_total, self.put_size_total)
-
-    def _stop_flusher(self) -> None:
-        self._deleter.join()
-        for fl in (self._allocator, self._flusher, self._cq_flusher):
-            if fl is not None:
-                fl.close()
-        self._flusher = self._cq_flusher = None
-        self._allocator = None
-
-    def _after_flush(self, stamp: int | None = None) -> None:
-        """Publish the flushed offset; `stamp`: store time of the last record flushed (default:
-        the last appended, right when the whole log was flushed on this thread)."""
-        cp = self.checkpoint
-        if stamp is None:
-            stamp = self.commitlog.last_store_timestamp
-        if cp is not None and stamp:
-            cp.physic_msg_timestamp = stamp
-        if self.state is not None:
-            self.state.set(OFF_FLUSHED_PHY, self.commitlog.flushed_offset)
+        if self.stats_page is not None:
+            self.stats.publish_puts(self.stats_page)
 
     def tick(self, now_ms: int) -> int:
-        """Periodic work: async flush, CQ flush + checkpoint, retention; returns ms to next tick."""
-        cfg = self.cfg
-        if self._index_disp is not None:
+        """Periodic work: flushes, the disk check, retention, the next segment; ms to the next."""
+        if self.index_builder.lagging:
             self.dispatch_index(now_ms)
         self.publish_stats()
+        cl = self.commitlog
+        waits = []
         flushing = False
-        fl = self._flusher
-        if fl is not None:
-            # FlushRealTimeService: every flushIntervalCommitLog, when flushCommitLogLeastPages
-            # pages are dirty (any, every flushCommitLogThoroughInterval), wake the flush thread
-            if now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
-                cl = self.commitlog
-                dirty = cl.max_offset // OS_PAGE_SIZE - cl.flushed_offset // OS_PAGE_SIZE
-                thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
-                if thorough:
-                    self._last_thorough_ms = now_ms
-                if dirty >= cfg.flushCommitLogLeastPages or (
-                    thorough and cl.max_offset > cl.flushed_offset
-                ):
-                    fl.request()
-                self._last_flush_ms = now_ms
-        elif not cfg.is_sync_flush:
-            cl = self.commitlog
-            if self._flush_target > cl.flushed_offset:
-                # FlushRealTimeService, a slice per tick: one msync of everything written in
-                # flushIntervalCommitLog stalled the writer (and its requests) for up to ~170 ms
-                cl.flush(0, FLUSH_BYTES_PER_TICK)
-                self._after_flush()
-            elif now_ms - self._last_flush_ms >= cfg.flushIntervalCommitLog:
-                thorough = now_ms - self._last_thorough_ms >= cfg.flushCommitLogThoroughInterval
-                if thorough:
-                    self._last_thorough_ms = now_ms
-                before = cl.flushed_offset
-                cl.flush(0 if thorough else cfg.flushCommitLogLeastPages, FLUSH_BYTES_PER_TICK)
-                # a round that started (enough pages were dirty) goes on in slices up to here
-                self._flush_target = cl.max_offset if cl.flushed_offset != before else before
-                self._after_flush()
-                self._last_flush_ms = now_ms
-            flushing = self._flush_target > cl.flushed_offset
-        if cfg.is_sync_flush and self.commitlog.flushed_offset < self.commitlog.max_offset:
-            self.flush(now_ms)
-        if now_ms - self._last_cq_flush_ms >= cfg.flushIntervalConsumeQueue:
-            self._last_cq_flush_ms = now_ms
-            least = cfg.flushConsumeQueueLeastPages
-            if now_ms - self._last_cq_thorough_ms >= cfg.flushConsumeQueueThoroughInterval:
-                self._last_cq_thorough_ms = now_ms
-                least = 0
-            cqf = self._cq_flusher
-            if cqf is not None:
-                cqf.request_round(least)
-            else:
-                self.flush_logics(least)
-        check_every = min(cfg.cleanResourceInterval, DISK_CHECK_INTERVAL_MS)
-        if now_ms - self._last_disk_check_ms >= check_every:
-            self._last_disk_check_ms = now_ms
+        wait, flushing = cl.flush_service.tick(now_ms)
+        waits.append(wait)
+        if self.cq_flush is not None:
+            waits.append(self.cq_flush.tick(now_ms))
+        clean = self.clean_commitlog
+        if clean.disk_check_due(now_ms):
             self.check_disk_space(now_ms)
-        if now_ms - self._last_clean_ms >= cfg.cleanResourceInterval:
-            self._last_clean_ms = now_ms
+        if clean.clean_due(now_ms):
             self.clean_expired(now_ms)
-            if self._allocator is not None:
-                self._allocator.request()  # (again after a full disk: it retries here)
-            else:
-                self._preallocate_next(now_ms)
-        if self._create_gate.failing and self.commitlog.mfq.next_ready():
-            self.note_files_created()  # the allocate thread made the next file: space again
-        waits = [
-            cfg.flushIntervalCommitLog - (now_ms - self._last_flush_ms),
-            cfg.flushIntervalConsumeQueue - (now_ms - self._last_cq_flush_ms),
-            cfg.cleanResourceInterval - (now_ms - self._last_clean_ms),
-            check_every - (now_ms - self._last_disk_check_ms),
-        ]
-        # without the allocate thread, its warm-up here: a slice per tick so appends never wait long
-        warming = self._allocator is None and self.commitlog.mfq.warm_next_step(WARM_BYTES_PER_TICK)
+            cl.request_allocation(now_ms)  # (again after a full disk: it retries here)
+        if cl.create_gate.failing and cl.mfq.next_ready():
+            cl.create_gate.note_created()  # the allocate thread made the next file: space again
+        waits.append(clean.next_due_ms(now_ms))
+        # without the allocate thread, its warm-up here: a slice per tick so appends never wait
+        warming = cl.allocator is None and cl.mfq.warm_next_step(WARM_BYTES_PER_TICK)
         if warming or flushing:
             waits.append(WARM_STEP_INTERVAL_MS)
         return max(1, min(waits))
 
-    def _preallocate_next(self, now_ms: int) -> None:
-        """The next commit-log file, made on this thread (no allocate thread, or at start); a
-        full disk leaves it to a put (or the next clean pass) to try again."""
-        try:
-            self.commitlog.mfq.preallocate_next()
-        except OSError as exc:
-            self.note_create_failed(now_ms, exc)
+    # ---- retention and the disk ------------------------------------------------------------------
+    @property
+    def disk_usage(self) -> Callable[[str], float]:
+        """How full the partition holding a path is (0..1, -1 when unknown)."""
+        return self.clean_commitlog.disk_usage
 
-    # ---- check -------------------------------------------------------------------------------
+    @disk_usage.setter
+    def disk_usage(self, usage: Callable[[str], float]) -> None:
+        self.clean_commitlog.disk_usage = usage
+
+    def check_disk_space(self, now_ms: int) -> bool:
+        """The disk check (CleanCommitLogService.isSpaceFull); with a "sync" index, an index
+        file that could not be written is tried again (Java keeps its flag until a restart).
+        True while the disk is full."""
+        full = self.clean_commitlog.check_disk_space()
+        flags = self.running_flags
+        if (flags.is_index_file_error() and self.index_builder.inline
+                and self.index_builder.retry_after_error(now_ms)):  # fmt: skip
+            flags.clear_index_file_error()
+            log.info("index files can be written again: sends are accepted again")
+        return full
+
+    def execute_delete_files_manually(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG: the next retention passes run whatever the hour."""
+        self.clean_commitlog.execute_delete_files_manually()
+
+    def clean_expired(self, now_ms: int) -> int:
+        """CleanCommitLogService + CleanConsumeQueueService; returns commit-log files deleted."""
+        n = self.clean_commitlog.delete_expired(now_ms)
+        if n:
+            self.clean_consume_queue.run(self.commitlog.min_offset)
+            self._publish()
+            self._bump_generation()
+        return n
+
+    def clean_expired_consume_queues(self) -> int:
+        """cleanExpiredConsumerQueue; how many queues were dropped."""
+        dropped = self.clean_consume_queue.expired_queues(self.commitlog.min_offset)
+        for key in dropped:
+            self.commitlog.topic_queue_table.pop(key, None)
+        return len(dropped)
+
+    def delete_topics(self, topics: set[str] | list[str]) -> None:
+        """Drop the consume queues of these topics (deleteTopics)."""
+        for key in self.cq_table.delete_topics(topics):
+            self.commitlog.topic_queue_table.pop(key, None)
+
+    # ---- the index -----------------------------------------------------------------------------
+    @property
+    def index(self) -> IndexService:
+        """The index files (read-only ones when an index process owns them)."""
+        return self.index_builder.index
+
+    @property
+    def indexed_offset(self) -> int:
+        """Commit-log offset below which every record's index entries are written."""
+        return self.index_builder.indexed_offset(self.commitlog.max_offset)
+
+    def dispatch_index(self, now_ms: int, max_records: int = 1 << 30) -> int:
+        """"tick" mode: index records appended since the last call; returns records walked."""
+        return self.index_builder.dispatch(self._published_max(), now_ms, max_records)
+
+    def refresh_index(self) -> None:
+        """Before a query: the index as far as its owner wrote it."""
+        self.index_builder.refresh(self._published_max(), self.commitlog.last_store_timestamp)
+
+    # ---- the view the read side uses (StoreView) -----------------------------------------------
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue, or None when there is none."""
+        return self.cq_table.queues.get((topic, queue_id))
+
+    @property
+    def consume_queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        """Every consume queue."""
+        return self.cq_table.queues
+
+    @property
+    def topic_queue_table(self) -> dict[tuple[str, int], int]:
+        """The next queue offset of each queue (CommitLog's topicQueueTable)."""
+        return self.commitlog.topic_queue_table
+
+    def commit_log_data(self, phy: int, size: int) -> memoryview | None:
+        """size bytes at phy, or None when that file is gone."""
+        return self.commitlog.get_data(phy, size)
+
+    @property
+    def max_phy_offset(self) -> int:
+        """What readers may use of the commit log."""
+        return self._published_max()
+
+    @property
+    def min_phy_offset(self) -> int:
+        """The commit log's first offset."""
+        return self.commitlog.min_offset
+
+    def writer_state(
+        self,
+    ) -> tuple[dict[tuple[str, int], ConsumeQueue], dict[tuple[str, int], int],
+               StoreCheckpoint | None]:  # fmt: skip
+        """The writer's own queues, queue table and checkpoint (check_store)."""
+        return self.cq_table.queues, self.commitlog.topic_queue_table, self.checkpoint
+
     def check(self) -> list[str]:
         """Cross-validate commit log, consume queues, index and checkpoint; list problems."""
         return check_store(self)
+
+    # ---- the read side (MessageStoreRead) ------------------------------------------------------
+    def get_message(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+        max_bytes: int | None = None, filter: MessageFilter | None = None, now_ms: int = 0, *,
+        count_stats: bool = True,
+    ) -> GetMessageResult:  # fmt: skip
+        """DefaultMessageStore.getMessage (store.message_store_read)."""
+        return self.read.get_message(group, topic, queue_id, offset, max_msgs, max_bytes,
+                                     filter, now_ms, count_stats=count_stats)  # fmt: skip
+
+    def get_commit_log_data(self, phy: int, max_bytes: int) -> memoryview | None:
+        """getCommitLogData (what the HA service sends)."""
+        return self.read.get_commit_log_data(phy, max_bytes)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next queue offset to be written (0 for a missing queue)."""
+        return self.read.get_max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First readable queue offset (-1 for a missing queue)."""
+        return self.read.get_min_offset_in_queue(topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        """Phy offset of the unit at queue offset, or 0."""
+        return self.read.get_commit_log_offset_in_queue(topic, queue_id, offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, ts_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        return self.read.get_offset_in_queue_by_time(topic, queue_id, ts_ms)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at queue offset, -1 if unavailable."""
+        return self.read.get_message_store_timestamp(topic, queue_id, offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the message at the queue's min offset, -1 if unavailable."""
+        return self.read.get_earliest_message_time(topic, queue_id)
+
+    def select_one_message_by_offset(
+        self, phy_offset: int, size: int | None = None
+    ) -> memoryview | None:
+        """The stored record at phy_offset (its bytes), or None."""
+        return self.read.select_one_message_by_offset(phy_offset, size)
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        """The decoded message at phy_offset, or None."""
+        return self.read.look_message_by_offset(phy_offset)
+
+    def check_in_disk_by_commit_offset(self, phy_offset: int) -> bool:
+        """True when the record is farther behind the max than the in-memory share of RAM."""
+        return self.read.check_in_disk_by_commit_offset(phy_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> QueryMessageResult:
+        """Records indexed under topic#key stored in [begin_ms, end_ms]."""
+        return self.read.query_message(topic, key, max_num, begin_ms, end_ms)
+
+    # ---- the put side's figures and hooks ------------------------------------------------------
+    @property
+    def arrival_listener(self) -> ArrivalListener | None:
+        """Called after each dispatched record's queue and tags code (long polling)."""
+        return self.reput.arrival_listener
+
+    @arrival_listener.setter
+    def arrival_listener(self, listener: ArrivalListener | None) -> None:
+        self.reput.arrival_listener = listener
+
+    @property
+    def put_times_total(self) -> int:
+        """Messages put (a slave: dispatched) since start."""
+        return self.stats.put_times_total
+
+    @property
+    def put_size_total(self) -> int:
+        """Their record bytes."""
+        return self.stats.put_size_total

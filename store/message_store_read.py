@@ -2,12 +2,15 @@
 
 Mirrors store/DefaultMessageStore.java getMessage, queryMessage, lookMessageByOffset,
 getOffsetInQueueByTime, getCommitLogData and the queue offset look-ups, RocketMQ 4.9.x.
+MessageStoreRead is built from a StoreView: the writer (DefaultMessageStore) or a read-only
+view of another process's store (MessageStoreReader), each of which says which consume queue,
+commit-log bytes and offsets readers may use; it counts its gets (StoreStatsService).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import Final, Protocol
 
 from protocol.message import MessageExt, decode_message_ext
 from store.commitlog import (
@@ -23,13 +26,9 @@ from store.consume_queue import (
 from store.get_message_result import GetMessageResult, GetMessageStatus, whole_batch
 from store.index import IndexService, key_hash
 from store.index_dispatch import IndexDispatcher
-from store.message_filter import MessageFilter
+from store.message_filter import CommitLogMessageFilter, MessageFilter
 from store.query_message_result import QueryMessageResult
-from store.stats_page import (
-    OFF_GET_FOUND,
-    OFF_GET_TRANSFERRED,
-    StatsPage,
-)
+from store.store_stats_service import StoreStatsService
 
 log = logging.getLogger(__name__)
 
@@ -63,32 +62,51 @@ def _scan_tail(
 
 
 # ---- shared read side ------------------------------------------------------------------------
-class StoreReadMixin:
-    """Read operations common to the writer and read-only views."""
+class StoreView(Protocol):
+    """What the read side reads through: the writer, or a read-only view of its files."""
 
     cfg: StoreConfig
     commitlog: CommitLog
-    index: IndexService
-
-    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        raise NotImplementedError
-
-    def _max_phy(self) -> int:
-        raise NotImplementedError
-
-    def _min_phy(self) -> int:
-        raise NotImplementedError
-
-    def _refresh_index(self) -> None:
-        """Reader hook."""
 
     @property
-    def indexed_offset(self) -> int:
-        """Commit-log offset below which every record's index entries are written."""
-        raise NotImplementedError
+    def index(self) -> IndexService: ...
+
+    @property
+    def max_phy_offset(self) -> int: ...
+
+    @property
+    def min_phy_offset(self) -> int: ...
+
+    @property
+    def indexed_offset(self) -> int: ...
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None: ...
+
+    def commit_log_data(self, phy: int, size: int) -> memoryview | None: ...
+
+    def refresh_index(self) -> None: ...
+
+
+class MessageStoreRead:
+    """Read operations common to the writer and read-only views."""
+
+    def __init__(self, view: StoreView, stats: StoreStatsService) -> None:
+        self.view = view
+        self.cfg = view.cfg
+        self.commitlog = view.commitlog
+        self.stats = stats
+
+    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.view.consume_queue(topic, queue_id)
+
+    def _max_phy(self) -> int:
+        return self.view.max_phy_offset
+
+    def _min_phy(self) -> int:
+        return self.view.min_phy_offset
 
     def _cl_data(self, phy: int, size: int) -> memoryview | None:
-        return self.commitlog.get_data(phy, size)
+        return self.view.commit_log_data(phy, size)
 
     def get_commit_log_data(self, phy: int, max_bytes: int) -> memoryview | None:
         """HA transfer (getCommitLogData): raw commit-log bytes from phy, at most max_bytes,
@@ -99,16 +117,6 @@ class StoreReadMixin:
         fs = self.cfg.mappedFileSizeCommitLog
         n = min(max_bytes, end - phy, fs - phy % fs)
         return self._cl_data(phy, n) if n > 0 else None
-
-    @property
-    def max_phy_offset(self) -> int:
-        """Commit-log max offset."""
-        return self._max_phy()
-
-    @property
-    def min_phy_offset(self) -> int:
-        """Commit-log min offset."""
-        return self._min_phy()
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """Next queue offset to be written (0 for a missing queue)."""
@@ -193,13 +201,14 @@ class StoreReadMixin:
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
     ) -> QueryMessageResult:
         """Records indexed under topic#key stored in [begin_ms, end_ms] (hash matches)."""
-        self._refresh_index()
+        self.view.refresh_index()
         res = QueryMessageResult()
         kb = f"{topic}#{key}".encode()
         max_phy, min_phy = self._max_phy(), self._min_phy()
         # records the index owner has not reached yet are found by scanning the commit-log tail
-        indexed = self.indexed_offset
-        phys = self.index.query(kb, max_num, begin_ms, end_ms)
+        indexed = self.view.indexed_offset
+        index = self.view.index
+        phys = index.query(kb, max_num, begin_ms, end_ms)
         if indexed < max_phy and len(phys) < max_num:
             seen = set(phys)
             tail = _scan_tail(self.commitlog, kb, indexed, max_phy, begin_ms, end_ms)
@@ -211,17 +220,11 @@ class StoreReadMixin:
             if data is not None:
                 res.buffers.append(data)
                 res.phy_offsets.append(phy)
-        if self.index.files:
-            last = self.index.files[-1]
+        if index.files:
+            last = index.files[-1]
             res.index_last_update_timestamp = last.end_ts
             res.index_last_update_phyoffset = last.end_phy
         return res
-
-    # StoreStatsService's get counters (published by the process that owns the stats page)
-    get_found_total = 0
-    get_miss_total = 0
-    get_transferred_total = 0
-    stats_page: StatsPage | None = None
 
     def get_message(
         self,
@@ -241,19 +244,13 @@ class StoreReadMixin:
         res = self._get_message(topic, queue_id, offset, max_msgs, max_bytes, filter)
         if not count_stats:
             return res
+        stats = self.stats
         if res.status is GetMessageStatus.FOUND:
-            self.get_found_total += 1
-            self.get_transferred_total += res.message_count
+            stats.get_found_total += 1
+            stats.get_transferred_total += res.message_count
         else:
-            self.get_miss_total += 1
+            stats.get_miss_total += 1
         return res
-
-    def publish_stats(self) -> None:
-        """Write this reader's get counters into the stats page (when it owns one)."""
-        sp = self.stats_page
-        if sp is not None:
-            sp.set_pair(OFF_GET_FOUND, self.get_found_total, self.get_miss_total)
-            sp.set(OFF_GET_TRANSFERRED, self.get_transferred_total)
 
     def _get_message(
         self,
@@ -327,7 +324,8 @@ class StoreReadMixin:
         byte_cap = max_bytes if max_bytes is not None else 1 << 62
         commitlog = self.commitlog
         find = commitlog.mfq.find_mapped_file_by_offset
-        by_record = getattr(filter, "is_matched_by_commit_log", None)
+        by_record = (filter.is_matched_by_commit_log
+                     if isinstance(filter, CommitLogMessageFilter) else None)  # fmt: skip
         # coalesce adjacent records into one view: (file, start, end)
         span_mf = None
         span_start = span_end = 0

@@ -8,53 +8,75 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from store.commitlog import (
-    ROLLBACK_OR_PREPARED,
-    CommitLog,
-)
+from protocol.message import MessageExt
+from store.checkpoint import StoreCheckpoint
+from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import (
     PRE_BLANK_SIZE,
     ConsumeQueue,
     ConsumeQueueView,
 )
+from store.get_message_result import GetMessageResult
 from store.index import IndexService
-from store.message_store_read import StoreReadMixin
+from store.message_filter import MessageFilter
+from store.message_store_read import MessageStoreRead
+from store.query_message_result import QueryMessageResult
 from store.state_page import (
     OFF_INDEX_PHY,
     StatePage,
 )
-
-if TYPE_CHECKING:
-    from store.message_store import DefaultMessageStore
+from store.stats_page import StatsPage
+from store.store_stats_service import StoreStatsService
 
 log = logging.getLogger(__name__)
 
 
-def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
+class CheckedStore(Protocol):
+    """What check_store reads: a writer (its queues, queue table and checkpoint too) or a
+    read-only view (writer_state() None)."""
+
+    commitlog: CommitLog
+
+    @property
+    def index(self) -> IndexService: ...
+
+    @property
+    def max_phy_offset(self) -> int: ...
+
+    @property
+    def min_phy_offset(self) -> int: ...
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None: ...
+
+    def writer_state(
+        self,
+    ) -> tuple[dict[tuple[str, int], ConsumeQueue], dict[tuple[str, int], int],
+               StoreCheckpoint | None] | None: ...  # fmt: skip
+
+
+def check_store(store: CheckedStore) -> list[str]:
     """Problems found walking every record and every consume-queue unit."""
     problems: list[str] = []
     cl = store.commitlog
     min_phy, max_phy = store.min_phy_offset, store.max_phy_offset
     per_queue: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    count = 0
     if cl.mfq.files:
-        for req in cl.walk(min_phy, True):
+        walk = cl.walk(min_phy, True)
+        for req in walk:
             if req.phy_offset >= max_phy:
                 break
-            count += 1
-            if req.sys_flag & 0xC not in ROLLBACK_OR_PREPARED:
+            if req.sys_flag & 0xC not in (0x4, 0xC):  # prepared / rolled back: no unit
                 per_queue.setdefault((req.topic, req.queue_id), []).append(
                     (req.queue_offset, req.phy_offset, req.size)
                 )
-        if cl.walk_end < max_phy:
-            problems.append(
-                f"commitlog: valid records end at {cl.walk_end}, max offset is {max_phy}"
-            )
+        if walk.end < max_phy:
+            problems.append(f"commitlog: valid records end at {walk.end}, max offset is {max_phy}")
+    writer = store.writer_state()
     for (topic, qid), recs in per_queue.items():
-        cq = store._cq(topic, qid)
+        cq = store.consume_queue(topic, qid)
         if cq is None:
             problems.append(f"consumequeue {topic}/{qid}: missing ({len(recs)} records)")
             continue
@@ -76,7 +98,7 @@ def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
                 f"consumequeue {topic}/{qid}: max offset {cq.get_max_offset_in_queue()}, "
                 f"commitlog says {recs[-1][0] + 1}"
             )
-    queues = {} if isinstance(store, MessageStoreReader) else store.consume_queues
+    queues = writer[0] if writer is not None else {}
     for (topic, qid), cq in queues.items():
         lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
         for off in range(lo, hi):
@@ -103,26 +125,24 @@ def check_store(store: DefaultMessageStore | MessageStoreReader) -> list[str]:
             )
         if f.index_count > f.index_num:
             problems.append(f"index {f.file_name}: count {f.index_count} beyond capacity")
-    if not isinstance(store, MessageStoreReader) and store.checkpoint is not None:
-        cp = store.checkpoint
+    if writer is not None:
+        queues, queue_table, cp = writer
         last = cl.last_store_timestamp
-        if last and cp.physic_msg_timestamp > last:
+        if cp is not None and last and cp.physic_msg_timestamp > last:
             problems.append(
                 f"checkpoint: physic timestamp {cp.physic_msg_timestamp} after last record {last}"
             )
-    if not isinstance(store, MessageStoreReader):
-        for key, nxt in store.topic_queue_table.items():
-            cq = store.consume_queues.get(key)
+        for key, nxt in queue_table.items():
+            cq = queues.get(key)
             if cq is not None and cq.get_max_offset_in_queue() != nxt:
                 problems.append(
                     f"queue table {key}: next offset {nxt} != cq max {cq.get_max_offset_in_queue()}"
                 )
-    _ = count
     return problems
 
 
 # ---- read-only view in another process --------------------------------------------------------
-class MessageStoreReader(StoreReadMixin):
+class MessageStoreReader:
     """A read-only view of a store written by another process."""
 
     def __init__(self, cfg: StoreConfig) -> None:
@@ -130,13 +150,21 @@ class MessageStoreReader(StoreReadMixin):
         self.root = cfg.storePathRootDir
         self.commitlog = CommitLog(cfg, writable=False)
         self.cq_root = os.path.join(self.root, "consumequeue")
-        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, writable=False)
+        self._index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, writable=False)
         self.state = StatePage(os.path.join(self.root, "state"), writable=False)
+        self.stats = StoreStatsService()  # this view's gets
+        self.stats_page: StatsPage | None = None  # where they are published (set by its owner)
+        self.read = MessageStoreRead(self, self.stats)
         self._queues: dict[tuple[str, int], ConsumeQueueView] = {}
         self._generation = -1
-        self._cl_generation = -1
         self.commitlog.mfq.refresh()
-        self.index.refresh()
+        self._index.refresh()
+
+    # ---- the view (StoreView) ----------------------------------------------------------------
+    @property
+    def index(self) -> IndexService:
+        """The index files, read-only."""
+        return self._index
 
     def _sync_generation(self) -> bool:
         g = self.state.generation
@@ -145,17 +173,22 @@ class MessageStoreReader(StoreReadMixin):
             return True
         return False
 
-    def _cl_data(self, phy: int, size: int) -> memoryview | None:
+    def commit_log_data(self, phy: int, size: int) -> memoryview | None:
+        """size bytes at phy (a file made since the last look is mapped now)."""
         data = self.commitlog.get_data(phy, size)
         if data is None:
             self.commitlog.mfq.refresh()
             data = self.commitlog.get_data(phy, size)
         return data
 
-    def _max_phy(self) -> int:
+    @property
+    def max_phy_offset(self) -> int:
+        """What the writer published as usable."""
         return self.state.max_phy
 
-    def _min_phy(self) -> int:
+    @property
+    def min_phy_offset(self) -> int:
+        """The commit log's first offset, as published."""
         return self.state.min_phy
 
     @property
@@ -163,8 +196,9 @@ class MessageStoreReader(StoreReadMixin):
         """Published flushed offset."""
         return self.state.flushed_phy
 
-    def _refresh_index(self) -> None:
-        self.index.refresh()
+    def refresh_index(self) -> None:
+        """See the index files the owner wrote since."""
+        self._index.refresh()
 
     @property
     def indexed_offset(self) -> int:
@@ -173,7 +207,8 @@ class MessageStoreReader(StoreReadMixin):
             return self.state.get(OFF_INDEX_PHY)
         return self.state.max_phy
 
-    def _cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue's view, brought up to what the writer published (None: there is none)."""
         # max_phy before the generation: the writer bumps the generation before it publishes
         # any record of a file it creates, so every file holding a record below this max_phy
         # is on disk by the generation read next. The other order let a roll fall between the
@@ -200,6 +235,73 @@ class MessageStoreReader(StoreReadMixin):
         """Queues opened so far."""
         return self._queues
 
+    def writer_state(self) -> None:
+        """A view has no queue table nor checkpoint of its own (check_store)."""
+        return None
+
+    # ---- the read side (MessageStoreRead) ----------------------------------------------------
+    def get_message(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+        max_bytes: int | None = None, filter: MessageFilter | None = None, now_ms: int = 0, *,
+        count_stats: bool = True,
+    ) -> GetMessageResult:  # fmt: skip
+        """DefaultMessageStore.getMessage (store.message_store_read)."""
+        return self.read.get_message(group, topic, queue_id, offset, max_msgs, max_bytes,
+                                     filter, now_ms, count_stats=count_stats)  # fmt: skip
+
+    def get_commit_log_data(self, phy: int, max_bytes: int) -> memoryview | None:
+        """getCommitLogData."""
+        return self.read.get_commit_log_data(phy, max_bytes)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next queue offset to be written (0 for a missing queue)."""
+        return self.read.get_max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First readable queue offset (-1 for a missing queue)."""
+        return self.read.get_min_offset_in_queue(topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        """Phy offset of the unit at queue offset, or 0."""
+        return self.read.get_commit_log_offset_in_queue(topic, queue_id, offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, ts_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        return self.read.get_offset_in_queue_by_time(topic, queue_id, ts_ms)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at queue offset, -1 if unavailable."""
+        return self.read.get_message_store_timestamp(topic, queue_id, offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the message at the queue's min offset, -1 if unavailable."""
+        return self.read.get_earliest_message_time(topic, queue_id)
+
+    def select_one_message_by_offset(
+        self, phy_offset: int, size: int | None = None
+    ) -> memoryview | None:
+        """The stored record at phy_offset (its bytes), or None."""
+        return self.read.select_one_message_by_offset(phy_offset, size)
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        """The decoded message at phy_offset, or None."""
+        return self.read.look_message_by_offset(phy_offset)
+
+    def check_in_disk_by_commit_offset(self, phy_offset: int) -> bool:
+        """True when the record is farther behind the max than the in-memory share of RAM."""
+        return self.read.check_in_disk_by_commit_offset(phy_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> QueryMessageResult:
+        """Records indexed under topic#key stored in [begin_ms, end_ms]."""
+        return self.read.query_message(topic, key, max_num, begin_ms, end_ms)
+
+    def publish_stats(self) -> None:
+        """Write this view's get counters into the stats page (when it owns one)."""
+        if self.stats_page is not None:
+            self.stats.publish_gets(self.stats_page)
+
     def check(self) -> list[str]:
         """check_store on this view."""
         return check_store(self)
@@ -209,7 +311,7 @@ class MessageStoreReader(StoreReadMixin):
         self.commitlog.close()
         for cq in self._queues.values():
             cq.close()
-        self.index.close()
+        self._index.close()
         self.state.close()
         if self.stats_page is not None:
             self.publish_stats()

@@ -17,7 +17,7 @@ NOT_WRITEABLE_BIT: Final = 1 << 1
 WRITE_LOGICS_QUEUE_ERROR_BIT: Final = 1 << 2
 WRITE_INDEX_FILE_ERROR_BIT: Final = 1 << 3
 DISK_FULL_BIT: Final = 1 << 4
-_NOT_WRITEABLE_MASK: Final = (
+NOT_WRITEABLE_MASK: Final = (
     NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT | DISK_FULL_BIT
 )
 
@@ -36,11 +36,11 @@ class RunningFlags:
 
     def is_writeable(self) -> bool:
         """Puts are allowed: no bit that forbids writing is set."""
-        return not self.flag_bits & _NOT_WRITEABLE_MASK
+        return not self.flag_bits & NOT_WRITEABLE_MASK
 
     def is_cq_writeable(self) -> bool:
         """Consume-queue writes are allowed (a full disk does not stop them)."""
-        return not self.flag_bits & (_NOT_WRITEABLE_MASK & ~DISK_FULL_BIT)
+        return not self.flag_bits & (NOT_WRITEABLE_MASK & ~DISK_FULL_BIT)
 
     def is_disk_full(self) -> bool:
         """DISK_FULL is set."""

@@ -13,14 +13,12 @@ bodies go through protocol.message.decode_message_ext (inflated as a consumer do
 
 from __future__ import annotations
 
-import struct
 from array import array
 from collections.abc import Callable
 from typing import Any, Final
 
 from protocol.message import (
     COMPRESSED_FLAG,
-    MESSAGE_MAGIC_CODE,
     MessageDecodeError,
     MessageExt,
     create_offset_msg_id,
@@ -31,21 +29,20 @@ from protocol.record import (
     BORN_HOST_POS,
     BORN_TIMESTAMP_POS,
     PHYSICAL_OFFSET_POS,
-    V4_FIXED_SIZE,
+    RECONSUME_TIMES_POS_V4,
+    STORE_HOST_POS_V4,
+    STORE_TIMESTAMP_POS_V4,
     V6_FLAGS,
+    RecordError,
+    record_at,
     unpack_host,
 )
 
 _SLOW: Final = V6_FLAGS | COMPRESSED_FLAG  # records decode_message_ext decodes
-_MIN_RECORD: Final = V4_FIXED_SIZE + 3  # an empty body, topic and properties
-_I16 = struct.Struct(">h")
-# TOTALSIZE, MAGICCODE, QUEUEOFFSET, SYSFLAG and the body length of a record's fixed head
-_WALK = struct.Struct(">ii12xq8xi44xi")
-assert _WALK.size == V4_FIXED_SIZE
 # (position, width) of the head fields read by Arrow (protocol.record's layout, IPv4 hosts)
 _PHY, _BORN_TS, _BORN_HOST = (PHYSICAL_OFFSET_POS, 8), (BORN_TIMESTAMP_POS, 8), (BORN_HOST_POS, 8)
-_STORE_TS, _STORE_HOST, _RECONSUME = (BORN_HOST_POS + 8, 8), (BORN_HOST_POS + 16, 8), (
-    BORN_HOST_POS + 24, 4)  # fmt: skip
+_STORE_TS, _STORE_HOST = (STORE_TIMESTAMP_POS_V4, 8), (STORE_HOST_POS_V4, 8)
+_RECONSUME = (RECONSUME_TIMES_POS_V4, 4)
 
 
 class Gathered:
@@ -70,32 +67,29 @@ class Gathered:
         order; returns the offset after the last one taken (done when none). A record that
         does not parse ends the body, as decode_messages does."""
         qoffs, add = self.qoffs, self.offsets.extend
-        unpack, i16 = _WALK.unpack_from, _I16.unpack_from
         if lo < self.last:  # an answer read ahead of its turn, earlier in the buffer
             self.ordered = False
         pos = lo
-        while pos + V4_FIXED_SIZE <= hi:
-            total, magic, qoff, sys_flag, blen = unpack(buf, pos)
-            rend = pos + total
-            if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or rend > hi:
+        while True:
+            try:
+                r = record_at(buf, pos, hi)
+            except RecordError:
                 break
+            if r is None:
+                break
+            rend = pos + r[0]
+            qoff = r[4]
             if qoff < done or qoff >= end:
                 pos = rend
                 continue
-            if sys_flag & _SLOW:
+            if r[6] & _SLOW:
                 try:
                     m = decode_message_ext(buf[:rend], pos)
                 except MessageDecodeError:
                     break
                 self.slow.append((len(qoffs), m))
-            else:
-                tpos = pos + V4_FIXED_SIZE + blen
-                if blen < 0 or tpos + 3 > rend:
-                    break
-                ppos = tpos + 1 + buf[tpos]
-                if ppos + 2 > rend or ppos + 2 + i16(buf, ppos)[0] != rend:
-                    break
-                add((pos, pos + V4_FIXED_SIZE, tpos, ppos + 2, rend))
+            else:  # head, body, topic length byte, properties and end positions
+                add((pos, r[12], r[14] - 1, r[16], rend))
             qoffs.append(qoff)
             done = qoff + 1
             pos = rend

@@ -341,7 +341,7 @@ def bench_restart_large(root: str, gib: int) -> float:
         s.put_message(msgs[i % 1000], i)
         i += 1
         if i % 2000 == 0:
-            cur = s.commitlog._cur
+            cur = s.commitlog.current_file
             if cur is not None and cur.wrote_position < (1 << 30) - (8 << 20):
                 big = MessageExtBrokerInner(
                     "BenchTopic", bytes(min(4 << 20, (1 << 30) - (8 << 20) - cur.wrote_position)),

@@ -227,7 +227,7 @@ class ConsumerStatsMixin:
         its body before filling it in (so its tool prints zeros); this one carries the values."""
         cmd = req.cmd
         h = QueryConsumeQueueRequestHeader.from_ext(cmd.ext_fields)
-        cq = self.store._cq(h.topic, h.queue_id)
+        cq = self.store.consume_queue(h.topic, h.queue_id)
         if cq is None:
             return cmd.make_response(RS.SYSTEM_ERROR, f"{h.queue_id}@{h.topic} is not exist!")
         body: dict[str, Any] = {

@@ -87,12 +87,13 @@ from protocol.message import PROPERTY_WAIT_STORE_MSG_OK as PROPERTY_WAIT
 from protocol.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
+    java_parse_int,
     java_string_hash,
     properties_to_string,
 )
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import DefaultMessageStore
-from store.put_message_result import PutMessageStatus, offset_msg_id
+from store.put_message_result import PutMessageResult, PutMessageStatus, offset_msg_id
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +112,11 @@ _PS = PutMessageStatus
 
 
 def _delay_level(props: dict[str, str]) -> int:
-    """getDelayTimeLevel: the DELAY property as an int (0 when absent or not a number)."""
-    try:
-        return int(props.get(PROPERTY_DELAY, "0"))
-    except ValueError:
-        return 0
+    """getDelayTimeLevel: the DELAY property as Integer.parseInt reads it (0 when absent or
+    not a number: the store refuses such a put)."""
+    v = props.get(PROPERTY_DELAY)
+    level = java_parse_int(v.encode()) if v else 0
+    return level if level is not None else 0
 
 
 class SendMessageProcessor(ReplyMessageProcessor):
@@ -311,23 +312,19 @@ class SendMessageProcessor(ReplyMessageProcessor):
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         store_host = self.store_host
-        msg = MessageExtBrokerInner(
-            topic, body, flag, {}, queue_id, sys_flag, born_timestamp,
-            self._hosts.get(peer) or self._born_host(peer), store_host, reconsume,
-            tags_code=tags_code, properties_string=pb,  # bytes: the store takes them as is
+        # the store's put from the fields: no message nor result object per send
+        put = self.store.put_message_fields(
+            topic, queue_id, body, pb, sys_flag, flag, born_timestamp,
+            self._hosts.get(peer) or self._born_host(peer), store_host, reconsume, tags_code,
+            now_ms,
         )  # fmt: skip
-        result = self.store.put_message(msg, now_ms)
-        if result.status is _PS.PUT_OK:
-            count(self._puts, topic, 1, result.wrote_bytes)
+        if put.__class__ is tuple:
+            phy, size, qoff = put  # type: ignore[misc]
+            count(self._puts, topic, 1, size)
             return self._ok_template.frame_plain(  # a hex id and two numbers: nothing to escape
-                st,
-                opaque,
-                (
-                    offset_msg_id(store_host, result.wrote_offset),
-                    str(queue_id),
-                    str(result.logics_offset),
-                ),
+                st, opaque, (offset_msg_id(store_host, phy), str(queue_id), str(qoff))
             )
+        result = PutMessageResult(put)  # type: ignore[arg-type]
         cmd = RemotingCommand(_SEND_V2, opaque=opaque, serialize_type=st)
         resp = self._put_response(Request(conn_id, peer, cmd, 0), result, queue_id, True, now_ms)
         return b"" if resp is None else resp.encode()

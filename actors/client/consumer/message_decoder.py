@@ -19,7 +19,6 @@ costs. Equality, hashing, repr, copying and pickling see a fully decoded Message
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -38,16 +37,15 @@ from protocol.message import (
     parse_properties,
 )
 from protocol.record import (
-    MESSAGE_MAGIC_CODE,
-    RECORD_V4_HEAD,
-    V4_FIXED_SIZE,
+    BORN_HOST_POS,
     V6_FLAGS,
+    RecordError,
+    record_at,
     unpack_host,
 )
 
 log = logging.getLogger(__name__)
 
-_MIN_RECORD: Final = 91
 _HOSTS: dict[bytes, str] = {}
 _HOST_HEX: dict[bytes, str] = {}
 
@@ -92,9 +90,6 @@ def _setters() -> tuple[Callable[[Any, Any], None], ...]:
  _S_QUEUE, _S_QOFF, _S_PHY, _S_BORN_TS, _S_STORE_TS, _S_BORN, _S_STORE, _S_RECONSUME, _S_SYSFLAG,
  _S_CRC, _S_SIZE, _S_PREPARED, _S_TX) = _setters()
 _new = object.__new__
-_unpack_head = RECORD_V4_HEAD.unpack_from
-_HEAD8 = struct.Struct(RECORD_V4_HEAD.format[:9]).unpack_from  # TOTALSIZE .. SYSFLAG
-_BODY_LEN = struct.Struct(">i").unpack_from  # the last field of RECORD_V4_HEAD
 _HASH = MessageExt.__hash__
 
 
@@ -142,14 +137,14 @@ def _fill(o: MessageExt, mv: memoryview, pos: int, lo: str, hi: str,
           props: dict[str, str] | None = None) -> None:  # fmt: skip
     """Set every header field of o from its IPv4 record at pos (framing checked already;
     props: its properties when already parsed)."""
-    (total, _magic, crc, _qid, flag, _qoff, phy, sys_flag, born_ts, born_host, store_ts,
-     store_host, reconsume, prepared, blen) = _unpack_head(mv, pos)  # fmt: skip
-    end = pos + total
-    tpos = pos + V4_FIXED_SIZE + blen
-    ppos = tpos + 1 + mv[tpos]
+    r = record_at(mv, pos, len(mv))
+    assert r is not None  # decode_pull_messages read it
+    (total, crc, _qid, flag, _qoff, phy, sys_flag, born_ts, store_ts, sh, reconsume, prepared,
+     _ba, _blen, _ta, _tlen, pa, plen) = r  # fmt: skip
+    born_host = bytes(mv[pos + BORN_HOST_POS : pos + BORN_HOST_POS + 8])
+    store_host = bytes(mv[sh : sh + 8])
     if props is None:
-        props = parse_properties(str(mv[ppos + 2 : end], "utf-8", "replace")) \
-            if ppos + 2 < end else {}  # fmt: skip
+        props = parse_properties(str(mv[pa : pa + plen], "utf-8", "replace")) if plen else {}
     props[PROPERTY_MIN_OFFSET] = lo
     props[PROPERTY_MAX_OFFSET] = hi
     offset_id = _offset_msg_id(store_host, phy)
@@ -203,13 +198,18 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     topic = mq.topic
     topic_raw = topic.encode()
     new_pulled = PulledMessageExt
-    while pos + V4_FIXED_SIZE <= n:
-        total, magic, _crc, _qid, _flag, qoff, _phy, sys_flag = _HEAD8(mv, pos)
-        end = pos + total
-        if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD or end > n:
-            log.warning("pull body of %s: bad record at %d; the rest is dropped", mq, pos)
+    while True:
+        try:
+            r = record_at(mv, pos, n)
+        except RecordError as exc:
+            log.warning("pull body of %s: bad record at %d (%s); the rest is dropped", mq, pos,
+                        exc)  # fmt: skip
             break
-        if sys_flag & (V6_FLAGS | COMPRESSED_FLAG):
+        if r is None:
+            break
+        total = r[0]
+        end = pos + total
+        if r[6] & (V6_FLAGS | COMPRESSED_FLAG):
             try:
                 m = _slow(mv, pos, mq, tags, lo, hi)
             except MessageDecodeError as exc:
@@ -219,26 +219,15 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
                 append(m)
             pos = end
             continue
-        blen = _BODY_LEN(mv, pos + V4_FIXED_SIZE - 4)[0]
-        p = pos + V4_FIXED_SIZE
-        tpos = p + blen
-        if blen < 0 or tpos + 3 > end:
-            log.warning("pull body of %s: bad body length at %d", mq, pos)
-            break
-        tlen = mv[tpos]
-        ppos = tpos + 1 + tlen
-        plen = int.from_bytes(mv[ppos : ppos + 2], "big", signed=True)
-        if ppos + 2 + plen != end:
-            log.warning("pull body of %s: bad properties length at %d", mq, pos)
-            break
-        t = mv[tpos + 1 : ppos]
+        qoff, p, tpos, ta, tlen, pa, plen = r[4], r[12], r[12] + r[13], r[14], r[15], r[16], r[17]
+        t = mv[ta : ta + tlen]
         rec_topic = topic if t == topic_raw else str(t, "utf-8", "replace")
         o: MessageExt
         if tags is None:
             o = _new(new_pulled)
             _S_RECORD(o, (mv, pos, lo, hi))
         else:
-            props = parse_properties(str(mv[ppos + 2 : end], "utf-8", "replace")) if plen \
+            props = parse_properties(str(mv[pa : pa + plen], "utf-8", "replace")) if plen \
                 else {}  # fmt: skip
             if props.get(PROPERTY_TAGS) not in tags:
                 pos = end

@@ -23,39 +23,29 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-from protocol.record import QUEUE_OFFSET_POS, V4_FIXED_SIZE, V6_FLAGS
+from protocol.record import RecordError, iter_records
 
 MIB: Final = 1024 * 1024
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_SYS_FLAG_POS: Final = 36
-_BODY_LEN_POS: Final = V4_FIXED_SIZE - 4
 
 
 def scan_pull_body(body: bytes | memoryview) -> tuple[int, int, int, int]:
-    """(records, body bytes, first queue offset, last queue offset) of a FOUND pull body."""
-    n = len(body)
-    pos = count = size = 0
+    """(records, body bytes, first queue offset, last queue offset) of a FOUND pull body (a
+    record that does not parse ends it, as the decoder stops there)."""
+    count = size = 0
     first = last = -1
-    unpack32, unpack64 = _I32.unpack_from, _I64.unpack_from
-    while pos + V4_FIXED_SIZE <= n:
-        total = unpack32(body, pos)[0]
-        if total <= 0 or pos + total > n:
-            break
-        last = unpack64(body, pos + QUEUE_OFFSET_POS)[0]
-        if first < 0:
-            first = last
-        if unpack32(body, pos + _SYS_FLAG_POS)[0] & V6_FLAGS:
-            size += total
-        else:
-            size += unpack32(body, pos + _BODY_LEN_POS)[0]
-        count += 1
-        pos += total
+    try:
+        for _pos, r in iter_records(body):
+            last = r[4]  # QUEUEOFFSET
+            if first < 0:
+                first = last
+            size += r[13]  # body length
+            count += 1
+    except RecordError:
+        pass
     return count, size, first, last
 
 

@@ -40,7 +40,7 @@ class Side(FastPathSide):
         for key in sorted(store.consume_queues):
             cq = store.consume_queues[key]
             units += [(key, cq.get_unit(i)) for i in range(cq.get_max_offset_in_queue())]
-        return bytes(store.commitlog._cur.mm[: store.max_phy_offset]), units
+        return bytes(store.commitlog.current_file.mm[: store.max_phy_offset]), units
 
 
 @pytest.fixture
@@ -156,11 +156,12 @@ def test_store_failure_in_fast_path_is_system_error(sides: tuple[Side, Side], st
     fast.run(frame(ext, st), NOW)
     slow.run(frame(ext, st), NOW)
 
-    def boom(msg: Any, now_ms: int) -> Any:
+    def boom(*_args: Any) -> Any:
         raise OSError("disk gone")
 
-    for side in sides:
+    for side in sides:  # the general path puts a message, the fast path its fields
         side.broker.store.put_message = boom  # type: ignore[method-assign]
+        side.broker.store.put_message_fields = boom  # type: ignore[method-assign]
     req = frame(ext, st, opaque=77)
     out = fast.run(req, NOW + 1)
     assert out == slow.run(req, NOW + 1)

@@ -1,6 +1,6 @@
-"""CommitLog.check_record (what recovery, a slave's reput and walk() read each record with)
-gives, for every byte string, what the general decode_record_fields path gives: the one-unpack
-IPv4 path is an optimisation, not a second opinion. Differential fuzz over valid records
+"""RecordChecker.check, checkMessageAndReturnSize (what recovery, a slave's reput and walk()
+read each record with), gives for every byte string what a reference built here on
+decode_record_fields and Java's rules gives. Differential fuzz over valid records
 (IPv4 and IPv6 hosts, delayed, tagged) and single-byte and truncation corruptions of them."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from protocol.record import RecordError, decode_record_fields, encode_record, pack_host
-from store.commitlog import SCHEDULE_TOPIC, CommitLog, DispatchRequest, prop_value
+from protocol.record import property_value as prop_value
+from store.commitlog import SCHEDULE_TOPIC, CommitLog
 from store.config import StoreConfig
+from store.dispatch_request import DispatchRequest
 from store.index import java_hash_bytes
 
 V4 = pack_host("10.0.0.1", 4000)
@@ -91,7 +93,7 @@ def test_valid_records_read_the_same(cl: CommitLog) -> None:
         rec = _record(rng, i)
         buf = memoryview(b"\x00" * 5 + rec + rng.randbytes(rng.randrange(3)))
         for crc in (False, True):
-            got = cl.check_record(buf, 5, crc)
+            got = cl.checker.check(buf, 5, crc)
             assert got == reference(cl, buf, 5, crc)
             assert got[0] == (-1 if b"DELAY\x01x" in rec else len(rec))
 
@@ -108,7 +110,7 @@ def test_corrupted_and_truncated_records_read_the_same(cl: CommitLog) -> None:
                 rec[at] = rng.randrange(256)
         buf = memoryview(bytes(rec))
         for crc in (False, True):
-            assert cl.check_record(buf, 0, crc) == reference(cl, buf, 0, crc), (i, bytes(rec))
+            assert cl.checker.check(buf, 0, crc) == reference(cl, buf, 0, crc), (i, bytes(rec))
 
 
 @pytest.mark.parametrize(
@@ -127,5 +129,5 @@ def test_schedule_records_tags_code_from_the_spec(cl: CommitLog, props: bytes, w
         queue_offset=0, phy_offset=0, sys_flag=0, born_timestamp=1, born_host=V4,
         store_timestamp=1_700_000_000_000, store_host=V4,
     )  # fmt: skip
-    size, req = cl.check_record(memoryview(rec), 0, True)
+    size, req = cl.checker.check(memoryview(rec), 0, True)
     assert size == len(rec) and req is not None and req.tags_code == want

@@ -20,6 +20,7 @@ from store.message_filter import TagFilter
 from store.message_store import DefaultMessageStore
 from store.message_store_reader import MessageStoreReader
 from store.put_message_result import PutMessageStatus
+from store.recovery import StoreRecovery
 from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
 
 G = GetMessageStatus
@@ -79,7 +80,7 @@ def test_get_message_statuses(store):
 
 def test_no_message_in_queue_and_too_small_and_found_null(tmp_path):
     s = open_store(small_config(str(tmp_path)))
-    cq = s._find_or_create_cq("E", 0)
+    cq = s.cq_table.find_or_create("E", 0)
     assert s.get_message("g", "E", 0, 3, 32).status is G.NO_MESSAGE_IN_QUEUE
     assert cq.get_max_offset_in_queue() == 0
     for _ in range(200):
@@ -105,7 +106,7 @@ def test_message_was_removing(tmp_path):
     s = open_store(small_config(str(tmp_path)))
     for _ in range(120):
         s.put_message(msg(body=b"q" * 300), 1_000)
-    cq = s._cq("T", 0)
+    cq = s.consume_queue("T", 0)
     first_phy_file = s.commitlog.mfq.files[0]
     s.commitlog.mfq.delete_first(1)  # commit log gone, CQ not yet cleaned
     assert s.min_phy_offset == first_phy_file.file_end_offset
@@ -168,7 +169,7 @@ def test_delay_rewrite_and_transactions(store):
     m = msg(topic="D", qid=3, DELAY="3")
     r = store.put_message(m, 10_000)
     assert r.ok
-    cq = store._cq(SCHEDULE_TOPIC, 2)
+    cq = store.consume_queue(SCHEDULE_TOPIC, 2)
     assert cq is not None and cq.get_unit(0)[2] == 10_000 + 10_000
     f = decode_record_fields(store.select_one_message_by_offset(r.wrote_offset))
     assert b"REAL_TOPIC\x01D" in f.properties and b"REAL_QID\x013" in f.properties
@@ -178,11 +179,36 @@ def test_delay_rewrite_and_transactions(store):
         m.sys_flag = flag
         r = store.put_message(m, 10_000)
         assert r.ok and r.logics_offset == 0
-    assert store._cq("TX", 0) is None
+    assert store.consume_queue("TX", 0) is None
     m = msg(topic="TX")
     m.sys_flag = 0x8
     assert store.put_message(m, 10_000).logics_offset == 0
     assert store.get_max_offset_in_queue("TX", 0) == 1
+    assert store.check() == []
+
+
+@pytest.mark.parametrize("tran", [0x0, 0x4, 0x8, 0xC])
+def test_a_delay_that_is_not_a_number_is_refused_where_it_is_read(store, tran):
+    """getDelayTimeLevel (Integer.parseInt) throws on DELAY " 2": a message whose DELAY the put
+    reads (not prepared / rolled back), and any for SCHEDULE_TOPIC_XXXX (whose records
+    checkMessageAndReturnSize would call bad, stopping recovery and a slave there), is refused
+    with nothing written; "+3" is level 3 wherever it is read."""
+    before = store.max_phy_offset
+    wrote = 0
+    for topic in ("D", SCHEDULE_TOPIC):
+        m = msg(topic=topic, qid=0, DELAY=" 2")
+        m.sys_flag = tran
+        r = store.put_message(m, 10_000)
+        read = topic == SCHEDULE_TOPIC or tran in (0x0, 0x8)
+        assert r.status is (PutMessageStatus.MESSAGE_ILLEGAL if read else PutMessageStatus.PUT_OK)
+        wrote += r.wrote_bytes
+    assert store.max_phy_offset == before + wrote
+    m = msg(topic=SCHEDULE_TOPIC, qid=5, DELAY="+3")
+    m.sys_flag = tran
+    r = store.put_message(m, 20_000)
+    assert r.ok
+    if tran in (0x0, 0x8):  # parked in level 3's queue, delivered 10 s after its store time
+        assert store.consume_queue(SCHEDULE_TOPIC, 2).get_unit(0)[2] == 20_000 + 10_000
     assert store.check() == []
 
 
@@ -466,7 +492,7 @@ def test_failed_load_lets_go_of_the_lock(tmp_path, monkeypatch):
     def broken(*_a, **_k):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(DefaultMessageStore, "_recover", broken)
+    monkeypatch.setattr(StoreRecovery, "recover", broken)
     with pytest.raises(OSError, match="disk gone"):
         DefaultMessageStore(cfg).load(3)
     monkeypatch.undo()

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.record import encode_record
-from store.index import java_hash_bytes
+from protocol.record import encode_record, java_string_hash, string_to_properties
 from store.message_ext_broker_inner import MessageExtBatch
 from store.put_message_result import PutMessageStatus
 from tests.unit.store.store_helpers import open_store, small_config
@@ -64,14 +63,6 @@ def _encode(items: list[Item]) -> bytes:
     return out
 
 
-def _first(props: bytes, name: bytes) -> bytes | None:
-    """Value of the first property called name (reference parser: split on separators)."""
-    for seg in props.split(b"\x02"):
-        if seg.startswith(name + b"\x01"):
-            return seg[len(name) + 1 :]
-    return None
-
-
 def _stored_props(it: Item, bp: bytes) -> bytes:
     if not bp:
         return it.props
@@ -90,8 +81,9 @@ def _expected_status(items: list[Item], bp: bytes, torn: bool = False) -> PutMes
 
 
 def _tags_code(props: bytes) -> int:
-    tags = _first(props, b"TAGS")
-    return java_hash_bytes(tags) if tags else 0
+    """Java's: the TAGS of string2messageProperties (the last non-empty one) hashed."""
+    tags = string_to_properties(props.decode("utf-8", "replace")).get("TAGS")
+    return java_string_hash(tags) if tags else 0
 
 
 def _check_batch(items: list[Item], bp_s: str, file_size: int, cut: int = 0) -> None:
@@ -114,7 +106,7 @@ def _check_batch(items: list[Item], bp_s: str, file_size: int, cut: int = 0) -> 
             if want is not S.PUT_OK:
                 assert s.max_phy_offset == max0
                 assert s.get_max_offset_in_queue(TOPIC, QID) == cq_max0
-                mf = s.commitlog._cur
+                mf = s.commitlog.current_file
                 assert mf is not None
                 p = mf.wrote_position
                 assert bytes(mf.mm[p : p + 256]) == bytes(len(mf.mm[p : p + 256]))

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from store.config import StoreConfig
-from store.message_store import FLUSH_BYTES_PER_TICK, WARM_STEP_INTERVAL_MS, DefaultMessageStore
+from store.flush_service import FLUSH_BYTES_PER_TICK
+from store.message_store import WARM_STEP_INTERVAL_MS, DefaultMessageStore
 from store.state_page import OFF_FLUSHED_PHY
 from tests.unit.store.store_helpers import GatedCall, msg, open_store, small_config
 
@@ -57,14 +58,15 @@ def test_few_dirty_pages_wait_for_the_next_round(tmp_path: object, thread: bool)
     cfg = small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20)
     s = open_store(cfg) if thread else _open_without_flush_thread(cfg)
     try:
-        assert (s._flusher is not None) is thread
+        assert (s.commitlog.flush_service.thread is not None) is thread
         assert s.put_message(msg("T", b"tiny"), 1).ok  # < flushCommitLogLeastPages pages dirty
         before = s.commitlog.flushed_offset
         s.tick(1_000 + s.cfg.flushIntervalCommitLog)
         threading.Event().wait(0.05)
         assert s.commitlog.flushed_offset == before  # nothing flushed, no round pending
-        assert s._flush_target <= s.commitlog.flushed_offset
-        assert s._flusher is None or s._flusher.rounds == 0
+        assert s.commitlog.flush_service.flush_target <= s.commitlog.flushed_offset
+        th = s.commitlog.flush_service.thread
+        assert th is None or th.rounds == 0
         end = s.commitlog.max_offset
     finally:
         s.shutdown(10**9)
@@ -73,7 +75,7 @@ def test_few_dirty_pages_wait_for_the_next_round(tmp_path: object, thread: bool)
 
 def test_flush_thread_never_passes_the_written_offset(tmp_path: object) -> None:
     s = open_store(small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20))
-    fl = s._flusher
+    fl = s.commitlog.flush_service.thread
     assert fl is not None
     fl._msync = gated = GatedCall(fl._msync)
     gate, inside = gated.gate, gated.inside
@@ -96,7 +98,8 @@ def test_flush_thread_never_passes_the_written_offset(tmp_path: object) -> None:
         s.tick(1_000 + 2 * s.cfg.flushIntervalCommitLog)  # the next round covers the rest
         _wait_flushed(s, cl.max_offset)
         assert cl.flushed_offset == cl.max_offset
-        assert s._flusher is not None and s._flusher.rounds == 2
+        th = s.commitlog.flush_service.thread
+        assert th is not None and th.rounds == 2
     finally:
         gate.set()
         s.shutdown(10**9)
@@ -114,7 +117,7 @@ def test_consume_queue_msync_runs_off_the_writers_thread(tmp_path: object) -> No
     cfg = small_config(str(tmp_path), mappedFileSizeCommitLog=1 << 20,
                        mappedFileSizeConsumeQueue=20 * 4096)  # fmt: skip
     s = open_store(cfg)
-    cqf = s._cq_flusher
+    cqf = s.cq_flush.thread
     assert cqf is not None
     cqf._msync = gated = GatedCall(cqf._msync)
     gate, inside = gated.gate, gated.inside
@@ -147,20 +150,20 @@ def test_logics_timestamp_waits_for_a_round_that_left_nothing_dirty(
                        mappedFileSizeConsumeQueue=20 * 4096)  # fmt: skip
     s = open_store(cfg) if thread else _open_without_flush_thread(cfg)
     try:
-        assert (s._cq_flusher is not None) is thread
+        assert (s.cq_flush.thread is not None) is thread
         assert s.put_message(msg("T", b"one"), 5_000).ok  # one unit: < least pages dirty
         cp = s.checkpoint
         assert cp is not None
         before = cp.logics_msg_timestamp
         s.tick(1_000 + s.cfg.flushIntervalConsumeQueue)  # a round that skips the queue
         if thread:
-            _wait_rounds(s._cq_flusher, 1)
+            _wait_rounds(s.cq_flush.thread, 1)
         cq = s.consume_queues[("T", 0)]
         assert cq.mfq.files[0].flushed_position == 0
         assert cp.logics_msg_timestamp == before  # its unit is not on disk yet
         s.tick(1_000 + s.cfg.flushConsumeQueueThoroughInterval)  # thorough: every dirty page
         if thread:
-            _wait_rounds(s._cq_flusher, 2)
+            _wait_rounds(s.cq_flush.thread, 2)
         assert cq.mfq.files[0].flushed_position == 20
         assert cp.logics_msg_timestamp == 5_000
     finally:

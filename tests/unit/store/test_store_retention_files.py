@@ -35,7 +35,7 @@ def test_retention_deletes_only_expired_at_delete_hour(tmp_path):
     min_phy = s.min_phy_offset
     for qid in (0, 1):
         lo = s.get_min_offset_in_queue("T", qid)
-        u = s._cq("T", qid).get_unit(lo)
+        u = s.consume_queue("T", qid).get_unit(lo)
         assert u[0] >= min_phy
         res = s.get_message("g", "T", qid, 0, 32)
         assert res.status is GetMessageStatus.OFFSET_TOO_SMALL and res.next_begin_offset == lo
@@ -159,9 +159,9 @@ def test_retention_unlinks_on_a_thread(tmp_path, monkeypatch):
         assert all(os.path.exists(p) for p in gone)  # the unlinks are still waiting
         _fill(s, 5, NOON + 3)  # the writer goes on meanwhile
         gate.set()
-        s._deleter.join()
+        s.clean_commitlog.deleter.join()
         assert not any(os.path.exists(p) for p in gone)
-        assert s._deleter.deleted == deleted and s.check() == []
+        assert s.clean_commitlog.deleter.deleted == deleted and s.check() == []
     finally:
         gate.set()
         s.shutdown(NOON + 4)

@@ -165,7 +165,7 @@ def test_allocate_thread_makes_and_warms_the_next_segment_off_the_writers_thread
     gate = threading.Event()
     inside = threading.Event()
     try:
-        alloc = s._allocator
+        alloc = s.commitlog.allocator
         assert alloc is not None
         alloc.chunk = 16 * OS_PAGE_SIZE  # four chunks per segment
         alloc._madvise = gated = GatedCall(alloc._madvise)
