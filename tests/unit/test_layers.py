@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("protocol", "store", "actors", "deploy")
 RANK = {"protocol": 0, "store": 1, "actors": 2, "deploy": 3}
@@ -386,8 +384,5 @@ def test_no_import_cycle_outside_the_store() -> None:
     assert _cycles_in(("protocol", "actors", "deploy")) == []
 
 
-@pytest.mark.xfail(strict=True, reason="store/'s cycle (flush_service and message_store_reader "
-                   "know DefaultMessageStore) is broken by the store's redesign by ownership, "
-                   "issue 21 part 1; strict: once it is, this marker must go")
 def test_no_import_cycle_in_the_store() -> None:
     assert _cycles_in(("store",)) == []
