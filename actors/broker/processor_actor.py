@@ -249,6 +249,14 @@ class ProcessorActor(WatchingActor):
             self.rs_chs.append(ch)
             self.outbox.default = ch  # the newest RemotingServer's
         else:
+            for old in [lk for lk in self.links.by_fd.values() if lk.peer == hello.role
+                        and lk.ch is not ch and lk.ch.fd in self.channels]:  # fmt: skip
+                # a dead predecessor's: what it wrote before it died is handled first (e.g. a
+                # schedule service's last deliveries, before its successor asks how far)
+                got = old.ch.read_records()
+                if got:
+                    self._link_records(old, got)
+                self._drop_channel(old.ch)
             link = self.links.accepted(ch, hello)
             log.info("group=%s linked from %s", self.group, hello.role)
             if self.linked is not None:
@@ -498,6 +506,10 @@ class ProcessorActor(WatchingActor):
         return True, "ok"
 
     def on_exit(self) -> None:
+        for link in list(self.links.opened.values()):  # answers the peer sent before it went
+            got = link.ch.read_records()
+            if got:
+                self._link_records(link, got)
         if self.group == "send":
             self._shutdown_store()
         else:

@@ -118,15 +118,18 @@ class PullHoldServiceCore:
             self.writer = link
             self.reporter = HoldsReporter()  # what it assumes: pulls may be held
             self.quiet_at = None
+            # a writer that died may have stored messages whose notices never came
+            self._recheck(now_ms)
 
     def on_link_record(self, link: Link, record: Any, now_ms: int) -> None:
         """Notices from the writer; suspended pulls from the pull actor."""
         if isinstance(record, HoldPull):
             self._suspend(link, record, now_ms)
         elif isinstance(record, ArrivalNotices):
-            notices = record.notices or self._held_queue_notices()  # empty: re-check all
-            if notices and self._notices_on() and len(self.hold):
-                for topic, queue_id, max_offset, tags_code, _ts in notices:
+            if not record.notices:  # a re-check request
+                self._recheck(now_ms)
+            elif self._notices_on() and len(self.hold):
+                for topic, queue_id, max_offset, tags_code, _ts in record.notices:
                     self._wake(self.hold.notify_message_arriving(
                         topic, queue_id, max_offset, tags_code, now_ms, self._max_offset))
         elif isinstance(record, ConnGone):
@@ -185,13 +188,14 @@ class PullHoldServiceCore:
     def _max_offset(self, topic: str, queue_id: int) -> int:
         return int(self.store.get_max_offset_in_queue(topic, queue_id))
 
-    def _held_queue_notices(self) -> list[tuple[str, int, int, int | None, int]]:
-        """(topic, qid, max offset, None, 0) for every queue with held pulls."""
-        notices: list[tuple[str, int, int, int | None, int]] = []
+    def _recheck(self, now_ms: int) -> None:
+        """Every queue with held pulls against the store's end now (as the sweep looks)."""
+        if not self._notices_on():
+            return
         for key in list(self.hold.table):
             topic, _, qid = key.rpartition("@")
-            notices.append((topic, int(qid), self._max_offset(topic, int(qid)), None, 0))
-        return notices
+            self._wake(self.hold.notify_message_arriving(
+                topic, int(qid), self._max_offset(topic, int(qid)), None, now_ms))
 
     def _arrival_matches(self, h: HeldPull, max_offset: int) -> bool:
         """notifyMessageArriving's isMatchedByCommitLog for a held SQL92 pull: does a record

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from actors.broker.context import BrokerContext
 from actors.broker.transaction import CHECK_GROUP, HALF_TOPIC, OP_TOPIC
+from actors.broker.transactional_message_check import TransactionalMessageCheckService
 from protocol.codes import TRANS_CHECK_MAX_TIME_TOPIC
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
@@ -424,3 +426,21 @@ def test_the_check_starts_over_when_the_half_and_op_queues_are_made_anew(txb: Br
     checks = _tick(txb, BORN + 20_000)
     assert [decode_messages(c.body)[0].properties["UNIQ_KEY"] for _, c in checks] == ["U3"]
     assert offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 1
+
+
+def test_a_replaced_check_service_knows_the_producers_at_once(txb: Broker) -> None:
+    """A kill -9 of the check service: its replacement starts from the controller's snapshot,
+    which carries the producer groups' connections, so the check-back goes out at its first
+    run (it used to wait for the producer's next heartbeat, 30 s away)."""
+    _producer_heartbeat(txb)
+    _half(txb)
+    txb.outbox.take()
+    txb.cut("txcheck")
+    ctx = BrokerContext(txb.bc, txb.sc, group="txcheck", outbox=txb.outbox, store=txb.store)
+    ctx.load_snapshot(txb.controller.snapshot())
+    txb.ctxs["txcheck"] = ctx
+    txb.cores["txcheck"] = TransactionalMessageCheckService(ctx)
+    txb.link("txcheck", "send")
+    assert _tick(txb, BORN) == []
+    [(conn, _cmd)] = _tick(txb, BORN + 7000)
+    assert conn == PRODUCER_CONN
