@@ -1,9 +1,12 @@
-"""ProcessorActor: one processor group (send, pull, admin, ...) in its own process.
+"""ProcessorActor: one processor group (send, pull, admin, ...) or service in its own process.
 
 Mirrors the executor side of remoting/netty/NettyRemotingAbstract.java (processRequestCommand
-on a processor's own executor) and BrokerController.registerProcessor, RocketMQ 4.9.x.
-Requests reach a ProcessorActor over its direct channel (actors.runtime.channel), never as
-Thespian messages; Thespian carries only startup, replicated-state events, and shutdown.
+on a processor's own executor) and BrokerController.registerProcessor, RocketMQ 4.9.x; the
+broker's services (hold, transfer, schedule, txcheck) are hosted the same way. Requests reach a
+ProcessorActor over its direct channel (actors.runtime.channel), never as Thespian messages;
+Thespian carries only startup, replicated-state events, link set-up and shutdown. Channels a
+processor accepts say what they are in their first record: a RemotingServer's, or a link from
+another actor (actors.runtime.links), whose records go to the core's LinkedCore methods.
 """
 
 from __future__ import annotations
