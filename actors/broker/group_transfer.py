@@ -36,6 +36,8 @@ from protocol.command import RemotingCommand
 log = logging.getLogger(__name__)
 
 HA_SERVICE: Final = "HAService"
+DONE_BATCH: Final = 64  # answered waits reported to their writer at once past this many
+DONE_MS: Final = 100  # else at the next tick this long after the first (not one wake-up a send)
 
 
 class GroupTransferService:
@@ -50,6 +52,7 @@ class GroupTransferService:
         self.acked: int = -1  # push2SlaveMaxOffset as last reported
         self.waits: list[tuple[TransferWait, Link]] = []
         self.done: dict[Link, list[int]] = {}  # answered waits not yet reported, per link
+        self.done_due: int | None = None  # when the unreported ones go
         self.answered: int = 0
         self.timed_out: int = 0
 
@@ -63,9 +66,8 @@ class GroupTransferService:
         """An answer to a closed connection is dropped by the RemotingServer."""
 
     def tick(self, now_ms: int) -> int | None:
-        """FLUSH_SLAVE_TIMEOUT for what waited past its deadline; ms to the next deadline."""
-        if not self.waits:
-            return None
+        """FLUSH_SLAVE_TIMEOUT for what waited past its deadline, the answered waits to their
+        writers; ms to the next deadline."""
         keep = []
         for w, link in self.waits:
             if now_ms >= w.deadline_ms:
@@ -73,15 +75,27 @@ class GroupTransferService:
             else:
                 keep.append((w, link))
         self.waits = keep
-        if not keep:
-            return None
-        return max(1, min(w.deadline_ms for w, _ in keep) - now_ms)
+        if self.done_due is not None and now_ms >= self.done_due:
+            self._report_done()
+        dues = [w.deadline_ms for w, _ in keep]
+        if self.done_due is not None:
+            dues.append(self.done_due)
+        return max(1, min(dues) - now_ms) if dues else None
 
     def end_batch(self, now_ms: int) -> None:
-        """Tell each writer which of its waits were answered in this batch."""
+        """Tell each writer which of its waits were answered: at once past DONE_BATCH of them,
+        else DONE_MS after the first (each report wakes the writer; what it has not heard of
+        it answers again, harmlessly, only if this actor dies)."""
         if not self.done:
             return
+        if sum(map(len, self.done.values())) >= DONE_BATCH:
+            self._report_done()
+        elif self.done_due is None:
+            self.done_due = now_ms + DONE_MS
+
+    def _report_done(self) -> None:
         done, self.done = self.done, {}
+        self.done_due = None
         for link, tokens in done.items():
             if link.alive:
                 link.send(TransferDone(tuple(tokens)))

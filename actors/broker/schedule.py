@@ -4,35 +4,38 @@ Mirrors store/schedule/ScheduleMessageService.java, RocketMQ 4.9.x (spec §9.6).
 own here (the "schedule" group: GET_ALL_DELAY_OFFSET is routed to it), with a pure core: no
 Thespian, no clock. It reads the store read-only; what it delivers goes to the store writer (the
 send actor) as SERVICE_PUT_MESSAGES requests on their link (actors.broker.processors.
-service_put), one per level and run, and a level's offset moves only once the writer answered
-that the messages are stored. One timer per delay level (first run 1000 ms after start); each
-run reads the level's queue (queue id = level - 1) from its saved offset and re-stores every due
-entry under REAL_TOPIC / REAL_QID; it re-arms when the next entry is due (countdown), after
-DELAY_FOR_A_WHILE (100 ms) when the queue is drained or a put fails, and after
-DELAY_FOR_A_PERIOD (10 s) on an unexpected error. Offsets go to
+service_put), one per level and run. Two runs of a level may be under way (the next is read
+while the writer stores the last); a level's offset moves only once the writer answered that
+the messages are stored, and the writer stores a run only where its level's last one ended (one
+that failed stops the runs sent after it). One timer per delay level (first run 1000 ms after
+start); each run reads the level's queue (queue id = level - 1) from its saved offset and
+re-stores every due entry under REAL_TOPIC / REAL_QID; it re-arms when the next entry is due
+(the countdown, as Java does), after DELAY_FOR_A_WHILE (100 ms) when the queue is drained or a
+put fails, and after DELAY_FOR_A_PERIOD (10 s) on an unexpected error. Offsets go to
 `<storePathRootDir>/config/delayOffset.json` every flushDelayOffsetInterval and when the actor
 stops.
 
 A replacement (after a kill -9) starts from delayOffset.json and, before its first run, asks
 the writer how far it delivered each level (SERVICE_DELAY_PROGRESS): nothing delivered since
-the last persist is delivered again. Only a writer killed with a delivery under way can leave
-one stored but unanswered, delivered again later: at-least-once, as RocketMQ is after a crash.
-A slave's service delivers nothing; it answers GET_ALL_DELAY_OFFSET with the copy of its
-master's offsets that SlaveSynchronize wrote.
+the last persist is delivered again, and the writer refuses a run it stored already. Only a
+writer killed with a delivery under way can leave one stored but unanswered, delivered again
+later: at-least-once, as RocketMQ is after a crash. A slave's service delivers nothing; it
+answers GET_ALL_DELAY_OFFSET with the copy of its master's offsets that SlaveSynchronize wrote.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.broker.processors.service_put import (
+    DelayRun,
     delay_progress,
     delay_progress_request,
     put_outcomes,
     put_request,
+    run_answer,
 )
 from actors.core import Link, Request, not_supported
 from protocol.bodies import DelayOffsetSerializeWrapper
@@ -58,6 +61,7 @@ DELAY_FOR_A_PERIOD: Final = 10_000
 DEFAULT_FLUSH_INTERVAL: Final = 10_000
 MAX_PER_TICK: Final = 256  # deliveries per level and run (one request to the writer)
 WRITER: Final = "send"
+RUNS_UNDER_WAY: Final = 2  # per level: the next run is read while the writer stores the last
 GET_ALL_DELAY_OFFSET: Final = int(RequestCode.GET_ALL_DELAY_OFFSET)
 DELAY_OFFSET_FILE: Final = "delayOffset.json"
 _NOT_DELIVERABLE: Final = frozenset({RMQ_SYS_TRANS_HALF_TOPIC, SCHEDULE_TOPIC})
@@ -101,16 +105,6 @@ def build_delivery(msg: MessageExt) -> MessageExtBrokerInner | None:
     return inner
 
 
-@dataclass(slots=True)
-class _Delivery:
-    """A level's run under way: its messages are with the writer."""
-
-    level: int
-    nexts: list[int]  # the queue offset to resume from once each message is stored
-    end: int  # the offset after the whole run (skipped entries included)
-    first: int  # the queue offset of the first message
-
-
 class ScheduleMessageService:
     """The schedule group's core (ProcessorCore, LinkedCore, ClosingCore): per-level delivery
     timers over the store, puts through the writer."""
@@ -143,7 +137,7 @@ class ScheduleMessageService:
         self._put_failing: set[int] = set()  # levels whose last delivery put failed (logged)
         self.writer: Link | None = None  # the store writer's link
         self.progress_known = False  # the writer said how far it delivered (after a link)
-        self.under_way: list[_Delivery] = []  # with the writer, in request order
+        self.under_way: list[DelayRun] = []  # with the writer, in request order
         if deliver:
             self.load()
 
@@ -244,7 +238,7 @@ class ScheduleMessageService:
         if not self.under_way:
             log.warning("schedule: an answer with no delivery under way")
             return
-        self._delivered(self.under_way.pop(0), put_outcomes(resp), now_ms)
+        self._delivered(self.under_way.pop(0), resp, now_ms)
 
     def on_link_lost(self, link: Link, now_ms: int) -> None:
         """The writer died: what it did not answer is delivered again through the next one."""
@@ -267,9 +261,10 @@ class ScheduleMessageService:
             self.next_persist = now_ms + self.flush_interval
         writer = self.writer
         ready = writer is not None and writer.alive and self.progress_known
-        busy = {d.level for d in self.under_way}
         for level, due in self.next_run.items():
-            if due > now_ms or not ready or level in busy:
+            if due > now_ms or not ready:
+                continue
+            if sum(1 for d in self.under_way if d.level == level) >= RUNS_UNDER_WAY:
                 continue
             try:
                 wait = self._run_level(level, now_ms)
@@ -289,27 +284,31 @@ class ScheduleMessageService:
         return max(0, nxt - now_ms)
 
     def _run_level(self, level: int, now_ms: int) -> int:
-        """DeliverDelayedMessageTimerTask.executeOnTimeup: send the due entries to the writer;
-        ms to re-arm (the answer re-arms a level with a delivery under way)."""
+        """DeliverDelayedMessageTimerTask.executeOnTimeup: send the due entries to the writer,
+        from where the level's last run under way ends (else its offset); ms to re-arm."""
         store = self.store
         store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)  # a reader's view: synced
         cq = store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
         if cq is None:
             return DELAY_FOR_A_WHILE
-        start = offset = self.offsets.get(level, 0)
-        min_off = cq.get_min_offset_in_queue()
-        if offset < min_off:
-            log.warning("delay level %d offset %d below queue min %d", level, offset, min_off)
-            offset = min_off
+        ahead = [d.end for d in self.under_way if d.level == level]
+        start = offset = ahead[-1] if ahead else self.offsets.get(level, 0)
+        reset = False
+        if not ahead:  # correctDelayOffset / executeOnTimeup: within the queue's bounds
+            min_off, max_off = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+            if offset < min_off:
+                log.warning("delay level %d offset %d below queue min %d", level, offset, min_off)
+                start = offset = min_off
+                reset = True
+            elif offset > max_off:
+                log.warning("delay level %d offset %d above queue max %d", level, offset, max_off)
+                start = offset = max_off
+                reset = True
         max_off = cq.get_max_offset_in_queue()
-        if offset > max_off:  # correctDelayOffset / executeOnTimeup: never past the queue's end
-            log.warning("delay level %d offset %d above queue max %d", level, offset, max_off)
-            offset = max_off
         limit = now_ms + self.delays[level]
         wait = DELAY_FOR_A_WHILE
         messages: list[MessageExtBrokerInner] = []
         nexts: list[int] = []
-        first = -1
         while offset < max_off:
             if len(messages) >= self.max_per_tick:
                 wait = 0
@@ -330,43 +329,49 @@ class ScheduleMessageService:
                 log.error("delay level %d offset %d: undeliverable record skipped", level, offset)
                 offset += 1
                 continue
-            if first < 0:
-                first = offset
             offset += 1
             messages.append(inner)
             nexts.append(offset)
-        if messages:
+        if offset != start or reset:  # even skipped entries only: the writer's record follows
+            run = DelayRun(level, start, offset, tuple(nexts), reset)
             assert self.writer is not None  # tick runs levels only then
-            self.writer.request(put_request(messages, delay=(level, nexts)))
-            self.under_way.append(_Delivery(level, nexts, offset, first))
-            return wait
-        if offset != start or level not in self.offsets:
+            self.writer.request(put_request(messages, run=run))
+            self.under_way.append(run)
+        elif level not in self.offsets:
             self.offsets[level] = offset
             self.dirty = True
         return wait
 
-    def _delivered(self, d: _Delivery, outcomes: list[Any], now_ms: int) -> None:
-        """The writer's answer to a level's run: its offset moves past what is stored."""
+    def _delivered(self, run: DelayRun, resp: RemotingCommand, now_ms: int) -> None:
+        """The writer's answer to a run: the level's offset is where the writer's record of it
+        says; a run that stopped at a failure (or was refused) is tried again after a while."""
+        level = run.level
+        answer = run_answer(resp)
+        if answer is None:  # an error answer: nothing stored, try again
+            log.warning("delay level %d: the writer answered %d %s", level, resp.code,
+                        resp.remark)  # fmt: skip
+            self.next_run[level] = now_ms + DELAY_FOR_A_WHILE
+            return
+        offset, refused = answer
+        outcomes = put_outcomes(resp)
         stored = 0
         for o in outcomes:
             if not o.ok:
                 break
             stored += 1
-        level = d.level
-        if stored == len(d.nexts):
-            new = d.end
-        else:
-            new = d.nexts[stored - 1] if stored else d.first
+        self.delivered += stored
+        if offset != self.offsets.get(level) or level not in self.offsets:
+            self.offsets[level] = offset
+            self.dirty = True
+        if refused:  # an earlier run stopped short (its answer re-armed the level)
+            return
+        if stored < len(run.nexts):
             if level not in self._put_failing:  # once, not every 100 ms (a full disk)
                 self._put_failing.add(level)
                 status = outcomes[stored].status if stored < len(outcomes) else "no answer"
                 log.warning("delay level %d offset %d: put failed %s (tried again every %d ms)",
-                            level, new, status, DELAY_FOR_A_WHILE)  # fmt: skip
+                            level, offset, status, DELAY_FOR_A_WHILE)  # fmt: skip
             self.next_run[level] = now_ms + DELAY_FOR_A_WHILE
-        if stored and level in self._put_failing and stored == len(d.nexts):
+        elif level in self._put_failing:
             self._put_failing.discard(level)
-            log.info("delay level %d delivers again from offset %d", level, d.first)
-        self.delivered += stored
-        if new != self.offsets.get(level) or level not in self.offsets:
-            self.offsets[level] = new
-            self.dirty = True
+            log.info("delay level %d delivers again from offset %d", level, run.start)

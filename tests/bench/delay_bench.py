@@ -32,6 +32,7 @@ from protocol.framing import FrameDecoder
 from protocol.message import decode_messages
 from tests.bench.broker_bench import BODY, cpu_us, send_request
 from tests.bench.consume_bench import QUEUES, consumer_pull, subscribe
+from tests.integration.e2e_helpers import create_topic_cmd
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,9 @@ def consume(addr: tuple[str, int], topic: str, n: int, sender: Any, args: tuple[
     late: list[int] = []
     arrived: list[int] = []
     with BlockingClient(addr) as cl:
+        r = cl.invoke(create_topic_cmd(topic, QUEUES), 10)
+        if r.code != 0:
+            raise RuntimeError(f"creating {topic} failed: {r.code} {r.remark}")
         subscribe(cl, group, topic)
         sock = cl.sock
         assert isinstance(sock, socket.socket)

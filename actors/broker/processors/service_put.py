@@ -6,18 +6,25 @@ to TRANS_CHECK_MAX_TIME_TOPIC) make in the broker's one JVM. Here those services
 their own that read the store read-only; the one store writer (the send actor) stores for
 them what they send on their link as SERVICE_PUT_MESSAGES requests (protocol.codes.
 BrokerServiceCode): messages stored in order, stopping at the first that fails, each one's
-outcome in the answer. SERVICE_DELAY_PROGRESS answers how far this writer delivered each delay
-level (what a ScheduleMessageService replacement resumes from, when it is further than its
-delayOffset.json). The requests come only on links (negative connection ids); the
+outcome in the answer. The requests come only on links (negative connection ids); the
 RemotingServer routes neither code to any processor.
+
+A ScheduleMessageService run (`DelayRun`: a level, the schedule queue offsets it covers, the
+offset after each message) keeps the writer's record of how far each level is delivered, and a
+run is stored only where the last one of its level ended: so a run sent while an earlier one is
+under way (the service pipelines two) is refused when that earlier one stopped at a failure
+(its messages would go out of order, and twice once the failed one is tried again), and a
+replacement service never delivers twice what this writer stored. SERVICE_DELAY_PROGRESS
+answers that record (what a replacement resumes from, when it is further than its
+delayOffset.json); a run whose start the service corrected (correctDelayOffset) resets it.
 
 Wire: the request body is a msgpack array of messages, each [topic, body, flag, properties,
 queue id, sys flag, born timestamp, born host, store host, reconsume times, prepared
 transaction offset, deliver now]; ext fields ensureTopic ("true": create the topic as a
-send-back does), delayLevel / delayNext (for each message, the schedule queue offset to
-resume from once it is stored; comma-separated).
-The answer's body is a msgpack array of [status name, wrote offset, queue offset] per message
-tried.
+send-back does), and for a run delayLevel, delayFrom, delayEnd, delayNext (the offset after each
+message, comma-separated) and delayReset ("true"). The answer's body is a msgpack array of
+[status name, wrote offset, queue offset] per message tried; a run's answer carries
+delayProgress (the level's offset after it) and delayRefused ("true": nothing was tried).
 """
 
 from __future__ import annotations
@@ -48,6 +55,23 @@ PUT_OK: Final = PutMessageStatus.PUT_OK.name
 
 
 @dataclass(frozen=True, slots=True)
+class DelayRun:
+    """The part of a level's schedule queue one SERVICE_PUT_MESSAGES request delivers."""
+
+    level: int
+    start: int  # the queue offset the run read from
+    end: int  # the offset after everything it read (skipped entries included)
+    nexts: tuple[int, ...]  # the offset after each message it carries
+    reset: bool = False  # its start was corrected: the writer's record starts over there
+
+    def after(self, stored: int) -> int:
+        """The level's offset once the first `stored` messages are stored."""
+        if stored >= len(self.nexts):
+            return self.end
+        return self.nexts[stored - 1] if stored else self.start
+
+
+@dataclass(frozen=True, slots=True)
 class PutOutcome:
     """What the writer did with one message of a SERVICE_PUT_MESSAGES request."""
 
@@ -68,17 +92,35 @@ def _message_fields(m: MessageExtBrokerInner) -> list[Any]:
 
 
 def put_request(messages: Sequence[MessageExtBrokerInner], *, ensure_topic: bool = False,
-                delay: tuple[int, Sequence[int]] | None = None) -> RemotingCommand:  # fmt: skip
-    """SERVICE_PUT_MESSAGES for `messages`; `delay` = (level, the schedule queue offset to
-    resume from after each message) for a ScheduleMessageService delivery."""
+                run: DelayRun | None = None) -> RemotingCommand:  # fmt: skip
+    """SERVICE_PUT_MESSAGES for `messages` (a ScheduleMessageService's `run` of a level)."""
     ext: dict[str, str] = {}
     if ensure_topic:
         ext["ensureTopic"] = "true"
-    if delay is not None:
-        ext["delayLevel"] = str(delay[0])
-        ext["delayNext"] = ",".join(map(str, delay[1]))
+    if run is not None:
+        ext.update(delayLevel=str(run.level), delayFrom=str(run.start), delayEnd=str(run.end),
+                   delayNext=",".join(map(str, run.nexts)))  # fmt: skip
+        if run.reset:
+            ext["delayReset"] = "true"
     body = msgpack.packb([_message_fields(m) for m in messages], use_bin_type=True)
     return RemotingCommand.request(PUT_MESSAGES, ext, body)
+
+
+def decode_run(ext: dict[str, str]) -> DelayRun | None:
+    """The run a request carries (None: not a delivery; ValueError when malformed)."""
+    if "delayLevel" not in ext:
+        return None
+    return DelayRun(int(ext["delayLevel"]), int(ext["delayFrom"]), int(ext["delayEnd"]),
+                    tuple(int(x) for x in ext.get("delayNext", "").split(",") if x),
+                    ext.get("delayReset") == "true")  # fmt: skip
+
+
+def run_answer(resp: RemotingCommand) -> tuple[int, bool] | None:
+    """(the level's offset the writer recorded, whether it refused the run) of a run's answer."""
+    ext = resp.ext_fields or {}
+    if resp.code != RS.SUCCESS or "delayProgress" not in ext:
+        return None
+    return int(ext["delayProgress"]), ext.get("delayRefused") == "true"
 
 
 def decode_messages(body: Any) -> list[MessageExtBrokerInner]:
@@ -136,10 +178,17 @@ class ServicePutProcessor:
         ext = cmd.ext_fields or {}
         try:
             messages = decode_messages(cmd.body)
-            level = int(ext["delayLevel"]) if "delayLevel" in ext else 0
-            nexts = [int(x) for x in ext.get("delayNext", "").split(",") if x]
-        except ValueError as exc:
+            run = decode_run(ext)
+        except (ValueError, KeyError) as exc:
             return cmd.make_response(RS.SYSTEM_ERROR, str(exc))
+        if run is not None:
+            known = self.delay_progress.get(run.level)
+            if known is not None and known != run.start and not run.reset:
+                # not where the level's last run ended: an earlier run failed, or this one
+                # was stored already
+                return cmd.make_response(RS.SUCCESS, None, {
+                    "delayProgress": str(known), "delayRefused": "true"},
+                    msgpack.packb([], use_bin_type=True))  # fmt: skip
         ensure = ext.get("ensureTopic") == "true"
         outcomes: list[list[Any]] = []
         store = self.ctx.store
@@ -152,8 +201,10 @@ class ServicePutProcessor:
             outcomes.append([r.status.name, r.wrote_offset, r.logics_offset])
             if r.status is not PutMessageStatus.PUT_OK:
                 break
-        stored = sum(1 for o in outcomes if o[0] == PUT_OK)
-        if level and stored and len(nexts) >= stored:
-            self.delay_progress[level] = max(self.delay_progress.get(level, 0), nexts[stored - 1])
-        return cmd.make_response(RS.SUCCESS, None, None,
+        resp_ext = None
+        if run is not None:
+            stored = sum(1 for o in outcomes if o[0] == PUT_OK)
+            self.delay_progress[run.level] = run.after(stored)
+            resp_ext = {"delayProgress": str(run.after(stored))}
+        return cmd.make_response(RS.SUCCESS, None, resp_ext,
                                  msgpack.packb(outcomes, use_bin_type=True))  # fmt: skip

@@ -338,3 +338,49 @@ def test_a_slave_delivers_nothing_and_answers_the_synced_copy(tmp_path: Any) -> 
         assert _delivered(slave.store) == [] and svc.writer is None
     finally:
         slave.close()
+
+
+def test_two_runs_under_way_a_failure_stops_the_second(b: Broker) -> None:
+    """A level's next run is read while the writer stores the last; when the first stops at a
+    failed put, the writer refuses the second (stored, its messages would go out of order and
+    twice once the first is tried again): each message is delivered once, in order."""
+    store = b.store
+    for i in range(6):
+        _put_delayed(store, i, 1, body=b"m%d" % i)
+    svc = restart(b, max_per_tick=2)
+    run(b, 0)
+    real_put = store.put_message
+    calls = [0]
+
+    def put(msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
+        calls[0] += 1
+        if calls[0] == 2:  # the first run's second message
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        return real_put(msg, now_ms)
+
+    store.put_message = put  # type: ignore[method-assign]
+    svc.tick(2000)  # run 1: m0 m1
+    svc.tick(2000)  # run 2 (m2 m3), read while run 1 is with the writer
+    assert [(r.start, r.end) for r in svc.under_way] == [(0, 2), (2, 4)]
+    assert svc.tick(2000) is not None and len(svc.under_way) == 2  # two at most
+    b.pump(2000)
+    assert svc.offsets[1] == 1 and [bytes(m.body) for m, _ in _delivered(store)] == [b"m0"]
+    assert svc.next_run[1] == 2000 + DELAY_FOR_A_WHILE  # tried again after a while
+    for t in range(2100, 2200, 10):  # bounded
+        run(b, t)
+    assert [bytes(m.body) for m, _ in _delivered(store)] == [b"m%d" % i for i in range(6)]
+    assert svc.offsets[1] == 6
+
+
+def test_the_writer_refuses_a_run_it_stored_already(b: Broker) -> None:
+    """A run that does not start where the writer's record of its level ends is not stored:
+    its answer says where the level is, and the service takes that."""
+    store, svc = b.store, b.cores["schedule"]
+    for i in range(2):
+        _put_delayed(store, i, 1)
+    run(b, 0)
+    run(b, 1002)
+    assert len(_delivered(store)) == 2 and svc.offsets[1] == 2
+    svc.offsets[1] = 0  # a service that lost track (its successor read an old file)
+    run(b, 2000)
+    assert len(_delivered(store)) == 2 and svc.offsets[1] == 2  # refused: nothing twice
