@@ -73,7 +73,8 @@ def test_held_pulls_woken_by_notices_their_filter_passes() -> None:
     core.on_link_record(pull, held(2, 3, queue_id=1), 0)
     assert len(core.hold) == 2 and pull.take() == []
     store.ends[("T", 0)] = 4
-    core.on_link_record(FakeLink("send"), ArrivalNotices((("T", 0, 4, java_string_hash("B"), 1),)), 1)
+    tag_b = java_string_hash("B")
+    core.on_link_record(FakeLink("send"), ArrivalNotices((("T", 0, 4, tag_b, 1),)), 1)
     assert pull.take() == []  # tag B: not for it
     core.on_link_record(FakeLink("send"), ArrivalNotices((("T", 0, 5, tag_a, 1),)), 2)
     assert pull.take() == [WakePull(1)] and len(core.hold) == 1
