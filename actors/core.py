@@ -141,6 +141,16 @@ class BarrierCore(Protocol):
 
 
 @runtime_checkable
+class FlushedCore(Protocol):
+    """A core with something to do once a batch's output has been written out of its process
+    (the send core wakes the HA service only then)."""
+
+    def after_flush(self, now_ms: int) -> None:
+        """The batch's replies and link records were written (as far as the sockets took)."""
+        ...
+
+
+@runtime_checkable
 class BatchEndCore(Protocol):
     """A core with work to do once per batch, after its requests (the send core forwards the
     batch's arrival notices: NotifyMessageArrivingListener, coalesced)."""
@@ -205,6 +215,11 @@ class Link(Protocol):
 
     def request(self, cmd: RemotingCommand) -> None:
         """Queue a request for the peer's core; its answer reaches on_link_response."""
+        ...
+
+    def flush(self) -> None:
+        """Write what is queued now, as far as the socket takes it (the rest goes with the
+        batch's flush): only for records nothing written later in the batch must precede."""
         ...
 
 

@@ -24,6 +24,7 @@ from actors.core import (
     ClosingCore,
     ConnectionLossCore,
     FdWatchingCore,
+    FlushedCore,
     GroupCommitCore,
     LinkedCore,
     ObservedHoldCore,
@@ -84,6 +85,7 @@ class ProcessorActor(WatchingActor):
         self.fd_core: FdWatchingCore | None = None
         self.loss_core: ConnectionLossCore | None = None
         self.batch_end: BatchEndCore | None = None
+        self.flushed: FlushedCore | None = None
         self.linked: LinkedCore | None = None  # a core with links to other actors
         self.unsorted: set[int] = set()  # accepted channels that have not said what they are
         self.rs_chs: list[Channel] = []  # the channels from RemotingServers, oldest first
@@ -155,6 +157,7 @@ class ProcessorActor(WatchingActor):
         self.fd_core = core if isinstance(core, FdWatchingCore) else None
         self.loss_core = core if isinstance(core, ConnectionLossCore) else None
         self.batch_end = core if isinstance(core, BatchEndCore) else None
+        self.flushed = core if isinstance(core, FlushedCore) else None
         self.linked = core if isinstance(core, LinkedCore) else None
         self.links = LinkTable(group.name, self.outbox)
         self.SPIN_US = group.spin_us
@@ -451,6 +454,8 @@ class ProcessorActor(WatchingActor):
         if self.batch_end is not None:  # e.g. the send core's arrival notices
             self.batch_end.end_batch(now_ms())
         self._flush()
+        if self.flushed is not None:  # e.g. the send core's HA wake-up
+            self.flushed.after_flush(now_ms())
 
     def _flush(self) -> None:
         outbox = self.outbox

@@ -189,9 +189,10 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
     # the services (no request codes but the live delay offsets)
     ProcessorGroup("hold", frozenset(), "waitTimeMillsInPullQueue", _build_hold),
     # its answers reach producers whose next send is near: the RemotingServer spins after
-    # reading them, as it does after the send group's
+    # reading them, as it does after the send group's; its own spin yields the CPU to the
+    # RemotingServer it just woke
     ProcessorGroup("transfer", frozenset(), "waitTimeMillsInSendQueue", _build_transfer,
-                   spin_us=0.0, runs_on=_sync_master),
+                   spin_us=50.0, runs_on=_sync_master),
     ProcessorGroup("schedule", frozenset({RC.GET_ALL_DELAY_OFFSET}), "waitTimeMillsInOtherQueue",
                    _build_schedule, links=("send",)),
     ProcessorGroup("txcheck", frozenset(), "waitTimeMillsInOtherQueue", _build_txcheck,

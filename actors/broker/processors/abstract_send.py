@@ -323,7 +323,16 @@ class AbstractSendMessageProcessor:
         if need_flush or slave_deadline:
             w = _Waiting(end_offset, now_ms + self.sync_flush_timeout_ms, conn_id, resp,
                          need_flush, slave_deadline, keep_code)  # fmt: skip
-            if need_flush or not self.transfer.hand_over(w):
+            if need_flush:
+                self.waiting.append(w)
+            elif not self.ctx.has_events() and self.transfer.hand_over(w, at_once=True):
+                # nothing this batch did so far must reach a client first (its events): the
+                # wait went to the GroupTransferService now, and the HA service is woken now,
+                # not after the rest of the batch (the send is with the service before its ack
+                # can be: the HA service feeds the slave only once woken, or at its next pass)
+                if self._transfer_wake is not None and self._transfer_wake.poke():
+                    self._poke_transfer = False
+            elif not self.transfer.hand_over(w):  # with the batch's output, after its events
                 self.waiting.append(w)
             return None
         return resp
@@ -371,8 +380,14 @@ class AbstractSendMessageProcessor:
             self.waiting.extend(taken)
 
     def end_batch(self, now_ms: int) -> None:
-        """After each batch: its arrival notices to the hold service, one HA wake-up."""
+        """After each batch: its arrival notices to the hold service."""
         self.notifier.end_batch(self.ctx.drain_arrivals())
+
+    def after_flush(self, now_ms: int) -> None:
+        """The batch's output left: the HA service is woken only now, once the sends it parked
+        are with the GroupTransferService (woken before, it would take the CPU from this
+        actor on a busy host, and the transfer service would learn of the sends after their
+        acks)."""
         self.poke_ha()
 
     def poke_ha(self) -> None:
@@ -395,7 +410,6 @@ class AbstractSendMessageProcessor:
         when one is linked."""
         if not self.waiting:
             return 0
-        self.poke_ha()
         flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
         acked = self._slave_acked() if self.sync_master else 1 << 62
         keep: list[_Waiting] = []

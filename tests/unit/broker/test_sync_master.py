@@ -160,7 +160,11 @@ def _readable(fd: int) -> bool:
 
 def test_a_batch_that_hands_sends_over_wakes_the_ha_service(tmp_path: Any) -> None:
     """CommitLog.submitReplicaRequest's wakeup, across processes: the core pokes the HA
-    service's pipe (in the broker's runtime directory) once per batch that waits for a slave."""
+    service's pipe (in the broker's runtime directory). A send that nothing before it in its
+    batch must precede (no event: an existing topic) goes to the GroupTransferService and
+    wakes the HA service at once; one behind an event (its topic created by the batch) goes
+    with the batch's output, after the events, and the HA service is woken once that output
+    left (after_flush)."""
     rdir = str(tmp_path / "run")
     os.mkdir(rdir, 0o700)
     sync_master = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER", runtime_dir=rdir)
@@ -170,12 +174,22 @@ def test_a_batch_that_hands_sends_over_wakes_the_ha_service(tmp_path: Any) -> No
         assert core.watch_fds() == []  # acks reach the GroupTransferService, not this core
         _slaves(sync_master, 1, 0)
         assert not _readable(ha_side.fd)
-        for _ in range(2):  # one batch of two sends
+        for _ in range(2):  # one batch of two sends, the first creates the topic
             assert core.process(_req(), NOW) is None
-        core.end_batch(NOW)  # the runtime's after-batch call
-        assert ha_side.drain() == 1  # one poke for the batch
+        assert sync_master.ctxs["send"].has_events()
+        core.end_batch(NOW)  # the runtime's after-batch calls
+        assert ha_side.drain() == 0
+        core.after_flush(NOW)
+        assert ha_side.drain() == 1  # one poke for the batch, once its output left
+        sync_master.pump(NOW)
+        assert core.process(_req(), NOW + 1) is None  # the topic exists now: no event
+        assert ha_side.drain() == 1  # woken at once
         core.end_batch(NOW + 1)
-        assert ha_side.drain() == 0  # nothing new waits: no poke
+        core.after_flush(NOW + 1)
+        assert ha_side.drain() == 0  # and not again for the batch
+        assert len(sync_master.cores["transfer"].waits) == 2  # the kit delivers at pump()
+        sync_master.pump(NOW + 1)
+        assert len(sync_master.cores["transfer"].waits) == 3
     finally:
         ha_side.close()
         sync_master.close()
