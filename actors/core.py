@@ -217,11 +217,6 @@ class Link(Protocol):
         """Queue a request for the peer's core; its answer reaches on_link_response."""
         ...
 
-    def flush(self) -> None:
-        """Write what is queued now, as far as the socket takes it (the rest goes with the
-        batch's flush): only for records nothing written later in the batch must precede."""
-        ...
-
 
 @runtime_checkable
 class LinkedCore(Protocol):

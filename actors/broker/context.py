@@ -67,10 +67,6 @@ class BrokerContext(BrokerState):
             self.offsets.remove_group(event.group)
         self._events.append(event)
 
-    def has_events(self) -> bool:
-        """Whether events wait to be drained (emitted by the batch under way)."""
-        return bool(self._events)
-
     def drain_events(self) -> list[BrokerEvent]:
         """Events emitted since the last drain."""
         if not self._events:

@@ -171,9 +171,9 @@ class GroupTransferRequests:
         """A (new) GroupTransferService."""
         self.link = link
 
-    def hand_over(self, w: Any, at_once: bool = False) -> bool:
-        """Send the wait to the service (`at_once`: written now, not with the batch's other
-        output); False when none is linked (the writer keeps it)."""
+    def hand_over(self, w: Any) -> bool:
+        """Send the wait to the service (with the batch's output, after its events); False
+        when none is linked (the writer keeps it)."""
         link = self.link
         if link is None or not link.alive:
             return False
@@ -181,8 +181,6 @@ class GroupTransferRequests:
         link.send(TransferWait(self._next, w.conn_id, w.end_offset, w.slave_deadline_ms,
                                w.keep_code, bytes(w.resp.encode())))  # fmt: skip
         self.open[self._next] = w
-        if at_once:
-            link.flush()
         return True
 
     def done(self, tokens: tuple[int, ...]) -> None:

@@ -78,11 +78,6 @@ class ChannelLink:
         add_link(self.ch.out, encode(record))
         self.owner.dirty.add(self.ch)
 
-    def flush(self) -> None:
-        """Write what is queued now (what the socket does not take stays for the batch's)."""
-        if self.ch.flush():
-            self.owner.dirty.discard(self.ch)
-
     def request(self, cmd: RemotingCommand) -> None:
         """Queue a request (its answer comes back on this link)."""
         if self.ch.closed:

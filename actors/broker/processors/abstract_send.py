@@ -323,16 +323,7 @@ class AbstractSendMessageProcessor:
         if need_flush or slave_deadline:
             w = _Waiting(end_offset, now_ms + self.sync_flush_timeout_ms, conn_id, resp,
                          need_flush, slave_deadline, keep_code)  # fmt: skip
-            if need_flush:
-                self.waiting.append(w)
-            elif not self.ctx.has_events() and self.transfer.hand_over(w, at_once=True):
-                # nothing this batch did so far must reach a client first (its events): the
-                # wait went to the GroupTransferService now, and the HA service is woken now,
-                # not after the rest of the batch (the send is with the service before its ack
-                # can be: the HA service feeds the slave only once woken, or at its next pass)
-                if self._transfer_wake is not None and self._transfer_wake.poke():
-                    self._poke_transfer = False
-            elif not self.transfer.hand_over(w):  # with the batch's output, after its events
+            if need_flush or not self.transfer.hand_over(w):  # else with the batch's output
                 self.waiting.append(w)
             return None
         return resp

@@ -77,9 +77,6 @@ class KitLink:
         if self.up:
             self.kit.queue.append(("request", self, cmd.encode()))
 
-    def flush(self) -> None:
-        """In memory: what was sent waits for pump() either way."""
-
 
 class Broker:
     """All processor cores and services of one broker plus the controller, events, links."""

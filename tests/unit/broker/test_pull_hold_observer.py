@@ -45,9 +45,6 @@ class FakeLink:
     def request(self, cmd: RemotingCommand) -> None:
         raise AssertionError("no requests go to the hold service")
 
-    def flush(self) -> None:
-        """Nothing queued here."""
-
 
 def req(conn_id: int, opaque: int) -> Request:
     cmd = RemotingCommand.request(int(RequestCode.PULL_MESSAGE), opaque=opaque)

@@ -36,9 +36,6 @@ class FakeLink:
     def request(self, cmd: RemotingCommand) -> None:
         raise AssertionError("these cores send no requests")
 
-    def flush(self) -> None:
-        """Nothing queued here."""
-
     def take(self) -> list[Any]:
         out, self.sent = self.sent, []
         return out

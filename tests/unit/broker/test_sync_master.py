@@ -160,11 +160,9 @@ def _readable(fd: int) -> bool:
 
 def test_a_batch_that_hands_sends_over_wakes_the_ha_service(tmp_path: Any) -> None:
     """CommitLog.submitReplicaRequest's wakeup, across processes: the core pokes the HA
-    service's pipe (in the broker's runtime directory). A send that nothing before it in its
-    batch must precede (no event: an existing topic) goes to the GroupTransferService and
-    wakes the HA service at once; one behind an event (its topic created by the batch) goes
-    with the batch's output, after the events, and the HA service is woken once that output
-    left (after_flush)."""
+    service's pipe (in the broker's runtime directory) once per batch that hands sends to the
+    GroupTransferService, and only once that batch's output left (after_flush): the waits and
+    the batch's events reach their peers before the slave can ack."""
     rdir = str(tmp_path / "run")
     os.mkdir(rdir, 0o700)
     sync_master = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER", runtime_dir=rdir)
@@ -176,19 +174,21 @@ def test_a_batch_that_hands_sends_over_wakes_the_ha_service(tmp_path: Any) -> No
         assert not _readable(ha_side.fd)
         for _ in range(2):  # one batch of two sends, the first creates the topic
             assert core.process(_req(), NOW) is None
-        assert sync_master.ctxs["send"].has_events()
         core.end_batch(NOW)  # the runtime's after-batch calls
         assert ha_side.drain() == 0
         core.after_flush(NOW)
         assert ha_side.drain() == 1  # one poke for the batch, once its output left
         sync_master.pump(NOW)
+        assert len(sync_master.cores["transfer"].waits) == 2
         assert core.process(_req(), NOW + 1) is None  # the topic exists now: no event
-        assert ha_side.drain() == 1  # woken at once
         core.end_batch(NOW + 1)
+        assert ha_side.drain() == 0  # not before the output left
         core.after_flush(NOW + 1)
-        assert ha_side.drain() == 0  # and not again for the batch
-        assert len(sync_master.cores["transfer"].waits) == 2  # the kit delivers at pump()
-        sync_master.pump(NOW + 1)
+        assert ha_side.drain() == 1
+        core.end_batch(NOW + 2)
+        core.after_flush(NOW + 2)
+        assert ha_side.drain() == 0  # nothing new handed over: no poke
+        sync_master.pump(NOW + 2)
         assert len(sync_master.cores["transfer"].waits) == 3
     finally:
         ha_side.close()
