@@ -144,17 +144,29 @@ class BarrierCore(Protocol):
 
 
 @runtime_checkable
-class ArrivalCore(Protocol):
-    """A core woken by the writer's arrival notices (NotifyMessageArrivingListener)."""
+class FlushedCore(Protocol):
+    """A core with something to do once a batch's output has been written out of its process
+    (the send core wakes the HA service only then)."""
 
-    def on_arrival(self, notices: list[Any], now_ms: int) -> object:
-        """New messages reached these queues: wake the held requests they satisfy."""
+    def after_flush(self, now_ms: int) -> None:
+        """The batch's replies and link records were written (as far as the sockets took)."""
+        ...
+
+
+@runtime_checkable
+class BatchEndCore(Protocol):
+    """A core with work to do once per batch, after its requests (the send core forwards the
+    batch's arrival notices: NotifyMessageArrivingListener, coalesced)."""
+
+    def end_batch(self, now_ms: int) -> None:
+        """A batch of requests (or a timer, or a control message) was handled."""
         ...
 
 
 class HoldObserver(Protocol):
-    """Told of every request a HoldingCore parks and lets go: the ledger from which the
-    RemotingServer answers them if the core's process dies (actors.runtime.request_ledger)."""
+    """Told of every pull the pull core hands to the hold service and gets back: the ledger
+    from which the RemotingServer answers them if the pull actor's process dies
+    (actors.runtime.request_ledger)."""
 
     def held(self, req: Request, offset: int) -> object:
         """`req` is parked, pulling from queue offset `offset`; a token for released()."""
@@ -165,18 +177,79 @@ class HoldObserver(Protocol):
         ...
 
 
+@runtime_checkable
+class ObservedHoldCore(Protocol):
+    """A core whose parked requests the runtime records in its request ledger (the pull core)."""
+
+    hold_observer: HoldObserver | None
+
+
 class HeldPullTable(Protocol):
     """The hold table of a PullRequestHoldService, keyed "topic@queueId"."""
 
     table: dict[str, Any]
-    observer: HoldObserver | None
 
 
 @runtime_checkable
 class HoldingCore(Protocol):
-    """A core that holds requests until messages arrive (the pull core)."""
+    """A core that holds requests until messages arrive (the hold service's)."""
 
     hold: HeldPullTable
+
+
+class Link(Protocol):
+    """A link to another actor of the broker (actors.runtime.links): typed records both ways
+    (actors.runtime.link_records), and RemotingCommand requests whose answers come back to
+    the core's on_link_response, in the order the requests went."""
+
+    @property
+    def role(self) -> str:
+        """The peer: a processor group ("send", "hold", ...) or "HAService"."""
+        ...
+
+    @property
+    def alive(self) -> bool:
+        """False once the link closed (what is sent then goes nowhere)."""
+        ...
+
+    def send(self, record: Any) -> None:
+        """Queue a typed record for the peer."""
+        ...
+
+    def request(self, cmd: RemotingCommand) -> None:
+        """Queue a request for the peer's core; its answer reaches on_link_response."""
+        ...
+
+
+@runtime_checkable
+class LinkedCore(Protocol):
+    """A core that talks to other actors of the broker over links (the services and the
+    processors they serve); the runtime opens the links the controller names."""
+
+    def on_link(self, link: Link, now_ms: int) -> None:
+        """A link came up: one this actor opened, or one opened to it (after its hello)."""
+        ...
+
+    def on_link_record(self, link: Link, record: Any, now_ms: int) -> None:
+        """A typed record arrived on the link."""
+        ...
+
+    def on_link_response(self, link: Link, resp: RemotingCommand, now_ms: int) -> None:
+        """The peer answered a request this core sent on the link."""
+        ...
+
+    def on_link_lost(self, link: Link, now_ms: int) -> None:
+        """The link closed (the peer died or was stopped)."""
+        ...
+
+
+@runtime_checkable
+class FrameOutbox(Protocol):
+    """An outbox that also takes answers encoded elsewhere (GroupTransferService's)."""
+
+    def send_frame(self, conn_id: int, encoded: bytes) -> None:
+        """Queue an encoded frame (length prefix included) for the connection."""
+        ...
 
 
 @runtime_checkable
@@ -226,6 +299,11 @@ class ProcessorGroup:
     # the group holds requests (long polling): the RemotingServer keeps what it needs to answer
     # every request the group took if its process dies (actors.runtime.request_ledger)
     holds_requests: bool = False
+    # the groups this group's actor opens a link to (actors.runtime.links), told where they
+    # listen by the controller (ConnectLink): e.g. the pull actor's to the hold service
+    links: tuple[str, ...] = ()
+    # whether the group runs on a broker of this config (None: on every broker)
+    runs_on: Callable[[Any], bool] | None = None
 
 
 Handler = Callable[[Request, int], RemotingCommand | None]  # None: answered later (or oneway)

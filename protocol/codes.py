@@ -193,6 +193,19 @@ class SparkBridgeCode(_NamedCode):
     SPARK_UNREACHABLE = 31103  # the name server or a broker did not answer
 
 
+class BrokerServiceCode(_NamedCode):
+    """actormq's own request codes between a broker's service actors and its store writer.
+
+    ScheduleMessageService and TransactionalMessageCheckService read the store read-only and
+    send what they store to the writer as requests on their link (actors.broker.processors.
+    service_put). Never routed from a client: no processor group lists them, so the
+    RemotingServer answers them REQUEST_CODE_NOT_SUPPORTED like any unknown code.
+    """
+
+    SERVICE_PUT_MESSAGES = 31201  # store these messages in order, stopping at a failure
+    SERVICE_DELAY_PROGRESS = 31202  # the delay levels' offsets of what this writer stored
+
+
 class ResponseCode(_NamedCode):
     """RemotingSysResponseCode (0-4) plus every ResponseCode at RocketMQ 4.9.8."""
 

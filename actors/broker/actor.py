@@ -40,7 +40,6 @@ from actors.runtime.messages import (
     BrokerStarted,
     BrokerStartFailed,
     BrokerStopped,
-    ConnectNotices,
     EventsApplied,
     HAFailed,
     HAReady,
@@ -148,6 +147,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.ha_port = msg.port
             if self.ha_core is not None:
                 self.ha_core.set_ha_port(msg.port)
+            self.wire_links(HA)
             if self.state == "starting-ha":
                 self._running()
         elif isinstance(msg, HAFailed):
@@ -225,7 +225,9 @@ class BrokerControllerActor(BrokerChildSupervisor):
             self.take_barriers = core.take_barriers
         self.ns_core = core if isinstance(core, NamesrvController) else None
         self.ha_core = core if isinstance(core, HaController) else None
-        self.groups = list(self.PERSONALITY.GROUPS)
+        bc = msg.broker_config  # the services a broker of this role runs (e.g. no txcheck on
+        self.groups = [g for g in self.PERSONALITY.GROUPS  # a slave)
+                       if g.runs_on is None or g.runs_on(bc)]  # fmt: skip
         for group in self.groups:
             addr = self.createActor(self.PROCESSOR_ACTOR)
             self.processors[group.name] = addr
@@ -283,9 +285,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
         msg = self.start_msg
         assert msg is not None
         self.state = "starting-remoting"
-        if "send" in self.processors and "pull" in self.channel_addrs:
-            self.send(self.processors["send"],
-                      ConnectNotices(self.channel_addrs["pull"], self.channel_token))  # fmt: skip
+        self.wire_links(None)  # every processor and service listens: link them
         self.remoting = self.createActor("actors.remoting.actor.RemotingServer")
         self.track(REMOTING, self.remoting)
         bc = msg.broker_config

@@ -24,10 +24,12 @@ import json
 import logging
 import os
 import zlib
+from typing import Final
 
 from actors.broker.config import BrokerConfig, broker_config_path
 from actors.broker.events import (
     ALL_GROUPS,
+    SERVICE_GROUPS,
     BrokerConfigChanged,
     BrokerEvent,
     HaMasterChanged,
@@ -46,6 +48,7 @@ from store.config import StoreConfig, update_properties_text
 from store.config_files import PersistFailures
 
 log = logging.getLogger(__name__)
+EVERY_GROUP: Final = ALL_GROUPS | SERVICE_GROUPS  # where events may go
 
 
 class BrokerControllerCore(BrokerState):
@@ -206,7 +209,7 @@ class BrokerControllerCore(BrokerState):
                     ev.barrier):  # the origin answers once this registration is done
                 self._barriers.append((origin, ev.barrier))
                 self._register_needed = True
-            for group in ev.AUDIENCE & ALL_GROUPS:
+            for group in ev.AUDIENCE & EVERY_GROUP:
                 if group != origin:
                     forward.setdefault(group, []).append(ev)
         if topics_changed:

@@ -21,6 +21,8 @@ from actors.broker.topic_config import TopicConfig
 ALL_GROUPS: frozenset[str] = frozenset(
     {"send", "pull", "consumer_manage", "client_manage", "query", "admin"}
 )
+# the service actors (actors.broker.processors): they follow the few events they need
+SERVICE_GROUPS: frozenset[str] = frozenset({"hold", "transfer", "schedule", "txcheck"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +103,10 @@ class ProducerGroupChanged:
     """A producer group's live connections (heartbeats): transaction check-backs and reply
     messages (SEND_REPLY_MESSAGE) reach producers through them."""
 
-    # ProducerManager lives in client_manage; the send actor hosts the transaction check
-    # (it re-puts half messages, so it must be the writer) and needs a channel per PGROUP.
+    # ProducerManager lives in client_manage; the transaction check (txcheck) sends its
+    # CHECK_TRANSACTION_STATE and the send actor its reply pushes through these channels.
 
-    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send"})
+    AUDIENCE: ClassVar[frozenset[str]] = frozenset({"send", "txcheck"})
     group: str
     conn_ids: tuple[int, ...]
     # (client id, conn id) of each channel: a reply message's push finds its requester by the
@@ -126,7 +128,7 @@ class HaMasterChanged:
 class BrokerConfigChanged:
     """UPDATE_BROKER_CONFIG: (property name, text value) pairs for the broker or store config."""
 
-    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS
+    AUDIENCE: ClassVar[frozenset[str]] = ALL_GROUPS | SERVICE_GROUPS
     updates: tuple[tuple[str, str], ...]
     at_ms: int = 0  # when it was made: the config data version's timestamp
     # != 0 (a brokerPermission change): the origin holds its reply under this token until the

@@ -10,7 +10,9 @@ RocketMQ 4.9.x (spec §10; units in store.ha):
   the master's last file), in frames of at most haTransferBatchSize within one file, a
   header-only heartbeat after haSendHeartbeatInterval of nothing new; it drops a slave silent
   for haHousekeepingInterval. The largest offset any slave reported and the number of slaves
-  go to the shared state page, where the send actor (SYNC_MASTER) reads them.
+  go to the shared state page (the send actor's isSlaveOK reads them), and the offset to the
+  GroupTransferService actor (actors.broker.group_transfer) as SlaveAcked on their link
+  (notifyTransferSome): it answers the SYNC_MASTER sends the offset covers.
 - Slave: HAClient connects to the master's HA address (haMasterAddress, or the haServerAddr
   the name server returned at registration), reports its commit-log end at once, every
   haSendHeartbeatInterval and after every append, and appends what comes to its store
@@ -27,10 +29,12 @@ import socket
 import time
 from typing import Any, Final
 
-from actors.runtime.channel import listen_channel, recv_available, send_out
-from actors.runtime.messages import HAFailed, HAReady, StartHA
+from actors.runtime.channel import Channel, listen_channel, recv_available, send_out
+from actors.runtime.link_records import SlaveAcked
+from actors.runtime.links import ChannelLink, LinkTable
+from actors.runtime.messages import ConnectLink, HAFailed, HAReady, StartHA
 from actors.runtime.tcp import start_connect
-from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
+from actors.runtime.wake import HA_TRANSFER, WakeReader
 from actors.runtime.watch import WatchingActor
 from store.ha import (
     HEADER,
@@ -112,11 +116,11 @@ class HAServiceActor(WatchingActor):
         self.state: Any = None
         self.file_size = 0
         self.cfg: StartHA | None = None
-        # SYNC_MASTER: the send actor pokes when a send waits for a slave, and is poked back
-        # when a slave acked more (see actors.runtime.wake)
+        # SYNC_MASTER: the send actor pokes when a send waits for a slave (actors.runtime.wake)
         self.transfer_wake: WakeReader | None = None
-        self.acked_wake: WakeWriter | None = None
-        self.ack_wanted_to = -1  # sends wait on data up to here: poke their acks until covered
+        self.dirty: set[Channel] = set()  # the link's channel while it has bytes to write
+        self.links = LinkTable("HAService", self)
+        self.transfer: ChannelLink | None = None  # to the GroupTransferService (SYNC_MASTER)
 
     # -- control --------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -129,6 +133,21 @@ class HAServiceActor(WatchingActor):
                 self.send(sender, HAFailed(f"{type(exc).__name__}: {exc}"))
                 return
             self.send(sender, HAReady(port))
+        elif isinstance(msg, ConnectLink):
+            self._link(msg)
+
+    def _link(self, msg: ConnectLink) -> None:
+        """Report push2SlaveMaxOffset to the GroupTransferService (its first report: now)."""
+        if self.transfer is not None:
+            self.links.drop(self.transfer)
+            self.transfer.ch.close()
+        try:
+            self.transfer = self.links.open(msg.role, msg.channel_addr, msg.channel_token)
+        except OSError as exc:  # it died meanwhile: its replacement's ConnectLink comes later
+            log.warning("HA link to %s failed: %s", msg.role, exc)
+            self.transfer = None
+            return
+        self._report_acked()
 
     def _start(self, msg: StartHA) -> int:
         from store.message_store_reader import MessageStoreReader
@@ -142,7 +161,6 @@ class HAServiceActor(WatchingActor):
         self.state.set(OFF_HA_ACKED, 0)
         if msg.sync_master and msg.runtime_dir:
             self.transfer_wake = WakeReader(os.path.join(msg.runtime_dir, HA_TRANSFER))
-            self.acked_wake = WakeWriter(os.path.join(msg.runtime_dir, HA_ACKED))
         try:
             lst = listen_channel((msg.host, msg.port))
         except OSError as exc:
@@ -167,10 +185,11 @@ class HAServiceActor(WatchingActor):
         if self.reader is not None:
             self.reader.close()
             self.reader = None
-        for end in (self.transfer_wake, self.acked_wake):
-            if end is not None:
-                end.close()
-        self.transfer_wake = self.acked_wake = None
+        if self.transfer_wake is not None:
+            self.transfer_wake.close()
+        self.transfer_wake = None
+        self.links.close()
+        self.transfer = None
         self.set_watch_fds([])
 
     def _watch(self) -> None:
@@ -192,8 +211,6 @@ class HAServiceActor(WatchingActor):
                 continue
             if wake is not None and fd == wake.fd:
                 wake.drain()  # a send waits for a slave: the pump below feeds the slaves now
-                if self.reader is not None:
-                    self.ack_wanted_to = max(self.ack_wanted_to, self.reader.max_phy_offset)
                 continue
             c = self.conns.get(fd)
             if c is not None:
@@ -262,12 +279,26 @@ class HAServiceActor(WatchingActor):
             return
         self.state.set(OFF_HA_SLAVES, len(self.conns))  # connectionCount: from the accept on
         acked = [c.acked for c in self.conns.values() if c.acked >= 0]
-        if acked:  # push2SlaveMaxOffset only grows
-            before = self.state.get(OFF_HA_ACKED)
-            if max(acked) > before:
-                self.state.set(OFF_HA_ACKED, max(acked))
-                if self.acked_wake is not None and before < self.ack_wanted_to:
-                    self.acked_wake.poke()  # notifyTransferSome, while sends wait on it
+        if acked and max(acked) > self.state.get(OFF_HA_ACKED):  # it only grows
+            self.state.set(OFF_HA_ACKED, max(acked))
+            self._report_acked()  # notifyTransferSome
+
+    def _report_acked(self) -> None:
+        """SlaveAcked to the GroupTransferService, written at once (a closed link is dropped:
+        the controller links the replacement)."""
+        link = self.transfer
+        if link is None or self.state is None:
+            return
+        link.send(SlaveAcked(self.state.get(OFF_HA_ACKED), len(self.conns)))
+        link.ch.flush()
+        self.dirty.discard(link.ch)
+        if link.ch.out:
+            self.dirty.add(link.ch)
+            self.schedule("pump", BUSY_PUMP_MS)  # the pump writes the rest
+        if link.ch.closed:
+            log.warning("HA link to the group transfer service closed")
+            self.links.drop(link)
+            self.transfer = None
 
     # -- transfer -------------------------------------------------------------------------------
     def on_timer(self, key: str) -> None:
@@ -279,6 +310,9 @@ class HAServiceActor(WatchingActor):
         cfg = self.cfg
         if cfg is None or self.reader is None:
             return
+        for ch in list(self.dirty):  # what the link to the transfer service did not take
+            if ch.flush() or ch.closed:
+                self.dirty.discard(ch)
         now = time.monotonic()
         busy = False
         for c in list(self.conns.values()):

@@ -1,19 +1,20 @@
-"""The arrival-notice hand-off between the send actor (the store's writer) and the pull actor.
+"""The arrival-notice hand-off between the send actor (the store's writer) and the hold service.
 
 Mirrors broker/longpolling/NotifyMessageArrivingListener.java, RocketMQ 4.9.x. In Java the
 writer's dispatch calls PullRequestHoldService.notifyMessageArriving in the same process; here
-the writer and the hold service live in two actors joined by a channel, so the listener is
-split in two pure halves that only decide (the actor adapters own the channel and the timer):
+the writer and the hold service (actors.broker.pull_hold_service) are two actors joined by a
+link, so the listener is split in pure halves that only decide:
 
-- `ArrivalNoticeGate` (send actor): forwards the arrivals of a batch as NOTICES, coalesced,
-  only while the pull actor may hold pulls; when the pull actor reports holds again, it asks
-  for one re-check (appends made meanwhile carried no notice).
-- `HoldsReporter` (pull actor): reports "holding" at once and "not holding" only after a quiet
-  delay (a consumer that re-polls at once keeps notices flowing).
+- `ArrivalNoticeGate` (send actor): forwards the arrivals of a batch as ArrivalNotices,
+  coalesced, only while the hold service may hold pulls; when it reports holds again, it asks
+  for one re-check (appends made meanwhile carried no notice). `ArrivalNotifier` is the send
+  core's use of it on the hold service's link.
+- `HoldsReporter` (hold service): reports "holding" at once and "not holding" only after a
+  quiet delay (a consumer that re-polls at once keeps notices flowing).
 
 Nothing is lost between them: an append the writer published before a pull read the store is
 seen by that read; one published after it either carries a notice (the gate was open) or
-precedes the HOLDS record that opens the gate, whose re-check reads the store again.
+precedes the HoldsChanged record that opens the gate, whose re-check reads the store again.
 """
 
 from __future__ import annotations
@@ -21,16 +22,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from actors.core import Link
+from actors.runtime.link_records import ArrivalNotices
+
 HOLDS_OFF_DELAY_MS: Final = 200.0  # pull actor: report "no held pulls" only after this long
 
 
-def coalesce(arrivals: Sequence[Any]) -> list[list[Any]]:
+def coalesce(arrivals: Sequence[Any]) -> list[tuple[Any, ...]]:
     """One notice per (topic, queue, tags code): the newest offset wakes whatever an older would."""
     if len(arrivals) == 1:
-        return [list(arrivals[0])]
-    last: dict[tuple[Any, Any, Any], list[Any]] = {}
+        return [tuple(arrivals[0])]
+    last: dict[tuple[Any, Any, Any], tuple[Any, ...]] = {}
     for a in arrivals:
-        last[(a[0], a[1], a[3])] = list(a)
+        last[(a[0], a[1], a[3])] = tuple(a)
     return list(last.values())
 
 
@@ -52,7 +56,7 @@ class ArrivalNoticeGate:
         self.pull_holding = holding
         return recheck
 
-    def notices(self, arrivals: Sequence[Any]) -> list[list[Any]] | None:
+    def notices(self, arrivals: Sequence[Any]) -> list[tuple[Any, ...]] | None:
         """The NOTICES to send for a batch's arrivals (None: nothing to send)."""
         if not arrivals or not self.pull_holding:
             return None
@@ -81,3 +85,38 @@ class HoldsReporter:
     def sent(self, holding: bool) -> None:
         """The HOLDS record was queued."""
         self.reported = holding
+
+
+class ArrivalNotifier:
+    """The send core's end of the hold service's link: each batch's notices, through the gate."""
+
+    __slots__ = ("gate", "link")
+
+    def __init__(self) -> None:
+        self.link: Link | None = None
+        self.gate = ArrivalNoticeGate()
+
+    def linked(self, link: Link) -> None:
+        """A (new) hold service."""
+        self.link = link
+        self.gate.connected()
+
+    def unlinked(self, link: Link) -> None:
+        """The hold service died: notices go nowhere until its replacement links."""
+        if self.link is link:
+            self.link = None
+
+    def on_holds(self, link: Link, holding: bool) -> None:
+        """HoldsChanged from the hold service: a re-check request goes back when it holds
+        pulls again."""
+        if link is self.link and self.gate.on_holds(holding):
+            link.send(ArrivalNotices(()))
+
+    def end_batch(self, arrivals: Sequence[Any]) -> None:
+        """The batch's arrivals, coalesced, while the hold service may hold pulls."""
+        link = self.link
+        if link is None or not arrivals:
+            return
+        notices = self.gate.notices(arrivals)
+        if notices is not None:
+            link.send(ArrivalNotices(tuple(notices)))  # type: ignore[arg-type]

@@ -1,9 +1,12 @@
-"""ProcessorActor: one processor group (send, pull, admin, ...) in its own process.
+"""ProcessorActor: one processor group (send, pull, admin, ...) or service in its own process.
 
 Mirrors the executor side of remoting/netty/NettyRemotingAbstract.java (processRequestCommand
-on a processor's own executor) and BrokerController.registerProcessor, RocketMQ 4.9.x.
-Requests reach a ProcessorActor over its direct channel (actors.runtime.channel), never as
-Thespian messages; Thespian carries only startup, replicated-state events, and shutdown.
+on a processor's own executor) and BrokerController.registerProcessor, RocketMQ 4.9.x; the
+broker's services (hold, transfer, schedule, txcheck) are hosted the same way. Requests reach a
+ProcessorActor over its direct channel (actors.runtime.channel), never as Thespian messages;
+Thespian carries only startup, replicated-state events, link set-up and shutdown. Channels a
+processor accepts say what they are in their first record: a RemotingServer's, or a link from
+another actor (actors.runtime.links), whose records go to the core's LinkedCore methods.
 """
 
 from __future__ import annotations
@@ -15,40 +18,36 @@ import socket
 import time
 from typing import Any, ClassVar
 
-from actors.broker.notify_message_arriving_listener import (
-    HOLDS_OFF_DELAY_MS,
-    ArrivalNoticeGate,
-    HoldsReporter,
-)
 from actors.broker.personality import BROKER, BrokerPersonality, HostedContext, ProcessorContext
 from actors.core import (
-    ArrivalCore,
     BarrierCore,
+    BatchEndCore,
     ClosingCore,
     ConnectionLossCore,
     FdWatchingCore,
+    FlushedCore,
     GroupCommitCore,
-    HeldPullTable,
-    HoldingCore,
+    LinkedCore,
+    ObservedHoldCore,
     ProcessorCore,
-    Request,
     StoreShutdownCore,
 )
 from actors.runtime.channel import (
-    HOLDS,
+    LINK,
+    REPLY,
+    REQUEST,
     Channel,
     accept_channels,
-    add_holds,
-    add_notices,
-    connect_channel,
     events_record,
     listen_address,
     listen_channel,
 )
 from actors.runtime.direct_reply import DirectReplies
+from actors.runtime.link_records import decode
+from actors.runtime.links import REMOTING_HELLO, ChannelLink, LinkTable, hello_of
 from actors.runtime.messages import (
     BrokerEventBatch,
-    ConnectNotices,
+    ConnectLink,
     ProcessorReady,
     ProcessorStartFailed,
     ReleaseBarrier,
@@ -57,10 +56,11 @@ from actors.runtime.messages import (
     StoreShutdownDone,
 )
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
-from actors.runtime.request_ledger import LedgerWriter
+from actors.runtime.request_ledger import LedgerHolds, LedgerWriter
 from actors.runtime.tcp import FD_RESERVE, raise_fd_limit
 from actors.runtime.token_gate import TokenGate
 from actors.runtime.watch import WatchingActor, now_ms
+from protocol.command import RemotingCommand
 from store.config import StoreConfig
 from store.stats_page import OFF_LOCK_SINCE_MS, StatsPage, queue_offset, stats_path
 
@@ -68,32 +68,6 @@ log = logging.getLogger(__name__)
 MAX_TICK_MS = 1000.0
 SLOW_TICK_MS = 50.0
 FLUSH_RETRY_MS = 1.0
-
-
-class LedgerHolds:
-    """HoldObserver: each held request goes into the request ledger of the channel it came
-    on (actors.runtime.request_ledger), whose RemotingServer answers it if this process dies."""
-
-    __slots__ = ("conn_channel", "writers")
-
-    def __init__(self, conn_channel: dict[int, Channel], writers: dict[Channel, LedgerWriter]
-                 ) -> None:  # fmt: skip
-        self.conn_channel = conn_channel
-        self.writers = writers
-
-    def held(self, req: Request, offset: int) -> object:
-        ch = self.conn_channel.get(req.conn_id)
-        writer = self.writers.get(ch) if ch is not None else None
-        if writer is None:
-            return None
-        cmd = req.cmd
-        slot = writer.hold(req.conn_id, cmd.opaque, cmd.serialize_type, offset)
-        return (writer, slot) if slot >= 0 else None
-
-    def released(self, token: object) -> None:
-        if isinstance(token, tuple):
-            writer, slot = token
-            writer.release_later(slot)
 
 
 # -- processor actor -----------------------------------------------------------------------
@@ -113,20 +87,21 @@ class ProcessorActor(WatchingActor):
         self.core: ProcessorCore | None = None
         self.group_commit: GroupCommitCore | None = None  # the core's capabilities, once
         self.fd_core: FdWatchingCore | None = None
-        self.arrival_core: ArrivalCore | None = None
         self.loss_core: ConnectionLossCore | None = None
-        self.hold: HeldPullTable | None = None  # the pull core's held requests
-        self.outbox = ChannelOutbox()
+        self.batch_end: BatchEndCore | None = None
+        self.flushed: FlushedCore | None = None
+        self.linked: LinkedCore | None = None  # a core with links to other actors
+        self.unsorted: set[int] = set()  # accepted channels that have not said what they are
+        self.rs_chs: list[Channel] = []  # the channels from RemotingServers, oldest first
+        self.outbox: ChannelOutbox = ChannelOutbox()
+        self.links = LinkTable("", self.outbox)
         self.listener: socket.socket | None = None
         self.token = b""  # TCP channels: what a connection must send first
         self.gate: TokenGate | None = None  # TCP channels waiting for their token
         self.listen_fd = -1
         self.channels: dict[int, Channel] = {}
         self.ledgers: dict[Channel, LedgerWriter] = {}  # a holding group's, per RS channel
-        self.notice_ch: Channel | None = None  # send actor: to the pull actor
         self._core_fds: set[int] = set()  # descriptors the core asked to watch (watch_fds)
-        self.gate_notices = ArrivalNoticeGate()  # send actor: notices to the pull actor
-        self.holds = HoldsReporter()  # pull actor: HOLDS records to the send actor
         self.controller: object = None  # the controller's ActorAddress, once started
         self.store_closed = False
 
@@ -153,18 +128,8 @@ class ProcessorActor(WatchingActor):
                 except Exception:
                     log.exception("group=%s release(%d) failed", self.group, msg.token)
             self._after_batch()
-        elif isinstance(msg, ConnectNotices):
-            if self.notice_ch is not None:  # the pull actor was replaced: the old one is gone
-                self.unwatch(self.notice_ch.fd)
-                self.notice_ch.close()
-            self.gate_notices.connected()  # until the new pull actor says otherwise
-            self.notice_ch = connect_channel(
-                msg.channel_addr, name="notices", token=msg.channel_token
-            )
-            add_notices(self.notice_ch.out, [])  # hello: the pull actor learns this channel
-            self.outbox.dirty.add(self.notice_ch)
-            self._update_watch()
-            self._flush()
+        elif isinstance(msg, ConnectLink):
+            self._open_link(msg)
         elif isinstance(msg, ShutdownStore):
             ok, detail = self._shutdown_store()
             self.send(sender, StoreShutdownDone(ok, detail))
@@ -194,9 +159,11 @@ class ProcessorActor(WatchingActor):
         core = self.core
         self.group_commit = core if isinstance(core, GroupCommitCore) else None
         self.fd_core = core if isinstance(core, FdWatchingCore) else None
-        self.arrival_core = core if isinstance(core, ArrivalCore) else None
         self.loss_core = core if isinstance(core, ConnectionLossCore) else None
-        self.hold = core.hold if isinstance(core, HoldingCore) else None
+        self.batch_end = core if isinstance(core, BatchEndCore) else None
+        self.flushed = core if isinstance(core, FlushedCore) else None
+        self.linked = core if isinstance(core, LinkedCore) else None
+        self.links = LinkTable(group.name, self.outbox)
         self.SPIN_US = group.spin_us
         self.flush_every = max(1, group.reply_flush_every)
         if group.direct_replies:  # one shared socket per consumer connection
@@ -204,13 +171,11 @@ class ProcessorActor(WatchingActor):
             raise_fd_limit(msg.broker_config.maxConnections + FD_RESERVE)
         max_wait = group.max_wait_ms(msg.broker_config)
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, group.shed_codes)
-        if self.arrival_core is not None:
-            self.host.on_notices = self._on_notices
         self.host.on_apply = self._on_apply
         if group.holds_requests:
             self.host.on_ledger = self._on_ledger
-            if self.hold is not None:
-                self.hold.observer = LedgerHolds(self.outbox.conn_channel, self.ledgers)
+            if isinstance(core, ObservedHoldCore):
+                core.hold_observer = LedgerHolds(self.outbox.conn_channel, self.ledgers)
         self._attach_stats(group.name, msg.store_config)
         self.token = msg.channel_token
         if self.token:
@@ -241,17 +206,6 @@ class ProcessorActor(WatchingActor):
         if group == "pull" and store is not None:  # every store publishes its stats
             store.stats_page = page
 
-    def _on_notices(self, notices: list[Any], t: int) -> None:
-        if not notices:  # re-check request: every held queue against the store now
-            notices = self._held_queue_notices()
-            if not notices:
-                return
-        assert self.arrival_core is not None  # the host calls this only then
-        woken = self.arrival_core.on_arrival(notices, t)
-        if isinstance(woken, list):  # a core may return (conn_id, cmd) pairs, not use the outbox
-            for conn_id, cmd in woken:
-                self.outbox.send(conn_id, cmd)
-
     def _on_ledger(self, ch: Channel, fd: int) -> None:
         """The RemotingServer's request ledger for channel `ch` (a LEDGER record)."""
         old = self.ledgers.pop(ch, None)
@@ -267,12 +221,79 @@ class ProcessorActor(WatchingActor):
             self.ctx.apply(event, t)
 
     def _rs_channel(self) -> Channel | None:
-        """A live channel to the RemotingServer (not the send actor's notice channel)."""
-        notice_src = self.host.notice_channel if self.host is not None else None
-        for ch in self.channels.values():
-            if ch is not notice_src and not ch.closed:
+        """The newest live channel from a RemotingServer."""
+        for ch in reversed(self.rs_chs):
+            if not ch.closed:
                 return ch
         return None
+
+    # -- links (actors.runtime.links) ------------------------------------------------------------
+    def _open_link(self, msg: ConnectLink) -> None:
+        """Connect to a service (or the writer) the controller named; an older link to the same
+        role is its dead predecessor's."""
+        old = self.links.opened.get(msg.role)
+        if old is not None:
+            self._link_lost(old)
+        try:
+            link = self.links.open(msg.role, msg.channel_addr, msg.channel_token)
+        except OSError as exc:  # it died meanwhile: its replacement's ConnectLink comes later
+            log.warning("group=%s link to %s at %s failed: %s", self.group, msg.role,
+                        msg.channel_addr, exc)  # fmt: skip
+            return
+        log.info("group=%s linked to %s", self.group, msg.role)
+        self._update_watch()
+        if self.linked is not None:
+            self.linked.on_link(link, now_ms())
+        self._after_batch()
+
+    def _sort(self, ch: Channel, records: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """A new channel's first records say what it is: a RemotingServer's or a link (their
+        hello, taken off)."""
+        self.unsorted.discard(ch.fd)
+        hello = hello_of(records)
+        if hello is None:
+            return records
+        if hello.role == REMOTING_HELLO:
+            self.rs_chs.append(ch)
+            self.outbox.default = ch  # the newest RemotingServer's
+        else:
+            for old in [lk for lk in self.links.by_fd.values() if lk.peer == hello.role
+                        and lk.ch is not ch and lk.ch.fd in self.channels]:  # fmt: skip
+                # a dead predecessor's: what it wrote before it died is handled first (e.g. a
+                # schedule service's last deliveries, before its successor asks how far)
+                got = old.ch.read_records()
+                if got:
+                    self._link_records(old, got)
+                self._drop_channel(old.ch)
+            link = self.links.accepted(ch, hello)
+            log.info("group=%s linked from %s", self.group, hello.role)
+            if self.linked is not None:
+                self.linked.on_link(link, now_ms())
+        return records[1:]
+
+    def _link_records(self, link: ChannelLink, records: list[tuple[Any, ...]]) -> None:
+        """What came on a link, in order: typed records and answers to the core, requests to
+        the host (answered on the link)."""
+        core, host, t = self.linked, self.host, now_ms()
+        for i, rec in enumerate(records):
+            rtype = rec[0]
+            if rtype == REQUEST and host is not None:
+                host.handle(link.ch, records[i : i + 1])
+            elif rtype == LINK and core is not None:
+                core.on_link_record(link, decode(rec[1]), t)  # a bad record ends the actor
+            elif rtype == REPLY and core is not None:
+                core.on_link_response(link, RemotingCommand.decode(rec[2][4:]), t)
+            else:
+                log.warning("group=%s unexpected record type %d on %r", self.group, rtype, link)
+
+    def _link_lost(self, link: ChannelLink) -> None:
+        self.links.drop(link)
+        if link.ch.sock.fileno() >= 0:
+            self.unwatch(link.ch.fd)
+        link.ch.close()
+        log.warning("group=%s %r lost", self.group, link)
+        if self.linked is not None:
+            self.linked.on_link_lost(link, now_ms())
 
     def _core_fds_changed(self) -> None:
         """Re-arm the watch only when the core's own descriptors changed (a rebuilt watch
@@ -282,52 +303,13 @@ class ProcessorActor(WatchingActor):
             self._update_watch()
 
     def _update_watch(self) -> None:
-        fds = [self.listen_fd, *self.channels]
+        fds = [self.listen_fd, *self.channels, *self.links.opened_fds()]
         if self.gate is not None:
             fds += self.gate.pending_fds()
-        if self.notice_ch is not None and not self.notice_ch.closed:
-            fds.append(self.notice_ch.fd)
         fd_core = self.fd_core  # e.g. a slave's HA connection
         self._core_fds = set(fd_core.watch_fds()) if fd_core is not None else set()
         fds += self._core_fds
         self.set_watch_fds(fds)
-
-    def _held_queue_notices(self) -> list[Any]:
-        """(topic, qid, max offset, None, 0) for every queue with held pulls (pull actor)."""
-        table = self.hold.table if self.hold is not None else None
-        store = self.ctx.store if self.ctx is not None else None
-        if not table or store is None:
-            return []
-        notices = []
-        for key in list(table):
-            topic, _, qid = key.rpartition("@")
-            try:
-                notices.append(
-                    (topic, int(qid), store.get_max_offset_in_queue(topic, int(qid)), None, 0)
-                )
-            except Exception:
-                log.exception("group=%s re-check of %s failed", self.group, key)
-        return notices
-
-    def _holding(self) -> bool:
-        """True when the pull core holds pulls (or when that cannot be known)."""
-        return True if self.hold is None else bool(self.hold.table)
-
-    def _read_notice_channel(self, ch: Channel) -> None:
-        """Send actor: HOLDS records from the pull actor."""
-        records = ch.read_records()
-        if records is None:
-            log.warning("group=%s notice channel closed", self.group)
-            self.unwatch(ch.fd)
-            ch.close()
-            self.notice_ch = None
-            self._update_watch()
-            return
-        for rec in records:
-            if rec[0] == HOLDS and self.gate_notices.on_holds(bool(rec[1])):
-                # appends made before this record carried no notice: ask for a re-check
-                add_notices(ch.out, [])
-                self.outbox.dirty.add(ch)
 
     def on_ready(self, fds: list[int]) -> None:
         host = self.host
@@ -343,9 +325,6 @@ class ProcessorActor(WatchingActor):
                 log.exception("group=%s core fd handler failed", self.group)
             self._core_fds_changed()
         for fd in fds:
-            if self.notice_ch is not None and fd == self.notice_ch.fd:
-                self._read_notice_channel(self.notice_ch)
-                continue
             if fd == self.listen_fd and self.listener is not None:
                 if self.gate is not None:  # TCP: held until the token came (never waited for)
                     self.gate.accept(self.listener, time.monotonic())
@@ -354,6 +333,14 @@ class ProcessorActor(WatchingActor):
                     for new_ch in accept_channels(self.listener, name=self.group):
                         self._add_channel(new_ch)
                 self._update_watch()
+                continue
+            opened = self.links.get(fd)
+            if opened is not None and fd not in self.channels:  # a link this actor opened
+                got = opened.ch.read_records()
+                if got is not None:
+                    self._link_records(opened, got)
+                if got is None or opened.ch.closed:
+                    self._link_lost(opened)
                 continue
             ch = self.channels.get(fd)
             if ch is None:
@@ -368,6 +355,14 @@ class ProcessorActor(WatchingActor):
             if records is None:
                 self._drop_channel(ch)
                 continue
+            if fd in self.unsorted:
+                records = self._sort(ch, records)
+            link = self.links.get(fd)
+            if link is not None:  # a link opened to this actor
+                self._link_records(link, records)
+                if ch.closed:
+                    self._drop_channel(ch)
+                continue
             step = self.flush_every
             for start in range(0, len(records), step):
                 mark = len(ch.out)
@@ -377,12 +372,10 @@ class ProcessorActor(WatchingActor):
                     ledger = self.ledgers.get(ch)  # after the record that brought it
                     if ledger is not None:
                         ledger.read += taken
-                events = None
-                if ch is not host.notice_channel and self.ctx is not None:
-                    events = self.ctx.drain_events()
-                    if events:  # ahead of this batch's replies: causal order for clients
-                        ch.out[mark:mark] = events_record(self.group, events)
-                        self.outbox.dirty.add(ch)
+                events = self.ctx.drain_events() if self.ctx is not None else None
+                if events:  # ahead of this batch's replies: causal order for clients
+                    ch.out[mark:mark] = events_record(self.group, events)
+                    self.outbox.dirty.add(ch)
                 self.outbox.release(direct_ok=not events)
                 if start + step < len(records):
                     ch.flush()  # the client decodes these replies while we run the rest
@@ -394,8 +387,7 @@ class ProcessorActor(WatchingActor):
         if self.outbox.direct is not None or (self.host is not None and self.host.on_ledger):
             ch.take_fds()  # the RemotingServer passes client sockets, ledgers on Unix channels
         self.channels[ch.fd] = ch
-        if self.outbox.default is None:
-            self.outbox.default = ch
+        self.unsorted.add(ch.fd)
 
     def _expire_tokens(self) -> None:
         """Close TCP connections whose token is late; come back at the next deadline."""
@@ -409,19 +401,24 @@ class ProcessorActor(WatchingActor):
             self._update_watch()
 
     def _drop_channel(self, ch: Channel) -> None:
-        """A channel closed (its RemotingServer died, or the send actor's notices ended): the
-        connections whose requests came on it are gone for this processor too, lost rather
-        than closed to a ConnectionLossCore (their clients are likely reconnecting)."""
-        self.unwatch(ch.fd)
-        ch.close()
+        """A channel closed (its RemotingServer died, or a link's peer died): the connections
+        whose requests came on it are gone for this processor too, lost rather than closed to
+        a ConnectionLossCore (their clients are likely reconnecting)."""
+        link = self.links.get(ch.fd)
+        if link is not None and link.ch is ch:
+            self._link_lost(link)
+        else:
+            self.unwatch(ch.fd)
+            ch.close()
         self.channels.pop(ch.fd, None)
+        self.unsorted.discard(ch.fd)
         ledger = self.ledgers.pop(ch, None)
         if ledger is not None:
             ledger.close()
+        if ch in self.rs_chs:
+            self.rs_chs.remove(ch)
         if self.outbox.default is ch:
-            self.outbox.default = next(iter(self.channels.values()), None)
-        if self.host is not None and self.host.notice_channel is ch:
-            self.host.notice_channel = None
+            self.outbox.default = self._rs_channel()
         gone = [c for c, via in self.outbox.conn_channel.items() if via is ch]
         t = now_ms()
         loss = self.loss_core
@@ -456,31 +453,20 @@ class ProcessorActor(WatchingActor):
                 self.outbox.dirty.add(rs)
             elif self.controller is not None:
                 self.send(self.controller, BrokerEventBatch(self.group, events))
-        if self.notice_ch is not None:
-            notices = self.gate_notices.notices(ctx.drain_arrivals())
-            if notices is not None:
-                add_notices(self.notice_ch.out, notices)
-                self.outbox.dirty.add(self.notice_ch)
-        elif self.host is not None and self.host.on_notices is not None:
-            report = self.holds.after_batch(self._holding())
-            if report:
-                self._report_holding(True)
-            elif report is not None:  # hysteresis: a consumer re-polling at once keeps notices
-                self.schedule("holds-off", HOLDS_OFF_DELAY_MS)
+        if self.batch_end is not None:  # e.g. the send core's arrival notices
+            self.batch_end.end_batch(now_ms())
         self._flush()
-
-    def _report_holding(self, holding: bool) -> None:
-        src = self.host.notice_channel if self.host is not None else None
-        if src is not None and not src.closed:
-            add_holds(src.out, holding)
-            self.outbox.dirty.add(src)
-            self.holds.sent(holding)
+        if self.flushed is not None:  # e.g. the send core's HA wake-up
+            self.flushed.after_flush(now_ms())
 
     def _flush(self) -> None:
         outbox = self.outbox
         outbox.release(direct_ok=True)  # from notices, timers, control: no reply waits on events
         if outbox.dirty:
-            still = {ch for ch in outbox.dirty if not ch.flush()}
+            # links last, and only once the rest is out (actors.runtime.links.flush_order)
+            others, links = self.links.flush_order(outbox.dirty)
+            still = {ch for ch in others if not ch.flush()}
+            still.update(links if still else (ch for ch in links if not ch.flush()))
             outbox.dirty = still
             if still:
                 self.schedule("flush", FLUSH_RETRY_MS)
@@ -507,8 +493,6 @@ class ProcessorActor(WatchingActor):
     def on_timer(self, key: str) -> None:
         if key == "tick" and not self.store_closed:
             self._tick()
-        elif key == "holds-off" and self.holds.quiet_delay_over(self._holding()):
-            self._report_holding(False)
         elif key == "tokens":
             self._expire_tokens()
         self._after_batch()
@@ -532,6 +516,10 @@ class ProcessorActor(WatchingActor):
         return True, "ok"
 
     def on_exit(self) -> None:
+        for link in list(self.links.opened.values()):  # answers the peer sent before it went
+            got = link.ch.read_records()
+            if got:
+                self._link_records(link, got)
         if self.group == "send":
             self._shutdown_store()
         else:
@@ -556,8 +544,7 @@ class ProcessorActor(WatchingActor):
             direct.close_all()
         if self.gate is not None:
             self.gate.close()
-        if self.notice_ch is not None:
-            self.notice_ch.close()
+        self.links.close()
         if self.listener is not None:
             addr = listen_address(self.listener)
             self.listener.close()

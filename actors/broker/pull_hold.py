@@ -3,8 +3,9 @@
 Mirrors broker/longpolling/PullRequestHoldService.java + ManyPullRequest.java, RocketMQ 4.9.x:
 a pull that finds nothing new is parked; it is woken when a message that passes its filter
 arrives on its queue, or by the periodic sweep once the queue moved past its offset or its
-hold time is over (checked only when a sweep runs). The core is pure: it returns the requests
-to re-run; the pull processor re-runs them "without suspend" and replies through the outbox.
+hold time is over (checked only when a sweep runs). The table is pure: it returns the pulls
+to wake; the hold service actor (actors.broker.pull_hold_service) sends each back to the pull
+actor it came from, which runs it again "without suspend" and answers it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.core import HoldObserver, Request
+from actors.core import Link
+from actors.runtime.link_records import HoldPull
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +27,8 @@ HOLD_SWEEP_INTERVAL_MS: Final = 5_000
 class HeldPull:
     """One parked pull request."""
 
-    req: Request
+    req: HoldPull  # what the pull actor sent (its token goes back in the WakePull)
+    link: Link | None  # the pull actor's link it came on
     topic: str
     queue_id: int
     pull_from_offset: int
@@ -33,7 +36,6 @@ class HeldPull:
     timeout_ms: int  # hold time
     filter: Any  # has is_matched_by_consume_queue(tags_code) -> bool
     checked_to: int = -1  # arrivals below this were read and did not match (SQL92)
-    token: object = None  # what the hold observer gave for it
 
     @property
     def conn_id(self) -> int:
@@ -56,16 +58,12 @@ class PullRequestHoldService:
         # (held pull, queue max offset) -> whether what arrived matches it on the commit log
         # (isMatchedByCommitLog with the arrival's properties); None: the tags decide alone
         self.arrival_match: Callable[[HeldPull, int], bool] | None = None
-        # told of every hold and release (the actor's request ledger); None: nobody
-        self.observer: HoldObserver | None = None
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.table.values())
 
     def suspend(self, held: HeldPull) -> None:
         """suspendPullRequest."""
-        if self.observer is not None:
-            held.token = self.observer.held(held.req, held.pull_from_offset)
         self.table.setdefault(build_key(held.topic, held.queue_id), []).append(held)
 
     def notify_message_arriving(
@@ -107,14 +105,7 @@ class PullRequestHoldService:
             self.table[key] = keep
         else:
             del self.table[key]
-        self._released(woken)
         return woken
-
-    def _released(self, gone: list[HeldPull]) -> None:
-        observer = self.observer
-        if observer is not None:
-            for h in gone:
-                observer.released(h.token)
 
     def check_hold_request(
         self, now_ms: int, max_offset_fn: Callable[[str, int], int]
@@ -149,12 +140,18 @@ class PullRequestHoldService:
 
     def drop_connection(self, conn_id: int) -> int:
         """Forget the held pulls of a closed connection; how many were dropped."""
+        return self._drop(lambda h: h.conn_id == conn_id)
+
+    def drop_link(self, link: Link) -> int:
+        """Forget the held pulls that came on a link (their pull actor died: the RemotingServer
+        answered them from its ledger); how many were dropped."""
+        return self._drop(lambda h: h.link is link)
+
+    def _drop(self, gone: Callable[[HeldPull], bool]) -> int:
         n = 0
         for key in list(self.table):
-            keep = [h for h in self.table[key] if h.conn_id != conn_id]
+            keep = [h for h in self.table[key] if not gone(h)]
             n += len(self.table[key]) - len(keep)
-            if len(keep) != len(self.table[key]):
-                self._released([h for h in self.table[key] if h.conn_id == conn_id])
             if keep:
                 self.table[key] = keep
             else:

@@ -49,6 +49,10 @@ class BrokerSnapshot:
     consumer_groups: tuple[ConsumerGroupInfo, ...] = ()
     topic_version: tuple[int, int] = (0, 0)  # (counter, timestamp): the tables' DataVersion
     group_version: tuple[int, int] = (0, 0)
+    # the producer groups' live connections (ProducerManager): a replaced actor that calls
+    # producers (transaction check-backs, reply pushes) has them at once, not after a heartbeat
+    producer_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    producer_clients: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 class BrokerState:
@@ -139,6 +143,8 @@ class BrokerState:
             consumer_groups=tuple(self.consumer_groups.values()),
             topic_version=self.topic_version,
             group_version=self.group_version,
+            producer_groups=tuple(self.producer_groups.items()),
+            producer_clients=tuple(self.producer_clients.items()),
         )
 
     def load_snapshot(self, snapshot: BrokerSnapshot) -> None:
@@ -152,3 +158,6 @@ class BrokerState:
         self.consumer_groups = {c.group: c for c in snapshot.consumer_groups}
         self.topic_version = snapshot.topic_version
         self.group_version = snapshot.group_version
+        self.producer_groups = dict(snapshot.producer_groups)
+        self.producer_clients = dict(snapshot.producer_clients)
+        self._producer_channels = None

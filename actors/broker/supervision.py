@@ -11,16 +11,21 @@ The roles, as their processes are named (amq-<role>, actors.runtime.watch.name_p
   (actors.broker.consumer_manager) for the clients to take up again. The dead one's client
   connections are reset, not closed (actors.runtime.tcp): its clients, Java's too, fail what
   was pending on them at once and reconnect.
-- a processor group (send, pull, consumer_manage, client_manage, query, admin): meanwhile the
-  RemotingServer answers the group's requests SYSTEM_BUSY. The new actor starts from a fresh
-  state snapshot, taken once the RemotingServer has handed the controller every replicated
-  event it held (SyncEvents), listens on a new channel, and the RemotingServer connects to it
-  (ConnectProcessor). `send` is the one store writer: its store recovers (abnormally after a
-  kill: the abort marker is there) and the readers in the other processes follow the state
-  page's new generation; the IndexService is stopped first (the writer's recovery takes the
-  index lock) and started again after it, and the send -> pull notices channel is rebuilt.
+- a processor group (send, pull, consumer_manage, client_manage, query, admin) or service
+  (hold, transfer, schedule, txcheck: PullRequestHoldService, GroupTransferService,
+  ScheduleMessageService, TransactionalMessageCheckService): meanwhile the RemotingServer
+  answers the group's requests SYSTEM_BUSY. The new actor starts from a fresh state snapshot,
+  taken once the RemotingServer has handed the controller every replicated event it held
+  (SyncEvents), listens on a new channel, and the RemotingServer connects to it
+  (ConnectProcessor); then the links it opens and those opened to it are made again
+  (ConnectLink, `wire_links`: what each side recovers is in its core's docstring). `send` is
+  the one store writer: its store recovers (abnormally after a kill: the abort marker is there)
+  and the readers in the other processes follow the state page's new generation; the
+  IndexService is stopped first (the writer's recovery takes the index lock) and started again
+  after it.
 - IndexService: started again; it resumes from its own files.
-- HAService (a master's): a new one on the same HA port; slaves reconnect by themselves.
+- HAService (a master's): a new one on the same HA port; slaves reconnect by themselves, and it
+  links to the GroupTransferService again.
 
 A role that dies MAX_DEATHS times within DEATH_WINDOW_MS (actors.runtime.supervisor), or whose
 replacement keeps failing to start, is given up: the broker stops itself as a StopBroker would
@@ -42,7 +47,7 @@ from actors.runtime.channel import ChannelAddr
 from actors.runtime.messages import (
     BrokerStopped,
     ChildPids,
-    ConnectNotices,
+    ConnectLink,
     ConnectProcessor,
     EventsSynced,
     HAFailed,
@@ -69,6 +74,7 @@ log = logging.getLogger(__name__)
 REMOTING: Final = "RemotingServer"
 INDEX: Final = "IndexService"
 HA: Final = "HAService"
+HA_LINKS: Final = ("transfer",)  # the HAService reports slave acks to the GroupTransferService
 CONN_ID_GENERATION_SHIFT: Final = 36  # RemotingServer n numbers its connections from n << 36
 SYNC_EVENTS_WAIT_MS: Final = 1000.0  # a processor starts anyway if SyncEvents is not answered
 
@@ -156,6 +162,7 @@ class BrokerChildSupervisor(WatchingActor):
             self._replacement_failed(REMOTING, msg.reason)
         elif isinstance(msg, HAReady):
             self.ha_port = msg.port
+            self.wire_links(HA)
             self._replaced(HA)
         elif isinstance(msg, HAFailed):
             self._replacement_failed(HA, msg.reason)
@@ -291,12 +298,30 @@ class BrokerChildSupervisor(WatchingActor):
         self.channel_addrs[group] = channel_addr
         if self.remoting is not None:
             self.send(self.remoting, ConnectProcessor(group, channel_addr, self.channel_token))
-        pull = self.channel_addrs.get("pull")
-        if group in ("send", "pull") and "send" in self.processors and pull is not None:
-            self.send(self.processors["send"], ConnectNotices(pull, self.channel_token))
+        self.wire_links(group)
         if group == "send":
             self._start_indexer()
         self._replaced(group)
+
+    # -- links between the services and the processors (actors.runtime.links) -------------------
+    def wire_links(self, ready: str | None) -> None:
+        """Tell each actor that opens a link where its peer listens: every link (None), or
+        those of `ready`, a role that listens again (a replacement), opened by it or to it. An
+        opener must be listening itself (a replacement is told once it is)."""
+        token = self.channel_token
+        for g in self.groups:
+            actor = self.processors.get(g.name)
+            if actor is None or g.name not in self.channel_addrs:
+                continue
+            for peer in g.links:
+                addr = self.channel_addrs.get(peer)
+                if addr is not None and ready in (None, g.name, peer):
+                    self.send(actor, ConnectLink(peer, addr, token))
+        if self.ha is not None and self.ha_port:
+            for peer in HA_LINKS:
+                addr = self.channel_addrs.get(peer)
+                if addr is not None and ready in (None, HA, peer):
+                    self.send(self.ha, ConnectLink(peer, addr, token))
 
     # -- giving up -------------------------------------------------------------------------------
     def _give_up(self, role: str, reason: str) -> None:

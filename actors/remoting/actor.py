@@ -57,11 +57,14 @@ from actors.runtime.channel import (
     Channel,
     add_apply,
     add_conn_record,
+    add_link,
     add_locks,
     add_request,
     connect_channel,
 )
 from actors.runtime.direct_reply import ConnLocks
+from actors.runtime.link_records import LinkHello, encode
+from actors.runtime.links import REMOTING_HELLO
 from actors.runtime.messages import (
     ConnectProcessor,
     EventsApplied,
@@ -189,6 +192,8 @@ class RemotingServer(WatchingActor):
                 self._read_channel(old)
             self._drop_channel(old)
         ch = connect_channel(addr, name=group, token=token)
+        add_link(ch.out, encode(LinkHello(REMOTING_HELLO)))  # tells this channel from links
+        self.dirty.add(ch)
         self.group_channel[group] = ch
         self.by_fd[ch.fd] = ch
         self.watch(ch.fd)

@@ -8,8 +8,9 @@ Record layout (big-endian), one after another on a stream socket:
 
     offset size field
     0      4    rest_len   bytes after this field (type byte + payload)
-    4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, NOTICES 5, HOLDS 6,
-                           EVENTS 7, APPLY 8, CALL 9, CONN_FD 10, LOCKS 11, LEDGER 12
+    4      1    rtype      REQUEST 1, REPLY 2, CONN_CLOSED 3, CLOSE_CONN 4, EVENTS 7,
+                           APPLY 8, CALL 9, CONN_FD 10, LOCKS 11, LEDGER 12, LINK 13
+                           (5 and 6 were the arrival notices' records, now LINK records)
     5      ...  payload:
        REQUEST     q conn_id | q recv_ns | I peer IPv4 | H peer port | frame (no length prefix)
        REPLY       q conn_id | encoded frame (with its 4-byte length: written to TCP as is)
@@ -18,10 +19,6 @@ Record layout (big-endian), one after another on a stream socket:
                    processor that sent it; Broker2Client.callClient)
        CONN_CLOSED q conn_id                 (RemotingServer -> processors)
        CLOSE_CONN  q conn_id                 (processor -> RemotingServer: drop that client)
-       NOTICES     msgpack list of arrival tuples (send actor -> pull actor); an empty
-                   list means "re-check every held pull against the store now"
-       HOLDS       B 1/0: the pull actor has / has no held pulls (pull actor -> send actor,
-                   sent on change; the send actor skips notices while there are none)
        EVENTS      msgpack [origin, {group: pickled event list}, pickled full list]
                    (processor -> RemotingServer, written before the replies of its batch)
        APPLY       pickled event list (RemotingServer -> the processors of its AUDIENCE)
@@ -32,6 +29,12 @@ Record layout (big-endian), one after another on a stream socket:
        LEDGER      no payload                (RemotingServer -> a processor group that holds
                    requests, first on its Unix channel: the ledger page rides the sendmsg;
                    see actors.runtime.request_ledger)
+       LINK        msgpack array: a typed record between a service actor and a processor
+                   (actors.runtime.link_records: HoldPull, WakePull, TransferWait, ...), on
+                   a link (a channel opened on the controller's ConnectLink, its first
+                   record a LinkHello); REQUEST / REPLY records may travel on a link too.
+                   A RemotingServer's channel starts with a LinkHello("RemotingServer"): the
+                   processor tells its channels from links by their first record
 
 Descriptors arrive in the order of their records: the reader queues what each recvmsg brings
 (Channel.fds) and each CONN_FD / LOCKS / LEDGER record takes the next one.
@@ -68,14 +71,13 @@ REQUEST: Final = 1
 REPLY: Final = 2
 CONN_CLOSED: Final = 3
 CLOSE_CONN: Final = 4
-NOTICES: Final = 5
-HOLDS: Final = 6
 EVENTS: Final = 7
 APPLY: Final = 8
 CALL: Final = 9
 CONN_FD: Final = 10
 LOCKS: Final = 11
 LEDGER: Final = 12
+LINK: Final = 13
 
 REC_LEN = struct.Struct(">I")
 REQUEST_HDR = struct.Struct(
@@ -234,17 +236,10 @@ def add_ledger(out: bytearray) -> None:
     out += TYPE_HDR.pack(1, LEDGER)
 
 
-def add_notices(out: bytearray, notices: list[Any]) -> None:
-    """Append a NOTICES record (a msgpack list)."""
-    payload = msgpack.packb(notices, use_bin_type=True)
-    out += TYPE_HDR.pack(1 + len(payload), NOTICES)
+def add_link(out: bytearray, payload: bytes) -> None:
+    """Append a LINK record (an encoded actors.runtime.link_records record)."""
+    out += TYPE_HDR.pack(1 + len(payload), LINK)
     out += payload
-
-
-def add_holds(out: bytearray, holding: bool) -> None:
-    """Append a HOLDS record."""
-    out += TYPE_HDR.pack(2, HOLDS)
-    out.append(1 if holding else 0)
 
 
 class RoutedEvent(Protocol):
@@ -306,7 +301,7 @@ class RecordDecoder:
         CALL -> (9, conn_id, opaque, frame);
         CONN_CLOSED / CLOSE_CONN / CONN_FD -> (rtype, conn_id); LOCKS -> (11,);
         LEDGER -> (12,);
-        NOTICES -> (5, list); HOLDS -> (6, bool);
+        LINK -> (13, memoryview);
         EVENTS -> (7, origin, {group: bytes}, bytes); APPLY -> (8, memoryview).
         """
         buf = self._rest + data if self._rest else data
@@ -349,17 +344,13 @@ class RecordDecoder:
                     raise ChannelError("bad connection record")
                 _, _, conn_id = CONN_HDR.unpack_from(buf, pos)
                 append((rtype, conn_id))
-            elif rtype == NOTICES:
-                append((NOTICES, msgpack.unpackb(view[pos + 5 : end], use_list=True)))
             elif rtype == EVENTS:
                 origin, by_group, full = msgpack.unpackb(view[pos + 5 : end], raw=False)
                 append((EVENTS, origin, by_group, full))
             elif rtype == APPLY:
                 append((APPLY, view[pos + 5 : end]))
-            elif rtype == HOLDS:
-                if rest_len != 2:
-                    raise ChannelError("bad HOLDS record")
-                append((HOLDS, buf[pos + 5] != 0))
+            elif rtype == LINK:
+                append((LINK, view[pos + 5 : end]))
             elif rtype in (LOCKS, LEDGER):
                 if rest_len != 1:
                     raise ChannelError(f"bad record of type {rtype}")

@@ -87,9 +87,11 @@ class ProcessorStartFailed:
 
 
 @dataclass(frozen=True)
-class ConnectNotices:
-    """Controller -> send ProcessorActor: write arrival notices to the pull actor's channel."""
+class ConnectLink:
+    """Controller -> a ProcessorActor (or the HAService): open a link to `role`'s actor, which
+    listens on channel_addr (actors.runtime.links); sent again when either side is replaced."""
 
+    role: str
     channel_addr: ChannelAddr
     channel_token: bytes = b""
 

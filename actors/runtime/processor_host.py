@@ -23,7 +23,6 @@ from actors.runtime.channel import (
     CONN_FD,
     LEDGER,
     LOCKS,
-    NOTICES,
     REQUEST,
     Channel,
     add_call,
@@ -105,6 +104,12 @@ class ChannelOutbox:
         if ch is not None:
             self.reply(ch, conn_id, cmd.encode())
 
+    def send_frame(self, conn_id: int, encoded: bytes) -> None:
+        """Queue an encoded frame for the connection (actors.core.FrameOutbox)."""
+        ch = self._channel(conn_id)
+        if ch is not None:
+            self.reply(ch, conn_id, encoded)
+
     def call(self, conn_id: int, cmd: RemotingCommand) -> None:
         """Queue the request `cmd` for the client; its answer comes back to this processor."""
         ch = self._channel(conn_id)
@@ -140,8 +145,6 @@ class ProcessorHost:
         self.outbox = outbox
         self.max_wait_ns = int(max_wait_ms) * 1_000_000
         self.shed = shed  # the codes answered SYSTEM_BUSY once waited too long (None: all)
-        self.on_notices: Callable[[list[Any], int], None] | None = None  # the pull group's
-        self.notice_channel: Channel | None = None  # where NOTICES come from (the send actor)
         self.on_apply: Callable[[bytes, int], None] | None = None  # pickled replicated events
         self.on_ledger: Callable[[Channel, int], None] | None = None  # a LEDGER record's page
         # a FastPathCore's fast_path(frame, conn_id, peer, now_ms) -> encoded reply | None
@@ -252,13 +255,6 @@ class ProcessorHost:
                     self.core.on_connection_closed(conn_id, now_ms)
                 except Exception:
                     log.exception("group=%s on_connection_closed failed", self.group)
-            elif rtype == NOTICES:
-                self.notice_channel = ch
-                if self.on_notices is not None:
-                    try:
-                        self.on_notices(rec[1], now_ms)
-                    except Exception:
-                        log.exception("group=%s on_arrival failed", self.group)
             elif rtype in (CONN_FD, LOCKS):
                 outbox.adopt(rtype, rec[1] if rtype == CONN_FD else 0, ch.next_fd())
             elif rtype == LEDGER:

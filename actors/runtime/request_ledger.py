@@ -52,6 +52,7 @@ import struct
 from collections import deque
 from typing import Any, Final
 
+from actors.core import Request
 from actors.runtime.channel import Channel, add_ledger
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -226,6 +227,35 @@ class LedgerWriter:
     def close(self) -> None:
         """Unmap the page."""
         self.page.close()
+
+
+class LedgerHolds:
+    """actors.core.HoldObserver of the pull actor: each pull it hands to the hold service
+    goes into the request ledger of the channel it came on, whose RemotingServer answers it
+    if the pull actor dies."""
+
+    __slots__ = ("conn_channel", "writers")
+
+    def __init__(self, conn_channel: dict[int, Channel], writers: dict[Channel, LedgerWriter]
+                 ) -> None:  # fmt: skip
+        self.conn_channel = conn_channel
+        self.writers = writers
+
+    def held(self, req: Request, offset: int) -> object:
+        """Record `req` in its channel's ledger; the token for released()."""
+        ch = self.conn_channel.get(req.conn_id)
+        writer = self.writers.get(ch) if ch is not None else None
+        if writer is None:
+            return None
+        cmd = req.cmd
+        slot = writer.hold(req.conn_id, cmd.opaque, cmd.serialize_type, offset)
+        return (writer, slot) if slot >= 0 else None
+
+    def released(self, token: object) -> None:
+        """The request is answered: its slot is cleared once the answer left the process."""
+        if isinstance(token, tuple):
+            writer, slot = token
+            writer.release_later(slot)
 
 
 class GroupGap:

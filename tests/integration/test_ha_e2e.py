@@ -22,6 +22,7 @@ from deploy.wire import BlockingClient
 from protocol.codes import ResponseCode as RS
 from protocol.message import decode_messages
 from store.config import StoreConfig
+from tests.integration.conftest import cluster_pids
 from tests.integration.e2e_helpers import (
     RPC_TIMEOUT_S,
     SMALL_STORE,
@@ -32,6 +33,7 @@ from tests.integration.e2e_helpers import (
     msg_props,
     namesrv_addr,
     pull_cmd,
+    role_pids,
     send_cmd,
     simple_cmd,
     start_real,
@@ -120,15 +122,17 @@ def test_sync_master_waits_for_a_slave(local_cluster, tmp_path: Path) -> None:
         r = wait_until(synced, 20.0, 0.2)
         assert r is not None, "a SYNC_MASTER send never got SEND_OK with a slave connected"
         # one after the other, each answered once the slave has it (the HA service is woken
-        # for each, the send actor on each ack, through the store's two wake pipes)
+        # for each through the store's wake pipe; it reports each ack to the
+        # GroupTransferService actor, which answers the send)
         for i in range(100):
             r = master.invoke(send_cmd(topic, b"seq-%d" % i, msg_props(), queue_id=0),
                               RPC_TIMEOUT_S)  # fmt: skip
             assert r.code == RS.SUCCESS, (i, r.code, r.remark)
-        for name in ("ha-transfer.wake", "ha-acked.wake"):  # in the master's runtime dir
-            [path] = glob.glob(os.path.join(cluster.runtime_dir, "*", name))
-            mode = os.stat(path).st_mode
-            assert stat.S_ISFIFO(mode) and stat.S_IMODE(mode) == 0o600, name
+        [path] = glob.glob(os.path.join(cluster.runtime_dir, "*", "ha-transfer.wake"))
+        mode = os.stat(path).st_mode  # in the master's runtime dir
+        assert stat.S_ISFIFO(mode) and stat.S_IMODE(mode) == 0o600
+        assert glob.glob(os.path.join(cluster.runtime_dir, "*", "ha-acked.wake")) == []
+        assert len(role_pids(cluster_pids(cluster), "transfer")) == 1
         # WAIT=false: answered at once whatever the slaves
         r = master.invoke(send_cmd(topic, b"nowait", msg_props(wait=False), queue_id=0),
                           RPC_TIMEOUT_S)  # fmt: skip

@@ -119,6 +119,7 @@ class Received:
 
     def __init__(self) -> None:
         self.at: dict[str, float] = {}
+        self.count = 0  # deliveries, a body consumed twice counted twice
         self.lock = threading.Lock()
 
     def __call__(self, msgs: tuple[Any, ...]) -> ConsumeResult:
@@ -126,6 +127,7 @@ class Received:
         with self.lock:
             for m in msgs:
                 self.at.setdefault(m.body.decode(), now)
+                self.count += 1
         return ConsumeResult.SUCCESS
 
     def times(self) -> dict[str, float]:
@@ -255,6 +257,32 @@ def test_pull_actor_killed_our_push_consumer_resumes_at_once(up: Any, direct: st
         c.close()
 
 
+@DIRECT
+def test_hold_service_killed_our_push_consumer_resumes_at_once(up: Any, direct: str) -> None:
+    """The PullRequestHoldService actor holds every suspended pull: killed, the pull actor
+    answers each pull it had handed over PULL_RETRY_IMMEDIATELY from the offset it asked for,
+    the client pulls again, and the replacement holds (and wakes) those pulls. Nothing is lost
+    and nothing consumed twice."""
+    u = up(directReplyToLocalClients=direct)
+    rec = Received()
+    c = push_consumer(u, "resume_hold_cg", rec)
+    try:
+        settle(rec.times, u.port)
+        killed_at = kill_role(u.runs[-1], "hold")
+        after = send_each_queue(u.port, "after-hold-kill", killed_at + RESUME_BOUND_S)
+        took = consumed_within(rec.times, after, killed_at, RESUME_BOUND_S)
+        assert took is not None, f"not resumed within {RESUME_BOUND_S} s: {sorted(rec.times())}"
+        assert wait_until(lambda: role_pids(u.runs[-1].pids(), "hold") or None, 10.0, 0.05)
+        # long polling again at the replacement: a message sent now wakes a held pull
+        time.sleep(HELD_S)
+        again = send_each_queue(u.port, "held-again", time.monotonic() + RESUME_BOUND_S)
+        assert consumed_within(rec.times, again, time.monotonic(), RESUME_BOUND_S) is not None
+        assert rec.count == len(rec.at), "a message was consumed twice"
+        print(f"hold service killed (direct={direct}): our push consumer resumed in {took:.2f} s")
+    finally:
+        c.close()
+
+
 @pytest.fixture(scope="module")
 def java_classes(reference_build: Path, tmp_path_factory: pytest.TempPathFactory
                  ) -> tuple[str, str]:  # fmt: skip
@@ -282,6 +310,25 @@ def test_pull_actor_killed_java_push_consumer_resumes_at_once(
         assert took is not None, f"not resumed within {RESUME_BOUND_S} s: {sorted(java.times())}"
         print(f"pull actor killed (direct={direct}): the Java 4.9.8 push consumer resumed in "
               f"{took:.2f} s")
+    finally:
+        java.stop()
+
+
+def test_hold_service_killed_java_push_consumer_resumes_at_once(
+    up: Any, java_classes: tuple[str, str], tmp_path: Path
+) -> None:
+    """A Java 4.9.8 push consumer maps the PULL_RETRY_IMMEDIATELY its held pulls get when the
+    hold service dies to NO_MATCHED_MSG and pulls again at once from the same offset."""
+    u = up()
+    java = JavaConsumer(*java_classes, u.namesrv, "resume_java_hold_cg", tmp_path / "java.out")
+    try:
+        settle(java.times, u.port)
+        killed_at = kill_role(u.runs[-1], "hold")
+        after = send_each_queue(u.port, "after-hold-kill", killed_at + RESUME_BOUND_S)
+        took = consumed_within(java.times, after, killed_at, RESUME_BOUND_S)
+        assert took is not None, f"not resumed within {RESUME_BOUND_S} s: {sorted(java.times())}"
+        assert java.offsets() == {q: {0, 1} for q in range(QUEUES)}  # nothing skipped
+        print(f"hold service killed: the Java 4.9.8 push consumer resumed in {took:.2f} s")
     finally:
         java.stop()
 

@@ -158,6 +158,21 @@ def test_each_role_killed_is_replaced_and_nothing_acknowledged_is_lost(local_clu
     def admin() -> bool:
         return bool(_invoke(addr, simple_cmd(int(RequestCode.GET_BROKER_RUNTIME_INFO))).code == 0)
 
+    def long_polls() -> bool:  # a held pull answered by a message sent after it was held
+        with BlockingClient(addr) as cl:
+            end = cl.invoke(simple_cmd(int(RequestCode.GET_MAX_OFFSET), topic=TOPIC, queueId=1),
+                            2.0).ext_fields["offset"]  # fmt: skip
+            pull = pull_cmd("sup_cg", TOPIC, 1, int(end), sys_flag=2 | 4, suspend_ms=3000)
+            cl.send(pull)
+            time.sleep(0.2)  # held by then, usually (a pull not yet held reads the message)
+            with BlockingClient(addr) as sender:
+                code = sender.invoke(send_cmd(TOPIC, b"wake", msg_props(), queue_id=1), 2.0).code
+            resp = cl.wait_response(pull.opaque, 2.5)
+        return code == 0 and resp.code == 0 and bool(resp.body)
+
+    def delay_offsets() -> bool:  # routed to the ScheduleMessageService
+        return bool(_invoke(addr, simple_cmd(int(RequestCode.GET_ALL_DELAY_OFFSET))).code == 0)
+
     def ha_listens() -> bool:
         return bool(procinfo.listeners_of(role_pids(cluster_pids(cluster), "HAServiceActor")))
 
@@ -169,6 +184,7 @@ def test_each_role_killed_is_replaced_and_nothing_acknowledged_is_lost(local_clu
         ("RemotingServer", sends), ("send", sends), ("pull", pulls),
         ("consumer_manage", offsets), ("client_manage", heartbeats), ("query", views),
         ("admin", admin), ("IndexServiceActor", views), ("HAServiceActor", ha_listens),
+        ("hold", long_polls), ("schedule", delay_offsets), ("txcheck", sends),
         ("BrokerControllerActor", sends), ("NameServerActor", routes),
     ]
     took: dict[str, float] = {}
@@ -190,7 +206,8 @@ def test_each_role_killed_is_replaced_and_nothing_acknowledged_is_lost(local_clu
         took[role] = elapsed
     producer.send_acked(PER_ROLE)
     log_text = (Path(cluster.data_dir) / "actormq.log").read_text(errors="replace")
-    for role in ("RemotingServer", "send", "HAService", "broker-a", "namesrv"):
+    for role in ("RemotingServer", "send", "HAService", "hold", "schedule", "txcheck",
+                 "broker-a", "namesrv"):
         assert f"role={role} pid=" in log_text and "killed by SIGKILL" in log_text, role
     got = _pull_all(addr)
     lost = [k for k in producer.acked if k not in got]

@@ -12,7 +12,8 @@ tests.support.echo_up up ...` for the CLI). The actor processes fork from the te
 
 Codes (chosen from RocketMQ's request codes so real frames route the same way):
 - "send" group: 10, 310, 320, 36: echo the body back, code SUCCESS.
-- "pull" group: 11: echo, ext {"seen": arrival notices counted, "pings": EchoPing events}.
+- "pull" group: 11: echo, ext {"seen": arrival notices counted, "pings": EchoPing events};
+  the send actor links to it (actors.runtime.links) and sends its arrivals as ArrivalNotices.
 - "admin" group (default): 9999 raises (-> SYSTEM_ERROR), 9998 emits an EchoPing event
   (controller -> pull actor), anything else unknown -> REQUEST_CODE_NOT_SUPPORTED with
   " request type <code> not supported".
@@ -33,7 +34,8 @@ from typing import Any, ClassVar
 from actors.broker.actor import BrokerControllerActor
 from actors.broker.config import BrokerConfig
 from actors.broker.processor_actor import ProcessorActor
-from actors.core import Outbox, ProcessorGroup, Request
+from actors.core import Link, Outbox, ProcessorGroup, Request
+from actors.runtime.link_records import ArrivalNotices
 from protocol.command import RemotingCommand
 from store.config import StoreConfig
 
@@ -99,6 +101,7 @@ class EchoCore:
     def __init__(self, ctx: EchoContext) -> None:
         self.ctx = ctx
         self.notices = 0
+        self.pull: Link | None = None  # the send actor's link to the pull actor
 
     def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """Answer one request."""
@@ -118,9 +121,29 @@ class EchoCore:
             return cmd.make_response(0, None, {})
         return cmd.make_response(3, f" request type {cmd.code} not supported")
 
-    def on_arrival(self, notices: list[Any], now_ms: int) -> None:
+    def on_link(self, link: Link, now_ms: int) -> None:
+        """The send actor's link to the pull actor."""
+        if link.role == "pull":
+            self.pull = link
+
+    def on_link_record(self, link: Link, record: Any, now_ms: int) -> None:
         """Count notices."""
-        self.notices += len(notices)
+        if isinstance(record, ArrivalNotices):
+            self.notices += len(record.notices)
+
+    def on_link_response(self, link: Link, resp: RemotingCommand, now_ms: int) -> None:
+        """No requests go on links."""
+
+    def on_link_lost(self, link: Link, now_ms: int) -> None:
+        """The pull actor died."""
+        if link is self.pull:
+            self.pull = None
+
+    def end_batch(self, now_ms: int) -> None:
+        """The send actor's arrivals, one notice each, to the pull actor."""
+        arrivals = self.ctx.drain_arrivals()
+        if arrivals and self.pull is not None:
+            self.pull.send(ArrivalNotices(tuple(arrivals)))
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Nothing to forget."""
@@ -194,7 +217,8 @@ class EchoPersonality:
     """actors.broker.personality.BrokerPersonality of the echo broker."""
 
     GROUPS: tuple[ProcessorGroup, ...] = (
-        ProcessorGroup("send", frozenset({10, 310, 320, 36}), _wait_send, EchoCore),
+        ProcessorGroup("send", frozenset({10, 310, 320, 36}), _wait_send, EchoCore,
+                       links=("pull",)),
         ProcessorGroup("pull", frozenset({11}), _wait_pull, EchoCore),
         ProcessorGroup("admin", frozenset({RAISE_CODE, STATS_CODE}), _wait_other, EchoCore),
     )

@@ -1,9 +1,12 @@
-"""The broker's processor groups: request codes -> isolated executor (one actor each).
+"""The broker's processor groups and service actors: each one an actor of its own.
 
-Mirrors broker/BrokerController.registerProcessor(), RocketMQ 4.9.x: each group is one of
-RocketMQ's executors (send, pull, consumer manage, client manage / heartbeat, query, admin =
-the default processor). The runtime creates one ProcessorActor per group and routes request
-codes by `codes`; unknown codes go to DEFAULT_GROUP.
+Mirrors broker/BrokerController.registerProcessor() and the services BrokerController.start()
+starts, RocketMQ 4.9.x: each processor group is one of RocketMQ's executors (send, pull,
+consumer manage, client manage / heartbeat, query, admin = the default processor); the service
+groups are PullRequestHoldService ("hold"), GroupTransferService ("transfer", a SYNC_MASTER's),
+ScheduleMessageService ("schedule") and TransactionalMessageCheckService ("txcheck", a
+master's). The runtime creates one ProcessorActor per group, routes request codes by `codes`
+(unknown codes go to DEFAULT_GROUP) and opens the links each group names (`links`).
 """
 
 from __future__ import annotations
@@ -74,6 +77,39 @@ def _wait_other(bc: BrokerConfig) -> int:
     return bc.waitTimeMillsInOtherQueue
 
 
+def _build_hold(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.pull_hold_service import PullHoldServiceCore
+
+    return PullHoldServiceCore(ctx)
+
+
+def _build_transfer(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.group_transfer import GroupTransferService
+
+    return GroupTransferService(ctx)
+
+
+def _build_schedule(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.schedule import ScheduleMessageService
+
+    return ScheduleMessageService(ctx.store, ctx.store_config,
+                                  deliver=not ctx.broker_config.is_slave)  # fmt: skip
+
+
+def _build_txcheck(ctx: BrokerContext) -> ProcessorCore:
+    from actors.broker.transactional_message_check import TransactionalMessageCheckService
+
+    return TransactionalMessageCheckService(ctx)
+
+
+def _sync_master(bc: BrokerConfig) -> bool:
+    return bc.brokerRole.upper() == "SYNC_MASTER"
+
+
+def _master(bc: BrokerConfig) -> bool:
+    return not bc.is_slave
+
+
 BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
     ProcessorGroup(
         "send",
@@ -87,7 +123,6 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.SEND_REPLY_MESSAGE,  # ReplyMessageProcessor: a put, then a push to the
                 RC.SEND_REPLY_MESSAGE_V2,  # requester whose answer comes back here
                 RC.RESUME_CHECK_HALF_MESSAGE,  # a put back to the half queue
-                RC.GET_ALL_DELAY_OFFSET,  # the live table is the writer's ScheduleMessageService
                 # the admin codes that change the store: in order with the sends (admin_store)
                 RC.DELETE_TOPIC_IN_BROKER,
                 RC.CLEAN_UNUSED_TOPIC,
@@ -100,9 +135,11 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         spin_us=50.0,
         shed_codes=frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE,
                               RC.CONSUMER_SEND_MSG_BACK, RC.END_TRANSACTION}),
+        links=("hold", "transfer"),  # arrival notices; SYNC_MASTER sends waiting for a slave
     ),
     ProcessorGroup("pull", frozenset({RC.PULL_MESSAGE}), _wait_pull, _build_pull,
-                   reply_flush_every=1, direct_replies=True, holds_requests=True),
+                   reply_flush_every=1, direct_replies=True, holds_requests=True,
+                   links=("hold",)),
     ProcessorGroup(
         "consumer_manage",
         frozenset(
@@ -166,6 +203,17 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
         _wait_other,
         _build_admin,
     ),
+    # the services (no request codes but the live delay offsets)
+    ProcessorGroup("hold", frozenset(), _wait_pull, _build_hold),
+    # its answers reach producers whose next send is near: the RemotingServer spins after
+    # reading them, as it does after the send group's; its own spin yields the CPU to the
+    # RemotingServer it just woke
+    ProcessorGroup("transfer", frozenset(), _wait_send, _build_transfer,
+                   spin_us=50.0, runs_on=_sync_master),
+    ProcessorGroup("schedule", frozenset({RC.GET_ALL_DELAY_OFFSET}), _wait_other,
+                   _build_schedule, links=("send",)),
+    ProcessorGroup("txcheck", frozenset(), _wait_other, _build_txcheck,
+                   links=("send",), runs_on=_master),
 )
 
 GROUPS_BY_NAME: dict[str, ProcessorGroup] = {g.name: g for g in BROKER_PROCESSOR_GROUPS}

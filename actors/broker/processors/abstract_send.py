@@ -10,7 +10,10 @@ SendMessageProcessor (actors.broker.processors.send) are built on it.
 SYNC_FLUSH is a group commit: a send that must wait for the flush is parked (`_maybe_wait`
 returns None); the runtime calls `flush_and_release(now_ms)` after each batch (and tick does
 too), which flushes once and answers every waiting send whose record is covered, or
-FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. SYNC_MASTER parks a send until a slave acked it.
+FLUSH_DISK_TIMEOUT (10) after syncFlushTimeout. A SYNC_MASTER send that must wait for a slave
+goes, once stored (and flushed), to the GroupTransferService actor (actors.broker.
+group_transfer), which answers it; while none is linked (it is being replaced) it waits here,
+answered from the acked offset the HAService publishes in the state page.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from actors.broker.events import (
     SubscriptionGroupChanged,
     TopicConfigChanged,
 )
+from actors.broker.group_transfer import GroupTransferRequests
+from actors.broker.notify_message_arriving_listener import ArrivalNotifier
 from actors.broker.stats_items import count
 from actors.broker.topic_config import (
     PERM_READ,
@@ -36,8 +41,9 @@ from actors.broker.topic_config import (
     is_writeable,
     validate_topic,
 )
-from actors.core import FAQ_SUFFIX, Request
-from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
+from actors.core import FAQ_SUFFIX, Link, Request
+from actors.runtime.link_records import HoldsChanged, TransferDone
+from actors.runtime.wake import HA_TRANSFER, WakeWriter
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from protocol.codes import ResponseCode as RS
 from protocol.command import RemotingCommand
@@ -51,6 +57,8 @@ from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
 
 log = logging.getLogger(__name__)
 
+HOLD_SERVICE: Final = "hold"  # the groups of the services the writer links to
+TRANSFER_SERVICE: Final = "transfer"
 V3_4_9: Final = 121  # MQVersion ordinal from which a send carries maxReconsumeTimes
 RW: Final = PERM_READ | PERM_WRITE
 
@@ -144,15 +152,16 @@ class AbstractSendMessageProcessor:
         self._puts: dict[Any, list[int]] = {}
         self._read_config()
         ctx.on_event(BrokerConfigChanged, lambda _ev, _now: self._read_config())
-        # SYNC_MASTER: wake the HA service for a waiting send, be woken by a slave's ack
+        # the hold service's arrival notices (NotifyMessageArrivingListener)
+        self.notifier = ArrivalNotifier()
+        # SYNC_MASTER: the GroupTransferService answers the sends that wait for a slave, and
+        # the HA service is woken to feed the slaves when one waits
+        self.transfer = GroupTransferRequests()
         self._transfer_wake: WakeWriter | None = None
-        self._acked_wake: WakeReader | None = None
         self._poke_transfer = False
-        self._woken = False  # the last transfer poke reached the HA service: acks will wake us
         wake_dir = ctx.runtime_dir
         if self.sync_master and wake_dir and isinstance(self.store, DefaultMessageStore):
             self._transfer_wake = WakeWriter(os.path.join(wake_dir, HA_TRANSFER))
-            self._acked_wake = WakeReader(os.path.join(wake_dir, HA_ACKED))
 
     def _read_config(self) -> None:
         """The broker config values this core keeps (again after UPDATE_BROKER_CONFIG)."""
@@ -312,8 +321,10 @@ class AbstractSendMessageProcessor:
             elif not keep_code:
                 resp.code = RS.SLAVE_NOT_AVAILABLE
         if need_flush or slave_deadline:
-            self.waiting.append(_Waiting(end_offset, now_ms + self.sync_flush_timeout_ms,
-                                         conn_id, resp, need_flush, slave_deadline, keep_code))
+            w = _Waiting(end_offset, now_ms + self.sync_flush_timeout_ms, conn_id, resp,
+                         need_flush, slave_deadline, keep_code)  # fmt: skip
+            if need_flush or not self.transfer.hand_over(w):  # else with the batch's output
+                self.waiting.append(w)
             return None
         return resp
 
@@ -328,26 +339,68 @@ class AbstractSendMessageProcessor:
         st = self.store.state if self.store is not None else None
         return st.get(OFF_HA_ACKED) if st is not None else -1
 
+    # --- LinkedCore / BatchEndCore: the hold service and the GroupTransferService -----------
+
+    def on_link(self, link: Link, now_ms: int) -> None:
+        """This writer linked to a (new) hold service or GroupTransferService."""
+        if link.role == HOLD_SERVICE:
+            self.notifier.linked(link)
+        elif link.role == TRANSFER_SERVICE:
+            self.transfer.linked(link)
+
+    def on_link_record(self, link: Link, record: Any, now_ms: int) -> None:
+        """HoldsChanged from the hold service, TransferDone from the GroupTransferService."""
+        if isinstance(record, HoldsChanged):
+            self.notifier.on_holds(link, record.holding)
+        elif isinstance(record, TransferDone):
+            self.transfer.done(record.tokens)
+        else:
+            log.warning("writer: unexpected %r from %s", record, link.role)
+
+    def on_link_response(self, link: Link, resp: RemotingCommand, now_ms: int) -> None:
+        """The writer sends no requests on its links."""
+
+    def on_link_lost(self, link: Link, now_ms: int) -> None:
+        """A service died: notices wait for the next hold service; the sends the
+        GroupTransferService had not answered are answered here until the next one links."""
+        self.notifier.unlinked(link)
+        taken = self.transfer.unlinked(link)
+        if taken:
+            log.warning("group transfer service gone: %d send(s) wait here for their slave",
+                        len(taken))  # fmt: skip
+            self.waiting.extend(taken)
+
+    def end_batch(self, now_ms: int) -> None:
+        """After each batch: its arrival notices to the hold service."""
+        self.notifier.end_batch(self.ctx.drain_arrivals())
+
+    def after_flush(self, now_ms: int) -> None:
+        """The batch's output left: the HA service is woken only now, once the sends it parked
+        are with the GroupTransferService (woken before, it would take the CPU from this
+        actor on a busy host, and the transfer service would learn of the sends after their
+        acks)."""
+        self.poke_ha()
+
+    def poke_ha(self) -> None:
+        """Wake the HA service once per batch that parked sends for a slave (it feeds the
+        slaves at once instead of at its next idle pass)."""
+        if self._poke_transfer:
+            self._poke_transfer = False
+            if self._transfer_wake is not None:
+                self._transfer_wake.poke()
+
     def next_look_ms(self, now_ms: int) -> int | None:
-        """When the waiting sends want their next look (None: none waits). A slave's ack wakes
-        this core through the acked pipe once the HA service got the transfer poke, so then
-        only the earliest deadline needs a timer; otherwise (no pipe, a flush to wait for)
-        every millisecond."""
-        if not self.waiting:
-            return None
-        if not self._woken or any(w.need_flush for w in self.waiting):
-            return 1
-        due = min(w.slave_deadline_ms or w.deadline_ms for w in self.waiting)
-        return max(1, due - now_ms)
+        """When the waiting sends want their next look (None: none waits): a flush, or a
+        slave's ack while no GroupTransferService is linked, is looked for every millisecond."""
+        return 1 if self.waiting else None
 
     def flush_and_release(self, now_ms: int) -> int:
         """Group commit: one flush (SYNC_FLUSH), a look at what the slaves have (SYNC_MASTER),
-        then answer every waiting send they cover or whose time is up; the count."""
+        then answer every waiting send they cover or whose time is up; the count. A send whose
+        flush is settled and that still waits for a slave goes to the GroupTransferService
+        when one is linked."""
         if not self.waiting:
             return 0
-        if self._poke_transfer:  # one wake-up of the HA service per batch that parked sends
-            self._poke_transfer = False
-            self._woken = self._transfer_wake is not None and self._transfer_wake.poke()
         flushed = self.store.flush(now_ms) if self.sync_flush else 1 << 62
         acked = self._slave_acked() if self.sync_master else 1 << 62
         keep: list[_Waiting] = []
@@ -357,10 +410,16 @@ class AbstractSendMessageProcessor:
             # both outcomes settle first (asyncPutMessage's thenCombine); the slave's wins
             disk_late = w.need_flush and w.end_offset > flushed
             slave_late = bool(w.slave_deadline_ms) and w.end_offset > acked
-            if (disk_late and now_ms < w.deadline_ms) or (
-                slave_late and now_ms < w.slave_deadline_ms
-            ):
+            if disk_late and now_ms < w.deadline_ms:
                 keep.append(w)
+                continue
+            if slave_late and now_ms < w.slave_deadline_ms:
+                if w.need_flush:  # the flush is settled: its outcome goes with the answer
+                    w.need_flush = False
+                    if disk_late and w.resp.code != RS.SLAVE_NOT_AVAILABLE and not w.keep_code:
+                        w.resp.code = RS.FLUSH_DISK_TIMEOUT
+                if not self.transfer.hand_over(w):
+                    keep.append(w)
                 continue
             if slave_late:
                 log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, acked)

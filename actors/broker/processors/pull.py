@@ -1,11 +1,13 @@
 """The pull group: PULL_MESSAGE (11) with long polling.
 
-Mirrors broker/processor/PullMessageProcessor.java and broker/longpolling/
-PullRequestHoldService.java + NotifyMessageArrivingListener.java, RocketMQ 4.9.x (spec §9.3).
-The hold service lives in the same actor, so an arrival notice from the send actor
-(`on_arrival`) re-runs the held pulls and replies through the outbox with no extra hop.
-The OFFSET_MOVED_EVENT message Java stores on code 21 is written by the send actor (the single
-writer): this core emits an OffsetMoved event for it, and `offset_moved_message` builds it.
+Mirrors broker/processor/PullMessageProcessor.java, RocketMQ 4.9.x (spec §9.3). A pull that
+finds nothing is suspended: handed to the hold service, an actor of its own
+(actors.broker.pull_hold_service), over a link; the hold service sends it back when messages
+arrive or its hold time is over, and this core runs it again without suspending it
+(executeRequestWhenWakeup). actors.broker.suspended_pulls keeps what this actor must answer
+if either side dies. The OFFSET_MOVED_EVENT message Java stores on code 21 is written by the
+send actor (the single writer): this core emits an OffsetMoved event for it, and
+`offset_moved_message` builds it.
 """
 
 from __future__ import annotations
@@ -15,18 +17,25 @@ import struct
 from dataclasses import replace
 from typing import Any, Final
 
-from actors.broker.consumer_manager import matches_all
-from actors.broker.context import ArrivalNotice, BrokerContext
+from actors.broker.context import BrokerContext
 from actors.broker.events import (
     BrokerConfigChanged,
     OffsetMoved,
     SubscriptionGroupChanged,
 )
-from actors.broker.pull_hold import HeldPull, PullRequestHoldService
-from actors.broker.sql92 import Sql92Filter, SubscriptionRefused, compile_subscription
+from actors.broker.expression_filter import (
+    MATCH_ALL,
+    SqlSubscriptionFilter,
+    SubscriptionFilter,
+    describe,
+    filter_for,
+)
+from actors.broker.sql92 import SubscriptionRefused, compile_subscription
 from actors.broker.stats_items import StatsPublisher, count, fold_gets
+from actors.broker.suspended_pulls import SuspendedPulls
 from actors.broker.topic_config import is_readable
-from actors.core import FAQ_SUFFIX, Request
+from actors.core import FAQ_SUFFIX, HoldObserver, Link, Request
+from actors.runtime.link_records import WakePull
 from protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue, SubscriptionData, dumps_compact
 from protocol.codes import (
     CURRENT_VERSION,
@@ -49,9 +58,7 @@ from protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
-    parse_properties,
 )
-from protocol.record import RecordError, decode_record_fields
 from store.get_message_result import GetMessageResult, GetMessageStatus
 from store.message_ext_broker_inner import MessageExtBrokerInner
 
@@ -66,8 +73,7 @@ PULL_MESSAGE: Final = int(RequestCode.PULL_MESSAGE)
 JSON_SERIALIZE: Final = int(SerializeType.JSON)
 FRAME_PREFIX: Final = struct.Struct(">ii")  # total length, header meta (JSON: the length alone)
 CACHE_LIMIT: Final = 10_000  # filters cached per subscription before the cache is reset
-# gets per held SQL92 pull and arrival notice (800 units each: 12,800 records read at most)
-ARRIVAL_LOOKS: Final = 16
+HOLD_SERVICE: Final = "hold"  # the group of the hold service (its link's peer)
 
 # PullMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
 RESPONSE_KEYS: Final = tuple(f.key for f in PullMessageResponseHeader.FIELDS)
@@ -89,40 +95,6 @@ GET_STATUS_CODES: Final[dict[GetMessageStatus, int | None]] = {
 }
 
 
-def _int32(v: int) -> int:
-    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-
-
-class SubscriptionFilter:
-    """ExpressionMessageFilter: TAG subscriptions by (int) tagsCode in codeSet ('*' passes);
-    SQL92 ones pass the consume queue and are evaluated on each record's properties."""
-
-    __slots__ = ("code_set", "sql")
-
-    def __init__(self, code_set: frozenset[int] | None, sql: Sql92Filter | None = None) -> None:
-        self.code_set = code_set or None
-        self.sql = sql
-
-    def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
-        """Consume-queue level check on the tag hash."""
-        if self.code_set is None or tags_code is None:
-            return True
-        return _int32(tags_code) in self.code_set
-
-
-class SqlSubscriptionFilter(SubscriptionFilter):
-    """A SQL92 subscription in the store's scan: every unit passes the consume queue and each
-    record is kept only when its properties match (isMatchedByCommitLog), so only matching
-    records count towards maxMsgNums, as in DefaultMessageStore.getMessage."""
-
-    __slots__ = ()
-
-    def is_matched_by_commit_log(self, record: memoryview) -> bool:
-        """Evaluate the expression on the stored record's properties."""
-        assert self.sql is not None
-        return self.sql.matches(record_properties(record))
-
-
 def offset_moved_message(ev: OffsetMoved, store_host: bytes, now_ms: int) -> MessageExtBrokerInner:
     """generateOffsetMovedEvent: the OFFSET_MOVED_EVENT message the send actor stores."""
     body = dumps_compact(
@@ -139,25 +111,6 @@ def offset_moved_message(ev: OffsetMoved, store_host: bytes, now_ms: int) -> Mes
     )
 
 
-def record_properties(record: memoryview) -> dict[str, str]:
-    """The properties of one stored record ({} when it does not decode)."""
-    try:
-        raw = decode_record_fields(record, 0).properties
-        return parse_properties(bytes(raw).decode("utf-8", "replace")) if raw else {}
-    except (RecordError, ValueError):
-        return {}
-
-
-MATCH_ALL: Final = SubscriptionFilter(None)
-
-
-def filter_for(sub: SubscriptionData) -> SubscriptionFilter:
-    """The consume-queue filter of a TAG subscription."""
-    if matches_all(sub):
-        return MATCH_ALL
-    return SubscriptionFilter(frozenset(_int32(c) for c in sub.code_set))
-
-
 class _Reject(Exception):
     def __init__(self, code: int, remark: str) -> None:
         super().__init__(remark)
@@ -166,15 +119,13 @@ class _Reject(Exception):
 
 
 class PullMessageProcessor:
-    """The pull group core (ProcessorCore) with its PullRequestHoldService."""
+    """The pull group core (ProcessorCore, LinkedCore: the hold service's link)."""
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.bc = bc = ctx.broker_config
         self.store = ctx.store
-        sweep = 5_000 if bc.longPollingEnable else bc.shortPollingTimeMills
-        self.hold = PullRequestHoldService(sweep)
-        self.hold.arrival_match = self._arrival_matches
+        self.suspended = SuspendedPulls()
         self.broker_readable = is_readable(bc.brokerPermission)
         ctx.on_event(BrokerConfigChanged, self._on_config_changed)
         self.is_slave = bc.is_slave
@@ -202,81 +153,85 @@ class PullMessageProcessor:
         return resp
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
-        """Forget held pulls of the connection."""
-        self.hold.drop_connection(conn_id)
+        """Forget the suspended pulls of the connection (the hold service is told)."""
+        self.suspended.drop_connection(conn_id)
 
     def tick(self, now_ms: int) -> int | None:
-        """The hold sweep (every 5 s, or shortPollingTimeMills without long polling) and the
-        stats samples."""
-        if self.hold.due(now_ms) and len(self.hold):
-            self._wake(self.hold.check_hold_request(now_ms, self._max_offset), now_ms)
-        wait = self.hold.ms_until_sweep(now_ms)
+        """The pulls no hold service took whose hold time is over (run again: answered), and
+        the stats samples."""
+        for token in self.suspended.overdue(now_ms):
+            self._run_woken(token, now_ms)
+        waits = [self.suspended.next_due_ms(now_ms)]
         if self.stats is not None:
-            wait = min(wait, self.stats.tick(now_ms))
-        return wait
+            waits.append(self.stats.tick(now_ms))
+        wanted = [w for w in waits if w is not None]
+        return min(wanted) if wanted else None
 
     def close(self) -> None:
         """The actor stops: publish the stats one last time."""
         if self.stats is not None:
             self.stats.close()
 
-    def on_arrival(self, notices: list[ArrivalNotice], now_ms: int) -> int:
-        """Arrival notices from the writer: wake matching held pulls; the number replied."""
-        if not len(self.hold) or not self.bc.longPollingEnable or self.is_slave:
-            return 0
-        n = 0
-        for topic, queue_id, max_offset, tags_code, _ts in notices:
-            woken = self.hold.notify_message_arriving(
-                topic, queue_id, max_offset, tags_code, now_ms, self._max_offset
-            )
-            n += self._wake(woken, now_ms)
-        return n
+    # --- ObservedHoldCore: the request ledger records every suspended pull -------------------
+
+    @property
+    def hold_observer(self) -> HoldObserver | None:
+        """Told of every pull suspended and of its answer."""
+        return self.suspended.observer
+
+    @hold_observer.setter
+    def hold_observer(self, observer: HoldObserver | None) -> None:
+        self.suspended.observer = observer
+
+    # --- LinkedCore: the hold service ------------------------------------------------------
+
+    def on_link(self, link: Link, now_ms: int) -> None:
+        """A (new) hold service: the pulls suspended meanwhile go to it."""
+        if link.role == HOLD_SERVICE:
+            self.suspended.linked(link)
+
+    def on_link_record(self, link: Link, record: object, now_ms: int) -> None:
+        """WakePull: run the pull again and answer it."""
+        if isinstance(record, WakePull):
+            self._run_woken(record.token, now_ms)
+        else:
+            log.warning("pull: unexpected %r from %s", record, link.role)
+
+    def on_link_response(self, link: Link, resp: RemotingCommand, now_ms: int) -> None:
+        """No requests go on this core's links."""
+
+    def on_link_lost(self, link: Link, now_ms: int) -> None:
+        """The hold service died: every pull it held is answered PULL_RETRY_IMMEDIATELY (its
+        client pulls again at once, and that pull waits at the next hold service)."""
+        if link.role != HOLD_SERVICE:
+            return
+        answers = self.suspended.unlinked(link)
+        outbox = self.ctx.outbox
+        if outbox is not None:
+            for conn_id, cmd in answers:
+                outbox.send(conn_id, cmd)
+        if answers:
+            log.warning("hold service gone: %d held pull(s) answered to be pulled again",
+                        len(answers))  # fmt: skip
 
     def _on_config_changed(self, ev: BrokerConfigChanged, now_ms: int) -> None:
         """brokerPermission may have changed: read it again."""
         self.broker_readable = is_readable(self.bc.brokerPermission)
 
-    def _arrival_matches(self, h: HeldPull, max_offset: int) -> bool:
-        """notifyMessageArriving's isMatchedByCommitLog for a held SQL92 pull: does a record
-        that arrived since the last look match? Each record is read once (checked_to moves
-        past the ones that did not); other filters were decided by the tags code."""
-        flt = h.filter
-        if not isinstance(flt, SqlSubscriptionFilter):
-            return True
-        start = max(h.checked_to, h.pull_from_offset)
-        # one get reads at most 800 units and stops at a consume-queue file's end: look again
-        # from where it stopped (a notice can stand for a whole batch), up to ARRIVAL_LOOKS
-        # gets a notice; what is left is read at the next notice or the hold sweep
-        for _ in range(ARRIVAL_LOOKS):
-            if start >= max_offset:
-                return False
-            res = self.store.get_message(
-                "", h.topic, h.queue_id, start, 1, None, flt, 0, count_stats=False
-            )
-            try:
-                if res.status is not GetMessageStatus.NO_MATCHED_MESSAGE:
-                    return True  # found one, or a status the pull itself should answer
-                if res.next_begin_offset <= start:
-                    return False
-                start = h.checked_to = res.next_begin_offset
-            finally:
-                res.release()
-        return False
-
-    def _max_offset(self, topic: str, queue_id: int) -> int:
-        return int(self.store.get_max_offset_in_queue(topic, queue_id))
-
-    def _wake(self, woken: list[HeldPull], now_ms: int) -> int:
+    def _run_woken(self, token: int, now_ms: int) -> None:
+        """executeRequestWhenWakeup: the pull again, never suspended, answered."""
+        req = self.suspended.woken(token)
+        if req is None:
+            return  # its connection closed meanwhile
+        try:
+            resp = self.process_pull(req, now_ms, allow_suspend=False)
+        except Exception as exc:  # one bad pull must not strand the other woken ones
+            log.exception("woken pull failed conn=%d", req.conn_id)
+            resp = req.cmd.make_response(RS.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         outbox = self.ctx.outbox
-        for h in woken:
-            try:
-                resp = self.process_pull(h.req, now_ms, allow_suspend=False)
-            except Exception as exc:  # one bad pull must not strand the other woken ones
-                log.exception("woken pull failed topic=%s qid=%d", h.topic, h.queue_id)
-                resp = h.req.cmd.make_response(RS.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-            if resp is not None and outbox is not None and not h.req.cmd.is_oneway:
-                outbox.send(h.req.conn_id, resp)
-        return len(woken)
+        if resp is not None and outbox is not None and not req.cmd.is_oneway:
+            outbox.send(req.conn_id, resp)
+        self.suspended.answered(token)
 
     # --- the pull -------------------------------------------------------------------------
 
@@ -411,9 +366,9 @@ class PullMessageProcessor:
                 if self.bc.longPollingEnable
                 else self.bc.shortPollingTimeMills
             )
-            self.hold.suspend(
-                HeldPull(req, h.topic, h.queue_id, h.queue_offset, now_ms, timeout, sub_filter)
-            )
+            tag_codes, sql = describe(sub_filter)
+            self.suspended.suspend(req, h.topic, h.queue_id, h.queue_offset, now_ms, timeout,
+                                   tag_codes, sql)  # fmt: skip
             resp = None
         else:
             if code == RS.PULL_OFFSET_MOVED and self.is_slave and not self.offset_check_in_slave:

@@ -1,13 +1,14 @@
 """The send group: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
 CONSUMER_SEND_MSG_BACK (36) on THE single store writer, which also serves END_TRANSACTION (37,
 actors.broker.transaction), SEND_REPLY_MESSAGE (324/325, actors.broker.processors.reply) and
-the admin codes that change the store (actors.broker.processors.admin_store).
+the admin codes that change the store (actors.broker.processors.admin_store), and the puts of
+the service actors (actors.broker.processors.service_put).
 
 Mirrors broker/processor/SendMessageProcessor.java, RocketMQ 4.9.x (spec §9.1, §9.6); the
 checks and the put's answer and wait (SYNC_FLUSH group commit, SYNC_MASTER) are in its base,
 actors.broker.processors.abstract_send. Delay levels are rewritten to SCHEDULE_TOPIC_XXXX inside
-the store; actors.broker.schedule.ScheduleMessageService delivers them, driven by tick() only
-(a master's writer; the request path never touches it).
+the store; the ScheduleMessageService actor (actors.broker.schedule) delivers them through this
+writer, and the TransactionalMessageCheckService actor puts its half messages back through it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from actors.broker.processors.abstract_send import (
 from actors.broker.processors.admin_store import STORE_ADMIN_CODES, StoreAdminProcessor
 from actors.broker.processors.pull import offset_moved_message
 from actors.broker.processors.reply import REPLY_CODES, ReplyMessageProcessor
-from actors.broker.schedule import ScheduleMessageService, read_persisted_offsets
+from actors.broker.processors.service_put import SERVICE_CODES, ServicePutProcessor
 from actors.broker.stats_items import (
     SNDBCK_PUT_NUMS,
     StatsPublisher,
@@ -103,7 +104,6 @@ _SEND_V2: Final = int(RC.SEND_MESSAGE_V2)
 _SEND_BACK: Final = int(RC.CONSUMER_SEND_MSG_BACK)
 _END_TX: Final = int(RC.END_TRANSACTION)
 _RESUME_CHECK: Final = int(RC.RESUME_CHECK_HALF_MESSAGE)
-_ALL_DELAY_OFFSET: Final = int(RC.GET_ALL_DELAY_OFFSET)
 
 # SendMessageResponseHeader wire keys; the hot path builds this dict inline (tests pin it).
 RESPONSE_KEYS: Final = tuple(f.key for f in SendMessageResponseHeader.FIELDS)
@@ -128,7 +128,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
         self.store_admin = StoreAdminProcessor(ctx)  # the admin codes that change the store
-        self.schedule = self._start_schedule()
+        self.service_put = ServicePutProcessor(ctx, self._emit_topic)  # the services' puts
         self.tx = self._start_transactions()
         # TOPIC_PUT_NUMS / TOPIC_PUT_SIZE / BROKER_PUT_NUMS / SNDBCK_PUT_NUMS (BrokerStatsManager);
         # the hot path adds to a per-topic [messages, bytes, calls] list, folded in at samples
@@ -158,15 +158,6 @@ class SendMessageProcessor(ReplyMessageProcessor):
             self._base_ext(), ("msgId", "queueId", "queueOffset")
         )
 
-    def _start_schedule(self) -> ScheduleMessageService | None:
-        """The delay-level delivery service, on a master's writer store only."""
-        store = self.store
-        if not isinstance(store, DefaultMessageStore):
-            return None
-        if self.bc.is_slave:
-            return None
-        return ScheduleMessageService(store, self.ctx.store_config)
-
     def _start_transactions(self) -> TransactionalMessageService | None:
         """END_TRANSACTION and the check-back, on a master's writer store only."""
         if not isinstance(self.store, DefaultMessageStore) or self._is_slave():
@@ -177,32 +168,22 @@ class SendMessageProcessor(ReplyMessageProcessor):
         return self.bc.is_slave
 
     def before_store_shutdown(self, now_ms: int) -> None:
-        """Clean shutdown, just before the store closes: persist the delay offsets (and the
-        stats)."""
-        if self.schedule is not None:
-            self.schedule.shutdown()
+        """Clean shutdown, just before the store closes: the stats, the HA connection."""
         if self.stats is not None:
             self.stats.close()
         if self.ha_client is not None:
             self.ha_client.close()
-        for end in (self._transfer_wake, self._acked_wake):
-            if end is not None:
-                end.close()
+        if self._transfer_wake is not None:
+            self._transfer_wake.close()
 
     # --- HA: a slave's replication client (fds watched by the runtime) ------------------------
 
     def watch_fds(self) -> list[int]:
         """Descriptors besides the channels the runtime watches for this core."""
-        fds = self.ha_client.fds() if self.ha_client is not None else []
-        if self._acked_wake is not None:
-            fds += self._acked_wake.fds()
-        return fds
+        return self.ha_client.fds() if self.ha_client is not None else []
 
     def on_fd_ready(self, fds: list[int], now_ms: int) -> None:
-        """One of watch_fds() is readable (the runtime then runs flush_and_release)."""
-        acked = self._acked_wake
-        if acked is not None and acked.fd in fds:
-            acked.drain()  # a slave acked more: the waiting sends are looked at after this
+        """The HA connection of a slave's writer is readable."""
         if self.ha_client is not None:
             self.ha_client.on_ready(now_ms)
 
@@ -226,8 +207,8 @@ class SendMessageProcessor(ReplyMessageProcessor):
                 resp = self.process_reply(req, now_ms)
             elif cmd.code == _RESUME_CHECK:
                 resp = resume_check_half_message(self.tx, cmd, now_ms)
-            elif cmd.code == _ALL_DELAY_OFFSET:
-                resp = self._all_delay_offset(cmd)
+            elif cmd.code in SERVICE_CODES:
+                resp = self.service_put.process(req, now_ms)
             elif cmd.code in STORE_ADMIN_CODES:
                 resp = self.store_admin.process(req, now_ms)
             else:
@@ -238,16 +219,6 @@ class SendMessageProcessor(ReplyMessageProcessor):
             return None
         return resp
 
-    def _all_delay_offset(self, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_ALL_DELAY_OFFSET (AdminBrokerProcessor.getAllDelayOffset): the live table of
-        the ScheduleMessageService running here; a slave, which runs none, answers the copy
-        of its master's that SlaveSynchronize wrote."""
-        if self.schedule is not None:
-            body = self.schedule.encode().encode()
-        else:
-            body = read_persisted_offsets(self.ctx.store_config)
-        return cmd.make_response(RS.SUCCESS, None, None, body)
-
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """A requester gone while its reply push is open: that push failed (waiting sends'
         replies to a closed connection are dropped by the outbox)."""
@@ -255,14 +226,10 @@ class SendMessageProcessor(ReplyMessageProcessor):
         self.store_admin.on_connection_closed(conn_id)
 
     def tick(self, now_ms: int) -> int | None:
-        """Release flushed sync sends, run the store's periodic work and the services hosted
-        here; ms until the earliest of them wants the next tick (None: no timer)."""
+        """Release flushed sync sends, run the store's periodic work; ms until the earliest of
+        them wants the next tick (None: no timer)."""
         self.flush_and_release(now_ms)
         waits = [self.store.tick(now_ms) if self.store is not None else None]
-        if self.schedule is not None:
-            waits.append(self.schedule.tick(now_ms))
-        if self.tx is not None:
-            waits.append(self.tx.tick(now_ms))
         look = self.next_look_ms(now_ms)
         if look is not None:
             waits.append(look)

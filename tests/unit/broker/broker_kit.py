@@ -1,4 +1,5 @@
-"""Test harness: every broker core wired through a real BrokerControllerCore and a real store."""
+"""Test harness: every broker core wired through a real BrokerControllerCore and a real store,
+the service links in memory (their records through the real encoding)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from actors.broker.config import BrokerConfig
 from actors.broker.context import BrokerContext
 from actors.broker.controller import BrokerControllerCore
 from actors.broker.processors import BROKER_PROCESSOR_GROUPS, group_for_code
-from actors.core import ClosingCore, Request, StoreShutdownCore
+from actors.core import BatchEndCore, ClosingCore, LinkedCore, Request, StoreShutdownCore
 from actors.runtime.channel import REQUEST, Channel
+from actors.runtime.link_records import decode, encode
+from actors.runtime.links import LINK_CONN_IDS, OTHER_LINK_CONN_ID
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from protocol.command import RemotingCommand
 from store.config import StoreConfig
@@ -39,13 +42,44 @@ class FakeOutbox:
     def close_conn(self, conn_id: int) -> None:
         self.closed.append(conn_id)
 
+    def send_frame(self, conn_id: int, encoded: bytes) -> None:
+        self.sent.append((conn_id, RemotingCommand.decode(memoryview(encoded)[4:])))
+
     def take(self) -> list[tuple[int, RemotingCommand]]:
         out, self.sent = self.sent, []
         return out
 
 
+class KitLink:
+    """actors.core.Link in memory: what is sent waits in the kit's queue until pump()."""
+
+    def __init__(self, kit: Broker, owner: str, peer: str, conn_id: int) -> None:
+        self.kit = kit
+        self.owner = owner  # the group whose core holds this end
+        self.peer = peer
+        self.conn_id = conn_id
+        self.other: KitLink | None = None
+        self.up = True
+
+    @property
+    def role(self) -> str:
+        return self.peer
+
+    @property
+    def alive(self) -> bool:
+        return self.up
+
+    def send(self, record: Any) -> None:
+        if self.up:
+            self.kit.queue.append(("record", self, encode(record)))
+
+    def request(self, cmd: RemotingCommand) -> None:
+        if self.up:
+            self.kit.queue.append(("request", self, cmd.encode()))
+
+
 class Broker:
-    """All processor cores of one broker plus the controller, events and arrivals wired."""
+    """All processor cores and services of one broker plus the controller, events, links."""
 
     def __init__(
         self,
@@ -78,7 +112,12 @@ class Broker:
         self.outbox = FakeOutbox()
         self.ctxs: dict[str, BrokerContext] = {}
         self.cores: dict[str, Any] = {}
-        for g in BROKER_PROCESSOR_GROUPS:
+        self.groups = [g for g in BROKER_PROCESSOR_GROUPS
+                       if g.runs_on is None or g.runs_on(self.bc)]  # fmt: skip
+        self.queue: list[tuple[str, KitLink, Any]] = []
+        self.links: list[KitLink] = []
+        self.closed = False
+        for g in self.groups:
             ctx = BrokerContext(
                 self.bc, self.sc, group=g.name, outbox=self.outbox, store=self.store
             )
@@ -86,9 +125,52 @@ class Broker:
             ctx.runtime_dir = runtime_dir  # what the processor actor sets (wake pipes go there)
             self.ctxs[g.name] = ctx
             self.cores[g.name] = g.build(ctx)
+        for g in self.groups:
+            for peer in g.links:
+                if peer in self.cores:
+                    self.link(g.name, peer)
+        self.pump(0)
+
+    def link(self, opener: str, peer: str) -> tuple[KitLink, KitLink]:
+        """Open a link as the runtime does (the hello's round trip included)."""
+        a = KitLink(self, opener, peer, LINK_CONN_IDS.get(opener, OTHER_LINK_CONN_ID))
+        b = KitLink(self, peer, opener, 0)
+        a.other, b.other = b, a
+        self.links += [a, b]
+        for end in (a, b):
+            core = self.cores[end.owner]
+            if isinstance(core, LinkedCore):
+                core.on_link(end, 0)
+        return a, b
+
+    def end(self, owner: str, peer: str) -> KitLink:
+        """`owner`'s live end of its link with `peer`."""
+        [link] = [e for e in self.links if e.owner == owner and e.peer == peer and e.up]
+        return link
+
+    def tick(self, now_ms: int) -> None:
+        """Every core's timers, then pump (what the actors' tick timers do)."""
+        for core in self.cores.values():
+            core.tick(now_ms)
+        self.pump(now_ms)
+
+    def cut(self, group: str, now_ms: int = 0) -> None:
+        """`group`'s actor died: the other end of each of its links sees it go."""
+        for end in [e for e in self.links if e.up and e.other is not None
+                    and e.other.owner == group]:  # fmt: skip
+            end.up = False
+            assert end.other is not None
+            end.other.up = False
+            core = self.cores[end.owner]
+            if isinstance(core, LinkedCore):
+                core.on_link_lost(end, now_ms)
+        self.queue = [q for q in self.queue if q[1].up]
 
     def close(self) -> None:
-        """Clean shutdown as the runtime does it: core hooks first, then the store."""
+        """Clean shutdown as the runtime does it: core hooks first, then the store (once)."""
+        if self.closed:
+            return
+        self.closed = True
         for core in self.cores.values():
             if isinstance(core, StoreShutdownCore):
                 core.before_store_shutdown(0)
@@ -97,20 +179,48 @@ class Broker:
         self.store.shutdown(0)
 
     def pump(self, now_ms: int = 0) -> None:
-        """Move events through the controller and arrivals to the pull core."""
+        """End the batch of every core, then move events through the controller and the link
+        records and requests to their peers, until nothing moves (bounded)."""
+        for _ in range(10_000):
+            for core in self.cores.values():
+                if isinstance(core, BatchEndCore):
+                    core.end_batch(now_ms)
+            self._events(now_ms)
+            if not self.queue:
+                return
+            queue, self.queue = self.queue, []
+            for kind, link, data in queue:
+                self._deliver(kind, link, data, now_ms)
+        raise AssertionError("the links never settled")
+
+    def _deliver(self, kind: str, link: KitLink, data: Any, now_ms: int) -> None:
+        other = link.other
+        if other is None or not other.up:
+            return
+        if kind == "record":
+            self.cores[other.owner].on_link_record(other, decode(data), now_ms)
+        elif kind == "request":
+            req = Request(link.conn_id, ("127.0.0.1", 0), RemotingCommand.decode(data[4:]), 0)
+            resp = self.cores[other.owner].process(req, now_ms)
+            if resp is not None:
+                self.queue.append(("response", other, resp.encode()))
+        else:
+            self.cores[other.owner].on_link_response(other, RemotingCommand.decode(data[4:]),
+                                                     now_ms)  # fmt: skip
+
+    def _events(self, now_ms: int) -> None:
         for name, ctx in self.ctxs.items():
             events = ctx.drain_events()
             if events:
                 fwd = self.controller.apply_events(events, name, now_ms)
                 for target, evs in fwd.items():
+                    if target not in self.ctxs:  # a service this broker does not run
+                        continue
                     for ev in evs:
                         self.ctxs[target].apply(ev, now_ms)
                 # registration "done" at once: release replies held for it
                 for origin, token in self.controller.take_barriers():
                     self.cores[origin].release(token, now_ms)
-        arrivals = self.ctxs["send"].drain_arrivals()
-        if arrivals:
-            self.cores["pull"].on_arrival(arrivals, now_ms)
 
     def call(
         self,

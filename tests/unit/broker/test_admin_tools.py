@@ -76,7 +76,7 @@ def test_broker_config_lists_properties(broker: Broker) -> None:
 def test_all_delay_offset_is_the_live_table(broker: Broker) -> None:
     r = broker.call(RC.GET_ALL_DELAY_OFFSET)
     assert r is not None and r.code == RS.SUCCESS and r.body == b'{"offsetTable":{}}'
-    sched = broker.cores["send"].schedule
+    sched = broker.cores["schedule"]
     sched.offsets[3] = 7  # not persisted yet: Java's getAllDelayOffset encodes the live table
     sched.offsets[1] = 12
     r = broker.call(RC.GET_ALL_DELAY_OFFSET)
@@ -84,11 +84,11 @@ def test_all_delay_offset_is_the_live_table(broker: Broker) -> None:
 
 
 def test_all_delay_offset_on_a_slave_is_the_synced_copy(tmp_path) -> None:
-    """A slave runs no ScheduleMessageService: it answers the delayOffset.json its
+    """A slave's ScheduleMessageService delivers nothing: it answers the delayOffset.json its
     SlaveSynchronize wrote (a Java slave answers the table it loaded at start)."""
     slave = Broker(str(tmp_path), brokerRole="SLAVE", brokerId=1)
     try:
-        assert slave.cores["send"].schedule is None
+        assert not slave.cores["schedule"].deliver and "txcheck" not in slave.cores
         r = slave.call(RC.GET_ALL_DELAY_OFFSET)
         assert r is not None and r.code == RS.SUCCESS and r.body == b'{"offsetTable":{}}'
         synced = b'{"offsetTable":{2:40,5:9}}'

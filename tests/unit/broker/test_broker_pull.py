@@ -1,4 +1,5 @@
-"""Pull processor: checks in order, every status => code, long-poll hold/wake/timeout."""
+"""Pull processor: checks in order, every status => code, long-poll hold/wake/timeout (the
+hold service's core linked to it in memory, as the kit links every service)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from actors.broker.events import OffsetMoved
 from actors.broker.processors.pull import RESPONSE_KEYS
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
 from actors.core import Request
+from actors.runtime.link_records import ArrivalNotices
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from protocol.headers import PullMessageResponseHeader
@@ -135,14 +137,14 @@ def test_commit_offset_flag_stores_into_the_shared_table(broker: Broker) -> None
 def test_long_poll_hold_then_arrival_wakes(broker: Broker) -> None:
     put(broker, "T", 1)
     assert pull(broker, "T", offset=1, conn_id=9) is None  # held
-    assert len(broker.cores["pull"].hold) == 1
+    assert len(broker.cores["hold"].hold) == 1 and len(broker.cores["pull"].suspended) == 1
     put(broker, "T", 1)  # arrival -> woken within the same pump
     sent = broker.outbox.take()
     assert len(sent) == 1
     conn, resp = sent[0]
     assert conn == 9 and resp.code == RS.SUCCESS and resp.opaque == 7
     assert [m.body for m in decode_messages(resp.body)] == [b"m0"]
-    assert len(broker.cores["pull"].hold) == 0
+    assert len(broker.cores["hold"].hold) == 0 and len(broker.cores["pull"].suspended) == 0
 
 
 def test_arrival_with_non_matching_tag_keeps_hold(broker: Broker) -> None:
@@ -156,9 +158,10 @@ def test_arrival_with_non_matching_tag_keeps_hold(broker: Broker) -> None:
 
 
 def test_hold_times_out_on_sweep(broker: Broker) -> None:
-    core = broker.cores["pull"]
+    core = broker.cores["hold"]
     put(broker, "T", 1)
-    assert core.tick(0) == 5000
+    assert core.tick(0) == 200  # first "none held" goes to the writer, after its quiet delay
+    assert core.tick(200) == 4800  # then the 5 s sweep
     assert (
         broker.call(
             RC.PULL_MESSAGE,
@@ -167,10 +170,13 @@ def test_hold_times_out_on_sweep(broker: Broker) -> None:
         )
         is None
     )
-    core.tick(5000)
-    core.tick(10000)
+    broker.outbox.take()
+    for now in (5000, 10000):
+        core.tick(now)
+        broker.pump(now)
     assert broker.outbox.take() == []
     core.tick(15000)
+    broker.pump(15000)
     ((_conn, resp),) = broker.outbox.take()
     assert resp.code == RS.PULL_NOT_FOUND and resp.ext_fields["nextBeginOffset"] == "1"
 
@@ -179,12 +185,13 @@ def test_short_polling(tmp_path) -> None:
     b = Broker(str(tmp_path / "s"), longPollingEnable=False)
     try:
         put(b, "T", 1)
-        core = b.cores["pull"]
+        core = b.cores["hold"]
         core.tick(0)
         assert b.call(RC.PULL_MESSAGE, pull_ext("T", offset=1, sys_flag=SUB_ALL, sub="*")) is None
         put(b, "T", 1)  # no arrival wake-up without long polling
         assert b.outbox.take() == []
         core.tick(1000)
+        b.pump(1000)
         ((_conn, resp),) = b.outbox.take()
         assert resp.code == RS.SUCCESS
     finally:
@@ -201,7 +208,7 @@ def test_held_pull_dropped_on_close(broker: Broker) -> None:
 
 def test_hold_service_sweep_uses_max_offset() -> None:
     svc = PullRequestHoldService(5000)
-    h = HeldPull(None, "T", 0, 3, 0, 15000, None)  # type: ignore[arg-type]
+    h = HeldPull(None, None, "T", 0, 3, 0, 15000, None)  # type: ignore[arg-type]
     svc.suspend(h)
     assert svc.check_hold_request(1000, lambda t, q: 3) == []
     assert svc.check_hold_request(2000, lambda t, q: 4) == [h]
@@ -358,14 +365,14 @@ def test_sql92_held_pull_stays_held_for_an_arrival_that_does_not_match(tmp_path)
         b.outbox.take()
         send(1, 2)  # does not match: still held
         assert [c for c, _ in b.outbox.take() if c == 9] == []
-        [held] = [h for hs in b.cores["pull"].hold.table.values() for h in hs]
+        [held] = [h for hs in b.cores["hold"].hold.table.values() for h in hs]
         assert held.checked_to == 2  # the arrival was read once; the next look starts past it
         send(2, 1)  # matches: answered with it, past the one that did not
         [resp] = [r for c, r in b.outbox.take() if c == 9]
         assert resp.code == RS.SUCCESS
         assert [bytes(m.body) for m in decode_messages(resp.body)] == [b"m2"]
         assert resp.ext_fields["nextBeginOffset"] == "3"
-        assert len(b.cores["pull"].hold) == 0
+        assert len(b.cores["hold"].hold) == 0
     finally:
         b.close()
 
@@ -397,7 +404,8 @@ def test_sql92_held_pull_reads_past_a_long_run_of_arrivals_that_do_not_match(tmp
         # or a read of several sends: the send actor keeps the newest per queue and tags code)
         last = b.ctxs["send"].drain_arrivals()[-1]
         assert last[:3] == ("T", 0, 902)
-        b.cores["pull"].on_arrival([last], 0)
+        b.cores["hold"].on_link_record(b.end("hold", "send"), ArrivalNotices((last,)), 0)
+        b.pump(0)
         # answered at once: the re-run reads 800 units from its offset, as Java's does, and
         # tells the consumer to pull again from where it stopped; that pull gets the record
         [resp] = [r for c, r in b.outbox.take() if c == 9]

@@ -96,14 +96,14 @@ def test_fast_pull_answers_as_the_general_path(
     assert fast.offset(group, qid) == slow.offset(group, qid)
     if kw.get("sys_flag", 0) & COMMIT:
         assert fast.offset(group, qid) == kw["commit"]
-    assert len(fast.core.hold) == len(slow.core.hold)
+    assert len(fast.core.suspended) == len(slow.core.suspended)
 
 
 def test_a_held_fast_pull_is_woken_by_an_arrival(sides: tuple[Side, Side]) -> None:
     fast, slow = sides
     f = frame(pull_ext("T", sys_flag=SUSPEND, offset=40), 78)
     assert fast.run(f) == slow.run(f) == b""
-    assert len(fast.core.hold) == 1
+    assert len(fast.core.suspended) == 1
     for side in sides:
         side.broker.outbox.take()  # the heartbeat's notices
         r = side.broker.call(RC.SEND_MESSAGE_V2, send_ext("T", props="WAIT\x01true"), b"late",

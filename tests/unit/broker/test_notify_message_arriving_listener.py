@@ -1,11 +1,14 @@
-"""The arrival-notice hand-off between the send and pull actors never strands a held pull.
+"""The arrival-notice hand-off between the writer, the hold service and the pull actor never
+strands a held pull.
 
-Every interleaving of the two actors' steps (a model of their channels around the real
+Every interleaving of the three actors' steps (a model of their links around the real
 ArrivalNoticeGate, HoldsReporter and PullRequestHoldService) is explored exhaustively: a
 consumer pulls offsets 0..n-1 one after another (the next pull once the previous is answered,
-as a push consumer does) while the writer appends n messages. In every final state each pull
-was answered with its message through the read itself, an arrival notice or a re-check, never
-left for the hold sweep (which the model never runs). No clocks: wake paths are counted.
+as a push consumer does) while the writer appends n messages. A pull that finds nothing goes
+to the hold service (HoldPull), which checks the queue's end as it takes it; a woken pull goes
+back to the pull actor (WakePull), which reads again and answers. In every final state each
+pull was answered with its message, never left for the hold sweep (which the model never
+runs). No clocks: wake paths are counted.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from actors.broker.notify_message_arriving_listener import (
     coalesce,
 )
 from actors.broker.pull_hold import HeldPull, PullRequestHoldService
-from actors.core import Request
+from actors.runtime.link_records import HoldPull
 
 TOPIC = "T"
 QID = 0
@@ -31,25 +34,29 @@ FOREVER_MS = 1 << 40  # suspend timeout: the model's clock never reaches it
 
 @dataclass
 class World:
-    """Both actors, their channels (FIFO lists) and the store's published max offset."""
+    """The three actors, their links (FIFO lists) and the store's published max offset."""
 
     n: int
     published: int = 0  # messages the writer made visible
     pending_arrivals: list[tuple[Any, ...]] = field(default_factory=list)
     gate: ArrivalNoticeGate = field(default_factory=ArrivalNoticeGate)
-    to_pull: list[list[Any]] = field(default_factory=list)  # NOTICES records ([] = re-check)
-    to_send: list[bool] = field(default_factory=list)  # HOLDS records
+    to_hold: list[list[Any]] = field(default_factory=list)  # ArrivalNotices ([] = re-check)
+    to_send: list[bool] = field(default_factory=list)  # HoldsChanged
+    holds_in: list[int] = field(default_factory=list)  # HoldPull: pull actor -> hold service
+    wakes: list[tuple[int, str]] = field(default_factory=list)  # WakePull: hold -> pull actor
     hold: PullRequestHoldService = field(default_factory=PullRequestHoldService)
     reporter: HoldsReporter = field(default_factory=HoldsReporter)
-    quiet_timer: bool = False  # the pull actor's holds-off timer is pending
+    quiet_timer: bool = False  # the hold service's holds-off timer is pending
     next_pull: int | None = 0  # the consumer's pull waiting to reach the pull actor
     answered: list[tuple[int, str]] = field(default_factory=list)  # (offset, wake path)
+    check_on_receipt: bool = True  # the hold service's look at the queue end (see the test)
 
     def key(self) -> tuple[Any, ...]:
         held = tuple(h.pull_from_offset for v in self.hold.table.values() for h in v)
         return (self.published, tuple(self.pending_arrivals), self.gate.pull_holding,
-                tuple(tuple(tuple(x) for x in r) for r in self.to_pull), tuple(self.to_send), held,
-                self.reporter.reported, self.quiet_timer, self.next_pull, tuple(self.answered))
+                tuple(tuple(tuple(x) for x in r) for r in self.to_hold), tuple(self.to_send),
+                tuple(self.holds_in), tuple(self.wakes), held, self.reporter.reported,
+                self.quiet_timer, self.next_pull, tuple(self.answered))
 
     # -- the pull actor ------------------------------------------------------------------------
     def _answer(self, offset: int, path: str) -> None:
@@ -58,7 +65,26 @@ class World:
         nxt = offset + 1
         self.next_pull = nxt if nxt < self.n else None
 
-    def _pull_after_batch(self) -> None:
+    def pull_request(self) -> None:
+        """A PULL_MESSAGE with the suspend flag reads the store: found, or handed over."""
+        offset = self.next_pull
+        assert offset is not None
+        self.next_pull = None
+        if offset < self.published:
+            self._answer(offset, "read")
+        else:
+            self.holds_in.append(offset)
+
+    def pull_link(self) -> None:
+        """One WakePull: the pull is read again, never suspended."""
+        offset, path = self.wakes.pop(0)
+        self._answer(offset, path)
+
+    # -- the hold service ----------------------------------------------------------------------
+    def _wake(self, woken: list[HeldPull], path: str) -> None:
+        self.wakes.extend((h.pull_from_offset, path) for h in woken)
+
+    def _hold_after_batch(self) -> None:
         report = self.reporter.after_batch(bool(len(self.hold)))
         if report:
             self.to_send.append(True)
@@ -66,21 +92,19 @@ class World:
         elif report is not None:
             self.quiet_timer = True
 
-    def pull_request(self) -> None:
-        """A PULL_MESSAGE with the suspend flag reads the store: found, or held."""
-        offset = self.next_pull
-        assert offset is not None
-        self.next_pull = None
-        if offset < self.published:
-            self._answer(offset, "read")
-        else:
-            req = Request(1, ("127.0.0.1", 1), None, 0)  # type: ignore[arg-type]
-            self.hold.suspend(HeldPull(req, TOPIC, QID, offset, 0, FOREVER_MS, None))
-        self._pull_after_batch()
+    def hold_pull_link(self) -> None:
+        """One HoldPull: held, and woken at once when the queue already moved past it."""
+        offset = self.holds_in.pop(0)
+        rec = HoldPull(1, 1, TOPIC, QID, offset, 0, FOREVER_MS, None, None)
+        self.hold.suspend(HeldPull(rec, None, TOPIC, QID, offset, 0, FOREVER_MS, None))
+        if self.check_on_receipt and self.published > offset:
+            self._wake(self.hold.notify_message_arriving(TOPIC, QID, self.published, None, 0),
+                       "receipt")  # fmt: skip
+        self._hold_after_batch()
 
-    def pull_channel(self) -> None:
-        """One NOTICES record from the send actor (an empty one asks for a re-check)."""
-        rec = self.to_pull.pop(0)
+    def hold_notice_link(self) -> None:
+        """One ArrivalNotices record from the writer (an empty one asks for a re-check)."""
+        rec = self.to_hold.pop(0)
         if rec:
             path = "notice"
             notices = rec
@@ -88,52 +112,54 @@ class World:
             path = "recheck"
             notices = [(TOPIC, QID, self.published, None, 0)] if len(self.hold) else []
         for topic, qid, max_offset, tags_code, _ts in notices:
-            for h in self.hold.notify_message_arriving(
-                topic, qid, max_offset, tags_code, 0, lambda t, q: self.published
-            ):
-                self._answer(h.pull_from_offset, path)
-        self._pull_after_batch()
+            self._wake(self.hold.notify_message_arriving(
+                topic, qid, max_offset, tags_code, 0, lambda t, q: self.published), path)
+        self._hold_after_batch()
 
-    def pull_timer(self) -> None:
+    def hold_timer(self) -> None:
         """The holds-off timer fires."""
         self.quiet_timer = False
         if self.reporter.quiet_delay_over(bool(len(self.hold))):
             self.to_send.append(False)
             self.reporter.sent(False)
 
-    # -- the send actor ------------------------------------------------------------------------
+    # -- the writer ----------------------------------------------------------------------------
     def append(self) -> None:
         """The writer stores a message and publishes it (its notice leaves after the batch)."""
         self.published += 1
         self.pending_arrivals.append((TOPIC, QID, self.published, 0, 0))
 
     def send_after_batch(self) -> None:
-        """The batch's arrivals become NOTICES, or nothing while the gate is shut."""
+        """The batch's arrivals become ArrivalNotices, or nothing while the gate is shut."""
         notices = self.gate.notices(self.pending_arrivals)
         self.pending_arrivals = []
         if notices is not None:
-            self.to_pull.append(notices)
+            self.to_hold.append(notices)
 
-    def send_channel(self) -> None:
-        """One HOLDS record from the pull actor."""
+    def send_link(self) -> None:
+        """One HoldsChanged record from the hold service."""
         if self.gate.on_holds(self.to_send.pop(0)):
-            self.to_pull.append([])
+            self.to_hold.append([])
 
     def steps(self) -> list[str]:
         """The steps enabled in this state."""
         out = []
         if self.next_pull is not None:
             out.append("pull_request")
-        if self.to_pull:
-            out.append("pull_channel")
+        if self.wakes:
+            out.append("pull_link")
+        if self.holds_in:
+            out.append("hold_pull_link")
+        if self.to_hold:
+            out.append("hold_notice_link")
         if self.quiet_timer:
-            out.append("pull_timer")
+            out.append("hold_timer")
         if self.published < self.n:
             out.append("append")
         if self.pending_arrivals:
             out.append("send_after_batch")
         if self.to_send:
-            out.append("send_channel")
+            out.append("send_link")
         return out
 
 
@@ -175,6 +201,7 @@ def test_no_interleaving_leaves_a_pull_for_the_sweep(n: int, gate_open: bool) ->
     assert finals > 0
     # each way a pull can be answered is reached by some interleaving (the model is not vacuous)
     assert paths.get("read", 0) > 0 and paths.get("notice", 0) > 0
+    assert paths.get("receipt", 0) > 0
     if not gate_open:
         assert paths.get("recheck", 0) > 0
 
@@ -190,10 +217,18 @@ def test_a_gate_that_forgot_the_recheck_would_strand_a_pull(monkeypatch) -> None
         explore(w)
 
 
+def test_a_hold_service_that_took_pulls_blindly_would_strand_one() -> None:
+    """Without its look at the queue end as it takes a pull, a notice that reached the hold
+    service ahead of the pull it was for leaves that pull for the sweep."""
+    w = World(1, check_on_receipt=False)
+    with pytest.raises(AssertionError, match="left held for the sweep"):
+        explore(w)
+
+
 def test_gate_and_reporter() -> None:
     gate = ArrivalNoticeGate()
     arrivals = [("T", 0, 1, 5, 0), ("T", 0, 2, 5, 0), ("T", 1, 7, 5, 0)]
-    assert gate.notices(arrivals) == [["T", 0, 2, 5, 0], ["T", 1, 7, 5, 0]]
+    assert gate.notices(arrivals) == [("T", 0, 2, 5, 0), ("T", 1, 7, 5, 0)]
     assert gate.notices([]) is None
     assert gate.on_holds(False) is False
     assert gate.notices(arrivals) is None  # shut: nothing held
@@ -209,4 +244,4 @@ def test_gate_and_reporter() -> None:
     assert rep.quiet_delay_over(False) is True
     rep.sent(False)
     assert rep.after_batch(True) is True and rep.after_batch(False) is None
-    assert coalesce([("T", 0, 3, None, 0)]) == [["T", 0, 3, None, 0]]
+    assert coalesce([("T", 0, 3, None, 0)]) == [("T", 0, 3, None, 0)]

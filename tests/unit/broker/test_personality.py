@@ -14,10 +14,12 @@ from actors.broker.personality import (
     VersionedController,
 )
 from actors.core import (
-    ArrivalCore,
     BarrierCore,
+    BatchEndCore,
     ClosingCore,
     HoldingCore,
+    LinkedCore,
+    ObservedHoldCore,
     StoreShutdownCore,
 )
 from actors.runtime.processor_host import ChannelOutbox
@@ -50,13 +52,23 @@ def test_echo_controller_has_no_optional_capability(tmp_path) -> None:
 
 
 def test_broker_cores_declare_their_hooks(broker: Broker) -> None:
-    """The pull core is woken by arrivals, holds pulls and closes its stats; the send core
-    persists before the store shuts down and holds replies behind the registration barrier."""
-    pull, send = broker.cores["pull"], broker.cores["send"]
-    assert isinstance(pull, ArrivalCore) and isinstance(pull, HoldingCore)
-    assert isinstance(pull, ClosingCore)
+    """The pull core hands its suspended pulls (recorded in the request ledger) to the hold
+    service over a link and closes its stats; the hold service holds them and ends each batch
+    (its holds report); the send core persists before the store shuts down, holds replies
+    behind the registration barrier and sends each batch's notices on its links; the
+    schedule service persists when its actor stops."""
+    pull, send, hold = broker.cores["pull"], broker.cores["send"], broker.cores["hold"]
+    assert isinstance(pull, ObservedHoldCore) and isinstance(pull, LinkedCore)
+    assert isinstance(pull, ClosingCore) and not isinstance(pull, HoldingCore)
+    assert isinstance(hold, HoldingCore) and isinstance(hold, LinkedCore)
+    assert isinstance(hold, BatchEndCore)
     assert isinstance(send, StoreShutdownCore) and isinstance(send, BarrierCore)
+    assert isinstance(send, LinkedCore) and isinstance(send, BatchEndCore)
     assert not isinstance(send, HoldingCore)
+    assert isinstance(broker.cores["schedule"], ClosingCore)
+    assert isinstance(broker.cores["schedule"], LinkedCore)
+    assert isinstance(broker.cores["txcheck"], LinkedCore)
+    assert "transfer" not in broker.cores  # an ASYNC_MASTER runs no GroupTransferService
     assert all(isinstance(ctx, HostedContext) for ctx in broker.ctxs.values())
 
 
@@ -64,6 +76,6 @@ def test_echo_cores_and_context(tmp_path) -> None:
     ctx = echo.ECHO.make_context(BrokerConfig(), StoreConfig(storePathRootDir=str(tmp_path)),
                                  group="pull", outbox=ChannelOutbox(), now_ms=0)  # fmt: skip
     core = echo.EchoCore(ctx)
-    assert isinstance(core, ArrivalCore)
+    assert isinstance(core, LinkedCore) and isinstance(core, BatchEndCore)
     assert not isinstance(core, HoldingCore) and not isinstance(core, StoreShutdownCore)
     assert not isinstance(ctx, HostedContext)

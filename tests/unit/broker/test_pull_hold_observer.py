@@ -1,12 +1,16 @@
-"""PullRequestHoldService tells its observer (the pull actor's request ledger) of every pull it
-parks and lets go: woken by an arrival, expired by the sweep, or dropped with its connection.
-What the observer was told is what the RemotingServer would answer if the pull actor died."""
+"""The pull actor's SuspendedPulls tell their observer (its request ledger) of every pull handed
+to the hold service and let go: answered after a wake-up, dropped with its connection, or
+answered PULL_RETRY_IMMEDIATELY when the hold service died. What the observer was told is what
+the RemotingServer would answer if the pull actor died."""
 
 from __future__ import annotations
 
-from actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from typing import Any
+
+from actors.broker.suspended_pulls import SuspendedPulls
 from actors.core import Request
-from protocol.codes import RequestCode
+from actors.runtime.link_records import ConnGone, HoldPull
+from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 
 
@@ -27,26 +31,76 @@ class Ledger:
         del self.open[token]  # each exactly once
 
 
-def held(conn_id: int, qid: int, offset: int, timeout_ms: int = 15_000) -> HeldPull:
-    req = Request(conn_id, ("127.0.0.1", 1), RemotingCommand.request(int(RequestCode.PULL_MESSAGE)),
-                  0)  # fmt: skip
-    return HeldPull(req, "T", qid, offset, 0, timeout_ms, None)
+class FakeLink:
+    """The hold service's end as the pull core sees it."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self.alive = True
+        self.role = "hold"
+
+    def send(self, record: Any) -> None:
+        self.sent.append(record)
+
+    def request(self, cmd: RemotingCommand) -> None:
+        raise AssertionError("no requests go to the hold service")
+
+
+def req(conn_id: int, opaque: int) -> Request:
+    cmd = RemotingCommand.request(int(RequestCode.PULL_MESSAGE), opaque=opaque)
+    return Request(conn_id, ("127.0.0.1", 1), cmd, 0)
 
 
 def test_every_hold_is_released_exactly_once() -> None:
-    svc = PullRequestHoldService()
+    pulls = SuspendedPulls()
     ledger = Ledger()
-    svc.observer = ledger
-    svc.suspend(held(1, 0, 5))
-    svc.suspend(held(2, 0, 9))
-    svc.suspend(held(1, 1, 3, timeout_ms=100))
-    svc.suspend(held(3, 2, 0))
-    assert sorted(ledger.open.values()) == [(1, 3), (1, 5), (2, 9), (3, 0)]
-    woken = svc.notify_message_arriving("T", 0, 6, None, 10)  # 5 < 6: woken; 9 stays
-    assert [h.pull_from_offset for h in woken] == [5]
-    assert sorted(ledger.open.values()) == [(1, 3), (2, 9), (3, 0)]
-    assert svc.drop_connection(1) == 1  # its connection closed
-    assert sorted(ledger.open.values()) == [(2, 9), (3, 0)]
-    expired = svc.check_hold_request(20_000, lambda topic, qid: 0)  # the sweep: hold time over
-    assert sorted(h.conn_id for h in expired) == [2, 3]
-    assert ledger.open == {} and len(svc) == 0
+    pulls.observer = ledger
+    link = FakeLink()
+    pulls.linked(link)
+    pulls.suspend(req(1, 11), "T", 0, 5, 0, 15_000, None, None)
+    pulls.suspend(req(2, 12), "T", 0, 9, 0, 15_000, (7,), None)
+    pulls.suspend(req(1, 13), "T", 1, 3, 0, 15_000, None, "a > 1")
+    assert sorted(ledger.open.values()) == [(1, 3), (1, 5), (2, 9)]
+    assert [type(r) for r in link.sent] == [HoldPull] * 3
+    first = link.sent[0]
+    assert (first.conn_id, first.topic, first.queue_id, first.offset) == (1, "T", 0, 5)
+    assert link.sent[1].tag_codes == (7,) and link.sent[2].sql == "a > 1"
+    # woken: run again and answered, then released
+    woken = pulls.woken(first.token)
+    assert woken is not None and woken.cmd.opaque == 11
+    pulls.answered(first.token)
+    assert sorted(ledger.open.values()) == [(1, 3), (2, 9)]
+    assert pulls.woken(first.token) is None  # a second wake-up finds nothing
+    # its connection closed: released, and the hold service is told
+    assert pulls.drop_connection(1) == 1
+    assert link.sent[-1] == ConnGone(1)
+    assert sorted(ledger.open.values()) == [(2, 9)]
+    # the hold service died: the rest is answered to be pulled again from where it was
+    answers = pulls.unlinked(link)
+    [(conn, resp)] = answers
+    assert conn == 2 and resp.opaque == 12
+    assert resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert resp.ext_fields["nextBeginOffset"] == "9"
+    assert ledger.open == {} and len(pulls) == 0
+
+
+def test_pulls_wait_for_a_hold_service_and_go_to_the_next_one() -> None:
+    """Between a hold service's death and its replacement's link, suspended pulls stay here
+    (recorded in the ledger); the next one gets them; one whose hold time passed meanwhile is
+    due for its wake-up run here."""
+    pulls = SuspendedPulls()
+    ledger = Ledger()
+    pulls.observer = ledger
+    pulls.suspend(req(1, 21), "T", 0, 4, 1_000, 500, None, None)
+    pulls.suspend(req(1, 22), "T", 1, 4, 1_000, 15_000, None, None)
+    assert len(ledger.open) == 2
+    assert pulls.next_due_ms(1_000) == 500
+    [due] = pulls.overdue(1_500)
+    assert pulls.woken(due) is not None
+    pulls.answered(due)
+    link = FakeLink()
+    pulls.linked(link)
+    [rec] = link.sent
+    assert rec.queue_id == 1 and pulls.next_due_ms(2_000) is None
+    assert pulls.unlinked(FakeLink()) == []  # not the linked one: nothing taken
+    assert len(pulls) == 1 and len(ledger.open) == 1

@@ -196,24 +196,33 @@ def test_sync_flush_reply_answers_after_the_group_commit(tmp_path: Any) -> None:
         b.close()
 
 
-def test_sync_master_reply_answers_once_a_slave_has_it(tmp_path: Any) -> None:
-    """SYNC_MASTER: the replier's answer waits for a slave's report as a WAIT send does."""
+def _acked(b: Broker, offset: int, now: int) -> None:
+    """The HAService's report of a slave's offset: the state page and SlaveAcked."""
+    from actors.runtime.link_records import SlaveAcked
     from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
+    from tests.unit.broker.broker_kit import KitLink
 
+    b.store.state.set(OFF_HA_SLAVES, 1)
+    b.store.state.set(OFF_HA_ACKED, offset)
+    b.cores["transfer"].on_link_record(KitLink(b, "transfer", "HAService", 0),
+                                       SlaveAcked(offset, 1), now)  # fmt: skip
+    b.pump(now)
+
+
+def test_sync_master_reply_answers_once_a_slave_has_it(tmp_path: Any) -> None:
+    """SYNC_MASTER: the replier's answer waits for a slave's report as a WAIT send does (the
+    GroupTransferService answers it)."""
     b = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER")
     try:
-        b.store.state.set(OFF_HA_SLAVES, 1)
-        b.store.state.set(OFF_HA_ACKED, 0)
+        _acked(b, 0, NOW)
         _requester_heartbeat(b)
         core = b.cores["send"]
         assert _reply(b) is None
         [(_, push)] = b.outbox.take()
         core.on_client_response(push.make_response(RS.SUCCESS, None, None), NOW + 1)
-        assert b.outbox.take() == [] and len(core.waiting) == 1  # the slave has not got it
-        core.flush_and_release(NOW + 2)
-        assert b.outbox.take() == []
-        b.store.state.set(OFF_HA_ACKED, b.store.max_phy_offset)
-        assert core.flush_and_release(NOW + 3) == 1
+        b.pump(NOW + 1)
+        assert b.outbox.take() == [] and len(b.cores["transfer"].waits) == 1  # not got it
+        _acked(b, b.store.max_phy_offset, NOW + 3)
         [(conn, resp)] = b.outbox.take()
         assert conn == REPLIER_CONN and resp.code == RS.SUCCESS
     finally:
@@ -224,8 +233,6 @@ def test_sync_master_reply_keeps_the_push_result_code(tmp_path: Any) -> None:
     """ReplyMessageProcessor answers with the push's result: the wait for a slave never turns
     it into SLAVE_NOT_AVAILABLE (11, which a client counts as stored) or FLUSH_SLAVE_TIMEOUT,
     and a failed push stays SYSTEM_ERROR."""
-    from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
-
     b = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER")
     try:
         core = b.cores["send"]
@@ -235,12 +242,12 @@ def test_sync_master_reply_keeps_the_push_result_code(tmp_path: Any) -> None:
         core.on_client_response(push.make_response(RS.SUCCESS, None, None), NOW + 1)
         [(_, resp)] = b.outbox.take()
         assert resp.code == RS.SUCCESS
-        b.store.state.set(OFF_HA_SLAVES, 1)
-        b.store.state.set(OFF_HA_ACKED, 0)
+        _acked(b, 0, NOW + 1)
         assert _reply(b) is None
         [(_, push)] = b.outbox.take()
         core.on_client_response(push.make_response(RS.SYSTEM_ERROR, "no", None), NOW + 2)
-        core.flush_and_release(NOW + 2 + core.slave_timeout_ms)  # the slave never acks
+        b.pump(NOW + 2)
+        b.cores["transfer"].tick(NOW + 2 + core.slave_timeout_ms)  # the slave never acks
         [(_, resp)] = b.outbox.take()
         assert resp.code == RS.SYSTEM_ERROR and "fail" in (resp.remark or "")
     finally:

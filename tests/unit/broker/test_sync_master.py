@@ -1,7 +1,10 @@
-"""SYNC_MASTER through the real send core and store (CommitLog.handleHA / GroupTransferService):
-a WAIT send is answered once a slave reported its end offset, FLUSH_SLAVE_TIMEOUT after
-slaveTimeout, SLAVE_NOT_AVAILABLE at once with no slave or one too far behind; the slave
-figures come from the shared state page the master's HA service writes."""
+"""SYNC_MASTER through the real send core, store and GroupTransferService core, linked as the kit
+links them (CommitLog.handleHA / GroupTransferService): a WAIT send is handed to the transfer
+service, which answers it once the HAService reports a slave has its end offset, or
+FLUSH_SLAVE_TIMEOUT after slaveTimeout; SLAVE_NOT_AVAILABLE at once with no slave or one too
+far behind (isSlaveOK reads the shared state page the HA service writes). While no transfer
+service is linked (its actor is being replaced) the send core answers the waits itself from
+the state page."""
 
 from __future__ import annotations
 
@@ -11,11 +14,14 @@ from typing import Any
 
 import pytest
 
-from actors.runtime.wake import HA_ACKED, HA_TRANSFER, WakeReader, WakeWriter
+from actors.broker.group_transfer import DONE_MS, GroupTransferService
+from actors.core import Request
+from actors.runtime.link_records import SlaveAcked
+from actors.runtime.wake import HA_TRANSFER, WakeReader
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
 from store.state_page import OFF_HA_ACKED, OFF_HA_SLAVES
-from tests.unit.broker.broker_kit import Broker, send_ext
+from tests.unit.broker.broker_kit import Broker, KitLink, send_ext, wire_cmd
 
 NOW = 1_000_000
 WAIT = "UNIQ_KEY\x01U\x02WAIT\x01true"
@@ -34,9 +40,16 @@ def _send(b: Broker, props: str = WAIT, now: int = NOW, conn: int = 3) -> Any:
                   conn_id=conn)  # fmt: skip
 
 
-def _slaves(b: Broker, count: int, acked: int) -> None:
+def _slaves(b: Broker, count: int, acked: int, now: int = NOW) -> None:
+    """What the HAService does when a slave reports: the state page, and SlaveAcked to the
+    GroupTransferService (when it runs)."""
     b.store.state.set(OFF_HA_SLAVES, count)
     b.store.state.set(OFF_HA_ACKED, acked)
+    transfer = b.cores.get("transfer")
+    if transfer is not None:
+        transfer.on_link_record(KitLink(b, "transfer", "HAService", 0), SlaveAcked(acked, count),
+                                now)  # fmt: skip
+        b.pump(now)
 
 
 def test_no_slave_answers_slave_not_available_at_once(sync_master: Broker) -> None:
@@ -49,38 +62,53 @@ def test_no_slave_answers_slave_not_available_at_once(sync_master: Broker) -> No
 
 def test_answered_once_a_slave_has_it(sync_master: Broker) -> None:
     _slaves(sync_master, 1, 0)
-    core = sync_master.cores["send"]
-    assert _send(sync_master) is None  # waits for the slave
+    send, transfer = sync_master.cores["send"], sync_master.cores["transfer"]
+    assert _send(sync_master) is None  # handed to the GroupTransferService
+    assert len(send.transfer.open) == 1 and len(transfer.waits) == 1 and send.waiting == []
     end = sync_master.store.max_phy_offset
-    core.flush_and_release(NOW + 5)
+    _slaves(sync_master, 1, end - 1)  # not all of it yet
     assert sync_master.outbox.take() == []
     _slaves(sync_master, 1, end)
-    assert core.flush_and_release(NOW + 6) == 1
     [(conn, resp)] = sync_master.outbox.take()
     assert conn == 3 and resp.code == RS.SUCCESS and resp.ext_fields["queueOffset"] == "0"
+    assert len(send.transfer.open) == 1  # the writer hears of it a little later
+    transfer.tick(NOW + DONE_MS)
+    sync_master.pump(NOW + DONE_MS)
+    assert send.transfer.open == {}  # TransferDone came back
+    # a send whose bytes a slave already has is answered as the service takes it
+    assert _send(sync_master, now=NOW + 1) is None
+    _slaves(sync_master, 1, sync_master.store.max_phy_offset)
+    [(_, resp)] = sync_master.outbox.take()
+    assert resp.code == RS.SUCCESS and resp.ext_fields["queueOffset"] == "1"
 
 
 def test_slave_timeout_and_fall_behind(sync_master: Broker) -> None:
-    core = sync_master.cores["send"]
+    transfer = sync_master.cores["transfer"]
     _slaves(sync_master, 1, 0)
     assert _send(sync_master) is None
-    core.flush_and_release(NOW + core.slave_timeout_ms - 1)
+    timeout = sync_master.cores["send"].slave_timeout_ms
+    assert transfer.tick(NOW + timeout - 1) == 1
     assert sync_master.outbox.take() == []
-    core.flush_and_release(NOW + core.slave_timeout_ms)
+    assert transfer.tick(NOW + timeout) is None
+    sync_master.pump(NOW + timeout)
     [(_, resp)] = sync_master.outbox.take()
     assert resp.code == RS.FLUSH_SLAVE_TIMEOUT and resp.ext_fields["msgId"]
+    transfer.tick(NOW + timeout + DONE_MS)
+    sync_master.pump(NOW + timeout + DONE_MS)
+    assert sync_master.cores["send"].transfer.open == {}
     # a slave more than haSlaveFallbehindMax behind counts as none
-    core.slave_fallbehind_max = 10
+    sync_master.cores["send"].slave_fallbehind_max = 10
     r = _send(sync_master, now=NOW + 10_000)
     assert r is not None and r.code == RS.SLAVE_NOT_AVAILABLE
 
 
 def test_sync_flush_and_sync_master_settle_together(tmp_path: Any) -> None:
     """Both waits settle before the answer, and the slave's outcome wins over the disk's
-    (asyncPutMessage combines them with the replica status applied last)."""
+    (asyncPutMessage combines them with the replica status applied last): the flush is
+    waited here, then the send goes to the GroupTransferService."""
     b = Broker(str(tmp_path / "store"), sync_flush=True, brokerRole="SYNC_MASTER")
     try:
-        core = b.cores["send"]
+        core, transfer = b.cores["send"], b.cores["transfer"]
         # no slave: SLAVE_NOT_AVAILABLE, still answered only once the flush covers it
         assert _send(b) is None  # SLAVE_NOT_AVAILABLE decided, the flush still to come
         core.flush_and_release(NOW + 1)
@@ -89,53 +117,87 @@ def test_sync_flush_and_sync_master_settle_together(tmp_path: Any) -> None:
         # a slave that never catches up while the disk is fine: FLUSH_SLAVE_TIMEOUT
         _slaves(b, 1, 0)
         assert _send(b, now=NOW + 10) is None
+        assert len(core.waiting) == 1 and transfer.waits == []  # the flush first
         core.flush_and_release(NOW + 11)
-        assert b.outbox.take() == []  # flushed, the slave still pending
-        core.flush_and_release(NOW + 10 + core.slave_timeout_ms)
+        b.pump(NOW + 11)
+        assert b.outbox.take() == [] and core.waiting == [] and len(transfer.waits) == 1
+        transfer.tick(NOW + 10 + core.slave_timeout_ms)
         [(_, r)] = b.outbox.take()
         assert r.code == RS.FLUSH_SLAVE_TIMEOUT
     finally:
         b.close()
 
 
+def test_a_killed_transfer_service_loses_no_send(sync_master: Broker) -> None:
+    """Its waits go back to the send core, which answers them from the state page while no
+    service is linked, and hands what is left to the next one."""
+    send = sync_master.cores["send"]
+    _slaves(sync_master, 1, 0)
+    assert _send(sync_master, conn=5) is None and _send(sync_master, conn=6) is None
+    first_end = sync_master.store.max_phy_offset // 2  # two records of the same size
+    assert len(send.transfer.open) == 2
+    sync_master.cut("transfer", NOW + 1)  # kill -9: its link closes
+    assert len(send.waiting) == 2 and send.transfer.open == {}
+    assert send.next_look_ms(NOW + 1) == 1  # looked at every millisecond meanwhile
+    sync_master.store.state.set(OFF_HA_ACKED, first_end)  # the HA service's page: the first
+    assert send.flush_and_release(NOW + 2) == 1
+    [(conn, resp)] = sync_master.outbox.take()
+    assert conn == 5 and resp.code == RS.SUCCESS
+    # the replacement links: the other wait goes to it, and it answers it
+    sync_master.cores["transfer"] = GroupTransferService(sync_master.ctxs["transfer"])
+    sync_master.link("send", "transfer")
+    send.flush_and_release(NOW + 3)
+    sync_master.pump(NOW + 3)
+    assert send.waiting == [] and len(send.transfer.open) == 1
+    _slaves(sync_master, 1, sync_master.store.max_phy_offset, NOW + 4)
+    [(conn, resp)] = sync_master.outbox.take()
+    assert conn == 6 and resp.code == RS.SUCCESS
+
+
 def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
 
 
-def test_a_parked_send_wakes_the_ha_service_and_an_ack_wakes_the_send_core(
-    tmp_path: Any,
-) -> None:
-    """CommitLog.submitReplicaRequest's wakeup and notifyTransferSome, across processes: the
-    core pokes the HA service's pipe once per batch that parked sends, and watches the pipe
-    the HA service pokes when a slave acked more (both in the broker's runtime directory)."""
+def test_a_batch_that_hands_sends_over_wakes_the_ha_service(tmp_path: Any) -> None:
+    """CommitLog.submitReplicaRequest's wakeup, across processes: the core pokes the HA
+    service's pipe (in the broker's runtime directory) once per batch that hands sends to the
+    GroupTransferService, and only once that batch's output left (after_flush): the waits and
+    the batch's events reach their peers before the slave can ack."""
     rdir = str(tmp_path / "run")
     os.mkdir(rdir, 0o700)
     sync_master = Broker(str(tmp_path / "store"), brokerRole="SYNC_MASTER", runtime_dir=rdir)
     ha_side = WakeReader(os.path.join(rdir, HA_TRANSFER))  # what the HA service watches
-    acks = WakeWriter(os.path.join(rdir, HA_ACKED))  # what it pokes
     core = sync_master.cores["send"]
     try:
-        [acked_fd] = core.watch_fds()
+        assert core.watch_fds() == []  # acks reach the GroupTransferService, not this core
         _slaves(sync_master, 1, 0)
-        assert _send(sync_master) is None and _send(sync_master) is None  # two parked
         assert not _readable(ha_side.fd)
-        assert core.next_look_ms(NOW + 1) == 1  # not poked yet: polled
-        core.flush_and_release(NOW + 1)  # the runtime's after-batch call
-        assert ha_side.drain() == 1  # one poke for the batch
-        # the HA service has it, so an ack will wake the core: only the slave deadline is timed
-        assert core.next_look_ms(NOW + 1) == core.slave_timeout_ms - 1
-        core.flush_and_release(NOW + 2)
-        assert ha_side.drain() == 0  # nothing newly parked: no poke
-        _slaves(sync_master, 1, sync_master.store.max_phy_offset)
-        assert acks.poke() and _readable(acked_fd)
-        core.on_fd_ready([acked_fd], NOW + 3)
-        assert not _readable(acked_fd)  # drained
-        assert core.flush_and_release(NOW + 3) == 2
-        assert [r.code for _, r in sync_master.outbox.take()] == [RS.SUCCESS, RS.SUCCESS]
+        for _ in range(2):  # one batch of two sends, the first creates the topic
+            assert core.process(_req(), NOW) is None
+        core.end_batch(NOW)  # the runtime's after-batch calls
+        assert ha_side.drain() == 0
+        core.after_flush(NOW)
+        assert ha_side.drain() == 1  # one poke for the batch, once its output left
+        sync_master.pump(NOW)
+        assert len(sync_master.cores["transfer"].waits) == 2
+        assert core.process(_req(), NOW + 1) is None  # the topic exists now: no event
+        core.end_batch(NOW + 1)
+        assert ha_side.drain() == 0  # not before the output left
+        core.after_flush(NOW + 1)
+        assert ha_side.drain() == 1
+        core.end_batch(NOW + 2)
+        core.after_flush(NOW + 2)
+        assert ha_side.drain() == 0  # nothing new handed over: no poke
+        sync_master.pump(NOW + 2)
+        assert len(sync_master.cores["transfer"].waits) == 3
     finally:
         ha_side.close()
-        acks.close()
         sync_master.close()
+
+
+def _req() -> Request:
+    return Request(3, ("127.0.0.1", 40000),
+                   wire_cmd(RC.SEND_MESSAGE_V2, send_ext("SyncT", props=WAIT), b"body"), 0)
 
 
 def test_an_async_master_opens_no_wake_pipe(tmp_path: Any) -> None:
@@ -145,5 +207,6 @@ def test_an_async_master_opens_no_wake_pipe(tmp_path: Any) -> None:
     try:
         assert b.cores["send"].watch_fds() == []
         assert os.listdir(rdir) == []
+        assert "transfer" not in b.cores
     finally:
         b.close()

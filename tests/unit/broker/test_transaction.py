@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from actors.broker.context import BrokerContext
 from actors.broker.transaction import CHECK_GROUP, HALF_TOPIC, OP_TOPIC
+from actors.broker.transactional_message_check import TransactionalMessageCheckService
 from protocol.codes import TRANS_CHECK_MAX_TIME_TOPIC
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode as RS
@@ -152,7 +154,8 @@ def test_oneway_and_not_type_get_no_reply(txb: Broker) -> None:
 
 
 def _tick(b: Broker, now_ms: int) -> list[Any]:
-    b.cores["send"].tick(now_ms)
+    """The TransactionalMessageCheckService's timer: a pass, its puts through the writer."""
+    b.cores["txcheck"].tick(now_ms)
     b.pump(now_ms)
     return [(c, cmd) for c, cmd in b.outbox.take() if cmd.code == RC.CHECK_TRANSACTION_STATE]
 
@@ -214,7 +217,7 @@ def test_discarded_after_check_max(tmp_path: Any) -> None:
         sent = [len(_tick(b, BORN + 2000 * k)) for k in range(1, 5)]
         assert sent == [1, 1, 0, 0]
         assert b.store.get_max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 1
-        assert b.cores["send"].tx.discarded == 1
+        assert b.cores["txcheck"].discarded == 1
     finally:
         b.close()
 
@@ -282,7 +285,7 @@ def test_ops_beyond_one_read_window_still_close_their_halves(
     txb: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ops are read a few per tick: no committed half may be checked meanwhile."""
-    import actors.broker.transaction as tx
+    import actors.broker.transactional_message_check as tx
 
     monkeypatch.setattr(tx, "MAX_OPS_PER_TICK", 4)
     _producer_heartbeat(txb)
@@ -332,7 +335,7 @@ def test_a_run_over_many_ticks_checks_each_half_once(
 ) -> None:
     """The budget splits a run over ticks; copies put back during the run are not walked again
     in it (the run ends where the half queue ended when it began, and stops at fresh copies)."""
-    import actors.broker.transaction as tx
+    import actors.broker.transactional_message_check as tx
 
     monkeypatch.setattr(tx, "MAX_CHECKS_PER_TICK", 16)
     n = 60
@@ -343,7 +346,7 @@ def test_a_run_over_many_ticks_checks_each_half_once(
     assert checks == []  # no live producer: nothing sent, but each half is put back once
     assert txb.store.get_max_offset_in_queue(HALF_TOPIC, 0) == 2 * n
     assert txb.controller.offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == n
-    assert txb.cores["send"].tx.discarded == 0
+    assert txb.cores["txcheck"].discarded == 0
     copies = [_only_record(txb, HALF_TOPIC, 0, q).properties for q in range(n, 2 * n)]
     assert all(p["TRANSACTION_CHECK_TIMES"] == "1" for p in copies)
 
@@ -423,3 +426,21 @@ def test_the_check_starts_over_when_the_half_and_op_queues_are_made_anew(txb: Br
     checks = _tick(txb, BORN + 20_000)
     assert [decode_messages(c.body)[0].properties["UNIQ_KEY"] for _, c in checks] == ["U3"]
     assert offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 1
+
+
+def test_a_replaced_check_service_knows_the_producers_at_once(txb: Broker) -> None:
+    """A kill -9 of the check service: its replacement starts from the controller's snapshot,
+    which carries the producer groups' connections, so the check-back goes out at its first
+    run (it used to wait for the producer's next heartbeat, 30 s away)."""
+    _producer_heartbeat(txb)
+    _half(txb)
+    txb.outbox.take()
+    txb.cut("txcheck")
+    ctx = BrokerContext(txb.bc, txb.sc, group="txcheck", outbox=txb.outbox, store=txb.store)
+    ctx.load_snapshot(txb.controller.snapshot())
+    txb.ctxs["txcheck"] = ctx
+    txb.cores["txcheck"] = TransactionalMessageCheckService(ctx)
+    txb.link("txcheck", "send")
+    assert _tick(txb, BORN) == []
+    [(conn, _cmd)] = _tick(txb, BORN + 7000)
+    assert conn == PRODUCER_CONN

@@ -14,18 +14,19 @@ from actors.runtime.channel import (
     CALL,
     CLOSE_CONN,
     CONN_CLOSED,
-    NOTICES,
+    LINK,
     REPLY,
     REQUEST,
     Channel,
     RecordDecoder,
     add_call,
     add_conn_record,
-    add_notices,
+    add_link,
     add_reply,
     add_request,
     ip_to_int,
 )
+from actors.runtime.link_records import ArrivalNotices, encode
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -37,14 +38,14 @@ def _stream() -> tuple[bytes, list[tuple]]:
     add_reply(out, 7, b"\x00\x00\x00\x04abcd")
     add_conn_record(out, CONN_CLOSED, 7)
     add_conn_record(out, CLOSE_CONN, 8)
-    add_notices(out, [["T", 1, 5, 42, 1000]])
+    add_link(out, encode(ArrivalNotices((("T", 1, 5, 42, 1000),))))
     add_call(out, (1 << 48) + 3, -5, b"\x00\x00\x00\x05call!")
     expected = [
         (REQUEST, 7, 123456789, ("10.1.2.3", 4567), b"\x00\x00\x00\x02{}body"),
         (REPLY, 7, b"\x00\x00\x00\x04abcd"),
         (CONN_CLOSED, 7),
         (CLOSE_CONN, 8),
-        (NOTICES, [["T", 1, 5, 42, 1000]]),
+        (LINK, encode(ArrivalNotices((("T", 1, 5, 42, 1000),)))),
         (CALL, (1 << 48) + 3, -5, b"\x00\x00\x00\x05call!"),
     ]
     return bytes(out), expected

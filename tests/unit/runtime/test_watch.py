@@ -12,7 +12,8 @@ from typing import Any
 
 from thespian.actors import ActorAddress, ThespianWatch, WakeupMessage, WatchMessage
 
-from actors.runtime.channel import HOLDS, RecordDecoder, add_holds
+from actors.runtime.channel import LINK, RecordDecoder, add_link
+from actors.runtime.link_records import HoldsChanged, decode, encode
 from actors.runtime.watch import AFFINITY_ENV, WatchingActor, parse_affinity, pin_cpus
 
 
@@ -170,9 +171,11 @@ def test_a_descriptor_closed_while_another_process_holds_it_is_dropped() -> None
 
 def test_holds_record_round_trip() -> None:
     out = bytearray()
-    add_holds(out, True)
-    add_holds(out, False)
-    assert RecordDecoder().feed(bytes(out)) == [(HOLDS, True), (HOLDS, False)]
+    add_link(out, encode(HoldsChanged(True)))
+    add_link(out, encode(HoldsChanged(False)))
+    recs = RecordDecoder().feed(bytes(out))
+    assert [r[0] for r in recs] == [LINK, LINK]
+    assert [decode(r[1]) for r in recs] == [HoldsChanged(True), HoldsChanged(False)]
 
 
 def test_events_record_groups_by_audience_and_skips_origin() -> None:
