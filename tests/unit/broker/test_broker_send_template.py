@@ -65,6 +65,19 @@ PULL_KEYS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"
 
 
 @settings(max_examples=60, deadline=None)
+@given(remark=text, const=text, values=st.tuples(plain_text, plain_text, plain_text, plain_text),
+       opaque=st.integers(-(1 << 31), (1 << 31) - 1))
+def test_plain_frame_with_unsorted_keys_and_a_remark_is_the_escaped_frame(
+    remark: str, const: str, values: tuple[str, str, str, str], opaque: int
+) -> None:
+    """frame_plain's %-template puts each value under its own key whatever order `variable`
+    has, and a '%' (or a brace) in a constant or the remark stays text."""
+    tpl = ResponseTemplate({"zz%": const, "a{}": "%d%s"}, PULL_KEYS, remark or None)
+    assert tpl.frame_plain(SerializeType.JSON, opaque, values) == tpl.frame(
+        SerializeType.JSON, opaque, values)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
 @given(remark=text, values=st.tuples(text, text, text, text), body=st.binary(max_size=64),
        opaque=st.integers(-(1 << 31), (1 << 31) - 1))
 def test_template_with_remark_and_body_matches_generic_json(
