@@ -433,11 +433,16 @@ class ResponseTemplate:
         '-'): no escaping pass."""
         if serialize_type != _JSON:
             return self.frame(serialize_type, opaque, values)
+        header = self.header_plain(opaque, values)
+        return _PREFIX.pack(4 + len(header), len(header)) + header
+
+    def header_plain(self, opaque: int, values: tuple[object, ...]) -> bytes:
+        """The JSON header for `values` (in `variable`'s order) that need no escaping: strs of
+        digits, hex or '-', or ints."""
         order = self.plain_order
         if order is not None:
             values = tuple(values[i] for i in order)
-        header = (self.fmt_plain % (*values, opaque)).encode()
-        return _PREFIX.pack(4 + len(header), len(header)) + header
+        return (self.fmt_plain % (*values, opaque)).encode()
 
 
 class TemplatedResponse(RemotingCommand):

@@ -280,13 +280,12 @@ class PullMessageProcessor:
             req = Request(conn_id, peer, RemotingCommand.decode(frame), 0)
             resp = self._answer(req, h, sub_filter, result, now_ms, True)
             return b"" if resp is None else resp.encode()
-        header = FOUND_TEMPLATE.fmt_plain.format(  # four numbers: nothing to escape
+        header = FOUND_TEMPLATE.header_plain(opaque, (  # four numbers: nothing to escape
             self._suggest(h, result),
             result.next_begin_offset,
             result.min_offset,
             result.max_offset,
-            opaque,
-        ).encode()
+        ))  # fmt: skip
         buffers = result.buffers
         size = len(header) + sum(map(len, buffers))
         encoded = b"".join((FRAME_PREFIX.pack(4 + size, len(header)), header, *buffers))
