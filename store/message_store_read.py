@@ -391,3 +391,67 @@ class MessageStoreRead:
         res.buffer_total_size = total
         res.suggest_pull_from_slave = (max_phy - max_phy_pulling) > memory
         return res
+
+
+class MessageStoreReadSide:
+    """The read side of a store's interface, answered by its MessageStoreRead: one half of
+    DefaultMessageStore (the writer) and of MessageStoreReader (a reader process's view)."""
+
+    read: MessageStoreRead
+
+    def get_message(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+        max_bytes: int | None = None, filter: MessageFilter | None = None, now_ms: int = 0, *,
+        count_stats: bool = True,
+    ) -> GetMessageResult:  # fmt: skip
+        """DefaultMessageStore.getMessage (store.message_store_read)."""
+        return self.read.get_message(group, topic, queue_id, offset, max_msgs, max_bytes,
+                                     filter, now_ms, count_stats=count_stats)  # fmt: skip
+
+    def get_commit_log_data(self, phy: int, max_bytes: int) -> memoryview | None:
+        """getCommitLogData (what the HA service sends)."""
+        return self.read.get_commit_log_data(phy, max_bytes)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next queue offset to be written (0 for a missing queue)."""
+        return self.read.get_max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First readable queue offset (-1 for a missing queue)."""
+        return self.read.get_min_offset_in_queue(topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        """Phy offset of the unit at queue offset, or 0."""
+        return self.read.get_commit_log_offset_in_queue(topic, queue_id, offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, ts_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        return self.read.get_offset_in_queue_by_time(topic, queue_id, ts_ms)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at queue offset, -1 if unavailable."""
+        return self.read.get_message_store_timestamp(topic, queue_id, offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the message at the queue's min offset, -1 if unavailable."""
+        return self.read.get_earliest_message_time(topic, queue_id)
+
+    def select_one_message_by_offset(
+        self, phy_offset: int, size: int | None = None
+    ) -> memoryview | None:
+        """The stored record at phy_offset (its bytes), or None."""
+        return self.read.select_one_message_by_offset(phy_offset, size)
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        """The decoded message at phy_offset, or None."""
+        return self.read.look_message_by_offset(phy_offset)
+
+    def check_in_disk_by_commit_offset(self, phy_offset: int) -> bool:
+        """True when the record is farther behind the max than the in-memory share of RAM."""
+        return self.read.check_in_disk_by_commit_offset(phy_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> QueryMessageResult:
+        """Records indexed under topic#key stored in [begin_ms, end_ms]."""
+        return self.read.query_message(topic, key, max_num, begin_ms, end_ms)
