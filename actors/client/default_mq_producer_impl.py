@@ -36,14 +36,14 @@ from actors.client.errors import (
 from actors.client.latency_fault_tolerance import MQFaultStrategy
 from actors.client.message_queue_selector import MessageQueueSelector
 from actors.client.mq_client_api import MQClientAPI, process_send_response
-from actors.client.records import Message, MessageQueue, SendResult, SendStatus
+from actors.client.records import Message, MessageQueue, SendResult
+from actors.client.send_retry import SendRetry
 from actors.client.topic_publish_info import TopicPublishInfo
 from protocol import message as wire
 from protocol.codes import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     CURRENT_VERSION,
     RETRY_GROUP_TOPIC_PREFIX,
-    SEND_RETRY_CODES,
     LanguageCode,
     RequestCode,
     ResponseCode,
@@ -60,10 +60,16 @@ _PREFIX = struct.Struct(">ii")  # total length, header length (serialize type JS
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = "4"
-# Java's retryResponseCodes plus SYSTEM_BUSY: the broker's fast failure (a request that waited
-# too long in its queue) asks the client to come back, so it is retried within the deadline.
-RETRY_CODES: Final = SEND_RETRY_CODES | {ResponseCode.SYSTEM_BUSY}
 SendCallback = Callable[[SendResult | None, MQClientError | None], None]
+
+
+def _isolates(error: MQClientError) -> bool:
+    """Whether a failed attempt marks its broker unavailable for a while (the fault strategy's
+    isolation): a broker that answered busy is not dead, one whose address is unknown was never
+    asked."""
+    if isinstance(error, MQBrokerError):
+        return error.code != ResponseCode.SYSTEM_BUSY
+    return isinstance(error, RemotingError)
 
 
 def now_ms() -> int:
@@ -255,48 +261,41 @@ class DefaultMQProducerImpl:
     def send(self, req: SendRequest, flag: int = 0, *, queue: MessageQueue | None = None,
              timeout_ms: int | None = None) -> SendResult:  # fmt: skip
         """sendDefaultImpl (or one queue when given), sync."""
-        timeout = self.send_timeout_ms if timeout_ms is None else timeout_ms
-        begin = time.monotonic()
-        info = None if queue is not None else self.handle.publish_info(req.topic)
-        attempts = 1 + self.retries if queue is None else 1  # sendSelectImpl: one try
-        last_broker: str | None = None
-        error: MQClientError | None = None
-        last_result: SendResult | None = None
-        sent_to: list[str] = []
-        call_timeout = False
-        for _ in range(attempts):
-            mq = queue if queue is not None else self._select(info, last_broker)
-            last_broker = mq.broker_name
-            cost_ms = (time.monotonic() - begin) * 1000.0
-            if cost_ms >= timeout:
-                call_timeout = True
+        retry, info = self._retry(req, queue, timeout_ms)
+        while retry.more():
+            mq = queue if queue is not None else self._select(info, retry.last_broker)
+            left_ms = retry.start(mq.broker_name, time.monotonic())
+            if left_ms is None:
                 break
-            sent_to.append(mq.broker_name)
             t0 = time.monotonic()
             try:
                 addr = self._broker_addr(mq)
                 opaque, frame = self._frame(req, mq, flag)
-                resp = self.remoting.invoke_sync_frame(addr, opaque, frame, timeout - cost_ms)
+                resp = self.remoting.invoke_sync_frame(addr, opaque, frame, left_ms)
                 result = process_send_response(mq.broker_name, req.topic, req.msg_id, resp, addr,
-                                               mq)
-            except RemotingError as exc:
-                self._fault(mq, t0, True)
-                error = exc
-                continue
-            except MQBrokerError as exc:
-                self._fault(mq, t0, exc.code != ResponseCode.SYSTEM_BUSY)  # busy: not dead
-                error = exc
-                if exc.code in RETRY_CODES:
+                                               mq)  # fmt: skip
+            except MQClientError as exc:
+                self._fault(mq, t0, _isolates(exc))
+                if retry.failed(exc):
                     continue
-                raise
+                break
             self._fault(mq, t0, False)
-            if result.status is not SendStatus.SEND_OK and self.retry_another_broker:
-                last_result = result
-                continue
-            return result
-        if last_result is not None:
-            return last_result
-        raise self._failed(req, attempts, begin, sent_to, error, call_timeout)
+            if retry.answered(result, self.retry_another_broker):
+                return result
+        outcome = retry.outcome(time.monotonic())
+        if isinstance(outcome, MQClientError):
+            raise outcome
+        return outcome
+
+    def _retry(self, req: SendRequest, queue: MessageQueue | None, timeout_ms: int | None
+               ) -> tuple[SendRetry, TopicPublishInfo | None]:  # fmt: skip
+        """The send's retry policy (one attempt when the caller chose the queue: sendSelectImpl)
+        and the topic's route when the queue is ours to choose."""
+        timeout = self.send_timeout_ms if timeout_ms is None else timeout_ms
+        retry = SendRetry(req.topic, 1 + self.retries if queue is None else 1, timeout,
+                          time.monotonic())  # fmt: skip
+        info = None if queue is not None else self.handle.publish_info(req.topic)
+        return retry, info
 
     def _select(self, info: TopicPublishInfo | None, last_broker: str | None) -> MessageQueue:
         assert info is not None
@@ -307,98 +306,68 @@ class DefaultMQProducerImpl:
             self.fault.update_fault_item(mq.broker_name, int((time.monotonic() - t0) * 1000),
                                          isolation, now_ms())
 
-    def _failed(self, req: SendRequest, attempts: int, begin: float, sent_to: list[str],
-                error: MQClientError | None, call_timeout: bool) -> MQClientError:
-        cost = int((time.monotonic() - begin) * 1000)
-        if call_timeout:
-            err: MQClientError = MQClientError(
-                ClientErrorCode.ACCESS_BROKER_TIMEOUT,
-                f"sendDefaultImpl call timeout: no answer within {cost} ms (Topic: "
-                f"{req.topic}, BrokersSent: {sent_to}): {error.message if error else ''}")
-            err.__cause__ = error
-            return err
-        code = error.code if error is not None else ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
-        text = (f"Send [{attempts}] times, still failed, cost [{cost}]ms, Topic: {req.topic}, "
-                f"BrokersSent: {sent_to}: {error.message if error else ''}")
-        failed = MQBrokerError(code, text) if isinstance(error, MQBrokerError) else \
-            MQClientError(code, text)
-        failed.__cause__ = error
-        return failed
-
     # -- async --------------------------------------------------------------------------------
     def send_async(self, req: SendRequest, done: SendCallback, flag: int = 0, *,
                    queue: MessageQueue | None = None, timeout_ms: int | None = None) -> None:
         """sendDefaultImpl with the sync retry policy, without blocking on the answer.
 
         done(result, error) runs exactly once, on the thread that read the final answer."""
-        timeout = self.send_timeout_ms if timeout_ms is None else timeout_ms
-        begin = time.monotonic()
         try:
-            info = None if queue is not None else self.handle.publish_info(req.topic)
+            retry, info = self._retry(req, queue, timeout_ms)
         except MQClientError as exc:
             done(None, exc)
             return
-        state: dict[str, Any] = {"attempt": 0, "last": None, "sent": [], "error": None,
-                                 "result": None}
-        attempts = 1 + self.retries if queue is None else 1
 
-        def give_up(call_timeout: bool) -> None:
-            if state["result"] is not None:  # a stored but not SEND_OK answer beats an error
-                done(state["result"], None)
-                return
-            done(None, self._failed(req, state["attempt"] - int(call_timeout), begin,
-                                    state["sent"], state["error"], call_timeout))
+        def finish() -> None:
+            outcome = retry.outcome(time.monotonic())
+            if isinstance(outcome, MQClientError):
+                done(None, outcome)
+            else:
+                done(outcome, None)
 
         def attempt() -> None:
-            while state["attempt"] < attempts:
-                state["attempt"] += 1
-                mq = queue if queue is not None else self._select(info, state["last"])
-                state["last"] = mq.broker_name
-                cost_ms = (time.monotonic() - begin) * 1000.0
-                if cost_ms >= timeout:
-                    give_up(True)
-                    return
-                state["sent"].append(mq.broker_name)
+            while retry.more():
+                mq = queue if queue is not None else self._select(info, retry.last_broker)
+                left_ms = retry.start(mq.broker_name, time.monotonic())
+                if left_ms is None:
+                    break
                 t0 = time.monotonic()
                 try:
                     addr = self._broker_addr(mq)
                 except MQClientError as exc:
-                    state["error"] = exc
-                    continue
+                    self._fault(mq, t0, False)
+                    if retry.failed(exc):
+                        continue
+                    break
 
                 def answered(resp: RemotingCommand | None, err: MQClientError | None,
                              mq: MessageQueue = mq, addr: str = addr, t0: float = t0) -> None:
-                    result = None
                     if err is None and resp is not None:
                         try:
                             result = process_send_response(mq.broker_name, req.topic,
                                                            req.msg_id, resp, addr, mq)
                         except MQClientError as exc:
                             err = exc
-                    if result is not None:
-                        self._fault(mq, t0, False)
-                        if result.status is SendStatus.SEND_OK or not self.retry_another_broker \
-                                or state["attempt"] >= attempts:
-                            done(result, None)
-                            return
-                        state["result"] = result
-                        attempt()
-                        return
-                    self._fault(mq, t0, not (isinstance(err, MQBrokerError)
-                                             and err.code == ResponseCode.SYSTEM_BUSY))
-                    state["error"] = err
-                    if isinstance(err, MQBrokerError) and err.code not in RETRY_CODES:
-                        if state["result"] is not None:
-                            done(state["result"], None)
                         else:
-                            done(None, err)
-                        return
-                    attempt()
+                            self._fault(mq, t0, False)
+                            if retry.answered(result, self.retry_another_broker):
+                                done(result, None)
+                            else:
+                                attempt()
+                            return
+                    if err is None:
+                        err = MQClientError(ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION,
+                                            "the send got no answer")
+                    self._fault(mq, t0, _isolates(err))
+                    if retry.failed(err):
+                        attempt()
+                    else:
+                        finish()
 
                 opaque, frame = self._frame(req, mq, flag)
-                self.remoting.invoke_async_frame(addr, opaque, frame, timeout - cost_ms, answered)
+                self.remoting.invoke_async_frame(addr, opaque, frame, left_ms, answered)
                 return
-            give_up(False)
+            finish()
 
         attempt()
 

@@ -215,14 +215,6 @@ class MQClientAPI:
                   lambda r, a: (_expect_success(r, a), None)[1], callback)
 
     # -- producer -----------------------------------------------------------------------------
-    def send_message(self, addr: str, broker_name: str, topic: str, msg_id: str,
-                     request: RemotingCommand, timeout_ms: float,
-                     callback: ResultCallback | None = None) -> SendResult | None:  # fmt: skip
-        """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE built by the producer."""
-        return self.call(addr, request, timeout_ms,
-                         lambda r, a: process_send_response(broker_name, topic, msg_id, r, a),
-                         callback)
-
     def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader,
                                remark: str | None) -> None:  # fmt: skip
         """END_TRANSACTION, oneway (commit / rollback / unknown)."""
