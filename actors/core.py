@@ -247,8 +247,9 @@ class LinkedCore(Protocol):
 class FrameOutbox(Protocol):
     """An outbox that also takes answers encoded elsewhere (GroupTransferService's)."""
 
-    def send_frame(self, conn_id: int, encoded: bytes) -> None:
-        """Queue an encoded frame (length prefix included) for the connection."""
+    def send_frame(self, conn_id: int, encoded: bytes) -> bool:
+        """Queue an encoded frame (length prefix included) for the connection; False when no
+        RemotingServer channel is up to take it (a replacement actor before its channel)."""
         ...
 
 

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 HA_SERVICE: Final = "HAService"
 DONE_BATCH: Final = 64  # answered waits reported to their writer at once past this many
 DONE_MS: Final = 100  # else at the next tick this long after the first (not one wake-up a send)
+UNDELIVERED_RETRY_MS: Final = 5  # an answer no channel took yet: tried again this soon
 
 
 class GroupTransferService:
@@ -53,6 +54,9 @@ class GroupTransferService:
         self.waits: list[tuple[TransferWait, Link]] = []
         self.done: dict[Link, list[int]] = {}  # answered waits not yet reported, per link
         self.done_due: int | None = None  # when the unreported ones go
+        # answers no RemotingServer channel took yet (a replacement before its channel is up):
+        # sent again each tick, and reported done only once they left
+        self.undelivered: list[tuple[int, bytes, int, Link]] = []  # (conn, frame, token, link)
         self.answered: int = 0
         self.timed_out: int = 0
 
@@ -68,6 +72,10 @@ class GroupTransferService:
     def tick(self, now_ms: int) -> int | None:
         """FLUSH_SLAVE_TIMEOUT for what waited past its deadline, the answered waits to their
         writers; ms to the next deadline."""
+        if self.undelivered:
+            pending, self.undelivered = self.undelivered, []
+            for conn_id, frame, token, link in pending:
+                self._deliver(conn_id, frame, token, link)
         keep = []
         for w, link in self.waits:
             if now_ms >= w.deadline_ms:
@@ -80,6 +88,8 @@ class GroupTransferService:
         dues = [w.deadline_ms for w, _ in keep]
         if self.done_due is not None:
             dues.append(self.done_due)
+        if self.undelivered:
+            dues.append(now_ms + UNDELIVERED_RETRY_MS)
         return max(1, min(dues) - now_ms) if dues else None
 
     def end_batch(self, now_ms: int) -> None:
@@ -141,20 +151,26 @@ class GroupTransferService:
         self.waits = keep
 
     def _answer(self, w: TransferWait, link: Link) -> None:
-        self.outbox.send_frame(w.conn_id, w.frame)
         self.answered += 1
-        self.done.setdefault(link, []).append(w.token)
+        self._deliver(w.conn_id, w.frame, w.token, link)
+
+    def _deliver(self, conn_id: int, frame: bytes, token: int, link: Link) -> None:
+        """The answer to its RemotingServer channel; reported done only once it is queued
+        there (else the writer would forget a wait whose answer never left)."""
+        if self.outbox.send_frame(conn_id, frame):
+            self.done.setdefault(link, []).append(token)
+        else:
+            self.undelivered.append((conn_id, frame, token, link))
 
     def _timed_out(self, w: TransferWait, link: Link) -> None:
         log.warning("slave timeout end_offset=%d acked=%d", w.end_offset, self.acked)
-        if w.keep_code:
-            self.outbox.send_frame(w.conn_id, w.frame)
-        else:
+        frame = w.frame
+        if not w.keep_code:
             resp = RemotingCommand.decode(memoryview(w.frame)[4:])
             resp.code = RS.FLUSH_SLAVE_TIMEOUT
-            self.outbox.send_frame(w.conn_id, resp.encode())
+            frame = resp.encode()
         self.timed_out += 1
-        self.done.setdefault(link, []).append(w.token)
+        self._deliver(w.conn_id, frame, w.token, link)
 
 
 class GroupTransferRequests:

@@ -256,6 +256,7 @@ class ProcessorActor(WatchingActor):
         if hello.role == REMOTING_HELLO:
             self.rs_chs.append(ch)
             self.outbox.default = ch  # the newest RemotingServer's
+            self.schedule("tick", 0.0)  # what the core could not answer without one goes now
         else:
             for old in [lk for lk in self.links.by_fd.values() if lk.peer == hello.role
                         and lk.ch is not ch and lk.ch.fd in self.channels]:  # fmt: skip

@@ -104,11 +104,14 @@ class ChannelOutbox:
         if ch is not None:
             self.reply(ch, conn_id, cmd.encode())
 
-    def send_frame(self, conn_id: int, encoded: bytes) -> None:
-        """Queue an encoded frame for the connection (actors.core.FrameOutbox)."""
+    def send_frame(self, conn_id: int, encoded: bytes) -> bool:
+        """Queue an encoded frame for the connection (actors.core.FrameOutbox); False when no
+        live channel takes it."""
         ch = self._channel(conn_id)
-        if ch is not None:
-            self.reply(ch, conn_id, encoded)
+        if ch is None:
+            return False
+        self.reply(ch, conn_id, encoded)
+        return True
 
     def call(self, conn_id: int, cmd: RemotingCommand) -> None:
         """Queue the request `cmd` for the client; its answer comes back to this processor."""

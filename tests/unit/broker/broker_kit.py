@@ -42,8 +42,9 @@ class FakeOutbox:
     def close_conn(self, conn_id: int) -> None:
         self.closed.append(conn_id)
 
-    def send_frame(self, conn_id: int, encoded: bytes) -> None:
+    def send_frame(self, conn_id: int, encoded: bytes) -> bool:
         self.sent.append((conn_id, RemotingCommand.decode(memoryview(encoded)[4:])))
+        return True
 
     def take(self) -> list[tuple[int, RemotingCommand]]:
         out, self.sent = self.sent, []

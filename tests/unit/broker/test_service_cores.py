@@ -146,6 +146,7 @@ def test_a_slave_is_woken_by_the_sweep_only() -> None:
 class Frames:
     def __init__(self) -> None:
         self.sent: list[tuple[int, RemotingCommand]] = []
+        self.up = True  # a RemotingServer channel takes frames
 
     def send(self, conn_id: int, cmd: RemotingCommand) -> None:
         self.sent.append((conn_id, cmd))
@@ -156,8 +157,11 @@ class Frames:
     def close_conn(self, conn_id: int) -> None:
         raise AssertionError("no closes")
 
-    def send_frame(self, conn_id: int, encoded: bytes) -> None:
+    def send_frame(self, conn_id: int, encoded: bytes) -> bool:
+        if not self.up:
+            return False
         self.sent.append((conn_id, RemotingCommand.decode(memoryview(encoded)[4:])))
+        return True
 
 
 def _wait(token: int, end: int, deadline: int, keep: bool = False) -> TransferWait:
@@ -199,3 +203,28 @@ def test_transfer_timeout_keeps_a_replies_code() -> None:
     core.tick(5)
     [(_, resp)] = out.sent
     assert resp.code == RS.SUCCESS
+
+
+def test_a_replacement_without_its_channel_keeps_answers_until_one_takes_them() -> None:
+    """A killed service's replacement may get the writer's waits (and the slave's ack) before
+    its RemotingServer channel is up: an answer no channel took is neither lost nor reported
+    done (the writer would forget it); it goes, and is reported, once a channel takes it."""
+    out = Frames()
+    out.up = False
+    core = GroupTransferService(SimpleNamespace(outbox=out))  # type: ignore[arg-type]
+    send, ha = FakeLink("send"), FakeLink("HAService")
+    core.on_link_record(ha, SlaveAcked(500, 1), 0)
+    core.on_link_record(send, _wait(1, 100, 3_000), 0)  # acked already: answered at once
+    core.on_link_record(send, _wait(2, 900, 3_000), 0)
+    core.on_link_record(ha, SlaveAcked(900, 1), 1)
+    core.end_batch(1)
+    assert out.sent == []
+    nxt = core.tick(1 + DONE_MS)
+    assert nxt is not None and nxt <= 5  # tried again soon, not at the next deadline
+    assert send.take() == [] and out.sent == []
+    out.up = True
+    core.tick(10 + DONE_MS)  # the runtime ticks the core when a RemotingServer channel comes
+    core.end_batch(10 + DONE_MS)  # and ends the batch after every timer
+    assert sorted(c for c, _ in out.sent) == [41, 42]
+    core.tick(10 + 2 * DONE_MS)
+    assert send.take() == [TransferDone((1, 2))]
