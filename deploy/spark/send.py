@@ -13,8 +13,12 @@ several threads (Java's sendMessageThreadPoolNums, 8 on a host of 4 or more core
 the concurrent requests of one connection in any order, so the next batch of such a queue is
 held back until the broker acknowledged the one before; other queues proceed meanwhile.
 send_all returns only when every send is acknowledged, so a task commits only what the broker
-stored. Kept small and in this one module so it can later use the client's pure producer
-pieces; it is not a general producer.
+stored. The producer's pure pieces are the client's (actors.client): the route as
+TopicPublishInfo (TBW102's capped by default_route_for), the queue choice, Java's
+SelectMessageQueueByHash (hash_index), the retry policy (SendRetry: the same attempts, call
+timeout and retry codes as Producer.send) and the answer's parse (process_send_response); this
+module keeps the window, the batching and the order per sharding key. It is not a general
+producer.
 """
 
 from __future__ import annotations
@@ -23,25 +27,25 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
+from actors.client.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
+from actors.client.message_queue_selector import hash_index
+from actors.client.mq_client_api import process_send_response
+from actors.client.mq_client_instance import default_route_for
+from actors.client.records import MessageQueue
+from actors.client.send_retry import SendRetry
+from actors.client.topic_publish_info import TopicPublishInfo
 from deploy.wire import BlockingClient
 from protocol.bodies import TopicRouteData
-from protocol.codes import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    SEND_RETRY_CODES,
-    SEND_SUCCESS_CODES,
-    PermName,
-    RequestCode,
-    ResponseCode,
-)
+from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 from protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeader
 from protocol.message import COMPRESS_BODY_OVER, COMPRESSED_ZLIB_SYSFLAG, compress_body
 from protocol.message_batch import BatchItem, encode_batch
-from protocol.record import java_string_hash, properties_to_string
+from protocol.record import properties_to_string
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +73,9 @@ class _Unit:
 
     topic: str
     messages: list[OutMessage]
-    queue: tuple[str, int] | None = None  # fixed (sharding key) or chosen per attempt
+    queue: MessageQueue | None = None  # fixed (sharding key) or chosen per attempt
     ordered: bool = False
-    attempt: int = 0
-    last_broker: str | None = None
+    retry: SendRetry | None = None  # its attempts, from its first send
 
 
 @dataclass(slots=True)
@@ -82,34 +85,14 @@ class SendStats:
     messages: int = 0
     requests: int = 0
     retries: int = 0
-    first_queue_offsets: dict[str, int] = field(default_factory=dict)
 
 
-class _PublishInfo:
-    """TopicPublishInfo: the writable master queues of a topic, and the round-robin index."""
+@dataclass(slots=True)
+class _Route:
+    """A topic's TopicPublishInfo and its brokers' master addresses."""
 
-    def __init__(self, route: TopicRouteData, from_default: bool) -> None:
-        masters = {bd.broker_name: bd.master_addr for bd in route.broker_datas}
-        self.masters: dict[str, str] = {b: a for b, a in masters.items() if a}
-        self.queues: list[tuple[str, int]] = []
-        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-            if PermName.is_writeable(qd.perm) and qd.broker_name in self.masters:
-                n = qd.write_queue_nums
-                if from_default:
-                    n = min(DEFAULT_TOPIC_QUEUE_NUMS, n)
-                self.queues += [(qd.broker_name, q) for q in range(n)]
-        self.index = int(time.monotonic_ns() // 1000)  # ThreadLocalIndex starts at random
-
-    def select(self, last_broker: str | None) -> tuple[str, int]:
-        """selectOneMessageQueue(lastBrokerName)."""
-        n = len(self.queues)
-        for _ in range(n):
-            self.index += 1
-            q = self.queues[self.index % n]
-            if q[0] != last_broker:
-                return q
-        self.index += 1
-        return self.queues[self.index % n]
+    info: TopicPublishInfo
+    masters: dict[str, str]
 
 
 class TaskSender:
@@ -119,17 +102,19 @@ class TaskSender:
                  retries: int = 2, batch_size: int = 64, max_inflight: int = 16) -> None:
         self.name_servers = name_servers
         self.group = group
+        self.timeout_ms = timeout_ms
         self.timeout_s = timeout_ms / 1000.0
         self.retries = retries
         self.batch_size = max(1, batch_size)
         self.max_inflight = max(1, max_inflight)
-        self.routes: dict[str, _PublishInfo] = {}
+        self.routes: dict[str, _Route] = {}
         self.clients: dict[str, BlockingClient] = {}
-        self.inflight: deque[tuple[int, str, _Unit]] = deque()  # (opaque, addr, unit)
-        # ordered queues (topic, broker, queue id) with their one request in flight, and the
-        # ordered units held back behind it, in row order; held units count as in flight
-        self.busy: set[tuple[str, str, int]] = set()
-        self.held: dict[tuple[str, str, int], deque[_Unit]] = {}
+        # (opaque, broker address, queue, unit) of each request in flight, oldest first
+        self.inflight: deque[tuple[int, str, MessageQueue, _Unit]] = deque()
+        # ordered queues with their one request in flight, and the ordered units held back
+        # behind it, in row order; held units count as in flight
+        self.busy: set[MessageQueue] = set()
+        self.held: dict[MessageQueue, deque[_Unit]] = {}
         self.held_count = 0
         self.stats = SendStats()
 
@@ -141,8 +126,8 @@ class TaskSender:
 
     def send_all(self, messages: Iterable[OutMessage]) -> SendStats:
         """Send everything; return once all are stored, or raise SendError."""
-        pending: dict[tuple[str, tuple[str, int] | None], list[OutMessage]] = {}
-        sizes: dict[tuple[str, tuple[str, int] | None], int] = {}
+        pending: dict[tuple[str, MessageQueue | None], list[OutMessage]] = {}
+        sizes: dict[tuple[str, MessageQueue | None], int] = {}
         for m in messages:
             info = self._route(m.topic)
             if "DELAY" in m.properties:
@@ -163,21 +148,23 @@ class TaskSender:
         return self.stats
 
     # -- routes and queues -------------------------------------------------------------------
-    def _route(self, topic: str) -> _PublishInfo:
-        info = self.routes.get(topic)
-        if info is None:
-            route = self._fetch_route(topic)
-            from_default = route is None
-            if route is None:
-                route = self._fetch_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
-            if route is None:
-                raise SendError(f"topic {topic!r} has no route and the name server has no "
-                                f"{AUTO_CREATE_TOPIC_KEY_TOPIC} route to create it from")
-            info = _PublishInfo(route, from_default)
-            if not info.queues:
+    def _route(self, topic: str) -> _Route:
+        route = self.routes.get(topic)
+        if route is None:
+            data = self._fetch_route(topic)
+            if data is None:
+                default = self._fetch_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
+                if default is None:
+                    raise SendError(f"topic {topic!r} has no route and the name server has no "
+                                    f"{AUTO_CREATE_TOPIC_KEY_TOPIC} route to create it from")
+                data = default_route_for(default)
+            info = TopicPublishInfo.from_route(topic, data)
+            if not info.ok():
                 raise SendError(f"topic {topic!r} has no writable queue on any master")
-            self.routes[topic] = info
-        return info
+            masters = {bd.broker_name: addr for bd in data.broker_datas
+                       if (addr := bd.master_addr) is not None}  # fmt: skip
+            route = self.routes[topic] = _Route(info, masters)
+        return route
 
     def _fetch_route(self, topic: str) -> TopicRouteData | None:
         failures = []
@@ -198,10 +185,10 @@ class TaskSender:
         raise SendError(f"no name server answered: {'; '.join(failures)}")
 
     @staticmethod
-    def _shard(info: _PublishInfo, key: str) -> tuple[str, int]:
-        """SelectMessageQueueByHash: Java's String.hashCode modulo the queue count."""
-        value = java_string_hash(key) % len(info.queues)  # Python's % is never negative
-        return info.queues[value]
+    def _shard(route: _Route, key: str) -> MessageQueue:
+        """SelectMessageQueueByHash: abs(hashCode % n) with Java's remainder."""
+        mqs = route.info.message_queue_list
+        return mqs[hash_index(key, len(mqs))]
 
     # -- requests ----------------------------------------------------------------------------
     def _submit(self, unit: _Unit) -> None:
@@ -211,7 +198,7 @@ class TaskSender:
             self._await_oldest()
         if unit.ordered:
             assert unit.queue is not None
-            key = (unit.topic, *unit.queue)
+            key = unit.queue
             if key in self.busy:
                 self.held.setdefault(key, deque()).append(unit)
                 self.held_count += 1
@@ -222,7 +209,7 @@ class TaskSender:
     def _next_ordered(self, unit: _Unit) -> None:
         """An ordered unit was stored: send the next one held for its queue, if any."""
         assert unit.queue is not None
-        key = (unit.topic, *unit.queue)
+        key = unit.queue
         waiting = self.held.get(key)
         if not waiting:
             self.busy.discard(key)
@@ -234,22 +221,32 @@ class TaskSender:
         self._send(nxt)
 
     def _send(self, unit: _Unit) -> None:
-        info = self._route(unit.topic)
-        broker, qid = unit.queue if unit.queue is not None else info.select(unit.last_broker)
-        unit.last_broker = broker
-        addr = info.masters.get(broker)
-        cmd = self._command(unit, broker, qid)
+        """The unit's next attempt (its retry policy begins with its first)."""
+        retry = unit.retry
+        if retry is None:
+            attempts = 1 if unit.queue is not None else 1 + self.retries  # sendSelectImpl: one
+            retry = unit.retry = SendRetry(unit.topic, attempts, self.timeout_ms,
+                                           time.monotonic())  # fmt: skip
+        route = self._route(unit.topic)
+        mq = unit.queue
+        if mq is None:
+            mq = route.info.select_one_message_queue(retry.last_broker)
+        if retry.start(mq.broker_name, time.monotonic()) is None:
+            self._give_up(unit)
+            return
+        addr = route.masters.get(mq.broker_name)
+        cmd = self._command(unit, mq.broker_name, mq.queue_id)
         try:
             if addr is None:
-                raise OSError(f"broker {broker} has no master")
+                raise OSError(f"broker {mq.broker_name} has no master")
             client = self.clients.get(addr)
             if client is None:
                 client = self.clients[addr] = BlockingClient(addr)
             client.send(cmd)
         except (OSError, ProtocolError) as exc:
-            self._failed(unit, f"{broker}: {exc}")
+            self._failed(unit, RemotingConnectError(addr or mq.broker_name, str(exc)))
             return
-        self.inflight.append((cmd.opaque, addr, unit))
+        self.inflight.append((cmd.opaque, addr, mq, unit))
         self.stats.requests += 1
 
     def _command(self, unit: _Unit, broker: str, qid: int) -> RemotingCommand:
@@ -274,32 +271,43 @@ class TaskSender:
         return RemotingCommand.request(code, header.to_ext_v2(), body)
 
     def _await_oldest(self) -> None:
-        opaque, addr, unit = self.inflight.popleft()
+        opaque, addr, mq, unit = self.inflight.popleft()
         try:
             resp = self.clients[addr].wait_response(opaque, self.timeout_s)
-        except (OSError, TimeoutError, ProtocolError) as exc:
+        except TimeoutError:
             self.clients.pop(addr, None)
-            self._failed(unit, f"{addr}: {exc}")
+            self._failed(unit, RemotingTimeoutError(addr, self.timeout_ms))
             return
-        if resp.code in SEND_SUCCESS_CODES:
-            self.stats.messages += len(unit.messages)
-            ext = resp.ext_fields or {}
-            key = f"{unit.topic}/{unit.last_broker}/{ext.get('queueId')}"
-            self.stats.first_queue_offsets.setdefault(key, int(ext.get("queueOffset", -1)))
-            if unit.ordered:
-                self._next_ordered(unit)
+        except (OSError, ProtocolError) as exc:
+            self.clients.pop(addr, None)
+            self._failed(unit, RemotingConnectError(addr, str(exc)))
             return
-        why = f"{addr} answered code {resp.code}: {resp.remark or ''}"
-        if resp.code not in SEND_RETRY_CODES and resp.code != ResponseCode.SYSTEM_BUSY:
-            raise SendError(f"send to {unit.topic} refused: {why}")
-        self._failed(unit, why)
+        try:
+            process_send_response(mq.broker_name, unit.topic, "", resp, addr, mq)
+        except MQClientError as exc:
+            self._failed(unit, exc)
+            return
+        # a stored answer that is not SEND_OK (flush or slave timeout) is stored all the same:
+        # Producer.send returns it too unless retryAnotherBrokerWhenNotStoreOK is set
+        self.stats.messages += len(unit.messages)
+        if unit.ordered:
+            self._next_ordered(unit)
 
-    def _failed(self, unit: _Unit, why: str) -> None:
-        """Resend on another queue (another broker first), or give up."""
-        if unit.ordered or unit.attempt >= self.retries:
-            raise SendError(f"send to {unit.topic} failed after {unit.attempt + 1} "
-                            f"attempt(s): {why}")  # fmt: skip
-        log.warning("send to %s failed (%s); resending elsewhere", unit.topic, why)
-        unit.attempt += 1
-        self.stats.retries += 1
-        self._submit(unit)
+    def _failed(self, unit: _Unit, error: MQClientError) -> None:
+        """Resend on another queue (another broker first) as SendRetry allows, or give up."""
+        retry = unit.retry
+        assert retry is not None  # set by its first send
+        if retry.failed(error) and retry.more():
+            log.warning("send to %s failed (%s); resending elsewhere", unit.topic, error.message)
+            self.stats.retries += 1
+            self._submit(unit)
+            return
+        self._give_up(unit)
+
+    def _give_up(self, unit: _Unit) -> None:
+        retry = unit.retry
+        assert retry is not None
+        outcome = retry.outcome(time.monotonic())
+        detail = outcome.message if isinstance(outcome, MQClientError) else outcome.status
+        raise SendError(f"send to {unit.topic} failed after {len(retry.sent_to)} attempt(s): "
+                        f"{detail}")
