@@ -26,7 +26,8 @@ import threading
 from typing import Final
 
 from store.flush_service import MS_SYNC, Msync, ServiceThread, ctypes_errno, map_address
-from store.mapped_file import MADV_POPULATE_WRITE, OS_PAGE_SIZE, MappedFile, MappedFileQueue
+from store.mapped_file import MADV_POPULATE_WRITE, OS_PAGE_SIZE, MappedFile
+from store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 

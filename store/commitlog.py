@@ -51,7 +51,8 @@ from store.create_retry_gate import CreateRetryGate
 from store.dispatch_request import CommitLogDispatcher, CommitLogWalk, RecordChecker
 from store.flush_service import FlushRealTimeService, Msync
 from store.index import TagCodes
-from store.mapped_file import MappedFile, MappedFileQueue
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
 from store.message_ext_batch_encoder import (
     MessageExtBatchEncoder,
     check_items,
@@ -547,32 +548,21 @@ class CommitLog:
     # ---- read ------------------------------------------------------------------------------
     def get_data(self, phy: int, size: int) -> memoryview | None:
         """A view of size bytes at phy, or None when that file is gone."""
-        mf = self.mfq.find_mapped_file_by_offset(phy)
-        if mf is None:
-            return None
-        p = phy - mf.file_from_offset
-        if p + size > len(mf.mv):
-            return None
-        return mf.mv[p : p + size]
+        return self.mfq.select(phy, size)
 
     def record_size_at(self, phy: int) -> int:
         """TOTALSIZE of the message record at phy, or -1."""
-        mf = self.mfq.find_mapped_file_by_offset(phy)
-        if mf is None:
+        head = self.mfq.select(phy, 8)
+        if head is None:
             return -1
-        p = phy - mf.file_from_offset
-        if p + 8 > len(mf.mv):
-            return -1
-        total, magic = read_total_and_magic(mf.mv, p)
+        total, magic = read_total_and_magic(head, 0)
         return total if magic == MESSAGE_MAGIC_CODE else -1
 
     def store_timestamp_at(self, phy: int, size: int) -> int:
         """STORETIMESTAMP of the record at phy, or -1."""
-        data = self.get_data(phy, size)
-        if data is None:
-            return -1
+        data = self.mfq.select(phy, size)
         try:
-            r = record_at(data, 0, len(data))
+            r = None if data is None else record_at(data, 0, len(data))
         except RecordError:
             return -1
         return -1 if r is None else r[8]
@@ -596,25 +586,18 @@ class CommitLog:
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at or after offset."""
         self.mfq.truncate_dirty_files(offset)
-        self._cur = None
-        if self.mfq.files:
-            last = self.mfq.files[-1]
-            self._cur = last if last.wrote_position < last.file_size else None
         self.mfq.flushed_where = min(self.mfq.flushed_where, offset)
+        self._resume_writing()
 
     def set_recovered(self, end: int) -> None:
         """After recovery: positions of every file from the valid end offset."""
-        for mf in self.mfq.files:
-            if mf.file_end_offset <= end:
-                mf.wrote_position = mf.file_size
-                mf.flushed_position = mf.file_size
-            else:
-                mf.wrote_position = max(0, end - mf.file_from_offset)
-                mf.flushed_position = mf.wrote_position
-        self.mfq.flushed_where = end
-        self._cur = None
-        if self.mfq.files and self.mfq.files[-1].wrote_position < self.file_size:
-            self._cur = self.mfq.files[-1]
+        self.mfq.set_recovered(end)
+        self._resume_writing()
+
+    def _resume_writing(self) -> None:
+        """The file to go on writing: the last one, unless it is full."""
+        files = self.mfq.files
+        self._cur = files[-1] if files and files[-1].wrote_position < files[-1].file_size else None
 
     def close(self) -> None:
         """Stop the services and unmap every file."""

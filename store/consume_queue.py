@@ -26,7 +26,8 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
-from store.mapped_file import MappedFile, MappedFileQueue
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 

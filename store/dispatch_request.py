@@ -26,7 +26,8 @@ from protocol.record import (
     record_at,
 )
 from store.index import TagCodes
-from store.mapped_file import MappedFile, MappedFileQueue
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from store.config import StoreConfig
-from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, RangeSync
+from store.mapped_file import OS_PAGE_SIZE, MappedFile, RangeSync
+from store.mapped_file_queue import MappedFileQueue
 from store.message_ext_broker_inner import MessageExtBrokerInner
 from store.put_message_result import PutMessageResult, PutMessageStatus
 

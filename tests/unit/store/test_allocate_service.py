@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from store.allocate_service import AllocateMappedFileService
-from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, offset2file_name
+from store.mapped_file import OS_PAGE_SIZE, MappedFile, offset2file_name
+from store.mapped_file_queue import MappedFileQueue
 
 
 def test_fallback_touch_never_writes_into_a_segment_the_writer_took(tmp_path: Any) -> None:

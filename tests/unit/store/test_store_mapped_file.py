@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store.mapped_file import MappedFileQueue
+from store.mapped_file_queue import MappedFileQueue
 
 FILE_SIZE = 64 * 1024
 
@@ -97,7 +97,7 @@ def test_a_full_file_is_flushed_whatever_least_pages_says(tmp_path) -> None:
 def test_create_makes_the_segment_under_the_next_lock(tmp_path, monkeypatch) -> None:
     """The writer's take-or-create of a segment runs under next_lock, so the allocate thread
     cannot make the same segment at the same time."""
-    from store import mapped_file
+    from store import mapped_file, mapped_file_queue
 
     q = MappedFileQueue(str(tmp_path / "cl"), 4096, writable=True, warm=False)
     real = mapped_file.MappedFile
@@ -107,11 +107,11 @@ def test_create_makes_the_segment_under_the_next_lock(tmp_path, monkeypatch) -> 
         held.append(q.next_lock.locked())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mapped_file, "MappedFile", spy)
+    monkeypatch.setattr(mapped_file_queue, "MappedFile", spy)
     first = q.get_last_mapped_file(0)
     assert first is not None
     first.wrote_position = 4096  # full: the next one is made (none was preallocated)
     assert q.get_last_mapped_file(4096) is not first
     assert held == [True, True]
-    monkeypatch.setattr(mapped_file, "MappedFile", real)
+    monkeypatch.setattr(mapped_file_queue, "MappedFile", real)
     q.close()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 
-from store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
+from store.mapped_file import OS_PAGE_SIZE, MappedFile
+from store.mapped_file_queue import MappedFileQueue
 from store.message_store import DefaultMessageStore
 from tests.unit.store.store_helpers import GatedCall, msg, open_store, pull_all, small_config
 
