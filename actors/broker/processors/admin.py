@@ -21,7 +21,7 @@ from actors.broker.events import (
 from actors.broker.held_replies import HeldReplies
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
-from actors.broker.processors.admin_consumer_stats import ConsumerStatsMixin
+from actors.broker.processors.admin_consumer_stats import ConsumerStatsQueries
 from actors.broker.processors.broker2client import (
     Broker2ClientMixin,
     PendingCall,
@@ -86,7 +86,7 @@ def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
 
 
 
-class AdminBrokerProcessor(Broker2ClientMixin, ConsumerStatsMixin, CodeDispatchCore):
+class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
 
     BAD_REQUEST_ERRORS = BAD_BODY_ERRORS
@@ -102,6 +102,7 @@ class AdminBrokerProcessor(Broker2ClientMixin, ConsumerStatsMixin, CodeDispatchC
         self.held = HeldReplies(ctx.outbox, ctx.broker_config.registerBrokerTimeoutMills)
         self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
         self.status_calls: dict[int, StatusCall] = {}  # opaque of one client's request -> call
+        stats = ConsumerStatsQueries(ctx, self.store)  # the offset and stats queries
         self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
             RC.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
@@ -115,24 +116,24 @@ class AdminBrokerProcessor(Broker2ClientMixin, ConsumerStatsMixin, CodeDispatchC
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self._create_group,
             RC.DELETE_SUBSCRIPTIONGROUP: self._delete_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._all_groups,
-            RC.GET_ALL_CONSUMER_OFFSET: self._all_offsets,
-            RC.GET_CONSUMER_CONNECTION_LIST: self._connections,
-            RC.GET_CONSUME_STATS: self._consume_stats,
-            RC.GET_TOPIC_STATS_INFO: self._topic_stats,
-            RC.GET_BROKER_CONSUME_STATS: self._broker_consume_stats,
-            RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self._system_topics,
+            RC.GET_ALL_CONSUMER_OFFSET: stats.all_offsets,
+            RC.GET_CONSUMER_CONNECTION_LIST: stats.connections,
+            RC.GET_CONSUME_STATS: stats.consume_stats,
+            RC.GET_TOPIC_STATS_INFO: stats.topic_stats,
+            RC.GET_BROKER_CONSUME_STATS: stats.broker_consume_stats,
+            RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: stats.system_topics,
             RC.GET_BROKER_CONFIG: self._broker_config,
             RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
             RC.INVOKE_BROKER_TO_RESET_OFFSET: self._reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
             RC.GET_CONSUMER_RUNNING_INFO: self._consumer_running_info,
             RC.CONSUME_MESSAGE_DIRECTLY: self._consume_directly,
-            RC.QUERY_CONSUME_QUEUE: self._query_consume_queue,
-            RC.CLONE_GROUP_OFFSET: self._clone_group_offset,
-            RC.QUERY_CONSUME_TIME_SPAN: self._consume_time_span,
-            RC.VIEW_BROKER_STATS_DATA: self._view_stats_data,
+            RC.QUERY_CONSUME_QUEUE: stats.query_consume_queue,
+            RC.CLONE_GROUP_OFFSET: stats.clone_group_offset,
+            RC.QUERY_CONSUME_TIME_SPAN: stats.consume_time_span,
+            RC.VIEW_BROKER_STATS_DATA: stats.view_stats_data,
             RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
-            RC.QUERY_CORRECTION_OFFSET: self._query_correction_offset,
+            RC.QUERY_CORRECTION_OFFSET: stats.query_correction_offset,
         }
 
     # --- topics ---------------------------------------------------------------------------

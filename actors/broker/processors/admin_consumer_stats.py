@@ -15,7 +15,6 @@ from typing import Any
 
 from actors.broker.context import BrokerContext
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
-from actors.broker.stats import BrokerStatsSampler
 from actors.broker.stats_items import GROUP_GET_NUMS, read_published
 from actors.broker.stats_items import window as stats_window
 from actors.broker.topic_config import TopicConfig
@@ -46,14 +45,15 @@ log = logging.getLogger(__name__)
 JAVA_LONG_MAX = (1 << 63) - 1  # Long.MAX_VALUE
 
 
-class ConsumerStatsMixin:
-    """AdminBrokerProcessor's offset and stats queries."""
+class ConsumerStatsQueries:
+    """AdminBrokerProcessor's offset and stats queries: read-only over the broker's tables and
+    the store, owned by the admin core (which routes these codes here)."""
 
-    ctx: BrokerContext
-    store: Any
-    stats: BrokerStatsSampler
+    def __init__(self, ctx: BrokerContext, store: Any) -> None:
+        self.ctx = ctx
+        self.store = store
 
-    def _query_correction_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+    def query_correction_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         """QUERY_CORRECTION_OFFSET: per queue of the topic, the least committed offset of every
         group but filterGroups (offsets below the queue's min left out), Long.MAX_VALUE where
         compareGroup's offset is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup);
@@ -82,11 +82,11 @@ class ConsumerStatsMixin:
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
 
-    def _all_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
+    def all_offsets(self, req: Request, now_ms: int) -> RemotingCommand:
         body = self.ctx.offsets.encode().encode()
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
-    def _connections(self, req: Request, now_ms: int) -> RemotingCommand:
+    def connections(self, req: Request, now_ms: int) -> RemotingCommand:
         cmd = req.cmd
         group = GetConsumerConnectionListRequestHeader.from_ext(cmd.ext_fields).consumer_group
         info = self.ctx.consumer_groups.get(group)
@@ -107,7 +107,7 @@ class ConsumerStatsMixin:
         }
         return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
 
-    def _consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
+    def consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_ext(req.cmd.ext_fields)
         group = h.consumer_group
         only = h.topic
@@ -128,7 +128,7 @@ class ConsumerStatsMixin:
                 + str(total_diff).encode() + b"}")  # fmt: skip
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
-    def _broker_consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
+    def broker_consume_stats(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): a ConsumeStatsList with, per
         subscription group, one ConsumeStats per topic it has offsets for (its write queues);
         isOrder=true keeps only order topics."""
@@ -193,12 +193,12 @@ class ConsumerStatsMixin:
             rows.append((MessageQueue(topic, bname, qid).to_obj(), offsets))
         return diff
 
-    def _system_topics(self, req: Request, now_ms: int) -> RemotingCommand:
+    def system_topics(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicValidator's system topic set."""
         body = dumps_compact({"topicList": sorted(SYSTEM_TOPICS)})
         return req.cmd.make_response(RS.SUCCESS, None, None, body)
 
-    def _topic_stats(self, req: Request, now_ms: int) -> RemotingCommand:
+    def topic_stats(self, req: Request, now_ms: int) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO (mqadmin topicStatus): min/max offset and last store time of
         each write queue, as a MessageQueue-keyed TopicStatsTable."""
         cmd = req.cmd
@@ -220,7 +220,7 @@ class ConsumerStatsMixin:
 
     # --- consume queue, group offset clone, consume time span, stats items ---------------------
 
-    def _query_consume_queue(self, req: Request, now_ms: int) -> RemotingCommand:
+    def query_consume_queue(self, req: Request, now_ms: int) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): up to `count` units of one consume queue from
         `index` (to the end of that index's file, as ConsumeQueue.getIndexBuffer reads), with
         the queue's min / max index and, given a group, its subscription. Java 4.9.x encodes
@@ -258,7 +258,7 @@ class ConsumerStatsMixin:
         ]  # no consume-queue extension here: no extendDataJson / bitMap, eval stays false
         return cmd.make_response(RS.SUCCESS, None, None, dumps_compact(body))
 
-    def _clone_group_offset(self, req: Request, now_ms: int) -> RemotingCommand:
+    def clone_group_offset(self, req: Request, now_ms: int) -> RemotingCommand:
         """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): copy srcGroup's offsets of the topic
         (every topic it has offsets for when none is named) to destGroup. Unless offline, a
         topic the online srcGroup no longer subscribes to is skipped."""
@@ -283,7 +283,7 @@ class ConsumerStatsMixin:
                 self.ctx.offsets.commit_offset(h.dest_group, topic, qid, off)
         return cmd.make_response(RS.SUCCESS, None, {})
 
-    def _consume_time_span(self, req: Request, now_ms: int) -> RemotingCommand:
+    def consume_time_span(self, req: Request, now_ms: int) -> RemotingCommand:
         """QUERY_CONSUME_TIME_SPAN (DefaultMQAdminExt.queryConsumeTimeSpan): per write queue the
         first and last store times, the store time at the group's offset and its delay."""
         cmd = req.cmd
@@ -320,7 +320,7 @@ class ConsumerStatsMixin:
         body = dumps_compact({"consumeTimeSpanSet": spans})
         return cmd.make_response(RS.SUCCESS, None, None, body)
 
-    def _view_stats_data(self, req: Request, now_ms: int) -> RemotingCommand:
+    def view_stats_data(self, req: Request, now_ms: int) -> RemotingCommand:
         """VIEW_BROKER_STATS_DATA (mqadmin statsAll, the dashboard's topic TPS): one stats
         item's minute / hour / day windows, as the send and pull actors last published them."""
         cmd = req.cmd
