@@ -21,7 +21,7 @@ import struct
 import time
 from typing import Final
 
-from deploy.bench.measure import cpu_by_role, cpu_us, role_cpu_since
+from deploy.bench.measure import cpu_by_role, cpu_us, paced_sends, role_cpu_since
 from deploy.bench.requests import BODY, send_request
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
@@ -160,21 +160,14 @@ def bench_c(addr: tuple[str, int], topic: str, group: str, per_queue: int, pids:
 def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float,
               queues: int = QUEUES) -> None:  # fmt: skip
     """Child process: send n messages at `rate`/s round-robin over the queues (as a producer's
-    default queue selection does), each body starting with monotonic_ns; a failed send exits
-    the child with an error (the parent checks its exit code)."""
-    period = 1.0 / rate
-    with BlockingClient(addr) as cl:
-        t_next = time.monotonic()
-        for i in range(n):
-            delay = t_next - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            t_next += period
-            req = send_request(topic, i % queues)
-            req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
-            r = cl.invoke(req, 10)
-            if r.code != 0:
-                raise RuntimeError(f"D send {i} failed: {r.code} {r.remark}")
+    default queue selection does), each body starting with monotonic_ns."""
+
+    def request(i: int) -> RemotingCommand:
+        req = send_request(topic, i % queues)
+        req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
+        return req
+
+    paced_sends(addr, n, rate, request, "D send")
 
 
 def bench_d(addr: tuple[str, int], n: int, pids: list[int], tag: str = "0", rate: float = 500.0,

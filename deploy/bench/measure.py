@@ -7,6 +7,8 @@ thread's schedstat); a role is the actor process's name (actors.runtime.watch.na
 from __future__ import annotations
 
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -57,3 +59,23 @@ def one_round_trip(sock: socket.socket, decoder: Any, buf: memoryview, frame: by
             raise ConnectionError("broker closed the connection")
         got = decoder.feed(buf[:k])
     return RemotingCommand.decode(got[0])
+
+
+def paced_sends(addr: tuple[str, int], n: int, rate: float, request: Callable[[int], Any],
+                what: str = "send") -> None:  # fmt: skip
+    """n requests at `rate`/s, one in flight (`request(i)` builds the i-th), as a paced
+    producer sends; raises RuntimeError on a failed one (a benchmark's child process exits
+    non-zero: its parent checks the exit code)."""
+    from deploy.wire import BlockingClient
+
+    period = 1.0 / rate
+    with BlockingClient(addr) as cl:
+        t_next = time.monotonic()
+        for i in range(n):
+            delay = t_next - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t_next += period
+            r = cl.invoke(request(i), 10)
+            if r.code != 0:
+                raise RuntimeError(f"{what} {i} failed: {r.code} {r.remark}")

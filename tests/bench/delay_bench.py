@@ -26,12 +26,13 @@ import tempfile
 import time
 from typing import Any, Final
 
+from deploy.bench.consume_bench import QUEUES, consumer_pull, subscribe
+from deploy.bench.measure import cpu_us, paced_sends
+from deploy.bench.requests import BODY, send_request
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
 from protocol.message import decode_messages
-from tests.bench.broker_bench import BODY, cpu_us, send_request
-from tests.bench.consume_bench import QUEUES, consumer_pull, subscribe
 from tests.integration.e2e_helpers import create_topic_cmd
 
 log = logging.getLogger(__name__)
@@ -51,17 +52,7 @@ def delayed_request(topic: str, queue_id: int) -> RemotingCommand:
 
 def _paced_sender(addr: tuple[str, int], topic: str, n: int, rate: float) -> None:
     """Child process: n delayed sends at `rate`/s (exits non-zero on a failed send)."""
-    period = 1.0 / rate
-    with BlockingClient(addr) as cl:
-        t_next = time.monotonic()
-        for i in range(n):
-            wait = t_next - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            t_next += period
-            r = cl.invoke(delayed_request(topic, i % QUEUES), 10)
-            if r.code != 0:
-                raise RuntimeError(f"send {i} failed: {r.code} {r.remark}")
+    paced_sends(addr, n, rate, lambda i: delayed_request(topic, i % QUEUES))
 
 
 def _burst_sender(addr: tuple[str, int], topic: str, n: int) -> None:
