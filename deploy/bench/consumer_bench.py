@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from deploy.bench.bench_table import cell
+from deploy.bench.measure import paced
 
 log = logging.getLogger(__name__)
 
@@ -164,16 +165,13 @@ def _d_sender(ns: str, topic: str, n: int, rate: float) -> None:
     """Child process: a Producer sends n messages at `rate`/s, each body a time_ns stamp."""
     from actors.client import Message, Producer
 
-    period = 1.0 / rate
     with Producer("bench_d_pg", namesrv=ns) as p:
         p.send(Message(topic, struct.pack(">q", time.time_ns()) + b"w"))  # warm-up (dropped)
-        t_next = time.monotonic()
-        for _ in range(n):
-            delay = t_next - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            t_next += period
+
+        def send(_i: int) -> None:
             p.send(Message(topic, struct.pack(">q", time.time_ns()) + BODY[8:]))
+
+        paced(n, rate, send)
 
 
 def latency(ns: str, topic: str, n: int, rate: float = 500.0) -> tuple[float, float]:

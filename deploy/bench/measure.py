@@ -61,6 +61,19 @@ def one_round_trip(sock: socket.socket, decoder: Any, buf: memoryview, frame: by
     return RemotingCommand.decode(got[0])
 
 
+def paced(n: int, rate: float, step: Callable[[int], None]) -> None:
+    """step(i) for i in range(n), started at `rate`/s on a fixed schedule (a late step is not
+    made up for by sleeping less: the next one starts as soon as it is due)."""
+    period = 1.0 / rate
+    t_next = time.monotonic()
+    for i in range(n):
+        delay = t_next - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        t_next += period
+        step(i)
+
+
 def paced_sends(addr: tuple[str, int], n: int, rate: float, request: Callable[[int], Any],
                 what: str = "send") -> None:  # fmt: skip
     """n requests at `rate`/s, one in flight (`request(i)` builds the i-th), as a paced
@@ -68,14 +81,11 @@ def paced_sends(addr: tuple[str, int], n: int, rate: float, request: Callable[[i
     non-zero: its parent checks the exit code)."""
     from deploy.wire import BlockingClient
 
-    period = 1.0 / rate
     with BlockingClient(addr) as cl:
-        t_next = time.monotonic()
-        for i in range(n):
-            delay = t_next - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            t_next += period
+
+        def send(i: int) -> None:
             r = cl.invoke(request(i), 10)
             if r.code != 0:
                 raise RuntimeError(f"{what} {i} failed: {r.code} {r.remark}")
+
+        paced(n, rate, send)
