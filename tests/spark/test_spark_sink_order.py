@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.client_helpers import read_queue
+from deploy.wire import BlockingClient
+from protocol.codes import RequestCode
+from protocol.command import RemotingCommand
+from tests.integration.client_helpers import RPC_TIMEOUT_S, read_queue
 from tests.spark.spark_helpers import AmqCluster, create_topic, wait_routable
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -48,6 +51,27 @@ def _write_keyed_rows(spark: Any, ns: str, topic: str) -> float:
     return time.perf_counter() - started
 
 
+def _wait_dispatched(addr: str, topic: str, timeout_s: float = 30.0) -> int:
+    """Wait (bounded) until the broker's consume queues of `topic` hold ROWS messages; the
+    count last seen. A broker acknowledges a send once the commit log has it; its consume
+    queues get it a moment later (Java's ReputMessageService, actormq's reput), so a read
+    right after the write can miss rows that are stored."""
+    deadline = time.monotonic() + timeout_s
+    count = 0
+    for _ in range(int(timeout_s / 0.05) + 1):
+        count = 0
+        with BlockingClient(addr) as cl:
+            for q in range(QUEUES):
+                r = cl.invoke(RemotingCommand.request(
+                    RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)}), RPC_TIMEOUT_S)
+                assert r.code == 0, f"GET_MAX_OFFSET {topic} {q}: {r.code} {r.remark}"
+                count += int((r.ext_fields or {})["offset"])
+        if count >= ROWS or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+    return count
+
+
 def _out_of_order(addr: str, topic: str) -> list[str]:
     """Every key whose rows are not stored in row order in their queue (and the check that
     every row is stored once, each key in one queue)."""
@@ -76,6 +100,8 @@ def _check_writes(spark: Any, ns: str, broker: str, prefix: str) -> None:
         wait_routable(ns, topic, {"broker-a": QUEUES})
         took = _write_keyed_rows(spark, ns, topic)
         log.info("%s: %d rows in %.2f s = %.0f rows/s", topic, ROWS, took, ROWS / took)
+        dispatched = _wait_dispatched(broker, topic)
+        assert dispatched == ROWS, f"{topic}: {dispatched} of {ROWS} rows in its queues"
         bad = _out_of_order(broker, topic)
         if bad:
             failures.append(f"write {w}: {bad[:3]}")
