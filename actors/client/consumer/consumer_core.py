@@ -13,7 +13,8 @@ subclass's own (the push consumer's span and orderly lock). A failed pull is ret
 
 Queue lifecycle: ASSIGN -> computePullFromWhere (a broker call, on the scheduler thread) ->
 pulling; REVOKE -> no new pull, no new handler, what is running finishes (bounded by
-`revoke_drain_timeout_ms`), the offset is committed synchronously, then REVOKED goes back and
+`revoke_drain_timeout_ms`), the offset is committed synchronously (after any older one its pull
+that is out carries: commit_final), then REVOKED goes back and
 the rebalance listener's on_revoked runs. OFFSET_ILLEGAL: the queue is dropped and, 10 s later,
 its offset fixed and the queue taken again.
 """
@@ -25,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Final
+from typing import Any
 
 from actors.client.client_config import ClientConfig, default_instance_name, parse_namesrv
 from actors.client.consumer import consumer_channel as cc
@@ -40,7 +41,6 @@ from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.consumer_stats import ConsumerStats
 from actors.client.consumer.filter_api import build_subscription
 from actors.client.consumer.mq_admin_impl import MQAdminImpl
-from actors.client.consumer.mq_consumer_inner import CHAIN_STOP_WAIT_S
 from actors.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -67,14 +67,6 @@ from protocol.bodies import (
 from protocol.codes import retry_topic
 
 log = logging.getLogger(__name__)
-
-QUIET_BEFORE_COMMIT_MS: Final = 20
-
-
-def quiet_left_s(last_sent: float) -> float:
-    """Seconds until a pull sent at last_sent has had QUIET_BEFORE_COMMIT_MS to land."""
-    return last_sent + QUIET_BEFORE_COMMIT_MS / 1000.0 - time.monotonic()
-
 
 class ConsumerImplBase(PullMessageMixin):
     """A consumer core: queue table, offsets, pulling (subclasses: push, lite pull)."""
@@ -106,7 +98,6 @@ class ConsumerImplBase(PullMessageMixin):
         self.start_ms = 0
         self.registered = False
         self.subs_changed_at = time.monotonic()
-        self.last_pull_sent = 0.0
         self.queue_thresholds = (cfg.pull_threshold_for_queue,
                                  cfg.pull_threshold_size_for_queue_mib)
         self.consume_timestamp_ms = cfg.consume_timestamp_ms
@@ -134,17 +125,16 @@ class ConsumerImplBase(PullMessageMixin):
                 self.state = ServiceState.SHUTDOWN_ALREADY
             return True
         self.state = ServiceState.STOPPING
-        self.stop_chains(list(self.table.values()), CHAIN_STOP_WAIT_S)
         if self.services is not None:
             self.services.forget_pulls(self)
         drained = self._stop_consume(timeout_s)
-        self.wait_quiet(self.last_pull_sent)
         with self.lock:
-            held = list(self.table)
-            for mq, pq in self.table.items():
+            queues = list(self.table.items())
+            for mq, pq in queues:
                 pq.dropped = True
                 self._before_release(mq, pq)
-        self.persist(held, sync=True)
+        self.commit_final(queues)
+        held = [mq for mq, _pq in queues]
         if self.listener is not None and held:
             try:
                 self.listener.on_revoked(set(held))  # drained and committed, as on a rebalance
@@ -217,7 +207,6 @@ class ConsumerImplBase(PullMessageMixin):
 
     def _subscriptions_changed(self) -> None:
         self.subs_changed_at = time.monotonic()
-        self.stop_chains(list(self.table.values()))  # the next pulls carry the new ones
         if self.state is ServiceState.RUNNING and self.services is not None and self.registered:
             self.services.update_subscriptions(self.group, self.consumer_data().to_json())
 
@@ -304,6 +293,15 @@ class ConsumerImplBase(PullMessageMixin):
             except Exception as exc:
                 log.warning("consumer %s: offset of %s not committed: %s", self.group, mq, exc)
 
+    def commit_final(self, queues: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
+        """Commit the offsets of queues let go (synchronously), once no pull of theirs that
+        is out can carry an older one to the broker after it (settle_commits)."""
+        store = self.offset_store
+        if store is None or not queues:
+            return
+        self.settle_commits([(pq, store.read_memory(mq)) for mq, pq in queues])
+        self.persist([mq for mq, _pq in queues], sync=True)
+
     def _routes(self) -> TopicRouteTable:
         assert self.services is not None
         return self.services.routes
@@ -371,6 +369,11 @@ class ConsumerImplBase(PullMessageMixin):
             if self.state is not ServiceState.RUNNING:
                 failed.append((mq, pq))
                 continue
+            if mq in self.table:
+                # assigned again before this take ran (the first take won): a second
+                # ProcessQueue would pull beside the first, outside the table, and no revoke
+                # would ever stop it or settle the commit offsets its pulls carry
+                continue
             store.remove_offset(mq)  # removeDirtyOffset
             try:
                 assert self.admin is not None
@@ -400,14 +403,6 @@ class ConsumerImplBase(PullMessageMixin):
                 except Exception:
                     log.exception("consumer %s: on_assigned raised", self.group)
 
-    @staticmethod
-    def wait_quiet(last_sent: float) -> None:
-        """Sleep until a pull sent at last_sent (time.monotonic()) had time to reach the broker:
-        its commit offset must land before a commit made after it."""
-        quiet = quiet_left_s(last_sent)
-        if quiet > 0:
-            time.sleep(quiet)
-
     def _take_failed(self, failed: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
         """Queues whose start offset could not be read: given back, the next round tries them
         again."""
@@ -422,7 +417,6 @@ class ConsumerImplBase(PullMessageMixin):
                     self.services.revoked(self.group, [cc.mq_row(mq)])
                 continue
             pq.revoking = True
-            self.stop_chains([pq])
             if self._drained(pq):
                 self.scheduler.submit(partial(self._finish_revoke, mq, False))
             else:
@@ -451,16 +445,9 @@ class ConsumerImplBase(PullMessageMixin):
             log.warning("consumer %s: %s still had %d messages in handlers after %d ms; they will "
                         "be consumed again by its next owner", self.group, mq, len(pq.in_flight),
                         self.cfg.revoke_drain_timeout_ms)  # fmt: skip
-        # only this queue's pulls carry its commit offset: wait for its own last one (the
-        # consumer's last pull of any queue kept a revoke waiting while others pulled often)
-        quiet = quiet_left_s(pq.last_pull_sent)
-        if quiet > 0:
-            self.scheduler.schedule(quiet * 1000.0, lambda: self._finish_revoke(mq, timed_out))
-            return
-        self.stop_chains([pq], CHAIN_STOP_WAIT_S)  # the pull actor's last pull of it is out
         pq.dropped = True
         self._before_release(mq, pq)
-        self.persist([mq], sync=True)
+        self.commit_final([(mq, pq)])
         if self.offset_store is not None:
             self.offset_store.remove_offset(mq)
         with self.lock:
@@ -486,6 +473,4 @@ class ConsumerImplBase(PullMessageMixin):
                 q_count = max(1, cfg.pull_threshold_for_topic // n)
             if cfg.pull_threshold_size_for_topic_mib != -1:
                 q_mib = max(1, cfg.pull_threshold_size_for_topic_mib // n)
-        if (q_count, q_mib) != self.queue_thresholds:
-            self.stop_chains(list(self.table.values()))  # restarted with the new limits
         self.queue_thresholds = (q_count, q_mib)

@@ -15,7 +15,7 @@ import logging
 import time
 
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.mq_consumer_inner import CHAIN_STOP_WAIT_S, MQConsumerInner
+from actors.client.consumer.mq_consumer_inner import MQConsumerInner
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, dumps_object_map, loads_object_map
 from protocol.codes import RequestCode, ResponseCode
@@ -140,10 +140,9 @@ def reset_offsets(impl: MQConsumerInner, topic: str, offsets: dict[MessageQueue,
     """resetOffset: held queues of topic are dropped (cached messages discarded), their
     offsets stored and committed, and they are taken again from there (scheduler thread).
 
-    Every pull of those queues still on its way carries the old commit offset, which the broker
-    stores: the queues' pull chains are ended first (until the pull actor has written their
-    last pull), and the reset offsets committed after the last pull sent had time to land
-    (Java sleeps 10 s here for the same reason)."""
+    A pull of those queues that is out carries the old commit offset, which the broker stores
+    when it gets it: the reset offsets are committed after it (commit_final; Java sleeps 10 s
+    here for the same reason)."""
     dropped = []
     for mq, off in offsets.items():
         if mq.topic != topic:
@@ -157,13 +156,13 @@ def reset_offsets(impl: MQConsumerInner, topic: str, offsets: dict[MessageQueue,
         dropped.append((mq, off, pq))
     if not dropped:
         return
-    impl.stop_chains([pq for _mq, _off, pq in dropped], CHAIN_STOP_WAIT_S)
-    impl.wait_quiet(max(pq.last_pull_sent for _mq, _off, pq in dropped))  # theirs only
-    for mq, off, _pq in dropped:
-        if impl.offset_store is not None:
-            impl.offset_store.update_offset(mq, off, False)
-            impl.persist([mq], sync=True)
-            impl.offset_store.remove_offset(mq)
+    store = impl.offset_store
+    if store is not None:
+        for mq, off, _pq in dropped:
+            store.update_offset(mq, off, False)
+        impl.commit_final([(mq, pq) for mq, _off, pq in dropped])
+        for mq, _off, _pq in dropped:
+            store.remove_offset(mq)
     if impl.services is not None:
         impl.services.revoked(impl.group, [cc.mq_row(mq) for mq, _off, _pq in dropped])
 

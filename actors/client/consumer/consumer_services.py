@@ -5,7 +5,7 @@ PullMessageService, registerConsumer / unregisterConsumer), RocketMQ 4.9.x. The 
 of an instance starts the two actors (RebalanceServiceActor, PullMessageServiceActor) and
 serves their channels; later consumers of the instance share them; the last one stops them.
 Channel records are dispatched to the consumer cores by group (rebalance records) and by
-request id (pull results), on the I/O thread. Pull requests written while the I/O thread
+request id (pull results), on the I/O thread. Pull commands written while the I/O thread
 serves a batch of results are sent in one record when the batch is done.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
@@ -50,10 +51,8 @@ class ConsumerCore(Protocol):
     def on_rebalance_record(self, kind: int, body: list[Any]) -> None:
         """ASSIGN / REVOKE / LOCK_STATE / RELAY / PERSIST / QUEUES for this group."""
 
-    def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
-                       max_offset: int, suggest: int, tail: memoryview,
-                       repulled: bool = False) -> None:  # fmt: skip
-        """A PULL_RESULT for one of this core's requests (repulled: its chain goes on)."""
+    def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+        """The answer of one of this core's pulls (tail: the pull body, or the remark)."""
 
 
 class _End:
@@ -129,10 +128,8 @@ class ConsumerServices:
         self.pull = _End(self._on_pull_records, self.pull_key)
         self.rebalance_actor: Any = None
         self.pull_actor: Any = None
-        self._outbox: list[list[Any]] = []
-        self._progress: dict[int, Callable[[], list[int]]] = {}  # rid -> its chain's snapshot
-        self._stops = itertools.count(1)
-        self._stopped: dict[int, threading.Event] = {}
+        self._outbox: list[cc.PullCommand] = []
+        self._settling: dict[int, threading.Event] = {}  # commit pulls waited for, by rid
         self._out_lock = threading.Lock()
         self._batching = threading.local()
         self._ask_lock = threading.Lock()
@@ -242,58 +239,43 @@ class ConsumerServices:
         self.pulls[rid] = core
         return rid
 
+    def new_rid(self) -> int:
+        """A request id whose result goes to no core (a settle's)."""
+        return next(self.rids)
+
     def forget_pulls(self, core: ConsumerCore) -> None:
         """Drop core's outstanding request ids (it closed; late results are ignored)."""
         for rid, c in list(self.pulls.items()):
             if c is core:
                 self.pulls.pop(rid, None)
 
-    def send_pull(self, row: list[Any]) -> None:
-        """Queue a PullRequest row; sent now, or at the end of the I/O thread's batch."""
+    def send_pull(self, cmd: cc.PullCommand) -> None:
+        """Queue a pull; sent now, or at the end of the I/O thread's batch."""
         with self._out_lock:
-            self._outbox.append(row)
+            self._outbox.append(cmd)
         if not getattr(self._batching, "on", False):
             self._flush_pulls()
 
-    def progress(self, rid: int, snapshot: Callable[[], list[int]]) -> None:
-        """A chain's queue moved; its snapshot is taken and sent with the I/O thread's next
-        batch (one record for every queue that moved meanwhile)."""
-        if rid not in self._progress:
+    def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
+        """Send cmds behind every pull sent before them; True once each is answered (within
+        timeout_s). Their answers go to no core."""
+        events = [self._settling.setdefault(c.rid, threading.Event()) for c in cmds]
+        try:
             with self._out_lock:
-                self._progress[rid] = snapshot
-
-    def stop_chains(self, rids: list[int], wait_s: float = 0.0) -> None:
-        """End chains in the pull actor; wait_s > 0: until it wrote their last pull (bounded)."""
-        end = self.pull.end
-        if (not rids and wait_s <= 0) or end is None:
-            return
-        with self._out_lock:
-            for rid in rids:
-                self._progress.pop(rid, None)
-        token = next(self._stops)
-        ev = threading.Event()
-        if wait_s > 0:
-            self._stopped[token] = ev
-        end.send(cc.STOP, ch.pack([token, rids]))
-        if wait_s > 0:
-            if not ev.wait(wait_s):
-                log.warning("PullMessageService did not confirm the end of %d chains", len(rids))
-            self._stopped.pop(token, None)
+                self._outbox.extend(cmds)
+            self._flush_pulls()
+            deadline = time.monotonic() + timeout_s
+            return all(ev.wait(max(0.0, deadline - time.monotonic())) for ev in events)
+        finally:
+            for c in cmds:
+                self._settling.pop(c.rid, None)
 
     def _flush_pulls(self) -> None:
         with self._out_lock:
-            rows, self._outbox = self._outbox, []
-            progress, self._progress = self._progress, {}
-        end = self.pull.end
-        if end is None:
-            return
-        out: list[tuple[int, bytes | bytearray | memoryview]] = []
-        if progress:
-            out.append((cc.PROGRESS, ch.pack([[rid, *snap()] for rid, snap in progress.items()])))
-        if rows:
-            out.append((cc.PULL, ch.pack(rows)))
-        if out:
-            end.send_many(out)
+            cmds, self._outbox = self._outbox, []
+            end = self.pull.end
+            if cmds and end is not None:  # under the lock: records leave in command order
+                end.send(cc.PULL, cc.pull_record(cmds))
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
@@ -303,30 +285,24 @@ class ConsumerServices:
     def _handle_pull_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True
         try:
-            head = cc.PULL_RESULT_HEAD
-            hsize = head.size
             for kind, payload in records:
                 if kind != cc.PULL_RESULT:
-                    if kind == cc.STOPPED:
-                        ev = self._stopped.get(ch.unpack(payload)[0])
-                        if ev is not None:
-                            ev.set()
-                    else:
-                        log.warning("pull channel: unknown record kind %d", kind)
+                    log.warning("pull channel: unknown record kind %d", kind)
                     continue
-                rid, status, repulled, nb, mn, mx, sg = head.unpack_from(payload, 0)
-                core = self.pulls.get(rid) if repulled else self.pulls.pop(rid, None)
+                answer, tail = cc.PullAnswer.read(payload)
+                core = self.pulls.pop(answer.rid, None)
                 if core is None:
+                    ev = self._settling.get(answer.rid)
+                    if ev is not None:
+                        ev.set()
                     continue
                 try:
-                    core.on_pull_result(rid, status, nb, mn, mx, sg, payload[hsize:],
-                                        bool(repulled))
+                    core.on_pull_result(answer, tail)
                 except Exception:
                     log.exception("consumer %s: pull result handling failed", core.group)
         finally:
             self._batching.on = False
             self._flush_pulls()
-
 
     def _on_rebalance_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True

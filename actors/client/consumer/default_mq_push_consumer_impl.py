@@ -138,19 +138,6 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
             return max(self.offset_store.read_memory(mq), 0)
         return 0
 
-    def _chain_limits(self) -> list[int] | None:
-        cfg = self.cfg
-        if cfg.orderly or cfg.pull_interval_ms > 0:
-            return None  # orderly: the lock gates each pull; pullInterval: a timer does
-        q_count, q_mib = self.queue_thresholds
-        return [q_count, q_mib, cfg.consume_concurrently_max_span, cfg.max_cached_messages,
-                cfg.max_cached_mib]
-
-    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
-        """The offset store's updateOffset; the queue's pull chain learns of it."""
-        super().update_offset(mq, offset, increase_only)
-        self.report_progress(mq)
-
     def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
                    ) -> tuple[int, int, str | None, int]:  # fmt: skip
         commit = self._pull_spec_commit(mq)

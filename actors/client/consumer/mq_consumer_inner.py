@@ -20,8 +20,6 @@ from actors.client.mq_client_manager import InstanceHandle
 from actors.client.records import MessageExt
 from protocol.bodies import ConsumeType, MessageModel, MessageQueue, SubscriptionData
 
-CHAIN_STOP_WAIT_S = 2.0  # the pull actor confirms a chain's last pull was written
-
 
 class MQConsumerInner(Protocol):
     """What the consumer-side request handlers read and call."""
@@ -74,12 +72,8 @@ class MQConsumerInner(Protocol):
         """CONSUME_MESSAGE_DIRECTLY: (CMResult name, remark, autoCommit, order)."""
         ...
 
-    def stop_chains(self, pqs: list[ProcessQueue[MessageExt]], wait_s: float = 0.0) -> None:
-        """End the pull chains of pqs (wait_s: until their last pull was written)."""
-        ...
-
-    def wait_quiet(self, last_sent: float) -> None:
-        """Until a pull sent at last_sent has had time to land."""
+    def commit_final(self, queues: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
+        """Commit the offsets of queues let go, after any older one their pulls carry."""
         ...
 
     def persist(self, mqs: list[MessageQueue], sync: bool) -> None:

@@ -102,19 +102,15 @@ class ProcessQueue(Generic[M]):
         self.consuming = False  # orderly: a consume request is queued or running
         self.try_unlock_times = 0
         self.last_pull_ms = now_ms
-        self.last_pull_sent = 0.0  # time.monotonic() of the last pull sent for this queue
         self.last_consume_ms = now_ms
         self.last_lock_ms = now_ms
         self.in_flight: dict[int, int] = {}  # offset -> consume start (ms) while in a handler
         self.consume_lock = threading.Lock()  # orderly: held while the handler runs
-        self.results = 0  # FOUND answers put here (a pull chain's sequence number)
-        self.chain = 0  # the request id of the pull chain the pull actor runs, 0: none
 
     # --- pull side --------------------------------------------------------------------------
     def put_messages(self, msgs: Sequence[M], max_offset: int = -1) -> bool:
         """Cache pulled messages; True when an orderly consume request should be dispatched."""
         with self.lock:
-            self.results += 1
             d = self.msgs
             added = 0
             size = 0
@@ -138,12 +134,6 @@ class ProcessQueue(Generic[M]):
                 if acc > 0:
                     self.msg_acc_cnt = acc
             return dispatch
-
-    def snapshot(self) -> tuple[int, int, int, int]:
-        """(FOUND answers put, cached count, cached body bytes, first cached offset or -1)."""
-        with self.lock:
-            d = self.msgs
-            return self.results, self.msg_count, self.msg_size, d.peekitem(0)[0] if d else -1
 
     def max_span(self) -> int:
         """Last cached offset minus the first (consumeConcurrentlyMaxSpan's measure)."""

@@ -3,6 +3,19 @@
 Mirrors client/impl/consumer/DefaultMQPushConsumerImpl.java pullMessage (its gates and the
 PullCallback it passes to PullAPIWrapper.pullKernelImpl), RocketMQ 4.9.x; the lite pull
 consumer's PullTaskImpl reuses it with its own hooks.
+
+The core owns every piece of the pulling: the ProcessQueues the gates read, the PullRequests
+and the one pull of each queue that is out (`pending`, by request id). The pull actor only
+executes PullCommands; the next pull of a queue is decided here, on the answer of the last
+(the I/O thread runs the PullCallback, as Java's callback thread does).
+
+A push consumer's pulls carry its commit offset to the broker, which stores it when it first
+processes the pull, however long it then holds it. A commit made while a queue's pull is out
+(a revoke, a close, a reset) could be overtaken by that older offset, so `settle_commits`
+first sends the final offset the same way, as a pull that does not wait: the pull actor
+writes it after the one out, on the same connection, and its answer acknowledges that the
+broker has stored it (both pulls are served in order by the pull processor of one
+connection on actormq; a Java broker's pull threads take them in order of arrival).
 """
 
 from __future__ import annotations
@@ -10,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from functools import partial
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from actors.client.consumer import consumer_channel as cc
@@ -27,7 +40,7 @@ from actors.client.errors import MQClientError
 from actors.client.mq_client_manager import InstanceHandle
 from actors.client.records import MessageExt, PullStatus
 from protocol.bodies import MessageQueue, SubscriptionData
-from protocol.codes import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, ResponseCode
+from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, PullSysFlag, ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +59,7 @@ HEARTBEAT_RACE_RETRY_MS: Final = 100  # a pull sent just before carries an older
 UNREGISTERED: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                  ResponseCode.SUBSCRIPTION_NOT_LATEST})
 UNREGISTERED_FAST_RETRIES: Final = 10
-CHAIN_QUIET_S: Final = 0.02  # after a chain's last pull was written, before a commit
+SETTLE_TIMEOUT_MS: Final = 3000  # a commit's pull: the broker answers it at once
 
 
 def now_ms() -> int:
@@ -77,7 +90,6 @@ class PullMessageMixin:
     services: ConsumerServices | None
     offset_store: OffsetStore | None
     subs_changed_at: float
-    last_pull_sent: float
     queue_thresholds: tuple[int, int]
 
     if TYPE_CHECKING:  # ConsumerImplBase's
@@ -103,42 +115,27 @@ class PullMessageMixin:
         """pullInterval (push only)."""
         return 0
 
-    def _chain_limits(self) -> list[int] | None:
-        """The gates the pull actor may apply itself to re-pull a queue (push concurrently
-        only: [queue count, queue MiB, max span, budget count, budget MiB]); None: never."""
-        return None
-
-    def _snapshot(self, mq: MessageQueue, pq: ProcessQueue[MessageExt]) -> list[int]:
-        """[seq, cached count, cached bytes, first cached offset, commit offset] of a chain."""
-        seq, count, size, first = pq.snapshot()
-        return [seq, count, size, first, self._pull_spec_commit(mq)]
-
-    def _pull_spec_commit(self, mq: MessageQueue) -> int:
-        """The commit offset a pull of mq carries (0: none)."""
-        return 0
-
-    def report_progress(self, mq: MessageQueue) -> None:
-        """Consumption moved mq: its chain's snapshot goes to the pull actor."""
-        pq = self.table.get(mq)
+    def settle_commits(self, finals: list[tuple[ProcessQueue[MessageExt], int]]) -> None:
+        """Before committing each queue's final offset: where that queue's pull is out with
+        another commit offset, send the final one after it as a pull that does not wait, and
+        wait (bounded) for those answers: the older offset cannot land after the final one."""
         services = self.services
-        if pq is None or services is None:
+        if services is None or not finals:
             return
-        rid = pq.chain
-        if rid:
-            services.progress(rid, partial(self._snapshot, mq, pq))
-
-    def stop_chains(self, pqs: list[ProcessQueue[MessageExt]], wait_s: float = 0.0) -> None:
-        """End the pull actor's chains of pqs (wait_s: until their last pull was written)."""
-        rids = [pq.chain for pq in pqs if pq.chain]
-        for pq in pqs:
-            pq.chain = 0
-        if self.services is None or self._chain_limits() is None:
-            return
-        if wait_s > 0:  # also a barrier behind chains stopped before without waiting
-            self.services.stop_chains(rids, wait_s)
-            time.sleep(CHAIN_QUIET_S)  # the last pull (an older commit offset) reaches the broker
-        elif rids:
-            self.services.stop_chains(rids)
+        final_of = {id(pq): off for pq, off in finals}
+        cmds = []
+        for req in list(self.pending.values()):
+            out = req.out
+            off = final_of.get(id(req.pq))
+            if out is None or off is None or not out.sys_flag & PullSysFlag.FLAG_COMMIT_OFFSET \
+                    or out.commit_offset == off or off < 0:
+                continue
+            flag = PullSysFlag.build(True, False, out.subscription is not None)
+            cmds.append(replace(out, rid=services.new_rid(), max_nums=1, sys_flag=int(flag),
+                                commit_offset=off, suspend_ms=0, timeout_ms=SETTLE_TIMEOUT_MS))
+        if cmds and not services.settle(cmds, SETTLE_TIMEOUT_MS / 1000.0):
+            log.warning("consumer %s: the broker did not confirm the commits of %d queues before "
+                        "the final commit", self.group, len(cmds))
 
     def _later(self, req: PullRequest, delay_ms: int) -> None:
         self.scheduler.schedule(delay_ms, lambda: self._pull(req))
@@ -192,21 +189,15 @@ class PullMessageMixin:
             self.scheduler.submit(lambda: self._refresh_route_then_pull(req))
             return
         sys_flag, commit, sub_string, suspend_ms = self._pull_spec(mq, sub, found.slave)
-        node = self.pull_api.recalculate_pull_from_which_node(mq)
         rid = services.new_pull(self)
+        cmd = cc.PullCommand(
+            rid, found.broker_addr, self.group, mq.topic, mq.queue_id, req.next_offset,
+            self.cfg.pull_batch, sys_flag, commit, suspend_ms, sub_string, sub.sub_version,
+            sub.expression_type, self.cfg.consumer_timeout_ms_when_suspend)  # fmt: skip
         self.pending[rid] = req
         req.broker_addr = found.broker_addr
-        self.last_pull_sent = req.pq.last_pull_sent = time.monotonic()
-        limits = self._chain_limits()
-        chain: list[int] | None = None
-        if limits is not None and sub_string is None and node == MASTER_ID and not found.slave:
-            seq, count, size, first = req.pq.snapshot()
-            chain = [MASTER_ID, seq, count, size, first, commit, *limits]
-        req.pq.chain = rid if chain is not None else 0
-        services.send_pull([rid, found.broker_addr, self.group, mq.topic, mq.queue_id,
-                            req.next_offset, self.cfg.pull_batch, sys_flag, commit, suspend_ms,
-                            sub_string, sub.sub_version, sub.expression_type,
-                            self.cfg.consumer_timeout_ms_when_suspend, chain])
+        req.out = cmd
+        services.send_pull(cmd)
 
     def _refresh_route_then_pull(self, req: PullRequest) -> None:
         if self.handle is not None and self.state is ServiceState.RUNNING:
@@ -216,29 +207,22 @@ class PullMessageMixin:
                 log.info("consumer %s: route of %s: %s", self.group, req.mq.topic, exc)
         self._later(req, self.cfg.pull_time_delay_ms_when_exception)
 
-    def on_pull_result(self, rid: int, status: int, next_begin: int, min_offset: int,
-                       max_offset: int, suggest: int, tail: memoryview,
-                       repulled: bool = False) -> None:  # fmt: skip
-        """The PullCallback (I/O thread); repulled: the pull actor already sent the next pull
-        of this request id (its chain), so only the answer is processed here."""
-        req = self.pending.get(rid) if repulled else self.pending.pop(rid, None)
-        if req is None or req.cancelled or self.state is not ServiceState.RUNNING:
-            if repulled and self.services is not None:
-                self.services.stop_chains([rid])
+    def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+        """The PullCallback (I/O thread): the answer of this core's pull answer.rid."""
+        rid, status, next_begin, min_offset, max_offset, suggest = answer
+        req = self.pending.pop(rid, None)
+        if req is None:
+            return
+        if req.out is not None and req.out.rid == rid:
+            req.out = None
+        if req.cancelled or self.state is not ServiceState.RUNNING:
             return
         pq, mq = req.pq, req.mq
-        if repulled:
-            pq.last_pull_ms = now_ms()
-        elif pq.chain == rid:
-            pq.chain = 0
         if pq.dropped or pq.revoking:
             # an answer for a queue being let go changes nothing: its FOUND records are not
             # cached, so a NO_MATCHED after them must not move the offset past them
             # (correctTagsOffset with msg_count 0), nor a late OFFSET_ILLEGAL remove the
-            # queue's next ProcessQueue. The chain is ended by its id: pq.chain may have been
-            # cleared while this chain's first pull was still on its way to the pull actor.
-            if repulled and self.services is not None:
-                self.services.stop_chains([rid])
+            # queue's next ProcessQueue
             return
         if status >= cc.BROKER_ERROR:
             if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
@@ -277,10 +261,6 @@ class PullMessageMixin:
             if msgs:
                 self.stats.pulled(mq.topic, len(msgs))
                 self._dispatch(msgs, pq, mq, dispatch)
-            if repulled:
-                if not msgs:  # all filtered here: the pull actor counted them as cached
-                    self.report_progress(mq)
-                return
             interval = self._pull_interval_ms()
             if msgs and interval > 0:
                 self._later(req, interval)
@@ -290,10 +270,7 @@ class PullMessageMixin:
             req.next_offset = next_begin
             if self.CORRECT_TAGS_OFFSET and pq.msg_count == 0 and self.offset_store is not None:
                 self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
-                if repulled:
-                    self.report_progress(mq)
-            if not repulled:
-                self._pull(req)
+            self._pull(req)
         else:  # OFFSET_ILLEGAL
             log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
                         self.group, req.next_offset, mq, next_begin)  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from actors.client.consumer.consumer_channel import PullAnswer
 from actors.client.consumer.consumer_config import ServiceState
 from actors.client.consumer.default_lite_pull_consumer_impl import (
     DefaultLitePullConsumerImpl,
@@ -47,6 +48,9 @@ class _Lite(DefaultLitePullConsumerImpl):
         pass
 
 
+EMPTY = memoryview(b"")
+
+
 def _lite(auto_commit: bool = False) -> tuple[_Lite, _Store, ProcessQueue[Any]]:
     core = _Lite(LitePullConsumerConfig("lite_cg", "127.0.0.1:9876", auto_commit=auto_commit))
     store = _Store()
@@ -62,7 +66,7 @@ def test_a_no_matched_answer_leaves_the_committed_offset_alone() -> None:
     core, store, pq = _lite()
     core.consume_offsets[MQ] = 10  # poll() returned 0..9; the user has not committed them
     core.pending[5] = PullRequest(MQ, pq, 10, False)
-    core.on_pull_result(5, PullStatus.NO_MATCHED_MSG.value, 14, 0, 14, 0, memoryview(b""))
+    core.on_pull_result(PullAnswer(5, PullStatus.NO_MATCHED_MSG.value, 14, 0, 14, 0), EMPTY)
     assert store.read_memory(MQ) == 0
 
 
@@ -93,8 +97,7 @@ def test_an_illegal_offset_moves_the_pull_on_and_keeps_the_queue() -> None:
     core.scheduler.start()
     try:
         core.pending[6] = PullRequest(MQ, pq, 3, False)
-        core.on_pull_result(6, PullStatus.OFFSET_ILLEGAL.value, 500, 500, 900, 0,
-                            memoryview(b""))  # fmt: skip
+        core.on_pull_result(PullAnswer(6, PullStatus.OFFSET_ILLEGAL.value, 500, 500, 900, 0), EMPTY)
         for _ in range(100):  # bounded: the scheduler runs it at once
             if pulled:
                 break

@@ -4,12 +4,14 @@ Found by a review of the consumer's races: a FOUND answer for a revoking queue i
 so a NO_MATCHED answer after it moved the queue's offset past those records (correctTagsOffset
 with nothing cached), and the revoke committed it: the next owner skipped them. A late
 OFFSET_ILLEGAL for a queue let go and taken again removed the new ProcessQueue 10 s later.
-A chain answering after its queue's chain id was cleared must still be ended, by its own id."""
+A commit made while the queue's pull is out (revoke, close, reset) goes after that pull's older
+commit offset, acknowledged, never after a sleep."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from actors.client.consumer.consumer_channel import PullAnswer, PullCommand
 from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
 from actors.client.consumer.consumer_core import ConsumerImplBase
 from actors.client.consumer.offset_store import OffsetStore
@@ -17,48 +19,68 @@ from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.records import PullStatus
 from protocol.bodies import MessageQueue
+from protocol.codes import PullSysFlag
 
 MQ = MessageQueue("T", "broker-a", 1)
 EMPTY = memoryview(b"")
 
 
 class _Services:
-    """Records the chains the core ends and the queues it reports released."""
+    """Records the commits the core settles and the queues it reports released."""
 
-    def __init__(self) -> None:
-        self.stopped: list[int] = []
+    def __init__(self, log: list[tuple[Any, ...]] | None = None) -> None:
         self.revoked_rows: list[list[Any]] = []
+        self.log = log if log is not None else []
+        self.rids = 1000
 
-    def stop_chains(self, rids: list[int], wait_s: float = 0.0) -> None:
-        self.stopped.extend(rids)
+    def new_rid(self) -> int:
+        self.rids += 1
+        return self.rids
+
+    def settle(self, cmds: list[PullCommand], timeout_s: float) -> bool:
+        self.log.append(("settle", cmds))
+        return True
 
     def revoked(self, group: str, rows: list[list[Any]]) -> None:
         self.revoked_rows.extend(rows)
 
 
 class _Core(ConsumerImplBase):
-    """The core with nothing behind it: no pulls leave, no broker."""
+    """The core with nothing behind it: no pulls leave, no broker; commits are logged."""
+
+    log: list[tuple[Any, ...]]
 
     def _pull(self, req: Any) -> None:
         pass
 
     def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
-        pass
+        assert self.offset_store is not None
+        self.log.append(("persist", [self.offset_store.read_memory(mq) for mq in mqs]))
 
 
 def _core() -> tuple[_Core, _Services]:
     core = _Core(ConsumerConfig("letgo_cg", "127.0.0.1:9876"))
-    services = _Services()
+    core.log = []
+    services = _Services(core.log)
     core.services = services  # type: ignore[assignment]
     core.offset_store = OffsetStore("letgo_cg")
     core.state = ServiceState.RUNNING
     return core, services
 
 
-def _pending(core: _Core, rid: int, pq: ProcessQueue[Any], offset: int) -> PullRequest:
+def _pending(core: _Core, rid: int, pq: ProcessQueue[Any], offset: int,
+             commit: int = 0) -> PullRequest:  # fmt: skip
+    """A pull of pq at offset that is out (carrying commit, when > 0)."""
     req = PullRequest(MQ, pq, offset, False)
     core.pending[rid] = req
+    flag = PullSysFlag.build(commit > 0, True, False)
+    req.out = PullCommand(rid, "127.0.0.1:10911", "letgo_cg", MQ.topic, MQ.queue_id, offset, 32,
+                          int(flag), commit, 15_000, None, 0, "TAG", 30_000)
     return req
+
+
+def _answer(rid: int, status: PullStatus, next_begin: int, max_offset: int) -> PullAnswer:
+    return PullAnswer(rid, status.value, next_begin, 0, max_offset, 0)
 
 
 def test_no_matched_after_an_uncached_found_keeps_a_revoking_queues_offset() -> None:
@@ -69,9 +91,9 @@ def test_no_matched_after_an_uncached_found_keeps_a_revoking_queues_offset() -> 
     core.offset_store.update_offset(MQ, 100, False)
     _pending(core, 7, pq, 100)
     pq.revoking = True  # REVOKE ran while pull@100 was out
-    core.on_pull_result(7, PullStatus.FOUND.value, 132, 0, 200, 0, EMPTY)  # 100..131: dropped
+    core.on_pull_result(_answer(7, PullStatus.FOUND, 132, 200), EMPTY)  # 100..131: dropped
     _pending(core, 8, pq, 132)
-    core.on_pull_result(8, PullStatus.NO_MATCHED_MSG.value, 141, 0, 200, 0, EMPTY)
+    core.on_pull_result(_answer(8, PullStatus.NO_MATCHED_MSG, 141, 200), EMPTY)
     assert pq.msg_count == 0
     assert core.offset_store.read_memory(MQ) == 100  # what the revoke commits
 
@@ -85,7 +107,7 @@ def test_a_late_offset_illegal_leaves_the_queues_next_process_queue_alone() -> N
     core.table[MQ] = new  # and taken again
     assert core.offset_store is not None
     core.offset_store.update_offset(MQ, 300, False)
-    core.on_pull_result(9, PullStatus.OFFSET_ILLEGAL.value, 5000, 0, 6000, 0, EMPTY)
+    core.on_pull_result(_answer(9, PullStatus.OFFSET_ILLEGAL, 5000, 6000), EMPTY)
     assert not new.dropped
     core._fix_offset(req)  # had it been scheduled: the table holds another queue now
     assert core.table.get(MQ) is new
@@ -93,74 +115,66 @@ def test_a_late_offset_illegal_leaves_the_queues_next_process_queue_alone() -> N
     assert services.revoked_rows == []
 
 
-def test_a_repulled_answer_for_a_queue_let_go_ends_its_chain_by_id() -> None:
+def test_a_reset_commits_after_the_queues_pull_that_is_out() -> None:
+    """RESET_CONSUMER_CLIENT_OFFSET while the queue's pull (carrying commit 500) is out: that
+    pull would store 500 after the reset's commit of 40 (the reset undone). The reset's
+    offset goes to the broker behind it first, as a commit pull that does not wait, and is
+    committed once that is answered."""
+    from actors.client.consumer.consumer_requests import reset_offsets
+
     core, services = _core()
     pq: ProcessQueue[Any] = ProcessQueue(0)
     core.table[MQ] = pq
-    _pending(core, 11, pq, 0)
-    pq.revoking = True
-    pq.chain = 0  # cleared (and STOP sent) before chain 11's first pull reached the actor
-    core.on_pull_result(11, PullStatus.NO_NEW_MSG.value, 0, 0, 0, 0, EMPTY, repulled=True)
-    assert services.stopped == [11]
-
-
-class _ChainingCore(_Core):
-    """A push-concurrently core: the pull actor re-pulls its queues itself (chains)."""
-
-    def __init__(self, cfg: ConsumerConfig, log: list[tuple[Any, ...]]) -> None:
-        super().__init__(cfg)
-        self.log = log
-
-    def _chain_limits(self) -> list[int] | None:
-        return [1000, 100, 2000, 0, 0]
-
-    def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
-        assert self.offset_store is not None
-        self.log.append(("persist", [self.offset_store.read_memory(mq) for mq in mqs]))
-
-
-def test_a_reset_ends_the_queues_pull_chain_before_it_commits() -> None:
-    """RESET_CONSUMER_CLIENT_OFFSET: the chain's next pull would carry the old commit offset
-    after the reset's commit and the broker would keep that one (the reset undone)."""
-    from actors.client.consumer.consumer_requests import reset_offsets
-
-    log: list[tuple[Any, ...]] = []
-
-    class _Logged(_Services):
-        def stop_chains(self, rids: list[int], wait_s: float = 0.0) -> None:
-            log.append(("stop", rids, wait_s))
-
-    core = _ChainingCore(ConsumerConfig("letgo_cg", "127.0.0.1:9876"), log)
-    services = _Logged()
-    core.services = services  # type: ignore[assignment]
-    core.offset_store = OffsetStore("letgo_cg")
-    core.state = ServiceState.RUNNING
-    pq: ProcessQueue[Any] = ProcessQueue(0)
-    pq.chain = 21
-    core.table[MQ] = pq
+    assert core.offset_store is not None
     core.offset_store.update_offset(MQ, 500, False)
+    _pending(core, 21, pq, 532, commit=500)
     reset_offsets(core, "T", {MQ: 40})
     assert pq.dropped and MQ not in core.table
-    stops = [i for i, e in enumerate(log) if e[0] == "stop" and 21 in e[1]]
-    assert stops and log[stops[0]][2] > 0  # ended, waiting for its last pull to be written
-    assert log[stops[0] + 1 :] == [("persist", [40])]  # then the reset offset is committed
+    assert [e[0] for e in core.log] == ["settle", "persist"]
+    (cmd,) = core.log[0][1]
+    assert cmd.rid not in (0, 21) and cmd.commit_offset == 40 and cmd.suspend_ms == 0
+    assert cmd.sys_flag & PullSysFlag.FLAG_COMMIT_OFFSET
+    assert not cmd.sys_flag & PullSysFlag.FLAG_SUSPEND and cmd.max_nums == 1
+    assert (cmd.addr, cmd.topic, cmd.queue_id) == ("127.0.0.1:10911", "T", 1)
+    assert core.log[1] == ("persist", [40])
     assert services.revoked_rows and services.revoked_rows[0][:3] == ["T", "broker-a", 1]
 
 
-def test_a_revoke_does_not_wait_for_other_queues_to_stop_pulling() -> None:
-    """The quiet wait before a revoke's commit is for the queue's own last pull (the only one
-    that carries its commit offset): pulls of other queues every few ms kept it waiting."""
-    import time
+def test_a_revoke_settles_only_a_pull_out_with_another_commit() -> None:
+    """A revoke commits at once when the queue has no pull out, or its pull carries the same
+    offset; a pull out with an older one is settled first. Other queues' pulls do not count."""
+    for out_commit, settled in ((None, False), (700, False), (650, True)):
+        core, services = _core()
+        pq: ProcessQueue[Any] = ProcessQueue(0)
+        core.table[MQ] = pq
+        assert core.offset_store is not None
+        core.offset_store.update_offset(MQ, 700, False)
+        if out_commit is not None:
+            _pending(core, 5, pq, 720, commit=out_commit)
+        _pending(core, 6, ProcessQueue(0), 10, commit=3)  # another queue's
+        pq.revoking = True
+        core._finish_revoke(MQ, False)
+        assert MQ not in core.table
+        assert [e[0] for e in core.log] == (["settle", "persist"] if settled else ["persist"])
+        if settled:
+            assert [c.commit_offset for c in core.log[0][1]] == [700]
+        assert core.log[-1] == ("persist", [700])
+        assert [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
 
-    core, services = _core()
+
+def test_an_answer_ends_the_pull_that_is_out() -> None:
+    """Once a pull is answered nothing of it is out: a commit after it needs no settling."""
+    core, _ = _core()
     pq: ProcessQueue[Any] = ProcessQueue(0)
     core.table[MQ] = pq
+    assert core.offset_store is not None
+    core.offset_store.update_offset(MQ, 90, False)
+    req = _pending(core, 31, pq, 100, commit=80)
+    core.on_pull_result(_answer(31, PullStatus.NO_NEW_MSG, 100, 100), EMPTY)
+    assert req.out is None and 31 not in core.pending
     pq.revoking = True
-    pq.last_pull_sent = time.monotonic() - 1.0  # its own last pull left a second ago
-    core.last_pull_sent = time.monotonic()  # another queue's pull just left
     core._finish_revoke(MQ, False)
-    assert MQ not in core.table
-    assert [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
+    assert [e[0] for e in core.log] == ["persist"]
 
 
 def test_an_orderly_queue_still_being_consumed_is_not_released_on_timeout() -> None:
@@ -173,7 +187,8 @@ def test_an_orderly_queue_still_being_consumed_is_not_released_on_timeout() -> N
             return True
 
     core = _Orderly(ConsumerConfig("letgo_cg", "127.0.0.1:9876"))
-    services = _Services()
+    core.log = []
+    services = _Services(core.log)
     core.services = services  # type: ignore[assignment]
     core.offset_store = OffsetStore("letgo_cg")
     core.state = ServiceState.RUNNING

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consumer_channel import PullAnswer
 from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
 from actors.client.consumer.consumer_core import ConsumerImplBase
 from actors.client.consumer.offset_store import OffsetStore
@@ -69,7 +70,7 @@ def _core() -> tuple[_Core, _Handle]:
 
 def _refused(core: _Core, rid: int, req: PullRequest, code: int) -> None:
     core.pending[rid] = req
-    core.on_pull_result(rid, cc.BROKER_ERROR, int(code), 0, 0, 0, REMARK)
+    core.on_pull_result(PullAnswer(rid, cc.BROKER_ERROR, int(code), 0, 0, 0), REMARK)
 
 
 def test_a_burst_of_refusals_sends_one_heartbeat_and_pulls_again_shortly() -> None:
@@ -103,7 +104,7 @@ def test_fast_retries_are_bounded_and_start_again_after_an_answer() -> None:
     slow = core.cfg.pull_time_delay_ms_when_exception
     assert core.later == [HEARTBEAT_RACE_RETRY_MS] * UNREGISTERED_FAST_RETRIES + [slow] * 2
     core.pending[50] = req
-    core.on_pull_result(50, PullStatus.NO_NEW_MSG.value, 5, 0, 5, 0, memoryview(b""))
+    core.on_pull_result(PullAnswer(50, PullStatus.NO_NEW_MSG.value, 5, 0, 5, 0), memoryview(b""))
     core.later.clear()
     _refused(core, 51, req, ResponseCode.SUBSCRIPTION_NOT_EXIST)  # a later loss of the group
     assert core.later == [HEARTBEAT_RACE_RETRY_MS]
