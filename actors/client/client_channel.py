@@ -12,39 +12,54 @@ Record layout (big-endian), one after another on the stream:
     offset size field
     0      4    rest_len   bytes after this field (kind byte + payload)
     4      1    kind       1-63 the foundation's (below), 64-255 free for the consumer side
-    5      ...  payload    msgpack unless the kind says otherwise
+    5      ...  payload    a typed record's fields as one msgpack array, in declaration order,
+                           unless the kind says otherwise
 
-    HELLO 1           actor -> user   [key]
-    CONTROL 2         user -> actor   {"op": ..., ...}  (register / unregister / route ...)
-    ROUTE 3           actor -> user   [topic, route JSON bytes | None]
-    BROKER_REQUEST 4  actor -> user   [request_id, broker addr, encoded request frame]
-    BROKER_ANSWER 5   user -> actor   [request_id, encoded response frame | None]
-    ACK 6             actor -> user   [op id, ok, detail]
-    PERSIST 7         actor -> user   [consumer group]   (persistConsumerOffset tick)
-    BYE 8             user -> actor   []   (a clean close follows: not an orphaning)
+Every kind is one typed record (`ChannelRecord`: a frozen dataclass naming its KIND), built and
+read only through `encode` / `read_record`; nothing crosses as a bare list. The foundation's:
+
+    Hello 1                 actor -> user   key
+    Route 3                 actor -> user   topic, route JSON bytes | None, error | None
+    BrokerRequest 4         actor -> user   request_id, broker addr, encoded request frame
+    BrokerAnswer 5          user -> actor   request_id, encoded response frame | None
+    Ack 6                   actor -> user   op id, ok, detail
+    PersistConsumerOffset 7 actor -> user   consumer group (the persistConsumerOffset tick)
+    Bye 8                   user -> actor   (a clean close follows: not an orphaning)
+    RegisterProducer 9, UnregisterProducer 10, RegisterConsumer 11, UpdateConsumer 12,
+    UnregisterConsumer 13, HeartbeatBroker 14, FetchRoute 15      user -> actor (the
+                            instance's registrations; op_id, when set, is acknowledged by Ack)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import socket
 import struct
 import threading
-from typing import Any, Final
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, TypeVar
 
 import msgpack
 
 log = logging.getLogger(__name__)
 
 HELLO: Final = 1
-CONTROL: Final = 2
 ROUTE: Final = 3
 BROKER_REQUEST: Final = 4
 BROKER_ANSWER: Final = 5
 ACK: Final = 6
 PERSIST: Final = 7
 BYE: Final = 8
+REGISTER_PRODUCER: Final = 9
+UNREGISTER_PRODUCER: Final = 10
+REGISTER_CONSUMER: Final = 11
+UPDATE_CONSUMER: Final = 12
+UNREGISTER_CONSUMER: Final = 13
+HEARTBEAT_BROKER: Final = 14
+FETCH_ROUTE: Final = 15
 FIRST_FREE_KIND: Final = 64
 RUNTIME_DIR_PREFIX: Final = "amqc-"  # the user's process's runtime directory (the listener's)
 
@@ -77,6 +92,194 @@ def unpack(payload: memoryview | bytes) -> Any:
 def encode_record(kind: int, payload: bytes | bytearray | memoryview) -> bytes:
     """One record."""
     return HEAD.pack(1 + len(payload), kind) + bytes(payload)
+
+
+R = TypeVar("R", bound="ChannelRecord")
+RECORD_TYPES: dict[int, type[ChannelRecord]] = {}
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+class ChannelRecord:
+    """A typed record (subclasses: frozen dataclasses that name their KIND and are registered
+    with `record`); its fields cross as one msgpack array in declaration order."""
+
+    __slots__ = ()
+    KIND: ClassVar[int]
+
+    def row(self) -> list[Any]:
+        """The fields as msgpack values (a subclass with nested records converts them)."""
+        return [getattr(self, name) for name in _field_names(type(self))]
+
+    @classmethod
+    def from_row(cls: type[R], row: list[Any]) -> R:
+        """The record from its row (a subclass with nested records converts them)."""
+        return cls(*row)
+
+    def encode(self) -> bytes:
+        """The record's payload."""
+        return pack(self.row())
+
+
+def record(cls: type[R]) -> type[R]:
+    """Register a record type under its KIND (one type per kind)."""
+    if RECORD_TYPES.setdefault(cls.KIND, cls) is not cls:
+        raise ValueError(f"record kind {cls.KIND} is taken by {RECORD_TYPES[cls.KIND].__name__}")
+    return cls
+
+
+def read_record(kind: int, payload: memoryview | bytes) -> ChannelRecord:
+    """The typed record of (kind, payload); ChannelError when it is none."""
+    cls = RECORD_TYPES.get(kind)
+    if cls is None:
+        raise ChannelError(f"unknown record kind {kind}")
+    names = _field_names(cls)
+    if not names:
+        return cls()
+    try:
+        row = unpack(payload)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise ChannelError(f"record kind {kind}: {exc}") from exc
+    if not isinstance(row, list) or len(row) != len(names):
+        raise ChannelError(f"record kind {kind} ({cls.__name__}) needs {len(names)} fields")
+    try:
+        return cls.from_row(row)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ChannelError(f"record kind {kind} ({cls.__name__}): {exc}") from exc
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class Hello(ChannelRecord):
+    """An actor's first record: the key of the handler it talks to."""
+
+    KIND: ClassVar[int] = HELLO
+    key: str
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class Route(ChannelRecord):
+    """A topic's route as the instance fetched it (None: no route), or why it could not."""
+
+    KIND: ClassVar[int] = ROUTE
+    topic: str
+    route_json: bytes | None
+    error: str | None
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class BrokerRequest(ChannelRecord):
+    """A broker-initiated request for something in the user's process."""
+
+    KIND: ClassVar[int] = BROKER_REQUEST
+    request_id: int
+    broker_addr: str
+    frame: bytes
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class BrokerAnswer(ChannelRecord):
+    """The answer to a BrokerRequest (None: none is owed)."""
+
+    KIND: ClassVar[int] = BROKER_ANSWER
+    request_id: int
+    frame: bytes | None
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class Ack(ChannelRecord):
+    """A registration with an op_id was done."""
+
+    KIND: ClassVar[int] = ACK
+    op_id: int
+    ok: bool
+    detail: str
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class PersistConsumerOffset(ChannelRecord):
+    """persistConsumerOffset's tick for a consumer group whose core is in the user's process."""
+
+    KIND: ClassVar[int] = PERSIST
+    group: str
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class Bye(ChannelRecord):
+    """The user's process closes cleanly."""
+
+    KIND: ClassVar[int] = BYE
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class RegisterProducer(ChannelRecord):
+    KIND: ClassVar[int] = REGISTER_PRODUCER
+    group: str
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class UnregisterProducer(ChannelRecord):
+    KIND: ClassVar[int] = UNREGISTER_PRODUCER
+    group: str
+    op_id: int | None = None
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class RegisterConsumer(ChannelRecord):
+    KIND: ClassVar[int] = REGISTER_CONSUMER
+    group: str
+    data: bytes  # ConsumerData JSON
+    op_id: int | None = None
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class UpdateConsumer(ChannelRecord):
+    KIND: ClassVar[int] = UPDATE_CONSUMER
+    group: str
+    data: bytes  # ConsumerData JSON
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class UnregisterConsumer(ChannelRecord):
+    KIND: ClassVar[int] = UNREGISTER_CONSUMER
+    group: str
+    op_id: int | None = None
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class HeartbeatBroker(ChannelRecord):
+    """A pull was refused: that broker lost this client's registration."""
+
+    KIND: ClassVar[int] = HEARTBEAT_BROKER
+    addr: str
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class FetchRoute(ChannelRecord):
+    KIND: ClassVar[int] = FETCH_ROUTE
+    topic: str
+    producer: bool = False
 
 
 class RecordDecoder:
@@ -138,13 +341,21 @@ class ChannelEnd:
         sock.settimeout(timeout_s)
         try:
             sock.connect(path)
-            sock.sendall(encode_record(HELLO, pack([key])))
+            sock.sendall(encode_record(HELLO, Hello(key).encode()))
         except OSError:
             sock.close()
             raise
         return cls(sock, key)
 
     # -- writing ------------------------------------------------------------------------------
+    def send_record(self, rec: ChannelRecord) -> None:
+        """Queue one typed record and write what the kernel takes now."""
+        self.send_many([(rec.KIND, rec.encode())])
+
+    def send_records(self, recs: Iterable[ChannelRecord]) -> None:
+        """Queue typed records and write what the kernel takes now (one send)."""
+        self.send_many([(r.KIND, r.encode()) for r in recs])
+
     def send(self, kind: int, payload: bytes | bytearray | memoryview) -> None:
         """Queue one record and write what the kernel takes now."""
         self.send_many([(kind, payload)])

@@ -238,11 +238,16 @@ class ClientRuntime:
         records = end.read_records()
         if records and not end.key:
             kind, payload = records[0]
-            if kind != ch.HELLO:
+            try:
+                hello = ch.read_record(kind, payload)
+            except ch.ChannelError as exc:
+                hello = None
+                log.error("channel's first record is bad: %s", exc)
+            if not isinstance(hello, ch.Hello):
                 log.error("channel without HELLO (kind %d): closing", kind)
                 records = None
             else:
-                end.key = ch.unpack(payload)[0]
+                end.key = hello.key
                 records = records[1:]
                 handler = self._handlers.get(end.key)
                 if handler is None:
@@ -278,7 +283,7 @@ class ClientRuntime:
         if self.closed:
             return
         for end in list(self._ends.values()):
-            end.send(ch.BYE, b"")  # a clean close: the actors do not take it as orphaning
+            end.send_record(ch.Bye())  # a clean close: the actors do not take it as orphaning
         self._shutdown_actor_system()
         self.loop.stop()
         self._close_channels()

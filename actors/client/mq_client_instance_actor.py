@@ -161,7 +161,7 @@ class MQClientInstanceActor(ServiceThreadActor):
                 if entry.owner is not None:
                     self.send(entry.owner, PersistConsumerOffset(group))
                 elif self.channel is not None:
-                    self.channel.send(ch.PERSIST, ch.pack([group]))
+                    self.channel.send_record(ch.PersistConsumerOffset(group))
             self.schedule("persist", cfg.persist_consumer_offset_interval_ms)
         elif key == "scan":
             if self.remoting is not None:
@@ -204,51 +204,49 @@ class MQClientInstanceActor(ServiceThreadActor):
     def _on_record(self, kind: int, payload: memoryview) -> None:
         core = self.core
         assert core is not None
-        if kind == ch.BYE:
-            self.bye = True
-        elif kind == ch.CONTROL:
-            op = ch.unpack(payload)
-            name = op.get("op")
-            if name == "register_producer":
-                core.register_producer(op["group"])
+        try:
+            rec = ch.read_record(kind, payload)
+        except ch.ChannelError as exc:
+            log.warning("instance channel: %s", exc)
+            return
+        match rec:
+            case ch.Bye():
+                self.bye = True
+            case ch.RegisterProducer(group=group):
+                core.register_producer(group)
                 self.schedule("heartbeat_now", 1.0)
-            elif name == "unregister_producer":
-                core.unregister_producer(op["group"])
-                self._unregister(op["group"], None, self._ack_cb(op.get("id")))
-            elif name == "register_consumer":
-                data = ConsumerData.from_json(op["data"])
+            case ch.UnregisterProducer(group=group, op_id=op_id):
+                core.unregister_producer(group)
+                self._unregister(group, None, self._ack_cb(op_id))
+            case ch.RegisterConsumer(data=raw, op_id=op_id):
+                data = ConsumerData.from_json(raw)
                 ok = core.register_consumer(data, None)
-                self._ack(op.get("id"), ok, "" if ok else "consumer group registered already")
+                self._ack(op_id, ok, "" if ok else "consumer group registered already")
                 if ok:
                     self._consumer_changed(data)
-            elif name == "update_consumer":
-                data = ConsumerData.from_json(op["data"])
+            case ch.UpdateConsumer(data=raw):
+                data = ConsumerData.from_json(raw)
                 if core.update_consumer(data):
                     self._consumer_changed(data)
-            elif name == "unregister_consumer":
-                core.unregister_consumer(op["group"])
-                self._unregister(None, op["group"], self._ack_cb(op.get("id")))
-            elif name == "heartbeat":  # a pull refused: that broker lost our registration
-                addr = op["addr"]
+            case ch.UnregisterConsumer(group=group, op_id=op_id):
+                core.unregister_consumer(group)
+                self._unregister(None, group, self._ack_cb(op_id))
+            case ch.HeartbeatBroker(addr=addr):  # a pull refused: it lost our registration
                 if addr in core.heartbeat_targets():
                     self._heartbeat(addr)
-            elif name == "route":
-                topic = op["topic"]
-                if op.get("producer"):
+            case ch.FetchRoute(topic=topic, producer=producer):
+                if producer:
                     core.producer_topics.add(topic)
                 self._route_waiters.add(topic)
                 self._fetch_route(topic)
-            else:
-                log.warning("unknown control op %r", name)
-        elif kind == ch.BROKER_ANSWER:
-            rid, frame = ch.unpack(payload)
-            self._answer(rid, frame)
-        else:
-            log.warning("channel record kind=%d not for the instance", kind)
+            case ch.BrokerAnswer(request_id=rid, frame=frame):
+                self._answer(rid, frame)
+            case _:
+                log.warning("channel record %s not for the instance", type(rec).__name__)
 
     def _ack(self, op_id: Any, ok: bool = True, detail: str = "") -> None:
         if op_id is not None and self.channel is not None:
-            self.channel.send(ch.ACK, ch.pack([op_id, ok, detail]))
+            self.channel.send_record(ch.Ack(op_id, ok, detail))
 
     def _ack_cb(self, op_id: Any) -> Any:
         return lambda: self._ack(op_id)
@@ -303,7 +301,7 @@ class MQClientInstanceActor(ServiceThreadActor):
         self._route_waiters.discard(topic)
         if wanted and self.channel is not None:
             data = route_data.to_json() if route_data is not None else None
-            self.channel.send(ch.ROUTE, ch.pack([topic, data, error]))
+            self.channel.send_record(ch.Route(topic, data, error))
 
     def _consumer_changed(self, data: ConsumerData) -> None:
         for sub in data.subscription_data_set:
@@ -388,7 +386,7 @@ class MQClientInstanceActor(ServiceThreadActor):
         if owner is not None:
             self.send(owner, RelayedBrokerRequest(rid, addr, frame))
         elif self.channel is not None:
-            self.channel.send(ch.BROKER_REQUEST, ch.pack([rid, addr, frame]))
+            self.channel.send_record(ch.BrokerRequest(rid, addr, frame))
         if cmd.code == 326:  # PUSH_REPLY_MESSAGE_TO_CLIENT: answered here once relayed
             return cmd.make_response(ResponseCode.SUCCESS)
         return None

@@ -15,6 +15,7 @@ pid#2, pid#3, ...
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -138,23 +139,22 @@ class InstanceHandle:
     def on_records(self, end: ch.ChannelEnd, records: list[ch.Record]) -> None:
         for kind, payload in records:
             try:
-                if kind == ch.ROUTE:
-                    self._on_route(*ch.unpack(payload))
-                elif kind == ch.BROKER_REQUEST:
-                    rid, addr, frame = ch.unpack(payload)
-                    self._on_broker_request(rid, addr, frame)
-                elif kind == ch.ACK:
-                    op_id = ch.unpack(payload)[0]
-                    ev = self._acks.pop(op_id, None)
-                    if ev is not None:
-                        ev.set()
-                elif kind == ch.PERSIST:
-                    group = ch.unpack(payload)[0]
-                    sink = self.sinks.get(group)
-                    if sink is not None:
-                        sink.on_persist()
-                else:
-                    log.warning("instance channel: unknown record kind %d", kind)
+                rec = ch.read_record(kind, payload)
+                match rec:
+                    case ch.Route(topic=topic, route_json=data, error=error):
+                        self._on_route(topic, data, error)
+                    case ch.BrokerRequest(request_id=rid, broker_addr=addr, frame=frame):
+                        self._on_broker_request(rid, addr, frame)
+                    case ch.Ack(op_id=op_id):
+                        ev = self._acks.pop(op_id, None)
+                        if ev is not None:
+                            ev.set()
+                    case ch.PersistConsumerOffset(group=group):
+                        sink = self.sinks.get(group)
+                        if sink is not None:
+                            sink.on_persist()
+                    case _:
+                        log.warning("instance channel: unexpected %s", type(rec).__name__)
             except Exception:
                 log.exception("instance channel record kind=%d failed", kind)
 
@@ -194,7 +194,7 @@ class InstanceHandle:
             if sink is not None:
                 resp = sink.on_broker_request(addr, cmd)
         if resp is not None and self.end is not None:
-            self.end.send(ch.BROKER_ANSWER, ch.pack([rid, resp.encode()]))
+            self.end.send_record(ch.BrokerAnswer(rid, resp.encode()))
 
     def _check_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         from protocol.message import PROPERTY_PRODUCER_GROUP, decode_message_ext
@@ -211,17 +211,19 @@ class InstanceHandle:
         producer.check_transaction_state(addr, cmd)
 
     # -- calls from the clients' threads --------------------------------------------------------
-    def control(self, op: dict[str, Any], wait: bool = False,
+    def control(self, rec: ch.ChannelRecord, wait: bool = False,
                 timeout_s: float = ACK_TIMEOUT_S) -> bool:  # fmt: skip
-        """Send a CONTROL op to the instance; with wait, block until it acknowledges."""
+        """Send a registration record to the instance; with wait (a record with an op_id),
+        block until it acknowledges."""
         end = self.end
         if end is None or end.closed:
             raise ClientClosedError("client instance")
         ev = None
         if wait:
-            op = dict(op, id=next(self._ack_ids))
-            ev = self._acks[op["id"]] = threading.Event()
-        end.send(ch.CONTROL, ch.pack(op))
+            op_id = next(self._ack_ids)
+            rec = dataclasses.replace(rec, op_id=op_id)  # type: ignore[type-var]
+            ev = self._acks[op_id] = threading.Event()
+        end.send_record(rec)
         return ev.wait(timeout_s) if ev is not None else True
 
     @property
@@ -241,15 +243,15 @@ class InstanceHandle:
                 from actors.client.default_mq_producer_impl import DefaultMQProducerImpl
 
                 self._inner = DefaultMQProducerImpl(CLIENT_INNER_PRODUCER_GROUP, self, self.api)
-                self.control({"op": "register_producer", "group": CLIENT_INNER_PRODUCER_GROUP})
+                self.control(ch.RegisterProducer(CLIENT_INNER_PRODUCER_GROUP))
             return self._inner
 
-    def _fetch_route(self, topic: str, timeout_s: float, extra: dict[str, Any]) -> str | None:
+    def _fetch_route(self, topic: str, timeout_s: float, producer: bool) -> str | None:
         """Ask the instance for the topic's route and wait, at most timeout_s, until it has
         answered; the error it reported, if any."""
         with self._cond:
             gen = self._route_gen.get(topic, 0)
-        self.control({"op": "route", "topic": topic, **extra})
+        self.control(ch.FetchRoute(topic, producer))
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self._route_gen.get(topic, 0) == gen and self.end is not None:
@@ -263,7 +265,7 @@ class InstanceHandle:
                     ) -> TopicRouteData | None:  # fmt: skip
         """The topic's route fetched now through the instance (None: no such topic); the
         instance keeps pushing its changes, into `table`, while the topic is in use."""
-        error = self._fetch_route(topic, timeout_s, {})
+        error = self._fetch_route(topic, timeout_s, False)
         if error:
             raise MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
                                 f"route of {topic} not fetched: {error}")
@@ -280,7 +282,7 @@ class InstanceHandle:
         info = self.publish_infos.get(topic)
         if info is not None and info.ok():
             return info
-        error = self._fetch_route(topic, timeout_s, {"producer": True})
+        error = self._fetch_route(topic, timeout_s, True)
         info = self.publish_infos.get(topic)
         if info is not None and info.ok():
             return info
@@ -297,26 +299,24 @@ class InstanceHandle:
     def register_producer(self, group: str, inner: ProducerInner) -> None:
         """Heartbeats carry the group from now on; check-backs reach `inner`."""
         self.producers[group] = inner
-        self.control({"op": "register_producer", "group": group})
+        self.control(ch.RegisterProducer(group))
 
     def unregister_producer(self, group: str) -> None:
         """UNREGISTER_CLIENT to every broker (waits, bounded)."""
         self.producers.pop(group, None)
         try:
-            self.control({"op": "unregister_producer", "group": group}, wait=True)
+            self.control(ch.UnregisterProducer(group), wait=True)
         except ClientClosedError:
             pass
 
     def register_consumer(self, data: ConsumerData, sink: ConsumerSink) -> None:
         """Serve a consumer from the user's process (see docs/CLIENT.md §4.4)."""
         self.sinks[data.group_name] = sink
-        self.control({"op": "register_consumer", "group": data.group_name,
-                      "data": data.to_json()}, wait=True)
+        self.control(ch.RegisterConsumer(data.group_name, data.to_json()), wait=True)
 
     def update_consumer(self, data: ConsumerData) -> None:
         """The consumer's subscriptions changed: heartbeat at once."""
-        self.control({"op": "update_consumer", "group": data.group_name,
-                      "data": data.to_json()})
+        self.control(ch.UpdateConsumer(data.group_name, data.to_json()))
 
     def heartbeat_broker(self, addr: str) -> None:
         """A pull to `addr` was refused for want of this client's registration: heartbeat
@@ -325,7 +325,7 @@ class InstanceHandle:
             due = self._refusals.due(addr, time.monotonic())
         if due:
             try:
-                self.control({"op": "heartbeat", "addr": addr})
+                self.control(ch.HeartbeatBroker(addr))
             except ClientClosedError:
                 pass
 
@@ -333,7 +333,7 @@ class InstanceHandle:
         """UNREGISTER_CLIENT to every broker (waits, bounded)."""
         self.sinks.pop(group, None)
         try:
-            self.control({"op": "unregister_consumer", "group": group}, wait=True)
+            self.control(ch.UnregisterConsumer(group), wait=True)
         except ClientClosedError:
             pass
 
@@ -400,7 +400,7 @@ class MQClientManager:
             cls._handles.pop(handle.client_id, None)
         runtime = handle.runtime
         if handle.end is not None:
-            handle.end.send(ch.BYE, b"")
+            handle.end.send_record(ch.Bye())
         runtime.remove_channel_handler(handle.key)
         if handle.actor is not None:
             runtime.stop_actor(handle.actor)

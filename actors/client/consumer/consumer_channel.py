@@ -8,9 +8,10 @@ the ProcessQueues, the pull requests and the flow-control gates; the pull actor 
 between a PullCommand and its answer. Every record is msgpack except PULL_RESULT, whose pull
 body travels raw behind a fixed header:
 
-    PULL 64          user -> pull actor    [PullCommand.to_row(), ...]
-    PULL_RESULT 65   pull actor -> user    PULL_RESULT_HEAD, then the pull body (FOUND) or
-                                           the remark / reason in UTF-8:
+    Pull 64             user -> pull actor    the PullCommands to send, in order
+    PULL_RESULT 65      pull actor -> user    PULL_RESULT_HEAD (PullAnswer), then the pull body
+                                              (FOUND) or the remark / reason in UTF-8 (no
+                                              msgpack: the body is forwarded untouched):
       offset size field
       0      4    request id
       4      1    status: 0 FOUND, 1 NO_NEW_MSG, 2 NO_MATCHED_MSG, 3 OFFSET_ILLEGAL,
@@ -21,15 +22,15 @@ body travels raw behind a fixed header:
       21     8    max_offset
       29     8    suggest_which_broker_id
       37     ...  the pull body
-    ASSIGN 70        rebalance -> user     [group, [[topic, broker, qid, locked, lock_ms], ...]]
-    REVOKE 71        rebalance -> user     [group, [[topic, broker, qid], ...]]
-    LOCK_STATE 72    rebalance -> user     [group, [[topic, broker, qid, locked, lock_ms], ...]]
-    REVOKED 73       user -> rebalance     [group, [[topic, broker, qid], ...]]
-    RELAY 74         rebalance -> user     [group, request id, broker addr, request frame]
-    RELAY_ANSWER 75  user -> rebalance     [request id, response frame | None]
-    PERSIST 76       rebalance -> user     [group]
-    REBALANCE_NOW 77 user -> rebalance     [group]
-    QUEUES 78        rebalance -> user     [group, topic, [mq_all...], [mq_divided...]]
+    Assign 70           rebalance -> user     group, the queues taken (QueueLock each)
+    Revoke 71           rebalance -> user     group, the queues to let go
+    LockStates 72       rebalance -> user     group, the orderly queues' broker locks
+    Revoked 73          user -> rebalance     group, the queues let go (drained, committed)
+    Relay 74            rebalance -> user     group, request id, broker addr, request frame
+    RelayAnswer 75      user -> rebalance     request id, response frame | None
+    PersistGroup 76     rebalance -> user     group (persistConsumerOffset's tick)
+    RebalanceNow 77     user -> rebalance     group
+    QueuesChanged 78    rebalance -> user     group, topic, every queue, this consumer's share
 
 The pull actor writes a PULL record's commands to their brokers in order, each broker's on
 its one connection, so a PullCommand sent after another for the same broker reaches it after
@@ -39,11 +40,10 @@ that one (how a consumer's last commit lands after the pulls before it: PullMess
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
-from actors.client.client_channel import pack, unpack
+from actors.client import client_channel as ch
 from protocol.bodies import MessageQueue
 from protocol.headers import PullMessageRequestHeader
 
@@ -71,22 +71,6 @@ PULL_RESULT_HEAD = struct.Struct(
     "q"  # suggest_which_broker_id
 )
 
-__all__ = ["pack", "unpack"]
-
-
-def mq_row(mq: MessageQueue) -> list[Any]:
-    """A queue as a msgpack row."""
-    return [mq.topic, mq.broker_name, mq.queue_id]
-
-
-def mq_of(row: list[Any]) -> MessageQueue:
-    """A queue from a msgpack row (extra fields ignored)."""
-    return MessageQueue(row[0], row[1], int(row[2]))
-
-
-def mq_rows(mqs: Iterable[MessageQueue]) -> list[list[Any]]:
-    """Queues as msgpack rows, in Java's order."""
-    return [mq_row(mq) for mq in sorted(mqs)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,17 +135,188 @@ class PullAnswer(NamedTuple):
         return cls._make(PULL_RESULT_HEAD.unpack_from(payload, 0)), payload[PULL_RESULT_HEAD.size:]
 
 
-def pull_commands(payload: memoryview | bytes) -> list[PullCommand]:
-    """The commands of a PULL record."""
-    return [PullCommand.from_row(row) for row in unpack(payload)]
-
-
-def pull_record(cmds: Iterable[PullCommand]) -> bytes:
-    """A PULL record's payload."""
-    return pack([c.to_row() for c in cmds])
-
-
 def pull_result_head(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
                      suggest: int) -> bytes:
     """The head of a PULL_RESULT payload (its pull body follows)."""
     return PULL_RESULT_HEAD.pack(rid, status, next_begin, min_offset, max_offset, suggest)
+
+
+def _mq_row(mq: MessageQueue) -> list[Any]:
+    return [mq.topic, mq.broker_name, mq.queue_id]
+
+
+def _mq(row: list[Any]) -> MessageQueue:
+    topic, broker, qid = row
+    return MessageQueue(str(topic), str(broker), int(qid))
+
+
+def _mqs(rows: list[Any]) -> tuple[MessageQueue, ...]:
+    return tuple(_mq(r) for r in rows)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLock:
+    """A queue and the broker lock this consumer holds on it (orderly; False otherwise)."""
+
+    mq: MessageQueue
+    locked: bool = False
+    lock_ms: int = 0
+
+    def to_row(self) -> list[Any]:
+        return [*_mq_row(self.mq), self.locked, self.lock_ms]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> QueueLock:
+        topic, broker, qid, locked, lock_ms = row
+        return cls(MessageQueue(str(topic), str(broker), int(qid)), bool(locked), int(lock_ms))
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class Pull(ch.ChannelRecord):
+    """PullCommands for the pull actor, written to their brokers in this order."""
+
+    KIND: ClassVar[int] = PULL
+    commands: tuple[PullCommand, ...]
+
+    def row(self) -> list[Any]:
+        return [[c.to_row() for c in self.commands]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Pull:
+        return cls(tuple(PullCommand.from_row(r) for r in row[0]))
+
+
+class GroupRecord(ch.ChannelRecord):
+    """A rebalance record: for one consumer group's core."""
+
+    __slots__ = ()
+    group: str
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class Assign(GroupRecord):
+    """RebalanceImpl took these queues for the group."""
+
+    KIND: ClassVar[int] = ASSIGN
+    group: str
+    queues: tuple[QueueLock, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, [q.to_row() for q in self.queues]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Assign:
+        return cls(str(row[0]), tuple(QueueLock.from_row(r) for r in row[1]))
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class LockStates(GroupRecord):
+    """The broker locks of the group's orderly queues changed."""
+
+    KIND: ClassVar[int] = LOCK_STATE
+    group: str
+    queues: tuple[QueueLock, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, [q.to_row() for q in self.queues]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> LockStates:
+        return cls(str(row[0]), tuple(QueueLock.from_row(r) for r in row[1]))
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class Revoke(GroupRecord):
+    """Let these queues go (drain, commit, then Revoked)."""
+
+    KIND: ClassVar[int] = REVOKE
+    group: str
+    mqs: tuple[MessageQueue, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, [_mq_row(mq) for mq in self.mqs]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Revoke:
+        return cls(str(row[0]), _mqs(row[1]))
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class Revoked(GroupRecord):
+    """The group's core let these queues go (or could not take them)."""
+
+    KIND: ClassVar[int] = REVOKED
+    group: str
+    mqs: tuple[MessageQueue, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, [_mq_row(mq) for mq in self.mqs]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Revoked:
+        return cls(str(row[0]), _mqs(row[1]))
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class Relay(GroupRecord):
+    """A broker request for the group (GET_CONSUMER_RUNNING_INFO, RESET offsets, ...)."""
+
+    KIND: ClassVar[int] = RELAY
+    group: str
+    request_id: int
+    broker_addr: str
+    frame: bytes
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class RelayAnswer(ch.ChannelRecord):
+    """The answer to a Relay (None: none is owed)."""
+
+    KIND: ClassVar[int] = RELAY_ANSWER
+    request_id: int
+    frame: bytes | None
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class PersistGroup(GroupRecord):
+    """persistConsumerOffset's tick for the group."""
+
+    KIND: ClassVar[int] = PERSIST
+    group: str
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class RebalanceNow(GroupRecord):
+    """Run a rebalance round of the group now."""
+
+    KIND: ClassVar[int] = REBALANCE_NOW
+    group: str
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class QueuesChanged(GroupRecord):
+    """messageQueueChanged: a topic's queues or this consumer's share of them changed."""
+
+    KIND: ClassVar[int] = QUEUES
+    group: str
+    topic: str
+    mq_all: tuple[MessageQueue, ...]
+    mq_divided: tuple[MessageQueue, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, self.topic, [_mq_row(m) for m in sorted(self.mq_all)],
+                [_mq_row(m) for m in sorted(self.mq_divided)]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> QueuesChanged:
+        return cls(str(row[0]), str(row[1]), _mqs(row[2]), _mqs(row[3]))

@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from actors.client.client_config import ClientConfig, default_instance_name, parse_namesrv
 from actors.client.consumer import consumer_channel as cc
@@ -317,45 +316,46 @@ class ConsumerImplBase(PullMessageMixin):
         if self.offset_store is not None:
             self.offset_store.update_offset(mq, offset, increase_only)
 
-    def on_rebalance_record(self, kind: int, body: list[Any]) -> None:
+    def on_rebalance_record(self, rec: cc.GroupRecord) -> None:
         """A record of the RebalanceService for this group."""
         if self.state is not ServiceState.RUNNING:
-            if kind == cc.REVOKE and self.services is not None:
-                self.services.revoked(self.group, body[1])
+            if isinstance(rec, cc.Revoke) and self.services is not None:
+                self.services.revoked(self.group, list(rec.mqs))
             return
-        if kind == cc.ASSIGN:
-            self._assign(body[1])
-        elif kind == cc.REVOKE:
-            # behind any _take still pending on the scheduler: a queue assigned and revoked
-            # in quick succession (a second consumer joining) is then found in the table and
-            # released, where revoking it before its _take ran reported it released at once
-            # and the _take kept it, held by two consumers and never revoked again
-            mqs = [cc.mq_of(r) for r in body[1]]
-            self.scheduler.submit(lambda: self._revoke(mqs))
-        elif kind == cc.LOCK_STATE:
-            for row in body[1]:
-                pq = self.table.get(cc.mq_of(row))
-                if pq is not None:
-                    pq.set_locked(bool(row[3]), int(row[4]))
-        elif kind == cc.PERSIST:
-            self.scheduler.submit(lambda: self.persist(list(self.table), sync=False))
-        elif kind == cc.RELAY:
-            _, rid, addr, frame = body
-            self.scheduler.submit(lambda: answer_relayed(self, rid, addr, frame))
-        elif kind == cc.QUEUES:
-            self._recompute_thresholds()
+        match rec:
+            case cc.Assign(queues=queues):
+                self._assign(queues)
+            case cc.Revoke(mqs=mqs):
+                # behind any _take still pending on the scheduler: a queue assigned and
+                # revoked in quick succession (a second consumer joining) is then found in
+                # the table and released, where revoking it before its _take ran reported it
+                # released at once and the _take kept it, held by two consumers and never
+                # revoked again
+                self.scheduler.submit(lambda: self._revoke(list(mqs)))
+            case cc.LockStates(queues=queues):
+                for q in queues:
+                    pq = self.table.get(q.mq)
+                    if pq is not None:
+                        pq.set_locked(q.locked, q.lock_ms)
+            case cc.PersistGroup():
+                self.scheduler.submit(lambda: self.persist(list(self.table), sync=False))
+            case cc.Relay(request_id=rid, broker_addr=addr, frame=frame):
+                self.scheduler.submit(lambda: answer_relayed(self, rid, addr, frame))
+            case cc.QueuesChanged():
+                self._recompute_thresholds()
+            case _:
+                log.warning("consumer %s: unexpected %s", self.group, type(rec).__name__)
 
-    def _assign(self, rows: list[list[Any]]) -> None:
+    def _assign(self, queues: tuple[cc.QueueLock, ...]) -> None:
         fresh: list[tuple[MessageQueue, ProcessQueue[MessageExt]]] = []
         now = now_ms()
-        for row in rows:
-            mq = cc.mq_of(row)
-            if mq in self.table:
+        for q in queues:
+            if q.mq in self.table:
                 continue
             pq: ProcessQueue[MessageExt] = ProcessQueue(now)
-            if row[3]:
-                pq.set_locked(True, int(row[4]))
-            fresh.append((mq, pq))
+            if q.locked:
+                pq.set_locked(True, q.lock_ms)
+            fresh.append((q.mq, pq))
         if fresh:
             self.scheduler.submit(lambda: self._take(fresh))
 
@@ -407,14 +407,14 @@ class ConsumerImplBase(PullMessageMixin):
         """Queues whose start offset could not be read: given back, the next round tries them
         again."""
         if self.services is not None:
-            self.services.revoked(self.group, [cc.mq_row(mq) for mq, _pq in failed])
+            self.services.revoked(self.group, [mq for mq, _pq in failed])
 
     def _revoke(self, mqs: list[MessageQueue]) -> None:
         for mq in mqs:
             pq = self.table.get(mq)
             if pq is None:
                 if self.services is not None:
-                    self.services.revoked(self.group, [cc.mq_row(mq)])
+                    self.services.revoked(self.group, [mq])
                 continue
             pq.revoking = True
             if self._drained(pq):
@@ -454,7 +454,7 @@ class ConsumerImplBase(PullMessageMixin):
             self.table.pop(mq, None)
         self.pull_api.pull_from_which_node.pop(mq, None)
         if self.services is not None:
-            self.services.revoked(self.group, [cc.mq_row(mq)])
+            self.services.revoked(self.group, [mq])
         log.info("consumer %s: released %s", self.group, mq)
         self._recompute_thresholds()
         if self.listener is not None:

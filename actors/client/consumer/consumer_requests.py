@@ -14,7 +14,6 @@ import json
 import logging
 import time
 
-from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.mq_consumer_inner import MQConsumerInner
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, dumps_object_map, loads_object_map
@@ -164,5 +163,5 @@ def reset_offsets(impl: MQConsumerInner, topic: str, offsets: dict[MessageQueue,
         for mq, _off, _pq in dropped:
             store.remove_offset(mq)
     if impl.services is not None:
-        impl.services.revoked(impl.group, [cc.mq_row(mq) for mq, _off, _pq in dropped])
+        impl.services.revoked(impl.group, [mq for mq, _off, _pq in dropped])
 

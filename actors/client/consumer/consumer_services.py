@@ -36,6 +36,7 @@ from actors.client.consumer.messages import (
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import InstanceHandle
+from protocol.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,9 @@ class ConsumerCore(Protocol):
 
     group: str
 
-    def on_rebalance_record(self, kind: int, body: list[Any]) -> None:
-        """ASSIGN / REVOKE / LOCK_STATE / RELAY / PERSIST / QUEUES for this group."""
+    def on_rebalance_record(self, rec: cc.GroupRecord) -> None:
+        """Assign / Revoke / LockStates / Relay / PersistGroup / QueuesChanged for this
+        group."""
 
     def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         """The answer of one of this core's pulls (tail: the pull body, or the remark)."""
@@ -172,7 +174,7 @@ class ConsumerServices:
         rt = self.runtime
         for e in (self.pull, self.rebalance):
             if e.end is not None:
-                e.end.send(ch.BYE, b"")
+                e.end.send_record(ch.Bye())
         rt.remove_channel_handler(self.pull_key)
         rt.remove_channel_handler(self.rebalance_key)
         for actor in (self.pull_actor, self.rebalance_actor):
@@ -218,19 +220,19 @@ class ConsumerServices:
         """Ask for a rebalance round of group."""
         end = self.rebalance.end
         if end is not None:
-            end.send(cc.REBALANCE_NOW, ch.pack([group]))
+            end.send_record(cc.RebalanceNow(group))
 
-    def revoked(self, group: str, rows: list[list[Any]]) -> None:
+    def revoked(self, group: str, mqs: list[MessageQueue]) -> None:
         """Tell the RebalanceService queues were released."""
         end = self.rebalance.end
-        if end is not None and rows:
-            end.send(cc.REVOKED, ch.pack([group, rows]))
+        if end is not None and mqs:
+            end.send_record(cc.Revoked(group, tuple(mqs)))
 
     def relay_answer(self, rid: int, frame: bytes | None) -> None:
         """Answer a relayed broker request."""
         end = self.rebalance.end
         if end is not None:
-            end.send(cc.RELAY_ANSWER, ch.pack([rid, frame]))
+            end.send_record(cc.RelayAnswer(rid, frame))
 
     # -- pulls ----------------------------------------------------------------------------------
     def new_pull(self, core: ConsumerCore) -> int:
@@ -275,7 +277,7 @@ class ConsumerServices:
             cmds, self._outbox = self._outbox, []
             end = self.pull.end
             if cmds and end is not None:  # under the lock: records leave in command order
-                end.send(cc.PULL, cc.pull_record(cmds))
+                end.send_record(cc.Pull(tuple(cmds)))
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
@@ -308,14 +310,22 @@ class ConsumerServices:
         self._batching.on = True
         try:
             for kind, payload in records:
-                body = ch.unpack(payload)
-                core = self.cores.get(body[0])
+                try:
+                    rec = ch.read_record(kind, payload)
+                except ch.ChannelError as exc:
+                    log.warning("rebalance channel: %s", exc)
+                    continue
+                if not isinstance(rec, cc.GroupRecord):
+                    log.warning("rebalance channel: unexpected %s", type(rec).__name__)
+                    continue
+                core = self.cores.get(rec.group)
                 if core is None:
                     continue
                 try:
-                    core.on_rebalance_record(kind, body)
+                    core.on_rebalance_record(rec)
                 except Exception:
-                    log.exception("consumer %s: rebalance record %d failed", core.group, kind)
+                    log.exception("consumer %s: rebalance record %s failed", core.group,
+                                  type(rec).__name__)  # fmt: skip
         finally:
             self._batching.on = False
             self._flush_pulls()

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
@@ -95,7 +95,7 @@ class PullMessageMixin:
     if TYPE_CHECKING:  # ConsumerImplBase's
         def persist(self, mqs: list[MessageQueue], sync: bool) -> None: ...
 
-        def on_rebalance_record(self, kind: int, body: list[Any]) -> None: ...
+        def on_rebalance_record(self, rec: cc.GroupRecord) -> None: ...
 
     def _gate(self, req: PullRequest) -> bool:
         """The subclass's own flow control; False when it rescheduled the request."""
@@ -309,4 +309,4 @@ class PullMessageMixin:
             self.offset_store.update_offset(mq, req.next_offset, False)
             self.persist([mq], sync=True)
         if self.services is not None:
-            self.services.revoked(self.group, [cc.mq_row(mq)])
+            self.services.revoked(self.group, [mq])

@@ -80,11 +80,16 @@ class PullMessageServiceActor(ServiceThreadActor):
             self._rewatch()
             return
         for kind, payload in records:
-            if kind == cc.PULL:
-                for cmd in cc.pull_commands(payload):
+            try:
+                rec = ch.read_record(kind, payload)
+            except ch.ChannelError as exc:
+                log.warning("pull channel: %s", exc)
+                continue
+            if isinstance(rec, cc.Pull):
+                for cmd in rec.commands:
                     self._pull(cmd)
-            elif kind != ch.BYE:
-                log.warning("pull channel: unknown record kind %d", kind)
+            elif not isinstance(rec, ch.Bye):
+                log.warning("pull channel: unexpected %s", type(rec).__name__)
 
     def _pull(self, cmd: cc.PullCommand) -> None:
         api = self.api

@@ -130,7 +130,7 @@ class RebalanceServiceActor(ServiceThreadActor):
             self._route(msg.topic, msg.route_json)
         elif isinstance(msg, PersistConsumerOffset):
             if msg.group in self.groups and self.channel is not None:
-                self.channel.send(cc.PERSIST, ch.pack([msg.group]))
+                self.channel.send_record(cc.PersistGroup(msg.group))
         elif isinstance(msg, RelayedBrokerRequest):
             self._relayed(msg)
         self._after_pass()
@@ -225,8 +225,7 @@ class RebalanceServiceActor(ServiceThreadActor):
                 self._round(group)
             return
         if self.channel is not None and group in self.groups:
-            self.channel.send(cc.RELAY, ch.pack([group, msg.request_id, msg.broker_addr,
-                                                 msg.frame]))  # fmt: skip
+            self.channel.send_record(cc.Relay(group, msg.request_id, msg.broker_addr, msg.frame))
 
     # -- the rebalance round ------------------------------------------------------------------
     def _round(self, group: str) -> None:
@@ -306,17 +305,17 @@ class RebalanceServiceActor(ServiceThreadActor):
 
     # -- actions ------------------------------------------------------------------------------
     def _apply(self, group: str, actions: list[Action], oneway: bool = False) -> None:
-        assigns: list[list[Any]] = []
+        assigns: list[cc.QueueLock] = []
         revokes: list[MessageQueue] = []
-        states: list[list[Any]] = []
+        states: list[cc.QueueLock] = []
         st = self.groups.get(group)
         for a in actions:
             if isinstance(a, Assign):
-                assigns.append([*cc.mq_row(a.mq), a.locked, a.lock_ms])
+                assigns.append(cc.QueueLock(a.mq, a.locked, a.lock_ms))
             elif isinstance(a, Revoke):
                 revokes.append(a.mq)
             elif isinstance(a, LockState):
-                states.append([*cc.mq_row(a.mq), a.locked, a.lock_ms])
+                states.append(cc.QueueLock(a.mq, a.locked, a.lock_ms))
             elif isinstance(a, Lock):
                 self._lock(group, a)
             elif isinstance(a, Unlock):
@@ -326,12 +325,15 @@ class RebalanceServiceActor(ServiceThreadActor):
         ch_end = self.channel
         if ch_end is None:
             return
+        out: list[ch.ChannelRecord] = []
         if revokes:
-            ch_end.send(cc.REVOKE, ch.pack([group, cc.mq_rows(revokes)]))
+            out.append(cc.Revoke(group, tuple(sorted(revokes))))
         if assigns:
-            ch_end.send(cc.ASSIGN, ch.pack([group, assigns]))
+            out.append(cc.Assign(group, tuple(assigns)))
         if states:
-            ch_end.send(cc.LOCK_STATE, ch.pack([group, states]))
+            out.append(cc.LockStates(group, tuple(states)))
+        if out:
+            ch_end.send_records(out)
 
     def _changed(self, group: str, st: GroupState, a: SubscriptionChanged) -> None:
         """messageQueueChanged: the new subVersion goes out in a heartbeat at once."""
@@ -339,8 +341,8 @@ class RebalanceServiceActor(ServiceThreadActor):
         if self.start_msg is not None:
             self.send(self.start_msg.instance, UpdateConsumerData(group, st.data.to_json()))
         if self.channel is not None:
-            self.channel.send(cc.QUEUES, ch.pack([group, a.topic, cc.mq_rows(a.mq_all),
-                                                  cc.mq_rows(a.mq_divided)]))  # fmt: skip
+            self.channel.send_record(cc.QueuesChanged(group, a.topic, tuple(a.mq_all),
+                                                      tuple(a.mq_divided)))  # fmt: skip
 
     def _lock(self, group: str, a: Lock) -> None:
         api, st = self.api, self.groups.get(group)
@@ -390,24 +392,28 @@ class RebalanceServiceActor(ServiceThreadActor):
                 log.exception("rebalance channel record kind=%d failed", kind)
 
     def _on_record(self, kind: int, payload: memoryview) -> None:
-        if kind == cc.REVOKED:
-            group, rows = ch.unpack(payload)
-            st = self.groups.get(group)
-            if st is None:
-                return
-            for row in rows:
-                self._apply(group, st.impl.on_revoked(cc.mq_of(row)))
-            if st.impl.retry_soon and not st.running and self.start_msg is not None:
-                st.impl.retry_soon = False
-                self.schedule(f"soon:{group}", self.start_msg.retry_ms)
-        elif kind == cc.RELAY_ANSWER:
-            rid, frame = ch.unpack(payload)
-            if self.start_msg is not None:
-                self.send(self.start_msg.instance, RelayedBrokerAnswer(rid, frame))
-        elif kind == cc.REBALANCE_NOW:
-            self._round(ch.unpack(payload)[0])
-        else:
-            log.warning("rebalance channel: unknown record kind %d", kind)
+        try:
+            rec = ch.read_record(kind, payload)
+        except ch.ChannelError as exc:
+            log.warning("rebalance channel: %s", exc)
+            return
+        match rec:
+            case cc.Revoked(group=group, mqs=mqs):
+                st = self.groups.get(group)
+                if st is None:
+                    return
+                for mq in mqs:
+                    self._apply(group, st.impl.on_revoked(mq))
+                if st.impl.retry_soon and not st.running and self.start_msg is not None:
+                    st.impl.retry_soon = False
+                    self.schedule(f"soon:{group}", self.start_msg.retry_ms)
+            case cc.RelayAnswer(request_id=rid, frame=frame):
+                if self.start_msg is not None:
+                    self.send(self.start_msg.instance, RelayedBrokerAnswer(rid, frame))
+            case cc.RebalanceNow(group=group):
+                self._round(group)
+            case _:
+                log.warning("rebalance channel: unexpected %s", type(rec).__name__)
 
     def _orphaned(self) -> None:
         log.warning("RebalanceService: the user's process closed the channel")

@@ -25,11 +25,11 @@ class _Services:
     """Records what the core tells the RebalanceService."""
 
     def __init__(self) -> None:
-        self.revoked_rows: list[list[Any]] = []
+        self.revoked_mqs: list[MessageQueue] = []
         self.done = threading.Event()
 
-    def revoked(self, group: str, rows: list[list[Any]]) -> None:
-        self.revoked_rows.extend(rows)
+    def revoked(self, group: str, mqs: list[MessageQueue]) -> None:
+        self.revoked_mqs.extend(mqs)
         self.done.set()
 
 
@@ -58,13 +58,13 @@ def test_a_queue_revoked_before_its_take_finished_is_released() -> None:
     core.scheduler.start()
     mq = MessageQueue("T", "broker-a", 3)
     try:
-        core.on_rebalance_record(cc.ASSIGN, ["revoke_cg", [[*cc.mq_row(mq), False, 0]]])
-        core.on_rebalance_record(cc.REVOKE, ["revoke_cg", [cc.mq_row(mq)]])  # take still running
+        core.on_rebalance_record(cc.Assign("revoke_cg", (cc.QueueLock(mq),)))
+        core.on_rebalance_record(cc.Revoke("revoke_cg", (mq,)))  # its take still running
         assert services.done.wait(WAIT_S), "the revoke was never reported"
         settled = threading.Event()
         core.scheduler.submit(settled.set)  # behind the take: it has finished by then
         assert settled.wait(WAIT_S)
         assert mq not in core.table, "the queue was kept after the RebalanceService let it go"
-        assert services.revoked_rows == [cc.mq_row(mq)]
+        assert services.revoked_mqs == [mq]
     finally:
         core.scheduler.stop()

@@ -29,7 +29,7 @@ class _Services:
     """Records the commits the core settles and the queues it reports released."""
 
     def __init__(self, log: list[tuple[Any, ...]] | None = None) -> None:
-        self.revoked_rows: list[list[Any]] = []
+        self.revoked_mqs: list[MessageQueue] = []
         self.log = log if log is not None else []
         self.rids = 1000
 
@@ -41,8 +41,8 @@ class _Services:
         self.log.append(("settle", cmds))
         return True
 
-    def revoked(self, group: str, rows: list[list[Any]]) -> None:
-        self.revoked_rows.extend(rows)
+    def revoked(self, group: str, mqs: list[MessageQueue]) -> None:
+        self.revoked_mqs.extend(mqs)
 
 
 class _Core(ConsumerImplBase):
@@ -112,7 +112,7 @@ def test_a_late_offset_illegal_leaves_the_queues_next_process_queue_alone() -> N
     core._fix_offset(req)  # had it been scheduled: the table holds another queue now
     assert core.table.get(MQ) is new
     assert core.offset_store.read_memory(MQ) == 300
-    assert services.revoked_rows == []
+    assert services.revoked_mqs == []
 
 
 def test_a_reset_commits_after_the_queues_pull_that_is_out() -> None:
@@ -137,7 +137,7 @@ def test_a_reset_commits_after_the_queues_pull_that_is_out() -> None:
     assert not cmd.sys_flag & PullSysFlag.FLAG_SUSPEND and cmd.max_nums == 1
     assert (cmd.addr, cmd.topic, cmd.queue_id) == ("127.0.0.1:10911", "T", 1)
     assert core.log[1] == ("persist", [40])
-    assert services.revoked_rows and services.revoked_rows[0][:3] == ["T", "broker-a", 1]
+    assert services.revoked_mqs == [MQ]
 
 
 def test_a_revoke_settles_only_a_pull_out_with_another_commit() -> None:
@@ -159,7 +159,7 @@ def test_a_revoke_settles_only_a_pull_out_with_another_commit() -> None:
         if settled:
             assert [c.commit_offset for c in core.log[0][1]] == [700]
         assert core.log[-1] == ("persist", [700])
-        assert [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
+        assert services.revoked_mqs == [MQ]
 
 
 def test_an_answer_ends_the_pull_that_is_out() -> None:
@@ -197,8 +197,8 @@ def test_an_orderly_queue_still_being_consumed_is_not_released_on_timeout() -> N
     pq.revoking = True
     pq.in_flight[42] = 0  # the handler is still running
     core._finish_revoke(MQ, True)
-    assert core.table.get(MQ) is pq and not pq.dropped and services.revoked_rows == []
+    assert core.table.get(MQ) is pq and not pq.dropped and services.revoked_mqs == []
     assert pq.try_unlock_times == 1
     del pq.in_flight[42]
     core._finish_revoke(MQ, True)
-    assert MQ not in core.table and [r[:3] for r in services.revoked_rows] == [["T", "broker-a", 1]]
+    assert MQ not in core.table and services.revoked_mqs == [MQ]

@@ -290,8 +290,8 @@ class Services:
         if core is not None:
             core.on_pull_result(answer, tail)
 
-    def revoked(self, group: str, rows: list[list[Any]]) -> None:
-        self.released.extend(cc.mq_of(r) for r in rows)
+    def revoked(self, group: str, mqs: list[MessageQueue]) -> None:
+        self.released.extend(mqs)
 
     def remove_consumer(self, group: str, timeout_s: float = 10.0) -> None:
         pass
@@ -336,11 +336,11 @@ class SimConsumer(DefaultMQPushConsumerImpl):
 
 
 def _assign(core: SimConsumer, mqs: list[MessageQueue]) -> None:
-    core.on_rebalance_record(cc.ASSIGN, [GROUP, [[*cc.mq_row(mq), False, 0] for mq in mqs]])
+    core.on_rebalance_record(cc.Assign(GROUP, tuple(cc.QueueLock(mq) for mq in mqs)))
 
 
 def _revoke(core: SimConsumer, mqs: list[MessageQueue]) -> None:
-    core.on_rebalance_record(cc.REVOKE, [GROUP, [cc.mq_row(mq) for mq in mqs]])
+    core.on_rebalance_record(cc.Revoke(GROUP, tuple(mqs)))
 
 
 def run_seed(seed: int) -> tuple[Broker, dict[int, set[int]], SimConsumer]:
