@@ -17,12 +17,14 @@ import functools
 import heapq
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from actors.broker.lock_manager import RebalanceLockManager
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consume_concurrently import ConsumeMessageConcurrentlyService
-from actors.client.consumer.consume_message_service import ConsumeResult
+from actors.client.consumer.consume_message_service import ConsumeResult, run_each
+from actors.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from actors.client.consumer.consumer_config import ServiceState
 from actors.client.consumer.default_mq_push_consumer_impl import (
     DefaultMQPushConsumerImpl,
@@ -41,6 +43,7 @@ TOPIC = "SimT"
 GROUP = "sim_cg"
 ADDR = "127.0.0.1:10911"
 HELD_MS = 40  # the broker holds a pull this long (15 s on a real one): NO_NEW answers happen
+LOCK_LIVE_MS = 400  # a broker lock not renewed lapses (60 s on a real one)
 
 
 class Sim:
@@ -99,9 +102,11 @@ class SimScheduler:
 class SimExecutor:
     """The consume workers: requests wait here until the loop runs them."""
 
-    def __init__(self, sim: Sim, run_batch: Callable[[Sequence[Any]], None]) -> None:
+    def __init__(self, sim: Sim, run_batch: Callable[[Sequence[Any]], None],
+                 busy: Callable[[Any], bool] = lambda req: False) -> None:  # fmt: skip
         self.sim = sim
         self.run_batch = run_batch
+        self.busy = busy  # a request whose lock a running handler holds waits (a worker blocks)
         self.items: deque[Any] = deque()
         self.stopped = False
 
@@ -123,9 +128,14 @@ class SimExecutor:
             return
         n = self.sim.rng.randint(1, 4)
         batch = [self.items.popleft() for _ in range(min(n, len(self.items)))]
+        waiting = [r for r in batch if self.busy(r)]
+        if waiting:
+            batch = [r for r in batch if not self.busy(r)]
+            self.items.extend(waiting)
         if self.items:
             self.sim.at(self.pause(), self.work)
-        self.run_batch(batch)
+        if batch:
+            self.run_batch(batch)
 
     def queued(self) -> int:
         return len(self.items)
@@ -146,6 +156,7 @@ class Broker:
         self.held: list[tuple[Conn, cc.PullCommand]] = []
         self.clock = 0  # sequence of pulls written and final commits
         self.violations: list[str] = []
+        self.locks = RebalanceLockManager(max_live_ms=LOCK_LIVE_MS)
 
     def produce(self, qid: int, n: int) -> None:
         self.count[qid] += n
@@ -180,6 +191,16 @@ class Conn:
         self.broker.committed[mq.queue_id] = offset
         if not oneway:
             self.final[mq.queue_id] = (self.broker.tick(), offset)
+
+    # -- LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (the broker's RebalanceLockManager) ---------------
+    def lock(self, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
+        keys = [(m.topic, m.broker_name, m.queue_id) for m in mqs]
+        got = self.broker.locks.try_lock_batch(GROUP, keys, self.name, int(self.sim.now))
+        return {MessageQueue(t, b, q) for t, b, q in got}
+
+    def unlock(self, mqs: Iterable[MessageQueue]) -> None:
+        keys = [(m.topic, m.broker_name, m.queue_id) for m in mqs]
+        self.broker.locks.unlock_batch(GROUP, keys, self.name)
 
     # -- the admin a queue's first offset comes from --------------------------------------
     def max_offset(self, mq: MessageQueue) -> int:
@@ -318,25 +339,42 @@ class Services:
 
 
 class SimConsumer(DefaultMQPushConsumerImpl):
-    """The push consumer's core with its consume service on the simulated workers."""
+    """The push consumer's core with its consume service on the simulated workers; orderly:
+    ConsumeMessageOrderlyService, its broker locks from the Conn's lock manager, and a
+    violation when its handler runs on a queue while another consumer's handler does."""
 
-    def __init__(self, sim: Sim, conn: Conn, handled: dict[int, set[int]]) -> None:
-        cfg = PushConsumerConfig(GROUP, "127.0.0.1:9876", pull_batch=8,
+    def __init__(self, sim: Sim, conn: Conn, handled: dict[int, set[int]], *,
+                 orderly: bool = False, running: dict[int, str] | None = None) -> None:
+        cfg = PushConsumerConfig(GROUP, "127.0.0.1:9876", pull_batch=8, orderly=orderly,
                                  consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                                  pull_threshold_for_queue=20, consume_concurrently_max_span=30,
-                                 revoke_drain_timeout_ms=200)  # fmt: skip
+                                 revoke_drain_timeout_ms=10, suspend_current_queue_time_ms=20,
+                                 pull_time_delay_ms_when_exception=30)  # fmt: skip
         super().__init__(cfg, self._handle)
         self.sim = sim
+        self.conn = conn
         self.handled = handled
+        self.running = running if running is not None else {}
         self.scheduler = SimScheduler(sim)  # type: ignore[assignment]
         self.services = Services(sim, conn)  # type: ignore[assignment]
         self.offset_store = RemoteBrokerOffsetStore(GROUP, conn)
         self.admin = conn  # type: ignore[assignment]
         self.consume_timestamp_ms = 0
         self.subscriptions[TOPIC] = SubscriptionData.build(TOPIC, "*")
-        service = ConsumeMessageConcurrentlyService(self, self._handle, workers=4)
-        service.executor = SimExecutor(sim, service.run_batch)  # type: ignore[assignment]
-        self.consume = service
+        if orderly:
+            orderly_service = ConsumeMessageOrderlyService(self, self._handle, workers=4)
+
+            def busy(req: Any) -> bool:
+                lock = orderly_service.queue_locks.get(req.mq)
+                return lock is not None and lock.locked()
+
+            orderly_service.executor = SimExecutor(  # type: ignore[assignment]
+                sim, run_each, busy)
+            self.consume = orderly_service
+        else:
+            service = ConsumeMessageConcurrentlyService(self, self._handle, workers=4)
+            service.executor = SimExecutor(sim, service.run_batch)  # type: ignore[assignment]
+            self.consume = service
         self.state = ServiceState.RUNNING
 
     @property
@@ -345,16 +383,41 @@ class SimConsumer(DefaultMQPushConsumerImpl):
         assert isinstance(services, Services)
         return services
 
+    def now_ms(self) -> int:
+        """The consume services' clock (lock expiry): the simulation's."""
+        return int(self.sim.now)
+
+    def lock_one(self, mq: MessageQueue) -> bool:
+        """LOCK_BATCH_MQ for mq alone, at the simulated broker."""
+        ok = self.conn.lock([mq])
+        pq = self.table.get(mq)
+        if pq is not None and ok:
+            pq.set_locked(True, self.now_ms())
+        return bool(ok)
+
     def _handle(self, msgs: tuple[Any, ...]) -> ConsumeResult:
+        qids = {m.queue_id for m in msgs}
+        if self.cfg.orderly:
+            for qid in qids:
+                other = self.running.get(qid)
+                if other is not None and other != self.conn.name:
+                    self.conn.broker.violations.append(
+                        f"orderly q{qid}: {self.conn.name} and {other} consume it at once")
+                self.running[qid] = self.conn.name
         for m in msgs:
             self.handled[m.queue_id].add(m.queue_offset)
         sim = self.sim
         if sim.depth == 0 and sim.rng.random() < 0.3:  # other events run while it runs
             sim.depth += 1
-            for _ in range(sim.rng.randint(1, 6)):
+            slow = sim.rng.random() < 0.1  # now and then a handler outlasts a revoke's drain
+            for _ in range(sim.rng.randint(1, 6) if not slow else 60):
                 if not sim.step():
                     break
             sim.depth -= 1
+        if self.cfg.orderly:
+            for qid in qids:
+                if self.running.get(qid) == self.conn.name:
+                    del self.running[qid]
         return ConsumeResult.SUCCESS
 
 

@@ -8,10 +8,13 @@ held by its new owner while its old owner still drains it (RocketMQ's window for
 never for loss). Seeds interleave arriving messages, joins, clean leaves (close: drain and
 commit), crashes (kill -9: nothing committed), periodic rebalance rounds and oneway persists.
 
+Orderly groups as well: each queue taken only once the broker (the real RebalanceLockManager)
+granted its lock, locks renewed every round and let go on release, a crashed member's lapsing.
+
 Invariants: no pull a consumer sent before its own final commit of a queue stores its offset
 after that commit; at most one pull of a ProcessQueue out and none for a queue being let go;
 nothing committed that no handler saw; and once the group is quiet, every queue held by exactly
-one live member.
+one live member; orderly, never two consumers in a handler of one queue at once.
 """
 
 from __future__ import annotations
@@ -25,15 +28,19 @@ from actors.client.consumer.allocate import AllocateMessageQueueAveragely
 from actors.client.consumer.rebalance import (
     Action,
     Assign,
+    Lock,
+    LockState,
     RebalanceImpl,
     Revoke,
     SubscriptionChanged,
+    Unlock,
 )
 from protocol.bodies import MessageModel, MessageQueue, SubscriptionData
 from tests.support.consumer_sim import GROUP, TOPIC, Broker, Conn, Sim, SimConsumer, lost
 
 QUEUES = [MessageQueue(TOPIC, "broker-a", q) for q in range(4)]
 SEEDS = 1000
+ORDERLY_SEEDS = 600
 STEPS = 150
 ROUND_MS = 50.0  # the periodic rebalance (20 s on a real client)
 
@@ -45,9 +52,10 @@ class Member:
         self.g = group_sim
         self.cid = cid
         self.conn = Conn(group_sim.broker, cid)
-        self.core = SimConsumer(group_sim.sim, self.conn, group_sim.handled)
+        self.core = SimConsumer(group_sim.sim, self.conn, group_sim.handled,
+                                orderly=group_sim.orderly, running=group_sim.running)
         self.impl = RebalanceImpl(GROUP, cid, MessageModel.CLUSTERING,
-                                  AllocateMessageQueueAveragely(),
+                                  AllocateMessageQueueAveragely(), orderly=group_sim.orderly,
                                   subscriptions={TOPIC: SubscriptionData.build(TOPIC, "*")})
         self.impl.set_topic_queues(TOPIC, QUEUES)
         self.core.sim_services.on_revoked = self.on_revoked
@@ -68,31 +76,49 @@ class Member:
             self.g.sim.at(5.0, self.round)
 
     def apply(self, actions: Iterable[Action]) -> None:
-        """The RebalanceService actor's _apply: one Revoke and one Assign record."""
+        """The RebalanceService actor's _apply: one Revoke, one Assign and one LockStates
+        record; LOCK_BATCH_MQ / UNLOCK_BATCH_MQ at the broker (their answers come back)."""
         if not self.alive:
             return
+        actions = list(actions)
         assigns = [cc.QueueLock(a.mq, a.locked, a.lock_ms) for a in actions
                    if isinstance(a, Assign)]  # fmt: skip
-        actions = list(actions)
+        states = [cc.QueueLock(a.mq, a.locked, a.lock_ms) for a in actions
+                  if isinstance(a, LockState)]  # fmt: skip
         revokes = tuple(a.mq for a in actions if isinstance(a, Revoke))
         if revokes:
             self.core.on_rebalance_record(cc.Revoke(GROUP, revokes))
         if assigns:
             self.core.on_rebalance_record(cc.Assign(GROUP, tuple(assigns)))
+        if states:
+            self.core.on_rebalance_record(cc.LockStates(GROUP, tuple(states)))
         for a in actions:
-            if isinstance(a, SubscriptionChanged):
+            if isinstance(a, Lock):
+                asked = sorted(a.mqs)
+                self.g.sim.at(self.g.sim.rng.uniform(0, 3), lambda asked=asked: self.locked(
+                    asked, self.conn.lock(asked)))
+            elif isinstance(a, Unlock):
+                self.conn.unlock(a.mqs)
+            elif isinstance(a, SubscriptionChanged):
                 self.core.on_rebalance_record(
                     cc.QueuesChanged(GROUP, a.topic, tuple(a.mq_all), tuple(a.mq_divided)))
         if self.impl.retry_soon:
             self.impl.retry_soon = False
             self.g.sim.at(5.0, self.round)
 
+    def locked(self, asked: list[MessageQueue], granted: set[MessageQueue]) -> None:
+        """A LOCK_BATCH_MQ answer."""
+        if self.alive:
+            self.apply(self.impl.on_lock_result(asked, granted, int(self.g.sim.now)))
+
     def holds(self) -> set[MessageQueue]:
         return {mq for mq, pq in self.core.table.items() if not pq.revoking and not pq.dropped}
 
 
 class GroupSim:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, orderly: bool) -> None:
+        self.orderly = orderly
+        self.running: dict[int, str] = {}  # orderly: queue -> the consumer in its handler
         self.sim = Sim(seed)
         self.broker = Broker(self.sim, len(QUEUES))
         self.handled: dict[int, set[int]] = {mq.queue_id: set() for mq in QUEUES}
@@ -131,12 +157,13 @@ class GroupSim:
         live = [m for m in self.members if m.alive]
         for m in live:
             m.round()
+            m.apply(m.impl.lock_all())  # lockMQPeriodically (orderly)
         if live:  # the last one gone, nobody rebalances
             self.sim.at(ROUND_MS, self.periodic)
 
 
-def run_seed(seed: int) -> GroupSim:
-    g = GroupSim(seed)
+def run_seed(seed: int, orderly: bool = False) -> GroupSim:
+    g = GroupSim(seed, orderly)
     sim, rng = g.sim, g.sim.rng
     for mq in QUEUES:
         g.broker.produce(mq.queue_id, rng.randint(0, 20))
@@ -160,13 +187,13 @@ def run_seed(seed: int) -> GroupSim:
         for _ in range(rng.randint(1, 8)):
             if not sim.step():
                 break
-    for _ in range(3000):  # quiet: the rounds settle the allocation and the backlog drains
+    for _ in range(1200):  # quiet: the rounds settle the allocation and the backlog drains
         sim.step()
     return g
 
 
-def check(seed: int) -> None:
-    g = run_seed(seed)
+def check(seed: int, orderly: bool = False) -> None:
+    g = run_seed(seed, orderly)
     broker = g.broker
     assert not broker.violations, f"seed {seed}: {broker.violations[:3]}"
     live = [m for m in g.members if m.alive]
@@ -189,3 +216,13 @@ def test_consumer_group_simulation(block: int) -> None:
     per = SEEDS // 2
     for seed in range(block * per, (block + 1) * per):
         check(seed)
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_orderly_consumer_group_simulation(block: int) -> None:
+    """The same with orderly consumers: queues taken only under the broker's lock (the real
+    RebalanceLockManager), renewed every round; and never two consumers in a handler of one
+    queue at once."""
+    per = ORDERLY_SEEDS // 2
+    for seed in range(block * per, (block + 1) * per):
+        check(seed, orderly=True)

@@ -44,7 +44,7 @@ from tests.support.consumer_sim import (
 )
 
 QUEUES = [MessageQueue(TOPIC, "broker-a", q) for q in range(3)]
-SEEDS = 1500
+SEEDS = 1200
 STEPS = 160
 
 
