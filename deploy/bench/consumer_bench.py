@@ -161,12 +161,20 @@ def push_consume(ns: str, topic: str, total: int, orderly: bool) -> tuple[float,
     return done / (end - first[0]), cpu
 
 
-def _d_sender(ns: str, topic: str, n: int, rate: float) -> None:
-    """Child process: a Producer sends n messages at `rate`/s, each body a time_ns stamp."""
+def _d_sender(ns: str, topic: str, n: int, rate: float, warm_s: float = 0.0) -> None:
+    """Child process: a Producer sends n messages at `rate`/s, each body a time_ns stamp,
+    after warm_s seconds of 9-byte warm-up bodies at the same rate (not counted)."""
     from actors.client import Message, Producer
 
     with Producer("bench_d_pg", namesrv=ns) as p:
         p.send(Message(topic, struct.pack(">q", time.time_ns()) + b"w"))  # warm-up (dropped)
+        warm = int(warm_s * rate)
+
+        def send_warm(_i: int) -> None:
+            p.send(Message(topic, b"w" * 9))
+
+        if warm:
+            paced(warm, rate, send_warm)
 
         def send(_i: int) -> None:
             p.send(Message(topic, struct.pack(">q", time.time_ns()) + BODY[8:]))
@@ -174,8 +182,10 @@ def _d_sender(ns: str, topic: str, n: int, rate: float) -> None:
         paced(n, rate, send)
 
 
-def latency(ns: str, topic: str, n: int, rate: float = 500.0) -> tuple[float, float]:
-    """D: Producer -> PushConsumer at `rate`/s: (p50 ms, p99 ms)."""
+def latency(ns: str, topic: str, n: int, rate: float = 500.0, warm_s: float = 0.0
+            ) -> tuple[float, float]:  # fmt: skip
+    """D: Producer -> PushConsumer at `rate`/s (after warm_s s of the same, untimed):
+    (p50 ms, p99 ms)."""
     from actors.client.consumer import ConsumeResult, PushConsumer
 
     lat: list[int] = []
@@ -194,10 +204,10 @@ def latency(ns: str, topic: str, n: int, rate: float = 500.0) -> tuple[float, fl
         while len(c.assignment()) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # the first long polls are parked at the broker
-        proc = ctx.Process(target=_d_sender, args=(ns, topic, n, rate), daemon=True)
+        proc = ctx.Process(target=_d_sender, args=(ns, topic, n, rate, warm_s), daemon=True)
         proc.start()
         try:
-            deadline = time.monotonic() + n / rate + 60
+            deadline = time.monotonic() + warm_s + n / rate + 60
             while len(lat) < n and time.monotonic() < deadline:
                 time.sleep(0.05)
         finally:
@@ -209,6 +219,37 @@ def latency(ns: str, topic: str, n: int, rate: float = 500.0) -> tuple[float, fl
         raise RuntimeError(f"D: {len(lat)} of {n} received")
     lat.sort()
     return lat[len(lat) // 2] / 1e6, lat[min(len(lat) - 1, int(len(lat) * 0.99))] / 1e6
+
+
+def java_latency(ns: str, topic: str, n: int, rate: float, warm_s: float) -> tuple[float, float]:
+    """D on the Java 4.9.8 client, the same sender: (p50 ms, p99 ms)."""
+    from deploy.bench import java_client
+
+    ctx = multiprocessing.get_context("spawn")
+
+    def start() -> Any:
+        proc = ctx.Process(target=_d_sender, args=(ns, topic, n, rate, warm_s), daemon=True)
+        proc.start()
+        return proc
+
+    def wait(proc: Any) -> None:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+
+    return java_client.latency(ns, topic, n, start, wait)
+
+
+def warm_push(ns: str, topic: str, total: int, warm_s: float) -> int:
+    """Our PushConsumer over the backlog, untimed, until warm_s seconds have gone (at least
+    once), as the Java side warms in its JVM: the passes run."""
+    end = time.monotonic() + warm_s
+    passes = 0
+    while passes == 0 or time.monotonic() < end:
+        push_consume(ns, topic, total, False)
+        passes += 1
+    return passes
 
 
 def memory(ns: str, topic: str) -> dict[str, float]:
@@ -258,6 +299,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, flo
             if args.c:
                 create_topic(addr, "BenchConsumeC")
                 preload(ns, "BenchConsumeC", args.c, BODY)
+                if args.java:
+                    add("C_warm_passes", warm_push(ns, "BenchConsumeC", args.c, args.warmup))
             for run in range(args.runs):
                 if args.c:
                     raw = raw_pull_loop(addr, "BenchConsumeC", args.c)
@@ -266,6 +309,15 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, flo
                     add("C", rate)
                     add("C_ratio", rate / raw)
                     add("C_cpu", cpu)
+                    if args.java:
+                        from deploy.bench import java_client
+
+                        jrate, jcpu = java_client.consume(ns, "BenchConsumeC", args.c,
+                                                          args.warmup)  # fmt: skip
+                        add("C_java", jrate)
+                        add("C_java_cpu", jcpu)
+                        add("C_vs_java", rate / jrate)
+                        add("C_cpu_vs_java", cpu / jcpu)
                     rate, cpu = push_consume(ns, "BenchConsumeC", args.c, True)
                     add("C_orderly", rate)
                     add("C_orderly_ratio", rate / raw)
@@ -274,9 +326,17 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, flo
                     # messages are all in memory (the broker's QUERY_CONSUMER_OFFSET rule), so an
                     # earlier run's messages would be counted
                     create_topic(addr, f"BenchConsumeD{run}", 4)
-                    p50, p99 = latency(ns, f"BenchConsumeD{run}", args.d)
+                    warm = args.warmup if args.java else 0.0
+                    p50, p99 = latency(ns, f"BenchConsumeD{run}", args.d, warm_s=warm)
                     add("D_p50", p50)
                     add("D_p99", p99)
+                    if args.java:
+                        create_topic(addr, f"BenchConsumeDJ{run}", 4)
+                        jp50, jp99 = java_latency(ns, f"BenchConsumeDJ{run}", args.d, 500.0,
+                                                  warm)  # fmt: skip
+                        add("D_java_p50", jp50)
+                        add("D_java_p99", jp99)
+                        add("D_p50_vs_java", p50 / jp50)
             if args.e:
                 create_topic(addr, "BenchConsumeE")
                 preload(ns, "BenchConsumeE", args.e, b"y" * 128)
@@ -300,10 +360,26 @@ def format_table(results: dict[str, list[float]], mem: dict[str, float]) -> str:
             lines.append(f"{label:40s} {cell(results.get(rate), ',.0f'):>24s} "
                          f"{cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
                          f"{cell(results.get(cpu) if cpu else None, '.1f'):>20s}  {goal}")
+    if "C_java" in results:
+        lines.append(f"{'C Java 4.9.8 DefaultMQPushConsumer':40s} "
+                     f"{cell(results['C_java'], ',.0f'):>24s} {'':>18s} "
+                     f"{cell(results['C_java_cpu'], '.1f'):>20s}  (same backlog, warmed)")
+        lines.append(f"{'C ours / Java (msgs/s; CPU us/msg)':40s} "
+                     f"{cell(results['C_vs_java'], '.2f'):>24s} {'':>18s} "
+                     f"{cell(results['C_cpu_vs_java'], '.2f'):>20s}  issue #22: >= 1.0x")
     if "D_p50" in results:
         lines.append(f"{'D Producer -> PushConsumer, 500 msgs/s':40s} p50 "
                      f"{cell(results['D_p50'], '.2f')} ms, p99 {cell(results['D_p99'], '.2f')}"
                      f" ms  goal p50 <= 2, p99 <= 10")
+    if "D_java_p50" in results:
+        lines.append(f"{'D the same into the Java 4.9.8 consumer':40s} p50 "
+                     f"{cell(results['D_java_p50'], '.2f')} ms, p99 "
+                     f"{cell(results['D_java_p99'], '.2f')} ms; ours / Java p50 "
+                     f"{cell(results['D_p50_vs_java'], '.2f')}  issue #22: p50 <= Java's")
+    if "C_warm_passes" in results:
+        lines.append(f"warm-up (untimed): our PushConsumer {results['C_warm_passes'][0]:.0f} "
+                     f"passes over the backlog; D {'' if 'D_java_p50' in results else 'no '}"
+                     f"warm-up stream before each D")
     if mem:
         procs = ", ".join(f"{k} {v:.0f}" for k, v in mem.items() if k not in ("cached_msgs",))
         lines.append(f"E 1M backlog, slow consumer ({mem.get('cached_msgs', 0):.0f} cached): "
@@ -318,10 +394,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--c", type=int, default=200_000, help="C: stored messages (0 = skip)")
     p.add_argument("--d", type=int, default=2500, help="D: messages at 500/s (0 = skip)")
     p.add_argument("--e", type=int, default=1_000_000, help="E: backlog (0 = skip)")
+    p.add_argument("--java", action="store_true",
+                   help="C and D on the Java 4.9.8 client too (the reference's jars, javac), "
+                        "both sides warmed alike for --warmup seconds")
+    p.add_argument("--warmup", type=float, default=10.0,
+                   help="with --java: untimed seconds of each workload before it is timed")
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be >= 1")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if args.java:
+        from deploy.bench import java_client
+        from deploy.reference import ReferenceUnavailable
+
+        try:
+            java_client.compiled()
+        except (ReferenceUnavailable, java_client.JavaBenchError, OSError) as exc:
+            p.exit(2, f"consumer_bench: --java needs the reference client jars and javac: {exc}\n")
     sys.stdout.write(format_table(*run(args)))
     return 0
 

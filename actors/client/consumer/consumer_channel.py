@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from actors.client import client_channel as ch
 from protocol.bodies import MessageQueue
@@ -194,72 +194,76 @@ class GroupRecord(ch.ChannelRecord):
     group: str
 
 
+class QueueLocksRecord(GroupRecord):
+    """A group record carrying queues with their lock state."""
+
+    __slots__ = ()
+    queues: tuple[QueueLock, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, [q.to_row() for q in self.queues]]
+
+    @classmethod
+    def from_row(cls: type[_Q], row: list[Any]) -> _Q:
+        return cls(str(row[0]), tuple(QueueLock.from_row(r) for r in row[1]))  # type: ignore[call-arg]
+
+
+class QueuesRecord(GroupRecord):
+    """A group record carrying queues."""
+
+    __slots__ = ()
+    mqs: tuple[MessageQueue, ...]
+
+    def row(self) -> list[Any]:
+        return [self.group, [_mq_row(mq) for mq in self.mqs]]
+
+    @classmethod
+    def from_row(cls: type[_M], row: list[Any]) -> _M:
+        return cls(str(row[0]), _mqs(row[1]))  # type: ignore[call-arg]
+
+
+_Q = TypeVar("_Q", bound=QueueLocksRecord)
+_M = TypeVar("_M", bound=QueuesRecord)
+
+
 @ch.record
 @dataclass(frozen=True, slots=True)
-class Assign(GroupRecord):
+class Assign(QueueLocksRecord):
     """RebalanceImpl took these queues for the group."""
 
     KIND: ClassVar[int] = ASSIGN
     group: str
     queues: tuple[QueueLock, ...]
 
-    def row(self) -> list[Any]:
-        return [self.group, [q.to_row() for q in self.queues]]
-
-    @classmethod
-    def from_row(cls, row: list[Any]) -> Assign:
-        return cls(str(row[0]), tuple(QueueLock.from_row(r) for r in row[1]))
-
 
 @ch.record
 @dataclass(frozen=True, slots=True)
-class LockStates(GroupRecord):
+class LockStates(QueueLocksRecord):
     """The broker locks of the group's orderly queues changed."""
 
     KIND: ClassVar[int] = LOCK_STATE
     group: str
     queues: tuple[QueueLock, ...]
 
-    def row(self) -> list[Any]:
-        return [self.group, [q.to_row() for q in self.queues]]
-
-    @classmethod
-    def from_row(cls, row: list[Any]) -> LockStates:
-        return cls(str(row[0]), tuple(QueueLock.from_row(r) for r in row[1]))
-
 
 @ch.record
 @dataclass(frozen=True, slots=True)
-class Revoke(GroupRecord):
+class Revoke(QueuesRecord):
     """Let these queues go (drain, commit, then Revoked)."""
 
     KIND: ClassVar[int] = REVOKE
     group: str
     mqs: tuple[MessageQueue, ...]
 
-    def row(self) -> list[Any]:
-        return [self.group, [_mq_row(mq) for mq in self.mqs]]
-
-    @classmethod
-    def from_row(cls, row: list[Any]) -> Revoke:
-        return cls(str(row[0]), _mqs(row[1]))
-
 
 @ch.record
 @dataclass(frozen=True, slots=True)
-class Revoked(GroupRecord):
+class Revoked(QueuesRecord):
     """The group's core let these queues go (or could not take them)."""
 
     KIND: ClassVar[int] = REVOKED
     group: str
     mqs: tuple[MessageQueue, ...]
-
-    def row(self) -> list[Any]:
-        return [self.group, [_mq_row(mq) for mq in self.mqs]]
-
-    @classmethod
-    def from_row(cls, row: list[Any]) -> Revoked:
-        return cls(str(row[0]), _mqs(row[1]))
 
 
 @ch.record
