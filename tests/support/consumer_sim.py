@@ -20,7 +20,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from actors.broker.consumer_manager import ClientChannel, ConsumerManager
 from actors.broker.lock_manager import RebalanceLockManager
+from actors.broker.offsets import ConsumerOffsetManager
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consume_concurrently import ConsumeMessageConcurrentlyService
 from actors.client.consumer.consume_message_service import ConsumeResult, run_each
@@ -44,6 +46,7 @@ GROUP = "sim_cg"
 ADDR = "127.0.0.1:10911"
 HELD_MS = 40  # the broker holds a pull this long (15 s on a real one): NO_NEW answers happen
 LOCK_LIVE_MS = 400  # a broker lock not renewed lapses (60 s on a real one)
+PULL_TIMEOUT_MS = 60  # a pull the broker never answers fails this late (30 s on a real client)
 
 
 class Sim:
@@ -147,16 +150,66 @@ class SimExecutor:
 
 
 class Broker:
-    """One broker's queues and the group's offsets; each consumer reaches it over a Conn."""
+    """One broker: its queues, and the broker's own cores for the group's offsets
+    (ConsumerOffsetManager, persisted as consumerOffset.json's text every FLUSH_MS), its members
+    (ConsumerManager, fed by heartbeats) and the orderly locks (RebalanceLockManager). Each
+    consumer reaches it over a Conn. `restart` is a kill -9 and start: offsets back to the last
+    flush, members and locks forgotten, every pull on its way or held lost."""
 
     def __init__(self, sim: Sim, queues: int) -> None:
         self.sim = sim
         self.count = dict.fromkeys(range(queues), 0)
-        self.committed: dict[int, int] = {}
         self.held: list[tuple[Conn, cc.PullCommand]] = []
         self.clock = 0  # sequence of pulls written and final commits
         self.violations: list[str] = []
+        self.offsets = ConsumerOffsetManager()
+        self.saved = ""  # the last flushed consumerOffset.json
+        self.consumers = ConsumerManager()
         self.locks = RebalanceLockManager(max_live_ms=LOCK_LIVE_MS)
+        self.conns: list[Conn] = []
+        self.restarts = 0
+        # orderly queues two consumers were in a handler of at once: none unless the broker
+        # restarted (its locks live in memory: another consumer may lock a queue whose old
+        # owner consumes on until its next lockAll finds the lock gone; Java's window too)
+        self.overlaps: list[str] = []
+
+    def committed(self, qid: int) -> int:
+        """The group's stored offset of a queue (-1: none)."""
+        return self.offsets.query_offset(GROUP, TOPIC, qid)
+
+    def commit(self, qid: int, offset: int) -> None:
+        self.offsets.commit_offset(GROUP, TOPIC, qid, offset)
+
+    def flush(self) -> None:
+        """ConsumerOffsetManager's periodic persist."""
+        self.saved = self.offsets.encode()
+
+    def cids(self) -> list[str]:
+        """The group's consumer ids (GET_CONSUMER_LIST_BY_GROUP)."""
+        return sorted(ch.client_id for ch in self.consumers.live_channels(GROUP))
+
+    def heartbeat(self, conn: Conn) -> bool:
+        """A consumer's heartbeat; True when the group's members changed (notify them)."""
+        channel = ClientChannel(conn.conn_id, conn.name, 0, 0, int(self.sim.now))
+        _changed, notify = self.consumers.register(
+            GROUP, channel, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET",
+            [SubscriptionData.build(TOPIC, "*")])  # fmt: skip
+        return notify
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.offsets = ConsumerOffsetManager()
+        if self.saved:
+            self.offsets.decode(self.saved)
+        self.consumers = ConsumerManager()
+        self.locks = RebalanceLockManager(max_live_ms=LOCK_LIVE_MS)
+        lost = [(conn, cmd) for conn, cmd in self.held]
+        self.held = []
+        for conn in self.conns:
+            lost += [(conn, cmd) for cmd, _ in conn.inbound]
+            conn.inbound.clear()
+        for conn, cmd in lost:  # the client's call times out
+            conn.no_answer(cmd)
 
     def produce(self, qid: int, n: int) -> None:
         self.count[qid] += n
@@ -178,6 +231,8 @@ class Conn:
         self.broker = broker
         self.sim = broker.sim
         self.name = name
+        self.conn_id = len(broker.conns) + 1
+        broker.conns.append(self)
         self.inbound: deque[tuple[cc.PullCommand, int]] = deque()  # (command, written at)
         # queue -> (clock, offset) of this consumer's last sync commit
         self.final: dict[int, tuple[int, int]] = {}
@@ -185,10 +240,10 @@ class Conn:
 
     # -- OffsetBroker (UPDATE_CONSUMER_OFFSET / QUERY_CONSUMER_OFFSET, another processor) --
     def query_offset(self, mq: MessageQueue) -> int:
-        return self.broker.committed.get(mq.queue_id, -1)
+        return self.broker.committed(mq.queue_id)
 
     def commit_offset(self, mq: MessageQueue, offset: int, *, oneway: bool) -> None:
-        self.broker.committed[mq.queue_id] = offset
+        self.broker.commit(mq.queue_id, offset)
         if not oneway:
             self.final[mq.queue_id] = (self.broker.tick(), offset)
 
@@ -232,7 +287,7 @@ class Conn:
                 broker.violations.append(
                     f"{self.name} q{qid}: a pull sent before its final commit {final} "
                     f"stored {cmd.commit_offset} after it")
-            broker.committed[qid] = cmd.commit_offset
+            broker.commit(qid, cmd.commit_offset)
         if cmd.offset < broker.count[qid]:
             self.found(cmd)
         elif cmd.sys_flag & PullSysFlag.FLAG_SUSPEND:
@@ -240,6 +295,11 @@ class Conn:
             self.sim.at(HELD_MS, lambda: self._expire(cmd))
         else:
             self._reply(cmd, PullStatus.NO_NEW_MSG, cmd.offset, b"")
+
+    def no_answer(self, cmd: cc.PullCommand) -> None:
+        """The call's timeout (PULL_TIMEOUT_MS here; the command's 30 s on a real client)."""
+        answer = cc.PullAnswer(cmd.rid, cc.NO_ANSWER, 0, 0, 0, 0)
+        self.sim.at(PULL_TIMEOUT_MS, lambda: self.answer(answer, memoryview(b"timeout")))
 
     def _expire(self, cmd: cc.PullCommand) -> None:
         held = self.broker.held
@@ -401,7 +461,7 @@ class SimConsumer(DefaultMQPushConsumerImpl):
             for qid in qids:
                 other = self.running.get(qid)
                 if other is not None and other != self.conn.name:
-                    self.conn.broker.violations.append(
+                    self.conn.broker.overlaps.append(
                         f"orderly q{qid}: {self.conn.name} and {other} consume it at once")
                 self.running[qid] = self.conn.name
         for m in msgs:
@@ -432,8 +492,8 @@ def revoke(core: SimConsumer, mqs: Sequence[MessageQueue]) -> None:
 def lost(broker: Broker, handled: dict[int, set[int]]) -> dict[int, list[int]]:
     """Per queue, the offsets below its committed offset that no handler ever saw."""
     out = {}
-    for qid, committed in broker.committed.items():
-        missing = sorted(set(range(committed)) - handled[qid])
+    for qid in broker.count:
+        missing = sorted(set(range(broker.committed(qid))) - handled[qid])
         if missing:
             out[qid] = missing[:10]
     return out

@@ -75,7 +75,7 @@ def run_seed(seed: int) -> tuple[Broker, dict[int, set[int]], SimConsumer]:
             mq = rng.choice(QUEUES)
             if mq in core.table and not core.table[mq].revoking:
                 # an earlier offset (what the user asked for is re-consumed, not lost)
-                to = rng.randint(0, max(0, broker.committed.get(mq.queue_id, 0)))
+                to = rng.randint(0, max(0, broker.committed(mq.queue_id)))
                 sim.at(rng.uniform(0, 2), lambda mq=mq, to=to: reset_offsets(core, TOPIC, {mq: to}))
                 sim.at(rng.uniform(3, 10), lambda mq=mq: assign(core, [mq]))
         elif r < 0.45:
