@@ -40,6 +40,7 @@ Batch item (MessageDecoder.encodeMessages)::
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 import struct
@@ -111,6 +112,16 @@ _U16 = struct.Struct(">H")
 BATCH_ITEM_HEAD: Final = struct.Struct(">iiiii")
 BATCH_ITEM_FIXED: Final = BATCH_ITEM_HEAD.size + 2  # 22
 _ITEM_UNPACKERS: dict[int, Callable[[Any, int], tuple[Any, ...]]] = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def topic_field(topic: str) -> bytes | None:
+    """A record's topic field: its length byte and its UTF-8; None when no record can hold
+    it (empty, or over MAX_TOPIC_LENGTH bytes)."""
+    raw = topic.encode()
+    if not raw or len(raw) > MAX_TOPIC_LENGTH:
+        return None
+    return bytes((len(raw),)) + raw
 
 
 def java_string_hash(s: str) -> int:

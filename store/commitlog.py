@@ -30,7 +30,6 @@ from protocol.message import (
 from protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
-    MAX_TOPIC_LENGTH,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     RecordError,
@@ -43,6 +42,7 @@ from protocol.record import (
     read_total_and_magic,
     record_at,
     string_to_properties,
+    topic_field,
     write_record,
 )
 from store.allocate_service import AllocateMappedFileService
@@ -74,7 +74,6 @@ _V4_FIXED_WITH_TOPIC_LENGTH: Final = MIN_RECORD_SIZE - 1  # + body + length byte
 _HOST_V6_EXTRA: Final = 12
 _PREPARED: Final = TRANSACTION_PREPARED_TYPE
 _ROLLBACK: Final = TRANSACTION_ROLLBACK_TYPE
-_CACHE_LIMIT: Final = 4096
 _PS = PutMessageStatus
 
 
@@ -118,7 +117,6 @@ class CommitLog:
             cfg, self, on_flushed, dispatcher.published_end if dispatcher is not None else None)
         self._delays = cfg.delay_levels_ms
         self._max_msg_size = cfg.maxMessageSize
-        self._topics: dict[str, bytes] = {}  # topic -> its length byte + UTF-8
 
     # ---- services --------------------------------------------------------------------------
     def start(self, now_ms: int, slave: bool, msync: Msync | None, madvise: Msync | None) -> None:
@@ -170,15 +168,9 @@ class CommitLog:
 
     # ---- room ------------------------------------------------------------------------------
     def room(self, need: int) -> bool:
-        """A record of `need` bytes can be appended without creating a file: it fits the file
-        being written, or the next one is preallocated (or it can never fit: AppendError)."""
-        mf = self._cur
-        if mf is None:
-            files = self.mfq.files
-            mf = files[-1] if files and not files[-1].is_full() else None
-        if mf is not None and need + END_FILE_MIN_BLANK_LENGTH <= mf.file_size - mf.wrote_position:
-            return True
-        return need + END_FILE_MIN_BLANK_LENGTH > self.file_size or self.mfq.next_ready()
+        """A record of `need` bytes can be appended without creating a file (or it can never
+        fit: AppendError follows)."""
+        return self.mfq.has_room(need, END_FILE_MIN_BLANK_LENGTH, self._cur)
 
     def _make_room(self, need: int, topic: str, qid: int, qoff: int, units: int, keys: int,
                    now_ms: int) -> PutMessageStatus | None:  # fmt: skip
@@ -226,16 +218,6 @@ class CommitLog:
             self._cur = mf
             self._new_file()
         return mf
-
-    def _topic_bytes(self, topic: str) -> bytes | None:
-        """The length byte + UTF-8 of a topic, or None when it cannot be stored."""
-        raw = topic.encode()
-        if not raw or len(raw) > MAX_TOPIC_LENGTH:
-            return None
-        if len(self._topics) >= _CACHE_LIMIT:
-            self._topics.clear()
-        tb = self._topics[topic] = bytes((len(raw),)) + raw
-        return tb
 
     # ---- the write path ----------------------------------------------------------------------
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
@@ -292,7 +274,7 @@ class CommitLog:
             return (r.wrote_offset, r.wrote_bytes, r.logics_offset) if r.ok else r.status
         tran = sys_flag & TRANSACTION_TYPE_MASK
         to_queue = tran != _PREPARED and tran != _ROLLBACK  # it gets a consume-queue unit
-        tb = self._topics.get(topic) or self._topic_bytes(topic)
+        tb = topic_field(topic)
         if tb is None or len(body) > self._max_msg_size:
             return _PS.MESSAGE_ILLEGAL
         if len(pb) > MAX_PROPERTIES_LENGTH:
@@ -370,7 +352,7 @@ class CommitLog:
         if batch.sys_flag & TRANSACTION_TYPE_MASK:
             return PutMessageResult(_PS.MESSAGE_ILLEGAL)
         topic = batch.topic
-        tb = self._topics.get(topic) or self._topic_bytes(topic)
+        tb = topic_field(topic)
         body = batch.body
         if tb is None or len(body) > self._max_msg_size or topic == SCHEDULE_TOPIC:
             return PutMessageResult(_PS.MESSAGE_ILLEGAL)

@@ -166,6 +166,18 @@ class MappedFileQueue:
             and nxt.file_from_offset == self.files[-1].file_end_offset
         )
 
+    def has_room(self, need: int, reserve: int, current: MappedFile | None) -> bool:
+        """`need` bytes (plus `reserve`, what must stay free at a file's end) can be appended
+        without creating a file: they fit the file being written (`current`, else the last
+        one not full), or the next one is preallocated, or no file could ever hold them."""
+        mf = current
+        if mf is None:
+            files = self.files
+            mf = files[-1] if files and not files[-1].is_full() else None
+        if mf is not None and need + reserve <= mf.file_size - mf.wrote_position:
+            return True
+        return need + reserve > self.file_size or self.next_ready()
+
     def preallocate_next(self) -> None:
         """Create and map the next segment ahead of time (AllocateMappedFileService); OSError
         when it cannot be made (nothing is left behind)."""
