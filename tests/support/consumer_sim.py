@@ -354,23 +354,23 @@ class Services:
         self.on_revoked: Callable[[list[MessageQueue]], None] = self.released.extend
         conn.answer = self.deliver
 
-    def new_pull(self, core: Any) -> int:
+    def new_pull(self, owner: Any) -> int:
         self.rids += 1
-        self.pulls[self.rids] = core
+        self.pulls[self.rids] = owner
         return self.rids
 
     def new_rid(self) -> int:
         self.rids += 1
         return self.rids
 
-    def forget_pulls(self, core: Any) -> None:
+    def forget_pulls(self, owner: Any) -> None:
         self.pulls.clear()
 
     def send_pull(self, cmd: cc.PullCommand) -> None:
-        core = self.pulls[cmd.rid]
-        req = core.pending[cmd.rid]
+        owner = self.pulls[cmd.rid]  # the core's PullCallback
+        req = owner.pending[cmd.rid]
         violations = self.conn.broker.violations
-        out = [r for r in core.pending.values() if r.pq is req.pq]  # answered ones are popped
+        out = [r for r in owner.pending.values() if r.pq is req.pq]  # answered ones are popped
         if len(out) != 1:
             violations.append(f"{self.conn.name}: {len(out)} pulls of one ProcessQueue out")
         if req.pq.dropped or req.pq.revoking:
@@ -384,9 +384,9 @@ class Services:
         return True
 
     def deliver(self, answer: cc.PullAnswer, tail: memoryview) -> None:
-        core = self.pulls.pop(answer.rid, None)
-        if core is not None:
-            core.on_pull_result(answer, tail)
+        owner = self.pulls.pop(answer.rid, None)
+        if owner is not None:
+            owner.on_pull_result(answer, tail)
 
     def revoked(self, group: str, mqs: list[MessageQueue]) -> None:
         self.on_revoked(list(mqs))

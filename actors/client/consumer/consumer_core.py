@@ -1,7 +1,8 @@
 """What DefaultMQPushConsumerImpl and DefaultLitePullConsumerImpl share: client/impl/consumer/
-MQConsumerInner.java and the pulling both impls do (pullMessage's gates and PullCallback, mixed
-in from pull_callback.py; the queue table RebalanceImpl fills), RocketMQ 4.9.x, as the base of
-the two consumer cores that live in the user's process.
+MQConsumerInner.java and the pulling both impls do (pullMessage's gates and PullCallback:
+pull_callback.PullCallback, which this core hosts and answers as its PullHost; the queue
+table RebalanceImpl fills), RocketMQ 4.9.x, as the base of the two consumer cores that live
+in the user's process.
 
 A core holds its group's ProcessQueues and offset store. The RebalanceServiceActor tells it
 which queues it holds (ASSIGN / REVOKE over the channel) and the PullMessageServiceActor
@@ -46,8 +47,7 @@ from actors.client.consumer.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from actors.client.consumer.process_queue import ProcessQueue
-from actors.client.consumer.pull_api_wrapper import PullAPIWrapper
-from actors.client.consumer.pull_callback import PullMessageMixin, now_ms
+from actors.client.consumer.pull_callback import PullCallback, now_ms
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.consumer.rebalance import compute_pull_from_where
 from actors.client.errors import ClientErrorCode, MQClientError
@@ -67,7 +67,7 @@ from protocol.codes import retry_topic
 
 log = logging.getLogger(__name__)
 
-class ConsumerImplBase(PullMessageMixin):
+class ConsumerImplBase:
     """A consumer core: queue table, offsets, pulling (subclasses: push, lite pull)."""
 
     CONSUME_TYPE = ConsumeType.CONSUME_PASSIVELY
@@ -84,8 +84,6 @@ class ConsumerImplBase(PullMessageMixin):
         self.paused = False
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.table: dict[MessageQueue, ProcessQueue[MessageExt]] = {}
-        self.pending: dict[int, PullRequest] = {}
-        self.pull_api = PullAPIWrapper(cfg.group)
         self.stats = ConsumerStats()
         self.lock = threading.RLock()
         self.scheduler = ConsumerScheduler(f"ConsumerScheduler_{cfg.group}")
@@ -100,8 +98,39 @@ class ConsumerImplBase(PullMessageMixin):
         self.queue_thresholds = (cfg.pull_threshold_for_queue,
                                  cfg.pull_threshold_size_for_queue_mib)
         self.consume_timestamp_ms = cfg.consume_timestamp_ms
+        self.pulling = PullCallback(self)  # owns the pulls that are out
 
     # -- hooks of the subclasses ----------------------------------------------------------------
+    def correct_tags_offset(self) -> bool:
+        """PullHost: whether a NO_NEW / NO_MATCHED answer moves the consume offset."""
+        return True
+
+    def pull_gate(self, req: PullRequest) -> bool:
+        """PullHost: the kind's own flow control; False when it rescheduled the request."""
+        return True
+
+    def pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
+                  ) -> tuple[int, int, str | None, int]:  # fmt: skip
+        """PullHost: (sys_flag, commit offset, subscription sent or None, suspend ms)."""
+        raise NotImplementedError
+
+    def dispatch_pulled(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt],
+                        mq: MessageQueue, dispatch_to_consume: bool) -> None:  # fmt: skip
+        """PullHost: hand pulled messages to what consumes them."""
+        raise NotImplementedError
+
+    def pull_interval_ms(self) -> int:
+        """PullHost: pullInterval (push only)."""
+        return 0
+
+    def offset_illegal(self, req: PullRequest, next_begin: int) -> None:
+        """PullHost: an OFFSET_ILLEGAL answer."""
+        raise NotImplementedError
+
+    def _pull(self, req: PullRequest) -> None:
+        """pullMessage for req (a queue just taken, or pulled again by the kind)."""
+        self.pulling.pull(req)
+
     def _start_consume(self) -> None:
         """Start what consumes (the push consumer's consume service)."""
 
@@ -125,7 +154,7 @@ class ConsumerImplBase(PullMessageMixin):
             return True
         self.state = ServiceState.STOPPING
         if self.services is not None:
-            self.services.forget_pulls(self)
+            self.services.forget_pulls(self.pulling)
         drained = self._stop_consume(timeout_s)
         with self.lock:
             queues = list(self.table.items())
@@ -294,11 +323,11 @@ class ConsumerImplBase(PullMessageMixin):
 
     def commit_final(self, queues: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
         """Commit the offsets of queues let go (synchronously), once no pull of theirs that
-        is out can carry an older one to the broker after it (settle_commits)."""
+        is out can carry an older one to the broker after it (PullCallback.settle_commits)."""
         store = self.offset_store
         if store is None or not queues:
             return
-        self.settle_commits([(pq, store.read_memory(mq)) for mq, pq in queues])
+        self.pulling.settle_commits([(pq, store.read_memory(mq)) for mq, pq in queues])
         self.persist([mq for mq, _pq in queues], sync=True)
 
     def _routes(self) -> TopicRouteTable:
@@ -452,7 +481,7 @@ class ConsumerImplBase(PullMessageMixin):
             self.offset_store.remove_offset(mq)
         with self.lock:
             self.table.pop(mq, None)
-        self.pull_api.pull_from_which_node.pop(mq, None)
+        self.pulling.pull_api.pull_from_which_node.pop(mq, None)
         if self.services is not None:
             self.services.revoked(self.group, [mq])
         log.info("consumer %s: released %s", self.group, mq)

@@ -53,8 +53,17 @@ class ConsumerCore(Protocol):
         """Assign / Revoke / LockStates / Relay / PersistGroup / QueuesChanged for this
         group."""
 
+
+class PullOwner(Protocol):
+    """Whose pulls' answers the services hand back (a core's PullCallback; I/O thread)."""
+
+    @property
+    def group(self) -> str:
+        """The consumer group pulling."""
+        ...
+
     def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
-        """The answer of one of this core's pulls (tail: the pull body, or the remark)."""
+        """The answer of one of its pulls (tail: the pull body, or the remark)."""
 
 
 class _End:
@@ -122,7 +131,7 @@ class ConsumerServices:
         self.refs = 0
         self.closed = False
         self.cores: dict[str, ConsumerCore] = {}
-        self.pulls: dict[int, ConsumerCore] = {}
+        self.pulls: dict[int, PullOwner] = {}
         self.rids = itertools.count(1)
         self.rebalance_key = f"rebalance:{self.client_id}"
         self.pull_key = f"pull:{self.client_id}"
@@ -235,20 +244,20 @@ class ConsumerServices:
             end.send_record(cc.RelayAnswer(rid, frame))
 
     # -- pulls ----------------------------------------------------------------------------------
-    def new_pull(self, core: ConsumerCore) -> int:
-        """A request id whose result goes to core."""
+    def new_pull(self, owner: PullOwner) -> int:
+        """A request id whose result goes to owner."""
         rid = next(self.rids)
-        self.pulls[rid] = core
+        self.pulls[rid] = owner
         return rid
 
     def new_rid(self) -> int:
         """A request id whose result goes to no core (a settle's)."""
         return next(self.rids)
 
-    def forget_pulls(self, core: ConsumerCore) -> None:
-        """Drop core's outstanding request ids (it closed; late results are ignored)."""
+    def forget_pulls(self, owner: PullOwner) -> None:
+        """Drop owner's outstanding request ids (it closed; late results are ignored)."""
         for rid, c in list(self.pulls.items()):
-            if c is core:
+            if c is owner:
                 self.pulls.pop(rid, None)
 
     def send_pull(self, cmd: cc.PullCommand) -> None:
@@ -292,16 +301,16 @@ class ConsumerServices:
                     log.warning("pull channel: unknown record kind %d", kind)
                     continue
                 answer, tail = cc.PullAnswer.read(payload)
-                core = self.pulls.pop(answer.rid, None)
-                if core is None:
+                owner = self.pulls.pop(answer.rid, None)
+                if owner is None:
                     ev = self._settling.get(answer.rid)
                     if ev is not None:
                         ev.set()
                     continue
                 try:
-                    core.on_pull_result(answer, tail)
+                    owner.on_pull_result(answer, tail)
                 except Exception:
-                    log.exception("consumer %s: pull result handling failed", core.group)
+                    log.exception("consumer %s: pull result handling failed", owner.group)
         finally:
             self._batching.on = False
             self._flush_pulls()

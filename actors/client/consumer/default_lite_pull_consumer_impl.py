@@ -81,7 +81,6 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
     CONSUME_TYPE = ConsumeType.CONSUME_ACTIVELY
     ROLE = "LitePullConsumer"
     DEFER_REGISTER = True
-    CORRECT_TAGS_OFFSET = False  # PullTaskImpl moves only the pull offset on NO_NEW / NO_MATCHED
     cfg: LitePullConsumerConfig
 
     def __init__(self, cfg: LitePullConsumerConfig,
@@ -114,24 +113,28 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         elif self.subscriptions:
             self.register(rebalance=True)
 
-    def _gate(self, req: PullRequest) -> bool:
+    def correct_tags_offset(self) -> bool:
+        """PullTaskImpl moves only the pull offset on NO_NEW / NO_MATCHED."""
+        return False
+
+    def pull_gate(self, req: PullRequest) -> bool:
         if req.mq in self.paused_queues:
-            self._later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)
+            self.pulling.later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)
             return False
         if self.cache_msgs > self.cfg.pull_threshold_for_all or \
                 req.pq.max_span() > self.cfg.consume_max_span:
             self.stats.flow_controlled += 1
-            self._later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
+            self.pulling.later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
             return False
         return True
 
-    def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
-                   ) -> tuple[int, int, str | None, int]:  # fmt: skip
+    def pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
+                  ) -> tuple[int, int, str | None, int]:  # fmt: skip
         return build_sys_flag(False, True, True, slave), 0, sub.sub_string, \
             self.cfg.broker_suspend_max_ms
 
-    def _dispatch(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
-                  dispatch_to_consume: bool) -> None:
+    def dispatch_pulled(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt],
+                        mq: MessageQueue, dispatch_to_consume: bool) -> None:  # fmt: skip
         with self.cond:
             self.cache.append(ConsumeRequest(msgs, mq, pq))
             self.cache_msgs += len(msgs)
@@ -147,11 +150,11 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         if req is not None:
             req.cancelled = True
 
-    def _offset_illegal(self, req: PullRequest, next_begin: int) -> None:
+    def offset_illegal(self, req: PullRequest, next_begin: int) -> None:
         """PullTaskImpl: pull on from the broker's offset (dropped, an assigned queue would
         never be taken again: assign() runs no rebalance)."""
         req.next_offset = next_begin
-        self._later(req, 0)
+        self.pulling.later(req, 0)
 
     def _take_failed(self, failed: list[tuple[MessageQueue, ProcessQueue[MessageExt]]]) -> None:
         """Assigned queues whose start offset could not be read are tried again (no rebalance

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 SEND_BACK_TIMEOUT_MS: Final = 5_000
 LOCK_TIMEOUT_MS: Final = 1_000
+OFFSET_ILLEGAL_FIX_DELAY_MS: Final = 10_000
 
 
 @dataclass
@@ -117,16 +118,16 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
     def _orderly(self) -> bool:
         return self.cfg.orderly
 
-    def _gate(self, req: PullRequest) -> bool:
+    def pull_gate(self, req: PullRequest) -> bool:
         pq = req.pq
         if not self.cfg.orderly:
             if pq.max_span() > self.cfg.consume_concurrently_max_span:
                 self.stats.flow_controlled += 1
-                self._later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
+                self.pulling.later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
                 return False
         elif self.model is MessageModel.CLUSTERING:
             if not pq.locked:
-                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+                self.pulling.later(req, self.cfg.pull_time_delay_ms_when_exception)
                 return False
             if not req.previously_locked:
                 self.scheduler.submit(lambda: self._fix_offset_then_pull(req))
@@ -138,20 +139,41 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
             return max(self.offset_store.read_memory(mq), 0)
         return 0
 
-    def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
-                   ) -> tuple[int, int, str | None, int]:  # fmt: skip
+    def pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
+                  ) -> tuple[int, int, str | None, int]:  # fmt: skip
         commit = self._pull_spec_commit(mq)
         post = self.cfg.post_subscription_when_pull and not sub.class_filter_mode
         return (build_sys_flag(commit > 0, True, post, slave), commit,
                 sub.sub_string if post else None, self.cfg.broker_suspend_max_ms)
 
-    def _dispatch(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
-                  dispatch_to_consume: bool) -> None:
+    def dispatch_pulled(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt],
+                        mq: MessageQueue, dispatch_to_consume: bool) -> None:  # fmt: skip
         assert self.consume is not None
         self.consume.submit_consume_request(msgs, pq, mq, dispatch_to_consume)
 
-    def _pull_interval_ms(self) -> int:
+    def pull_interval_ms(self) -> int:
         return self.cfg.pull_interval_ms
+
+    def offset_illegal(self, req: PullRequest, next_begin: int) -> None:
+        """OFFSET_ILLEGAL: the queue is dropped, its offset fixed 10 s later, and the next
+        rebalance takes it anew."""
+        req.next_offset = next_begin
+        req.pq.dropped = True
+        self.scheduler.schedule(OFFSET_ILLEGAL_FIX_DELAY_MS, lambda: self._fix_offset(req))
+
+    def _fix_offset(self, req: PullRequest) -> None:
+        """OFFSET_ILLEGAL, 10 s later: store the broker's offset and let the queue be taken
+        anew."""
+        mq = req.mq
+        with self.lock:
+            if self.table.get(mq) is not req.pq:
+                return  # let go meanwhile (and maybe taken again: that queue is not this one)
+            del self.table[mq]
+        if self.offset_store is not None:
+            self.offset_store.update_offset(mq, req.next_offset, False)
+            self.persist([mq], sync=True)
+        if self.services is not None:
+            self.services.revoked(self.group, [mq])
 
     def running_properties(self) -> dict[str, str]:
         """The base properties plus the consume service's."""
@@ -283,7 +305,7 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
             log.error("consumer %s: offset of %s not read: %s", self.group, req.mq, exc)
             offset = -1
         if offset < 0:
-            self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            self.pulling.later(req, self.cfg.pull_time_delay_ms_when_exception)
             return
         req.previously_locked = True
         req.next_offset = offset

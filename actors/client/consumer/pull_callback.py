@@ -2,10 +2,12 @@
 
 Mirrors client/impl/consumer/DefaultMQPushConsumerImpl.java pullMessage (its gates and the
 PullCallback it passes to PullAPIWrapper.pullKernelImpl), RocketMQ 4.9.x; the lite pull
-consumer's PullTaskImpl reuses it with its own hooks.
+consumer's PullTaskImpl reuses it with its own decisions (PullHost).
 
-The core owns every piece of the pulling: the ProcessQueues the gates read, the PullRequests
-and the one pull of each queue that is out (`pending`, by request id). The pull actor only
+PullCallback owns the pulls of one consumer core: the one pull of each queue that is out
+(`pending`, by request id) and the PullAPIWrapper's choice of broker node; it reads the core's
+ProcessQueues and settings (PullHost) and asks the core's kind for its gate, its pull flags,
+where pulled messages go and what OFFSET_ILLEGAL does. The pull actor only
 executes PullCommands; the next pull of a queue is decided here, on the answer of the last
 (the I/O thread runs the PullCallback, as Java's callback thread does).
 
@@ -21,10 +23,9 @@ connection on actormq; a Java broker's pull threads take them in order of arriva
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import Final, Protocol
 
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL: Final = 50  # PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL
 PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL: Final = 20
 PULL_TIME_DELAY_MS_WHEN_SUSPEND: Final = 1000  # paused
-OFFSET_ILLEGAL_FIX_DELAY_MS: Final = 10_000
 HEARTBEAT_RACE: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                    ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
@@ -67,59 +67,101 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PullMessageMixin:
-    """pullMessage and its PullCallback, mixed into ConsumerImplBase."""
+class PullHost(Protocol):
+    """What the pulling reads of its consumer core, and the decisions its kind makes
+    (DefaultMQPushConsumerImpl, DefaultLitePullConsumerImpl)."""
 
-    # correctTagsOffset: a NO_NEW / NO_MATCHED answer with nothing cached moves the consume
-    # offset to the answer's next offset (the push consumer; the lite pull consumer's offset is
-    # what poll() returned and the user committed, so it only moves its pull position)
-    CORRECT_TAGS_OFFSET: ClassVar[bool] = True
+    # read only: the core's kinds narrow some of them (cfg)
+    @property
+    def cfg(self) -> ConsumerConfig: ...
 
-    cfg: ConsumerConfig
-    group: str
-    state: ServiceState
-    paused: bool
-    subscriptions: dict[str, SubscriptionData]
-    table: dict[MessageQueue, ProcessQueue[MessageExt]]
-    pending: dict[int, PullRequest]
-    pull_api: PullAPIWrapper
-    stats: ConsumerStats
-    lock: threading.RLock
-    scheduler: ConsumerScheduler
-    handle: InstanceHandle | None
-    services: ConsumerServices | None
-    offset_store: OffsetStore | None
-    subs_changed_at: float
-    queue_thresholds: tuple[int, int]
+    @property
+    def group(self) -> str: ...
 
-    if TYPE_CHECKING:  # ConsumerImplBase's
-        def persist(self, mqs: list[MessageQueue], sync: bool) -> None: ...
+    @property
+    def state(self) -> ServiceState: ...
 
-        def on_rebalance_record(self, rec: cc.GroupRecord) -> None: ...
+    @property
+    def paused(self) -> bool: ...
 
-    def _gate(self, req: PullRequest) -> bool:
-        """The subclass's own flow control; False when it rescheduled the request."""
-        return True
+    @property
+    def subscriptions(self) -> dict[str, SubscriptionData]: ...
 
-    def _pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
-                   ) -> tuple[int, int, str | None, int]:  # fmt: skip
+    @property
+    def table(self) -> dict[MessageQueue, ProcessQueue[MessageExt]]: ...
+
+    @property
+    def stats(self) -> ConsumerStats: ...
+
+    @property
+    def scheduler(self) -> ConsumerScheduler: ...
+
+    @property
+    def handle(self) -> InstanceHandle | None: ...
+
+    @property
+    def services(self) -> ConsumerServices | None: ...
+
+    @property
+    def offset_store(self) -> OffsetStore | None: ...
+
+    @property
+    def subs_changed_at(self) -> float: ...
+
+    @property
+    def queue_thresholds(self) -> tuple[int, int]: ...
+
+    def correct_tags_offset(self) -> bool:
+        """correctTagsOffset: a NO_NEW / NO_MATCHED answer with nothing cached moves the
+        consume offset to the answer's next offset (the push consumer; the lite pull
+        consumer's offset is what poll() returned and the user committed, so only its pull
+        position moves)."""
+        ...
+
+    def pull_gate(self, req: PullRequest) -> bool:
+        """The kind's own flow control; False when it rescheduled the request."""
+        ...
+
+    def pull_spec(self, mq: MessageQueue, sub: SubscriptionData, slave: bool
+                  ) -> tuple[int, int, str | None, int]:  # fmt: skip
         """(sys_flag, commit offset, subscription sent or None, suspend ms) of a pull."""
-        raise NotImplementedError
+        ...
 
-    def _dispatch(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
-                  dispatch_to_consume: bool) -> None:
+    def dispatch_pulled(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt],
+                        mq: MessageQueue, dispatch_to_consume: bool) -> None:  # fmt: skip
         """Hand pulled messages to what consumes them."""
-        raise NotImplementedError
+        ...
 
-    def _pull_interval_ms(self) -> int:
-        """pullInterval (push only)."""
-        return 0
+    def pull_interval_ms(self) -> int:
+        """pullInterval (push only; 0 for the others)."""
+        ...
+
+    def offset_illegal(self, req: PullRequest, next_begin: int) -> None:
+        """An OFFSET_ILLEGAL answer (the push consumer drops the queue, the lite pull
+        consumer pulls on from the broker's offset)."""
+        ...
+
+
+class PullCallback:
+    """pullMessage and its PullCallback for one consumer core: owns the pulls that are out
+    (`pending`, by request id) and the PullAPIWrapper's pull-from-which-node table."""
+
+    def __init__(self, host: PullHost) -> None:
+        self.host = host
+        self.pending: dict[int, PullRequest] = {}
+        self.pull_api = PullAPIWrapper(host.group)
+
+    @property
+    def group(self) -> str:
+        """The consumer group pulling."""
+        return self.host.group
 
     def settle_commits(self, finals: list[tuple[ProcessQueue[MessageExt], int]]) -> None:
         """Before committing each queue's final offset: where that queue's pull is out with
         another commit offset, send the final one after it as a pull that does not wait, and
         wait (bounded) for those answers: the older offset cannot land after the final one."""
-        services = self.services
+        host = self.host
+        services = host.services
         if services is None or not finals:
             return
         final_of = {id(pq): off for pq, off in finals}
@@ -135,87 +177,93 @@ class PullMessageMixin:
                                 commit_offset=off, suspend_ms=0, timeout_ms=SETTLE_TIMEOUT_MS))
         if cmds and not services.settle(cmds, SETTLE_TIMEOUT_MS / 1000.0):
             log.warning("consumer %s: the broker did not confirm the commits of %d queues before "
-                        "the final commit", self.group, len(cmds))
+                        "the final commit", host.group, len(cmds))
 
-    def _later(self, req: PullRequest, delay_ms: int) -> None:
-        self.scheduler.schedule(delay_ms, lambda: self._pull(req))
+    def later(self, req: PullRequest, delay_ms: int) -> None:
+        """pullMessage again delay_ms from now (executePullRequestLater)."""
+        self.host.scheduler.schedule(delay_ms, lambda: self.pull(req))
 
     def _cache_budget_spent(self) -> bool:
-        cfg = self.cfg
+        host = self.host
+        cfg = host.cfg
         if cfg.max_cached_messages < 0 and cfg.max_cached_mib < 0:
             return False
         count = size = 0
-        for pq in list(self.table.values()):
+        for pq in list(host.table.values()):
             count += pq.msg_count
             size += pq.msg_size
         return (0 <= cfg.max_cached_messages < count) or (0 <= cfg.max_cached_mib < size // MIB)
 
-    def _pull(self, req: PullRequest) -> None:
+    def pull(self, req: PullRequest) -> None:
         """pullMessage: the flow-control gates, then the request to the PullMessageService."""
+        host = self.host
         pq = req.pq
         if pq.dropped or pq.revoking or req.cancelled:
             return
         pq.last_pull_ms = now_ms()
-        if self.state is not ServiceState.RUNNING:
-            if self.state is ServiceState.CREATE_JUST:
-                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+        if host.state is not ServiceState.RUNNING:
+            if host.state is ServiceState.CREATE_JUST:
+                self.later(req, host.cfg.pull_time_delay_ms_when_exception)
             return
-        if self.paused:
-            self._later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)
+        if host.paused:
+            self.later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)
             return
-        q_count, q_mib = self.queue_thresholds
+        q_count, q_mib = host.queue_thresholds
         if pq.msg_count > q_count or pq.msg_size // MIB > q_mib or self._cache_budget_spent():
-            self.stats.flow_controlled += 1
-            self._later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
+            host.stats.flow_controlled += 1
+            self.later(req, PULL_TIME_DELAY_MS_WHEN_FLOW_CONTROL)
             return
-        if not self._gate(req):
+        if not host.pull_gate(req):
             return
-        sub = self.subscriptions.get(req.mq.topic)
+        sub = host.subscriptions.get(req.mq.topic)
         if sub is None and req.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             sub = SubscriptionData.build(req.mq.topic, "*")
         if sub is None:
-            self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+            self.later(req, host.cfg.pull_time_delay_ms_when_exception)
             return
-        self._send_pull(req, sub)
+        self._send(req, sub)
 
-    def _send_pull(self, req: PullRequest, sub: SubscriptionData) -> None:
-        services = self.services
+    def _send(self, req: PullRequest, sub: SubscriptionData) -> None:
+        host = self.host
+        services = host.services
         if services is None:
             return
         mq = req.mq
         found = services.routes.find_broker_address_in_subscribe(
             mq.broker_name, self.pull_api.recalculate_pull_from_which_node(mq), False)
         if found is None:  # pullKernelImpl: fetch the route, then try again
-            self.scheduler.submit(lambda: self._refresh_route_then_pull(req))
+            host.scheduler.submit(lambda: self._refresh_route_then_pull(req))
             return
-        sys_flag, commit, sub_string, suspend_ms = self._pull_spec(mq, sub, found.slave)
+        sys_flag, commit, sub_string, suspend_ms = host.pull_spec(mq, sub, found.slave)
         rid = services.new_pull(self)
         cmd = cc.PullCommand(
-            rid, found.broker_addr, self.group, mq.topic, mq.queue_id, req.next_offset,
-            self.cfg.pull_batch, sys_flag, commit, suspend_ms, sub_string, sub.sub_version,
-            sub.expression_type, self.cfg.consumer_timeout_ms_when_suspend)  # fmt: skip
+            rid, found.broker_addr, host.group, mq.topic, mq.queue_id, req.next_offset,
+            host.cfg.pull_batch, sys_flag, commit, suspend_ms, sub_string, sub.sub_version,
+            sub.expression_type, host.cfg.consumer_timeout_ms_when_suspend)  # fmt: skip
         self.pending[rid] = req
         req.broker_addr = found.broker_addr
         req.out = cmd
         services.send_pull(cmd)
 
     def _refresh_route_then_pull(self, req: PullRequest) -> None:
-        if self.handle is not None and self.state is ServiceState.RUNNING:
+        host = self.host
+        if host.handle is not None and host.state is ServiceState.RUNNING:
             try:
-                self.handle.topic_route(req.mq.topic)
+                host.handle.topic_route(req.mq.topic)
             except MQClientError as exc:
-                log.info("consumer %s: route of %s: %s", self.group, req.mq.topic, exc)
-        self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+                log.info("consumer %s: route of %s: %s", host.group, req.mq.topic, exc)
+        self.later(req, host.cfg.pull_time_delay_ms_when_exception)
 
     def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         """The PullCallback (I/O thread): the answer of this core's pull answer.rid."""
+        host = self.host
         rid, status, next_begin, min_offset, max_offset, suggest = answer
         req = self.pending.pop(rid, None)
         if req is None:
             return
         if req.out is not None and req.out.rid == rid:
             req.out = None
-        if req.cancelled or self.state is not ServiceState.RUNNING:
+        if req.cancelled or host.state is not ServiceState.RUNNING:
             return
         pq, mq = req.pq, req.mq
         if pq.dropped or pq.revoking:
@@ -226,87 +274,68 @@ class PullMessageMixin:
             return
         if status >= cc.BROKER_ERROR:
             if status == cc.BROKER_ERROR and next_begin in HEARTBEAT_RACE and \
-                    time.monotonic() - self.subs_changed_at < HEARTBEAT_RACE_S:
+                    time.monotonic() - host.subs_changed_at < HEARTBEAT_RACE_S:
                 # the heartbeat carrying the new subscription is on its way (it leaves when
                 # the subscription changes, beside the first pulls): try again shortly. The
                 # broker may also have lost the registration since (its connection closed):
                 # ask for one more (one per broker, rate-limited)
                 log.debug("consumer %s: pull of %s before the broker has the subscription",
-                          self.group, mq)
-                if self.handle is not None and req.broker_addr:
-                    self.handle.heartbeat_broker(req.broker_addr)
-                self._later(req, HEARTBEAT_RACE_RETRY_MS)
+                          host.group, mq)
+                if host.handle is not None and req.broker_addr:
+                    host.handle.heartbeat_broker(req.broker_addr)
+                self.later(req, HEARTBEAT_RACE_RETRY_MS)
                 return
             if status == cc.BROKER_ERROR and next_begin in UNREGISTERED and \
                     self._heartbeat_after_refusal(req, next_begin, tail):
-                self._later(req, HEARTBEAT_RACE_RETRY_MS)
+                self.later(req, HEARTBEAT_RACE_RETRY_MS)
                 return
             if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                log.warning("consumer %s: pull of %s failed: %s%s", self.group, mq,
+                log.warning("consumer %s: pull of %s failed: %s%s", host.group, mq,
                             f"code {next_begin} " if status == cc.BROKER_ERROR else "",
                             str(tail, "utf-8", "replace"))  # fmt: skip
             if status == cc.BROKER_ERROR and next_begin == ResponseCode.FLOW_CONTROL:
-                self._later(req, PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL)
+                self.later(req, PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL)
             else:
-                self._later(req, self.cfg.pull_time_delay_ms_when_exception)
+                self.later(req, host.cfg.pull_time_delay_ms_when_exception)
             return
         req.refused = 0
         self.pull_api.update_pull_from_which_node(mq, suggest)
         pstatus = PullStatus(status)
         if pstatus is PullStatus.FOUND:
             req.next_offset = next_begin
-            sub = self.subscriptions.get(mq.topic)
+            sub = host.subscriptions.get(mq.topic)
             msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
             dispatch = pq.put_messages(msgs, max_offset)  # counted even when all filtered
             if msgs:
-                self.stats.pulled(mq.topic, len(msgs))
-                self._dispatch(msgs, pq, mq, dispatch)
-            interval = self._pull_interval_ms()
+                host.stats.pulled(mq.topic, len(msgs))
+                host.dispatch_pulled(msgs, pq, mq, dispatch)
+            interval = host.pull_interval_ms()
             if msgs and interval > 0:
-                self._later(req, interval)
+                self.later(req, interval)
             else:
-                self._pull(req)
+                self.pull(req)
         elif pstatus in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             req.next_offset = next_begin
-            if self.CORRECT_TAGS_OFFSET and pq.msg_count == 0 and self.offset_store is not None:
-                self.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
-            self._pull(req)
+            if host.correct_tags_offset() and pq.msg_count == 0 and host.offset_store is not None:
+                host.offset_store.update_offset(mq, next_begin, True)  # correctTagsOffset
+            self.pull(req)
         else:  # OFFSET_ILLEGAL
             log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
-                        self.group, req.next_offset, mq, next_begin)  # fmt: skip
-            self._offset_illegal(req, next_begin)
+                        host.group, req.next_offset, mq, next_begin)  # fmt: skip
+            host.offset_illegal(req, next_begin)
 
     def _heartbeat_after_refusal(self, req: PullRequest, code: int, remark: memoryview) -> bool:
         """A pull refused for want of this client's registration (the broker restarted or
         its connection to us closed, and it forgot the group): heartbeat that broker now
         (rate-limited per broker). True: try the pull again shortly."""
-        handle = self.handle
+        host = self.host
+        handle = host.handle
         if handle is None or not req.broker_addr:
             return False
         req.refused += 1
         if req.refused == 1:
             log.info("consumer %s: pull of %s refused by %s (code %d %s): sending it a heartbeat",
-                     self.group, req.mq, req.broker_addr, code,
+                     host.group, req.mq, req.broker_addr, code,
                      str(remark, "utf-8", "replace").split("\n", 1)[0])  # fmt: skip
         handle.heartbeat_broker(req.broker_addr)
         return req.refused <= UNREGISTERED_FAST_RETRIES
-
-    def _offset_illegal(self, req: PullRequest, next_begin: int) -> None:
-        """The push consumer's OFFSET_ILLEGAL: the queue is dropped, its offset fixed 10 s
-        later, and the next rebalance takes it anew."""
-        req.next_offset = next_begin
-        req.pq.dropped = True
-        self.scheduler.schedule(OFFSET_ILLEGAL_FIX_DELAY_MS, lambda: self._fix_offset(req))
-
-    def _fix_offset(self, req: PullRequest) -> None:
-        """OFFSET_ILLEGAL, 10 s later: store the broker's offset and let the queue be taken anew."""
-        mq = req.mq
-        with self.lock:
-            if self.table.get(mq) is not req.pq:
-                return  # let go meanwhile (and maybe taken again: that queue is not this one)
-            del self.table[mq]
-        if self.offset_store is not None:
-            self.offset_store.update_offset(mq, req.next_offset, False)
-            self.persist([mq], sync=True)
-        if self.services is not None:
-            self.services.revoked(self.group, [mq])

@@ -173,7 +173,7 @@ class GroupSim:
         """kill -9: nothing more is committed; its connection closes at the broker."""
         m.alive = False
         m.core.state = m.core.state.__class__.SHUTDOWN_ALREADY
-        m.core.sim_services.forget_pulls(m.core)
+        m.core.sim_services.forget_pulls(m.core.pulling)
         if self.broker.consumers.on_connection_closed(m.conn.conn_id):
             self.notify()
 

@@ -10,6 +10,7 @@ next seek cancelled it instead of the live one."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from actors.client.consumer.consumer_channel import PullAnswer
@@ -41,18 +42,13 @@ class _Store(OffsetStore):
         self.persist_all([mq])
 
 
-class _Lite(DefaultLitePullConsumerImpl):
-    """The core with nothing behind it: no broker, pulls go nowhere."""
-
-    def _send_pull(self, req: Any, sub: Any) -> None:
-        pass
-
-
 EMPTY = memoryview(b"")
 
 
-def _lite(auto_commit: bool = False) -> tuple[_Lite, _Store, ProcessQueue[Any]]:
-    core = _Lite(LitePullConsumerConfig("lite_cg", "127.0.0.1:9876", auto_commit=auto_commit))
+def _lite(auto_commit: bool = False
+          ) -> tuple[DefaultLitePullConsumerImpl, _Store, ProcessQueue[Any]]:  # fmt: skip
+    cfg = LitePullConsumerConfig("lite_cg", "127.0.0.1:9876", auto_commit=auto_commit)
+    core = DefaultLitePullConsumerImpl(cfg)
     store = _Store()
     core.offset_store = store
     core.state = ServiceState.RUNNING
@@ -65,8 +61,8 @@ def _lite(auto_commit: bool = False) -> tuple[_Lite, _Store, ProcessQueue[Any]]:
 def test_a_no_matched_answer_leaves_the_committed_offset_alone() -> None:
     core, store, pq = _lite()
     core.consume_offsets[MQ] = 10  # poll() returned 0..9; the user has not committed them
-    core.pending[5] = PullRequest(MQ, pq, 10, False)
-    core.on_pull_result(PullAnswer(5, PullStatus.NO_MATCHED_MSG.value, 14, 0, 14, 0), EMPTY)
+    core.pulling.pending[5] = PullRequest(MQ, pq, 10, False)
+    core.pulling.on_pull_result(PullAnswer(5, PullStatus.NO_MATCHED_MSG.value, 14, 0, 14, 0), EMPTY)
     assert store.read_memory(MQ) == 0
 
 
@@ -93,11 +89,12 @@ def test_an_illegal_offset_moves_the_pull_on_and_keeps_the_queue() -> None:
     drops it, an assigned queue was never taken again (assign() runs no rebalance)."""
     core, _store, pq = _lite()
     pulled: list[int] = []
-    core._pull = lambda req: pulled.append(req.next_offset)  # type: ignore[method-assign]
+    core.pulling.pull = lambda req: pulled.append(req.next_offset)  # type: ignore[method-assign]
     core.scheduler.start()
     try:
-        core.pending[6] = PullRequest(MQ, pq, 3, False)
-        core.on_pull_result(PullAnswer(6, PullStatus.OFFSET_ILLEGAL.value, 500, 500, 900, 0), EMPTY)
+        core.pulling.pending[6] = PullRequest(MQ, pq, 3, False)
+        core.pulling.on_pull_result(
+            PullAnswer(6, PullStatus.OFFSET_ILLEGAL.value, 500, 500, 900, 0), EMPTY)
         for _ in range(100):  # bounded: the scheduler runs it at once
             if pulled:
                 break
@@ -118,7 +115,7 @@ def test_an_assigned_queue_whose_start_offset_failed_is_taken_again() -> None:
     core.assigned = {MQ}
     core.consume_timestamp_ms = 0
     core.admin = object()  # type: ignore[assignment]
-    answers = iter([RuntimeError("timeout"), 7])
+    answers: Iterator[int | Exception] = iter([RuntimeError("timeout"), 7])
 
     def start_offset(mq: MessageQueue) -> int | None:
         a = next(answers)

@@ -12,10 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from actors.client.consumer.consumer_channel import PullAnswer, PullCommand
-from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
-from actors.client.consumer.consumer_core import ConsumerImplBase
+from actors.client.consumer.consumer_config import ServiceState
+from actors.client.consumer.default_mq_push_consumer_impl import (
+    DefaultMQPushConsumerImpl,
+    PushConsumerConfig,
+)
 from actors.client.consumer.offset_store import OffsetStore
 from actors.client.consumer.process_queue import ProcessQueue
+from actors.client.consumer.pull_callback import PullCallback
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.records import PullStatus
 from protocol.bodies import MessageQueue
@@ -45,13 +49,17 @@ class _Services:
         self.revoked_mqs.extend(mqs)
 
 
-class _Core(ConsumerImplBase):
+class _NoPulls(PullCallback):
+    """The core's pulling with nothing behind it: no pull leaves."""
+
+    def pull(self, req: PullRequest) -> None:
+        pass
+
+
+class _Core(DefaultMQPushConsumerImpl):
     """The core with nothing behind it: no pulls leave, no broker; commits are logged."""
 
     log: list[tuple[Any, ...]]
-
-    def _pull(self, req: Any) -> None:
-        pass
 
     def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
         assert self.offset_store is not None
@@ -59,7 +67,8 @@ class _Core(ConsumerImplBase):
 
 
 def _core() -> tuple[_Core, _Services]:
-    core = _Core(ConsumerConfig("letgo_cg", "127.0.0.1:9876"))
+    core = _Core(PushConsumerConfig("letgo_cg", "127.0.0.1:9876"), lambda msgs: None)
+    core.pulling = _NoPulls(core)
     core.log = []
     services = _Services(core.log)
     core.services = services  # type: ignore[assignment]
@@ -72,7 +81,7 @@ def _pending(core: _Core, rid: int, pq: ProcessQueue[Any], offset: int,
              commit: int = 0) -> PullRequest:  # fmt: skip
     """A pull of pq at offset that is out (carrying commit, when > 0)."""
     req = PullRequest(MQ, pq, offset, False)
-    core.pending[rid] = req
+    core.pulling.pending[rid] = req
     flag = PullSysFlag.build(commit > 0, True, False)
     req.out = PullCommand(rid, "127.0.0.1:10911", "letgo_cg", MQ.topic, MQ.queue_id, offset, 32,
                           int(flag), commit, 15_000, None, 0, "TAG", 30_000)
@@ -91,9 +100,9 @@ def test_no_matched_after_an_uncached_found_keeps_a_revoking_queues_offset() -> 
     core.offset_store.update_offset(MQ, 100, False)
     _pending(core, 7, pq, 100)
     pq.revoking = True  # REVOKE ran while pull@100 was out
-    core.on_pull_result(_answer(7, PullStatus.FOUND, 132, 200), EMPTY)  # 100..131: dropped
+    core.pulling.on_pull_result(_answer(7, PullStatus.FOUND, 132, 200), EMPTY)  # 100..131: dropped
     _pending(core, 8, pq, 132)
-    core.on_pull_result(_answer(8, PullStatus.NO_MATCHED_MSG, 141, 200), EMPTY)
+    core.pulling.on_pull_result(_answer(8, PullStatus.NO_MATCHED_MSG, 141, 200), EMPTY)
     assert pq.msg_count == 0
     assert core.offset_store.read_memory(MQ) == 100  # what the revoke commits
 
@@ -107,7 +116,7 @@ def test_a_late_offset_illegal_leaves_the_queues_next_process_queue_alone() -> N
     core.table[MQ] = new  # and taken again
     assert core.offset_store is not None
     core.offset_store.update_offset(MQ, 300, False)
-    core.on_pull_result(_answer(9, PullStatus.OFFSET_ILLEGAL, 5000, 6000), EMPTY)
+    core.pulling.on_pull_result(_answer(9, PullStatus.OFFSET_ILLEGAL, 5000, 6000), EMPTY)
     assert not new.dropped
     core._fix_offset(req)  # had it been scheduled: the table holds another queue now
     assert core.table.get(MQ) is new
@@ -170,8 +179,8 @@ def test_an_answer_ends_the_pull_that_is_out() -> None:
     assert core.offset_store is not None
     core.offset_store.update_offset(MQ, 90, False)
     req = _pending(core, 31, pq, 100, commit=80)
-    core.on_pull_result(_answer(31, PullStatus.NO_NEW_MSG, 100, 100), EMPTY)
-    assert req.out is None and 31 not in core.pending
+    core.pulling.on_pull_result(_answer(31, PullStatus.NO_NEW_MSG, 100, 100), EMPTY)
+    assert req.out is None and 31 not in core.pulling.pending
     pq.revoking = True
     core._finish_revoke(MQ, False)
     assert [e[0] for e in core.log] == ["persist"]
@@ -186,7 +195,8 @@ def test_an_orderly_queue_still_being_consumed_is_not_released_on_timeout() -> N
         def _orderly(self) -> bool:
             return True
 
-    core = _Orderly(ConsumerConfig("letgo_cg", "127.0.0.1:9876"))
+    core = _Orderly(PushConsumerConfig("letgo_cg", "127.0.0.1:9876"), lambda msgs: None)
+    core.pulling = _NoPulls(core)
     core.log = []
     services = _Services(core.log)
     core.services = services  # type: ignore[assignment]

@@ -17,6 +17,7 @@ from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.consumer.pull_callback import (
     HEARTBEAT_RACE_RETRY_MS,
     UNREGISTERED_FAST_RETRIES,
+    PullCallback,
 )
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.mq_client_instance import REFUSAL_HEARTBEAT_MIN_S, RefusalHeartbeats
@@ -41,18 +42,26 @@ class _Handle:
             self.sent.append(addr)
 
 
+class _Pulling(PullCallback):
+    """The core's pulling with nothing behind it; what it schedules is recorded."""
+
+    def __init__(self, host: Any) -> None:
+        super().__init__(host)
+        self.delays: list[int] = []
+
+    def pull(self, req: PullRequest) -> None:
+        pass
+
+    def later(self, req: PullRequest, delay_ms: int) -> None:
+        self.delays.append(delay_ms)
+
+
 class _Core(ConsumerImplBase):
     """The core with nothing behind it; what it schedules is recorded."""
 
     def __init__(self, cfg: ConsumerConfig) -> None:
         super().__init__(cfg)
-        self.later: list[int] = []
-
-    def _pull(self, req: Any) -> None:
-        pass
-
-    def _later(self, req: PullRequest, delay_ms: int) -> None:
-        self.later.append(delay_ms)
+        self.pulling = self.recorder = _Pulling(self)
 
     def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
         pass
@@ -69,8 +78,8 @@ def _core() -> tuple[_Core, _Handle]:
 
 
 def _refused(core: _Core, rid: int, req: PullRequest, code: int) -> None:
-    core.pending[rid] = req
-    core.on_pull_result(PullAnswer(rid, cc.BROKER_ERROR, int(code), 0, 0, 0), REMARK)
+    core.pulling.pending[rid] = req
+    core.pulling.on_pull_result(PullAnswer(rid, cc.BROKER_ERROR, int(code), 0, 0, 0), REMARK)
 
 
 def test_a_burst_of_refusals_sends_one_heartbeat_and_pulls_again_shortly() -> None:
@@ -86,7 +95,7 @@ def test_a_burst_of_refusals_sends_one_heartbeat_and_pulls_again_shortly() -> No
     for rid, req in enumerate(reqs, 1):
         _refused(core, rid, req, ResponseCode.SUBSCRIPTION_NOT_EXIST)
     assert handle.sent == [ADDR]  # one heartbeat for the burst
-    assert core.later == [HEARTBEAT_RACE_RETRY_MS] * 4
+    assert core.recorder.delays == [HEARTBEAT_RACE_RETRY_MS] * 4
     handle.now += REFUSAL_HEARTBEAT_MIN_S
     _refused(core, 9, reqs[0], ResponseCode.SUBSCRIPTION_NOT_LATEST)  # still refused later
     assert handle.sent == [ADDR, ADDR]
@@ -102,12 +111,14 @@ def test_fast_retries_are_bounded_and_start_again_after_an_answer() -> None:
     for rid in range(1, UNREGISTERED_FAST_RETRIES + 3):
         _refused(core, rid, req, ResponseCode.SUBSCRIPTION_NOT_EXIST)
     slow = core.cfg.pull_time_delay_ms_when_exception
-    assert core.later == [HEARTBEAT_RACE_RETRY_MS] * UNREGISTERED_FAST_RETRIES + [slow] * 2
-    core.pending[50] = req
-    core.on_pull_result(PullAnswer(50, PullStatus.NO_NEW_MSG.value, 5, 0, 5, 0), memoryview(b""))
-    core.later.clear()
+    fast = [HEARTBEAT_RACE_RETRY_MS] * UNREGISTERED_FAST_RETRIES
+    assert core.recorder.delays == fast + [slow] * 2
+    core.pulling.pending[50] = req
+    core.pulling.on_pull_result(PullAnswer(50, PullStatus.NO_NEW_MSG.value, 5, 0, 5, 0),
+                                memoryview(b""))
+    core.recorder.delays.clear()
     _refused(core, 51, req, ResponseCode.SUBSCRIPTION_NOT_EXIST)  # a later loss of the group
-    assert core.later == [HEARTBEAT_RACE_RETRY_MS]
+    assert core.recorder.delays == [HEARTBEAT_RACE_RETRY_MS]
 
 
 def test_other_refusals_keep_the_usual_delay_and_send_no_heartbeat() -> None:
@@ -120,7 +131,7 @@ def test_other_refusals_keep_the_usual_delay_and_send_no_heartbeat() -> None:
     _refused(core, 1, req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)  # a heartbeat cannot fix
     _refused(core, 2, req, ResponseCode.SYSTEM_ERROR)
     assert handle.sent == []
-    assert core.later == [core.cfg.pull_time_delay_ms_when_exception] * 2
+    assert core.recorder.delays == [core.cfg.pull_time_delay_ms_when_exception] * 2
 
 
 def test_refusal_heartbeats_are_rate_limited_per_broker() -> None:
