@@ -15,8 +15,9 @@ Record layout (big-endian), one after another on the stream:
     5      ...  payload    a typed record's fields as one msgpack array, in declaration order,
                            unless the kind says otherwise
 
-Every kind is one typed record (`ChannelRecord`: a frozen dataclass naming its KIND), built and
-read only through `encode` / `read_record`; nothing crosses as a bare list. The foundation's:
+Every kind is one typed record (actors.runtime.typed_record: a frozen dataclass naming its KIND,
+registered in CLIENT_RECORDS), built and read only through `encode` / `read_record`; nothing
+crosses as a bare list. The foundation's:
 
     Hello 1                 actor -> user   key
     Route 3                 actor -> user   topic, route JSON bytes | None, error | None
@@ -32,7 +33,6 @@ read only through `encode` / `read_record`; nothing crosses as a bare list. The 
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import logging
 import socket
@@ -40,9 +40,9 @@ import struct
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final
 
-import msgpack
+from actors.runtime.typed_record import ChannelError, RecordKinds, TypedRecord
 
 log = logging.getLogger(__name__)
 
@@ -75,90 +75,19 @@ _PEER_GONE: Final = frozenset((errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, er
 Record = tuple[int, memoryview]
 
 
-class ChannelError(Exception):
-    """The peer wrote something that is not a record stream."""
-
-
-def pack(obj: Any) -> bytes:
-    """msgpack a payload."""
-    return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
-
-
-def unpack(payload: memoryview | bytes) -> Any:
-    """Inverse of pack."""
-    return msgpack.unpackb(payload, raw=False)
-
-
 def encode_record(kind: int, payload: bytes | bytearray | memoryview) -> bytes:
     """One record."""
     return HEAD.pack(1 + len(payload), kind) + bytes(payload)
 
 
-R = TypeVar("R", bound="ChannelRecord")
-RECORD_TYPES: dict[int, type[ChannelRecord]] = {}
-
-
-_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _NAMES.get(cls)
-    if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
-class ChannelRecord:
-    """A typed record (subclasses: frozen dataclasses that name their KIND and are registered
-    with `record`); its fields cross as one msgpack array in declaration order."""
-
-    __slots__ = ()
-    KIND: ClassVar[int]
-
-    def row(self) -> list[Any]:
-        """The fields as msgpack values (a subclass with nested records converts them)."""
-        return [getattr(self, name) for name in _field_names(type(self))]
-
-    @classmethod
-    def from_row(cls: type[R], row: list[Any]) -> R:
-        """The record from its row (a subclass with nested records converts them)."""
-        return cls(*row)
-
-    def encode(self) -> bytes:
-        """The record's payload."""
-        return pack(self.row())
-
-
-def record(cls: type[R]) -> type[R]:
-    """Register a record type under its KIND (one type per kind)."""
-    if RECORD_TYPES.setdefault(cls.KIND, cls) is not cls:
-        raise ValueError(f"record kind {cls.KIND} is taken by {RECORD_TYPES[cls.KIND].__name__}")
-    return cls
-
-
-def read_record(kind: int, payload: memoryview | bytes) -> ChannelRecord:
-    """The typed record of (kind, payload); ChannelError when it is none."""
-    cls = RECORD_TYPES.get(kind)
-    if cls is None:
-        raise ChannelError(f"unknown record kind {kind}")
-    names = _field_names(cls)
-    if not names:
-        return cls()
-    try:
-        row = unpack(payload)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise ChannelError(f"record kind {kind}: {exc}") from exc
-    if not isinstance(row, list) or len(row) != len(names):
-        raise ChannelError(f"record kind {kind} ({cls.__name__}) needs {len(names)} fields")
-    try:
-        return cls.from_row(row)
-    except (TypeError, ValueError, IndexError) as exc:
-        raise ChannelError(f"record kind {kind} ({cls.__name__}): {exc}") from exc
+CLIENT_RECORDS: Final = RecordKinds("client channel")
+record = CLIENT_RECORDS.register  # class decorator: a record type of this channel
+read_record = CLIENT_RECORDS.read  # (kind, payload) -> its TypedRecord, else ChannelError
 
 
 @record
 @dataclass(frozen=True, slots=True)
-class Hello(ChannelRecord):
+class Hello(TypedRecord):
     """An actor's first record: the key of the handler it talks to."""
 
     KIND: ClassVar[int] = HELLO
@@ -167,7 +96,7 @@ class Hello(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class Route(ChannelRecord):
+class Route(TypedRecord):
     """A topic's route as the instance fetched it (None: no route), or why it could not."""
 
     KIND: ClassVar[int] = ROUTE
@@ -178,7 +107,7 @@ class Route(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class BrokerRequest(ChannelRecord):
+class BrokerRequest(TypedRecord):
     """A broker-initiated request for something in the user's process."""
 
     KIND: ClassVar[int] = BROKER_REQUEST
@@ -189,7 +118,7 @@ class BrokerRequest(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class BrokerAnswer(ChannelRecord):
+class BrokerAnswer(TypedRecord):
     """The answer to a BrokerRequest (None: none is owed)."""
 
     KIND: ClassVar[int] = BROKER_ANSWER
@@ -199,7 +128,7 @@ class BrokerAnswer(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class Ack(ChannelRecord):
+class Ack(TypedRecord):
     """A registration with an op_id was done."""
 
     KIND: ClassVar[int] = ACK
@@ -210,7 +139,7 @@ class Ack(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class PersistConsumerOffset(ChannelRecord):
+class PersistConsumerOffset(TypedRecord):
     """persistConsumerOffset's tick for a consumer group whose core is in the user's process."""
 
     KIND: ClassVar[int] = PERSIST
@@ -219,7 +148,7 @@ class PersistConsumerOffset(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class Bye(ChannelRecord):
+class Bye(TypedRecord):
     """The user's process closes cleanly."""
 
     KIND: ClassVar[int] = BYE
@@ -227,14 +156,14 @@ class Bye(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class RegisterProducer(ChannelRecord):
+class RegisterProducer(TypedRecord):
     KIND: ClassVar[int] = REGISTER_PRODUCER
     group: str
 
 
 @record
 @dataclass(frozen=True, slots=True)
-class UnregisterProducer(ChannelRecord):
+class UnregisterProducer(TypedRecord):
     KIND: ClassVar[int] = UNREGISTER_PRODUCER
     group: str
     op_id: int | None = None
@@ -242,7 +171,7 @@ class UnregisterProducer(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class RegisterConsumer(ChannelRecord):
+class RegisterConsumer(TypedRecord):
     KIND: ClassVar[int] = REGISTER_CONSUMER
     group: str
     data: bytes  # ConsumerData JSON
@@ -251,7 +180,7 @@ class RegisterConsumer(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class UpdateConsumer(ChannelRecord):
+class UpdateConsumer(TypedRecord):
     KIND: ClassVar[int] = UPDATE_CONSUMER
     group: str
     data: bytes  # ConsumerData JSON
@@ -259,7 +188,7 @@ class UpdateConsumer(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class UnregisterConsumer(ChannelRecord):
+class UnregisterConsumer(TypedRecord):
     KIND: ClassVar[int] = UNREGISTER_CONSUMER
     group: str
     op_id: int | None = None
@@ -267,7 +196,7 @@ class UnregisterConsumer(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class HeartbeatBroker(ChannelRecord):
+class HeartbeatBroker(TypedRecord):
     """A pull was refused: that broker lost this client's registration."""
 
     KIND: ClassVar[int] = HEARTBEAT_BROKER
@@ -276,7 +205,7 @@ class HeartbeatBroker(ChannelRecord):
 
 @record
 @dataclass(frozen=True, slots=True)
-class FetchRoute(ChannelRecord):
+class FetchRoute(TypedRecord):
     KIND: ClassVar[int] = FETCH_ROUTE
     topic: str
     producer: bool = False
@@ -348,11 +277,11 @@ class ChannelEnd:
         return cls(sock, key)
 
     # -- writing ------------------------------------------------------------------------------
-    def send_record(self, rec: ChannelRecord) -> None:
+    def send_record(self, rec: TypedRecord) -> None:
         """Queue one typed record and write what the kernel takes now."""
         self.send_many([(rec.KIND, rec.encode())])
 
-    def send_records(self, recs: Iterable[ChannelRecord]) -> None:
+    def send_records(self, recs: Iterable[TypedRecord]) -> None:
         """Queue typed records and write what the kernel takes now (one send)."""
         self.send_many([(r.KIND, r.encode()) for r in recs])
 

@@ -36,6 +36,7 @@ from actors.client.mq_client_instance import (
     TopicRouteTable,
 )
 from actors.client.topic_publish_info import TopicPublishInfo
+from actors.runtime.typed_record import TypedRecord
 from protocol.bodies import ConsumerData, TopicRouteData
 from protocol.codes import CLIENT_INNER_PRODUCER_GROUP, RequestCode
 from protocol.command import RemotingCommand
@@ -211,7 +212,7 @@ class InstanceHandle:
         producer.check_transaction_state(addr, cmd)
 
     # -- calls from the clients' threads --------------------------------------------------------
-    def control(self, rec: ch.ChannelRecord, wait: bool = False,
+    def control(self, rec: TypedRecord, wait: bool = False,
                 timeout_s: float = ACK_TIMEOUT_S) -> bool:  # fmt: skip
         """Send a registration record to the instance; with wait (a record with an op_id),
         block until it acknowledges."""

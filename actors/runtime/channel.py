@@ -65,6 +65,8 @@ from typing import Any, ClassVar, Final, Protocol
 
 import msgpack
 
+from actors.runtime.typed_record import ChannelError
+
 log = logging.getLogger(__name__)
 
 REQUEST: Final = 1
@@ -115,10 +117,6 @@ _SCRATCH_VIEW = memoryview(_SCRATCH)
 _FD_SPACE: Final = socket.CMSG_SPACE(16 * array("i").itemsize)  # descriptors per recvmsg
 
 ChannelAddr = str | tuple[str, int]  # a Unix socket path, or (host, port) for TCP
-
-
-class ChannelError(Exception):
-    """The peer wrote something that is not a channel record stream."""
 
 
 def recv_available(sock: socket.socket, max_bytes: int) -> tuple[bytes, bool, OSError | None]:

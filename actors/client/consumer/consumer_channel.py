@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from actors.client import client_channel as ch
+from actors.runtime.typed_record import TypedRecord
 from protocol.bodies import MessageQueue
 from protocol.headers import PullMessageRequestHeader
 
@@ -173,7 +174,7 @@ class QueueLock:
 
 @ch.record
 @dataclass(frozen=True, slots=True)
-class Pull(ch.ChannelRecord):
+class Pull(TypedRecord):
     """PullCommands for the pull actor, written to their brokers in this order."""
 
     KIND: ClassVar[int] = PULL
@@ -187,7 +188,7 @@ class Pull(ch.ChannelRecord):
         return cls(tuple(PullCommand.from_row(r) for r in row[0]))
 
 
-class GroupRecord(ch.ChannelRecord):
+class GroupRecord(TypedRecord):
     """A rebalance record: for one consumer group's core."""
 
     __slots__ = ()
@@ -280,7 +281,7 @@ class Relay(GroupRecord):
 
 @ch.record
 @dataclass(frozen=True, slots=True)
-class RelayAnswer(ch.ChannelRecord):
+class RelayAnswer(TypedRecord):
     """The answer to a Relay (None: none is owed)."""
 
     KIND: ClassVar[int] = RELAY_ANSWER

@@ -64,6 +64,7 @@ from actors.client.messages import (
 )
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.service_thread_actor import ServiceThreadActor
+from actors.runtime.typed_record import TypedRecord
 from protocol.bodies import (
     ConsumerData,
     LockBatchRequestBody,
@@ -325,7 +326,7 @@ class RebalanceServiceActor(ServiceThreadActor):
         ch_end = self.channel
         if ch_end is None:
             return
-        out: list[ch.ChannelRecord] = []
+        out: list[TypedRecord] = []
         if revokes:
             out.append(cc.Revoke(group, tuple(sorted(revokes))))
         if assigns:

@@ -8,6 +8,7 @@ import pytest
 
 from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
+from actors.runtime.typed_record import TypedRecord, pack
 from protocol.bodies import MessageQueue
 
 MQ1 = MessageQueue("T", "broker-a", 1)
@@ -15,7 +16,7 @@ MQ2 = MessageQueue("T", "broker-b", 0)
 CMD = cc.PullCommand(7, "127.0.0.1:10911", "g", "T", 1, 42, 32, 3, 40, 15_000, None, 0, "TAG",
                      30_000)  # fmt: skip
 
-SAMPLES: list[ch.ChannelRecord] = [
+SAMPLES: list[TypedRecord] = [
     ch.Hello("pull:client@1"),
     ch.Route("T", b'{"queueDatas":[]}', None),
     ch.Route("T", None, "no route"),
@@ -46,11 +47,11 @@ SAMPLES: list[ch.ChannelRecord] = [
 
 
 def test_every_kind_has_a_sample() -> None:
-    assert {type(r) for r in SAMPLES} == set(ch.RECORD_TYPES.values())
+    assert {type(r) for r in SAMPLES} == set(ch.CLIENT_RECORDS.types.values())
 
 
 @pytest.mark.parametrize("rec", SAMPLES, ids=lambda r: type(r).__name__)
-def test_a_record_round_trips_through_the_stream(rec: ch.ChannelRecord) -> None:
+def test_a_record_round_trips_through_the_stream(rec: TypedRecord) -> None:
     stream = ch.encode_record(rec.KIND, rec.encode())
     ((kind, payload),) = ch.RecordDecoder().feed(stream)
     assert ch.read_record(kind, payload) == rec
@@ -59,14 +60,14 @@ def test_a_record_round_trips_through_the_stream(rec: ch.ChannelRecord) -> None:
 @pytest.mark.parametrize(
     ("kind", "payload"),
     [
-        (200, ch.pack(["x"])),  # no such kind
+        (200, pack(["x"])),  # no such kind
         (cc.PULL_RESULT, b"\x00" * 40),  # raw, never a typed record
-        (ch.ACK, ch.pack([1, True])),  # a field short
-        (ch.ACK, ch.pack({"op_id": 1})),  # not a row
+        (ch.ACK, pack([1, True])),  # a field short
+        (ch.ACK, pack({"op_id": 1})),  # not a row
         (ch.HELLO, b"\xc1"),  # not msgpack
-        (cc.ASSIGN, ch.pack(["g", [["T", "b", "x", 0, 0]]])),  # queue id not a number
-        (cc.PULL, ch.pack([[[1, 2, 3]]])),  # a command of 3 fields
-        (cc.REVOKE, ch.pack(["g", "not rows"])),
+        (cc.ASSIGN, pack(["g", [["T", "b", "x", 0, 0]]])),  # queue id not a number
+        (cc.PULL, pack([[[1, 2, 3]]])),  # a command of 3 fields
+        (cc.REVOKE, pack(["g", "not rows"])),
     ],
 )
 def test_what_is_not_a_record_is_a_channel_error(kind: int, payload: bytes) -> None:
