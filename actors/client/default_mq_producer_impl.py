@@ -24,7 +24,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from actors.client import validators
 from actors.client.errors import (
@@ -35,21 +35,23 @@ from actors.client.errors import (
 )
 from actors.client.latency_fault_tolerance import MQFaultStrategy
 from actors.client.message_queue_selector import MessageQueueSelector
-from actors.client.mq_client_api import MQClientAPI, process_send_response
+from actors.client.mq_client_api import (
+    MQClientAPI,
+    SendRequest,
+    process_send_response,
+    send_message_command,
+    send_message_frame,
+)
 from actors.client.records import Message, MessageQueue, SendResult
 from actors.client.send_retry import SendRetry
 from actors.client.topic_publish_info import TopicPublishInfo
 from protocol import message as wire
 from protocol.codes import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    CURRENT_VERSION,
     RETRY_GROUP_TOPIC_PREFIX,
-    LanguageCode,
     RequestCode,
     ResponseCode,
-    SerializeType,
 )
-from protocol.command import RemotingCommand, next_opaque
+from protocol.command import RemotingCommand
 from protocol.message_batch import encode_batch_raw
 from protocol.message_client_id_setter import create_uniq_id
 from protocol.record import properties_to_string
@@ -59,7 +61,6 @@ _PREFIX = struct.Struct(">ii")  # total length, header length (serialize type JS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC_QUEUE_NUMS: Final = "4"
 SendCallback = Callable[[SendResult | None, MQClientError | None], None]
 
 
@@ -91,26 +92,6 @@ class PublishRoutes(Protocol):
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:
         """The master address of broker_name."""
         ...
-
-class SendRequest:
-    """One message (or batch) made ready to send: properties, body, sysFlag, UNIQ_KEY."""
-
-    __slots__ = ("batch", "body", "code", "max_reconsume", "msg_id", "properties",
-                 "reconsume_times", "sys_flag", "topic")
-
-    def __init__(self, topic: str, body: bytes, properties: str, sys_flag: int, msg_id: str,
-                 *, batch: bool = False, code: int = RequestCode.SEND_MESSAGE_V2,
-                 reconsume_times: int = 0, max_reconsume: int | None = None) -> None:
-        self.topic = topic
-        self.body = body
-        self.properties = properties
-        self.sys_flag = sys_flag
-        self.msg_id = msg_id
-        self.batch = batch
-        self.code = code
-        self.reconsume_times = reconsume_times
-        self.max_reconsume = max_reconsume
-
 
 def plain_properties(msg_id: str, msg: Message) -> str:
     """The properties string of a message without user properties: UNIQ_KEY, WAIT, and its
@@ -147,7 +128,6 @@ class DefaultMQProducerImpl:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.fault = MQFaultStrategy(latency_fault_tolerance)
-        self._group_json = _js(group)
 
     # -- building requests ----------------------------------------------------------------------
     def prepare(self, msg: Message, *, extra: dict[str, str] | None = None) -> SendRequest:
@@ -216,36 +196,7 @@ class DefaultMQProducerImpl:
                            code=RequestCode.SEND_BATCH_MESSAGE)
 
     def _frame(self, req: SendRequest, mq: MessageQueue, flag: int) -> tuple[int, bytes]:
-        """(opaque, encoded frame) of the send request; JSON headers written directly."""
-        if self.serialize_type != SerializeType.JSON:
-            cmd = self._command(req, mq, flag)
-            return cmd.opaque, cmd.encode()
-        opaque = next_opaque()
-        mr = "" if req.max_reconsume is None else f'"l":"{req.max_reconsume:d}",'
-        header = (
-            f'{{"code":{req.code:d},"extFields":{{"a":{self._group_json},"b":{_js(req.topic)},'
-            f'"c":"TBW102","d":"4","e":"{mq.queue_id:d}","f":"{req.sys_flag:d}",'
-            f'"g":"{now_ms():d}","h":"{flag:d}","i":{_js(req.properties)},'
-            f'"j":"{req.reconsume_times:d}","k":"false",{mr}'
-            f'"m":"{"true" if req.batch else "false"}","n":{_js(mq.broker_name)}}},'
-            f'"flag":0,"language":"PYTHON","opaque":{opaque:d},'
-            f'"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION:d}}}'
-        ).encode()
-        body = req.body
-        return opaque, b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)),
-                                 header, body))
-
-    def _command(self, req: SendRequest, mq: MessageQueue, flag: int) -> RemotingCommand:
-        ext = {"a": self.group, "b": req.topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC,
-               "d": DEFAULT_TOPIC_QUEUE_NUMS, "e": str(mq.queue_id), "f": str(req.sys_flag),
-               "g": str(now_ms()), "h": str(flag), "i": req.properties,
-               "j": str(req.reconsume_times), "k": "false",
-               "m": "true" if req.batch else "false", "n": mq.broker_name}
-        if req.max_reconsume is not None:
-            ext["l"] = str(req.max_reconsume)
-        cmd = RemotingCommand.request(req.code, ext, req.body, serialize_type=self.serialize_type)
-        cmd.language = LanguageCode.PYTHON
-        return cmd
+        return send_message_frame(self.group, req, mq, flag, self.serialize_type)
 
     def _broker_addr(self, mq: MessageQueue) -> str:
         addr = self.handle.find_broker_address_in_publish(mq.broker_name)
@@ -377,7 +328,7 @@ class DefaultMQProducerImpl:
         """One attempt, nothing awaited (a write failure raises)."""
         if queue is None:
             queue = self._select(self.handle.publish_info(req.topic), None)
-        cmd = self._command(req, queue, flag)
+        cmd = send_message_command(self.group, req, queue, flag, self.serialize_type)
         self.remoting.invoke_oneway(self._broker_addr(queue), cmd)
 
     # -- queues -------------------------------------------------------------------------------

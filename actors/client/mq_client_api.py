@@ -11,12 +11,16 @@ actor may use). Name-server calls try every configured name server in turn
 from __future__ import annotations
 
 import itertools
+import json.encoder
 import logging
+import struct
+import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from actors.client.client_config import ClientConfig
 from actors.client.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
+from actors.client.mq_client_instance import DEFAULT_TOPIC_QUEUE_NUMS
 from actors.client.records import MessageExt, PullResult, PullStatus, SendResult, SendStatus
 from actors.client.remoting_client import RemotingClient
 from protocol.bodies import (
@@ -27,11 +31,21 @@ from protocol.bodies import (
     MessageQueue,
     TopicRouteData,
 )
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
+from protocol.codes import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    CURRENT_VERSION,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
+from protocol.command import RemotingCommand, next_opaque
 from protocol.headers import EndTransactionRequestHeader, PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
+
+_js = json.encoder.encode_basestring_ascii  # a JSON string literal (C when available)
+_PREFIX = struct.Struct(">ii")  # total length, header length (serialize type JSON = 0)
 
 T = TypeVar("T")
 ResultCallback = Callable[[Any, MQClientError | None], None]
@@ -66,6 +80,73 @@ def _expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
     if resp.code != ResponseCode.SUCCESS:
         raise MQBrokerError(resp.code, resp.remark, addr)
     return resp
+
+
+class SendRequest:
+    """One message (or batch) made ready to send: properties, body, sysFlag, UNIQ_KEY."""
+
+    __slots__ = ("batch", "body", "code", "max_reconsume", "msg_id", "properties",
+                 "reconsume_times", "sys_flag", "topic")
+
+    def __init__(self, topic: str, body: bytes, properties: str, sys_flag: int, msg_id: str,
+                 *, batch: bool = False, code: int = RequestCode.SEND_MESSAGE_V2,
+                 reconsume_times: int = 0, max_reconsume: int | None = None) -> None:
+        self.topic = topic
+        self.body = body
+        self.properties = properties
+        self.sys_flag = sys_flag
+        self.msg_id = msg_id
+        self.batch = batch
+        self.code = code
+        self.reconsume_times = reconsume_times
+        self.max_reconsume = max_reconsume
+
+
+def _send_ext(group: str, req: SendRequest, mq: MessageQueue, flag: int) -> dict[str, str]:
+    """SendMessageRequestHeaderV2's one-letter fields (a..n) of req to mq."""
+    ext = {"a": group, "b": req.topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC,
+           "d": str(DEFAULT_TOPIC_QUEUE_NUMS), "e": str(mq.queue_id), "f": str(req.sys_flag),
+           "g": str(time.time_ns() // 1_000_000), "h": str(flag), "i": req.properties,
+           "j": str(req.reconsume_times), "k": "false",
+           "m": "true" if req.batch else "false", "n": mq.broker_name}
+    if req.max_reconsume is not None:
+        ext["l"] = str(req.max_reconsume)
+    return ext
+
+
+def send_message_command(group: str, req: SendRequest, mq: MessageQueue, flag: int = 0,
+                         serialize_type: int = SerializeType.JSON) -> RemotingCommand:
+    """sendMessage's request: SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (req.code) with the V2
+    header, as every producer of ours sends it (the clients, the admin tools, the Spark
+    sink)."""
+    cmd = RemotingCommand.request(req.code, _send_ext(group, req, mq, flag), req.body,
+                                  serialize_type=serialize_type)  # fmt: skip
+    cmd.language = LanguageCode.PYTHON
+    return cmd
+
+
+def send_message_frame(group: str, req: SendRequest, mq: MessageQueue, flag: int = 0,
+                       serialize_type: int = SerializeType.JSON) -> tuple[int, bytes]:
+    """(opaque, encoded frame) of send_message_command's request; a JSON header is written
+    directly (the same bytes, without building the command)."""
+    if serialize_type != SerializeType.JSON:
+        cmd = send_message_command(group, req, mq, flag, serialize_type)
+        return cmd.opaque, cmd.encode()
+    opaque = next_opaque()
+    mr = "" if req.max_reconsume is None else f'"l":"{req.max_reconsume:d}",'
+    header = (
+        f'{{"code":{req.code:d},"extFields":{{"a":{_js(group)},"b":{_js(req.topic)},'
+        f'"c":"{AUTO_CREATE_TOPIC_KEY_TOPIC}","d":"{DEFAULT_TOPIC_QUEUE_NUMS:d}",'
+        f'"e":"{mq.queue_id:d}","f":"{req.sys_flag:d}",'
+        f'"g":"{time.time_ns() // 1_000_000:d}","h":"{flag:d}","i":{_js(req.properties)},'
+        f'"j":"{req.reconsume_times:d}","k":"false",{mr}'
+        f'"m":"{"true" if req.batch else "false"}","n":{_js(mq.broker_name)}}},'
+        f'"flag":0,"language":"PYTHON","opaque":{opaque:d},'
+        f'"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION:d}}}'
+    ).encode()
+    body = req.body
+    return opaque, b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)),
+                             header, body))
 
 
 def process_send_response(broker_name: str, topic: str, msg_id: str, resp: RemotingCommand,

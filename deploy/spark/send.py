@@ -16,7 +16,8 @@ send_all returns only when every send is acknowledged, so a task commits only wh
 stored. The producer's pure pieces are the client's (actors.client): the route as
 TopicPublishInfo (TBW102's capped by default_route_for), the queue choice, Java's
 SelectMessageQueueByHash (hash_index), the retry policy (SendRetry: the same attempts, call
-timeout and retry codes as Producer.send) and the answer's parse (process_send_response); this
+timeout and retry codes as Producer.send), the request (send_message_frame: the V2 header every
+producer of ours writes) and the answer's parse (process_send_response); this
 module keeps the window, the batching and the order per sharding key. It is not a general
 producer.
 """
@@ -32,7 +33,11 @@ from typing import Final
 
 from actors.client.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from actors.client.message_queue_selector import hash_index
-from actors.client.mq_client_api import process_send_response
+from actors.client.mq_client_api import (
+    SendRequest,
+    process_send_response,
+    send_message_frame,
+)
 from actors.client.mq_client_instance import default_route_for
 from actors.client.records import MessageQueue
 from actors.client.send_retry import SendRetry
@@ -42,14 +47,13 @@ from protocol.bodies import TopicRouteData
 from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
-from protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeader
+from protocol.headers import GetRouteInfoRequestHeader
 from protocol.message import COMPRESS_BODY_OVER, COMPRESSED_ZLIB_SYSFLAG, compress_body
 from protocol.message_batch import BatchItem, encode_batch
 from protocol.record import properties_to_string
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC_QUEUE_NUMS: Final = 4  # DefaultMQProducer.defaultTopicQueueNums
 MAX_BATCH_BYTES: Final = 1024 * 1024  # well under maxMessageSize (4 MiB)
 
 
@@ -235,40 +239,33 @@ class TaskSender:
             self._give_up(unit)
             return
         addr = route.masters.get(mq.broker_name)
-        cmd = self._command(unit, mq.broker_name, mq.queue_id)
+        opaque, frame = send_message_frame(self.group, self._request(unit), mq)
         try:
             if addr is None:
                 raise OSError(f"broker {mq.broker_name} has no master")
             client = self.clients.get(addr)
             if client is None:
                 client = self.clients[addr] = BlockingClient(addr)
-            client.send(cmd)
+            client.send_raw(frame)
         except (OSError, ProtocolError) as exc:
             self._failed(unit, RemotingConnectError(addr or mq.broker_name, str(exc)))
             return
-        self.inflight.append((cmd.opaque, addr, mq, unit))
+        self.inflight.append((opaque, addr, mq, unit))
         self.stats.requests += 1
 
-    def _command(self, unit: _Unit, broker: str, qid: int) -> RemotingCommand:
+    def _request(self, unit: _Unit) -> SendRequest:
+        """The unit as the client's SendRequest: a batch (its items' properties inside, the
+        header's WAIT as Java's MessageBatch carries it), or one message (zlib'd over 4 KiB)."""
         msgs = unit.messages
-        batch = len(msgs) > 1
-        sys_flag = 0
-        if batch:
+        if len(msgs) > 1:
             body = encode_batch(BatchItem(0, m.body, m.properties) for m in msgs)
-            props = "WAIT\x01true\x02"
-        else:
-            body = msgs[0].body
-            props = properties_to_string(msgs[0].properties)
-            if len(body) > COMPRESS_BODY_OVER:
-                body, sys_flag = compress_body(body), COMPRESSED_ZLIB_SYSFLAG
-        header = SendMessageRequestHeader(
-            producer_group=self.group, topic=unit.topic,
-            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=qid, sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000), flag=0, properties=props,
-            reconsume_times=0, unit_mode=False, batch=batch, bname=broker)  # fmt: skip
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, header.to_ext_v2(), body)
+            return SendRequest(unit.topic, body, "WAIT\x01true\x02", 0, "", batch=True,
+                               code=RequestCode.SEND_BATCH_MESSAGE)  # fmt: skip
+        body, sys_flag = msgs[0].body, 0
+        if len(body) > COMPRESS_BODY_OVER:
+            body, sys_flag = compress_body(body), COMPRESSED_ZLIB_SYSFLAG
+        return SendRequest(unit.topic, body, properties_to_string(msgs[0].properties),
+                           sys_flag, "")  # fmt: skip
 
     def _await_oldest(self) -> None:
         opaque, addr, mq, unit = self.inflight.popleft()
