@@ -171,8 +171,12 @@ def process_send_response(broker_name: str, topic: str, msg_id: str, resp: Remot
         ext.get("TRACE_ON") != "false")
 
 
-def process_pull_response(resp: RemotingCommand, addr: str) -> PullResult:
-    """A pull's response as a PullResult (messages left encoded in body)."""
+def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
+                          ) -> PullResult:  # fmt: skip
+    """processPullResponse: a pull's response as a PullResult (messages left encoded in
+    body; body=False leaves the body out, for a reader that takes the records from the
+    frame where it lies). MQBrokerError for a code that is no pull status, or a header
+    without its offsets."""
     status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(resp.code, resp.remark, addr)
@@ -182,7 +186,7 @@ def process_pull_response(resp: RemotingCommand, addr: str) -> PullResult:
         _int_field(resp, "minOffset", addr),
         _int_field(resp, "maxOffset", addr),
         _int_field(resp, "suggestWhichBrokerId", addr),
-        bytes(resp.body) if status is PullStatus.FOUND else b"",
+        bytes(resp.body) if body and status is PullStatus.FOUND else b"",
     )
 
 

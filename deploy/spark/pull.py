@@ -9,8 +9,9 @@ IN_FLIGHT offsets (4 to 64 windows) are in flight on the one connection, and a w
 broker answered only in part (its byte cap) or skipped into (filtered messages) is continued
 from nextBeginOffset before the next is read, so rows come out in queue-offset order. The
 requests are pre-encoded and the answers read in place (deploy.spark.pull_connection); a batch
-is built from the answers' bytes where they were received. Runs on executors: no actor
-system, no bridge.
+is built from the answers' bytes where they were received; each answer's status and offsets
+are read by the client's processPullResponse (actors.client.mq_client_api, without copying
+the body). Runs on executors: no actor system, no bridge.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from actors.client.errors import MQBrokerError
+from actors.client.mq_client_api import process_pull_response
+from actors.client.records import PullResult, PullStatus
 from deploy.spark.bridge_client import DataLossError, RocketMQSourceError
 from deploy.spark.decoder import BatchBuilder, Gathered
 from deploy.spark.pull_connection import Answer, PullConnection, PullRequestTemplate
 from deploy.wire import parse_addr
 from protocol.codes import PullSysFlag, ResponseCode
-from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 from protocol.headers import PullMessageRequestHeader
 
@@ -120,22 +123,24 @@ def _batches(r: PullRange, conn: PullConnection, builder: BatchBuilder) -> Itera
             (q,) = _send(conn, r, [(offset, wend - offset)])
             inflight.appendleft((q, offset, wend, attempt + 1))
             continue
-        nxt = int((resp.ext_fields or {}).get("nextBeginOffset", offset))
+        try:
+            head = process_pull_response(resp, r.addr, body=False)
+        except MQBrokerError as exc:
+            raise RocketMQSourceError(f"pulling {_where(r, offset)} from {r.addr}: code "
+                                      f"{code} {exc.message}") from None  # fmt: skip
+        nxt = head.next_begin_offset
         before = done
-        if code == ResponseCode.SUCCESS:
+        if head.status is PullStatus.FOUND:
             done = gathered.gather(conn.view, got.lo, got.hi, done, r.end)
             done = max(done, min(nxt, r.end))
             if len(gathered) >= ROWS_PER_BATCH:
                 yield builder.build(gathered, conn.data)
                 gathered = Gathered()
                 conn.settle()
-        elif code == ResponseCode.PULL_RETRY_IMMEDIATELY:  # nothing matched up to nxt
+        elif head.status is PullStatus.NO_MATCHED_MSG:  # nothing matched up to nxt
             done = max(done, min(nxt, r.end))
-        elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED):
-            done = max(done, _lost(r, resp, offset))
-        else:
-            raise RocketMQSourceError(f"pulling {_where(r, offset)} from {r.addr}: code "
-                                      f"{code} {resp.remark or ''}")  # fmt: skip
+        else:  # NO_NEW_MSG, OFFSET_ILLEGAL: the range's offsets are not there
+            done = max(done, _lost(r, head, offset))
         if done < wend:  # the rest of this window first (byte cap, filtered messages)
             if done == before and offset >= before:
                 raise RocketMQSourceError(f"pulling {_where(r, offset)} from {r.addr} "
@@ -165,11 +170,10 @@ def _answer(conn: PullConnection, r: PullRange, opaque: int, offset: int, timeou
                                   f"{exc}") from None  # fmt: skip
 
 
-def _lost(r: PullRange, resp: RemotingCommand, offset: int) -> int:
+def _lost(r: PullRange, head: PullResult, offset: int) -> int:
     """A pull found its offset gone (below min) or past the queue's end: data loss. Raises,
     or with failOnDataLoss=false logs and returns the offset to go on from."""
-    ext = resp.ext_fields or {}
-    lo, hi = int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0))
+    lo, hi = head.min_offset, head.max_offset
     if offset < lo:
         what = f"offsets [{offset}, {min(lo, r.end)}) were removed (retention)"
         resume = min(lo, r.end)
