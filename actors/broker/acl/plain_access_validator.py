@@ -1,0 +1,93 @@
+"""What one request touches, for the ACL check: PlainAccessValidator.parse.
+
+Mirrors acl/plain/PlainAccessValidator.java, RocketMQ 4.9.x. From a request's code, ext
+fields, body and remote address: the AccessKey, Signature and SecurityToken it carries, the
+resources it needs (a send: its topic's PUB, or its group's SUB when it sends to a %RETRY%
+topic; a pull: the topic's and the group's SUB; a heartbeat: every consumer group's and
+subscribed topic's SUB; ...), and the content its signature covers. Codes not listed touch no
+resource (an admin code then needs only the admin flag). A header field that is missing or is
+not a number where Java reads one names no resource (Java's header decode logs it and leaves
+the field null); a heartbeat body that does not parse is refused (AclError), as in Java.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from actors.broker.acl.plain_permission_manager import PUB, SUB, AccessRequest, is_retry_topic
+from actors.broker.acl.remote_address_strategy import AclError
+from protocol.acl import (
+    ACCESS_KEY,
+    SECURITY_TOKEN,
+    SIGNATURE,
+    UNIQUE_MSG_QUERY_FLAG,
+    combine_request_content,
+)
+from protocol.bodies import HeartbeatData
+from protocol.codes import RequestCode as RC
+from protocol.codes import retry_topic
+from protocol.errors import ProtocolError
+
+_NOT_SIGNED = frozenset((SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
+
+
+def _group_topic(group: str | None) -> str | None:
+    return None if group is None else retry_topic(group)
+
+
+def host_of(remote_addr: str | None) -> str | None:
+    """The white-list form of a remote address: what is before its last ':' (the port)."""
+    if remote_addr is not None and ":" in remote_addr:
+        return remote_addr[: remote_addr.rfind(":")]
+    return remote_addr
+
+
+def parse(code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
+          remote_addr: str | None) -> AccessRequest:
+    """PlainAccessValidator.parse."""
+    req = AccessRequest(host_of(remote_addr), code)
+    if ext is None:
+        return req  # nothing signed: only a white address can let it through
+    req.access_key = ext.get(ACCESS_KEY)
+    req.signature = ext.get(SIGNATURE)
+    req.secret_token = ext.get(SECURITY_TOKEN)
+    try:
+        _resources(req, code, ext, body)
+    except (ProtocolError, ValueError, TypeError) as exc:
+        raise AclError(str(exc)) from exc
+    req.content = combine_request_content(ext, body, _NOT_SIGNED)
+    return req
+
+
+def _resources(req: AccessRequest, code: int, ext: Mapping[str, str],
+               body: bytes | memoryview | None) -> None:  # fmt: skip
+    if code == RC.SEND_MESSAGE:
+        topic = ext.get("topic")
+        if is_retry_topic(topic):
+            req.need(_group_topic(ext.get("group")), SUB)  # as Java reads it (V1 has none)
+        else:
+            req.need(topic, PUB)
+    elif code == RC.SEND_MESSAGE_V2:
+        topic = ext.get("b")
+        if is_retry_topic(topic):
+            req.need(_group_topic(ext.get("a")), SUB)
+        else:
+            req.need(topic, PUB)
+    elif code == RC.CONSUMER_SEND_MSG_BACK:
+        req.need(_group_topic(ext.get("group")), SUB)
+    elif code == RC.PULL_MESSAGE:
+        req.need(ext.get("topic"), SUB)
+        req.need(_group_topic(ext.get("consumerGroup")), SUB)
+    elif code == RC.QUERY_MESSAGE:
+        req.need(ext.get("topic"), SUB)
+    elif code == RC.HEART_BEAT:
+        hb = HeartbeatData.from_json(bytes(body or b""))
+        for data in hb.consumer_data_set:
+            req.need(_group_topic(data.group_name), SUB)
+            for sub in data.subscription_data_set:
+                req.need(sub.topic, SUB)
+    elif code in (RC.UNREGISTER_CLIENT, RC.GET_CONSUMER_LIST_BY_GROUP):
+        req.need(_group_topic(ext.get("consumerGroup")), SUB)
+    elif code == RC.UPDATE_CONSUMER_OFFSET:
+        req.need(_group_topic(ext.get("consumerGroup")), SUB)
+        req.need(ext.get("topic"), SUB)

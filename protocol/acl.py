@@ -1,0 +1,55 @@
+"""The signature of an ACL-signed request: what a client adds and a broker checks.
+
+Mirrors acl/common/AclClientRPCHook.java, AclUtils.combineRequestContent and AclSigner,
+RocketMQ 4.9.x. A signing client puts its AccessKey (and a SecurityToken when it has one) into
+the request's extFields, then signs: the values of every ext field but Signature, in the order
+of their names (Java's TreeMap: UTF-16 order, the same as Python's for these names), joined
+into one UTF-8 string, followed by the body; HMAC-SHA1 with the secret key, Base64. The
+Signature field carries the result. The broker rebuilds the same bytes from what arrived
+(leaving out Signature and the query-by-unique-key flag) and compares.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from typing import Final
+
+ACCESS_KEY: Final = "AccessKey"  # SessionCredentials.ACCESS_KEY
+SECRET_KEY: Final = "SecretKey"
+SIGNATURE: Final = "Signature"
+SECURITY_TOKEN: Final = "SecurityToken"
+UNIQUE_MSG_QUERY_FLAG: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
+
+
+def combine_request_content(ext: Mapping[str, str], body: bytes | memoryview | None,
+                            skip: frozenset[str] = frozenset((SIGNATURE,))) -> bytes:
+    """combineRequestContent: the values of ext's fields by name (those in `skip` left out),
+    then the body."""
+    text = "".join(ext[k] for k in sorted(ext) if k not in skip)
+    data = text.encode("utf-8")
+    return data + bytes(body) if body else data
+
+
+def cal_signature(data: bytes, secret_key: str) -> str:
+    """AclSigner.calSignature: Base64 of HMAC-SHA1(secret_key, data)."""
+    mac = hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1).digest()
+    return base64.b64encode(mac).decode("ascii")
+
+
+def sign_ext(ext: dict[str, str], body: bytes | memoryview | None, access_key: str,
+             secret_key: str, security_token: str | None = None) -> None:
+    """AclClientRPCHook.doBeforeRequest on a request's ext fields (changed in place: they are
+    the request's own, about to be encoded): AccessKey, SecurityToken, then Signature."""
+    ext[ACCESS_KEY] = access_key
+    if security_token is not None:
+        ext[SECURITY_TOKEN] = security_token
+    ext.pop(SIGNATURE, None)
+    ext[SIGNATURE] = cal_signature(combine_request_content(ext, body), secret_key)
+
+
+def signatures_equal(a: str, b: str | None) -> bool:
+    """Compare a computed signature with the one received, in constant time."""
+    return b is not None and hmac.compare_digest(a.encode("ascii"), b.encode("utf-8", "replace"))
