@@ -151,6 +151,24 @@ def check_store_paths(store_config: StoreConfig) -> None:
                                                   "(storePathCommitLog)")  # fmt: skip
 
 
+def check_acl(broker_config: BrokerConfig) -> None:
+    """With aclEnable, the ACL files load (StartError naming the file and the fault)."""
+    if not broker_config.aclEnable:
+        return
+    from actors.broker.acl.plain_permission_manager import PlainPermissionManager, acl_files
+    from actors.broker.acl.remote_address_strategy import AclError
+
+    home = broker_config.acl_home
+    if not acl_files(home):
+        conf = os.path.join(home, "conf")
+        raise StartError(f"aclEnable: no ACL file: {os.path.join(conf, 'plain_acl.yml')} does "
+                         f"not exist (nor any *.yml under {os.path.join(conf, 'acl')})")
+    try:
+        PlainPermissionManager(home).load()
+    except AclError as exc:
+        raise StartError(f"aclEnable: {exc}") from None
+
+
 def start_system(
     data_dir: str,
     *,
@@ -260,6 +278,7 @@ def start_broker(
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     check_store_paths(store_config)
+    check_acl(broker_config)
     name = broker_config.brokerName
     if broker_config.brokerId:  # a slave shares its master's brokerName
         name = f"{name}-{broker_config.brokerId}"

@@ -56,7 +56,10 @@ class BrokerConfig:
     traceOn: bool = True
     storeReplyMessageEnable: bool = True  # a reply message is also stored in its reply topic
     configBlackList: str = "configBlackList;brokerConfigPath"  # names UPDATE_BROKER_CONFIG refuses
-    aclEnable: bool = False  # not built: true is refused at start (no silent open broker)
+    # every client request checked against plain_acl.yml's accounts (actors.broker.acl), read
+    # from rocketmqHome's conf/ (Java: -Drocketmq.home.dir or $ROCKETMQ_HOME)
+    aclEnable: bool = False
+    rocketmqHome: str = ""  # "" = $ROCKETMQ_HOME
     enableDLegerCommitLog: bool = False  # DLedger mode is not built: true is refused at start
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
@@ -91,6 +94,11 @@ class BrokerConfig:
     # the -c file; "" = <storePathRootDir>/config/broker.properties); in configBlackList
     brokerConfigPath: str = ""
 
+    @property
+    def acl_home(self) -> str:
+        """Where the ACL files are read from (rocketmqHome, else $ROCKETMQ_HOME; "" = none)."""
+        return self.rocketmqHome or os.environ.get("ROCKETMQ_HOME", "")
+
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         """Build from a properties dict: typed conversion, unknown keys ignored, then the
@@ -118,9 +126,9 @@ class BrokerConfig:
     def validated(self) -> BrokerConfig:
         """The rules on the whole config (BrokerStartup's): what actormq does not do is
         refused, a SLAVE needs brokerId > 0 and a master's brokerId is 0; ValueError names it."""
-        if self.aclEnable:
-            raise ValueError("aclEnable: ACL (plain_acl.yml, signed requests) is not supported by"
-                             " actormq; remove aclEnable=true rather than run an open broker")
+        if self.aclEnable and not self.acl_home:
+            raise ValueError("aclEnable: set rocketmqHome (or ROCKETMQ_HOME) to the directory "
+                             "whose conf/plain_acl.yml holds the accounts")
         if self.enableDLegerCommitLog:
             raise ValueError("enableDLegerCommitLog: DLedger mode is not supported by actormq; "
                              "use brokerRole ASYNC_MASTER / SYNC_MASTER / SLAVE")

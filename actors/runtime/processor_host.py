@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
 
 from actors.core import ClientResponseCore, FastPathCore, ProcessorCore, Request
 from actors.runtime.channel import (
@@ -156,6 +156,9 @@ class ProcessorHost:
         self.on_response = (
             core.on_client_response if isinstance(core, ClientResponseCore) else None
         )
+        # the broker's RPC hook (BrokerController.initialAcl): checks every client request
+        # before the core sees it; None = no ACL. With one, requests skip the fast path.
+        self.access: AccessCheck | None = None
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -184,7 +187,8 @@ class ProcessorHost:
         mono_ns = time.monotonic_ns()
         now_ms = time.time_ns() // 1_000_000
         oldest_ok_ns = mono_ns - self.max_wait_ns
-        fast = self.fast
+        access = self.access
+        fast = self.fast if access is None else None
         stats = self.stats
         if stats is not None:
             self._publish_queue(stats, records, n, mono_ns, now_ms)
@@ -225,6 +229,12 @@ class ProcessorHost:
                             log.exception("group=%s client response handler failed", self.group)
                     continue
                 oneway = flag & RPC_ONEWAY
+                if access is not None and conn_id >= 0:  # a link's requests are our own
+                    refused = access.check(cmd.code, cmd.ext_fields, cmd.body, peer, now_ms)
+                    if refused is not None:
+                        if not oneway:
+                            reply(ch, conn_id, cmd.make_response(SYSTEM_ERROR, refused).encode())
+                        continue
                 if recv_ns < oldest_ok_ns and (self.shed is None or cmd.code in self.shed):
                     self.busy += 1
                     if not oneway:
@@ -293,6 +303,15 @@ class ProcessorHost:
             stats.set_pair(self.stats_queue_off, n, wait_ms)
         if self.stats_lock_off is not None:
             stats.set(self.stats_lock_off, now_ms)
+
+
+class AccessCheck(Protocol):
+    """The RPC hook a broker runs before a request reaches its processor (ACL)."""
+
+    def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
+              peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
+        """None when the request may go on, else the remark of its SYSTEM_ERROR answer."""
+        ...
 
 
 def _short(exc: BaseException) -> str:

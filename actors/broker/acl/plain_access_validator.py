@@ -12,9 +12,17 @@ the field null); a heartbeat body that does not parse is refused (AclError), as 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
-from actors.broker.acl.plain_permission_manager import PUB, SUB, AccessRequest, is_retry_topic
+from actors.broker.acl.plain_permission_manager import (
+    DEFAULT_ACL_FILE,
+    PUB,
+    SUB,
+    AccessRequest,
+    PlainPermissionManager,
+    is_retry_topic,
+)
 from actors.broker.acl.remote_address_strategy import AclError
 from protocol.acl import (
     ACCESS_KEY,
@@ -27,6 +35,8 @@ from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode as RC
 from protocol.codes import retry_topic
 from protocol.errors import ProtocolError
+
+log = logging.getLogger(__name__)
 
 _NOT_SIGNED = frozenset((SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
 
@@ -91,3 +101,34 @@ def _resources(req: AccessRequest, code: int, ext: Mapping[str, str],
     elif code == RC.UPDATE_CONSUMER_OFFSET:
         req.need(_group_topic(ext.get("consumerGroup")), SUB)
         req.need(ext.get("topic"), SUB)
+
+
+RELOAD_CHECK_MS = 500  # AclFileWatchService looks at the files this often
+
+
+class PlainAccessValidator:
+    """The broker's RPC hook for one processor: parse then validate each client request,
+    the ACL files looked at again every RELOAD_CHECK_MS (a changed file is reloaded)."""
+
+    def __init__(self, home: str, acl_file: str = DEFAULT_ACL_FILE) -> None:
+        self.manager = PlainPermissionManager(home, acl_file)
+        try:
+            self.manager.load()
+        except AclError as exc:  # checked at start: broken since; closed until mended
+            log.error("ACL files do not load (%s): only white addresses are let in until they "
+                      "are mended", exc)  # fmt: skip
+            self.manager.loaded = ()  # the next look finds them changed and tries again
+        self.next_check_ms = 0
+
+    def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
+              peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
+        """None when the request may go on, else the remark of its SYSTEM_ERROR answer."""
+        if now_ms >= self.next_check_ms:
+            self.next_check_ms = now_ms + RELOAD_CHECK_MS
+            self.manager.reload_if_changed()
+        addr = None if peer is None else f"{peer[0]}:{peer[1]}"
+        try:
+            self.manager.validate(parse(code, ext, body, addr))
+        except AclError as exc:
+            return exc.remark()
+        return None

@@ -1,0 +1,157 @@
+"""A broker with aclEnable=true (issue #23 part 1), started as a user starts it (`actormq up -c`),
+checked with the real Java 4.9.8 producer signing through AclClientRPCHook and with raw signed
+requests: good keys pass; a wrong secret, a missing key, an unsigned request and a tampered
+body are refused with SYSTEM_ERROR and RocketMQ's messages; a SUB-only account cannot send;
+an admin code needs an admin account; a white-listed address needs no signature; an edit of
+plain_acl.yml takes effect while the broker runs; a bad file refuses the start (exit 2)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deploy import launch
+from deploy.wire import BlockingClient
+from protocol.acl import sign_ext
+from protocol.command import RemotingCommand
+from tests.integration.e2e_helpers import (
+    SMALL_STORE,
+    create_topic_cmd,
+    msg_props,
+    send_cmd,
+    start_up_process,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+CLIENTS = Path(__file__).resolve().parent.parent / "clients"
+TOPIC = "AclT"
+ACL = """\
+globalWhiteRemoteAddresses:
+  - 10.10.103.*
+
+accounts:
+  - accessKey: adminKey1
+    secretKey: adminSecret1
+    admin: true
+
+  - accessKey: subscriber1
+    secretKey: subSecret1
+    admin: false
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+"""
+
+
+def _signed(cmd: RemotingCommand, ak: str, sk: str) -> RemotingCommand:
+    ext = dict(cmd.ext_fields or {})
+    sign_ext(ext, cmd.body, ak, sk)
+    cmd.ext_fields = ext
+    return cmd
+
+
+@pytest.fixture
+def acl_up(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(ACL)
+    run, ns, port, _data = start_up_process(tmp_path, aclEnable="true", rocketmqHome=str(home))
+    try:
+        yield ns, port, home
+    finally:
+        run.stop()
+
+
+def _call(port: int, cmd: RemotingCommand) -> RemotingCommand:
+    with BlockingClient(("127.0.0.1", port)) as c:
+        return c.invoke(cmd, 10.0)
+
+
+def test_raw_requests_are_checked_as_rocketmq_checks_them(acl_up: tuple[int, int, Path]) -> None:
+    _ns, port, home = acl_up
+    r = _call(port, create_topic_cmd(TOPIC, 4))
+    assert (r.code, r.remark) == (1, "org.apache.rocketmq.acl.common.AclException: "
+                                     "No accessKey is configured")  # fmt: skip
+    r = _call(port, _signed(create_topic_cmd(TOPIC, 4), "subscriber1", "subSecret1"))
+    assert r.code == 1 and "Need admin permission for request code=17" in (r.remark or "")
+    r = _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1", "wrongSecret"))
+    assert r.code == 1 and "Check signature failed for accessKey=adminKey1" in (r.remark or "")
+    assert _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1", "adminSecret1")).code == 0
+
+    send = _signed(send_cmd(TOPIC, b"hello", msg_props()), "adminKey1", "adminSecret1")
+    assert _call(port, send).code == 0
+    tampered = _signed(send_cmd(TOPIC, b"hello", msg_props()), "adminKey1", "adminSecret1")
+    tampered.body = b"jello"
+    r = _call(port, tampered)
+    assert r.code == 1 and "Check signature failed" in (r.remark or "")
+    r = _call(port, _signed(send_cmd(TOPIC, b"x", msg_props()), "subscriber1", "subSecret1"))
+    assert r.code == 1 and f"No default permission for topic:{TOPIC}" in (r.remark or "")
+
+    # an edit while it runs: the subscriber may publish from now on
+    path = home / "conf" / "plain_acl.yml"
+    path.write_text(ACL.replace("defaultTopicPerm: SUB", "defaultTopicPerm: PUB|SUB"))
+    os.utime(path, ns=(10**18, 10**18))
+
+    def published() -> bool:
+        cmd = _signed(send_cmd(TOPIC, b"x", msg_props()), "subscriber1", "subSecret1")
+        return _call(port, cmd).code == 0
+
+    assert wait_until(published, 10.0), "the edited file never took effect"
+    # the white list: 127.0.0.1 becomes global white, unsigned requests pass
+    path.write_text(ACL.replace("  - 10.10.103.*", "  - 127.0.0.1"))
+    os.utime(path, ns=(2 * 10**18, 2 * 10**18))
+    assert wait_until(lambda: _call(port, send_cmd(TOPIC, b"w", msg_props())).code == 0, 10.0)
+
+
+def test_the_java_producer_signs_as_the_broker_checks(acl_up: tuple[int, int, Path],
+                                                      reference_build: Path,
+                                                      tmp_path: Path) -> None:
+    from deploy.reference import client_classpath
+
+    ns, port, _home = acl_up
+    assert _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1", "adminSecret1")).code == 0
+    cp = client_classpath()
+    out = tmp_path / "classes"
+    subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(out), str(CLIENTS / "AclClient.java")],
+                   check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+
+    def run(ak: str, sk: str) -> list[str]:
+        res = subprocess.run(["java", "-cp", f"{cp}:{out}", "AclClient", f"127.0.0.1:{ns}",
+                              TOPIC, ak, sk, "3"], stdin=subprocess.DEVNULL,
+                             capture_output=True, timeout=120)  # fmt: skip
+        return [ln for ln in res.stdout.decode().splitlines() if ln.startswith(("OK", "ERR"))]
+
+    assert run("adminKey1", "adminSecret1") == ["OK SEND_OK"] * 3
+    bad = run("adminKey1", "notTheSecret")
+    assert len(bad) == 3 and all(ln.startswith("ERR 1 ") and "Check signature failed" in ln
+                                 for ln in bad)  # fmt: skip
+    sub = run("subscriber1", "subSecret1")
+    assert len(sub) == 3 and all(f"No default permission for topic:{TOPIC}" in ln for ln in sub)
+    unsigned = run("-", "-")
+    assert len(unsigned) == 3 and all("No accessKey is configured" in ln for ln in unsigned)
+
+
+def test_a_bad_acl_file_refuses_the_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text("accounts:\n  - accessKey: short\n"
+                                                 "    secretKey: x\n")  # fmt: skip
+    conf = tmp_path / "b.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()) +
+                    f"aclEnable=true\nrocketmqHome={home}\n")  # fmt: skip
+    argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"), "-c",
+            str(conf), "--namesrv-port", str(launch.stable_free_port()), "--broker-port",
+            str(launch.stable_free_port(pair=True)), "--spark-bridge-port", "0"]  # fmt: skip
+    t0 = time.monotonic()
+    res = subprocess.run(argv, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2, res.stderr.decode()[-2000:]
+    err = res.stderr.decode()
+    assert "cannot start" in err and "length should longer than 6" in err, err[-2000:]
+    assert time.monotonic() - t0 < 60
