@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
+from protocol.acl import sign_ext
 from protocol.codes import SerializeType
+from protocol.command import RemotingCommand
 
 DEFAULT_INSTANCE: Final = "DEFAULT"
 SERIALIZE_TYPES: Final = {"json": SerializeType.JSON, "rocketmq": SerializeType.ROCKETMQ,
@@ -64,10 +66,24 @@ class ClientConfig:
     mq_client_api_timeout_ms: int = 3_000
     serialize_type: int = SerializeType.JSON  # what our requests' headers use
     vip_channel_enabled: bool = False  # Java 4.4+ default: false
+    # ACL (AclClientRPCHook's SessionCredentials): every request is signed when access_key is
+    # set; the secret never appears in a repr, a log line or an error
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.client_ip:
             object.__setattr__(self, "client_ip", client_ip())
+
+    def sign(self, cmd: RemotingCommand) -> RemotingCommand:
+        """AclClientRPCHook.doBeforeRequest: AccessKey (and SecurityToken) and the Signature
+        over the request's fields and body, when this client has credentials."""
+        if self.access_key is not None:
+            ext = cmd.ext_fields if cmd.ext_fields is not None else {}
+            sign_ext(ext, cmd.body, self.access_key, self.secret_key or "", self.security_token)
+            cmd.ext_fields = ext
+        return cmd
 
     def client_id(self) -> str:
         """ip@instanceName[@unitName] (Java's buildMQClientId)."""

@@ -196,6 +196,11 @@ class DefaultMQProducerImpl:
                            code=RequestCode.SEND_BATCH_MESSAGE)
 
     def _frame(self, req: SendRequest, mq: MessageQueue, flag: int) -> tuple[int, bytes]:
+        config = self.api.config
+        if config.access_key is not None:  # signed: the fields are built, then signed
+            cmd = config.sign(send_message_command(self.group, req, mq, flag,
+                                                   self.serialize_type))  # fmt: skip
+            return cmd.opaque, cmd.encode()
         return send_message_frame(self.group, req, mq, flag, self.serialize_type)
 
     def _broker_addr(self, mq: MessageQueue) -> str:
@@ -328,7 +333,8 @@ class DefaultMQProducerImpl:
         """One attempt, nothing awaited (a write failure raises)."""
         if queue is None:
             queue = self._select(self.handle.publish_info(req.topic), None)
-        cmd = send_message_command(self.group, req, queue, flag, self.serialize_type)
+        cmd = self.api.config.sign(send_message_command(self.group, req, queue, flag,
+                                                        self.serialize_type))  # fmt: skip
         self.remoting.invoke_oneway(self._broker_addr(queue), cmd)
 
     # -- queues -------------------------------------------------------------------------------

@@ -209,6 +209,7 @@ class MQClientAPI:
              parse: Callable[[RemotingCommand, str], T],
              callback: ResultCallback | None = None) -> T | None:  # fmt: skip
         """Invoke cmd; sync returns parse(response), async calls callback(parse(...), err)."""
+        self.config.sign(cmd)
         if callback is None:
             return parse(self.remoting.invoke_sync(addr, cmd, timeout_ms), addr)
 
@@ -241,7 +242,8 @@ class MQClientAPI:
             last: MQClientError | None = None
             for addr in order:
                 try:
-                    return parse(self.remoting.invoke_sync(addr, cmd_factory(), timeout_ms), addr)
+                    cmd = self.config.sign(cmd_factory())
+                    return parse(self.remoting.invoke_sync(addr, cmd, timeout_ms), addr)
                 except RemotingError as exc:
                     last = exc
                     log.info("name server %s failed: %s", addr, exc)
@@ -305,7 +307,7 @@ class MQClientAPI:
         """END_TRANSACTION, oneway (commit / rollback / unknown)."""
         cmd = self.request(RequestCode.END_TRANSACTION, header.to_ext())
         cmd.remark = remark
-        self.remoting.invoke_oneway(addr, cmd)
+        self.remoting.invoke_oneway(addr, self.config.sign(cmd))
 
     # -- consumer -----------------------------------------------------------------------------
     def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float,
@@ -342,8 +344,8 @@ class MQClientAPI:
     def update_consumer_offset_oneway(self, addr: str, group: str, topic: str, queue_id: int,
                                       offset: int) -> None:  # fmt: skip
         """UPDATE_CONSUMER_OFFSET, oneway (persistConsumerOffset)."""
-        self.remoting.invoke_oneway(addr, self.request(
-            RequestCode.UPDATE_CONSUMER_OFFSET, self._offset_ext(group, topic, queue_id, offset)))
+        self.remoting.invoke_oneway(addr, self.config.sign(self.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET, self._offset_ext(group, topic, queue_id, offset))))
 
     def _queue_offset(self, code: int, addr: str, ext: dict[str, str], timeout_ms: float,
                       callback: ResultCallback | None) -> int | None:  # fmt: skip
@@ -401,7 +403,7 @@ class MQClientAPI:
         """UNLOCK_BATCH_MQ (an UnlockBatchRequestBody), answered or oneway."""
         cmd = self.request(RequestCode.UNLOCK_BATCH_MQ, None, body.to_json())
         if oneway:
-            self.remoting.invoke_oneway(addr, cmd)
+            self.remoting.invoke_oneway(addr, self.config.sign(cmd))
             return
         self.call(addr, cmd, timeout_ms, lambda r, a: (_expect_success(r, a), None)[1], callback)
 

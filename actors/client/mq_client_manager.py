@@ -362,6 +362,7 @@ class MQClientManager:
                     handle = cls._create(cfg)
                     break
                 fits = handle.config.namesrv_addrs == cfg.namesrv_addrs and \
+                    _credentials(handle.config) == _credentials(cfg) and \
                     (role, group) not in handle.claims
                 if fits:
                     break
@@ -371,7 +372,8 @@ class MQClientManager:
                                             f"The {role} group[{group}] has been created before, "
                                             "specify another name please.")
                     raise MQClientError(ClientErrorCode.ILLEGAL_ARGUMENT,
-                                        f"instance {cfg.instance_name} uses other name servers")
+                                        f"instance {cfg.instance_name} uses other name servers "
+                                        "or other ACL credentials")
                 seq += 1
             handle.claims.add((role, group))
             handle.refs += 1
@@ -406,3 +408,9 @@ class MQClientManager:
         if handle.actor is not None:
             runtime.stop_actor(handle.actor)
         runtime.release()
+
+
+def _credentials(config: ClientConfig) -> tuple[str | None, str | None, str | None]:
+    """What a client signs with: clients of one instance share it (AclClientRPCHook is the
+    instance's)."""
+    return config.access_key, config.secret_key, config.security_token

@@ -62,7 +62,8 @@ class Producer:
                  on_full: Literal["block", "raise"] = "block",
                  instance_name: str | None = None, unit_name: str | None = None,
                  serialize_type: Literal["json", "rocketmq", "msgpack"] = "json",
-                 auto_batch: bool = True) -> None:
+                 auto_batch: bool = True, access_key: str | None = None,
+                 secret_key: str | None = None, security_token: str | None = None) -> None:
         validators.check_group(group)
         if on_full not in ("block", "raise"):
             raise ValueError(f"on_full must be 'block' or 'raise', not {on_full!r}")
@@ -75,7 +76,9 @@ class Producer:
         self.group = group
         self._config = ClientConfig(parse_namesrv(namesrv), instance_name or "DEFAULT",
                                     unit_name=unit_name,
-                                    serialize_type=SERIALIZE_TYPES[serialize_type])
+                                    serialize_type=SERIALIZE_TYPES[serialize_type],
+                                    access_key=access_key, secret_key=secret_key,
+                                    security_token=security_token)
         self._explicit_instance = instance_name is not None
         self._options = dict(
             send_timeout_ms=int(send_timeout * 1000), retries=retries,

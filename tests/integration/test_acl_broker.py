@@ -155,3 +155,79 @@ def test_a_bad_acl_file_refuses_the_start(tmp_path: Path) -> None:
     err = res.stderr.decode()
     assert "cannot start" in err and "length should longer than 6" in err, err[-2000:]
     assert time.monotonic() - t0 < 60
+
+
+def test_python_clients_sign_their_requests(acl_up: tuple[int, int, Path]) -> None:
+    from actors.client import Message, MQClientError, Producer
+    from actors.client.consumer import ConsumeResult, PushConsumer
+
+    ns, port, _home = acl_up
+    assert _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1", "adminSecret1")).code == 0
+    namesrv = f"127.0.0.1:{ns}"
+    with Producer("acl_py_pg", namesrv=namesrv, access_key="adminKey1",
+                  secret_key="adminSecret1") as p:  # fmt: skip
+        for i in range(8):
+            assert p.send(Message(TOPIC, f"m{i}".encode())).status == "SEND_OK"
+    with Producer("acl_py_pg2", namesrv=namesrv, access_key="adminKey1",
+                  secret_key="wrongSecret1", retries=0) as p:  # fmt: skip
+        with pytest.raises(MQClientError) as err:
+            p.send(Message(TOPIC, b"refused"))
+        assert "Check signature failed for accessKey=adminKey1" in str(err.value)
+        assert "wrongSecret1" not in str(err.value) and "wrongSecret1" not in repr(p._config)
+    got: list[bytes] = []
+
+    def handle(msgs: tuple[object, ...]) -> ConsumeResult:
+        got.extend(m.body for m in msgs)  # type: ignore[attr-defined]
+        return ConsumeResult.SUCCESS
+
+    with PushConsumer("acl_py_cg", namesrv=namesrv, handler=handle, consume_from="first",
+                      access_key="subscriber1", secret_key="subSecret1") as c:  # fmt: skip
+        c.subscribe(TOPIC)
+        assert wait_until(lambda: len(set(got)) >= 8 or None, 30.0), got
+    assert set(got) == {f"m{i}".encode() for i in range(8)}
+
+
+def test_python_clients_sign_as_the_java_broker_checks(reference_build: Path,
+                                                       tmp_path: Path) -> None:
+    """The same Python clients against RocketMQ 4.9.8 itself with aclEnable=true."""
+    from actors.client import Message, MQClientError, Producer
+    from actors.client.consumer import ConsumeResult, PushConsumer
+    from deploy import reference
+
+    store = tmp_path / "refstore"
+    (store / "rocketmq_home" / "conf").mkdir(parents=True)
+    (store / "rocketmq_home" / "conf" / "plain_acl.yml").write_text(ACL)
+    with reference.reference_cluster(str(store), {"aclEnable": "true"}) as ref:
+        port = ref.broker_port
+        assert _call(port, create_topic_cmd(TOPIC, 4)).code == 1  # unsigned: refused there too
+        r = _call(port, _signed(create_topic_cmd(TOPIC, 4), "subscriber1", "subSecret1"))
+        assert r.code == 1 and "Need admin permission for request code=17" in (r.remark or "")
+        assert _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1",
+                                   "adminSecret1")).code == 0  # fmt: skip
+        namesrv = ref.namesrv_addr()
+        assert wait_until(lambda: _route_ok(ref.namesrv_port) or None, 30.0)
+        with Producer("acl_ref_pg", namesrv=namesrv, access_key="adminKey1",
+                      secret_key="adminSecret1") as p:  # fmt: skip
+            for i in range(4):
+                assert p.send(Message(TOPIC, f"r{i}".encode())).status == "SEND_OK"
+        with Producer("acl_ref_pg2", namesrv=namesrv, access_key="subscriber1",
+                      secret_key="subSecret1", retries=0) as p:  # fmt: skip
+            with pytest.raises(MQClientError) as err:
+                p.send(Message(TOPIC, b"refused"))
+            assert f"No default permission for topic:{TOPIC}" in str(err.value)
+        got: list[bytes] = []
+
+        def handle(msgs: tuple[object, ...]) -> ConsumeResult:
+            got.extend(m.body for m in msgs)  # type: ignore[attr-defined]
+            return ConsumeResult.SUCCESS
+
+        with PushConsumer("acl_ref_cg", namesrv=namesrv, handler=handle, consume_from="first",
+                          access_key="subscriber1", secret_key="subSecret1") as c:  # fmt: skip
+            c.subscribe(TOPIC)
+            assert wait_until(lambda: len(set(got)) >= 4 or None, 60.0), got
+
+
+def _route_ok(ns_port: int) -> bool:
+    from tests.integration.e2e_helpers import get_route
+
+    return get_route(("127.0.0.1", ns_port), TOPIC).code == 0

@@ -62,6 +62,10 @@ class ConsumerConfig:
     rebalance_retry_ms: float = 1_000.0
     offset_store_dir: str | None = None  # BROADCASTING: default ~/.rocketmq_offsets
     serialize_type: int | None = None  # header serialization of our requests (default JSON)
+    # ACL: requests signed as AclClientRPCHook signs them when access_key is set
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
 
     def check(self) -> None:
         """checkConfig (Java's ranges)."""

@@ -260,7 +260,9 @@ class ConsumerImplBase:
             self.consume_timestamp_ms = self.start_ms - 30 * 60_000
         explicit = cfg.instance_name is not None
         ccfg = ClientConfig(parse_namesrv(cfg.namesrv),
-                            instance_name=cfg.instance_name or default_instance_name())
+                            instance_name=cfg.instance_name or default_instance_name(),
+                            access_key=cfg.access_key, secret_key=cfg.secret_key,
+                            security_token=cfg.security_token)
         if cfg.serialize_type is not None:
             import dataclasses
 
