@@ -10,8 +10,9 @@ queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig. 
 talks to the name server (-n, or the NAMESRV_ADDR environment variable as mqadmin does) and to
 the brokers it names, over the RocketMQ protocol (JSON headers), so it works against any
 RocketMQ 4.x cluster as well.
-Bad arguments: a message and exit code 2; a server that cannot be reached or refuses: a message
-and exit code 1.
+With ACL on a broker, --access-key / --secret-key (or ACTORMQ_ACCESS_KEY / ACTORMQ_SECRET_KEY)
+sign every request as AclClientRPCHook does. Bad arguments: a message and exit code 2; a
+server that cannot be reached or refuses: a message and exit code 1.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from deploy.admin_consumer import (
     cmd_update_sub_group,
 )
 from deploy.admin_ext import (
+    CREDENTIALS,
     EXIT_FAILED,
     EXIT_USAGE,
     AdminError,
@@ -52,6 +54,9 @@ from deploy.admin_topic import (
     cmd_update_topic,
 )
 from deploy.wire import parse_addr
+
+ACCESS_KEY_ENV = "ACTORMQ_ACCESS_KEY"  # ACL keys for every command (mqadmin: conf/tools.yml)
+SECRET_KEY_ENV = "ACTORMQ_SECRET_KEY"
 
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "clusterList": (cmd_cluster_list, "list clusters and their brokers"),
@@ -102,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help_text)
         s.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR"),
                        help="name server host:port (default: $NAMESRV_ADDR)")  # fmt: skip
+        s.add_argument("--access-key", default=os.environ.get(ACCESS_KEY_ENV),
+                       help=f"ACL access key to sign requests with (default: ${ACCESS_KEY_ENV})")
+        s.add_argument("--secret-key", default=os.environ.get(SECRET_KEY_ENV),
+                       help=f"its secret key (default: ${SECRET_KEY_ENV})")  # fmt: skip
         if name in ("topicRoute", "updateTopic", "deleteTopic", "queryMsgByKey",
                     "sendMessage", "consumeMessage", "producerConnection",
                     "resetOffsetByTime", "topicStatus"):  # fmt: skip
@@ -182,9 +191,13 @@ def main(argv: list[str]) -> int:
             "updateBrokerConfig", "getBrokerConfig", "updateSubGroup", "deleteSubGroup",
         ):
             parse_addr(args.broker)
+        if (args.access_key is None) != (args.secret_key is None):
+            raise Usage("pass both --access-key and --secret-key (or set both "
+                        f"{ACCESS_KEY_ENV} and {SECRET_KEY_ENV})")
     except (Usage, ValueError) as exc:
         sys.stderr.write(f"actormq admin: {exc}\n")
         return EXIT_USAGE
+    CREDENTIALS.access_key, CREDENTIALS.secret_key = args.access_key, args.secret_key
     args.all_namesrv = args.namesrv
     args.namesrv = args.namesrv.split(";")[0]
     try:

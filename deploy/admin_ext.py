@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from deploy.wire import BlockingClient
+from protocol.acl import sign_ext
 from protocol.bodies import (
     ClusterInfo,
     TopicRouteData,
@@ -34,13 +36,29 @@ def echo(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+@dataclass
+class Credentials:
+    """The ACL keys this CLI signs its requests with (AclClientRPCHook; none: unsigned)."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+
+CREDENTIALS = Credentials()  # set once by `actormq admin` from its options / environment
+
+
 def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
           ok: tuple[int, ...] = (0,)) -> RemotingCommand:
     """One request on a fresh connection; AdminError unless the code is in `ok`."""
     fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
+    cmd = RemotingCommand.request(code, fields or None, body)
+    if CREDENTIALS.access_key is not None:
+        fields = dict(cmd.ext_fields or {})
+        sign_ext(fields, body, CREDENTIALS.access_key, CREDENTIALS.secret_key or "")
+        cmd.ext_fields = fields
     try:
         with BlockingClient(addr) as cl:
-            resp = cl.invoke(RemotingCommand.request(code, fields or None, body), RPC_TIMEOUT_S)
+            resp = cl.invoke(cmd, RPC_TIMEOUT_S)
     except (OSError, TimeoutError, ProtocolError) as exc:
         raise AdminError(f"{addr}: {exc}") from None
     if resp.code not in ok:

@@ -231,3 +231,31 @@ def _route_ok(ns_port: int) -> bool:
     from tests.integration.e2e_helpers import get_route
 
     return get_route(("127.0.0.1", ns_port), TOPIC).code == 0
+
+
+def test_the_admin_cli_signs_with_its_keys(acl_up: tuple[int, int, Path]) -> None:
+    ns, port, _home = acl_up
+
+    def admin(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "deploy", "admin", *argv, "-n",
+                               f"127.0.0.1:{ns}"], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+    broker = f"127.0.0.1:{port}"
+    r = admin("updateTopic", "-t", "AclCliT", "-b", broker)
+    assert r.returncode == 1 and "No accessKey is configured" in r.stderr, r.stderr
+    r = admin("updateTopic", "-t", "AclCliT", "-b", broker, "--access-key", "adminKey1")
+    assert r.returncode == 2 and "--secret-key" in r.stderr
+    r = admin("updateTopic", "-t", "AclCliT", "-b", broker, "--access-key", "subscriber1",
+              "--secret-key", "subSecret1")  # fmt: skip
+    assert r.returncode == 1 and "Need admin permission" in r.stderr
+    assert "subSecret1" not in r.stderr + r.stdout
+    r = admin("updateTopic", "-t", "AclCliT", "-b", broker, "--access-key", "adminKey1",
+              "--secret-key", "adminSecret1")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    keys = {"ACTORMQ_ACCESS_KEY": "adminKey1", "ACTORMQ_SECRET_KEY": "adminSecret1"}
+    assert wait_until(lambda: admin("topicRoute", "-t", "AclCliT").returncode == 0 or None, 10)
+    r = admin("sendMessage", "-t", "AclCliT", "-p", "hi", env=keys)
+    assert r.returncode == 0 and "SEND_OK" in r.stdout, r.stderr
+    r = admin("consumeMessage", "-t", "AclCliT", "-c", "1", env=keys)
+    assert r.returncode == 0 and "hi" in r.stdout, r.stderr
