@@ -6,7 +6,9 @@ admin_consumer.py, admin_message.py and admin_broker.py over deploy/admin_ext.py
 (DefaultMQAdminExt):
 clusterList, brokerStatus, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress,
 consumerConnection, consumerStatus, producerConnection, resetOffsetByTime, queryMsgByKey,
-queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig. Each command
+queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig, and the ACL
+commands of deploy/admin_acl.py (updateAclConfig, deleteAccessConfig, updateGlobalWhiteAddr,
+clusterAclConfigVersion). Each command
 talks to the name server (-n, or the NAMESRV_ADDR environment variable as mqadmin does) and to
 the brokers it names, over the RocketMQ protocol (JSON headers), so it works against any
 RocketMQ 4.x cluster as well.
@@ -22,6 +24,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from deploy.admin_acl import ACL_COMMANDS
+from deploy.admin_acl import add_arguments as add_acl_arguments
 from deploy.admin_broker import (
     cmd_broker_status,
     cmd_cluster_list,
@@ -80,6 +84,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "updateBrokerConfig": (cmd_update_broker_config, "set a broker property at runtime"),
     "getBrokerConfig": (cmd_get_broker_config, "a broker's properties"),
     "statsAll": (cmd_stats_all, "per topic and group: TPS in / out, 24 h counts, lag"),
+    **ACL_COMMANDS,
 }
 
 
@@ -111,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"ACL access key to sign requests with (default: ${ACCESS_KEY_ENV})")
         s.add_argument("--secret-key", default=os.environ.get(SECRET_KEY_ENV),
                        help=f"its secret key (default: ${SECRET_KEY_ENV})")  # fmt: skip
+        if name in ACL_COMMANDS:
+            add_acl_arguments(name, s)
         if name in ("topicRoute", "updateTopic", "deleteTopic", "queryMsgByKey",
                     "sendMessage", "consumeMessage", "producerConnection",
                     "resetOffsetByTime", "topicStatus"):  # fmt: skip
@@ -189,6 +196,7 @@ def main(argv: list[str]) -> int:
         if getattr(args, "broker", None) and args.admin_command in (
             "updateTopic", "brokerStatus", "consumerConnection", "consumerStatus",
             "updateBrokerConfig", "getBrokerConfig", "updateSubGroup", "deleteSubGroup",
+            *ACL_COMMANDS,
         ):
             parse_addr(args.broker)
         if (args.access_key is None) != (args.secret_key is None):

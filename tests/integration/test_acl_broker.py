@@ -225,6 +225,19 @@ def test_python_clients_sign_as_the_java_broker_checks(reference_build: Path,
                           access_key="subscriber1", secret_key="subSecret1") as c:  # fmt: skip
             c.subscribe(TOPIC)
             assert wait_until(lambda: len(set(got)) >= 4 or None, 60.0), got
+        # our ACL admin command against the Java broker's ACL admin code
+        cli = subprocess.run([sys.executable, "-m", "deploy", "admin", "updateAclConfig", "-n",
+                            namesrv, "-b", ref.broker_addr(), "-a", "refUser12", "-s",
+                            "refSecret12", "-i", "PUB", "--access-key", "adminKey1",
+                            "--secret-key", "adminSecret1"], capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+        assert cli.returncode == 0, cli.stderr
+
+        def new_account_sends() -> bool:
+            cmd = _signed(send_cmd(TOPIC, b"n", msg_props()), "refUser12", "refSecret12")
+            return _call(port, cmd).code == 0
+
+        assert wait_until(new_account_sends, 30.0)
 
 
 def _route_ok(ns_port: int) -> bool:
@@ -259,3 +272,43 @@ def test_the_admin_cli_signs_with_its_keys(acl_up: tuple[int, int, Path]) -> Non
     assert r.returncode == 0 and "SEND_OK" in r.stdout, r.stderr
     r = admin("consumeMessage", "-t", "AclCliT", "-c", "1", env=keys)
     assert r.returncode == 0 and "hi" in r.stdout, r.stderr
+
+
+def test_acl_admin_commands_change_the_accounts_of_a_running_broker(
+        acl_up: tuple[int, int, Path]) -> None:
+    from actors.broker.acl.acl_yaml import loads
+
+    ns, port, home = acl_up
+    broker = f"127.0.0.1:{port}"
+    keys = {"ACTORMQ_ACCESS_KEY": "adminKey1", "ACTORMQ_SECRET_KEY": "adminSecret1"}
+
+    def admin(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "deploy", "admin", *argv, "-n",
+                               f"127.0.0.1:{ns}", "-b", broker], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL, env={**os.environ, **keys})
+
+    assert _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1", "adminSecret1")).code == 0
+    r = admin("updateAclConfig", "-a", "newUser12", "-s", "newSecret12", "-i", "PUB",
+              "-t", f"{TOPIC}=PUB|SUB")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "newSecret12" not in r.stdout + r.stderr
+    data = loads((home / "conf" / "plain_acl.yml").read_text())
+    new = [a for a in data["accounts"] if a.get("accessKey") == "newUser12"]
+    assert new and new[0]["secretKey"] == "newSecret12" and data["dataVersion"][0]["counter"]
+
+    def sends(ak: str, sk: str) -> RemotingCommand:
+        return _call(port, _signed(send_cmd(TOPIC, b"n", msg_props()), ak, sk))
+
+    assert wait_until(lambda: sends("newUser12", "newSecret12").code == 0 or None, 10.0)
+    r = admin("updateAclConfig", "-a", "short", "-s", "newSecret12")
+    assert r.returncode == 1 and "length should longer than 6" in r.stderr
+    r = admin("clusterAclConfigVersion")
+    assert r.returncode == 0 and "plain_acl.yml" in r.stdout, r.stderr
+    r = admin("deleteAccessConfig", "-a", "newUser12")
+    assert r.returncode == 0, r.stderr
+    assert wait_until(lambda: "No acl config for newUser12" in
+                      (sends("newUser12", "newSecret12").remark or "") or None, 10.0)  # fmt: skip
+    r = admin("updateGlobalWhiteAddr", "-g", "127.0.0.1")
+    assert r.returncode == 0, r.stderr
+    assert wait_until(lambda: _call(port, send_cmd(TOPIC, b"w", msg_props())).code == 0 or None,
+                      10.0)  # fmt: skip

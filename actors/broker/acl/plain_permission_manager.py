@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from actors.broker.acl.acl_yaml import YamlError, loads
+from actors.broker.acl.acl_yaml import YamlError, dumps, loads
 from actors.broker.acl.remote_address_strategy import (
     AclError,
     RemoteAddressStrategy,
@@ -305,3 +306,105 @@ class PlainPermissionManager:
                 owned = acc.default_group_perm if group else acc.default_topic_perm
             if not check_permission(needed, owned):
                 raise AclError(f"No default permission for {print_resource(resource, group)}")
+
+    # -- the ACL admin codes: the files changed in place ----------------------------------------
+    def update_access_config(self, conf: dict[str, Any]) -> None:
+        """updateAccessConfig: replace the account of conf's accessKey in the file that holds it
+        (or add it to the default file), bump that file's dataVersion, reload. AclError when
+        the account or a permission is malformed."""
+        self.load()
+        build_account(conf)  # checkPlainAccessConfig and the resource permissions' shape
+        for key in ("topicPerms", "groupPerms"):
+            for item in _perm_list(conf.get(key)):
+                parts = [p for p in item.split("=") if p]
+                if len(parts) != 2:
+                    raise AclError(f"Parse Resource format error for {item}.\nThe expected "
+                                   f"resource format is 'Res=Perm'. For example: topicA=SUB")
+                if parts[1].strip() != "DENY" and parse_perm(parts[1]) == DENY:
+                    raise AclError(f"Parse resource permission error for {item}.\nThe expected "
+                                   f"permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.")
+        ak = str(conf["accessKey"])
+        path = self.account_file.get(ak, self.default_file)
+        data = self._read(path)
+        accounts = data.get("accounts")
+        if not isinstance(accounts, list):
+            accounts = []
+        for i, acc in enumerate(accounts):
+            if isinstance(acc, dict) and acc.get("accessKey") == ak:
+                merged = dict(acc)
+                merged.update({k: v for k, v in conf.items() if v not in (None, "")})
+                accounts[i] = merged
+                break
+        else:
+            accounts.append({k: v for k, v in conf.items() if v not in (None, "")})
+        data["accounts"] = accounts
+        self._write(path, data)
+
+    def delete_access_config(self, access_key: str) -> bool:
+        """deleteAccessConfig: drop the account from its file; False when no file holds it."""
+        self.load()
+        path = self.account_file.get(access_key)
+        if not access_key or path is None:
+            return False
+        data = self._read(path)
+        accounts = data.get("accounts")
+        if not isinstance(accounts, list):
+            return False
+        kept = [a for a in accounts if not (isinstance(a, dict) and a.get("accessKey") ==
+                                             access_key)]  # fmt: skip
+        if len(kept) == len(accounts):
+            return False
+        data["accounts"] = kept
+        self._write(path, data)
+        return True
+
+    def update_global_white_addrs(self, addrs: list[str], path: str | None = None) -> bool:
+        """updateGlobalWhiteAddrsConfig: the white list of one ACL file under the home (the
+        default file when none is named); False for a file elsewhere or missing."""
+        target = os.path.abspath(path or self.default_file)
+        home = os.path.abspath(self.home) + os.sep
+        if not target.startswith(home) or not os.path.isfile(target) or \
+                not target.endswith((".yml", ".yaml")):
+            return False
+        for addr in addrs:
+            remote_address_strategy(addr)  # a bad entry is refused before the file changes
+        data = self._read(target)
+        data["globalWhiteRemoteAddresses"] = list(addrs)
+        self._write(target, data)
+        return True
+
+    def versions(self) -> dict[str, dict[str, int]]:
+        """getAllAclConfigVersion: each file's {counter, timestamp}."""
+        out: dict[str, dict[str, int]] = {}
+        for path, v in self.data_version.items():
+            try:
+                out[path] = {"counter": int(v.get("counter", 0)),
+                             "timestamp": int(v.get("timestamp", 0))}
+            except (TypeError, ValueError):
+                out[path] = {"counter": 0, "timestamp": 0}
+        return out
+
+    def _read(self, path: str) -> dict[str, Any]:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return loads(fh.read())
+        except FileNotFoundError:
+            return {}
+        except (OSError, YamlError) as exc:
+            raise AclError(f"{path}: {exc}") from exc
+
+    def _write(self, path: str, data: dict[str, Any]) -> None:
+        """The file rewritten whole (a temporary file renamed over it) with the next
+        dataVersion, then every file loaded again."""
+        version = self.data_version.get(path) or {}
+        try:
+            counter = int(version.get("counter", 0)) + 1
+        except (TypeError, ValueError):
+            counter = 1
+        data["dataVersion"] = [{"counter": counter, "timestamp": time.time_ns() // 1_000_000}]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(dumps(data))
+        os.replace(tmp, path)
+        self.load()

@@ -198,6 +198,10 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.VIEW_BROKER_STATS_DATA,
                 RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
                 RC.QUERY_CORRECTION_OFFSET,
+                RC.UPDATE_AND_CREATE_ACL_CONFIG,
+                RC.DELETE_ACL_CONFIG,
+                RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                RC.GET_BROKER_CLUSTER_ACL_INFO,
             }
         ),
         _wait_other,

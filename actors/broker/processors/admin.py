@@ -2,8 +2,9 @@
 queue locks, runtime info; any other code => REQUEST_CODE_NOT_SUPPORTED.
 
 Mirrors broker/processor/AdminBrokerProcessor.java, RocketMQ 4.9.x (spec §3.4, §9.8, §9.9). Its
-consumer offset and stats codes live in admin_consumer_stats.py, the codes relayed to a client
-in broker2client.py (Broker2Client), the store-changing codes in admin_store.py.
+consumer offset and stats codes live in admin_consumer_stats.py, the ACL codes in admin_acl.py,
+the codes relayed to a client in broker2client.py (Broker2Client), the store-changing codes in
+admin_store.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from actors.broker.events import (
 from actors.broker.held_replies import HeldReplies
 from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
+from actors.broker.processors.admin_acl import AclAdmin
 from actors.broker.processors.admin_consumer_stats import ConsumerStatsQueries
 from actors.broker.processors.broker2client import (
     Broker2ClientMixin,
@@ -103,6 +105,7 @@ class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
         self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
         self.status_calls: dict[int, StatusCall] = {}  # opaque of one client's request -> call
         stats = ConsumerStatsQueries(ctx, self.store)  # the offset and stats queries
+        acl = AclAdmin(ctx)  # the ACL files' accounts and white list
         self.handlers = {
             RC.UPDATE_AND_CREATE_TOPIC: self._create_topic,
             RC.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
@@ -134,6 +137,10 @@ class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
             RC.VIEW_BROKER_STATS_DATA: stats.view_stats_data,
             RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
             RC.QUERY_CORRECTION_OFFSET: stats.query_correction_offset,
+            RC.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_access_config,
+            RC.DELETE_ACL_CONFIG: acl.delete_access_config,
+            RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
+            RC.GET_BROKER_CLUSTER_ACL_INFO: acl.acl_config_version,
         }
 
     # --- topics ---------------------------------------------------------------------------
