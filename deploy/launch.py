@@ -155,8 +155,8 @@ def check_acl(broker_config: BrokerConfig) -> None:
     """With aclEnable, the ACL files load (StartError naming the file and the fault)."""
     if not broker_config.aclEnable:
         return
-    from actors.broker.acl.plain_permission_manager import PlainPermissionManager, acl_files
-    from actors.broker.acl.remote_address_strategy import AclError
+    from actors.acl.plain_permission_manager import PlainPermissionManager, acl_files
+    from actors.acl.remote_address_strategy import AclError
 
     home = broker_config.acl_home
     if not acl_files(home):

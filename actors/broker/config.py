@@ -56,7 +56,7 @@ class BrokerConfig:
     traceOn: bool = True
     storeReplyMessageEnable: bool = True  # a reply message is also stored in its reply topic
     configBlackList: str = "configBlackList;brokerConfigPath"  # names UPDATE_BROKER_CONFIG refuses
-    # every client request checked against plain_acl.yml's accounts (actors.broker.acl), read
+    # every client request checked against plain_acl.yml's accounts (actors.acl), read
     # from rocketmqHome's conf/ (Java: -Drocketmq.home.dir or $ROCKETMQ_HOME)
     aclEnable: bool = False
     rocketmqHome: str = ""  # "" = $ROCKETMQ_HOME

@@ -18,7 +18,7 @@ import socket
 import time
 from typing import Any, ClassVar
 
-from actors.broker.acl.plain_access_validator import PlainAccessValidator
+from actors.acl.plain_access_validator import PlainAccessValidator
 from actors.broker.personality import BROKER, BrokerPersonality, HostedContext, ProcessorContext
 from actors.core import (
     BarrierCore,

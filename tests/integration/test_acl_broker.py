@@ -276,7 +276,7 @@ def test_the_admin_cli_signs_with_its_keys(acl_up: tuple[int, int, Path]) -> Non
 
 def test_acl_admin_commands_change_the_accounts_of_a_running_broker(
         acl_up: tuple[int, int, Path]) -> None:
-    from actors.broker.acl.acl_yaml import loads
+    from actors.acl.acl_yaml import loads
 
     ns, port, home = acl_up
     broker = f"127.0.0.1:{port}"

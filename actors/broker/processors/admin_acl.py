@@ -3,7 +3,7 @@ ACL files, and their versions.
 
 Mirrors AdminBrokerProcessor.updateAndCreateAccessConfig, deleteAccessConfig,
 updateGlobalWhiteAddrsConfig and getBrokerAclConfigVersion, RocketMQ 4.9.x, over
-actors.broker.acl.plain_permission_manager. The files are the state: this group rewrites them,
+actors.acl.plain_permission_manager. The files are the state: this group rewrites them,
 and every processor's check reads them again within its RELOAD_CHECK_MS (as every Java
 broker's AclFileWatchService does). The codes are admin codes of ours only in their effect:
 RocketMQ 4.9 lets any signed account call them, and so do we. A broker without aclEnable
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import logging
 
-from actors.broker.acl.plain_permission_manager import PlainPermissionManager
-from actors.broker.acl.remote_address_strategy import AclError
+from actors.acl.plain_permission_manager import PlainPermissionManager
+from actors.acl.remote_address_strategy import AclError
 from actors.broker.context import BrokerContext
 from actors.core import Request
 from protocol.codes import ResponseCode as RS

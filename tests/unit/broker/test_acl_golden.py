@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from actors.broker.acl.plain_access_validator import parse
-from actors.broker.acl.plain_permission_manager import PlainPermissionManager
-from actors.broker.acl.remote_address_strategy import AclError
+from actors.acl.plain_access_validator import parse
+from actors.acl.plain_permission_manager import PlainPermissionManager
+from actors.acl.remote_address_strategy import AclError
 from protocol.acl import SIGNATURE, UNIQUE_MSG_QUERY_FLAG, sign_ext
 from protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from protocol.codes import RequestCode as RC

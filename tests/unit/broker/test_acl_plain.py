@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from actors.broker.acl.acl_yaml import YamlError, dumps, loads
-from actors.broker.acl.plain_access_validator import parse
-from actors.broker.acl.plain_permission_manager import (
+from actors.acl.acl_yaml import YamlError, dumps, loads
+from actors.acl.plain_access_validator import parse
+from actors.acl.plain_permission_manager import (
     PUB,
     SUB,
     AccessRequest,
     PlainPermissionManager,
     java_hash_order,
 )
-from actors.broker.acl.remote_address_strategy import AclError, remote_address_strategy
+from actors.acl.remote_address_strategy import AclError, remote_address_strategy
 from protocol.acl import SIGNATURE, cal_signature, combine_request_content, sign_ext
 from protocol.codes import RequestCode as RC
 

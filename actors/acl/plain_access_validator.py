@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from actors.broker.acl.plain_permission_manager import (
+from actors.acl.plain_permission_manager import (
     DEFAULT_ACL_FILE,
     PUB,
     SUB,
@@ -23,7 +23,7 @@ from actors.broker.acl.plain_permission_manager import (
     PlainPermissionManager,
     is_retry_topic,
 )
-from actors.broker.acl.remote_address_strategy import AclError
+from actors.acl.remote_address_strategy import AclError
 from protocol.acl import (
     ACCESS_KEY,
     SECURITY_TOKEN,
@@ -132,3 +132,4 @@ class PlainAccessValidator:
         except AclError as exc:
             return exc.remark()
         return None
+

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from actors.broker.acl.acl_yaml import YamlError, dumps, loads
-from actors.broker.acl.remote_address_strategy import (
+from actors.acl.acl_yaml import YamlError, dumps, loads
+from actors.acl.remote_address_strategy import (
     AclError,
     RemoteAddressStrategy,
     remote_address_strategy,
