@@ -19,6 +19,7 @@ import pytest
 from deploy import launch
 from deploy.wire import BlockingClient
 from protocol.acl import sign_ext
+from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 from tests.integration.e2e_helpers import (
     SMALL_STORE,
@@ -312,3 +313,44 @@ def test_acl_admin_commands_change_the_accounts_of_a_running_broker(
     assert r.returncode == 0, r.stderr
     assert wait_until(lambda: _call(port, send_cmd(TOPIC, b"w", msg_props())).code == 0 or None,
                       10.0)  # fmt: skip
+
+
+def test_forged_signatures_are_all_refused_and_a_good_client_is_served(
+        acl_up: tuple[int, int, Path]) -> None:
+    """10,000 sends with random signatures, a good signature moved onto another body or topic,
+    unknown keys and no key: every one refused, none stored; a signed client keeps sending."""
+    import random
+
+    from tests.integration.e2e_helpers import get_route
+
+    ns, port, _home = acl_up
+    assert _call(port, _signed(create_topic_cmd(TOPIC, 1), "adminKey1", "adminSecret1")).code == 0
+    assert wait_until(lambda: get_route(("127.0.0.1", ns), TOPIC).code == 0 or None, 10.0)
+    rnd = random.Random(23)
+    good = _signed(send_cmd(TOPIC, b"original", msg_props()), "adminKey1", "adminSecret1")
+    sig = (good.ext_fields or {})["Signature"]
+    forged: list[RemotingCommand] = []
+    for i in range(10_000):
+        cmd = send_cmd(TOPIC, rnd.randbytes(rnd.randint(1, 64)), msg_props())
+        ext = dict(cmd.ext_fields or {})
+        kind = i % 4
+        if kind == 0:  # a random signature
+            ext.update(AccessKey="adminKey1", Signature=rnd.randbytes(20).hex())
+        elif kind == 1:  # a good request's signature replayed on another body
+            ext.update(AccessKey="adminKey1", Signature=sig)
+        elif kind == 2:  # an unknown key
+            ext.update(AccessKey=f"nobody{i:04d}", Signature=sig)
+        cmd.ext_fields = ext  # kind 3: no key at all
+        forged.append(cmd)
+    with BlockingClient(("127.0.0.1", port)) as bad, BlockingClient(("127.0.0.1", port)) as ok:
+        for start in range(0, len(forged), 500):
+            chunk = forged[start : start + 500]
+            answers = bad.invoke_many(chunk, 30.0)
+            assert all(a.code == 1 for a in answers), {a.code for a in answers}
+            mine = _signed(send_cmd(TOPIC, f"good{start}".encode(), msg_props()), "adminKey1",
+                           "adminSecret1")  # fmt: skip
+            assert ok.invoke(mine, 10.0).code == 0
+    # what is stored: only the 20 good sends
+    q = RemotingCommand.request(RC.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": "0"})
+    r = _call(port, _signed(q, "adminKey1", "adminSecret1"))
+    assert r.code == 0 and (r.ext_fields or {}).get("offset") == "20", r.ext_fields
