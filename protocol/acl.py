@@ -15,7 +15,11 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from protocol.command import RemotingCommand
 
 ACCESS_KEY: Final = "AccessKey"  # SessionCredentials.ACCESS_KEY
 SECRET_KEY: Final = "SecretKey"
@@ -53,3 +57,19 @@ def sign_ext(ext: dict[str, str], body: bytes | memoryview | None, access_key: s
 def signatures_equal(a: str, b: str | None) -> bool:
     """Compare a computed signature with the one received, in constant time."""
     return b is not None and hmac.compare_digest(a.encode("ascii"), b.encode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class SessionCredentials:
+    """acl/common/SessionCredentials: what a client signs with (the secret in no repr)."""
+
+    access_key: str
+    secret_key: str = field(repr=False)
+    security_token: str | None = field(default=None, repr=False)
+
+    def sign(self, cmd: RemotingCommand) -> RemotingCommand:
+        """AclClientRPCHook.doBeforeRequest on a request about to be encoded."""
+        ext = dict(cmd.ext_fields or {})
+        sign_ext(ext, cmd.body, self.access_key, self.secret_key, self.security_token)
+        cmd.ext_fields = ext
+        return cmd

@@ -29,11 +29,13 @@ from actors.spark_bridge.options import (
     LATEST,
     SourceOptionError,
     SourceOptions,
+    credentials_of,
     parse_source_options,
 )
 from actors.spark_bridge.planner import DataLossError, PlanError, QueueKey, QueueRange
 from actors.spark_bridge.registry import QueryInfo, QueryRegistry
 from actors.spark_bridge.wire import BadBody, loads, ok
+from protocol.acl import SessionCredentials
 from protocol.codes import RequestCode, ResponseCode, SparkBridgeCode
 from protocol.command import RemotingCommand
 from protocol.headers import DeleteKVConfigRequestHeader, PutKVConfigRequestHeader
@@ -61,6 +63,7 @@ class _Running:
     waiting: int
     deadline_ms: int
     label: str
+    credentials: SessionCredentials | None = None  # the job's ACL keys: its calls are signed
 
 
 class SparkBridgeCore:
@@ -97,7 +100,9 @@ class SparkBridgeCore:
             return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      f" request type {cmd.code} not supported")  # fmt: skip
         try:
-            got = handler(req, loads(cmd), now_ms)
+            body = loads(cmd)
+            got = handler(req, body, now_ms)
+            credentials = _credentials(body)
         except BadBody as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
         except (SourceOptionError, PlanError) as exc:
@@ -106,7 +111,7 @@ class SparkBridgeCore:
             return cmd.make_response(exc.code, exc.remark)
         if isinstance(got, RemotingCommand):
             return got
-        self._start(got, req.conn_id, cmd, now_ms, SC.name_of(cmd.code))
+        self._start(got, req.conn_id, cmd, now_ms, SC.name_of(cmd.code), credentials)
         return None
 
     def on_response(self, addr: str, cmd: RemotingCommand, now_ms: int) -> None:
@@ -157,9 +162,10 @@ class SparkBridgeCore:
 
     # -- the job runner ----------------------------------------------------------------------
     def _start(self, gen: Job, conn_id: int | None, request: RemotingCommand | None,
-               now_ms: int, label: str) -> None:  # fmt: skip
+               now_ms: int, label: str,
+               credentials: SessionCredentials | None = None) -> None:  # fmt: skip
         job_id = next(self._ids)
-        self._jobs[job_id] = _Running(gen, conn_id, request, [], 0, 0, label)
+        self._jobs[job_id] = _Running(gen, conn_id, request, [], 0, 0, label, credentials)
         self._advance(job_id, None, now_ms)
 
     def _deliver(self, job_id: int, index: int, result: Result, now_ms: int) -> None:
@@ -201,6 +207,8 @@ class SparkBridgeCore:
             job.waiting = len(calls)
             job.deadline_ms = now_ms + self.call_timeout_ms
             for index, call in enumerate(calls):
+                if job.credentials is not None:
+                    job.credentials.sign(call.cmd)
                 self._pending[call.cmd.opaque] = (job_id, index, call.addr)
                 self.calls_out.append(call)
             return
@@ -425,6 +433,14 @@ class SparkBridgeCore:
                 log.warning("registering the bridge with name server %s failed: %s",
                             call.addr, why)  # fmt: skip
         return None
+
+
+def _credentials(body: dict[str, Any]) -> SessionCredentials | None:
+    """The ACL keys among a request's options (the handler has parsed them already)."""
+    raw = body.get("options")
+    if not isinstance(raw, dict):
+        return None
+    return credentials_of({str(k): str(v) for k, v in raw.items()})
 
 
 def _offsets(body: dict[str, Any], name: str) -> dict[str, dict[str, dict[str, int]]]:

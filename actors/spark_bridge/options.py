@@ -4,7 +4,8 @@ Mirrors rocketmq-externals rocketmq-spark RocketMQConf / RocketMQSourceProvider 
 names nameServer, topic, subExpression, pullBatchSize and the offsets JSON keyed
 topic -> broker -> queueId) and Spark's KafkaSourceProvider (startingOffsets / endingOffsets
 with -2 = earliest and -1 = latest, startingTimestamp / endingTimestamp, minPartitions,
-maxRecordsPerPartition, maxOffsetsPerTrigger, failOnDataLoss). Option names are matched
+maxRecordsPerPartition, maxOffsetsPerTrigger, failOnDataLoss), and RocketMQ's ACL keys
+(accessKey, secretKey: every request signed). Option names are matched
 case-insensitively, as Spark does; values arrive as strings. Anything that does not parse
 raises SourceOptionError naming the option, before a single request is sent.
 """
@@ -17,6 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from protocol.acl import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ KNOWN: Final = frozenset({
     "nameserver", "topic", "subexpression", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "minpartitions", "maxrecordsperpartition",
     "maxoffsetspertrigger", "failondataloss", "groupid", "pullbatchsize", "pulltimeoutms",
-    "bridge", "queryname", "path",
+    "bridge", "queryname", "path", "accesskey", "secretkey",
 })  # fmt: skip
 
 
@@ -69,6 +72,7 @@ class SourceOptions:
     bridge: str | None = None  # host:port; None = as registered on the name server
     query_name: str | None = None
     streaming: bool = False
+    credentials: SessionCredentials | None = None  # accessKey / secretKey: requests signed
 
     @property
     def pull_group(self) -> str:
@@ -135,7 +139,19 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         pull_timeout_ms=_int(o, "pulltimeoutms", DEFAULT_PULL_TIMEOUT_MS, 1)
         or DEFAULT_PULL_TIMEOUT_MS,
         bridge=bridge, query_name=o.get("queryname") or None, streaming=streaming,
+        credentials=credentials_of(o),
     )  # fmt: skip
+
+
+def credentials_of(options: Mapping[str, str]) -> SessionCredentials | None:
+    """accessKey + secretKey (ACL: every request to a name server or broker is signed as
+    AclClientRPCHook signs it); one without the other is a SourceOptionError. Names matched
+    case-insensitively; the secret is never shown."""
+    o = {k.lower(): v for k, v in options.items()}
+    ak, sk = o.get("accesskey") or None, o.get("secretkey") or None
+    if (ak is None) != (sk is None):
+        raise SourceOptionError("accessKey and secretKey go together (ACL credentials)")
+    return None if ak is None or sk is None else SessionCredentials(ak, sk)
 
 
 def check_addr(text: str, option: str) -> str:

@@ -28,8 +28,15 @@ from actors.client.mq_client_api import process_pull_response
 from actors.client.records import PullResult, PullStatus
 from deploy.spark.bridge_client import DataLossError, RocketMQSourceError
 from deploy.spark.decoder import BatchBuilder, Gathered
-from deploy.spark.pull_connection import Answer, PullConnection, PullRequestTemplate
+from deploy.spark.pull_connection import (
+    Answer,
+    PullConnection,
+    PullFrames,
+    PullRequestTemplate,
+    SignedPullRequests,
+)
 from deploy.wire import parse_addr
+from protocol.acl import SessionCredentials
 from protocol.codes import PullSysFlag, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.headers import PullMessageRequestHeader
@@ -63,6 +70,7 @@ class PullRange:
     batch_size: int
     timeout_ms: int
     fail_on_data_loss: bool
+    credentials: SessionCredentials | None = None  # ACL: every pull signed
 
 
 def _header(r: PullRange) -> PullMessageRequestHeader:
@@ -79,7 +87,9 @@ def read_range(r: PullRange) -> Iterator[Any]:
     if r.end <= r.start:
         return
     builder = BatchBuilder(r.topic, r.broker, r.queue_id, r.tags)
-    conn = PullConnection(parse_addr(r.addr), PullRequestTemplate(_header(r)))
+    frames: PullFrames = PullRequestTemplate(_header(r)) if r.credentials is None else \
+        SignedPullRequests(_header(r), r.credentials)  # fmt: skip
+    conn = PullConnection(parse_addr(r.addr), frames)
     try:
         yield from _batches(r, conn, builder)
     finally:

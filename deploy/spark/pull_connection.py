@@ -21,8 +21,9 @@ import re
 import socket
 import struct
 import time
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol
 
+from protocol.acl import SessionCredentials
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.errors import BadFrameLengthError, FrameTooLargeError
@@ -69,6 +70,30 @@ class PullRequestTemplate:
         return _PREFIX.pack(4 + len(header), len(header)) + header
 
 
+class SignedPullRequests:
+    """PULL_MESSAGE frames for one queue, each signed (ACL): the offset and count are part of
+    what the signature covers, so every frame is built and signed whole."""
+
+    __slots__ = ("credentials", "header")
+
+    def __init__(self, header: PullMessageRequestHeader, credentials: SessionCredentials) -> None:
+        self.header = header
+        self.credentials = credentials
+
+    def frame(self, offset: int, nums: int, opaque: int) -> bytes:
+        """One whole request frame."""
+        ext = dataclasses.replace(self.header, queue_offset=offset, max_msg_nums=nums).to_ext()
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
+        cmd.opaque = opaque
+        return self.credentials.sign(cmd).encode()
+
+
+class PullFrames(Protocol):
+    """Who makes a queue's PULL_MESSAGE frames (a template, or signed ones)."""
+
+    def frame(self, offset: int, nums: int, opaque: int) -> bytes: ...
+
+
 class Answer(NamedTuple):
     """A response: its decoded header (no body) and where its body is in the arena."""
 
@@ -80,7 +105,7 @@ class Answer(NamedTuple):
 class PullConnection:
     """The task's socket and the arena its answers are read into."""
 
-    def __init__(self, addr: tuple[str, int], template: PullRequestTemplate,
+    def __init__(self, addr: tuple[str, int], template: PullFrames,
                  arena_bytes: int = ARENA_BYTES) -> None:  # fmt: skip
         self.addr = addr
         self.template = template

@@ -54,7 +54,8 @@ def _partitions(opts: SourceOptions, planned: Sequence[Mapping[str, Any]]
         topic=str(p["topic"]), broker=str(p["broker"]), queue_id=int(p["queueId"]),
         addr=str(p["addr"]), start=int(p["start"]), end=int(p["end"]), group=opts.pull_group,
         sub_expression=opts.sub_expression, tags=opts.tags, batch_size=opts.pull_batch_size,
-        timeout_ms=opts.pull_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss))
+        timeout_ms=opts.pull_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss,
+        credentials=opts.credentials))
         for p in planned]  # fmt: skip
 
 

@@ -36,6 +36,7 @@ from actors.client.message_queue_selector import hash_index
 from actors.client.mq_client_api import (
     SendRequest,
     process_send_response,
+    send_message_command,
     send_message_frame,
 )
 from actors.client.mq_client_instance import default_route_for
@@ -43,6 +44,7 @@ from actors.client.records import MessageQueue
 from actors.client.send_retry import SendRetry
 from actors.client.topic_publish_info import TopicPublishInfo
 from deploy.wire import BlockingClient
+from protocol.acl import SessionCredentials
 from protocol.bodies import TopicRouteData
 from protocol.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -103,8 +105,10 @@ class TaskSender:
     """Sends a task's messages and waits for every acknowledgement."""
 
     def __init__(self, name_servers: tuple[str, ...], group: str, *, timeout_ms: int = 3000,
-                 retries: int = 2, batch_size: int = 64, max_inflight: int = 16) -> None:
+                 retries: int = 2, batch_size: int = 64, max_inflight: int = 16,
+                 credentials: SessionCredentials | None = None) -> None:  # fmt: skip
         self.name_servers = name_servers
+        self.credentials = credentials  # ACL: every request signed
         self.group = group
         self.timeout_ms = timeout_ms
         self.timeout_s = timeout_ms / 1000.0
@@ -175,6 +179,8 @@ class TaskSender:
         for ns in self.name_servers:
             cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
                                           GetRouteInfoRequestHeader(topic).to_ext())
+            if self.credentials is not None:
+                self.credentials.sign(cmd)
             try:
                 with BlockingClient(ns) as cl:
                     resp = cl.invoke(cmd, self.timeout_s)
@@ -239,7 +245,11 @@ class TaskSender:
             self._give_up(unit)
             return
         addr = route.masters.get(mq.broker_name)
-        opaque, frame = send_message_frame(self.group, self._request(unit), mq)
+        if self.credentials is None:
+            opaque, frame = send_message_frame(self.group, self._request(unit), mq)
+        else:
+            cmd = self.credentials.sign(send_message_command(self.group, self._request(unit), mq))
+            opaque, frame = cmd.opaque, cmd.encode()
         try:
             if addr is None:
                 raise OSError(f"broker {mq.broker_name} has no master")

@@ -33,10 +33,12 @@ from actors.client import validators
 from actors.spark_bridge.options import (
     ALIASES,
     SourceOptionError,
+    credentials_of,
     parse_name_servers,
     parse_topics,
 )
 from deploy.spark.send import OutMessage, TaskSender
+from protocol.acl import SessionCredentials
 from protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -79,10 +81,12 @@ class SinkOptions:
     retries: int
     batch_size: int
     max_inflight: int
+    credentials: SessionCredentials | None = None  # accessKey / secretKey: sends signed
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    """nameServer, topic, producerGroup, sendTimeoutMs, retries, batchSize, maxInFlight."""
+    """nameServer, topic, producerGroup, sendTimeoutMs, retries, batchSize, maxInFlight,
+    accessKey + secretKey (ACL)."""
     o = {ALIASES.get(k.lower(), k.lower()): str(v) for k, v in options.items()}
     topic = o.get("topic")
 
@@ -106,6 +110,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         retries=number("retries", "retries", 2, 0),
         batch_size=number("batchsize", "batchSize", 64, 1),
         max_inflight=number("maxinflight", "maxInFlight", 16, 1),
+        credentials=credentials_of(o),
     )  # fmt: skip
 
 
@@ -205,7 +210,8 @@ def _write(opts: SinkOptions, cols: Mapping[str, int], write_id: str,
     base = query_id or write_id  # a query keeps its id across restarts from its checkpoint
     sender = TaskSender(opts.name_servers, opts.group, timeout_ms=opts.timeout_ms,
                         retries=opts.retries, batch_size=opts.batch_size,
-                        max_inflight=opts.max_inflight)  # fmt: skip
+                        max_inflight=opts.max_inflight,
+                        credentials=opts.credentials)  # fmt: skip
     where = f"partition {partition}{f' of micro-batch {batch_id}' if batch_id else ''}"
 
     def messages() -> Iterator[OutMessage]:

@@ -14,6 +14,7 @@ from actors.broker.config import BrokerConfig
 from deploy import launch
 from deploy.launch import cluster_pids
 from deploy.wire import BlockingClient
+from protocol.acl import SessionCredentials
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.message import COMPRESSED_ZLIB_SYSFLAG
@@ -37,8 +38,9 @@ class AmqCluster:
     pids: list[int] = field(default_factory=list)
 
 
-def start_amq(data: Path) -> AmqCluster:
-    """Name server, broker-a, broker-b and a SparkBridge, as `actormq up` starts them."""
+def start_amq(data: Path, **broker_props: str) -> AmqCluster:
+    """Name server, broker-a, broker-b and a SparkBridge, as `actormq up` starts them (the
+    brokers with broker_props besides)."""
     cluster = launch.start_system(str(data))
     amq = AmqCluster(cluster, "", {}, "")
     try:
@@ -46,7 +48,8 @@ def start_amq(data: Path) -> AmqCluster:
         amq.ns = f"127.0.0.1:{ns_port}"
         for name in ("broker-a", "broker-b"):
             props = dict(SMALL_STORE, listenPort="0", brokerName=name, namesrvAddr=amq.ns,
-                         storePathRootDir=os.path.join(str(data), f"store-{name}"))  # fmt: skip
+                         storePathRootDir=os.path.join(str(data), f"store-{name}"),
+                         **broker_props)  # fmt: skip
             port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
                                        StoreConfig.from_properties(props))  # fmt: skip
             amq.brokers[name] = f"127.0.0.1:{port}"
@@ -67,14 +70,18 @@ def stop_amq(amq: AmqCluster) -> None:
     assert not left, f"actor processes outlived the cluster: {left}"
 
 
-def create_topic(addr: str, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC on one broker (read and write queues)."""
+def create_topic(addr: str, topic: str, queues: int,
+                 credentials: SessionCredentials | None = None) -> None:  # fmt: skip
+    """UPDATE_AND_CREATE_TOPIC on one broker (read and write queues; signed with
+    credentials when given)."""
     ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
            "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
            "topicSysFlag": "0", "order": "false"}  # fmt: skip
+    cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+    if credentials is not None:
+        credentials.sign(cmd)
     with BlockingClient(addr) as cl:
-        resp = cl.invoke(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext),
-                         RPC_TIMEOUT_S)  # fmt: skip
+        resp = cl.invoke(cmd, RPC_TIMEOUT_S)
     assert resp.code == 0, resp.remark
 
 
