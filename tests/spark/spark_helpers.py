@@ -167,7 +167,7 @@ class Producer:
         # the broker adds CLUSTER and does not store WAIT=true (SendMessageProcessor, 4.9.8)
         stored_props = {k: v for k, v in properties.items() if k != "WAIT"}
         stored_props["CLUSTER"] = "DefaultCluster"
-        return Sent(topic, self.broker, queue_id, int(resp.ext_fields["queueOffset"]), uniq,
+        return Sent(topic, self.broker, queue_id, int((resp.ext_fields or {})["queueOffset"]), uniq,
                     tags, keys, body, stored_props, born, f"{local[0]}:{local[1]}", self.addr,
                     before, after)  # fmt: skip
 
