@@ -308,10 +308,20 @@ def run(args: argparse.Namespace, broker: str | None = None) -> dict[str, list[f
     with tempfile.TemporaryDirectory(prefix="amq-bench-") as data:
         data = os.environ.get("AMQ_BENCH_DATA", data)  # keep the logs: an existing dir
         ref: Any = None
+        acl_home = os.path.join(data, "aclhome")
+        if args.acl:  # both brokers check every request against the same one account
+            from deploy.bench.requests import BENCH_CREDENTIALS, BENCH_PLAIN_ACL, sign_requests
+
+            for home in (acl_home, os.path.join(data, "reference", "rocketmq_home")):
+                os.makedirs(os.path.join(home, "conf"), exist_ok=True)
+                with open(os.path.join(home, "conf", "plain_acl.yml"), "w") as f:
+                    f.write(BENCH_PLAIN_ACL)
+            sign_requests(BENCH_CREDENTIALS)
         if args.reference:  # the JVMs start while actormq does; every spawn from this thread
             from deploy import reference
 
-            ref = reference.reference_cluster(os.path.join(data, "reference")).launch()
+            extra = {"aclEnable": "true"} if args.acl else None
+            ref = reference.reference_cluster(os.path.join(data, "reference"), extra).launch()
         try:
             cluster = launch.start_system(data, log_level="WARNING")
         except BaseException:
@@ -321,7 +331,9 @@ def run(args: argparse.Namespace, broker: str | None = None) -> dict[str, list[f
         try:
             ha_port = launch.stable_free_port()
             props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store"),
-                     "haListenPort": str(ha_port)}  # fmt: skip
+                     "haListenPort": str(ha_port)}
+            if args.acl:
+                props.update(aclEnable="true", rocketmqHome=acl_home)  # fmt: skip
             bc = BrokerConfig.from_properties(props)
             sc = StoreConfig.from_properties(props)
             port = launch.start_broker(cluster, bc, sc,
@@ -499,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs against each broker (actormq, and the reference with --reference) "
                         f"until SECONDS have passed, at least once (default {WARMUP_S:g}; "
                         "not with --bound)")
+    p.add_argument("--acl", action="store_true",
+                   help="both brokers with aclEnable=true (one admin account) and every "
+                        "benchmark request signed, as AclClientRPCHook signs (A-D)")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--bound", action="store_true",
@@ -515,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--runs must be >= 1")
     if args.bound and args.reference:
         p.error("--bound and --reference do not go together")
+    if args.bound and args.acl:
+        p.error("--bound has no ACL check: --acl goes with the real broker")
     if not math.isfinite(args.warmup) or args.warmup < 0:
         p.error(f"--warmup must be a number of seconds >= 0, got {args.warmup}")
     if not args.a:

@@ -22,7 +22,7 @@ import time
 from typing import Final
 
 from deploy.bench.measure import cpu_by_role, cpu_us, paced_sends, role_cpu_since
-from deploy.bench.requests import BODY, send_request
+from deploy.bench.requests import BODY, send_request, signed
 from deploy.wire import BlockingClient
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
@@ -50,7 +50,7 @@ def heartbeat_request(client_id: str, group: str, topic: str) -> RemotingCommand
                                  "unitMode": False}],
             "producerDataSet": []}
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-    return RemotingCommand.request(34, None, data)
+    return signed(RemotingCommand.request(34, None, data))
 
 
 def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int, *,
@@ -61,7 +61,7 @@ def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: i
            "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
            "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
            "subVersion": "0", "expressionType": "TAG", "subscription": "*"}
-    return RemotingCommand.request(11, ext)
+    return signed(RemotingCommand.request(11, ext))
 
 
 def consumer_pull(group: str, topic: str, queue_id: int, offset: int, *, commit: bool,
@@ -163,9 +163,8 @@ def _d_sender(addr: tuple[str, int], topic: str, n: int, rate: float,
     default queue selection does), each body starting with monotonic_ns."""
 
     def request(i: int) -> RemotingCommand:
-        req = send_request(topic, i % queues)
-        req.body = struct.pack(">q", time.monotonic_ns()) + BODY[8:]
-        return req
+        return send_request(topic, i % queues,
+                            body=struct.pack(">q", time.monotonic_ns()) + BODY[8:])
 
     paced_sends(addr, n, rate, request, "D send")
 

@@ -10,18 +10,35 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
+from protocol.acl import SessionCredentials
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 
 BODY: Final = b"x" * 1024
+# `bench --acl`: the benchmark's one account; every request below is signed with it
+BENCH_CREDENTIALS: Final = SessionCredentials("benchAdmin1", "benchSecret1")
+BENCH_PLAIN_ACL: Final = (
+    "accounts:\n  - accessKey: benchAdmin1\n    secretKey: benchSecret1\n    admin: true\n")
+_signing: list[SessionCredentials] = []  # the process's choice (set once, before any request)
 
 
-def send_request(topic: str, queue_id: int, serialize_type: int = 0) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 request as a Java producer writes it (a 1 KiB body)."""
+def sign_requests(credentials: SessionCredentials | None) -> None:
+    """Sign every request built from now on (None: none), as AclClientRPCHook does."""
+    _signing[:] = [] if credentials is None else [credentials]
+
+
+def signed(cmd: RemotingCommand) -> RemotingCommand:
+    """cmd, signed when sign_requests chose credentials."""
+    return _signing[0].sign(cmd) if _signing else cmd
+
+
+def send_request(topic: str, queue_id: int, serialize_type: int = 0, body: bytes = BODY
+                 ) -> RemotingCommand:  # fmt: skip
+    """A SEND_MESSAGE_V2 request as a Java producer writes it (a 1 KiB body by default)."""
     ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
            "g": str(int(time.time() * 1000)), "h": "0", "i": "WAIT\x01true\x02TAGS\x01bench",
            "j": "0", "k": "false", "m": "false"}
-    return RemotingCommand.request(310, ext, BODY, serialize_type=serialize_type)
+    return signed(RemotingCommand.request(310, ext, body, serialize_type=serialize_type))
 
 
 def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
@@ -35,14 +52,14 @@ def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: in
            "subVersion": "0", "expressionType": "TAG"}
     if subscription is not None:
         ext["subscription"] = subscription
-    return RemotingCommand.request(11, ext, serialize_type=serialize_type)
+    return signed(RemotingCommand.request(11, ext, serialize_type=serialize_type))
 
 
 def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes = b"",
                oneway: bool = False, **ext: Any) -> RemotingCommand:
     """Any request with string-valued header fields."""
-    return RemotingCommand.request(code, {k: str(v) for k, v in ext.items()} or None, body,
-                                   serialize_type=serialize_type, oneway=oneway)
+    return signed(RemotingCommand.request(code, {k: str(v) for k, v in ext.items()} or None,
+                                          body, serialize_type=serialize_type, oneway=oneway))
 
 
 def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
