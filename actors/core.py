@@ -12,7 +12,7 @@ QueryMessageProcessor, namesrv DefaultRequestProcessor), shared by the broker an
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
@@ -83,6 +83,24 @@ class FastPathCore(Protocol):
         """The encoded reply, b"" (taken, nothing to answer now) or None (not taken: the
         request goes to process())."""
         ...
+
+
+class AccessCheck(Protocol):
+    """The RPC hook a broker runs before a request reaches its processor (ACL)."""
+
+    def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
+              peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
+        """None when the request may go on, else the remark of its SYSTEM_ERROR answer."""
+        ...
+
+
+@runtime_checkable
+class AccessCheckingCore(Protocol):
+    """A FastPathCore whose fast path runs the broker's access check itself (on the header
+    fields it parses anyway) and leaves a refused request to process(): with ACL on, the
+    host keeps its fast path instead of turning it off."""
+
+    access: AccessCheck | None
 
 
 @runtime_checkable

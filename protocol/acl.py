@@ -32,15 +32,22 @@ def combine_request_content(ext: Mapping[str, str], body: bytes | memoryview | N
                             skip: frozenset[str] = frozenset((SIGNATURE,))) -> bytes:
     """combineRequestContent: the values of ext's fields by name (those in `skip` left out),
     then the body."""
-    text = "".join(ext[k] for k in sorted(ext) if k not in skip)
-    data = text.encode("utf-8")
+    data = fields_text(ext, skip)
     return data + bytes(body) if body else data
 
 
-def cal_signature(data: bytes, secret_key: str) -> str:
-    """AclSigner.calSignature: Base64 of HMAC-SHA1(secret_key, data)."""
-    mac = hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1).digest()
-    return base64.b64encode(mac).decode("ascii")
+def fields_text(ext: Mapping[str, str], skip: frozenset[str] = frozenset((SIGNATURE,))) -> bytes:
+    """The first part of combineRequestContent: the fields' values by name, as UTF-8."""
+    return "".join(ext[k] for k in sorted(ext) if k not in skip).encode("utf-8")
+
+
+def cal_signature(data: bytes, secret_key: str, body: bytes | memoryview | None = None) -> str:
+    """AclSigner.calSignature: Base64 of HMAC-SHA1(secret_key, data + body) (the body fed
+    to the MAC as it is, not joined to data first)."""
+    mac = hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1)
+    if body:
+        mac.update(body)
+    return base64.b64encode(mac.digest()).decode("ascii")
 
 
 def sign_ext(ext: dict[str, str], body: bytes | memoryview | None, access_key: str,
@@ -51,7 +58,7 @@ def sign_ext(ext: dict[str, str], body: bytes | memoryview | None, access_key: s
     if security_token is not None:
         ext[SECURITY_TOKEN] = security_token
     ext.pop(SIGNATURE, None)
-    ext[SIGNATURE] = cal_signature(combine_request_content(ext, body), secret_key)
+    ext[SIGNATURE] = cal_signature(fields_text(ext), secret_key, body)
 
 
 def signatures_equal(a: str, b: str | None) -> bool:

@@ -32,7 +32,7 @@ from protocol.acl import (
     SECURITY_TOKEN,
     SIGNATURE,
     UNIQUE_MSG_QUERY_FLAG,
-    combine_request_content,
+    fields_text,
 )
 from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode as RC
@@ -68,7 +68,8 @@ def parse(code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | N
         _resources(req, code, ext, body)
     except (ProtocolError, ValueError, TypeError) as exc:
         raise AclError(str(exc)) from exc
-    req.content = combine_request_content(ext, body, _NOT_SIGNED)
+    req.content = fields_text(ext, _NOT_SIGNED)
+    req.body = body
     return req
 
 

@@ -72,6 +72,8 @@ def java_hash_order(keys: Iterable[str]) -> list[str]:
     them: by bucket, then by insertion. checkPerm reports the first resource refused in
     that order."""
     keys = list(keys)
+    if len(keys) < 2:
+        return keys
     n = 16
     while len(keys) > n * 3 // 4:
         n *= 2
@@ -101,7 +103,8 @@ class AccessRequest:
     access_key: str | None = None
     signature: str | None = None
     secret_token: str | None = None
-    content: bytes = b""
+    content: bytes = b""  # the signed fields' values (combineRequestContent without the body)
+    body: bytes | memoryview | None = None  # the rest of what the signature covers
     perms: dict[str, int] | None = None
 
     def need(self, resource: str | None, perm: int) -> None:
@@ -284,7 +287,8 @@ class PlainPermissionManager:
             raise AclError(f"No acl config for {req.access_key}")
         if acc.white.match(addr):
             return
-        if not signatures_equal(cal_signature(req.content, acc.secret_key), req.signature):
+        if not signatures_equal(cal_signature(req.content, acc.secret_key, req.body),
+                                req.signature):  # fmt: skip
             raise AclError(f"Check signature failed for accessKey={req.access_key}")
         if req.perms is not None and req.perms.get(TRACE_TOPIC) == PUB:
             return

@@ -12,10 +12,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
-from actors.core import ClientResponseCore, FastPathCore, ProcessorCore, Request
+from actors.core import (
+    AccessCheck,
+    AccessCheckingCore,
+    ClientResponseCore,
+    FastPathCore,
+    ProcessorCore,
+    Request,
+)
 from actors.runtime.channel import (
     APPLY,
     CLOSE_CONN,
@@ -159,6 +166,7 @@ class ProcessorHost:
         # the broker's RPC hook (BrokerController.initialAcl): checks every client request
         # before the core sees it; None = no ACL. With one, requests skip the fast path.
         self.access: AccessCheck | None = None
+        self.fast_checks_access = False  # set_access: the core's fast path checks it too
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -167,6 +175,14 @@ class ProcessorHost:
         self.stats: StatsPage | None = None
         self.stats_queue_off: int | None = None
         self.stats_lock_off: int | None = None
+
+    def set_access(self, access: AccessCheck) -> None:
+        """Check every client request with `access` (ACL) before the core sees it; a core
+        whose fast path can check it keeps that fast path (AccessCheckingCore)."""
+        self.access = access
+        if isinstance(self.core, AccessCheckingCore):
+            self.core.access = access
+            self.fast_checks_access = True
 
     def handle(self, ch: Channel, records: list[tuple[Any, ...]], queued_after: int = 0) -> int:
         """Run one batch of records from channel `ch` (queued_after more wait behind it); the
@@ -188,7 +204,7 @@ class ProcessorHost:
         now_ms = time.time_ns() // 1_000_000
         oldest_ok_ns = mono_ns - self.max_wait_ns
         access = self.access
-        fast = self.fast if access is None else None
+        fast = self.fast if access is None or self.fast_checks_access else None
         stats = self.stats
         if stats is not None:
             self._publish_queue(stats, records, n, mono_ns, now_ms)
@@ -303,15 +319,6 @@ class ProcessorHost:
             stats.set_pair(self.stats_queue_off, n, wait_ms)
         if self.stats_lock_off is not None:
             stats.set(self.stats_lock_off, now_ms)
-
-
-class AccessCheck(Protocol):
-    """The RPC hook a broker runs before a request reaches its processor (ACL)."""
-
-    def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
-              peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
-        """None when the request may go on, else the remark of its SYSTEM_ERROR answer."""
-        ...
 
 
 def _short(exc: BaseException) -> str:

@@ -46,7 +46,7 @@ from actors.broker.transaction import (
     process_end_transaction,
     resume_check_half_message,
 )
-from actors.core import FAQ_SUFFIX, Request
+from actors.core import FAQ_SUFFIX, AccessCheck, Request
 from protocol.codes import (
     CURRENT_VERSION,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -124,6 +124,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
 
     def __init__(self, ctx: BrokerContext, rng: random.Random | None = None) -> None:
         super().__init__(ctx, rng)
+        self.access: AccessCheck | None = None  # ACL: checked in the fast path too
         sc = ctx.store_config
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
@@ -259,6 +260,9 @@ class SendMessageProcessor(ReplyMessageProcessor):
         if parts is None or self.sync_flush or self.sync_master or not self.broker_writable:
             return None
         opaque, ext, body, st = parts
+        access = self.access
+        if access is not None and access.check(_SEND_V2, ext, body, peer, now_ms) is not None:
+            return None  # refused: process() answers it (the host checks it there again)
         fields = send_v2_fields(ext)
         if fields is None:
             return None
