@@ -160,7 +160,6 @@ def test_a_bad_acl_file_refuses_the_start(tmp_path: Path) -> None:
 
 def test_python_clients_sign_their_requests(acl_up: tuple[int, int, Path]) -> None:
     from actors.client import Message, MQClientError, Producer
-    from actors.client.consumer import ConsumeResult, PushConsumer
 
     ns, port, _home = acl_up
     assert _call(port, _signed(create_topic_cmd(TOPIC, 4), "adminKey1", "adminSecret1")).code == 0
@@ -175,24 +174,14 @@ def test_python_clients_sign_their_requests(acl_up: tuple[int, int, Path]) -> No
             p.send(Message(TOPIC, b"refused"))
         assert "Check signature failed for accessKey=adminKey1" in str(err.value)
         assert "wrongSecret1" not in str(err.value) and "wrongSecret1" not in repr(p._config)
-    got: list[bytes] = []
-
-    def handle(msgs: tuple[object, ...]) -> ConsumeResult:
-        got.extend(m.body for m in msgs)  # type: ignore[attr-defined]
-        return ConsumeResult.SUCCESS
-
-    with PushConsumer("acl_py_cg", namesrv=namesrv, handler=handle, consume_from="first",
-                      access_key="subscriber1", secret_key="subSecret1") as c:  # fmt: skip
-        c.subscribe(TOPIC)
-        assert wait_until(lambda: len(set(got)) >= 8 or None, 30.0), got
-    assert set(got) == {f"m{i}".encode() for i in range(8)}
+    got = _consume_signed(namesrv, "acl_py_cg", 8, 30.0)
+    assert got == {f"m{i}".encode() for i in range(8)}
 
 
 def test_python_clients_sign_as_the_java_broker_checks(reference_build: Path,
                                                        tmp_path: Path) -> None:
     """The same Python clients against RocketMQ 4.9.8 itself with aclEnable=true."""
     from actors.client import Message, MQClientError, Producer
-    from actors.client.consumer import ConsumeResult, PushConsumer
     from deploy import reference
 
     store = tmp_path / "refstore"
@@ -216,16 +205,7 @@ def test_python_clients_sign_as_the_java_broker_checks(reference_build: Path,
             with pytest.raises(MQClientError) as err:
                 p.send(Message(TOPIC, b"refused"))
             assert f"No default permission for topic:{TOPIC}" in str(err.value)
-        got: list[bytes] = []
-
-        def handle(msgs: tuple[object, ...]) -> ConsumeResult:
-            got.extend(m.body for m in msgs)  # type: ignore[attr-defined]
-            return ConsumeResult.SUCCESS
-
-        with PushConsumer("acl_ref_cg", namesrv=namesrv, handler=handle, consume_from="first",
-                          access_key="subscriber1", secret_key="subSecret1") as c:  # fmt: skip
-            c.subscribe(TOPIC)
-            assert wait_until(lambda: len(set(got)) >= 4 or None, 60.0), got
+        assert len(_consume_signed(namesrv, "acl_ref_cg", 4, 60.0)) >= 4
         # our ACL admin command against the Java broker's ACL admin code
         cli = subprocess.run([sys.executable, "-m", "deploy", "admin", "updateAclConfig", "-n",
                             namesrv, "-b", ref.broker_addr(), "-a", "refUser12", "-s",
@@ -239,6 +219,24 @@ def test_python_clients_sign_as_the_java_broker_checks(reference_build: Path,
             return _call(port, cmd).code == 0
 
         assert wait_until(new_account_sends, 30.0)
+
+
+def _consume_signed(namesrv: str, group: str, n: int, timeout_s: float) -> set[bytes]:
+    """The bodies a PushConsumer signing as subscriber1 gets from TOPIC (at least n of them,
+    else the test fails)."""
+    from actors.client.consumer import ConsumeResult, PushConsumer
+
+    got: list[bytes] = []
+
+    def handle(msgs: tuple[object, ...]) -> ConsumeResult:
+        got.extend(m.body for m in msgs)  # type: ignore[attr-defined]
+        return ConsumeResult.SUCCESS
+
+    with PushConsumer(group, namesrv=namesrv, handler=handle, consume_from="first",
+                      access_key="subscriber1", secret_key="subSecret1") as c:  # fmt: skip
+        c.subscribe(TOPIC)
+        assert wait_until(lambda: len(set(got)) >= n or None, timeout_s), got
+    return set(got)
 
 
 def _route_ok(ns_port: int) -> bool:

@@ -21,28 +21,15 @@ from actors.client.records import MessageExt
 from protocol.bodies import ConsumeType, MessageModel, MessageQueue, SubscriptionData
 
 
-class MQConsumerInner(Protocol):
-    """What the consumer-side request handlers read and call."""
-
-    CONSUME_TYPE: ConsumeType
+class ConsumerState(Protocol):
+    """What a consumer core's pieces read of it (read only: its kinds narrow some of them,
+    cfg): the request handlers (MQConsumerInner) and the pulling (pull_callback.PullHost)."""
 
     @property
     def cfg(self) -> ConsumerConfig: ...
 
     @property
     def group(self) -> str: ...
-
-    @property
-    def model(self) -> MessageModel: ...
-
-    @property
-    def client_id(self) -> str: ...
-
-    @property
-    def start_ms(self) -> int: ...
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
 
     @property
     def table(self) -> dict[MessageQueue, ProcessQueue[MessageExt]]: ...
@@ -58,6 +45,24 @@ class MQConsumerInner(Protocol):
 
     @property
     def offset_store(self) -> OffsetStore | None: ...
+
+
+class MQConsumerInner(ConsumerState, Protocol):
+    """What the consumer-side request handlers read and call."""
+
+    CONSUME_TYPE: ConsumeType
+
+    @property
+    def model(self) -> MessageModel: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def start_ms(self) -> int: ...
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
 
     def all_subscriptions(self) -> list[SubscriptionData]:
         """Every subscription, the retry topic's included."""

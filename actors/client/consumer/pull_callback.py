@@ -28,17 +28,14 @@ from dataclasses import replace
 from typing import Final, Protocol
 
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.consumer_config import ConsumerConfig, ServiceState
+from actors.client.consumer.consumer_config import ServiceState
 from actors.client.consumer.consumer_scheduler import ConsumerScheduler
-from actors.client.consumer.consumer_services import ConsumerServices
-from actors.client.consumer.consumer_stats import ConsumerStats
 from actors.client.consumer.message_decoder import decode_pull_messages
-from actors.client.consumer.offset_store import OffsetStore
+from actors.client.consumer.mq_consumer_inner import ConsumerState
 from actors.client.consumer.process_queue import MIB, ProcessQueue
 from actors.client.consumer.pull_api_wrapper import PullAPIWrapper
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.errors import MQClientError
-from actors.client.mq_client_manager import InstanceHandle
 from actors.client.records import MessageExt, PullStatus
 from protocol.bodies import MessageQueue, SubscriptionData
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, PullSysFlag, ResponseCode
@@ -67,16 +64,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PullHost(Protocol):
-    """What the pulling reads of its consumer core, and the decisions its kind makes
-    (DefaultMQPushConsumerImpl, DefaultLitePullConsumerImpl)."""
-
-    # read only: the core's kinds narrow some of them (cfg)
-    @property
-    def cfg(self) -> ConsumerConfig: ...
-
-    @property
-    def group(self) -> str: ...
+class PullHost(ConsumerState, Protocol):
+    """What the pulling reads of its consumer core besides its ConsumerState, and the
+    decisions its kind makes (DefaultMQPushConsumerImpl, DefaultLitePullConsumerImpl)."""
 
     @property
     def state(self) -> ServiceState: ...
@@ -88,22 +78,7 @@ class PullHost(Protocol):
     def subscriptions(self) -> dict[str, SubscriptionData]: ...
 
     @property
-    def table(self) -> dict[MessageQueue, ProcessQueue[MessageExt]]: ...
-
-    @property
-    def stats(self) -> ConsumerStats: ...
-
-    @property
     def scheduler(self) -> ConsumerScheduler: ...
-
-    @property
-    def handle(self) -> InstanceHandle | None: ...
-
-    @property
-    def services(self) -> ConsumerServices | None: ...
-
-    @property
-    def offset_store(self) -> OffsetStore | None: ...
 
     @property
     def subs_changed_at(self) -> float: ...
