@@ -46,13 +46,25 @@ def _file_handler() -> logging.Handler | None:
     return handler
 
 
+def _append(handler: logging.Handler, record: logging.LogRecord) -> None:
+    """The record into the file. A file that cannot be opened (its directory deleted, a full
+    disk) loses the record, never the process that logs it: logging.FileHandler opens a
+    delayed file outside its own error handling, so the OSError would reach the actor that
+    logged (a client instance forked after an earlier in-process cluster's log directory was
+    removed died of its first log line)."""
+    try:
+        handler.handle(record)
+    except OSError:
+        pass
+
+
 class DirectHandler(logging.Handler):
     """Appends records to the log file from the process that logs them."""
 
     def emit(self, record: logging.LogRecord) -> None:
         handler = _file_handler()
         if handler is not None and record.levelno >= _state["level"]:
-            handler.handle(record)
+            _append(handler, record)
 
 
 def _direct_handle(self: Any, record: logging.LogRecord) -> bool:
@@ -61,7 +73,7 @@ def _direct_handle(self: Any, record: logging.LogRecord) -> bool:
         return False
     handler = _file_handler()
     if handler is not None:
-        handler.handle(record)
+        _append(handler, record)
     return True
 
 
