@@ -24,11 +24,7 @@ from actors.broker.lock_manager import MessageQueueKey, RebalanceLockManager
 from actors.broker.offsets import TOPIC_GROUP_SEPARATOR
 from actors.broker.processors.admin_acl import AclAdmin
 from actors.broker.processors.admin_consumer_stats import ConsumerStatsQueries
-from actors.broker.processors.broker2client import (
-    Broker2ClientMixin,
-    PendingCall,
-    StatusCall,
-)
+from actors.broker.processors.broker2client import Broker2Client
 from actors.broker.stats import BrokerStatsSampler
 from actors.broker.subscription_group import group_config_from_obj
 from actors.broker.topic_config import TopicConfig, validate_topic
@@ -88,7 +84,7 @@ def _mq_keys(mqs: list[MessageQueue]) -> list[MessageQueueKey]:
 
 
 
-class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
+class AdminBrokerProcessor(CodeDispatchCore):
     """The admin core (ProcessorCore), also the unknown-code default."""
 
     BAD_REQUEST_ERRORS = BAD_BODY_ERRORS
@@ -102,8 +98,7 @@ class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
         # UPDATE_AND_CREATE_TOPIC / UPDATE_BROKER_CONFIG of brokerPermission: answered once the
         # name servers have the registration (registerIncrementBrokerData / registerBrokerAll)
         self.held = HeldReplies(ctx.outbox, ctx.broker_config.registerBrokerTimeoutMills)
-        self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
-        self.status_calls: dict[int, StatusCall] = {}  # opaque of one client's request -> call
+        self.b2c = Broker2Client(ctx, self.store)  # the requests relayed to clients
         stats = ConsumerStatsQueries(ctx, self.store)  # the offset and stats queries
         acl = AclAdmin(ctx)  # the ACL files' accounts and white list
         self.handlers = {
@@ -129,13 +124,13 @@ class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
             RC.UPDATE_BROKER_CONFIG: self._update_broker_config,
             RC.INVOKE_BROKER_TO_RESET_OFFSET: self._reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: self._consume_by_who,
-            RC.GET_CONSUMER_RUNNING_INFO: self._consumer_running_info,
-            RC.CONSUME_MESSAGE_DIRECTLY: self._consume_directly,
+            RC.GET_CONSUMER_RUNNING_INFO: self.b2c.consumer_running_info,
+            RC.CONSUME_MESSAGE_DIRECTLY: self.b2c.consume_directly,
             RC.QUERY_CONSUME_QUEUE: stats.query_consume_queue,
             RC.CLONE_GROUP_OFFSET: stats.clone_group_offset,
             RC.QUERY_CONSUME_TIME_SPAN: stats.consume_time_span,
             RC.VIEW_BROKER_STATS_DATA: stats.view_stats_data,
-            RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self._consumer_status,
+            RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.b2c.consumer_status,
             RC.QUERY_CORRECTION_OFFSET: stats.query_correction_offset,
             RC.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_access_config,
             RC.DELETE_ACL_CONFIG: acl.delete_access_config,
@@ -177,6 +172,10 @@ class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
 
     # --- the registration barrier -------------------------------------------------------------
 
+    def on_client_response(self, resp: RemotingCommand, now_ms: int) -> None:
+        """A client answered a request relayed to it (Broker2Client)."""
+        self.b2c.on_client_response(resp, now_ms)
+
     def release(self, token: int, now_ms: int) -> bool:
         """The controller re-registered: send the reply held under `token` (False if gone)."""
         return self.held.release(token)
@@ -184,27 +183,13 @@ class AdminBrokerProcessor(Broker2ClientMixin, CodeDispatchCore):
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Forget replies held for the connection (locks expire by time)."""
         self.held.forget(conn_id)
-        for opaque in [o for o, c in self.calls.items() if c.conn_id == conn_id]:
-            del self.calls[opaque]
-        for opaque in [o for o, c in self.status_calls.items() if c.conn_id == conn_id]:
-            del self.status_calls[opaque]
+        self.b2c.forget(conn_id)
 
     def tick(self, now_ms: int) -> int | None:
         """Answer held replies and client calls that did not complete in time."""
         held_wait = self.held.expire(now_ms)
-        for opaque in [o for o, c in self.calls.items() if now_ms >= c.deadline_ms]:
-            call = self.calls.pop(opaque)
-            ext = call.cmd.ext_fields or {}
-            self._reply(call.conn_id, call.cmd.make_response(  # callConsumer's timeout answer
-                RS.CONSUME_MSG_TIMEOUT,
-                f"consumer <{ext.get('consumerGroup', '')}> <{ext.get('clientId', '')}> Timeout: "
-                f"the client did not answer code {call.cmd.code} in time"))
-        for sc in {id(c): c for c in self.status_calls.values()}.values():
-            if now_ms >= sc.deadline_ms:  # clients that did not answer are left out, as in Java
-                self._finish_status(sc)
         deadlines = [now_ms + held_wait] if held_wait is not None else []
-        deadlines += [c.deadline_ms for c in self.calls.values()]
-        deadlines += [c.deadline_ms for c in self.status_calls.values()]
+        deadlines += self.b2c.expire(now_ms)
         deadlines.append(now_ms + self.stats.sample(now_ms))  # StoreStatsService, each second
         return max(0, min(deadlines) - now_ms)
 

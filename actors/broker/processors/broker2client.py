@@ -58,13 +58,37 @@ class StatusCall:
 
 
 
-class Broker2ClientMixin:
-    """AdminBrokerProcessor's calls to clients (Broker2Client)."""
+class Broker2Client:
+    """AdminBrokerProcessor's calls to clients: owns the calls waiting for a client's answer."""
 
-    ctx: BrokerContext
-    store: Any
-    calls: dict[int, PendingCall]
-    status_calls: dict[int, StatusCall]
+    def __init__(self, ctx: BrokerContext, store: Any) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.calls: dict[int, PendingCall] = {}  # opaque of our request to the client -> call
+        self.status_calls: dict[int, StatusCall] = {}  # opaque of one client's request -> call
+
+    def forget(self, conn_id: int) -> None:
+        """The asker's connection closed: its calls are answered to no one."""
+        for opaque in [o for o, c in self.calls.items() if c.conn_id == conn_id]:
+            del self.calls[opaque]
+        for opaque in [o for o, c in self.status_calls.items() if c.conn_id == conn_id]:
+            del self.status_calls[opaque]
+
+    def expire(self, now_ms: int) -> list[int]:
+        """Answer the calls whose time is up (callConsumer's timeout; a status call with the
+        clients that answered, as in Java); the deadlines still ahead."""
+        for opaque in [o for o, c in self.calls.items() if now_ms >= c.deadline_ms]:
+            call = self.calls.pop(opaque)
+            ext = call.cmd.ext_fields or {}
+            self._reply(call.conn_id, call.cmd.make_response(
+                RS.CONSUME_MSG_TIMEOUT,
+                f"consumer <{ext.get('consumerGroup', '')}> <{ext.get('clientId', '')}> Timeout: "
+                f"the client did not answer code {call.cmd.code} in time"))
+        for sc in {id(c): c for c in self.status_calls.values()}.values():
+            if now_ms >= sc.deadline_ms:
+                self._finish_status(sc)
+        return [c.deadline_ms for c in self.calls.values()] + \
+            [c.deadline_ms for c in self.status_calls.values()]  # fmt: skip
 
     def _reply(self, conn_id: int, resp: RemotingCommand) -> None:
         if self.ctx.outbox is not None:
@@ -114,13 +138,13 @@ class Broker2ClientMixin:
         self._reply(call.conn_id, call.cmd.make_response(
             resp.code, resp.remark, resp.ext_fields, resp.body))
 
-    def _consumer_running_info(self, req: Request, now_ms: int) -> RemotingCommand | None:
+    def consumer_running_info(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """GET_CONSUMER_RUNNING_INFO: ask the consumer itself (mqadmin consumerStatus)."""
         h = GetConsumerRunningInfoRequestHeader.from_ext(req.cmd.ext_fields)
         fwd = RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, h.to_ext())
         return self._relay(req, h.consumer_group, h.client_id, fwd, now_ms)
 
-    def _consumer_status(self, req: Request, now_ms: int) -> RemotingCommand | None:
+    def consumer_status(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (mqadmin getConsumerStatus,
         Broker2Client.getConsumeStatus): ask each client of the group (or only clientAddr,
         matched against the client id) for its queue offsets of the topic."""
@@ -170,7 +194,7 @@ class Broker2ClientMixin:
         body = b'{"consumerTable":{' + table + b'},"messageQueueTable":{}}'
         return sc.cmd.make_response(RS.SUCCESS, None, None, body)
 
-    def _consume_directly(self, req: Request, now_ms: int) -> RemotingCommand | None:
+    def consume_directly(self, req: Request, now_ms: int) -> RemotingCommand | None:
         """CONSUME_MESSAGE_DIRECTLY: hand one stored message (by offset msg id) to a consumer."""
         cmd = req.cmd
         h = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)

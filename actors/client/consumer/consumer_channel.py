@@ -34,7 +34,7 @@ body travels raw behind a fixed header:
 
 The pull actor writes a PULL record's commands to their brokers in order, each broker's on
 its one connection, so a PullCommand sent after another for the same broker reaches it after
-that one (how a consumer's last commit lands after the pulls before it: PullMessageMixin).
+that one (how a consumer's last commit lands after the pulls before it: PullCallback).
 """
 
 from __future__ import annotations

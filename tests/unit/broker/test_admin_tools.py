@@ -177,7 +177,7 @@ def test_consumer_running_info_unknown_client_and_timeout(broker: Broker) -> Non
     assert broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext, conn_id=9, now_ms=1000) is None
     broker.outbox.take()
     admin = broker.cores["admin"]
-    [call] = admin.calls.values()
+    [call] = admin.b2c.calls.values()
     assert call.deadline_ms == 1000 + CALL_CLIENT_TIMEOUT_MS  # Broker2Client.callClient: 10 s
     assert 0 < admin.tick(5000) <= 6000  # back by that deadline at the latest
     admin.tick(10_999)
@@ -238,7 +238,7 @@ def test_a_oneway_relayed_request_gets_no_answer(broker: Broker) -> None:
     ext = {"consumerGroup": "CG", "clientId": "10.0.0.5@c1"}
     assert broker.call(RC.GET_CONSUMER_RUNNING_INFO, ext, conn_id=9, oneway=True) is None
     [(conn, fwd)] = broker.outbox.take()
-    assert conn == 5 and broker.cores["admin"].calls == {}
+    assert conn == 5 and broker.cores["admin"].b2c.calls == {}
     broker.cores["admin"].on_client_response(fwd.make_response(RS.SUCCESS), 10)
     assert broker.outbox.take() == []
 
