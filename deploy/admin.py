@@ -58,6 +58,7 @@ from deploy.admin_topic import (
     cmd_update_topic,
 )
 from deploy.wire import parse_addr
+from protocol.acl import SessionCredentials
 
 ACCESS_KEY_ENV = "ACTORMQ_ACCESS_KEY"  # ACL keys for every command (mqadmin: conf/tools.yml)
 SECRET_KEY_ENV = "ACTORMQ_SECRET_KEY"
@@ -205,7 +206,7 @@ def main(argv: list[str]) -> int:
     except (Usage, ValueError) as exc:
         sys.stderr.write(f"actormq admin: {exc}\n")
         return EXIT_USAGE
-    CREDENTIALS.access_key, CREDENTIALS.secret_key = args.access_key, args.secret_key
+    CREDENTIALS.credentials = SessionCredentials.of(args.access_key, args.secret_key)
     args.all_namesrv = args.namesrv
     args.namesrv = args.namesrv.split(";")[0]
     try:

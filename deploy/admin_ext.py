@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from deploy.wire import BlockingClient
-from protocol.acl import sign_ext
+from protocol.acl import SessionCredentials
 from protocol.bodies import (
     ClusterInfo,
     TopicRouteData,
@@ -37,14 +37,22 @@ def echo(text: str = "") -> None:
 
 
 @dataclass
-class Credentials:
-    """The ACL keys this CLI signs its requests with (AclClientRPCHook; none: unsigned)."""
+class Signing:
+    """The ACL credentials this CLI signs its requests with (None: unsigned); set once by
+    `actormq admin` from its options / environment."""
 
-    access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
+    credentials: SessionCredentials | None = None
+
+    @property
+    def access_key(self) -> str | None:
+        return None if self.credentials is None else self.credentials.access_key
+
+    @property
+    def secret_key(self) -> str | None:
+        return None if self.credentials is None else self.credentials.secret_key
 
 
-CREDENTIALS = Credentials()  # set once by `actormq admin` from its options / environment
+CREDENTIALS = Signing()
 
 
 def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
@@ -52,10 +60,8 @@ def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = 
     """One request on a fresh connection; AdminError unless the code is in `ok`."""
     fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
     cmd = RemotingCommand.request(code, fields or None, body)
-    if CREDENTIALS.access_key is not None:
-        fields = dict(cmd.ext_fields or {})
-        sign_ext(fields, body, CREDENTIALS.access_key, CREDENTIALS.secret_key or "")
-        cmd.ext_fields = fields
+    if CREDENTIALS.credentials is not None:
+        CREDENTIALS.credentials.sign(cmd)
     try:
         with BlockingClient(addr) as cl:
             resp = cl.invoke(cmd, RPC_TIMEOUT_S)

@@ -74,6 +74,12 @@ class SessionCredentials:
     secret_key: str = field(repr=False)
     security_token: str | None = field(default=None, repr=False)
 
+    @classmethod
+    def of(cls, access_key: str | None, secret_key: str | None,
+           security_token: str | None = None) -> SessionCredentials | None:  # fmt: skip
+        """The credentials of a client given these keys (None: it does not sign)."""
+        return None if access_key is None else cls(access_key, secret_key or "", security_token)
+
     def sign(self, cmd: RemotingCommand) -> RemotingCommand:
         """AclClientRPCHook.doBeforeRequest on a request about to be encoded."""
         ext = dict(cmd.ext_fields or {})

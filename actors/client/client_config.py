@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Final
 
-from protocol.acl import sign_ext
+from protocol.acl import SessionCredentials
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 
@@ -66,11 +66,8 @@ class ClientConfig:
     mq_client_api_timeout_ms: int = 3_000
     serialize_type: int = SerializeType.JSON  # what our requests' headers use
     vip_channel_enabled: bool = False  # Java 4.4+ default: false
-    # ACL (AclClientRPCHook's SessionCredentials): every request is signed when access_key is
-    # set; the secret never appears in a repr, a log line or an error
-    access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
-    security_token: str | None = field(default=None, repr=False)
+    # ACL (AclClientRPCHook): every request is signed when set; its secret is in no repr
+    credentials: SessionCredentials | None = None
 
     def __post_init__(self) -> None:
         if not self.client_ip:
@@ -79,11 +76,7 @@ class ClientConfig:
     def sign(self, cmd: RemotingCommand) -> RemotingCommand:
         """AclClientRPCHook.doBeforeRequest: AccessKey (and SecurityToken) and the Signature
         over the request's fields and body, when this client has credentials."""
-        if self.access_key is not None:
-            ext = cmd.ext_fields if cmd.ext_fields is not None else {}
-            sign_ext(ext, cmd.body, self.access_key, self.secret_key or "", self.security_token)
-            cmd.ext_fields = ext
-        return cmd
+        return cmd if self.credentials is None else self.credentials.sign(cmd)
 
     def client_id(self) -> str:
         """ip@instanceName[@unitName] (Java's buildMQClientId)."""

@@ -197,7 +197,7 @@ class DefaultMQProducerImpl:
 
     def _frame(self, req: SendRequest, mq: MessageQueue, flag: int) -> tuple[int, bytes]:
         config = self.api.config
-        if config.access_key is not None:  # signed: the fields are built, then signed
+        if config.credentials is not None:  # signed: the fields are built, then signed
             cmd = config.sign(send_message_command(self.group, req, mq, flag,
                                                    self.serialize_type))  # fmt: skip
             return cmd.opaque, cmd.encode()

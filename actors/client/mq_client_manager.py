@@ -362,7 +362,7 @@ class MQClientManager:
                     handle = cls._create(cfg)
                     break
                 fits = handle.config.namesrv_addrs == cfg.namesrv_addrs and \
-                    _credentials(handle.config) == _credentials(cfg) and \
+                    handle.config.credentials == cfg.credentials and \
                     (role, group) not in handle.claims
                 if fits:
                     break
@@ -408,9 +408,3 @@ class MQClientManager:
         if handle.actor is not None:
             runtime.stop_actor(handle.actor)
         runtime.release()
-
-
-def _credentials(config: ClientConfig) -> tuple[str | None, str | None, str | None]:
-    """What a client signs with: clients of one instance share it (AclClientRPCHook is the
-    instance's)."""
-    return config.access_key, config.secret_key, config.security_token

@@ -37,6 +37,7 @@ from actors.client.produce_accumulator import ProduceAccumulator
 from actors.client.records import Message, MessageExt, MessageQueue, SendResult
 from actors.client.request_response_future import HOLDER, create_correlation_id
 from protocol import message as wire
+from protocol.acl import SessionCredentials
 from protocol.codes import DEFAULT_PRODUCER_GROUP
 from protocol.command import RemotingCommand
 
@@ -77,8 +78,8 @@ class Producer:
         self._config = ClientConfig(parse_namesrv(namesrv), instance_name or "DEFAULT",
                                     unit_name=unit_name,
                                     serialize_type=SERIALIZE_TYPES[serialize_type],
-                                    access_key=access_key, secret_key=secret_key,
-                                    security_token=security_token)
+                                    credentials=SessionCredentials.of(access_key, secret_key,
+                                                                      security_token))
         self._explicit_instance = instance_name is not None
         self._options = dict(
             send_timeout_ms=int(send_timeout * 1000), retries=retries,

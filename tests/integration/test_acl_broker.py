@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,12 +149,10 @@ def test_a_bad_acl_file_refuses_the_start(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data"), "-c",
             str(conf), "--namesrv-port", str(launch.stable_free_port()), "--broker-port",
             str(launch.stable_free_port(pair=True)), "--spark-bridge-port", "0"]  # fmt: skip
-    t0 = time.monotonic()
     res = subprocess.run(argv, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
     assert res.returncode == 2, res.stderr.decode()[-2000:]
     err = res.stderr.decode()
     assert "cannot start" in err and "length should longer than 6" in err, err[-2000:]
-    assert time.monotonic() - t0 < 60
 
 
 def test_python_clients_sign_their_requests(acl_up: tuple[int, int, Path]) -> None:

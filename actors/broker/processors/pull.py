@@ -266,9 +266,6 @@ class PullMessageProcessor:
         if parts is None or parts[3] != JSON_SERIALIZE:
             return None
         opaque, ext, body, _st = parts
-        access = self.access
-        if access is not None and access.check(PULL_MESSAGE, ext, body, peer, now_ms) is not None:
-            return None  # refused: process() answers it (the host checks it there again)
         try:
             h = PullMessageRequestHeader.from_ext(ext)
         except HeaderFieldError:
@@ -279,6 +276,9 @@ class PullMessageProcessor:
             sub_filter = self._check(h, peer)
         except _Reject:
             return None
+        access = self.access  # last, once the fast path takes it: a decline is not checked twice
+        if access is not None and access.check(PULL_MESSAGE, ext, body, peer, now_ms) is not None:
+            return None  # refused: process() answers it (the host checks it there again)
         result = self._get(h, sub_filter, now_ms)
         if result.status is not _GS.FOUND:
             req = Request(conn_id, peer, RemotingCommand.decode(frame), 0)

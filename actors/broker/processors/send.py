@@ -260,9 +260,6 @@ class SendMessageProcessor(ReplyMessageProcessor):
         if parts is None or self.sync_flush or self.sync_master or not self.broker_writable:
             return None
         opaque, ext, body, st = parts
-        access = self.access
-        if access is not None and access.check(_SEND_V2, ext, body, peer, now_ms) is not None:
-            return None  # refused: process() answers it (the host checks it there again)
         fields = send_v2_fields(ext)
         if fields is None:
             return None
@@ -282,6 +279,9 @@ class SendMessageProcessor(ReplyMessageProcessor):
         pb, tags_code = stored
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
+        access = self.access  # last, once the fast path takes it: a decline is not checked twice
+        if access is not None and access.check(_SEND_V2, ext, body, peer, now_ms) is not None:
+            return None  # refused: process() answers it (the host checks it there again)
         store_host = self.store_host
         # the store's put from the fields: no message nor result object per send
         put = self.store.put_message_fields(

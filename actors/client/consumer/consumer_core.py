@@ -56,6 +56,7 @@ from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import CONSUMER, InstanceHandle, MQClientManager
 from actors.client.records import MessageExt
 from actors.client.validators import check_topic
+from protocol.acl import SessionCredentials
 from protocol.bodies import (
     ConsumerData,
     ConsumeType,
@@ -261,8 +262,8 @@ class ConsumerImplBase:
         explicit = cfg.instance_name is not None
         ccfg = ClientConfig(parse_namesrv(cfg.namesrv),
                             instance_name=cfg.instance_name or default_instance_name(),
-                            access_key=cfg.access_key, secret_key=cfg.secret_key,
-                            security_token=cfg.security_token)
+                            credentials=SessionCredentials.of(cfg.access_key, cfg.secret_key,
+                                                              cfg.security_token))
         if cfg.serialize_type is not None:
             import dataclasses
 
