@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from actors.runtime.tls import TlsConfig
 from deploy.admin_acl import ACL_COMMANDS
 from deploy.admin_acl import add_arguments as add_acl_arguments
 from deploy.admin_broker import (
@@ -43,7 +44,7 @@ from deploy.admin_consumer import (
     cmd_update_sub_group,
 )
 from deploy.admin_ext import (
-    CREDENTIALS,
+    CLIENT,
     EXIT_FAILED,
     EXIT_USAGE,
     AdminError,
@@ -57,11 +58,9 @@ from deploy.admin_topic import (
     cmd_topic_status,
     cmd_update_topic,
 )
+from deploy.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from deploy.wire import parse_addr
 from protocol.acl import SessionCredentials
-
-ACCESS_KEY_ENV = "ACTORMQ_ACCESS_KEY"  # ACL keys for every command (mqadmin: conf/tools.yml)
-SECRET_KEY_ENV = "ACTORMQ_SECRET_KEY"
 
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "clusterList": (cmd_cluster_list, "list clusters and their brokers"),
@@ -117,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"ACL access key to sign requests with (default: ${ACCESS_KEY_ENV})")
         s.add_argument("--secret-key", default=os.environ.get(SECRET_KEY_ENV),
                        help=f"its secret key (default: ${SECRET_KEY_ENV})")  # fmt: skip
+        s.add_argument("--use-tls", action="store_true",
+                       help="TLS to the name server and brokers (mqadmin: -Dtls.enable=true)")
+        s.add_argument("--tls-config", default=None, metavar="FILE",
+                       help="tls.properties with tls.client.* / tls.test.mode.enable "
+                            "settings (implies --use-tls)")  # fmt: skip
         if name in ACL_COMMANDS:
             add_acl_arguments(name, s)
         if name in ("topicRoute", "updateTopic", "deleteTopic", "queryMsgByKey",
@@ -206,7 +210,18 @@ def main(argv: list[str]) -> int:
     except (Usage, ValueError) as exc:
         sys.stderr.write(f"actormq admin: {exc}\n")
         return EXIT_USAGE
-    CREDENTIALS.credentials = SessionCredentials.of(args.access_key, args.secret_key)
+    CLIENT.credentials = SessionCredentials.of(args.access_key, args.secret_key)
+    if args.use_tls or args.tls_config:
+        props = {"tls.enable": "true"}
+        if args.tls_config:
+            props["tls.config.file"] = args.tls_config
+        try:
+            if args.tls_config and not os.path.isfile(args.tls_config):
+                raise ValueError(f"no such file: {args.tls_config}")
+            CLIENT.tls = TlsConfig.from_properties(props)
+        except (OSError, ValueError) as exc:
+            sys.stderr.write(f"actormq admin: --tls-config: {exc}\n")
+            return EXIT_USAGE
     args.all_namesrv = args.namesrv
     args.namesrv = args.namesrv.split(";")[0]
     try:

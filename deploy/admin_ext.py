@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from actors.runtime.tls import TlsConfig
 from deploy.wire import BlockingClient
 from protocol.acl import SessionCredentials
 from protocol.bodies import (
@@ -37,11 +38,13 @@ def echo(text: str = "") -> None:
 
 
 @dataclass
-class Signing:
-    """The ACL credentials this CLI signs its requests with (None: unsigned); set once by
-    `actormq admin` from its options / environment."""
+class ClientSettings:
+    """What this CLI's connections carry, set once by `actormq admin` from its options and
+    environment: the ACL credentials requests are signed with (None: unsigned) and the TLS
+    settings (None: plain)."""
 
     credentials: SessionCredentials | None = None
+    tls: TlsConfig | None = None
 
     @property
     def access_key(self) -> str | None:
@@ -52,7 +55,7 @@ class Signing:
         return None if self.credentials is None else self.credentials.secret_key
 
 
-CREDENTIALS = Signing()
+CLIENT = ClientSettings()
 
 
 def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
@@ -60,10 +63,10 @@ def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = 
     """One request on a fresh connection; AdminError unless the code is in `ok`."""
     fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
     cmd = RemotingCommand.request(code, fields or None, body)
-    if CREDENTIALS.credentials is not None:
-        CREDENTIALS.credentials.sign(cmd)
+    if CLIENT.credentials is not None:
+        CLIENT.credentials.sign(cmd)
     try:
-        with BlockingClient(addr) as cl:
+        with BlockingClient(addr, tls=CLIENT.tls) as cl:
             resp = cl.invoke(cmd, RPC_TIMEOUT_S)
     except (OSError, TimeoutError, ProtocolError) as exc:
         raise AdminError(f"{addr}: {exc}") from None

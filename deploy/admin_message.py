@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from deploy.admin_ext import (
-    CREDENTIALS,
+    CLIENT,
     AdminError,
     Usage,
     as_text,
@@ -95,8 +95,8 @@ def cmd_send(a: argparse.Namespace) -> int:
         raise Usage(exc.message) from None
     try:
         with Producer("CLI_SEND_GROUP", namesrv=a.all_namesrv,
-                      access_key=CREDENTIALS.access_key,
-                      secret_key=CREDENTIALS.secret_key) as p:  # fmt: skip
+                      access_key=CLIENT.access_key, secret_key=CLIENT.secret_key,
+                      use_tls=CLIENT.tls or False) as p:  # fmt: skip
             queue = None
             if a.broker is not None or a.queue is not None:
                 qs = [q for q in p.publish_queues(a.topic)
@@ -126,8 +126,8 @@ def cmd_consume(a: argparse.Namespace) -> int:
     try:
         with LitePullConsumer(group, namesrv=a.namesrv, consume_from="first",
                               auto_commit=False, pull_batch=32,
-                              access_key=CREDENTIALS.access_key,
-                              secret_key=CREDENTIALS.secret_key) as c:  # fmt: skip
+                              access_key=CLIENT.access_key, secret_key=CLIENT.secret_key,
+                              use_tls=CLIENT.tls or False) as c:  # fmt: skip
             queues = c.fetch_message_queues(a.topic)
             start = c.beginning_offsets(queues) if a.from_start or not a.group else None
             c.assign(queues, a.subscription, offsets=start)

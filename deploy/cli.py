@@ -20,10 +20,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from actors.runtime.tls import TlsConfig, TlsMode
 from deploy.config import (
+    ACCESS_KEY_ENV,
     BROKER_PATH_KEYS,
     NAMESRV_PATH_KEYS,
+    SECRET_KEY_ENV,
     ConfigError,
+    credentials_from_env,
     load_properties,
     resolve_paths,
 )
@@ -135,6 +139,14 @@ def _namesrv_config(props: dict[str, str], data: str) -> NamesrvConfig:
         raise ConfigError(str(exc)) from None
 
 
+def _tls_config(props: dict[str, str]) -> TlsConfig:
+    """The tls.* settings of a config file (and of its tls.config.file); ConfigError."""
+    try:
+        return TlsConfig.from_properties(props)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _say(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
@@ -167,19 +179,32 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "0.0.0.0", "localhost") and "brokerIP1" not in props:
         bc = bc.replace(brokerIP1=args.host)
     launch.check_store_paths(sc)  # before anything starts
+    # one switch for the host: the broker's ACL also closes the name server's write codes
+    ns_props = {"listenPort": str(ns_port), "aclEnable": str(bc.aclEnable).lower(),
+                "rocketmqHome": bc.acl_home}
+    ns_config = _namesrv_config(ns_props, data)
+    tls = _tls_config(props)  # one host: the same TLS settings for every port of `up`
+    if tls.server_mode is TlsMode.ENFORCING and not tls.enable:
+        tls = tls.replace(enable=True)  # the broker and bridge reach our own enforcing ports
+    bridge_keys = credentials_from_env() if args.spark_bridge_port >= 0 else None
+    if bc.aclEnable and args.spark_bridge_port >= 0 and bridge_keys is None:
+        raise ConfigError(
+            "aclEnable: the Spark bridge registers itself on the name server, which then needs "
+            f"an admin account: set {ACCESS_KEY_ENV} and {SECRET_KEY_ENV}, or pass "
+            "--spark-bridge-port -1")
     cluster = launch.start_system(data, admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
-        ns_config = _namesrv_config({"listenPort": str(ns_port)}, data)
-        ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config)
+        ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
         _say(f"name server listening on {args.host}:{ns_port}")
-        port = launch.start_broker(cluster, bc, sc, host=args.host)
+        port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
         if args.spark_bridge_port >= 0:
             bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
                                               host=args.spark_bridge_host,
-                                              port=args.spark_bridge_port)  # fmt: skip
+                                              port=args.spark_bridge_port,
+                                              credentials=bridge_keys, tls=tls)  # fmt: skip
             _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
         code = serve(cluster, stop)
         _say("shutting down")
@@ -197,10 +222,11 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     if args.port is not None:
         props["listenPort"] = str(args.port)
     config = _namesrv_config(props, data)
+    tls = _tls_config(props)
     cluster = launch.start_system(data, admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
-        port = launch.start_namesrv(cluster, host=args.host, config=config)
+        port = launch.start_namesrv(cluster, host=args.host, config=config, tls=tls)
         _say(f"name server listening on {args.host}:{port}")
         code = serve(cluster, stop)
     finally:
@@ -220,11 +246,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
         "brokerConfigPath": conf,  # where updateBrokerConfig persists: the next start reads it
     })
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
+    tls = _tls_config(props)
     launch.check_store_paths(sc)  # before anything starts
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
-        port = launch.start_broker(cluster, bc, sc, host=args.host)
+        port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
              f"({_vip(cluster, args.host)})")
         code = serve(cluster, stop)

@@ -52,6 +52,8 @@ from deploy import actor_logging, runtime_dir
 if TYPE_CHECKING:
     from actors.broker.config import BrokerConfig
     from actors.namesrv.config import NamesrvConfig
+    from actors.runtime.tls import TlsConfig
+    from protocol.acl import SessionCredentials
     from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -151,14 +153,14 @@ def check_store_paths(store_config: StoreConfig) -> None:
                                                   "(storePathCommitLog)")  # fmt: skip
 
 
-def check_acl(broker_config: BrokerConfig) -> None:
-    """With aclEnable, the ACL files load (StartError naming the file and the fault)."""
-    if not broker_config.aclEnable:
+def check_acl(enabled: bool, home: str) -> None:
+    """With aclEnable, the ACL files under `home` load (StartError naming the file and the
+    fault)."""
+    if not enabled:
         return
     from actors.acl.plain_permission_manager import PlainPermissionManager, acl_files
     from actors.acl.remote_address_strategy import AclError
 
-    home = broker_config.acl_home
     if not acl_files(home):
         conf = os.path.join(home, "conf")
         raise StartError(f"aclEnable: no ACL file: {os.path.join(conf, 'plain_acl.yml')} does "
@@ -167,6 +169,37 @@ def check_acl(broker_config: BrokerConfig) -> None:
         PlainPermissionManager(home).load()
     except AclError as exc:
         raise StartError(f"aclEnable: {exc}") from None
+
+
+def is_public(host: str) -> bool:
+    """Whether `host` is an address of the public internet (not loopback, private, link-local
+    or every interface); a name is looked up."""
+    import ipaddress
+    import socket as _socket
+
+    if host in ("", "0.0.0.0", "::"):
+        return False
+    try:
+        addr = ipaddress.ip_address(_socket.gethostbyname(host))
+    except (OSError, ValueError):
+        return False
+    return bool(addr.is_global)
+
+
+def check_private_ports(host: str, broker_config: BrokerConfig, store_config: StoreConfig,
+                        tls: TlsConfig | None) -> None:  # fmt: skip
+    """The HA port (plain, as RocketMQ's) listens on a public address only when the client
+    ports enforce TLS; TCP processor channels never do (StartError naming the setting)."""
+    enforcing = tls is not None and tls.server_mode.value == "enforcing"
+    if (not enforcing and store_config.haListenPort != -1 and not broker_config.is_slave
+            and is_public(host)):  # fmt: skip
+        raise StartError(f"the HA port would listen on public address {host} in clear: bind a "
+                         "loopback or private address, set haListenPort=-1, or enforce TLS "
+                         "(tls.server.mode=enforcing)")  # fmt: skip
+    if broker_config.processorChannel == "tcp" and is_public(broker_config.processorChannelHost):
+        raise StartError(f"processorChannelHost={broker_config.processorChannelHost} is a "
+                         "public address: the channels carry state in clear; use a loopback "
+                         "or private address")  # fmt: skip
 
 
 def start_system(
@@ -240,7 +273,8 @@ def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
 
 
 def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBACK,
-                  idle_s: float = 120.0, config: NamesrvConfig | None = None) -> int:
+                  idle_s: float = 120.0, config: NamesrvConfig | None = None,
+                  tls: TlsConfig | None = None) -> int:
     """Create the NameServer actor (supervised) and wait until it listens; return its port.
 
     config: a NamesrvConfig (its kvConfigPath / configStorePath persist what admins change;
@@ -250,8 +284,9 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
 
     if config is not None:
         port, idle_s = int(config.listenPort), float(config.serverChannelMaxIdleTimeSeconds)
+        check_acl(config.aclEnable, config.acl_home)
     addr, reply = _supervised(cluster, "namesrv", NAME_SERVER,
-                              StartNamesrv(host, port, config, idle_s),
+                              StartNamesrv(host, port, config, idle_s, tls=tls),
                               (NamesrvStarted, NamesrvStartFailed))  # fmt: skip
     if not isinstance(reply, NamesrvStarted):
         reason = reply.reason if reply is not None else "timeout"
@@ -270,6 +305,7 @@ def start_broker(
     idle_s: float = 120.0,
     max_frame: int = 16 * 1024 * 1024,
     actor_class: str = BROKER_CONTROLLER,
+    tls: TlsConfig | None = None,
 ) -> int:
     """Create a broker (controller, processors, remoting; supervised); return its port.
 
@@ -278,7 +314,8 @@ def start_broker(
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     check_store_paths(store_config)
-    check_acl(broker_config)
+    check_acl(broker_config.aclEnable, broker_config.acl_home)
+    check_private_ports(host, broker_config, store_config, tls)
     name = broker_config.brokerName
     if broker_config.brokerId:  # a slave shares its master's brokerName
         name = f"{name}-{broker_config.brokerId}"
@@ -291,7 +328,7 @@ def start_broker(
         # between this pick and the RemotingServer's bind
         broker_config = broker_config.replace(listenPort=stable_free_port(local, pair=derived))
     rdir = os.path.join(cluster.runtime_dir, f"{name}-{len(cluster.brokers)}")
-    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame)
+    start = StartBroker(broker_config, store_config, rdir, host, idle_s, max_frame, tls)
     addr, reply = _supervised(cluster, name, actor_class, start,
                               (BrokerStarted, BrokerStartFailed))  # fmt: skip
     if not isinstance(reply, BrokerStarted):
@@ -351,8 +388,12 @@ def serve(cluster: LocalCluster, stop: threading.Event) -> int:
 
 
 def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = LOOPBACK,
-                       port: int = 0, advertise: str = "") -> int:
-    """Create the SparkBridge actor and wait until it listens; return its port."""
+                       port: int = 0, advertise: str = "",
+                       credentials: SessionCredentials | None = None,
+                       tls: TlsConfig | None = None) -> int:  # fmt: skip
+    """Create the SparkBridge actor and wait until it listens; return its port.
+    credentials: the keys its name-server entry is signed with (an admin account when the
+    name server runs ACL)."""
     from actors.spark_bridge.actor import SparkBridgeActor
     from actors.spark_bridge.messages import (
         SparkBridgeStarted,
@@ -364,7 +405,8 @@ def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = 
     if not servers:
         raise StartError("the spark bridge needs a name server address")
     addr = cluster.asys.createActor(SparkBridgeActor)
-    cluster.asys.tell(addr, StartSparkBridge(host, port, servers, advertise))
+    cluster.asys.tell(addr, StartSparkBridge(host, port, servers, advertise,
+                                             credentials=credentials, tls=tls))  # fmt: skip
     reply = _await(cluster.asys, (SparkBridgeStarted, SparkBridgeStartFailed),
                    START_TIMEOUT_S, cluster)  # fmt: skip
     if not isinstance(reply, SparkBridgeStarted):

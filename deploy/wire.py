@@ -1,8 +1,9 @@
 """A small blocking RemotingCommand client (no actor system): admin tools, tests, Spark tasks.
 
 Mirrors remoting/netty/NettyRemotingClient.java invokeSync / invokeOneway, RocketMQ 4.9.x,
-over one plain socket: responses are matched to requests by opaque, and a timed-out call
-closes the socket (as the Java client does with closeSocketIfTimeout).
+over one socket (TLS when given a TlsConfig with tls.enable): responses are matched to
+requests by opaque, and a timed-out call closes the socket (as the Java client does with
+closeSocketIfTimeout).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import socket
 import time
 
 from actors.runtime.tcp import split_addr
+from actors.runtime.tls import TlsConfig, client_context
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
 
@@ -31,8 +33,10 @@ def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
 class BlockingClient:
     """One connection to a name server or broker."""
 
-    def __init__(self, addr: str | tuple[str, int], *, max_frame: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, addr: str | tuple[str, int], *, max_frame: int = 16 * 1024 * 1024,
+                 tls: TlsConfig | None = None) -> None:  # fmt: skip
         self.addr = parse_addr(addr)
+        self.tls = tls if tls is not None and tls.enable else None  # useTLS
         self.max_frame = max_frame
         self.sock: socket.socket | None = None
         self.decoder = FrameDecoder(max_frame)
@@ -47,6 +51,12 @@ class BlockingClient:
             return
         sock = socket.create_connection(self.addr, timeout=CONNECT_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            try:
+                sock = client_context(self.tls).wrap_socket(sock)  # the handshake, blocking
+            except OSError:
+                sock.close()
+                raise
         self.sock = sock
         self.decoder = FrameDecoder(self.max_frame)
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Final
 
 from actors.acl.plain_permission_manager import (
+    ADMIN_CODES,
     DEFAULT_ACL_FILE,
     PUB,
     SUB,
@@ -114,8 +116,11 @@ class PlainAccessValidator:
     """The broker's RPC hook for one processor: parse then validate each client request,
     the ACL files looked at again every RELOAD_CHECK_MS (a changed file is reloaded)."""
 
-    def __init__(self, home: str, acl_file: str = DEFAULT_ACL_FILE) -> None:
-        self.manager = PlainPermissionManager(home, acl_file)
+    def __init__(self, home: str, acl_file: str = DEFAULT_ACL_FILE,
+                 admin_codes: frozenset[int] = ADMIN_CODES,
+                 checked_codes: frozenset[int] | None = None) -> None:  # fmt: skip
+        self.manager = PlainPermissionManager(home, acl_file, admin_codes)
+        self.checked_codes = checked_codes  # None: every code
         try:
             self.manager.load()
         except AclError as exc:  # checked at start: broken since; closed until mended
@@ -127,6 +132,8 @@ class PlainAccessValidator:
     def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
               peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
         """None when the request may go on, else the remark of its SYSTEM_ERROR answer."""
+        if self.checked_codes is not None and code not in self.checked_codes:
+            return None
         if now_ms >= self.next_check_ms:
             self.next_check_ms = now_ms + RELOAD_CHECK_MS
             self.manager.reload_if_changed()
@@ -137,3 +144,19 @@ class PlainAccessValidator:
             return exc.remark()
         return None
 
+
+# ours: RocketMQ 4.9's name server checks nothing, so anyone who reaches it can rewrite routes
+# and KV config. With ACL on, these codes need an admin account; reads (routes, cluster info,
+# KV reads) and the brokers' own REGISTER_BROKER / UNREGISTER_BROKER stay open, as brokers
+# do not sign them (4.9's BrokerOuterAPI has no RPC hook).
+NAMESRV_WRITE_CODES: Final = frozenset({
+    RC.DELETE_TOPIC_IN_NAMESRV, RC.PUT_KV_CONFIG, RC.DELETE_KV_CONFIG,
+    RC.WIPE_WRITE_PERM_OF_BROKER, RC.ADD_WRITE_PERM_OF_BROKER, RC.UPDATE_NAMESRV_CONFIG,
+})  # fmt: skip
+
+
+def namesrv_access_validator(home: str) -> PlainAccessValidator:
+    """The name server's check: its write codes need a signed admin account (or a white
+    address); every other code is served unsigned."""
+    return PlainAccessValidator(home, admin_codes=NAMESRV_WRITE_CODES,
+                                checked_codes=NAMESRV_WRITE_CODES)  # fmt: skip

@@ -203,9 +203,11 @@ def stamps(files: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
 class PlainPermissionManager:
     """The accounts and global white addresses of the ACL files under `home`."""
 
-    def __init__(self, home: str, acl_file: str = DEFAULT_ACL_FILE) -> None:
+    def __init__(self, home: str, acl_file: str = DEFAULT_ACL_FILE,
+                 admin_codes: frozenset[int] = ADMIN_CODES) -> None:  # fmt: skip
         self.home = home
         self.acl_file = acl_file
+        self.admin_codes = admin_codes  # the codes only an admin account may send
         self.accounts: dict[str, Account] = {}
         self.account_file: dict[str, str] = {}
         self.global_white: list[RemoteAddressStrategy] = []
@@ -294,10 +296,9 @@ class PlainPermissionManager:
             return
         self.check_perm(req, acc)
 
-    @staticmethod
-    def check_perm(req: AccessRequest, acc: Account) -> None:
+    def check_perm(self, req: AccessRequest, acc: Account) -> None:
         """checkPerm: the admin codes, then each resource's permission."""
-        if req.request_code in ADMIN_CODES and not acc.admin:
+        if req.request_code in self.admin_codes and not acc.admin:
             raise AclError(f"Need admin permission for request code={req.request_code}, but "
                            f"accessKey={acc.access_key} is not")  # fmt: skip
         if req.perms is None or (acc.perms is None and acc.admin):

@@ -216,6 +216,7 @@ class BrokerControllerActor(BrokerChildSupervisor):
     def _begin(self, msg: StartBroker) -> None:
         msg = dataclasses.replace(msg, store_config=broker_store_config(msg.store_config))
         self.start_msg = msg
+        self.slave_sync.tls = msg.tls
         os.makedirs(msg.runtime_dir, mode=0o700, exist_ok=True)
         self.core = core = self.PERSONALITY.make_controller(
             msg.broker_config, msg.store_config, now_ms(), msg.runtime_dir)  # fmt: skip
@@ -356,12 +357,12 @@ class BrokerControllerActor(BrokerChildSupervisor):
             conn = self.ns_conns.get(addr)
             if conn is None or conn.closed:
                 try:
-                    conn = ClientConn.to(addr)
+                    conn = ClientConn.to(addr, self.start_msg.tls if self.start_msg else None)
                 except (OSError, ValueError) as exc:
                     log.warning("name server %s unreachable: %s", addr, exc)
                     continue
                 self.ns_conns[addr] = conn
-            conn.out += cmd.encode()
+            conn.write(cmd.encode())
             conn.sent += 1
             sent += 1
         self._flush_ns()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from actors.runtime.tcp import ClientConn
+from actors.runtime.tls import TlsConfig
 from protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class SlaveSynchronize:
 
     def __init__(self, unwatch: Callable[[int], None]) -> None:
         self.unwatch = unwatch  # the owner's watch on a descriptor, dropped before a close
+        self.tls: TlsConfig | None = None  # the broker's tls.enable: TLS to the master
         self.conn: ClientConn | None = None
         self.master = ""
         self.pending: dict[int, int] = {}  # opaque -> request code
@@ -39,7 +41,7 @@ class SlaveSynchronize:
         if conn is None or conn.closed or self.master != master:
             self.close()
             try:
-                conn = ClientConn.to(master)
+                conn = ClientConn.to(master, self.tls)
             except (OSError, ValueError) as exc:
                 log.warning("master %s unreachable: %s", master, exc)
                 return False
@@ -52,7 +54,7 @@ class SlaveSynchronize:
         for code in codes:
             cmd = RemotingCommand.request(code)
             self.pending[cmd.opaque] = int(code)
-            conn.out += cmd.encode()
+            conn.write(cmd.encode())
         conn.flush()
         return True
 

@@ -260,6 +260,7 @@ class BrokerChildSupervisor(WatchingActor):
             frozenset(g.name for g in self.groups if g.direct_replies),
             bc.directReplyToLocalClients,
             frozenset(g.name for g in self.groups if g.holds_requests),
+            msg.tls,
         )  # fmt: skip
 
     def _replace_remoting(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from actors.runtime.tls import TlsConfig
 from protocol.acl import SessionCredentials
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -68,6 +69,8 @@ class ClientConfig:
     vip_channel_enabled: bool = False  # Java 4.4+ default: false
     # ACL (AclClientRPCHook): every request is signed when set; its secret is in no repr
     credentials: SessionCredentials | None = None
+    # useTLS (Java: -Dtls.enable=true): every connection is TLS with these client settings
+    tls: TlsConfig | None = None
 
     def __post_init__(self) -> None:
         if not self.client_ip:
@@ -86,6 +89,19 @@ class ClientConfig:
     def with_instance(self, name: str) -> ClientConfig:
         """A copy with another instance name."""
         return replace(self, instance_name=name)
+
+
+def tls_setting(use_tls: bool | TlsConfig) -> TlsConfig | None:
+    """A client's `use_tls=` as its TLS settings: False -> plain; True -> TLS as the Java
+    client's -Dtls.enable=true with its defaults (test mode: any server certificate is
+    accepted); a TlsConfig (e.g. TlsConfig.verifying(ca)) -> TLS with its settings."""
+    if isinstance(use_tls, TlsConfig):
+        return use_tls if use_tls.enable else use_tls.replace(enable=True)
+    if use_tls is True:
+        return TlsConfig(enable=True)
+    if use_tls is False:
+        return None
+    raise TypeError(f"use_tls: expected a bool or a TlsConfig, got {type(use_tls).__name__}")
 
 
 def default_instance_name(seq: int = 1) -> str:

@@ -40,6 +40,7 @@ from actors.client.event_loop import EPOLLIN, EPOLLOUT, CallbackExecutor, EventL
 from actors.client.messages import ClientInstanceStarted
 from actors.client.remoting_client import RemotingClient
 from actors.runtime import loopback
+from actors.runtime.tls import TlsConfig
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ class ClientRuntime:
             self.loop = EventLoop()
             self.callbacks = CallbackExecutor()
             self.remoting = RemotingClient(loop=self.loop)
+            # one more per TLS setting a client of this process uses (remoting_for)
+            self._tls_remotings: dict[TlsConfig, RemotingClient] = {}
             self.channel_path = os.path.join(self.dir, "c.sock")
             self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._listener.bind(self.channel_path)
@@ -204,6 +207,17 @@ class ClientRuntime:
         self.tell(addr, loopback.exit_request())
 
     # -- channels -------------------------------------------------------------------------------
+    def remoting_for(self, tls: TlsConfig | None) -> RemotingClient:
+        """The process's remoting client for these TLS settings (None: the plain one); the
+        connections of clients with other settings are never shared with it."""
+        if tls is None or not tls.enable:
+            return self.remoting
+        with self._asys_lock:
+            remoting = self._tls_remotings.get(tls)
+            if remoting is None:
+                remoting = self._tls_remotings[tls] = RemotingClient(loop=self.loop, tls=tls)
+            return remoting
+
     def add_channel_handler(self, key: str, handler: ChannelHandler) -> None:
         """Serve the channel an actor opens with HELLO(key); register before starting it."""
         self._handlers[key] = handler
@@ -288,6 +302,8 @@ class ClientRuntime:
         self.loop.stop()
         self._close_channels()
         self.remoting.close()
+        for remoting in self._tls_remotings.values():
+            remoting.close()
         self.callbacks.stop()
         try:
             self._listener.close()

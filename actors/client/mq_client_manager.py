@@ -233,7 +233,7 @@ class InstanceHandle:
         callback form: see mq_client_api.py)."""
         api = self._api
         if api is None:
-            api = self._api = MQClientAPI(self.runtime.remoting, self.config)
+            api = self._api = MQClientAPI(self.runtime.remoting_for(self.config.tls), self.config)
         return api
 
     def inner_producer(self) -> Any:
@@ -363,6 +363,7 @@ class MQClientManager:
                     break
                 fits = handle.config.namesrv_addrs == cfg.namesrv_addrs and \
                     handle.config.credentials == cfg.credentials and \
+                    handle.config.tls == cfg.tls and \
                     (role, group) not in handle.claims
                 if fits:
                     break
@@ -373,7 +374,7 @@ class MQClientManager:
                                             "specify another name please.")
                     raise MQClientError(ClientErrorCode.ILLEGAL_ARGUMENT,
                                         f"instance {cfg.instance_name} uses other name servers "
-                                        "or other ACL credentials")
+                                        "or other ACL credentials or TLS settings")
                 seq += 1
             handle.claims.add((role, group))
             handle.refs += 1

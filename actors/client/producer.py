@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Self
 
 from actors.client import validators
-from actors.client.client_config import SERIALIZE_TYPES, ClientConfig, parse_namesrv
+from actors.client.client_config import (
+    SERIALIZE_TYPES,
+    ClientConfig,
+    parse_namesrv,
+    tls_setting,
+)
 from actors.client.default_mq_producer_impl import DefaultMQProducerImpl, SendRequest
 from actors.client.errors import (
     ClientClosedError,
@@ -36,6 +41,7 @@ from actors.client.mq_client_manager import PRODUCER, InstanceHandle, MQClientMa
 from actors.client.produce_accumulator import ProduceAccumulator
 from actors.client.records import Message, MessageExt, MessageQueue, SendResult
 from actors.client.request_response_future import HOLDER, create_correlation_id
+from actors.runtime.tls import TlsConfig
 from protocol import message as wire
 from protocol.acl import SessionCredentials
 from protocol.codes import DEFAULT_PRODUCER_GROUP
@@ -64,7 +70,8 @@ class Producer:
                  instance_name: str | None = None, unit_name: str | None = None,
                  serialize_type: Literal["json", "rocketmq", "msgpack"] = "json",
                  auto_batch: bool = True, access_key: str | None = None,
-                 secret_key: str | None = None, security_token: str | None = None) -> None:
+                 secret_key: str | None = None, security_token: str | None = None,
+                 use_tls: bool | TlsConfig = False) -> None:
         validators.check_group(group)
         if on_full not in ("block", "raise"):
             raise ValueError(f"on_full must be 'block' or 'raise', not {on_full!r}")
@@ -79,7 +86,8 @@ class Producer:
                                     unit_name=unit_name,
                                     serialize_type=SERIALIZE_TYPES[serialize_type],
                                     credentials=SessionCredentials.of(access_key, secret_key,
-                                                                      security_token))
+                                                                      security_token),
+                                    tls=tls_setting(use_tls))
         self._explicit_instance = instance_name is not None
         self._options = dict(
             send_timeout_ms=int(send_timeout * 1000), retries=retries,
@@ -110,7 +118,7 @@ class Producer:
                                              self._explicit_instance)
             try:
                 handle.reply_handler = HOLDER.on_reply
-                api = MQClientAPI(handle.runtime.remoting,
+                api = MQClientAPI(handle.runtime.remoting_for(self._config.tls),
                                   self._config.with_instance(handle.config.instance_name))
                 self._impl = DefaultMQProducerImpl(self.group, handle, api,
                                                    **self._options)  # type: ignore[arg-type]

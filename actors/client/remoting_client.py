@@ -31,6 +31,7 @@ import itertools
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from actors.client.errors import (
 )
 from actors.client.event_loop import EPOLLIN, EPOLLONESHOT, EPOLLOUT, EventLoop
 from actors.runtime.tcp import split_addr
+from actors.runtime.tls import TlsConfig, TlsError, TlsSession, client_session, handshake_blocking
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
@@ -85,11 +87,12 @@ class _Conn:
     """One connection: socket, decoder, out buffer, reader role."""
 
     __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
-                 "poller", "reader", "registered", "sock", "waiters", "wlock")
+                 "poller", "reader", "registered", "sock", "tls", "waiters", "wlock")
 
-    def __init__(self, addr: str, sock: socket.socket) -> None:
+    def __init__(self, addr: str, sock: socket.socket, tls: TlsSession | None = None) -> None:
         self.addr = addr
         self.sock = sock
+        self.tls = tls  # the TLS session (handshake done) when the client uses TLS
         self.fd = sock.fileno()
         self.decoder = FrameDecoder(MAX_FRAME)
         self.wlock = threading.Lock()
@@ -114,8 +117,9 @@ class RemotingClient:
                  connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  close_socket_if_timeout: bool = True,
                  complete: Callable[[list[tuple[_Pending, RemotingCommand | None]]], None] | None
-                 = None) -> None:  # fmt: skip
+                 = None, tls: TlsConfig | None = None) -> None:  # fmt: skip
         self.loop = loop
+        self.tls = tls if tls is not None and tls.enable else None  # useTLS: every connection
         self.processor = processor
         self.connect_timeout_s = connect_timeout_s
         self.close_socket_if_timeout = close_socket_if_timeout
@@ -174,9 +178,18 @@ class RemotingClient:
                 sock.setsockopt(socket.SOL_SOCKET, opt, SOCK_BUF)
             except OSError:
                 pass
+        session = None
+        if self.tls is not None:
+            try:
+                session = client_session(self.tls)
+                assert session is not None
+                handshake_blocking(sock, session, self.connect_timeout_s)
+            except (OSError, TlsError, ssl.SSLError) as exc:
+                sock.close()
+                raise RemotingConnectError(addr, f"TLS: {exc}") from None
         sock.setblocking(False)
-        log.debug("connected to %s", addr)
-        return _Conn(addr, sock)
+        log.debug("connected to %s%s", addr, " (TLS)" if session is not None else "")
+        return _Conn(addr, sock, session)
 
     def fds(self) -> list[int]:
         """Descriptors of the open connections (an actor watches these)."""
@@ -235,6 +248,12 @@ class RemotingClient:
         with conn.wlock:
             if conn.closed:
                 raise RemotingSendRequestError(conn.addr, "connection closed")
+            if conn.tls is not None:
+                try:
+                    data = conn.tls.encrypt(data)
+                except TlsError as exc:
+                    self._close_later(conn, str(exc))
+                    raise RemotingSendRequestError(conn.addr, str(exc)) from None
             if conn.out or (not direct and self.loop is not None) or self.hold_writes:
                 conn.out += data
             else:
@@ -439,8 +458,20 @@ class RemotingClient:
             if n == 0:
                 self._close_later(conn, "closed by peer")
                 return woke
+            data: Any = buf[:n]
+            if conn.tls is not None:
+                try:
+                    data, back = conn.tls.receive(data)
+                except TlsError as exc:
+                    log.error("%s from %s", exc, conn.addr)
+                    self._close_later(conn, str(exc))
+                    return woke
+                if back:  # a post-handshake message's answer
+                    with conn.wlock:
+                        conn.out += back
+                    self._arm(conn)
             try:
-                frames = conn.decoder.feed(buf[:n])
+                frames = conn.decoder.feed(data)
             except ProtocolError as exc:
                 log.error("undecodable stream from %s: %s", conn.addr, exc)
                 self._close_later(conn, f"bad frame: {exc}")

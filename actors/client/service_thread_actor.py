@@ -33,7 +33,7 @@ class ServiceThreadActor(WatchingActor):
                  processor: RequestProcessor | None = None) -> None:  # fmt: skip
         """Make the remoting client (broker requests go to processor) and the MQClientAPI over
         it, and connect the channel to the user's process."""
-        self.remoting = RemotingClient(processor=processor)
+        self.remoting = RemotingClient(processor=processor, tls=config.tls)
         self.remoting.on_connection_change = self._rewatch
         self.api = MQClientAPI(self.remoting, config)
         self.channel = ch.ChannelEnd.connect(channel_path, channel_name)

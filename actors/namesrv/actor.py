@@ -58,7 +58,8 @@ class NameServerActor(WatchingActor):
                 self.core = build_namesrv_core(msg.namesrv_config)
                 self.server, port = start_server(self.outbox, lambda: FrameServer(
                     self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s,
-                    name="namesrv", watcher=self, max_connections=_max_connections(msg)),
+                    name="namesrv", watcher=self, max_connections=_max_connections(msg),
+                    tls=msg.tls),
                     msg.host, msg.port)  # fmt: skip
             except Exception as exc:
                 log.exception("name server start failed")

@@ -18,6 +18,9 @@ from store.config import properties_text, typed_properties
 log = logging.getLogger(__name__)
 
 
+FIXED_AT_START = ("aclEnable", "rocketmqHome")  # a remote update may not turn ACL off
+
+
 @dataclass
 class NamesrvConfig:
     """NamesrvConfig fields by their Java names (defaults as in 4.9.x, paths under `data`)."""
@@ -34,6 +37,14 @@ class NamesrvConfig:
     listenPort: int = 9876  # NettyServerConfig
     serverChannelMaxIdleTimeSeconds: int = 120  # NettyServerConfig
     maxConnections: int = 10_000  # ours: client connections at most (more: accepted, closed)
+    # ours (4.9's name server checks nothing): its write codes need a signed admin account of
+    # rocketmqHome's conf/plain_acl.yml (actors.acl.plain_access_validator.NAMESRV_WRITE_CODES)
+    aclEnable: bool = False
+
+    @property
+    def acl_home(self) -> str:
+        """Where the ACL files are read from (rocketmqHome, else $ROCKETMQ_HOME; "" = none)."""
+        return self.rocketmqHome or os.environ.get("ROCKETMQ_HOME", "")
 
     @classmethod
     def from_properties(cls, props: dict[str, str], data_dir: str = "") -> NamesrvConfig:
@@ -56,6 +67,9 @@ class NamesrvConfig:
             raise ValueError(f"listenPort: {self.listenPort} is not a port")
         if self.maxConnections < 1:
             raise ValueError(f"maxConnections: {self.maxConnections} must be > 0")
+        if self.aclEnable and not self.acl_home:
+            raise ValueError("aclEnable: set rocketmqHome (or ROCKETMQ_HOME) to the directory "
+                             "whose conf/plain_acl.yml holds the accounts")
 
     def text(self) -> str:
         """All names and values as properties text (Configuration.getAllConfigsFormatString)."""
@@ -65,6 +79,9 @@ class NamesrvConfig:
         """Apply the known names (all or nothing: a bad value raises ValueError); the unknown
         names, which are ignored as Java's properties2Object ignores them."""
         values = typed_properties(type(self), props)
+        for name in FIXED_AT_START:
+            if name in values and values[name] != getattr(self, name):
+                raise ValueError(f"{name} is read at start only: restart the name server")
         trial = dataclasses.replace(self, **values)
         trial.validate()
         for name, value in values.items():

@@ -13,7 +13,8 @@ import struct
 import zlib
 from typing import Any, Final
 
-from actors.core import FAQ_SUFFIX, CodeDispatchCore, Request, properties_update
+from actors.acl.plain_access_validator import namesrv_access_validator
+from actors.core import FAQ_SUFFIX, AccessCheck, CodeDispatchCore, Request, properties_update
 from actors.namesrv.config import NamesrvConfig
 from actors.namesrv.routes import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
@@ -143,6 +144,8 @@ class NamesrvProcessor(CodeDispatchCore):
                                    scanNotActiveBrokerInterval=scan_interval_ms,
                                    brokerChannelExpiredTime=broker_expired_ms)  # fmt: skip
         self.config = config
+        self.access: AccessCheck | None = (
+            namesrv_access_validator(config.acl_home) if config.aclEnable else None)
         self.routes = routes or RouteInfoManager(config.brokerChannelExpiredTime)
         if kv is None:
             kv = KVConfigManager(config.kvConfigPath or None)
@@ -184,6 +187,16 @@ class NamesrvProcessor(CodeDispatchCore):
         return self.config.scanNotActiveBrokerInterval
 
     # --- ProcessorCore --------------------------------------------------------------------
+
+    def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+        """The ACL check of the write codes (aclEnable), then the code's handler."""
+        access = self.access
+        if access is not None:
+            cmd = req.cmd
+            refused = access.check(cmd.code, cmd.ext_fields, cmd.body, req.peer, now_ms)
+            if refused is not None:
+                return None if cmd.is_oneway else cmd.make_response(RS.SYSTEM_ERROR, refused)
+        return super().process(req, now_ms)
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:
         """Unregister the brokers registered over that connection."""

@@ -175,7 +175,7 @@ class RemotingServer(WatchingActor):
         self.server = FrameServer(
             self._on_frames, self._on_closed, max_frame=msg.max_frame, idle_s=msg.idle_s,
             watcher=self, max_connections=msg.max_connections,
-            first_conn_id=msg.conn_id_base + 1, reset_if_killed=True,
+            first_conn_id=msg.conn_id_base + 1, reset_if_killed=True, tls=msg.tls,
         )
         port = self.server.listen(msg.host, msg.port)
         self._start_fast(msg, port)
@@ -263,7 +263,8 @@ class RemotingServer(WatchingActor):
         fast = FrameServer(self._on_fast_frames, self._on_fast_closed, max_frame=msg.max_frame,
                            idle_s=msg.idle_s, name="remoting-vip", watcher=self,
                            max_connections=msg.max_connections,
-                           first_conn_id=msg.conn_id_base + 1, reset_if_killed=True)  # fmt: skip
+                           first_conn_id=msg.conn_id_base + 1, reset_if_killed=True,
+                           tls=msg.tls)  # fmt: skip
         try:
             self.fast_port = fast.listen(msg.host, want)
         except OSError as exc:
@@ -378,7 +379,8 @@ class RemotingServer(WatchingActor):
         the first time), ahead of the request about to be queued; a Unix channel that cannot
         take it now gets it with the connection's next request."""
         locks = self.conn_locks
-        if locks is None or ch.sock.family != socket.AF_UNIX:  # no descriptors over TCP
+        # no descriptors over TCP, and a TLS session cannot be written from another process
+        if locks is None or ch.sock.family != socket.AF_UNIX or conn.tls is not None:
             conn.passed = {ch} if conn.passed is None else conn.passed | {ch}
             return
         conn.share(locks)

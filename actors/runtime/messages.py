@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from actors.broker.config import BrokerConfig
 from actors.namesrv.config import NamesrvConfig
 from actors.runtime.channel import ChannelAddr
+from actors.runtime.tls import TlsConfig
 from store.config import StoreConfig
 
 
@@ -25,6 +26,8 @@ class StartBroker:
     host: str = "127.0.0.1"  # listen address of the RemotingServer
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
+    tls: TlsConfig | None = None  # tls.server.mode of the client ports, tls.enable of its
+    # own client connections (name servers, a slave's master); None: plain only
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ class StartRemoting:
     # groups that hold requests (ProcessorGroup.holds_requests): the RemotingServer keeps a
     # ledger of each one's channel and answers what a dead one took (actors.runtime.request_ledger)
     ledger_groups: frozenset[str] = frozenset()
+    tls: TlsConfig | None = None  # the client ports' tls.server.mode (None: plain only)
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ class StartNamesrv:
     idle_s: float = 120.0
     max_frame: int = 16 * 1024 * 1024
     max_connections: int = 10_000  # maxConnections (ours): more are accepted and closed at once
+    tls: TlsConfig | None = None  # tls.server.mode of its port (None: plain only)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,14 @@ from actors.runtime.channel import (
     recv_available,
 )
 from actors.runtime.direct_reply import ConnLocks
+from actors.runtime.tls import (
+    ServerTls,
+    TlsConfig,
+    TlsError,
+    TlsMode,
+    TlsSession,
+    client_session,
+)
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 
@@ -127,10 +135,14 @@ class Conn(OutBuffered):
         "peer_port",
         "routed",
         "sock",
+        "tls",
+        "tls_policy",
+        "tls_wait",
     )
 
     def __init__(
-        self, conn_id: int, sock: socket.socket, peer: tuple[str, int], max_frame: int, now: float
+        self, conn_id: int, sock: socket.socket, peer: tuple[str, int], max_frame: int, now: float,
+        tls: ServerTls | None = None,
     ) -> None:
         self.id = conn_id
         self.sock = sock
@@ -152,12 +164,27 @@ class Conn(OutBuffered):
         self.locks: ConnLocks | None = None
         self.locked = False
         self.passed: Any = None
+        # TLS: the listener's policy until the first bytes decide, then the session (or None)
+        self.tls_policy = tls if tls is not None and tls.mode is not TlsMode.DISABLED else None
+        self.tls_wait = self.tls_policy is not None
+        self.tls: TlsSession | None = None
 
     def __repr__(self) -> str:
         return f"conn={self.id}"
 
     def queue(self, data: Any) -> None:
         """Queue encoded bytes (kept as they are while nothing waits in the out buffer)."""
+        tls = self.tls
+        if tls is not None:
+            try:
+                data = tls.encrypt(data)
+            except TlsError as exc:
+                log.warning("conn=%d peer=%s:%d %s, closing", self.id, self.peer[0],
+                            self.peer[1], exc)  # fmt: skip
+                self.closed = True
+                return
+            if not data:
+                return
         if self.out or len(self.iov) >= MAX_IOV:
             if self.iov:  # a full gather list goes first: never both (flush appends to out)
                 self.out += b"".join(self.iov)
@@ -233,6 +260,13 @@ class Conn(OutBuffered):
         data, eof, _err = recv_available(self.sock, MAX_READ_PER_PASS)
         if not data:
             return None if eof else []
+        if self.tls_wait or self.tls is not None:
+            plain = self._tls_in(data)
+            if plain is None:
+                return None
+            if not plain:
+                return None if eof else []
+            data = plain
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -243,6 +277,26 @@ class Conn(OutBuffered):
             # deliver what was complete; the caller closes after this pass
             self.closed = True
         return frames
+
+    def _tls_in(self, data: bytes) -> bytes | None:
+        """The plaintext of what was read (the first bytes decide TLS or not, as the
+        listener's mode says); the session's answers (handshake) are queued; None = close."""
+        policy = self.tls_policy
+        try:
+            if self.tls_wait and policy is not None:
+                self.tls_wait = False
+                self.tls = policy.session_for(data[0])
+            tls = self.tls
+            if tls is None:
+                return data
+            plain, back = tls.receive(data)
+        except TlsError as exc:
+            if policy is not None:
+                policy.refused(self.peer, str(exc))
+            return None
+        if back:
+            self.out += back
+        return plain
 
 
 class FrameServer:
@@ -260,6 +314,7 @@ class FrameServer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         first_conn_id: int = 1,
         reset_if_killed: bool = False,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.on_frames = on_frames
         self.on_closed = on_closed
@@ -276,6 +331,8 @@ class FrameServer:
         self.dirty: dict[int, Conn] = {}  # conn_id -> Conn with pending output
         self._next_id = first_conn_id
         self.reset_if_killed = reset_if_killed  # see the module docstring
+        # tls.server.mode and its context (None: plain only, as `disabled`)
+        self.tls = ServerTls(tls, name) if tls is not None else None
 
     def listen(self, host: str, port: int) -> int:
         """Bind and listen; return the bound port."""
@@ -320,6 +377,8 @@ class FrameServer:
             self.close(conn.id, "peer closed or bad input")
             return
         conn.last_active = now
+        if conn.out:  # a TLS handshake's answer
+            self.dirty[conn.id] = conn
         if frames:
             try:
                 self.on_frames(conn, frames, recv_ns)
@@ -358,7 +417,7 @@ class FrameServer:
                     pass  # the peer is gone already: its first read says so
             conn_id = self._next_id
             self._next_id += 1
-            conn = Conn(conn_id, sock, (addr[0], addr[1]), self.max_frame, now)
+            conn = Conn(conn_id, sock, (addr[0], addr[1]), self.max_frame, now, self.tls)
             conns[conn_id] = conn
             by_fd[conn.fd] = conn
             if watcher is not None:
@@ -462,14 +521,16 @@ def start_connect(addr: tuple[str, int]) -> tuple[socket.socket, int]:
 
 
 class ClientConn(OutBuffered):
-    """An outbound non-blocking connection (broker -> name server) with a frame decoder."""
+    """An outbound non-blocking connection (broker -> name server) with a frame decoder;
+    TLS when given a client TlsConfig with tls.enable (its handshake runs as it is read)."""
 
     @classmethod
-    def to(cls, addr: str) -> ClientConn:
+    def to(cls, addr: str, tls: TlsConfig | None = None) -> ClientConn:
         """A connection to 'host:port' under way (ValueError for a bad address, OSError)."""
-        return cls(split_addr(addr))
+        return cls(split_addr(addr), tls=tls)
 
-    def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME,
+                 tls: TlsConfig | None = None) -> None:  # fmt: skip
         self.addr = addr
         self.sock, err = start_connect(addr)
         self.fd = self.sock.fileno()
@@ -478,7 +539,26 @@ class ClientConn(OutBuffered):
         self.closed = False
         self.sent = 0  # requests written (the owner counts them)
         self.answered = 0  # responses read
+        self.tls = client_session(tls)
         if err:
+            self.closed = True
+        elif self.tls is not None:
+            try:
+                self.out += self.tls.start()  # the ClientHello, sent once connected
+            except TlsError as exc:
+                log.warning("%r %s", self, exc)
+                self.closed = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue an encoded frame (flush() writes it)."""
+        tls = self.tls
+        if tls is None:
+            self.out += data
+            return
+        try:
+            self.out += tls.encrypt(data)
+        except TlsError as exc:
+            log.warning("%r %s", self, exc)
             self.closed = True
 
     def flush(self) -> bool:
@@ -507,6 +587,21 @@ class ClientConn(OutBuffered):
             return None
         if not chunk:
             return []
+        if self.tls is not None:
+            try:
+                chunk, back = self.tls.receive(chunk)
+            except TlsError as exc:
+                log.warning("%r %s", self, exc)
+                self.closed = True
+                return None
+            if back:
+                self.out += back
+                self.flush()  # the handshake's next flight, or what waited for its end
+            if not chunk:
+                if eof:
+                    self.closed = True
+                    return None
+                return []
         try:
             frames = self.decoder.feed(chunk)
             if eof:

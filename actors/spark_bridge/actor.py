@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from actors.remoting.inline_server import ServerOutbox, serve_frames, start_server
 from actors.runtime.tcp import ClientConn, Conn, FrameServer
+from actors.runtime.tls import TlsConfig
 from actors.runtime.watch import WatchingActor, now_ms
 from actors.spark_bridge.core import SparkBridgeCore
 from actors.spark_bridge.messages import (
@@ -53,6 +54,7 @@ class SparkBridgeActor(WatchingActor):
         super().__init__(*args, **kwargs)
         self.server: FrameServer | None = None
         self.core: SparkBridgeCore | None = None
+        self.tls: TlsConfig | None = None
         self.outbox = ServerOutbox()
         self.conns: dict[str, ClientConn] = {}  # cluster address -> connection
 
@@ -64,12 +66,15 @@ class SparkBridgeActor(WatchingActor):
             self.send(sender, SparkBridgeStopped())
 
     def _start(self, msg: StartSparkBridge, sender: Any) -> None:
+        self.tls = msg.tls  # tls.enable: the bridge's connections to the cluster use TLS
         try:
             self.server, port = start_server(self.outbox, lambda: FrameServer(
-                self._on_frames, lambda conn: None, idle_s=msg.idle_s, name="spark-bridge"),
+                self._on_frames, lambda conn: None, idle_s=msg.idle_s, name="spark-bridge",
+                tls=msg.tls),
                 msg.host, msg.port)  # fmt: skip
             advertise = msg.advertise or advertised(msg.host, port, msg.name_servers)
-            self.core = SparkBridgeCore(msg.name_servers, advertise, self.outbox)
+            self.core = SparkBridgeCore(msg.name_servers, advertise, self.outbox,
+                                        credentials=msg.credentials)
         except Exception as exc:
             log.exception("spark bridge start failed")
             if self.server is not None:
@@ -104,7 +109,7 @@ class SparkBridgeActor(WatchingActor):
                 if conn is None:
                     core.on_conn_lost(call.addr, "cannot connect", now_ms())
                     continue
-                conn.out += call.cmd.encode()
+                conn.write(call.cmd.encode())
         pending = False
         for addr, conn in list(self.conns.items()):
             if not conn.flush():
@@ -125,7 +130,7 @@ class SparkBridgeActor(WatchingActor):
         if conn is not None and not conn.closed:
             return conn
         try:
-            conn = ClientConn.to(addr)
+            conn = ClientConn.to(addr, self.tls)
         except (OSError, ValueError) as exc:
             log.warning("cannot connect to %s: %s", addr, exc)
             return None
@@ -192,7 +197,7 @@ class SparkBridgeActor(WatchingActor):
             for call in calls:
                 conn = self._conn(call.addr)
                 if conn is not None:
-                    conn.out += call.cmd.encode()
+                    conn.write(call.cmd.encode())
             waiting = {c.cmd.opaque for c in calls}
             deadline = time.monotonic() + STOP_WAIT_S
             while waiting and (left := deadline - time.monotonic()) > 0:

@@ -71,8 +71,11 @@ class SparkBridgeCore:
 
     def __init__(self, name_servers: tuple[str, ...], advertise: str, outbox: Outbox, *,
                  call_timeout_ms: int = CALL_TIMEOUT_MS,
-                 registry: QueryRegistry | None = None) -> None:  # fmt: skip
+                 registry: QueryRegistry | None = None,
+                 credentials: SessionCredentials | None = None) -> None:  # fmt: skip
         self.name_servers = name_servers
+        # the bridge's own ACL keys: its KV entry is a name-server write (an admin account)
+        self.credentials = credentials
         self.advertise = advertise  # host:port drivers reach this bridge at
         self.outbox = outbox
         self.call_timeout_ms = call_timeout_ms
@@ -140,7 +143,7 @@ class SparkBridgeCore:
                         addr, f"no answer within {self.call_timeout_ms} ms"), now_ms)
         if now_ms >= self._next_register_ms:
             self._next_register_ms = now_ms + REGISTER_PERIOD_MS
-            self._start(self._register(), None, None, now_ms, "register")
+            self._start(self._register(), None, None, now_ms, "register", self.credentials)
         if now_ms >= self._next_expire_ms:
             self._next_expire_ms = now_ms + EXPIRE_PERIOD_MS
             self.registry.expire(now_ms)
@@ -154,11 +157,16 @@ class SparkBridgeCore:
         return calls
 
     def unregister_calls(self) -> list[Call]:
-        """DELETE_KV_CONFIG for each name server (sent on a clean stop)."""
-        return [Call(ns, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG,
-                                                 DeleteKVConfigRequestHeader(KV_NAMESPACE,
-                                                                             KV_KEY).to_ext()))
-                for ns in self.name_servers]  # fmt: skip
+        """DELETE_KV_CONFIG for each name server (sent on a clean stop), signed with the
+        bridge's keys."""
+        calls = [Call(ns, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG,
+                                                  DeleteKVConfigRequestHeader(KV_NAMESPACE,
+                                                                              KV_KEY).to_ext()))
+                 for ns in self.name_servers]  # fmt: skip
+        if self.credentials is not None:
+            for call in calls:
+                self.credentials.sign(call.cmd)
+        return calls
 
     # -- the job runner ----------------------------------------------------------------------
     def _start(self, gen: Job, conn_id: int | None, request: RemotingCommand | None,

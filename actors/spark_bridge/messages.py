@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actors.runtime.tls import TlsConfig
+from protocol.acl import SessionCredentials
+
 
 @dataclass(frozen=True)
 class StartSparkBridge:
@@ -19,6 +22,8 @@ class StartSparkBridge:
     name_servers: tuple[str, ...]
     advertise: str = ""  # host:port put in the name servers' KV ("" = host:bound port)
     idle_s: float = 120.0
+    credentials: SessionCredentials | None = None  # signs the KV entry (ACL on the name server)
+    tls: TlsConfig | None = None  # its port's tls.server.mode; tls.enable: to the cluster
 
 
 @dataclass(frozen=True)

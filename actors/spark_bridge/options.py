@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from actors.runtime.tls import TlsConfig
 from protocol.acl import SessionCredentials
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,17 @@ KNOWN: Final = frozenset({
     "nameserver", "topic", "subexpression", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "minpartitions", "maxrecordsperpartition",
     "maxoffsetspertrigger", "failondataloss", "groupid", "pullbatchsize", "pulltimeoutms",
-    "bridge", "queryname", "path", "accesskey", "secretkey",
+    "bridge", "queryname", "path", "accesskey", "secretkey", "usetls",
+    "tls.test.mode.enable", "tls.client.authserver", "tls.client.trustcertpath",
+    "tls.client.certpath", "tls.client.keypath", "tls.client.keypassword",
 })  # fmt: skip
+# the TLS options by their lower-cased names -> TlsSystemConfig's (Java) names
+_TLS_OPTIONS: Final = {
+    "tls.test.mode.enable": "tls.test.mode.enable", "tls.client.authserver":
+    "tls.client.authServer", "tls.client.trustcertpath": "tls.client.trustCertPath",
+    "tls.client.certpath": "tls.client.certPath", "tls.client.keypath": "tls.client.keyPath",
+    "tls.client.keypassword": "tls.client.keyPassword",
+}  # fmt: skip
 
 
 class SourceOptionError(ValueError):
@@ -73,6 +83,7 @@ class SourceOptions:
     query_name: str | None = None
     streaming: bool = False
     credentials: SessionCredentials | None = None  # accessKey / secretKey: requests signed
+    tls: TlsConfig | None = None  # useTLS (+ tls.client.*): TLS to the cluster and the bridge
 
     @property
     def pull_group(self) -> str:
@@ -139,8 +150,26 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         pull_timeout_ms=_int(o, "pulltimeoutms", DEFAULT_PULL_TIMEOUT_MS, 1)
         or DEFAULT_PULL_TIMEOUT_MS,
         bridge=bridge, query_name=o.get("queryname") or None, streaming=streaming,
-        credentials=credentials_of(o),
+        credentials=credentials_of(o), tls=tls_of(o),
     )  # fmt: skip
+
+
+def tls_of(options: Mapping[str, str]) -> TlsConfig | None:
+    """useTLS=true (Java's -Dtls.enable=true) with the tls.client.* / tls.test.mode.enable
+    options (TlsSystemConfig's names; /etc/rocketmq/tls.properties as Java reads it); None
+    when useTLS is not set. Names matched case-insensitively; the key password never shown."""
+    o = {k.lower(): v for k, v in options.items()}
+    raw = (o.get("usetls") or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise SourceOptionError(f"useTLS: expected true or false, got {raw!r}")
+    if raw == "false":
+        return None
+    props = {java: str(o[low]) for low, java in _TLS_OPTIONS.items() if low in o}
+    props["tls.enable"] = "true"
+    try:
+        return TlsConfig.from_properties(props)
+    except (ValueError, OSError) as exc:
+        raise SourceOptionError(str(exc)) from None
 
 
 def credentials_of(options: Mapping[str, str]) -> SessionCredentials | None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
+from actors.runtime.tls import TlsConfig
 from actors.spark_bridge.core import KV_KEY, KV_NAMESPACE
 from actors.spark_bridge.options import SourceOptions
 from actors.spark_bridge.wire import BadBody, loads, request
@@ -30,7 +31,7 @@ CALL_TIMEOUT_S: Final = 60.0  # a plan may take several rounds of lookups (5 s e
 NAMESRV_TIMEOUT_S: Final = 5.0
 RETRY_FOR_S: Final = 10.0  # a bridge being restarted gets this long to come back
 
-_clients: dict[str, BlockingClient] = {}  # per process: bridge address -> connection
+_clients: dict[tuple[str, TlsConfig | None], BlockingClient] = {}  # per process: (bridge, TLS)
 
 
 class RocketMQSourceError(Exception):
@@ -70,7 +71,7 @@ def find_bridge(opts: SourceOptions) -> str:
         cmd = RemotingCommand.request(RequestCode.GET_KV_CONFIG,
                                       GetKVConfigRequestHeader(KV_NAMESPACE, KV_KEY).to_ext())
         try:
-            with BlockingClient(ns) as cl:
+            with BlockingClient(ns, tls=opts.tls) as cl:
                 resp = cl.invoke(cmd, NAMESRV_TIMEOUT_S)
         except (OSError, TimeoutError, ProtocolError) as exc:
             failures.append(f"{ns}: {exc}")
@@ -87,19 +88,21 @@ def find_bridge(opts: SourceOptions) -> str:
         f"name server unreachable ({'; '.join(failures)}): check the nameServer option")
 
 
-def call(bridge: str, code: int, body: Mapping[str, Any]) -> dict[str, Any]:
-    """One request to the bridge; the reply body, or a RocketMQSourceError."""
+def call(bridge: str, code: int, body: Mapping[str, Any],
+         tls: TlsConfig | None = None) -> dict[str, Any]:  # fmt: skip
+    """One request to the bridge (TLS with `tls`); the reply body, or a RocketMQSourceError."""
     deadline = time.monotonic() + RETRY_FOR_S
+    key = (bridge, tls)
     while True:
-        client = _clients.get(bridge)
+        client = _clients.get(key)
         if client is None:
-            client = _clients[bridge] = BlockingClient(bridge)
+            client = _clients[key] = BlockingClient(bridge, tls=tls)
         try:
             resp = client.invoke(request(code, body), CALL_TIMEOUT_S)
             break
         except (OSError, ProtocolError) as exc:
             client.close()
-            _clients.pop(bridge, None)
+            _clients.pop(key, None)
             if time.monotonic() >= deadline:
                 raise ClusterUnreachableError(
                     f"SparkBridge {bridge} unreachable: {exc} (is `actormq up` or "
@@ -107,7 +110,7 @@ def call(bridge: str, code: int, body: Mapping[str, Any]) -> dict[str, Any]:
             log.warning("SparkBridge %s: %s; retrying", bridge, exc)
             time.sleep(0.5)
         except TimeoutError:
-            _clients.pop(bridge, None)
+            _clients.pop(key, None)
             raise ClusterUnreachableError(
                 f"SparkBridge {bridge} gave no answer within {CALL_TIMEOUT_S:.0f} s") from None
     if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:

@@ -84,13 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_bridge(a: argparse.Namespace) -> int:
     """A SparkBridge in its own actor system until SIGTERM / Ctrl-C."""
     from deploy import launch
+    from deploy.config import credentials_from_env
     from deploy.launch import serve, stop_event
 
+    keys = credentials_from_env()  # ACL on the name server: its KV entry needs an admin
     cluster = launch.start_system(os.path.abspath(a.data), admin_port=a.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         port = launch.start_spark_bridge(cluster, a.namesrv, host=a.host, port=a.port,
-                                         advertise=a.advertise)  # fmt: skip
+                                         advertise=a.advertise, credentials=keys)  # fmt: skip
         _say(f"spark bridge listening on {a.host}:{port} (name server {a.namesrv})")
         code = serve(cluster, stop)
     finally:
@@ -184,6 +186,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 def main(argv: list[str]) -> int:
     """Run `actormq spark ...`; the exit code."""
     from actors.spark_bridge.options import SourceOptionError, parse_name_servers
+    from deploy.config import ConfigError
     from deploy.launch import StartError
     from deploy.spark.bridge_client import RocketMQSourceError
 
@@ -198,7 +201,7 @@ def main(argv: list[str]) -> int:
         if args.spark_command == "list":
             return cmd_list(args)
         return cmd_run(args)
-    except (SourceOptionError, ValueError) as exc:
+    except (SourceOptionError, ValueError, ConfigError) as exc:
         sys.stderr.write(f"actormq spark: {exc}\n")
         return EXIT_USAGE
     except StartError as exc:

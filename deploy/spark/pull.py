@@ -26,6 +26,7 @@ from typing import Any, Final
 from actors.client.errors import MQBrokerError
 from actors.client.mq_client_api import process_pull_response
 from actors.client.records import PullResult, PullStatus
+from actors.runtime.tls import TlsConfig
 from deploy.spark.bridge_client import DataLossError, RocketMQSourceError
 from deploy.spark.decoder import BatchBuilder, Gathered
 from deploy.spark.pull_connection import (
@@ -71,6 +72,7 @@ class PullRange:
     timeout_ms: int
     fail_on_data_loss: bool
     credentials: SessionCredentials | None = None  # ACL: every pull signed
+    tls: TlsConfig | None = None  # useTLS
 
 
 def _header(r: PullRange) -> PullMessageRequestHeader:
@@ -89,7 +91,7 @@ def read_range(r: PullRange) -> Iterator[Any]:
     builder = BatchBuilder(r.topic, r.broker, r.queue_id, r.tags)
     frames: PullFrames = PullRequestTemplate(_header(r)) if r.credentials is None else \
         SignedPullRequests(_header(r), r.credentials)  # fmt: skip
-    conn = PullConnection(parse_addr(r.addr), frames)
+    conn = PullConnection(parse_addr(r.addr), frames, tls=r.tls)
     try:
         yield from _batches(r, conn, builder)
     finally:

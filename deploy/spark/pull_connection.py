@@ -23,6 +23,7 @@ import struct
 import time
 from typing import Final, NamedTuple, Protocol
 
+from actors.runtime.tls import TlsConfig, client_context
 from protocol.acl import SessionCredentials
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
@@ -106,8 +107,9 @@ class PullConnection:
     """The task's socket and the arena its answers are read into."""
 
     def __init__(self, addr: tuple[str, int], template: PullFrames,
-                 arena_bytes: int = ARENA_BYTES) -> None:  # fmt: skip
+                 arena_bytes: int = ARENA_BYTES, tls: TlsConfig | None = None) -> None:  # fmt: skip
         self.addr = addr
+        self.tls = tls if tls is not None and tls.enable else None
         self.template = template
         self.sock: socket.socket | None = None
         self.data = bytearray(arena_bytes)
@@ -122,6 +124,12 @@ class PullConnection:
         if self.sock is None:
             sock = socket.create_connection(self.addr, timeout=CONNECT_TIMEOUT_S)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                try:
+                    sock = client_context(self.tls).wrap_socket(sock)  # blocking handshake
+                except OSError:
+                    sock.close()
+                    raise
             self.sock = sock
 
     def close(self) -> None:

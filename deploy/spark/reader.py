@@ -55,7 +55,7 @@ def _partitions(opts: SourceOptions, planned: Sequence[Mapping[str, Any]]
         addr=str(p["addr"]), start=int(p["start"]), end=int(p["end"]), group=opts.pull_group,
         sub_expression=opts.sub_expression, tags=opts.tags, batch_size=opts.pull_batch_size,
         timeout_ms=opts.pull_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss,
-        credentials=opts.credentials))
+        credentials=opts.credentials, tls=opts.tls))
         for p in planned]  # fmt: skip
 
 
@@ -73,7 +73,8 @@ class _BridgeUser:
         if self._bridge is None:
             self._bridge = bridge_client.find_bridge(self.opts)
         return bridge_client.call(self._bridge, code,
-                                  dict(body, options=self.raw, query=self.query))
+                                  dict(body, options=self.raw, query=self.query),
+                                  tls=self.opts.tls)  # fmt: skip
 
 
 class RocketMQBatchReader(_BridgeUser, DataSourceReader):

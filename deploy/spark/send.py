@@ -43,6 +43,7 @@ from actors.client.mq_client_instance import default_route_for
 from actors.client.records import MessageQueue
 from actors.client.send_retry import SendRetry
 from actors.client.topic_publish_info import TopicPublishInfo
+from actors.runtime.tls import TlsConfig
 from deploy.wire import BlockingClient
 from protocol.acl import SessionCredentials
 from protocol.bodies import TopicRouteData
@@ -106,8 +107,10 @@ class TaskSender:
 
     def __init__(self, name_servers: tuple[str, ...], group: str, *, timeout_ms: int = 3000,
                  retries: int = 2, batch_size: int = 64, max_inflight: int = 16,
-                 credentials: SessionCredentials | None = None) -> None:  # fmt: skip
+                 credentials: SessionCredentials | None = None,
+                 tls: TlsConfig | None = None) -> None:  # fmt: skip
         self.name_servers = name_servers
+        self.tls = tls  # useTLS: every connection
         self.credentials = credentials  # ACL: every request signed
         self.group = group
         self.timeout_ms = timeout_ms
@@ -182,7 +185,7 @@ class TaskSender:
             if self.credentials is not None:
                 self.credentials.sign(cmd)
             try:
-                with BlockingClient(ns) as cl:
+                with BlockingClient(ns, tls=self.tls) as cl:
                     resp = cl.invoke(cmd, self.timeout_s)
             except (OSError, TimeoutError, ProtocolError) as exc:
                 failures.append(f"{ns}: {exc}")
@@ -255,7 +258,7 @@ class TaskSender:
                 raise OSError(f"broker {mq.broker_name} has no master")
             client = self.clients.get(addr)
             if client is None:
-                client = self.clients[addr] = BlockingClient(addr)
+                client = self.clients[addr] = BlockingClient(addr, tls=self.tls)
             client.send_raw(frame)
         except (OSError, ProtocolError) as exc:
             self._failed(unit, RemotingConnectError(addr or mq.broker_name, str(exc)))

@@ -30,12 +30,14 @@ from pyspark.sql.datasource import (
 )
 
 from actors.client import validators
+from actors.runtime.tls import TlsConfig
 from actors.spark_bridge.options import (
     ALIASES,
     SourceOptionError,
     credentials_of,
     parse_name_servers,
     parse_topics,
+    tls_of,
 )
 from deploy.spark.send import OutMessage, TaskSender
 from protocol.acl import SessionCredentials
@@ -82,6 +84,7 @@ class SinkOptions:
     batch_size: int
     max_inflight: int
     credentials: SessionCredentials | None = None  # accessKey / secretKey: sends signed
+    tls: TlsConfig | None = None  # useTLS (+ tls.client.*)
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -110,7 +113,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         retries=number("retries", "retries", 2, 0),
         batch_size=number("batchsize", "batchSize", 64, 1),
         max_inflight=number("maxinflight", "maxInFlight", 16, 1),
-        credentials=credentials_of(o),
+        credentials=credentials_of(o), tls=tls_of(o),
     )  # fmt: skip
 
 
@@ -211,7 +214,7 @@ def _write(opts: SinkOptions, cols: Mapping[str, int], write_id: str,
     sender = TaskSender(opts.name_servers, opts.group, timeout_ms=opts.timeout_ms,
                         retries=opts.retries, batch_size=opts.batch_size,
                         max_inflight=opts.max_inflight,
-                        credentials=opts.credentials)  # fmt: skip
+                        credentials=opts.credentials, tls=opts.tls)  # fmt: skip
     where = f"partition {partition}{f' of micro-batch {batch_id}' if batch_id else ''}"
 
     def messages() -> Iterator[OutMessage]:

@@ -50,6 +50,10 @@ accounts:
 """
 
 
+# the SparkBridge `up` starts signs its name-server entry with these (an admin account)
+ADMIN_ENV = {"ACTORMQ_ACCESS_KEY": "adminKey1", "ACTORMQ_SECRET_KEY": "adminSecret1"}
+
+
 def _signed(cmd: RemotingCommand, ak: str, sk: str) -> RemotingCommand:
     ext = dict(cmd.ext_fields or {})
     sign_ext(ext, cmd.body, ak, sk)
@@ -62,7 +66,8 @@ def acl_up(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
     home = tmp_path / "home"
     (home / "conf").mkdir(parents=True)
     (home / "conf" / "plain_acl.yml").write_text(ACL)
-    run, ns, port, _data = start_up_process(tmp_path, aclEnable="true", rocketmqHome=str(home))
+    run, ns, port, _data = start_up_process(tmp_path, ADMIN_ENV, aclEnable="true",
+                                            rocketmqHome=str(home))  # fmt: skip
     try:
         yield ns, port, home
     finally:

@@ -14,6 +14,7 @@ from actors.client.consumer.allocate import (
     AllocateMessageQueueStrategy,
 )
 from actors.client.validators import check_group
+from actors.runtime.tls import TlsConfig
 from protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 
 
@@ -66,6 +67,8 @@ class ConsumerConfig:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
+    # TLS to name servers and brokers (True, or a TlsConfig: client_config.tls_setting)
+    use_tls: bool | TlsConfig = False
 
     def check(self) -> None:
         """checkConfig (Java's ranges)."""

@@ -28,7 +28,12 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from actors.client.client_config import ClientConfig, default_instance_name, parse_namesrv
+from actors.client.client_config import (
+    ClientConfig,
+    default_instance_name,
+    parse_namesrv,
+    tls_setting,
+)
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_config import (
     ConsumerConfig,
@@ -263,7 +268,8 @@ class ConsumerImplBase:
         ccfg = ClientConfig(parse_namesrv(cfg.namesrv),
                             instance_name=cfg.instance_name or default_instance_name(),
                             credentials=SessionCredentials.of(cfg.access_key, cfg.secret_key,
-                                                              cfg.security_token))
+                                                              cfg.security_token),
+                            tls=tls_setting(cfg.use_tls))
         if cfg.serialize_type is not None:
             import dataclasses
 
