@@ -171,13 +171,10 @@ def test_client_authentication_refuses_a_certificate_of_another_ca(tmp_path: Pat
 
         with BlockingClient(("127.0.0.1", port), tls=client(good)) as c:
             assert c.invoke(create_topic_cmd(TOPIC, 4), 10.0).code == 0
-        for refused in (client(bad), client(None)):
-            with pytest.raises(OSError):
-                with BlockingClient(("127.0.0.1", port), tls=refused) as c:
-                    c.invoke(create_topic_cmd(TOPIC, 4), 10.0)
-        # and the client refuses a server its CA did not sign
-        with pytest.raises(OSError):
-            with BlockingClient(("127.0.0.1", port), tls=client(good, other_ca[0])) as c:
+        # a certificate of another CA, none, and a server its CA did not sign (the client's
+        # own check): refused
+        for refused in (client(bad), client(None), client(good, other_ca[0])):
+            with pytest.raises(OSError), BlockingClient(("127.0.0.1", port), tls=refused) as c:
                 c.invoke(create_topic_cmd(TOPIC, 4), 10.0)
         deadline = time.monotonic() + 30.0
         while _route(ns, client(good)).code != 0 and time.monotonic() < deadline:
