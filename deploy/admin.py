@@ -6,7 +6,8 @@ admin_consumer.py, admin_message.py and admin_broker.py over deploy/admin_ext.py
 (DefaultMQAdminExt):
 clusterList, brokerStatus, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress,
 consumerConnection, consumerStatus, producerConnection, resetOffsetByTime, queryMsgByKey,
-queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig, and the ACL
+queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig, wipeWritePerm,
+addWritePerm, and the ACL
 commands of deploy/admin_acl.py (updateAclConfig, deleteAccessConfig, updateGlobalWhiteAddr,
 clusterAclConfigVersion). Each command
 talks to the name server (-n, or the NAMESRV_ADDR environment variable as mqadmin does) and to
@@ -31,7 +32,9 @@ from deploy.admin_broker import (
     cmd_broker_status,
     cmd_cluster_list,
     cmd_get_broker_config,
+    cmd_add_write_perm,
     cmd_stats_all,
+    cmd_wipe_write_perm,
     cmd_update_broker_config,
 )
 from deploy.admin_consumer import (
@@ -84,6 +87,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "updateBrokerConfig": (cmd_update_broker_config, "set a broker property at runtime"),
     "getBrokerConfig": (cmd_get_broker_config, "a broker's properties"),
     "statsAll": (cmd_stats_all, "per topic and group: TPS in / out, 24 h counts, lag"),
+    "wipeWritePerm": (cmd_wipe_write_perm, "wipe a broker's write permission on the name servers"),
+    "addWritePerm": (cmd_add_write_perm, "give a broker its write permission back"),
     **ACL_COMMANDS,
 }
 
@@ -165,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "consumerProgress":
             s.add_argument("-g", "--group", required=True)
             s.add_argument("-t", "--topic", default=None)
+        if name in ("wipeWritePerm", "addWritePerm"):
+            s.add_argument("-b", "--broker-name", required=True, help="broker name")
         if name == "statsAll":
             s.add_argument("-t", "--topic", default=None, help="only this topic")
         if name == "queryMsgByKey":

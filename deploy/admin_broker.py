@@ -1,7 +1,7 @@
 """`actormq admin` cluster and broker commands: clusterList, brokerStatus, updateBrokerConfig,
-getBrokerConfig, statsAll.
+getBrokerConfig, statsAll, wipeWritePerm, addWritePerm.
 
-Mirrors tools/command/cluster, broker and stats/*SubCommand.java, RocketMQ 4.9.x.
+Mirrors tools/command/cluster, broker, namesrv and stats/*SubCommand.java, RocketMQ 4.9.x.
 """
 
 from __future__ import annotations
@@ -137,3 +137,23 @@ def cmd_stats_all(a: argparse.Namespace) -> int:
             echo(f"{topic:<32} {group:<32} {lag:>13} {in_tps:>11.2f} {out_tps:>11.2f} "
                  f"{in_day:>13} {out_day:>14}")  # fmt: skip
     return 0
+
+
+def _write_perm(a: argparse.Namespace, code: int, what: str, field: str) -> int:
+    """WIPE_ / ADD_WRITE_PERM_OF_BROKER on every name server: how many queue data changed."""
+    for ns in a.all_namesrv.split(";"):
+        resp = call(ns, code, {"brokerName": a.broker_name})
+        count = (resp.ext_fields or {}).get(field, "0")
+        echo(f"{what} write perm of broker[{a.broker_name}] in name server[{ns}] OK, {count}")
+    return 0
+
+
+def cmd_wipe_write_perm(a: argparse.Namespace) -> int:
+    """wipeWritePerm: take a broker's write permission away on every name server (its topics'
+    routes stop taking sends; the broker keeps serving pulls)."""
+    return _write_perm(a, RC.WIPE_WRITE_PERM_OF_BROKER, "wipe", "wipeTopicCount")
+
+
+def cmd_add_write_perm(a: argparse.Namespace) -> int:
+    """addWritePerm: give a broker its write permission back on every name server."""
+    return _write_perm(a, RC.ADD_WRITE_PERM_OF_BROKER, "add", "addTopicCount")

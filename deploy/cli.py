@@ -186,6 +186,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     tls = _tls_config(props)  # one host: the same TLS settings for every port of `up`
     if tls.server_mode is TlsMode.ENFORCING and not tls.enable:
         tls = tls.replace(enable=True)  # the broker and bridge reach our own enforcing ports
+    launch.check_acl(bc.aclEnable, bc.acl_home)  # a bad ACL file first: the root cause
     bridge_keys = credentials_from_env() if args.spark_bridge_port >= 0 else None
     if bc.aclEnable and args.spark_bridge_port >= 0 and bridge_keys is None:
         raise ConfigError(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.broker.config import BrokerConfig
+from actors.runtime.tls import TlsConfig
 from deploy import launch
 from deploy.launch import cluster_pids
 from deploy.wire import BlockingClient
@@ -38,22 +39,22 @@ class AmqCluster:
     pids: list[int] = field(default_factory=list)
 
 
-def start_amq(data: Path, **broker_props: str) -> AmqCluster:
+def start_amq(data: Path, tls: TlsConfig | None = None, **broker_props: str) -> AmqCluster:
     """Name server, broker-a, broker-b and a SparkBridge, as `actormq up` starts them (the
-    brokers with broker_props besides)."""
+    brokers with broker_props besides; every port and connection with `tls`)."""
     cluster = launch.start_system(str(data))
     amq = AmqCluster(cluster, "", {}, "")
     try:
-        ns_port = launch.start_namesrv(cluster, port=0)
+        ns_port = launch.start_namesrv(cluster, port=0, tls=tls)
         amq.ns = f"127.0.0.1:{ns_port}"
         for name in ("broker-a", "broker-b"):
             props = dict(SMALL_STORE, listenPort="0", brokerName=name, namesrvAddr=amq.ns,
                          storePathRootDir=os.path.join(str(data), f"store-{name}"),
                          **broker_props)  # fmt: skip
             port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
-                                       StoreConfig.from_properties(props))  # fmt: skip
+                                       StoreConfig.from_properties(props), tls=tls)  # fmt: skip
             amq.brokers[name] = f"127.0.0.1:{port}"
-        amq.bridge = f"127.0.0.1:{launch.start_spark_bridge(cluster, amq.ns)}"
+        amq.bridge = f"127.0.0.1:{launch.start_spark_bridge(cluster, amq.ns, tls=tls)}"
     finally:
         amq.pids = cluster_pids(cluster)
     return amq
@@ -71,7 +72,8 @@ def stop_amq(amq: AmqCluster) -> None:
 
 
 def create_topic(addr: str, topic: str, queues: int,
-                 credentials: SessionCredentials | None = None) -> None:  # fmt: skip
+                 credentials: SessionCredentials | None = None,
+                 tls: TlsConfig | None = None) -> None:  # fmt: skip
     """UPDATE_AND_CREATE_TOPIC on one broker (read and write queues; signed with
     credentials when given)."""
     ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
@@ -80,18 +82,18 @@ def create_topic(addr: str, topic: str, queues: int,
     cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
     if credentials is not None:
         credentials.sign(cmd)
-    with BlockingClient(addr) as cl:
+    with BlockingClient(addr, tls=tls) as cl:
         resp = cl.invoke(cmd, RPC_TIMEOUT_S)
     assert resp.code == 0, resp.remark
 
 
 def wait_routable(ns: str, topic: str, queues_by_broker: dict[str, int],
-                  timeout_s: float = 30.0) -> None:
+                  timeout_s: float = 30.0, tls: TlsConfig | None = None) -> None:
     """Until the name server's route of `topic` shows these read queue counts."""
     from protocol.bodies import TopicRouteData
 
     def seen() -> bool:
-        with BlockingClient(ns) as cl:
+        with BlockingClient(ns, tls=tls) as cl:
             r = cl.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
                                                   {"topic": topic}), RPC_TIMEOUT_S)
         if r.code != 0:
