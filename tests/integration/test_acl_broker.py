@@ -241,10 +241,10 @@ def _consume_signed(namesrv: str, group: str, n: int, timeout_s: float) -> set[b
     return set(got)
 
 
-def _route_ok(ns_port: int) -> bool:
+def _route_ok(ns_port: int, topic: str = TOPIC) -> bool:
     from tests.integration.e2e_helpers import get_route
 
-    return get_route(("127.0.0.1", ns_port), TOPIC).code == 0
+    return get_route(("127.0.0.1", ns_port), topic).code == 0
 
 
 def test_the_admin_cli_signs_with_its_keys(acl_up: tuple[int, int, Path]) -> None:
@@ -354,3 +354,32 @@ def test_forged_signatures_are_all_refused_and_a_good_client_is_served(
     q = RemotingCommand.request(RC.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": "0"})
     r = _call(port, _signed(q, "adminKey1", "adminSecret1"))
     assert r.code == 0 and (r.ext_fields or {}).get("offset") == "20", r.ext_fields
+
+
+def test_the_cpp_client_signs_with_session_credentials(acl_up: tuple[int, int, Path],
+                                                       tmp_path: Path) -> None:
+    """librocketmq 2.1.0 (the C++ core) with SetProducer/ConsumerSessionCredentials: good keys
+    send and consume, a wrong secret is refused."""
+    from tests.integration.e2e_helpers import run_driver
+    from tests.integration.test_cpp_clients import _client_python
+
+    python = _client_python(".venv-cpp2")
+    ns, port, _home = acl_up
+    topic = "AclCppT"
+    assert _call(port, _signed(create_topic_cmd(topic, 4), "adminKey1", "adminSecret1")).code == 0
+    assert wait_until(lambda: _route_ok(ns, topic) or None, 30.0)
+
+    def run(ak: str, sk: str, name: str) -> list[dict[str, object]]:
+        code, events, err = run_driver(
+            [str(python), str(CLIENTS / "cpp_acl.py"), f"127.0.0.1:{ns}", topic, "4", ak, sk,
+             "40"], tmp_path / name, 120.0, env=dict(os.environ, HOME=str(tmp_path)))  # fmt: skip
+        assert code == 0, f"driver exit={code} stderr={err[-2000:]}"
+        return events
+
+    good = run("adminKey1", "adminSecret1", "good")
+    assert [e["status"] for e in good if e["event"] == "sent"] == [0] * 4
+    assert sorted(e["body"] for e in good if e["event"] == "received") == \
+        [f"cpp-acl-{i}" for i in range(4)]  # fmt: skip
+    bad = run("adminKey1", "notTheSecret1", "bad")
+    refused = [e for e in bad if e["event"] == "refused"]
+    assert len(refused) == 4 and not any(e["event"] == "sent" for e in bad)

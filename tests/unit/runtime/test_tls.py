@@ -120,3 +120,21 @@ def test_use_tls_of_a_client() -> None:
     assert custom is not None and custom.enable and custom.client_auth_server
     with pytest.raises(TypeError):
         tls_setting("yes")  # type: ignore[arg-type]
+
+
+def test_the_ha_port_and_tcp_channels_stay_off_public_addresses() -> None:
+    from actors.broker.config import BrokerConfig
+    from deploy.launch import StartError, check_private_ports, is_public
+    from store.config import StoreConfig
+
+    assert is_public("8.8.8.8") and not is_public("10.1.2.3") and not is_public("127.0.0.1")
+    assert not is_public("0.0.0.0")
+    bc, sc = BrokerConfig(), StoreConfig()
+    check_private_ports("10.1.2.3", bc, sc, None)
+    with pytest.raises(StartError, match="HA port"):
+        check_private_ports("8.8.8.8", bc, sc, TlsConfig())
+    check_private_ports("8.8.8.8", bc, sc, TlsConfig(server_mode=TlsMode.ENFORCING))
+    check_private_ports("8.8.8.8", bc, StoreConfig(haListenPort=-1), None)
+    tcp = BrokerConfig(processorChannel="tcp", processorChannelHost="8.8.4.4")
+    with pytest.raises(StartError, match="processorChannelHost"):
+        check_private_ports("127.0.0.1", tcp, sc, TlsConfig(server_mode=TlsMode.ENFORCING))
