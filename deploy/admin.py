@@ -29,13 +29,13 @@ from actors.runtime.tls import TlsConfig
 from deploy.admin_acl import ACL_COMMANDS
 from deploy.admin_acl import add_arguments as add_acl_arguments
 from deploy.admin_broker import (
+    cmd_add_write_perm,
     cmd_broker_status,
     cmd_cluster_list,
     cmd_get_broker_config,
-    cmd_add_write_perm,
     cmd_stats_all,
-    cmd_wipe_write_perm,
     cmd_update_broker_config,
+    cmd_wipe_write_perm,
 )
 from deploy.admin_consumer import (
     cmd_consumer_connection,
