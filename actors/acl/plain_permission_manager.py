@@ -32,7 +32,7 @@ from actors.acl.remote_address_strategy import (
     RemoteAddressStrategy,
     remote_address_strategy,
 )
-from protocol.acl import cal_signature, signatures_equal
+from protocol.acl import signatures_equal, signer_for
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, RequestCode, retry_topic
 from protocol.record import java_string_hash
 
@@ -289,7 +289,7 @@ class PlainPermissionManager:
             raise AclError(f"No acl config for {req.access_key}")
         if acc.white.match(addr):
             return
-        if not signatures_equal(cal_signature(req.content, acc.secret_key, req.body),
+        if not signatures_equal(signer_for(acc.secret_key).signature(req.content, req.body),
                                 req.signature):  # fmt: skip
             raise AclError(f"Check signature failed for accessKey={req.access_key}")
         if req.perms is not None and req.perms.get(TRACE_TOPIC) == PUB:

@@ -41,7 +41,7 @@ from typing import Any, Final
 from actors.runtime.watch import AFFINITY_ENV
 from deploy.bench.bench_table import cell
 from deploy.bench.measure import cpu_by_role, cpu_us, one_round_trip, role_cpu_since
-from deploy.bench.requests import BODY, send_request
+from deploy.bench.requests import BODY, send_request, sign_requests
 
 log = logging.getLogger(__name__)
 
@@ -309,8 +309,9 @@ def run(args: argparse.Namespace, broker: str | None = None) -> dict[str, list[f
         data = os.environ.get("AMQ_BENCH_DATA", data)  # keep the logs: an existing dir
         ref: Any = None
         acl_home = os.path.join(data, "aclhome")
+        sign_requests(None)
         if args.acl:  # both brokers check every request against the same one account
-            from deploy.bench.requests import BENCH_CREDENTIALS, BENCH_PLAIN_ACL, sign_requests
+            from deploy.bench.requests import BENCH_CREDENTIALS, BENCH_PLAIN_ACL
 
             for home in (acl_home, os.path.join(data, "reference", "rocketmq_home")):
                 os.makedirs(os.path.join(home, "conf"), exist_ok=True)
@@ -511,9 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs against each broker (actormq, and the reference with --reference) "
                         f"until SECONDS have passed, at least once (default {WARMUP_S:g}; "
                         "not with --bound)")
-    p.add_argument("--acl", action="store_true",
-                   help="both brokers with aclEnable=true (one admin account) and every "
-                        "benchmark request signed, as AclClientRPCHook signs (A-D)")
+    p.add_argument("--acl", nargs="?", const="on", default="off", choices=("on", "off", "both"),
+                   help="on: both brokers with aclEnable=true (one admin account) and every "
+                        "benchmark request signed, as AclClientRPCHook signs (A-D); both: the "
+                        "whole benchmark without ACL, then with it, in this one invocation, "
+                        "and what ACL costs each broker")
     p.add_argument("--affinity", default=None,
                    help='pin actors to CPUs, e.g. "RemotingServer:0,send:1" (actor group or class)')
     p.add_argument("--bound", action="store_true",
@@ -530,15 +533,48 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--runs must be >= 1")
     if args.bound and args.reference:
         p.error("--bound and --reference do not go together")
-    if args.bound and args.acl:
+    if args.bound and args.acl != "off":
         p.error("--bound has no ACL check: --acl goes with the real broker")
     if not math.isfinite(args.warmup) or args.warmup < 0:
         p.error(f"--warmup must be a number of seconds >= 0, got {args.warmup}")
     if not args.a:
         args.a = 1000  # the raw echo still needs a count
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    sys.stdout.write(format_table(run_bound(args) if args.bound else run(args)))
+    if args.bound:
+        sys.stdout.write(format_table(run_bound(args)))
+        return 0
+    by_mode: dict[bool, dict[str, list[float]]] = {}
+    for acl in {"off": (False,), "on": (True,), "both": (False, True)}[args.acl]:
+        by_mode[acl] = results = run(argparse.Namespace(**dict(vars(args), acl=acl)))
+        if args.acl == "both":
+            sys.stdout.write(f"\n== ACL {'on' if acl else 'off'} ==\n")
+        sys.stdout.write(format_table(results))
+        sys.stdout.flush()
+    if len(by_mode) == 2:
+        sys.stdout.write(acl_cost_table(by_mode[False], by_mode[True]))
     return 0
+
+
+def acl_cost_table(off: dict[str, list[float]], on: dict[str, list[float]]) -> str:
+    """Per scenario: each broker's rate with ACL on / off (medians) and the two side by side
+    (issue #23's goal: ACL costs actormq no more, relatively, than it costs the reference)."""
+    lines = ["", f"{'ACL on / off (median rates)':32s} {'actormq':>10s} {'reference':>10s}  "
+                 "actormq's / the reference's"]  # fmt: skip
+    for name, key in (("A", "A"), ("B", "B"), ("B msgpack (ours only)", "Bm"), ("C", "C")):
+        mine = _median_ratio(on.get(key), off.get(key))
+        ref = _median_ratio(on.get("ref:" + key), off.get("ref:" + key))
+        if mine is None:
+            continue
+        both = f"{mine / ref:.2f}" if ref else "-"
+        lines.append(f"{name:32s} {mine:>10.2f} {ref if ref is None else f'{ref:.2f}':>10} "
+                     f" {both}  (>= 1.0: ACL costs actormq no more)")
+    return "\n".join(lines) + "\n"
+
+
+def _median_ratio(num: list[float] | None, den: list[float] | None) -> float | None:
+    if not num or not den or not statistics.median(den):
+        return None
+    return statistics.median(num) / statistics.median(den)
 
 
 if __name__ == "__main__":
