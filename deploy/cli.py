@@ -197,10 +197,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
-        _say(f"name server listening on {args.host}:{ns_port}")
+        _say(f"name server listening on {args.host}:{ns_port} (TLS {tls.server_mode.value})")
         port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-             f"({_vip(cluster, args.host)}, store {sc.storePathRootDir}, logs {data})")
+             f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value}, "
+             f"store {sc.storePathRootDir}, logs {data})")
         if args.spark_bridge_port >= 0:
             bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
                                               host=args.spark_bridge_host,
@@ -228,7 +229,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         port = launch.start_namesrv(cluster, host=args.host, config=config, tls=tls)
-        _say(f"name server listening on {args.host}:{port}")
+        _say(f"name server listening on {args.host}:{port} (TLS {tls.server_mode.value})")
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
@@ -254,7 +255,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     try:
         port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
         _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-             f"({_vip(cluster, args.host)})")
+             f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value})")
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)

@@ -565,9 +565,9 @@ def acl_cost_table(off: dict[str, list[float]], on: dict[str, list[float]]) -> s
         ref = _median_ratio(on.get("ref:" + key), off.get("ref:" + key))
         if mine is None:
             continue
-        both = f"{mine / ref:.2f}" if ref else "-"
-        lines.append(f"{name:32s} {mine:>10.2f} {ref if ref is None else f'{ref:.2f}':>10} "
-                     f" {both}  (>= 1.0: ACL costs actormq no more)")
+        ref_text = f"{ref:.2f}" if ref else "-"
+        both = f"{mine / ref:.2f}  (>= 1.0: ACL costs actormq no more)" if ref else "-"
+        lines.append(f"{name:32s} {mine:>10.2f} {ref_text:>10s}  {both}")
     return "\n".join(lines) + "\n"
 
 
