@@ -2,14 +2,14 @@
 
 Mirrors tools/command/MQAdminStartup.java (the command table, arguments, exit codes), RocketMQ
 4.9.x; the sub-commands (tools/command/*SubCommand.java) live in deploy/admin_topic.py,
-admin_consumer.py, admin_message.py and admin_broker.py over deploy/admin_ext.py
-(DefaultMQAdminExt):
+admin_consumer.py, admin_message.py, admin_trace.py and admin_broker.py over
+deploy/admin_ext.py (DefaultMQAdminExt):
 clusterList, brokerStatus, topicList, topicRoute, updateTopic, deleteTopic, consumerProgress,
 consumerConnection, consumerStatus, producerConnection, resetOffsetByTime, queryMsgByKey,
-queryMsgById, sendMessage, consumeMessage, updateBrokerConfig, getBrokerConfig, wipeWritePerm,
-addWritePerm, and the ACL
-commands of deploy/admin_acl.py (updateAclConfig, deleteAccessConfig, updateGlobalWhiteAddr,
-clusterAclConfigVersion). Each command
+queryMsgById, queryMsgTraceById, sendMessage, consumeMessage, updateBrokerConfig,
+getBrokerConfig, wipeWritePerm, addWritePerm, and the ACL commands of deploy/admin_acl.py
+(updateAclConfig, deleteAccessConfig, updateGlobalWhiteAddr, clusterAclConfigVersion). Each
+command
 talks to the name server (-n, or the NAMESRV_ADDR environment variable as mqadmin does) and to
 the brokers it names, over the RocketMQ protocol (JSON headers), so it works against any
 RocketMQ 4.x cluster as well.
@@ -61,9 +61,11 @@ from deploy.admin_topic import (
     cmd_topic_status,
     cmd_update_topic,
 )
+from deploy.admin_trace import cmd_query_trace_by_id
 from deploy.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from deploy.wire import parse_addr
 from protocol.acl import SessionCredentials
+from protocol.trace import TRACE_TOPIC
 
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "clusterList": (cmd_cluster_list, "list clusters and their brokers"),
@@ -87,6 +89,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "updateBrokerConfig": (cmd_update_broker_config, "set a broker property at runtime"),
     "getBrokerConfig": (cmd_get_broker_config, "a broker's properties"),
     "statsAll": (cmd_stats_all, "per topic and group: TPS in / out, 24 h counts, lag"),
+    "queryMsgTraceById": (cmd_query_trace_by_id, "the trace records of one message"),
     "wipeWritePerm": (cmd_wipe_write_perm, "wipe a broker's write permission on the name servers"),
     "addWritePerm": (cmd_add_write_perm, "give a broker its write permission back"),
     **ACL_COMMANDS,
@@ -177,8 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "queryMsgByKey":
             s.add_argument("-k", "--key", required=True)
             s.add_argument("--max", type=_positive, default=64)
-        if name == "queryMsgById":
+        if name in ("queryMsgById", "queryMsgTraceById"):
             s.add_argument("-i", "--msg-id", required=True)
+        if name == "queryMsgTraceById":
+            s.add_argument("-t", "--trace-topic", default=TRACE_TOPIC,
+                           help=f"the trace topic (default {TRACE_TOPIC})")
         if name == "sendMessage":
             s.add_argument("-p", "--body", required=True)
             s.add_argument("--tags", default=None)

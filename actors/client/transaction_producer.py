@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from actors.client.default_mq_producer_impl import now_ms
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.producer import Producer
 from actors.client.records import (
@@ -28,6 +29,7 @@ from actors.client.records import (
     SendStatus,
     TransactionSendResult,
 )
+from actors.client.trace_dispatcher import end_transaction_context
 from protocol import message as wire
 from protocol.command import RemotingCommand
 from protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -117,7 +119,12 @@ class TransactionProducer(Producer):
             msg = replace(msg, delay_level=0)  # a half message is never delayed
         req = impl.prepare(msg, extra={wire.PROPERTY_TRANSACTION_PREPARED: "true",
                                        wire.PROPERTY_PRODUCER_GROUP: self.group})
+        begin = now_ms()
         result = impl.send(req, msg.flag, timeout_ms=self._timeout_ms(timeout))
+        if self._tracer is not None:  # the half message's Pub (msgType Trans_Msg_Half)
+            self._trace(replace(msg, properties={**msg.properties,
+                                                 wire.PROPERTY_TRANSACTION_PREPARED: "true"}),
+                        result, begin)  # fmt: skip
         error: BaseException | None = None
         if result.status is SendStatus.SEND_OK:
             try:
@@ -128,13 +135,13 @@ class TransactionProducer(Producer):
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
-            self._end_transaction(result, state, error)
+            self._end_transaction(msg, result, state, error)
         except Exception as exc:  # the half is stored: a check-back will ask for the state
             log.warning("local transaction of %s ended %s, but ending it at the broker failed: "
                         "%s", result.msg_id, state.name, exc)  # fmt: skip
         return TransactionSendResult(result, state)
 
-    def _end_transaction(self, result: SendResult, state: LocalTransactionState,
+    def _end_transaction(self, msg: Message, result: SendResult, state: LocalTransactionState,
                          error: BaseException | None) -> None:  # fmt: skip
         handle, impl = self._running()
         _host, _port, phy_offset = wire.decode_offset_msg_id(result.offset_msg_id or
@@ -152,6 +159,15 @@ class TransactionProducer(Producer):
         remark = (f"executeLocalTransactionBranch exception: {error!r}"
                   if error is not None else None)  # fmt: skip
         impl.api.end_transaction_oneway(addr, header, remark)
+        self._trace_end(msg, result.msg_id, header.transaction_id or "", addr, state, False)
+
+    def _trace_end(self, msg: Message, msg_id: str, transaction_id: str, addr: str,
+                   state: LocalTransactionState, from_check: bool) -> None:  # fmt: skip
+        """EndTransactionTraceHookImpl: the END_TRANSACTION this producer sent."""
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.append(end_transaction_context(self.group, msg, msg_id, transaction_id, addr,
+                                                  state.value, from_check, now_ms()))  # fmt: skip
 
     # -- check-backs ----------------------------------------------------------------------------
     def check_transaction_state(self, addr: str, cmd: RemotingCommand) -> None:
@@ -195,3 +211,4 @@ class TransactionProducer(Producer):
         remark = f"checkLocalTransactionState Exception: {error!r}" if error else None
         _, impl = self._running()
         impl.api.end_transaction_oneway(addr, end, remark)
+        self._trace_end(msg, unique, header.transaction_id or "", addr, state, True)

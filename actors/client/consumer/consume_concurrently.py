@@ -35,6 +35,7 @@ from actors.client.consumer.consume_message_service import (
 )
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.records import MessageExt
+from actors.client.trace_dispatcher import AsyncTraceDispatcher
 from protocol.bodies import MessageModel, MessageQueue
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from protocol.message import PROPERTY_RETRY_TOPIC
@@ -110,9 +111,10 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
 
     def __init__(self, host: ConcurrentlyHost, handler: Callable[..., Any], *, workers: int = 20,
                  consume_batch: int = 1, consume_timeout_ms: int = 15 * 60_000,
-                 executor: ConsumeExecutor | None = None) -> None:  # fmt: skip
+                 executor: ConsumeExecutor | None = None,
+                 tracer: AsyncTraceDispatcher | None = None) -> None:  # fmt: skip
         super().__init__(host, handler, workers=workers, consume_batch=consume_batch,
-                         executor=executor)
+                         executor=executor, tracer=tracer, consume_timeout_ms=consume_timeout_ms)
         self.consume_timeout_ms = consume_timeout_ms
         self.reported: set[tuple[MessageQueue, int]] = set()
 

@@ -30,7 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from actors.client.trace_dispatcher import AsyncTraceDispatcher, sub_after, sub_before
 from protocol.bodies import MessageQueue
+from protocol.trace import ConsumeReturnType
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +248,41 @@ class ConsumeExecutor:
         return idle
 
 
+def traced_handler(handler: Callable[..., Any], tracer: AsyncTraceDispatcher, group: str,
+                   timeout_ms: int) -> Callable[..., Any]:  # fmt: skip
+    """The handler with ConsumeMessageTraceHookImpl around it: a SubBefore record before each
+    call, a SubAfter after it (success, cost per message, and how it ended: SUCCESS, FAILED,
+    EXCEPTION, RETURNNULL or TIME_OUT). The handler's result and exceptions pass unchanged."""
+
+    def now() -> int:
+        return int(time.time() * 1000)
+
+    def call(msgs: Sequence[Any], *context: Any) -> Any:
+        before = sub_before(group, msgs, now())
+        if before is None:  # every message has TRACE_ON=false
+            return handler(msgs, *context)
+        tracer.append(before)
+        try:
+            result = handler(msgs, *context)
+        except Exception:
+            tracer.append(sub_after(before, len(msgs), False, ConsumeReturnType.EXCEPTION,
+                                    now()))  # fmt: skip
+            raise
+        end = now()
+        status = status_of(result)
+        ok = status in (ConsumeResult.SUCCESS, ConsumeResult.COMMIT)
+        if result is None:
+            returned = ConsumeReturnType.RETURNNULL
+        elif end - before.time_stamp >= timeout_ms:
+            returned = ConsumeReturnType.TIME_OUT
+        else:
+            returned = ConsumeReturnType.SUCCESS if ok else ConsumeReturnType.FAILED
+        tracer.append(sub_after(before, len(msgs), ok, returned, end))
+        return result
+
+    return call
+
+
 class ServiceHost(Protocol):
     """What every consume service needs of its consumer."""
 
@@ -260,12 +297,14 @@ class ConsumeMessageServiceBase(Generic[H]):
     consumer, the listener and the consume executor."""
 
     def __init__(self, host: H, handler: Callable[..., Any], *, workers: int, consume_batch: int,
-                 executor: ConsumeExecutor | None) -> None:  # fmt: skip
+                 executor: ConsumeExecutor | None, tracer: AsyncTraceDispatcher | None = None,
+                 consume_timeout_ms: int = 15 * 60_000) -> None:  # fmt: skip
         if not 1 <= consume_batch <= 1024:
             raise ValueError("consume_batch (consumeMessageBatchMaxSize) must be in 1..1024")
         self.host = host
-        self.handler = handler
         self.with_context = handler_arity(handler) == 2
+        self.handler = handler if tracer is None else traced_handler(
+            handler, tracer, host.group, consume_timeout_ms)
         self.consume_batch = consume_batch
         self.executor = executor or ConsumeExecutor(
             workers, f"ConsumeMessageThread_{host.group}", self.run_batch)

@@ -30,6 +30,7 @@ from actors.client.consumer.consume_message_service import (
 )
 from actors.client.consumer.process_queue import ProcessQueue
 from actors.client.records import MessageExt
+from actors.client.trace_dispatcher import AsyncTraceDispatcher
 from protocol.bodies import MessageModel, MessageQueue
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,10 @@ class ConsumeMessageOrderlyService(ConsumeMessageServiceBase[OrderlyHost]):
 
     def __init__(self, host: OrderlyHost, handler: Callable[..., Any], *, workers: int = 20,
                  consume_batch: int = 1, suspend_ms: int = 1000,
-                 max_reconsume_times: int = -1, executor: ConsumeExecutor | None = None) -> None:
+                 max_reconsume_times: int = -1, executor: ConsumeExecutor | None = None,
+                 tracer: AsyncTraceDispatcher | None = None) -> None:  # fmt: skip
         super().__init__(host, handler, workers=workers, consume_batch=consume_batch,
-                         executor=executor)
+                         executor=executor, tracer=tracer)
         self.suspend_ms = suspend_ms
         self.max_reconsume = UNLIMITED if max_reconsume_times == -1 else max_reconsume_times
         self.queue_locks: dict[MessageQueue, threading.Lock] = {}  # MessageQueueLock

@@ -69,10 +69,15 @@ class ConsumerConfig:
     security_token: str | None = field(default=None, repr=False)
     # TLS to name servers and brokers (True, or a TlsConfig: client_config.tls_setting)
     use_tls: bool | TlsConfig = False
+    # message trace (enableMsgTrace / customizedTraceTopic): SubBefore / SubAfter records
+    enable_trace: bool = False
+    trace_topic: str | None = None
 
     def check(self) -> None:
         """checkConfig (Java's ranges)."""
         check_group(self.group)
+        if self.trace_topic is not None and not self.enable_trace:
+            raise ValueError("trace_topic needs enable_trace=True")
         ranges = {"pull_threshold_for_queue": (1, 65535),
                   "pull_threshold_size_for_queue_mib": (1, 1024), "pull_batch": (1, 1024)}
         for name, (lo, hi) in ranges.items():

@@ -59,7 +59,9 @@ from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.mq_client_api import MQClientAPI
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import CONSUMER, InstanceHandle, MQClientManager
+from actors.client.producer import trace_dispatcher
 from actors.client.records import MessageExt
+from actors.client.trace_dispatcher import AsyncTraceDispatcher
 from actors.client.validators import check_topic
 from protocol.acl import SessionCredentials
 from protocol.bodies import (
@@ -94,6 +96,7 @@ class ConsumerImplBase:
         self.lock = threading.RLock()
         self.scheduler = ConsumerScheduler(f"ConsumerScheduler_{cfg.group}")
         self.handle: InstanceHandle | None = None
+        self.tracer: AsyncTraceDispatcher | None = None  # enable_trace: this core's records
         self.services: ConsumerServices | None = None
         self.api: MQClientAPI | None = None
         self.admin: MQAdminImpl | None = None
@@ -291,6 +294,11 @@ class ConsumerImplBase:
             else:
                 self.offset_store = RemoteBrokerOffsetStore(self.group, self.admin)
             self.offset_store.load()
+            if cfg.enable_trace:
+                self.tracer = trace_dispatcher(
+                    self.group, "CONSUME", namesrv=cfg.namesrv, trace_topic=cfg.trace_topic,
+                    access_key=cfg.access_key, secret_key=cfg.secret_key, use_tls=cfg.use_tls)
+                self.tracer.start()
             self._start_consume()
             self.scheduler.start()
             self.state = ServiceState.RUNNING
@@ -313,6 +321,9 @@ class ConsumerImplBase:
         if self.handle is not None:
             MQClientManager.release(self.handle, CONSUMER, self.group)
             self.handle = None
+        tracer, self.tracer = self.tracer, None
+        if tracer is not None:  # after the last handler: its records are queued
+            tracer.close()
 
     def persist(self, mqs: list[MessageQueue], sync: bool) -> None:
         store = self.offset_store

@@ -38,7 +38,9 @@ from actors.client.consumer.pull_callback import (
 from actors.client.consumer.pull_request import PullRequest
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.records import MessageExt
+from actors.client.trace_dispatcher import sub_after, sub_before
 from protocol.bodies import ConsumeType, MessageQueue, SubscriptionData
+from protocol.trace import ConsumeReturnType
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,13 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
 
     def dispatch_pulled(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt],
                         mq: MessageQueue, dispatch_to_consume: bool) -> None:  # fmt: skip
+        tracer = self.tracer
+        if tracer is not None:  # Java's lite consumer traces what a pull found, as consumed
+            t = now_ms()
+            before = sub_before(self.group, msgs, t)
+            if before is not None:
+                tracer.append(before)
+                tracer.append(sub_after(before, len(msgs), True, ConsumeReturnType.SUCCESS, t))
         with self.cond:
             self.cache.append(ConsumeRequest(msgs, mq, pq))
             self.cache_msgs += len(msgs)

@@ -108,11 +108,11 @@ class DefaultMQPushConsumerImpl(ConsumerImplBase):
             self.consume = ConsumeMessageOrderlyService(
                 self, self.handler, workers=cfg.workers, consume_batch=cfg.consume_batch,
                 suspend_ms=cfg.suspend_current_queue_time_ms,
-                max_reconsume_times=cfg.max_reconsume_times)
+                max_reconsume_times=cfg.max_reconsume_times, tracer=self.tracer)
         else:
             self.consume = ConsumeMessageConcurrentlyService(
                 self, self.handler, workers=cfg.workers, consume_batch=cfg.consume_batch,
-                consume_timeout_ms=cfg.consume_timeout_ms)
+                consume_timeout_ms=cfg.consume_timeout_ms, tracer=self.tracer)
         self.consume.start()
 
     def _orderly(self) -> bool:
