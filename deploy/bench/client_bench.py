@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
         try:
             ns_port = launch.start_namesrv(cluster, port=0)
             props = {"listenPort": "0", "storePathRootDir": os.path.join(data, "store"),
-                     "namesrvAddr": f"127.0.0.1:{ns_port}"}
+                     "namesrvAddr": f"127.0.0.1:{ns_port}", "traceTopicEnable": "true"}
             port = launch.start_broker(cluster, BrokerConfig.from_properties(props),
                                        StoreConfig.from_properties(props))
             addr = ("127.0.0.1", port)
@@ -119,7 +119,9 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
             ns = f"127.0.0.1:{ns_port}"
             with Producer("bench_pg", namesrv=ns, max_inflight=1000) as p, \
                     Producer("bench_pg_single", namesrv=ns, max_inflight=1000,
-                             auto_batch=False) as single:
+                             auto_batch=False) as single, \
+                    Producer("bench_pg_traced", namesrv=ns, max_inflight=1000,
+                             enable_trace=True) as traced:
                 for _ in range(args.runs):
                     if args.a:
                         raw, _cpu = bench_a(addr, args.a, pids)
@@ -135,6 +137,11 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                         add("B_async", rate)
                         add("B_async_ratio", rate / raw)
                         add("B_async_cpu", cpu)
+                        untraced = rate
+                        rate, cpu = producer_b_async(traced, args.b)
+                        add("B_traced", rate)
+                        add("B_traced_ratio", rate / untraced)  # on / off, seconds apart
+                        add("B_traced_cpu", cpu)
                         rate, cpu = producer_b_async(single, args.b)
                         add("B_single", rate)
                         add("B_single_ratio", rate / raw)
@@ -154,6 +161,8 @@ ROWS = (  # label, rate key, ratio key, cpu key, goal
     ("B raw wire client, 100 in flight", "B_raw", None, None, "baseline"),
     ("B Producer.send_async, 1000 budget", "B_async", "B_async_ratio", "B_async_cpu",
      ">= 0.8x raw B"),
+    ("  same, enable_trace=True (x: / off)", "B_traced", "B_traced_ratio", "B_traced_cpu",
+     ">= 0.9x without trace"),
     ("  same, auto_batch=False", "B_single", "B_single_ratio", "B_single_cpu", "(reported)"),
     ("B Producer.send_batch of 100", "B_batch", "B_batch_ratio", "B_batch_cpu", ">= 0.8x raw B"),
 )
