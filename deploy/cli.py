@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
     sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
     sub.add_parser("spark", help="SparkBridge and pipelines: `actormq spark --help`")
+    sub.add_parser("console", help="web console and /metrics: `actormq console --help`")
     return p
 
 
@@ -277,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         from deploy.benchmark_consumer import main as consumer_main
 
         return consumer_main(argv[1:])
+    if argv[:1] == ["console"]:
+        from deploy.console.cli import main as console_main
+
+        return console_main(argv[1:])
     if argv[:1] == ["spark"]:
         from deploy.spark.cli import main as spark_main
 

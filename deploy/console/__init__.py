@@ -1,0 +1,2 @@
+"""`actormq console`: a web console, Prometheus metrics and message traces of a RocketMQ 4.x
+cluster (issue #24)."""

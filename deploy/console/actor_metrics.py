@@ -1,0 +1,85 @@
+"""The actor system's own metrics: each actormq process on this host, by role.
+
+Ours (RocketMQ has no such thing): every actor process names itself `amq-<role>`
+(actors.runtime.watch.name_process), so /proc tells the console which roles run here, their
+CPU time and resident memory, and (by the process ids it has seen for a role across scrapes)
+how often a supervisor replaced one. Only the console user's own processes are looked at.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from deploy.console.metrics import Family
+
+PREFIX = "amq-"
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True)
+class ActorProcess:
+    pid: int
+    role: str
+    cpu_s: float
+    rss_bytes: int
+    started_ticks: int
+
+
+def actor_processes(uid: int | None = None) -> Iterator[ActorProcess]:
+    """This user's actormq processes (comm `amq-<role>`; the role is cut at 15 characters)."""
+    uid = os.getuid() if uid is None else uid
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.find("(") + 1:stat.rfind(")")]
+        if not comm.startswith(PREFIX):
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        try:  # fields 14, 15 (utime, stime), 22 (starttime), 24 (rss pages): 1-based in proc(5)
+            cpu = (int(rest[11]) + int(rest[12])) / _TICKS
+            started, rss = int(rest[19]), int(rest[21]) * _PAGE
+        except (IndexError, ValueError):
+            continue
+        yield ActorProcess(int(entry), comm[len(PREFIX):], cpu, rss, started)
+
+
+@dataclass
+class ActorMetrics:
+    """Per-role CPU, memory and replacements, remembered across scrapes."""
+
+    seen: dict[str, set[tuple[int, int]]] = field(default_factory=dict)  # role -> (pid, start)
+
+    def families(self) -> list[Family]:
+        cpu = Family("actormq_actor_cpu_seconds_total", "CPU time of the role's processes",
+                     ("role",))  # fmt: skip
+        rss = Family("actormq_actor_resident_memory_bytes",
+                     "resident memory of the role's processes", ("role",))  # fmt: skip
+        procs = Family("actormq_actor_processes", "live processes of the role", ("role",))
+        restarts = Family("actormq_actor_restarts_total",
+                          "times a supervisor replaced the role's process, as seen by this "
+                          "console", ("role",))  # fmt: skip
+        live: dict[str, list[ActorProcess]] = {}
+        for p in actor_processes():
+            live.setdefault(p.role, []).append(p)
+        for role, ps in sorted(live.items()):
+            cpu.set((role,), sum(p.cpu_s for p in ps))
+            rss.set((role,), sum(p.rss_bytes for p in ps))
+            procs.set((role,), len(ps))
+            known = self.seen.setdefault(role, set())
+            known.update((p.pid, p.started_ticks) for p in ps)
+        for role, known in sorted(self.seen.items()):
+            restarts.set((role,), max(0, len(known) - len(live.get(role, ())) or 0))
+        up = Family("actormq_console_scrape_timestamp_seconds", "when this scrape ran", ())
+        up.set((), round(time.time(), 3))
+        return [cpu, rss, procs, restarts, up]

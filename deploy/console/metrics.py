@@ -1,0 +1,347 @@
+"""Prometheus metrics of a RocketMQ 4.x cluster, by rocketmq-exporter's names and labels.
+
+Mirrors apache/rocketmq-exporter's RMQMetricsCollector and MetricsCollectTask: every family a
+gauge, `rocketmq_` names (`rocketmq_brokeruntime_` for the broker runtime figures, the missing
+"t" included) with the exporter's help texts and label orders, so a Grafana dashboard built for
+the exporter reads ours unchanged. The figures come from the admin codes any RocketMQ 4.x
+broker serves (cluster info, VIEW_BROKER_STATS_DATA, GET_BROKER_RUNTIME_INFO, topic stats,
+consume stats, consumer connections, producer info), so it works against actormq and the
+reference broker alike. Each scrape asks the cluster afresh (no cache): a broker that does not
+answer is left out of that scrape. Differences: the consumer clients' own figures
+(rocketmq_client_*, which need GET_CONSUMER_RUNNING_INFO relayed to every client) are not
+collected, and the always-empty families of the exporter (group_consume_tps,
+group_consume_total_offset, group_dlqdiff) are left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from deploy.admin_ext import (
+    AdminError,
+    call,
+    cluster_info,
+    json_object,
+    offset_table,
+    route_masters,
+    topic_route,
+)
+from protocol.bodies import loads_lenient
+from protocol.codes import RequestCode as RC
+
+log = logging.getLogger(__name__)
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+CLUSTERING = "1"  # MessageModel.CLUSTERING.ordinal(), as the exporter writes msgModel
+RUNTIME_LABELS = ("cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
+GROUP_DIFF_LABELS = ("group", "topic", "countOfOnlineConsumers", "msgModel")
+TOPIC_LABELS = ("cluster", "broker", "topic")
+GROUP_LABELS = ("cluster", "broker", "topic", "group")
+BROKER_LABELS = ("cluster", "brokerIP", "broker")
+
+
+@dataclass
+class Family:
+    """One metric family: name, help, label names and its samples (label values, value)."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    samples: dict[tuple[str, ...], float] = field(default_factory=dict)
+
+    def set(self, values: Iterable[Any], value: float) -> None:
+        self.samples[tuple(str(v) for v in values)] = float(value)
+
+
+# the exporter's families, in its order: (name, help, labels)
+FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("rocketmq_group_diff", "GroupDiff", GROUP_DIFF_LABELS),
+    ("rocketmq_group_retrydiff", "GroupRetryDiff", GROUP_DIFF_LABELS),
+    ("rocketmq_group_count", "GroupCount", ("caddr", "localaddr", "group")),
+    ("rocketmq_producer_count", "producer instance counter", ("cluster", "broker", "group")),
+    ("rocketmq_producer_offset", "TopicOffset", TOPIC_LABELS),
+    ("rocketmq_topic_retry_offset", "TopicRetryOffset", TOPIC_LABELS),
+    ("rocketmq_topic_dlq_offset", "TopicRetryOffset", ("cluster", "broker", "group")),
+    ("rocketmq_producer_tps", "TopicPutNums", TOPIC_LABELS),
+    ("rocketmq_producer_message_size", "TopicPutMessageSize", TOPIC_LABELS),
+    ("rocketmq_consumer_tps", "GroupGetNums", GROUP_LABELS),
+    ("rocketmq_consumer_offset", "GroupBrokerTotalOffset", GROUP_LABELS),
+    ("rocketmq_consumer_message_size", "GroupGetMessageSize", GROUP_LABELS),
+    ("rocketmq_send_back_nums", "SendBackNums", GROUP_LABELS),
+    ("rocketmq_group_get_latency_by_storetime", "GroupGetLatencyByStoreTime", GROUP_LABELS),
+    ("rocketmq_broker_tps", "BrokerPutNums", BROKER_LABELS),
+    ("rocketmq_broker_qps", "BrokerGetNums", BROKER_LABELS),
+    ("rocketmq_broker_commitlog_diff", "brokerCommitLogDiffGauge", BROKER_LABELS),
+)
+
+# rocketmq_brokeruntime_<suffix>: (suffix, help, runtime-info key, field of a TPS triple)
+RUNTIME_VALUES: tuple[tuple[str, str, str, int | None], ...] = (
+    ("msg_put_total_today_now", "brokerRuntimeMsgPutTotalTodayNow", "msgPutTotalTodayNow", None),
+    ("msg_gettotal_today_now", "brokerRuntimeMsgGetTotalTodayNow", "msgGetTotalTodayNow", None),
+    ("put_message_size_total", "brokerRuntimePutMessageSizeTotal", "putMessageSizeTotal", None),
+    ("put_message_average_size", "brokerRuntimePutMessageAverageSize", "putMessageAverageSize",
+     None),
+    ("earliest_message_timestamp", "brokerRuntimeEarliestMessageTimeStamp",
+     "earliestMessageTimeStamp", None),
+    ("putmessage_times_total", "brokerRuntimePutMessageTimesTotal", "putMessageTimesTotal", None),
+    ("pagecache_lock_time_mills", "brokerRuntimePageCacheLockTimeMills", "pageCacheLockTimeMills",
+     None),
+    ("commitlog_disk_ratio", "brokerRuntimeCommitLogDiskRatio", "commitLogDiskRatio", None),
+    ("getfound_tps600", "brokerRuntimeGetFoundTps600", "getFoundTps", 2),
+    ("getfound_tps60", "brokerRuntimeGetFoundTps60", "getFoundTps", 1),
+    ("getfound_tps10", "brokerRuntimeGetFoundTps10", "getFoundTps", 0),
+    ("gettotal_tps600", "brokerRuntimeGetTotalTps600", "getTotalTps", 2),
+    ("gettotal_tps60", "brokerRuntimeGetTotalTps60", "getTotalTps", 1),
+    ("gettotal_tps10", "brokerRuntimeGetTotalTps10", "getTotalTps", 0),
+    ("gettransfered_tps600", "brokerRuntimeGetTransferedTps600", "getTransferedTps", 2),
+    ("gettransfered_tps60", "brokerRuntimeGetTransferedTps60", "getTransferedTps", 1),
+    ("gettransfered_tps10", "brokerRuntimeGetTransferedTps10", "getTransferedTps", 0),
+    ("getmiss_tps600", "brokerRuntimeGetMissTps600", "getMissTps", 2),
+    ("getmiss_tps60", "brokerRuntimeGetMissTps60", "getMissTps", 1),
+    ("getmiss_tps10", "brokerRuntimeGetMissTps10", "getMissTps", 0),
+    ("put_tps600", "brokerRuntimePutTps600", "putTps", 2),
+    ("put_tps60", "brokerRuntimePutTps60", "putTps", 1),
+    ("put_tps10", "brokerRuntimePutTps10", "putTps", 0),
+    ("msg_gettotal_yesterdaymorning", "brokerRuntimeMsgGetTotalYesterdayMorning",
+     "msgGetTotalYesterdayMorning", None),
+    ("msg_puttotal_yesterdaymorning", "brokerRuntimeMsgPutTotalYesterdayMorning",
+     "msgPutTotalYesterdayMorning", None),
+    ("msg_gettotal_todaymorning", "brokerRuntimeMsgGetTotalTodayMorning",
+     "msgGetTotalTodayMorning", None),
+    ("msg_puttotal_todaymorning", "brokerRuntimeMsgPutTotalTodayMorning",
+     "msgPutTotalTodayMorning", None),
+    ("commitlog_maxoffset", "brokerRuntimeCommitLogMaxOffset", "commitLogMaxOffset", None),
+    ("commitlog_minoffset", "brokerRuntimeCommitLogMinOffset", "commitLogMinOffset", None),
+    ("put_latency_99", "brokerRuntimePutLatency99", "putLatency99", None),
+    ("put_latency_999", "brokerRuntimePutLatency999", "putLatency999", None),
+)  # fmt: skip
+
+
+def _number(text: Any, index: int | None) -> float | None:
+    """A runtime-info value as a number (`index`: that field of a "10s 60s 600s" triple)."""
+    if text is None:
+        return None
+    parts = str(text).split()
+    try:
+        return float(parts[index] if index is not None else parts[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def _fixed(value: float) -> float:
+    """Utils.getFixedDouble: two decimals (DecimalFormat "#.##", half-even)."""
+    return round(value, 2)
+
+
+class MetricsCollector:
+    """One scrape of a cluster through its name server (admin codes only)."""
+
+    def __init__(self, namesrv: str) -> None:
+        self.namesrv = namesrv
+
+    def collect(self) -> list[Family]:
+        fams = {name: Family(name, help_text, labels) for name, help_text, labels in FAMILIES}
+        runtime = {s: Family(f"rocketmq_brokeruntime_{s}", h, RUNTIME_LABELS)
+                   for s, h, _k, _i in RUNTIME_VALUES}  # fmt: skip
+        info = cluster_info(self.namesrv)
+        first_cluster = next(iter(info.cluster_addr_table), "")
+        broker_cluster: dict[str, str] = {}
+        for name, bd in info.broker_addr_table.items():
+            cluster = bd.cluster
+            broker_cluster[name] = cluster
+            master = bd.broker_addrs.get(0)
+            if master is None:
+                continue
+            try:
+                self._broker(fams, runtime, cluster, name, master, bd.broker_addrs)
+            except (AdminError, ValueError) as exc:
+                log.warning("metrics: broker %s (%s) skipped: %s", name, master, exc)
+        try:
+            topics = self._topics()
+        except AdminError as exc:
+            log.warning("metrics: no topic list: %s", exc)
+            topics = []
+        connections: dict[str, tuple[int, str, list[dict[str, Any]]]] = {}
+        for topic in topics:
+            try:
+                self._topic(fams, topic, first_cluster, broker_cluster, connections)
+            except (AdminError, ValueError) as exc:
+                log.warning("metrics: topic %s skipped: %s", topic, exc)
+        for group, (count, _model, conns) in sorted(connections.items()):
+            fams["rocketmq_group_count"].set((
+                ",".join(str(c.get("clientAddr", "")) for c in conns),
+                ",".join(str(c.get("clientId", "")) for c in conns), group), count)
+        return list(fams.values()) + list(runtime.values())
+
+    # -- brokers ------------------------------------------------------------------------------
+    def _stats(self, addr: str, name: str, key: str) -> dict[str, Any] | None:
+        try:
+            resp = call(addr, RC.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key},
+                        ok=(0, 1))  # fmt: skip
+        except AdminError:
+            return None
+        if resp.code != 0:
+            return None  # not counted yet
+        minute = json_object(resp).get("statsMinute")
+        return minute if isinstance(minute, dict) else None
+
+    def _broker(self, fams: dict[str, Family], runtime: dict[str, Family], cluster: str,
+                name: str, master: str, addrs: dict[int, str]) -> None:  # fmt: skip
+        for fam, stats in (("rocketmq_broker_tps", "BROKER_PUT_NUMS"),
+                           ("rocketmq_broker_qps", "BROKER_GET_NUMS")):  # fmt: skip
+            minute = self._stats(master, stats, cluster)
+            fams[fam].set((cluster, master, name), _fixed(float(minute.get("tps", 0.0)))
+                          if minute else 0.0)  # fmt: skip
+        table = self._runtime(master)
+        labels = (cluster, master, "", table.get("brokerVersionDesc", ""),
+                  table.get("bootTimestamp", ""), table.get("brokerVersion", ""))
+        for suffix, _help, key, index in RUNTIME_VALUES:
+            value = _number(table.get(key), index)
+            if value is not None:
+                runtime[suffix].set(labels, value)
+        master_max = _number(table.get("commitLogMaxOffset"), None) or 0.0
+        for bid, addr in sorted(addrs.items()):
+            if bid == 0:
+                continue
+            try:
+                slave_max = _number(self._runtime(addr).get("commitLogMaxOffset"), None) or 0.0
+            except AdminError:
+                continue
+            fams["rocketmq_broker_commitlog_diff"].set((cluster, addr, name),
+                                                       master_max - slave_max)  # fmt: skip
+        body = loads_lenient(bytes(call(master, RC.GET_ALL_PRODUCER_INFO).body or b"{}"))
+        table_p = body.get("data", {}) if isinstance(body, dict) else {}
+        for group, conns in sorted(table_p.items()):
+            fams["rocketmq_producer_count"].set((cluster, name, group),
+                                                len(conns) if isinstance(conns, list) else -1)
+
+    def _runtime(self, addr: str) -> dict[str, Any]:
+        table = json_object(call(addr, RC.GET_BROKER_RUNTIME_INFO)).get("table", {})
+        return table if isinstance(table, dict) else {}
+
+    # -- topics and groups --------------------------------------------------------------------
+    def _topics(self) -> list[str]:
+        body = loads_lenient(bytes(call(self.namesrv,
+                                        RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body or b"{}"))
+        topics = body.get("topicList", []) if isinstance(body, dict) else []
+        return sorted(str(t) for t in topics)
+
+    def _topic(self, fams: dict[str, Family], topic: str, first_cluster: str,
+               broker_cluster: dict[str, str],
+               connections: dict[str, tuple[int, str, list[dict[str, Any]]]]) -> None:  # fmt: skip
+        masters = route_masters(topic_route(self.namesrv, topic))
+        for broker, addr in sorted(masters.items()):
+            stats = call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": topic}, ok=(0, 17))
+            total = sum(int(o.get("maxOffset", 0)) for _mq, o in offset_table(stats)) \
+                if stats.code == 0 else 0  # fmt: skip
+            if topic.startswith(DLQ_PREFIX):
+                fams["rocketmq_topic_dlq_offset"].set(
+                    (first_cluster, broker, topic[len(DLQ_PREFIX):]), total)
+                continue
+            family = "rocketmq_topic_retry_offset" if topic.startswith(RETRY_PREFIX) else \
+                "rocketmq_producer_offset"  # fmt: skip
+            fams[family].set((first_cluster, broker, topic), total)
+            if topic.startswith(RETRY_PREFIX):
+                continue
+            cluster = broker_cluster.get(broker, first_cluster)
+            for fam, name in (("rocketmq_producer_tps", "TOPIC_PUT_NUMS"),
+                              ("rocketmq_producer_message_size", "TOPIC_PUT_SIZE")):  # fmt: skip
+                minute = self._stats(addr, name, topic)
+                if minute is not None:
+                    fams[fam].set((cluster, broker, topic), _fixed(float(minute.get("tps", 0))))
+        if topic.startswith(DLQ_PREFIX):
+            return
+        groups: set[str] = set()
+        for addr in masters.values():
+            who = call(addr, RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}, ok=(0, 1, 17))
+            if who.code == 0:
+                groups.update(str(g) for g in json_object(who).get("groupList", []))
+        for group in sorted(groups):
+            self._group(fams, topic, group, masters, first_cluster, broker_cluster, connections)
+
+    def _connection(self, group: str, addr: str,
+                    connections: dict[str, tuple[int, str, list[dict[str, Any]]]]
+                    ) -> tuple[int, str]:  # fmt: skip
+        known = connections.get(group)
+        if known is None:
+            resp = call(addr, RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
+                        ok=(0, 206))  # fmt: skip
+            conns: list[dict[str, Any]] = []
+            model = CLUSTERING
+            if resp.code == 0:
+                body = json_object(resp)
+                conns = [c for c in body.get("connectionSet", []) if isinstance(c, dict)]
+                model = "0" if str(body.get("messageModel")) == "BROADCASTING" else CLUSTERING
+            known = connections[group] = (len(conns), model, conns)
+        return known[0], known[1]
+
+    def _group(self, fams: dict[str, Family], topic: str, group: str, masters: dict[str, str],
+               first_cluster: str, broker_cluster: dict[str, str],
+               connections: dict[str, tuple[int, str, list[dict[str, Any]]]]) -> None:  # fmt: skip
+        any_addr = next(iter(masters.values()))
+        online, model = self._connection(group, any_addr, connections)
+        diff = 0
+        now = int(time.time() * 1000)
+        for broker, addr in sorted(masters.items()):
+            cs = call(addr, RC.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic},
+                      ok=(0, 17, 206))  # fmt: skip
+            offsets = offset_table(cs) if cs.code == 0 else []
+            consumed = sum(int(o.get("consumerOffset", 0)) for _mq, o in offsets)
+            diff += sum(int(o.get("brokerOffset", 0)) - int(o.get("consumerOffset", 0))
+                        for _mq, o in offsets)  # fmt: skip
+            cluster = broker_cluster.get(broker, first_cluster)
+            fams["rocketmq_consumer_offset"].set((first_cluster, broker, topic, group), consumed)
+            latency = 0
+            for _mq, o in offsets:
+                behind = int(o.get("brokerOffset", 0)) > int(o.get("consumerOffset", 0))
+                last = int(o.get("lastTimestamp", 0))
+                if behind and last > 0:
+                    latency = max(latency, now - last)
+            if model == CLUSTERING:
+                fams["rocketmq_group_get_latency_by_storetime"].set(
+                    (first_cluster, broker, topic, group), latency)
+            key = f"{topic}@{group}"
+            for fam, name, field_name in (
+                    ("rocketmq_consumer_tps", "GROUP_GET_NUMS", "tps"),
+                    ("rocketmq_consumer_message_size", "GROUP_GET_SIZE", "tps"),
+                    ("rocketmq_send_back_nums", "SNDBCK_PUT_NUMS", "sum")):  # fmt: skip
+                minute = self._stats(addr, name, key)
+                if minute is not None:
+                    value = float(minute.get(field_name, 0))
+                    fams[fam].set((cluster, broker, topic, group),
+                                  _fixed(value) if field_name == "tps" else value)  # fmt: skip
+        if model == CLUSTERING:
+            family = "rocketmq_group_retrydiff" if topic.startswith(RETRY_PREFIX) else \
+                "rocketmq_group_diff"  # fmt: skip
+            fams[family].set((group, topic, online, model), diff)
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _format_value(value: float) -> str:
+    if value != value:  # NaN
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value)) if not float(value).is_integer() else f"{value:.1f}"
+
+
+def exposition(families: Iterable[Family]) -> str:
+    """The Prometheus text format (version 0.0.4) of these families."""
+    lines: list[str] = []
+    for fam in families:
+        lines.append(f"# HELP {fam.name} {fam.help.replace(chr(92), chr(92) * 2)}")
+        lines.append(f"# TYPE {fam.name} gauge")
+        for values, value in fam.samples.items():
+            labels = ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(fam.labels, values,
+                                                                           strict=True))
+            lines.append(f"{fam.name}{{{labels}}} {_format_value(value)}" if labels else
+                         f"{fam.name} {_format_value(value)}")  # fmt: skip
+    return "\n".join(lines) + "\n"
