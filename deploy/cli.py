@@ -36,6 +36,8 @@ from deploy.launch import EXIT_ROLE_FAILED, LocalCluster, StartError, serve, sto
 if TYPE_CHECKING:
     from actors.broker.config import BrokerConfig
     from actors.namesrv.config import NamesrvConfig
+    from deploy.console.cli import ConsoleThread
+    from protocol.acl import SessionCredentials
     from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="SparkBridge port (default 10930; 0 = any free port; -1 = none)")
     up.add_argument("--spark-bridge-host", default="127.0.0.1",
                     help="SparkBridge listen address (default loopback)")
+    up.add_argument("--console-port", type=_bridge_port, default=8080,
+                    help="web console and /metrics port (default 8080; 0 = any free port; "
+                         "-1 = none)")
+    up.add_argument("--console-host", default="127.0.0.1",
+                    help="console listen address (default loopback)")
 
     ns = sub.add_parser("namesrv", help="a name server")
     ns.add_argument("-c", "--config", default=None,
@@ -196,6 +203,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--spark-bridge-port -1")
     cluster = launch.start_system(data, admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
+    console = None
     try:
         ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
         _say(f"name server listening on {args.host}:{ns_port} (TLS {tls.server_mode.value})")
@@ -209,11 +217,32 @@ def cmd_up(args: argparse.Namespace) -> int:
                                               port=args.spark_bridge_port,
                                               credentials=bridge_keys, tls=tls)  # fmt: skip
             _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
+        if args.console_port >= 0:
+            console = _start_console(bc.namesrvAddr, args, bridge_keys, tls)
         code = serve(cluster, stop)
         _say("shutting down")
     finally:
+        if console is not None:
+            console.stop()
         launch.stop_cluster(cluster)
     return code
+
+
+def _start_console(namesrv: str, args: argparse.Namespace, keys: SessionCredentials | None,
+                   tls: TlsConfig) -> ConsoleThread | None:  # fmt: skip
+    """The console in a thread of this process, signing and using TLS as the bridge does; a
+    port it cannot take is reported and the cluster serves on without it."""
+    from deploy.admin_ext import CLIENT
+    from deploy.console.cli import ConsoleThread
+
+    CLIENT.credentials, CLIENT.tls = keys, (tls if tls.enable else None)
+    try:
+        console = ConsoleThread(namesrv, args.console_host, args.console_port)
+    except OSError as exc:
+        _say(f"console not started: {args.console_host}:{args.console_port}: {exc}")
+        return None
+    _say(f"console listening on http://{args.console_host}:{console.port}/")
+    return console
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:

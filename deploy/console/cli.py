@@ -52,6 +52,25 @@ def serve(app: Any, host: str, port: int, stop: threading.Event,
         worker.join(5.0)
 
 
+class ConsoleThread:
+    """The console served from a thread of another process (`actormq up`'s launcher)."""
+
+    def __init__(self, namesrv: str, host: str, port: int) -> None:
+        from werkzeug.serving import make_server
+
+        from deploy.console.app import create_app
+
+        self.server = make_server(host, port, create_app(namesrv), threaded=True)
+        self.port = int(self.server.server_port)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="console",
+                                       daemon=True)  # fmt: skip
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join(5.0)
+
+
 def main(argv: list[str]) -> int:
     from actors.runtime.tls import TlsConfig
     from deploy.admin_ext import CLIENT

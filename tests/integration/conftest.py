@@ -154,7 +154,7 @@ class UpProcess(MarkedProcess):
         self.broker_port = launch.stable_free_port(pair=True)
         cmd = [*up_command(echo), "--data", str(tmp_path / "data"),
                "--namesrv-port", str(self.ns_port), "--broker-port", str(self.broker_port),
-               "--host", host, "--spark-bridge-port", "0"]  # fmt: skip
+               "--host", host, "--spark-bridge-port", "0", "--console-port", "0"]  # fmt: skip
         super().__init__(cmd, tmp_path / "up", os.getcwd())
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:

@@ -218,11 +218,11 @@ def start_namesrv_with(cluster: launch.LocalCluster, config: NamesrvConfig,
     return int(reply.port)
 
 
-def start_up_process(tmp_path: Path, env: dict[str, str] | None = None,
+def start_up_process(tmp_path: Path, env: dict[str, str] | None = None, console_port: int = -1,
                      **props: str) -> tuple[Any, int, int, Path]:  # fmt: skip
     """`python -m deploy up` as a subprocess: the real broker with SMALL_STORE + props (its
-    -c file), on explicit free ports, `env` added to its environment; (MarkedProcess, name
-    server port, broker port, data dir).
+    -c file), on explicit free ports, `env` added to its environment, its console on
+    `console_port` (-1: none); (MarkedProcess, name server port, broker port, data dir).
     Its actors' log (data dir / actormq.log) is complete, which a cluster started inside the
     pytest process does not guarantee once earlier tests imported the actor modules (a forked
     actor's module loggers still point at the launcher's logging). The caller stops it."""
@@ -234,7 +234,7 @@ def start_up_process(tmp_path: Path, env: dict[str, str] | None = None,
     data = tmp_path / "data"
     argv = [sys.executable, "-m", "deploy", "up", "--data", str(data), "-c", str(conf),
             "--namesrv-port", str(ns), "--broker-port", str(broker),
-            "--spark-bridge-port", "0"]  # fmt: skip
+            "--spark-bridge-port", "0", "--console-port", str(console_port)]  # fmt: skip
     run = MarkedProcess(argv, tmp_path / "up", os.getcwd(), env)
     try:
         run.wait_for(f"listening on 127.0.0.1:{broker} (", 60.0)
