@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response, render_template
+from flask import Flask, Response, render_template, request
 
 from deploy.admin_ext import AdminError, call, cluster_info, json_object
 from deploy.console.actor_metrics import ActorMetrics
 from deploy.console.metrics import MetricsCollector, exposition
+from deploy.console.views import group_rows, message_trace, topic_rows
 from protocol.codes import RequestCode as RC
+from protocol.trace import TRACE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,39 @@ def create_app(namesrv: str) -> Flask:
         except (AdminError, ValueError) as exc:
             error = f"the name server {namesrv} did not answer: {exc}"
         return render_template("cluster.html", namesrv=namesrv, rows=rows, error=error)
+
+    @app.get("/topics")
+    def topics_page() -> str:
+        error, rows = "", []
+        try:
+            rows = topic_rows(namesrv)
+        except (AdminError, ValueError) as exc:
+            error = f"topics not read: {exc}"
+        return render_template("topics.html", namesrv=namesrv, rows=rows, error=error)
+
+    @app.get("/groups")
+    def groups_page() -> str:
+        error, rows = "", []
+        try:
+            rows = group_rows(namesrv)
+        except (AdminError, ValueError) as exc:
+            error = f"consumer groups not read: {exc}"
+        return render_template("groups.html", namesrv=namesrv, rows=rows, error=error)
+
+    @app.get("/trace")
+    def trace_page() -> str:
+        msg_id = (request.args.get("msgId") or "").strip()
+        topic = (request.args.get("traceTopic") or "").strip() or TRACE_TOPIC
+        error, views = "", []
+        if msg_id:
+            try:
+                views = message_trace(namesrv, msg_id, topic)
+                if not views:
+                    error = f"no trace of message {msg_id} in {topic}"
+            except (AdminError, ValueError) as exc:
+                error = f"trace not read: {exc}"
+        return render_template("trace.html", namesrv=namesrv, msg_id=msg_id, trace_topic=topic,
+                               views=views, error=error)  # fmt: skip
 
     @app.get("/metrics")
     def metrics() -> Response:

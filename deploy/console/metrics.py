@@ -197,7 +197,11 @@ class MetricsCollector:
             minute = self._stats(master, stats, cluster)
             fams[fam].set((cluster, master, name), _fixed(float(minute.get("tps", 0.0)))
                           if minute else 0.0)  # fmt: skip
-        table = self._runtime(master)
+        try:
+            table = self._runtime(master)
+        except (AdminError, ValueError) as exc:  # 4.9.8 fails it until its stats have a sample
+            log.info("metrics: no runtime info of %s yet: %s", master, exc)
+            table = {}
         labels = (cluster, master, "", table.get("brokerVersionDesc", ""),
                   table.get("bootTimestamp", ""), table.get("brokerVersion", ""))
         for suffix, _help, key, index in RUNTIME_VALUES:
@@ -210,7 +214,7 @@ class MetricsCollector:
                 continue
             try:
                 slave_max = _number(self._runtime(addr).get("commitLogMaxOffset"), None) or 0.0
-            except AdminError:
+            except (AdminError, ValueError):
                 continue
             fams["rocketmq_broker_commitlog_diff"].set((cluster, addr, name),
                                                        master_max - slave_max)  # fmt: skip

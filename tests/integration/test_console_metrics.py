@@ -20,7 +20,7 @@ from deploy.admin_ext import json_object, offset_table
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
-from tests.integration.e2e_helpers import create_topic_cmd, start_up_process
+from tests.integration.e2e_helpers import create_topic_cmd, get_route, start_up_process, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +103,8 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
         samples = _samples(_get(base + "/metrics"))
         after = put_tps()  # the stats move on sample boundaries: the scrape saw one of these
         page = _get(base + "/")
+        topics = _get(base + "/topics")
+        groups = _get(base + "/groups")
     finally:
         console.stop()
 
@@ -142,6 +144,9 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
     assert one("actormq_actor_processes", role="send") >= 1
     assert one("actormq_actor_resident_memory_bytes", role="send") > 1_000_000
     assert addr in page and "broker-a" in page
+    assert re.search(rf"<td>{TOPIC}</td><td></td><td>1</td>\s*<td>2</td><td>27</td>", topics)
+    assert re.search(r"<td>metrics_cg</td><td>MetricsT</td><td>7</td>\s*<td>20</td><td>27</td>",
+                     groups)  # fmt: skip
 
 
 def test_metrics_of_rocketmq_4_9_8(reference_build: Path, tmp_path: Path) -> None:
@@ -150,13 +155,22 @@ def test_metrics_of_rocketmq_4_9_8(reference_build: Path, tmp_path: Path) -> Non
     with reference.reference_cluster(str(tmp_path / "ref")) as ref:
         with BlockingClient(("127.0.0.1", ref.broker_port)) as c:
             assert c.invoke(create_topic_cmd(TOPIC, 2), 10.0).code == 0
+        # the broker registers the new topic with its name server a moment later
+        assert wait_until(lambda: get_route(("127.0.0.1", ref.namesrv_port), TOPIC).code == 0
+                          or None, 30.0)  # fmt: skip
         console, base = _console(tmp_path, ref.namesrv_addr())
+
+        def runtime() -> list[Any] | None:  # 4.9.8 fails its runtime info until stats sample
+            found = [s for s in _samples(_get(base + "/metrics")).get(
+                "rocketmq_brokeruntime_commitlog_maxoffset", [])
+                if s.labels["brokerIP"].endswith(f":{ref.broker_port}")]  # fmt: skip
+            return found or None
+
         try:
+            found = wait_until(runtime, 60.0, step_s=1.0)
             samples = _samples(_get(base + "/metrics"))
         finally:
             console.stop()
     addr = f"127.0.0.1:{ref.broker_port}"
-    runtime = [s for s in samples["rocketmq_brokeruntime_commitlog_maxoffset"]
-               if s.labels["brokerIP"].endswith(f":{ref.broker_port}")]  # fmt: skip
-    assert len(runtime) == 1 and runtime[0].labels["des"].startswith("V4_9")
+    assert found is not None and len(found) == 1 and found[0].labels["des"].startswith("V4_9")
     assert any(s.labels["topic"] == TOPIC for s in samples["rocketmq_producer_offset"]), addr

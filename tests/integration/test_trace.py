@@ -90,6 +90,17 @@ def test_java_producer_trace_and_ours_found_by_id(trace_up: tuple[int, int],
 
     text = wait_until(both, 30.0, step_s=0.5)
     assert text is not None, _admin_trace(ns, msg_id)
+    from tests.integration.test_console_metrics import _console, _get
+
+    console, base = _console(tmp_path, f"127.0.0.1:{ns}")
+    try:
+        page = _get(f"{base}/trace?msgId={msg_id}")
+        xss = _get(f"{base}/trace?msgId=%3Cscript%3Ealert(1)%3C/script%3E")
+    finally:
+        console.stop()
+    assert page.count("<td>Pub</td><td>java_trace_pg</td>") == 1
+    assert "<td>SubAfter</td><td>py_trace_cg</td>" in page and "jkey-1" in page
+    assert "<script>alert" not in xss and "&lt;script&gt;alert(1)&lt;/script&gt;" in xss
     lines = text.splitlines()
     pub = [ln for ln in lines if ln.startswith("Pub ")]
     sub = [ln for ln in lines if ln.startswith("Sub ")]
