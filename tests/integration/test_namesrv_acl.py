@@ -24,22 +24,9 @@ from protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
 )
 from tests.integration.e2e_helpers import SMALL_STORE, start_up_process, wait_until
+from tests.integration.test_acl_broker import ACL, ADMIN_ENV
 
 pytestmark = pytest.mark.integration
-
-ACL = """\
-accounts:
-  - accessKey: adminKey1
-    secretKey: adminSecret1
-    admin: true
-  - accessKey: subscriber1
-    secretKey: subSecret1
-    admin: false
-    defaultTopicPerm: SUB
-    defaultGroupPerm: SUB
-"""
-ADMIN_ENV = {"ACTORMQ_ACCESS_KEY": "adminKey1", "ACTORMQ_SECRET_KEY": "adminSecret1"}
-
 
 @pytest.fixture
 def acl_up(tmp_path: Path) -> Iterator[tuple[int, int]]:
