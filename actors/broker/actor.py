@@ -35,6 +35,7 @@ from actors.broker.slave_synchronize import SlaveSynchronize
 from actors.broker.supervision import HA, INDEX, REMOTING, BrokerChildSupervisor
 from actors.core import ProcessorGroup
 from actors.runtime.channel import ChannelAddr
+from actors.runtime.client_conn import ClientConn
 from actors.runtime.messages import (
     BrokerEventBatch,
     BrokerStarted,
@@ -62,7 +63,6 @@ from actors.runtime.messages import (
     StopRemoting,
     StoreShutdownDone,
 )
-from actors.runtime.tcp import ClientConn
 from actors.runtime.token_gate import channel_token
 from actors.runtime.watch import now_ms
 from protocol.command import RemotingCommand

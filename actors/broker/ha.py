@@ -30,10 +30,10 @@ import time
 from typing import Any, Final
 
 from actors.runtime.channel import Channel, listen_channel, recv_available, send_out
+from actors.runtime.client_conn import start_connect
 from actors.runtime.link_records import SlaveAcked
 from actors.runtime.links import ChannelLink, LinkTable
 from actors.runtime.messages import ConnectLink, HAFailed, HAReady, StartHA
-from actors.runtime.tcp import start_connect
 from actors.runtime.wake import HA_TRANSFER, WakeReader
 from actors.runtime.watch import WatchingActor
 from store.ha import (

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from actors.runtime.tcp import ClientConn
+from actors.runtime.client_conn import ClientConn
 from actors.runtime.tls import TlsConfig
 from protocol.command import RemotingCommand
 

@@ -44,69 +44,24 @@ from actors.client.errors import (
     RemotingTimeoutError,
 )
 from actors.client.event_loop import EPOLLIN, EPOLLONESHOT, EPOLLOUT, EventLoop
+from actors.client.remoting_conn import Callback, ChannelWrapper, ResponseFuture
 from actors.runtime.tcp import split_addr
-from actors.runtime.tls import TlsConfig, TlsError, TlsSession, client_session, handshake_blocking
+from actors.runtime.tls import TlsConfig, TlsError, client_session, handshake_blocking
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 3.0
-MAX_FRAME: Final = 16 * 1024 * 1024
 SOCK_BUF: Final = 4 * 1024 * 1024
 READ_CHUNK: Final = 256 * 1024
 OUT_HIGH_WATER: Final = 4 * 1024 * 1024  # a sync writer waits while more is buffered
 SCAN_PERIOD_S: Final = 0.02  # async timeouts are noticed within this (Java scans every 1 s)
 
-Callback = Callable[[RemotingCommand | None, MQClientError | None], None]
 RequestProcessor = Callable[[str, RemotingCommand], RemotingCommand | None]
+Completer = Callable[[list[tuple[ResponseFuture, RemotingCommand | None]]], None]
 _LOOP: Final = "loop"  # the reader-role holder when the event loop reads
-
-
-class _Pending:
-    """One request waiting for its response (ResponseFuture)."""
-
-    __slots__ = ("addr", "callback", "deadline", "done", "error", "opaque", "response",
-                 "timeout_ms")
-
-    def __init__(self, opaque: int, addr: str, timeout_ms: float, callback: Callback | None
-                 ) -> None:  # fmt: skip
-        self.opaque = opaque
-        self.addr = addr
-        self.timeout_ms = timeout_ms
-        self.deadline = time.monotonic() + timeout_ms / 1000.0
-        self.callback = callback
-        self.response: RemotingCommand | None = None
-        self.error: MQClientError | None = None
-        self.done = False
-
-
-class _Conn:
-    """One connection: socket, decoder, out buffer, reader role."""
-
-    __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
-                 "poller", "reader", "registered", "sock", "tls", "waiters", "wlock")
-
-    def __init__(self, addr: str, sock: socket.socket, tls: TlsSession | None = None) -> None:
-        self.addr = addr
-        self.sock = sock
-        self.tls = tls  # the TLS session (handshake done) when the client uses TLS
-        self.fd = sock.fileno()
-        self.decoder = FrameDecoder(MAX_FRAME)
-        self.wlock = threading.Lock()
-        self.out = bytearray()
-        self.cond = threading.Condition(threading.Lock())
-        self.reader: object = None
-        self.waiters = 0
-        self.pending: set[int] = set()
-        self.closed = False
-        self.registered = False
-        self.armed = 0  # the events the ONESHOT registration is armed for (0: disarmed)
-        self.alock = threading.Lock()  # armed and the epoll_ctl that sets it change together
-        self.poller = select.poll()  # what a sync reader blocks in (one reader at a time)
-        self.poller.register(self.fd, select.POLLIN)
 
 
 class RemotingClient:
@@ -116,18 +71,18 @@ class RemotingClient:
                  processor: RequestProcessor | None = None,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  close_socket_if_timeout: bool = True,
-                 complete: Callable[[list[tuple[_Pending, RemotingCommand | None]]], None] | None
-                 = None, tls: TlsConfig | None = None) -> None:  # fmt: skip
+                 complete: Completer | None = None,
+                 tls: TlsConfig | None = None) -> None:  # fmt: skip
         self.loop = loop
         self.tls = tls if tls is not None and tls.enable else None  # useTLS: every connection
         self.processor = processor
         self.connect_timeout_s = connect_timeout_s
         self.close_socket_if_timeout = close_socket_if_timeout
-        self._conns: dict[str, _Conn] = {}
-        self._by_fd: dict[int, _Conn] = {}
+        self._conns: dict[str, ChannelWrapper] = {}
+        self._by_fd: dict[int, ChannelWrapper] = {}
         self._table_lock = threading.Lock()
         self._connect_locks: dict[str, threading.Lock] = {}
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, ResponseFuture] = {}
         self._deadlines: list[tuple[float, int]] = []
         self._deadline_lock = threading.Lock()
         self._scan_armed = False
@@ -138,7 +93,7 @@ class RemotingClient:
         self.hold_writes = False  # actor driver: frames wait in the out buffer for flush_all
 
     # -- connections ----------------------------------------------------------------------------
-    def _conn(self, addr: str) -> _Conn:
+    def _conn(self, addr: str) -> ChannelWrapper:
         conn = self._conns.get(addr)
         if conn is not None and not conn.closed:
             return conn
@@ -163,7 +118,7 @@ class RemotingClient:
             self.on_connection_change()
         return conn
 
-    def _connect(self, addr: str) -> _Conn:
+    def _connect(self, addr: str) -> ChannelWrapper:
         try:
             host, port = split_addr(addr)
         except ValueError as exc:
@@ -189,7 +144,7 @@ class RemotingClient:
                 raise RemotingConnectError(addr, f"TLS: {exc}") from None
         sock.setblocking(False)
         log.debug("connected to %s%s", addr, " (TLS)" if session is not None else "")
-        return _Conn(addr, sock, session)
+        return ChannelWrapper(addr, sock, session)
 
     def fds(self) -> list[int]:
         """Descriptors of the open connections (an actor watches these)."""
@@ -205,7 +160,7 @@ class RemotingClient:
         if conn is not None:
             self._close_conn(conn, reason)
 
-    def _close_conn(self, conn: _Conn, reason: str) -> None:
+    def _close_conn(self, conn: ChannelWrapper, reason: str) -> None:
         with conn.cond:
             if conn.closed:
                 return
@@ -222,7 +177,7 @@ class RemotingClient:
         except OSError:
             pass
         log.info("connection to %s closed: %s", conn.addr, reason)
-        failed: list[tuple[_Pending, RemotingCommand | None]] = []
+        failed: list[tuple[ResponseFuture, RemotingCommand | None]] = []
         for opaque in list(conn.pending):
             p = self._pending.pop(opaque, None)
             if p is not None and not p.done:
@@ -241,7 +196,7 @@ class RemotingClient:
             self._close_conn(conn, "client closed")
 
     # -- writing --------------------------------------------------------------------------------
-    def _write(self, conn: _Conn, data: bytes, direct: bool = True) -> None:
+    def _write(self, conn: ChannelWrapper, data: bytes, direct: bool = True) -> None:
         """Write a frame: straight to the socket (direct, what a sync caller wants), or into
         the out buffer the event loop flushes on EPOLLOUT (async requests: a burst of them
         costs one epoll_ctl and one send per loop pass instead of a send each)."""
@@ -273,7 +228,7 @@ class RemotingClient:
         if over and direct and self.loop is not None and not self.loop.in_loop():
             self._wait_drained(conn)
 
-    def _wait_drained(self, conn: _Conn) -> None:
+    def _wait_drained(self, conn: ChannelWrapper) -> None:
         deadline = time.monotonic() + 30.0
         while True:
             with conn.wlock:
@@ -283,7 +238,7 @@ class RemotingClient:
                 raise RemotingSendRequestError(conn.addr, "out buffer did not drain in 30 s")
             select.select([], [conn.fd], [], 0.05)
 
-    def flush(self, conn: _Conn) -> bool:
+    def flush(self, conn: ChannelWrapper) -> bool:
         """Write what the out buffer holds; True when it is empty."""
         with conn.wlock:
             out = conn.out
@@ -303,16 +258,16 @@ class RemotingClient:
         """Flush every connection's out buffer (actor driver); True when all are empty."""
         return all([self.flush(c) for c in list(self._conns.values())])
 
-    def _close_later(self, conn: _Conn, reason: str) -> None:
+    def _close_later(self, conn: ChannelWrapper, reason: str) -> None:
         if self.loop is not None:
             self.loop.call_soon(lambda: self._close_conn(conn, reason))
         else:
             self._close_conn(conn, reason)
 
     # -- requests -------------------------------------------------------------------------------
-    def _register(self, conn: _Conn, opaque: int, timeout_ms: float,
-                  callback: Callback | None) -> _Pending:  # fmt: skip
-        p = _Pending(opaque, conn.addr, timeout_ms, callback)
+    def _register(self, conn: ChannelWrapper, opaque: int, timeout_ms: float,
+                  callback: Callback | None) -> ResponseFuture:  # fmt: skip
+        p = ResponseFuture(opaque, conn.addr, timeout_ms, callback)
         self._pending[opaque] = p
         conn.pending.add(opaque)
         if callback is not None:
@@ -388,13 +343,13 @@ class RemotingClient:
         except MQClientError as exc:
             log.info("answer to %s not written: %s", addr, exc)
 
-    def _forget(self, p: _Pending, conn: _Conn) -> bool:
+    def _forget(self, p: ResponseFuture, conn: ChannelWrapper) -> bool:
         """Drop a pending request; True when it was still pending (nobody completed it)."""
         conn.pending.discard(p.opaque)
         return self._pending.pop(p.opaque, None) is not None
 
     # -- reading --------------------------------------------------------------------------------
-    def _await(self, conn: _Conn, p: _Pending) -> None:
+    def _await(self, conn: ChannelWrapper, p: ResponseFuture) -> None:
         """Leader/follower: read ourselves when the role is free, else wait for the reader."""
         me = threading.get_ident()
         cond = conn.cond
@@ -413,7 +368,7 @@ class RemotingClient:
                     conn.waiters -= 1
                     continue
                 conn.reader = me
-            done: list[tuple[_Pending, RemotingCommand | None]] = []
+            done: list[tuple[ResponseFuture, RemotingCommand | None]] = []
             try:
                 self._read_until(conn, p, done)
             finally:
@@ -424,7 +379,7 @@ class RemotingClient:
                 self._arm(conn)
                 self._complete(done)
 
-    def _read_until(self, conn: _Conn, p: _Pending, done: list[Any]) -> None:
+    def _read_until(self, conn: ChannelWrapper, p: ResponseFuture, done: list[Any]) -> None:
         """As reader: block in poll/recv until p is done or its deadline passes."""
         poller = conn.poller
         while not p.done and not conn.closed:
@@ -438,7 +393,7 @@ class RemotingClient:
                 with conn.cond:
                     conn.cond.notify_all()
 
-    def _read_available(self, conn: _Conn, done: list[Any]) -> int:
+    def _read_available(self, conn: ChannelWrapper, done: list[Any]) -> int:
         """Read what the socket has now and dispatch it; how many sync waiters were completed."""
         buf = getattr(self._buf, "view", None)
         if buf is None:
@@ -481,7 +436,7 @@ class RemotingClient:
             if n < READ_CHUNK:
                 return woke
 
-    def _dispatch(self, conn: _Conn, frame: Any, done: list[Any]) -> int:
+    def _dispatch(self, conn: ChannelWrapper, frame: Any, done: list[Any]) -> int:
         try:
             cmd = RemotingCommand.decode(frame)
         except ProtocolError as exc:
@@ -503,7 +458,7 @@ class RemotingClient:
         self._serve_request(conn, cmd)
         return 0
 
-    def _serve_request(self, conn: _Conn, cmd: RemotingCommand) -> None:
+    def _serve_request(self, conn: ChannelWrapper, cmd: RemotingCommand) -> None:
         if self.processor is None:
             log.info("request code=%d from %s ignored (no processor)", cmd.code, conn.addr)
             return
@@ -518,7 +473,7 @@ class RemotingClient:
             except MQClientError as exc:
                 log.info("answer to %s not written: %s", conn.addr, exc)
 
-    def _complete(self, done: list[tuple[_Pending, RemotingCommand | None]]) -> None:
+    def _complete(self, done: list[tuple[ResponseFuture, RemotingCommand | None]]) -> None:
         for p, resp in done:
             cb = p.callback
             if cb is None:
@@ -529,7 +484,7 @@ class RemotingClient:
                 log.exception("response callback for opaque=%d failed", p.opaque)
 
     # -- the event loop driver ------------------------------------------------------------------
-    def _arm(self, conn: _Conn) -> None:
+    def _arm(self, conn: ChannelWrapper) -> None:
         """Re-arm the ONESHOT registration: read when nobody holds the role and something
         may arrive (a pending request, or a server that sends requests), write when bytes
         wait in the out buffer. A lone sync call thus costs no epoll_ctl at all."""
@@ -546,7 +501,7 @@ class RemotingClient:
                 conn.armed = events
                 loop.modify(conn.fd, events | EPOLLONESHOT)
 
-    def _on_loop_event(self, conn: _Conn, ev: int) -> None:
+    def _on_loop_event(self, conn: ChannelWrapper, ev: int) -> None:
         with conn.alock:
             conn.armed = 0  # ONESHOT: it fired, so it is disarmed now
         if conn.closed:
@@ -584,7 +539,7 @@ class RemotingClient:
 
     def scan_response_table(self, now: float) -> None:
         """Fail async requests whose deadline passed (scanResponseTable)."""
-        expired: list[tuple[_Pending, RemotingCommand | None]] = []
+        expired: list[tuple[ResponseFuture, RemotingCommand | None]] = []
         with self._deadline_lock:
             heap = self._deadlines
             while heap and heap[0][0] <= now:

@@ -25,7 +25,6 @@ bytes still reach the client.
 
 from __future__ import annotations
 
-import errno
 import logging
 import resource
 import socket
@@ -48,7 +47,6 @@ from actors.runtime.tls import (
     TlsError,
     TlsMode,
     TlsSession,
-    client_session,
 )
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
@@ -508,105 +506,3 @@ def split_addr(addr: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ValueError(f"bad address {addr!r}, expected host:port")
     return host, int(port)
-
-
-def start_connect(addr: tuple[str, int]) -> tuple[socket.socket, int]:
-    """A non-blocking TCP_NODELAY socket whose connect to addr is under way: (socket, 0) or
-    (socket, errno) when it failed at once (the caller closes it)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    err = sock.connect_ex(addr)
-    return sock, 0 if err in (0, errno.EINPROGRESS, errno.EWOULDBLOCK) else err
-
-
-class ClientConn(OutBuffered):
-    """An outbound non-blocking connection (broker -> name server) with a frame decoder;
-    TLS when given a client TlsConfig with tls.enable (its handshake runs as it is read)."""
-
-    @classmethod
-    def to(cls, addr: str, tls: TlsConfig | None = None) -> ClientConn:
-        """A connection to 'host:port' under way (ValueError for a bad address, OSError)."""
-        return cls(split_addr(addr), tls=tls)
-
-    def __init__(self, addr: tuple[str, int], max_frame: int = DEFAULT_MAX_FRAME,
-                 tls: TlsConfig | None = None) -> None:  # fmt: skip
-        self.addr = addr
-        self.sock, err = start_connect(addr)
-        self.fd = self.sock.fileno()
-        self.decoder = FrameDecoder(max_frame)
-        self.out = bytearray()
-        self.closed = False
-        self.sent = 0  # requests written (the owner counts them)
-        self.answered = 0  # responses read
-        self.tls = client_session(tls)
-        if err:
-            self.closed = True
-        elif self.tls is not None:
-            try:
-                self.out += self.tls.start()  # the ClientHello, sent once connected
-            except TlsError as exc:
-                log.warning("%r %s", self, exc)
-                self.closed = True
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Queue an encoded frame (flush() writes it)."""
-        tls = self.tls
-        if tls is None:
-            self.out += data
-            return
-        try:
-            self.out += tls.encrypt(data)
-        except TlsError as exc:
-            log.warning("%r %s", self, exc)
-            self.closed = True
-
-    def flush(self) -> bool:
-        """Write what the kernel takes; True when nothing is pending (kept while connecting)."""
-        while self.out and not self.closed:
-            try:
-                sent = self.sock.send(self.out)
-            except (BlockingIOError, InterruptedError):
-                return False
-            except OSError as exc:
-                if exc.errno == errno.ENOTCONN:  # still connecting
-                    return False
-                self.closed = True
-                return True
-            del self.out[:sent]
-        return True
-
-    def __repr__(self) -> str:
-        return f"namesrv conn={self.addr[0]}:{self.addr[1]}"
-
-    def read_frames(self) -> list[Any] | None:
-        """Whole frames available now; None when the connection is gone."""
-        chunk, eof, _err = recv_available(self.sock, MAX_READ_PER_PASS)
-        if eof and not chunk:
-            self.closed = True
-            return None
-        if not chunk:
-            return []
-        if self.tls is not None:
-            try:
-                chunk, back = self.tls.receive(chunk)
-            except TlsError as exc:
-                log.warning("%r %s", self, exc)
-                self.closed = True
-                return None
-            if back:
-                self.out += back
-                self.flush()  # the handshake's next flight, or what waited for its end
-            if not chunk:
-                if eof:
-                    self.closed = True
-                    return None
-                return []
-        try:
-            frames = self.decoder.feed(chunk)
-            if eof:
-                self.closed = True
-            return frames
-        except ProtocolError:
-            self.closed = True
-            return None

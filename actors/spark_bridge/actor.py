@@ -16,7 +16,8 @@ import time
 from typing import Any, Final
 
 from actors.remoting.inline_server import ServerOutbox, serve_frames, start_server
-from actors.runtime.tcp import ClientConn, Conn, FrameServer
+from actors.runtime.client_conn import ClientConn
+from actors.runtime.tcp import Conn, FrameServer
 from actors.runtime.tls import TlsConfig
 from actors.runtime.watch import WatchingActor, now_ms
 from actors.spark_bridge.core import SparkBridgeCore
