@@ -16,7 +16,13 @@ from flask import Flask, Response, render_template, request
 from deploy.admin_ext import AdminError, call, cluster_info, json_object
 from deploy.console.actor_metrics import ActorMetrics
 from deploy.console.metrics import MetricsCollector, exposition
-from deploy.console.views import group_rows, message_trace, topic_rows
+from deploy.console.views import (
+    group_rows,
+    message_trace,
+    producer_rows,
+    topic_detail,
+    topic_rows,
+)
 from protocol.codes import RequestCode as RC
 from protocol.trace import TRACE_TOPIC
 
@@ -74,6 +80,31 @@ def create_app(namesrv: str) -> Flask:
         except (AdminError, ValueError) as exc:
             error = f"topics not read: {exc}"
         return render_template("topics.html", namesrv=namesrv, rows=rows, error=error)
+
+    @app.get("/topic/<name>")
+    def topic_page(name: str) -> str:
+        error, detail = "", None
+        try:
+            detail = topic_detail(namesrv, name)
+        except (AdminError, ValueError) as exc:
+            error = f"topic {name} not read: {exc}"
+        return render_template("topic.html", namesrv=namesrv, name=name, detail=detail,
+                               error=error)  # fmt: skip
+
+    @app.get("/producers")
+    def producers_page() -> str:
+        topic = (request.args.get("topic") or "").strip()
+        group = (request.args.get("group") or "").strip()
+        error, rows = "", []
+        if topic and group:
+            try:
+                rows = producer_rows(namesrv, topic, group)
+                if not rows:
+                    error = f"no producer of group {group} is connected to the brokers of {topic}"
+            except (AdminError, ValueError) as exc:
+                error = f"producers not read: {exc}"
+        return render_template("producers.html", namesrv=namesrv, topic=topic, group=group,
+                               rows=rows, error=error)  # fmt: skip
 
     @app.get("/groups")
     def groups_page() -> str:

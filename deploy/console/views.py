@@ -90,6 +90,68 @@ def group_rows(namesrv: str) -> list[GroupRow]:
     return rows
 
 
+@dataclass(frozen=True)
+class QueueRow:
+    broker: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update: int  # ms since the epoch (0: never written)
+
+
+@dataclass(frozen=True)
+class TopicDetail:
+    name: str
+    brokers: list[tuple[str, str, int, int, int]]  # name, master address, read, write, perm
+    queues: list[QueueRow]
+    groups: list[str]
+
+
+def topic_detail(namesrv: str, topic: str) -> TopicDetail:
+    """A topic's route, each queue's offsets and the groups that consume it."""
+    route = topic_route(namesrv, topic)
+    masters = route_masters(route)
+    brokers = [(q.broker_name, masters.get(q.broker_name, ""), q.read_queue_nums,
+                q.write_queue_nums, q.perm) for q in sorted(route.queue_datas,
+                                                            key=lambda q: q.broker_name)]
+    queues: list[QueueRow] = []
+    groups: set[str] = set()
+    for broker, addr in sorted(masters.items()):
+        stats = call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": topic}, ok=(0, 17))
+        for mq, o in offset_table(stats) if stats.code == 0 else []:
+            queues.append(QueueRow(broker, int(mq.get("queueId", 0)), int(o.get("minOffset", 0)),
+                                   int(o.get("maxOffset", 0)),
+                                   int(o.get("lastUpdateTimestamp", 0))))  # fmt: skip
+        who = call(addr, RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}, ok=(0, 1, 17))
+        if who.code == 0:
+            groups.update(str(g) for g in json_object(who).get("groupList", []))
+    queues.sort(key=lambda q: (q.broker, q.queue_id))
+    return TopicDetail(topic, brokers, queues, sorted(groups))
+
+
+@dataclass(frozen=True)
+class ProducerRow:
+    broker: str
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+def producer_rows(namesrv: str, topic: str, group: str) -> list[ProducerRow]:
+    """A producer group's connections on each master of a topic (mqadmin producerConnection)."""
+    rows = []
+    for broker, addr in sorted(route_masters(topic_route(namesrv, topic)).items()):
+        resp = call(addr, RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}, ok=(0, 1))
+        if resp.code != 0:
+            continue
+        for c in json_object(resp).get("connectionSet", []):
+            rows.append(ProducerRow(broker, str(c.get("clientId", "")),
+                                    str(c.get("clientAddr", "")), str(c.get("language", "")),
+                                    int(c.get("version", 0))))  # fmt: skip
+    return sorted(rows, key=lambda r: (r.broker, r.client_id))
+
+
 def message_trace(namesrv: str, msg_id: str, trace_topic: str = TRACE_TOPIC) -> list[TraceView]:
     """One message's trace records, oldest first."""
     return trace_views(namesrv, msg_id, trace_topic)

@@ -72,6 +72,7 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
     namesrv = f"127.0.0.1:{ns}"
     with BlockingClient(("127.0.0.1", port)) as c:
         assert c.invoke(create_topic_cmd(TOPIC, 2), 10.0).code == 0
+        assert c.invoke(create_topic_cmd("MetricsLive", 1), 10.0).code == 0
     got: set[bytes] = set()
     with Producer("metrics_pg", namesrv=namesrv) as p:
         for i in range(20):
@@ -102,9 +103,18 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
         before = put_tps()
         samples = _samples(_get(base + "/metrics"))
         after = put_tps()  # the stats move on sample boundaries: the scrape saw one of these
+        with BlockingClient(("127.0.0.1", port)) as c:
+            stats = c.invoke(RemotingCommand.request(RC.GET_CONSUME_STATS, {
+                "consumerGroup": "metrics_cg", "topic": TOPIC}), 10.0)
+            runtime = c.invoke(RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 10.0)
         page = _get(base + "/")
         topics = _get(base + "/topics")
         groups = _get(base + "/groups")
+        topic = _get(f"{base}/topic/{TOPIC}")
+        with Producer("metrics_live_pg", namesrv=namesrv) as live:
+            live.send(Message("MetricsLive", b"live"))  # a heartbeat registers it on broker-a
+            producers = _get(f"{base}/producers?topic={TOPIC}&group=metrics_live_pg")
+            client_id = live.client_id
     finally:
         console.stop()
 
@@ -120,11 +130,7 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
         ["group", "topic", "countOfOnlineConsumers", "msgModel"]  # fmt: skip
     assert diff[0].labels == {"group": "metrics_cg", "topic": TOPIC,
                               "countOfOnlineConsumers": "0", "msgModel": "1"}
-    # the same figures from the admin codes
-    with BlockingClient(("127.0.0.1", port)) as c:
-        stats = c.invoke(RemotingCommand.request(RC.GET_CONSUME_STATS, {
-            "consumerGroup": "metrics_cg", "topic": TOPIC}), 10.0)
-        runtime = c.invoke(RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 10.0)
+    # the same figures from the admin codes (read right after the scrape, before "live")
     offsets = [o for _mq, o in offset_table(stats)]
     broker_total = sum(int(o["brokerOffset"]) for o in offsets)
     consumer_total = sum(int(o["consumerOffset"]) for o in offsets)
@@ -144,7 +150,11 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
     assert one("actormq_actor_processes", role="send") >= 1
     assert one("actormq_actor_resident_memory_bytes", role="send") > 1_000_000
     assert addr in page and "broker-a" in page
-    assert re.search(rf"<td>{TOPIC}</td><td></td><td>1</td>\s*<td>2</td><td>27</td>", topics)
+    assert re.search(rf">{TOPIC}</a></td><td></td><td>1</td>\s*<td>2</td><td>27</td>", topics)
+    queue_row = r"<td>broker-a</td><td>\d</td><td>0</td>\s*<td>(\d+)</td>"
+    queue_max = [int(m) for m in re.findall(queue_row, topic)]
+    assert len(queue_max) == 2 and sum(queue_max) == 27 and "<li>metrics_cg</li>" in topic
+    assert f"<td>{client_id}</td>" in producers  # the live producer's connection
     assert re.search(r"<td>metrics_cg</td><td>MetricsT</td><td>7</td>\s*<td>20</td><td>27</td>",
                      groups)  # fmt: skip
 

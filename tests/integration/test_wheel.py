@@ -31,7 +31,8 @@ from tests.integration.conftest import kill_pids, wait_gone
 pytestmark = pytest.mark.integration
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-DEPENDENCIES = ("thespian", "msgpack", "sortedcontainers")
+DEPENDENCIES = ("thespian", "msgpack", "sortedcontainers",
+                "flask", "werkzeug", "jinja2", "itsdangerous", "click", "blinker", "markupsafe")
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float = 300.0
