@@ -112,12 +112,10 @@ def encode(ctx: TraceContext) -> tuple[str, list[str]]:
     t = ctx.trace_type
     if t is TraceType.Pub:
         b = ctx.beans[0]
-        parts.append(c.join((
-            t.value, str(ctx.time_stamp), _text(ctx.region_id), _text(ctx.group_name),
-            _text(b.topic), _text(b.msg_id), _text(b.tags), _text(b.keys), _text(b.store_host),
-            str(b.body_length), str(ctx.cost_time), str(int(b.msg_type)),
-            _text(b.offset_msg_id), _java_bool(ctx.success))) + end)
-    elif t is TraceType.SubBefore:
+        return encode_pub(ctx.time_stamp, ctx.region_id, ctx.group_name, b.topic, b.msg_id,
+                          b.tags, b.keys, b.store_host, b.body_length, ctx.cost_time,
+                          b.msg_type, b.offset_msg_id, ctx.success)  # fmt: skip
+    if t is TraceType.SubBefore:
         for b in ctx.beans:
             parts.append(c.join((
                 t.value, str(ctx.time_stamp), _text(ctx.region_id), _text(ctx.group_name),
@@ -143,6 +141,18 @@ def encode(ctx: TraceContext) -> tuple[str, list[str]]:
         if b.keys:
             keys.extend(b.keys.split(KEY_SEPARATOR))
     return "".join(parts), keys
+
+
+def encode_pub(time_stamp: int, region_id: str | None, group: str, topic: str, msg_id: str,
+               tags: str | None, keys: str | None, store_host: str, body_length: int,
+               cost_time: int, msg_type: MessageType, offset_msg_id: str,
+               success: bool) -> tuple[str, list[str]]:  # fmt: skip
+    """A Pub record from its fields (a traced producer's worker makes one per send)."""
+    c = CONTENT_SPLITOR
+    text = (f"Pub{c}{time_stamp}{c}{_text(region_id)}{c}{group}{c}{topic}{c}{msg_id}{c}"
+            f"{_text(tags)}{c}{_text(keys)}{c}{store_host}{c}{body_length}{c}{cost_time}{c}"
+            f"{int(msg_type)}{c}{offset_msg_id}{c}{_java_bool(success)}{FIELD_SPLITOR}")
+    return text, [msg_id, *keys.split(KEY_SEPARATOR)] if keys else [msg_id]
 
 
 def batch_body(records: Iterable[tuple[str, list[str]]]) -> tuple[bytes, str]:

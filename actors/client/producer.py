@@ -47,7 +47,6 @@ from actors.client.trace_dispatcher import (
     SEND_TIMEOUT_S,
     AsyncTraceDispatcher,
     inner_group,
-    pub_context,
 )
 from actors.runtime.tls import TlsConfig
 from protocol import message as wire
@@ -209,12 +208,11 @@ class Producer:
                 tracer.close()
 
     def _trace(self, msg: Message, result: SendResult, begin_ms: int) -> None:
-        """The Pub record of an answered send (SendMessageTraceHookImpl.sendMessageAfter)."""
+        """The Pub record of an answered send (SendMessageTraceHookImpl.sendMessageAfter):
+        its facts queued, the record made by the dispatcher's worker."""
         tracer = self._tracer
         if tracer is not None:
-            ctx = pub_context(self.group, msg, result, begin_ms, now_ms())
-            if ctx is not None:
-                tracer.append(ctx)
+            tracer.append_sent(self.group, msg, result, begin_ms, now_ms())
 
     # -- ProducerInner --------------------------------------------------------------------------
     def check_transaction_state(self, addr: str, cmd: RemotingCommand) -> None:

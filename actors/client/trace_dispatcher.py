@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -35,6 +35,7 @@ from protocol.trace import (
     TraceType,
     batch_body,
     encode,
+    encode_pub,
 )
 
 if TYPE_CHECKING:
@@ -68,12 +69,21 @@ def inner_group(group: str, kind: str) -> str:
     return f"{GROUP_NAME_PREFIX}-{group}-{kind}-{next(_COUNTER)}"
 
 
+# what the hot paths queue: a finished record, or a send's raw facts (the worker makes the
+# Pub record of them, off the I/O thread)
+Raw = TraceContext | tuple[str, "Message", "SendResult", int, int]
+
+
 class AsyncTraceDispatcher:
-    """One traced client's trace records: a bounded queue, a worker, an inner producer."""
+    """One traced client's trace records: a bounded queue, a worker, an inner producer.
+
+    The queue is a deque the hot paths append to without a lock (one append is atomic); its
+    bound is checked before each append, so a burst from several threads may pass it by a
+    few. The worker drains it every POLL_S (Java's worker polls too)."""
 
     def __init__(self, producer: TraceSender, trace_topic: str | None = None) -> None:
         self.topic = trace_topic or TRACE_TOPIC
-        self.queue: queue.Queue[TraceContext] = queue.Queue(QUEUE_SIZE)
+        self.queue: deque[Raw] = deque()
         self.discarded = 0  # records dropped on a full queue
         self.failed = 0  # trace messages whose send failed
         self._next_error_log = 0.0
@@ -87,14 +97,18 @@ class AsyncTraceDispatcher:
                                         daemon=True)  # fmt: skip
         self._worker.start()
 
-    def append(self, ctx: TraceContext) -> bool:
-        """Queue a finished record (never blocks; False when the queue is full: dropped)."""
-        try:
-            self.queue.put_nowait(ctx)
-            return True
-        except queue.Full:
+    def append(self, ctx: Raw) -> bool:
+        """Queue a record (never blocks; False when the queue is full: dropped, counted)."""
+        if len(self.queue) >= QUEUE_SIZE:
             self.discarded += 1
             return False
+        self.queue.append(ctx)
+        return True
+
+    def append_sent(self, group: str, msg: Message, result: SendResult, begin_ms: int,
+                    now_ms: int) -> bool:  # fmt: skip
+        """A send's Pub record, made by the worker (SendMessageTraceHookImpl)."""
+        return self.append((group, msg, result, begin_ms, now_ms))
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is queued, stop the worker, close the inner producer."""
@@ -108,14 +122,19 @@ class AsyncTraceDispatcher:
         pending: list[tuple[str, list[str]]] = []
         size = 0
         first = 0.0
+        take = self.queue.popleft
         while True:
-            stopping = self._stop.is_set()
-            try:
-                ctx = self.queue.get(timeout=0 if stopping else POLL_S)
-            except queue.Empty:
-                ctx = None
-            if ctx is not None and ctx.beans:
-                record = encode(ctx)
+            stopping = self._stop.wait(POLL_S)
+            while self.queue:
+                item = take()
+                if isinstance(item, tuple):
+                    record = pub_record(*item)
+                    if record is None:
+                        continue
+                elif item.beans:
+                    record = encode(item)
+                else:
+                    continue
                 if not pending:
                     first = time.monotonic()
                 pending.append(record)
@@ -123,11 +142,10 @@ class AsyncTraceDispatcher:
                 if size >= MAX_MSG_SIZE - 10_000:
                     self._send(pending)
                     pending, size = [], 0
-                continue
             if pending and (stopping or time.monotonic() - first >= WAIT_THRESHOLD_S):
                 self._send(pending)
                 pending, size = [], 0
-            if stopping and self.queue.empty():
+            if stopping:
                 return
 
     def _send(self, records: list[tuple[str, list[str]]]) -> None:
@@ -185,6 +203,26 @@ def pub_context(group: str, msg: Message, result: SendResult, begin_ms: int,
                      msg_type=message_type(msg))  # fmt: skip
     return TraceContext(TraceType.Pub, begin_ms, result.region_id or DEFAULT_REGION, group,
                         cost_time=now_ms - begin_ms, success=result.ok, beans=[bean])  # fmt: skip
+
+
+_STORE_HOSTS: dict[str, str] = {}  # an offset id's host part (all but its last 16 hex
+# digits, the commit-log offset) -> "ip:port"
+
+
+def pub_record(group: str, msg: Message, result: SendResult, begin_ms: int,
+               now_ms: int) -> tuple[str, list[str]] | None:  # fmt: skip
+    """The encoded Pub record of a send (pub_context's record, without building it)."""
+    if not result.trace_on:
+        return None
+    off = result.offset_msg_id
+    host = _STORE_HOSTS.get(off[:-16])
+    if host is None:
+        host = store_host_of(off)
+        if len(_STORE_HOSTS) < 1024:
+            _STORE_HOSTS[off[:-16]] = host
+    return encode_pub(begin_ms, result.region_id or DEFAULT_REGION, group, msg.topic,
+                      result.msg_id, msg.tags or None, msg.keys or None, host, len(msg.body),
+                      now_ms - begin_ms, message_type(msg), off, result.ok)  # fmt: skip
 
 
 def sub_before(group: str, msgs: Sequence[MessageExt], now_ms: int) -> TraceContext | None:

@@ -10,7 +10,12 @@ import pytest
 
 from actors.client.consumer.consume_message_service import ConsumeResult, traced_handler
 from actors.client.records import Message, MessageExt, SendResult, SendStatus
-from actors.client.trace_dispatcher import AsyncTraceDispatcher, pub_context, sub_before
+from actors.client.trace_dispatcher import (
+    AsyncTraceDispatcher,
+    pub_context,
+    pub_record,
+    sub_before,
+)
 from protocol.bodies import MessageQueue
 from protocol.message import create_offset_msg_id
 from protocol.record import pack_host
@@ -151,6 +156,11 @@ def test_pub_record_of_a_send() -> None:
     off_result = SendResult(SendStatus.SEND_OK, "U", off, MessageQueue("T", "b", 1), 3,
                             trace_on=False)  # fmt: skip
     assert pub_context("pg", Message("T", b"x"), off_result, 0, 1) is None
+    # the worker's direct encoding is the record's
+    for msg in (Message("T", b"abc", tags="t", delay_level=2), Message("T", b"x", keys="a b")):
+        assert pub_record("pg", msg, result, 100, 107) == \
+            encode(pub_context("pg", msg, result, 100, 107))  # type: ignore[arg-type]  # fmt: skip
+    assert pub_record("pg", Message("T", b"x"), off_result, 0, 1) is None
 
 
 class _Sender:
