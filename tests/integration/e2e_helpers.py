@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from actors.namesrv.config import NamesrvConfig
 from deploy import launch, procinfo
-from deploy.bench.requests import create_topic_cmd, pull_cmd, simple_cmd  # noqa: F401 (re-exported)
+from deploy.bench.requests import create_topic_cmd, pull_cmd, simple_cmd
 from deploy.wire import BlockingClient
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -304,3 +304,23 @@ def hostile_workdir(path: Path) -> Path:
         (path / name / "__init__.py").write_text(
             f"raise ImportError('{name} imported from the working directory {path}')\n")
     return path
+
+
+def create_topic_pullable(cluster: launch.LocalCluster, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC, then wait (bounded) until the pull group serves the topic."""
+    with BlockingClient(broker_addr(cluster)) as cl:
+        resp = cl.invoke(create_topic_cmd(topic, queues), RPC_TIMEOUT_S)
+        assert resp.code == 0, resp.remark
+        wait_pullable(cl, topic)
+
+
+def wait_pullable(cl: BlockingClient, topic: str) -> None:
+    """Topic configs replicate through the controller: wait until a pull stops answering 17."""
+    def ready() -> bool:
+        return cl.invoke(pull_cmd("probe_cg", topic, 0, 0), RPC_TIMEOUT_S).code != 17
+
+    assert wait_until(ready, 10.0, 0.05), f"pull group never learned topic {topic}"
+
+
+def pull_e2e(cl: BlockingClient, topic: str, qid: int, offset: int, **kw: object):
+    return cl.invoke(pull_cmd("e2e_cg", topic, qid, offset, **kw), RPC_TIMEOUT_S)
