@@ -31,12 +31,16 @@ from deploy.admin_ext import (
     topic_route,
 )
 from protocol.bodies import loads_lenient
+from protocol.codes import TOOLS_CONSUMER_GROUP
 from protocol.codes import RequestCode as RC
+from protocol.command import RemotingCommand
+from protocol.message import decode_messages
 
 log = logging.getLogger(__name__)
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
+PULL_SUBSCRIPTION_ONLY = 4  # PullSysFlag FLAG_SUBSCRIPTION: no commit, no suspend
 CLUSTERING = "1"  # MessageModel.CLUSTERING.ordinal(), as the exporter writes msgModel
 RUNTIME_LABELS = ("cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
 GROUP_DIFF_LABELS = ("group", "topic", "countOfOnlineConsumers", "msgModel")
@@ -268,6 +272,19 @@ class MetricsCollector:
         for group in sorted(groups):
             self._group(fams, topic, group, masters, first_cluster, broker_cluster, connections)
 
+    def _store_time(self, addr: str, topic: str, queue_id: int, offset: int) -> int | None:
+        """The store time of the message at `offset` (the group's first unconsumed one): one
+        non-committing pull of one message under mqadmin's TOOLS_CONSUMER group (the
+        exporter's queryMsgByOffset), so the group's own stats are not touched; None when
+        the queue has no message there (moved, or not found)."""
+        resp = call(addr, RC.PULL_MESSAGE, {
+            "consumerGroup": TOOLS_CONSUMER_GROUP, "topic": topic, "queueId": queue_id,
+            "queueOffset": offset, "maxMsgNums": 1, "sysFlag": PULL_SUBSCRIPTION_ONLY,
+            "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
+            "expressionType": "TAG"},
+            ok=(0, 19, 20, 21, 22, 24, 25, 26))  # fmt: skip
+        return _store_time_of(resp)
+
     def _connection(self, group: str, addr: str,
                     connections: dict[str, tuple[int, str, list[dict[str, Any]]]]
                     ) -> tuple[int, str]:  # fmt: skip
@@ -301,11 +318,13 @@ class MetricsCollector:
             cluster = broker_cluster.get(broker, first_cluster)
             fams["rocketmq_consumer_offset"].set((first_cluster, broker, topic, group), consumed)
             latency = 0
-            for _mq, o in offsets:
-                behind = int(o.get("brokerOffset", 0)) > int(o.get("consumerOffset", 0))
-                last = int(o.get("lastTimestamp", 0))
-                if behind and last > 0:
-                    latency = max(latency, now - last)
+            for mq, o in offsets:
+                consumer_offset = int(o.get("consumerOffset", 0))
+                if int(o.get("brokerOffset", 0)) > consumer_offset:
+                    stored = self._store_time(addr, topic, int(mq.get("queueId", 0)),
+                                              consumer_offset)  # fmt: skip
+                    if stored is not None:
+                        latency = max(latency, now - stored)
             if model == CLUSTERING:
                 fams["rocketmq_group_get_latency_by_storetime"].set(
                     (first_cluster, broker, topic, group), latency)
@@ -323,6 +342,11 @@ class MetricsCollector:
             family = "rocketmq_group_retrydiff" if topic.startswith(RETRY_PREFIX) else \
                 "rocketmq_group_diff"  # fmt: skip
             fams[family].set((group, topic, online, model), diff)
+
+
+def _store_time_of(resp: RemotingCommand) -> int | None:
+    msgs = decode_messages(bytes(resp.body)) if resp.code == 0 and resp.body else []
+    return msgs[0].store_timestamp if msgs else None
 
 
 def _escape_label(value: str) -> str:

@@ -90,8 +90,10 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
             time.sleep(0.05)
         c.close()
         assert len(got) == 20
+        late_begin = time.time() * 1000
         for i in range(7):  # a backlog of 7 for the (now offline) group
             p.send(Message(TOPIC, b"late%d" % i))
+        late_end = time.time() * 1000
     def put_tps() -> float:  # the admin code the exporter reads producer_tps from
         with BlockingClient(("127.0.0.1", port)) as c:
             r = c.invoke(RemotingCommand.request(RC.VIEW_BROKER_STATS_DATA, {
@@ -101,7 +103,9 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
     console, base = _console(tmp_path, namesrv)
     try:
         before = put_tps()
+        scrape_begin = time.time() * 1000
         samples = _samples(_get(base + "/metrics"))
+        scrape_end = time.time() * 1000
         after = put_tps()  # the stats move on sample boundaries: the scrape saw one of these
         with BlockingClient(("127.0.0.1", port)) as c:
             stats = c.invoke(RemotingCommand.request(RC.GET_CONSUME_STATS, {
@@ -138,6 +142,10 @@ def test_metrics_match_the_admin_codes_under_known_traffic(up: tuple[int, int],
     assert diff[0].value == broker_total - consumer_total == 7
     assert one("rocketmq_producer_offset", topic=TOPIC) == 27
     assert one("rocketmq_consumer_offset", topic=TOPIC, group="metrics_cg") == 20
+    # the age of the group's first unconsumed message (one of the late ones): stored between
+    # late_begin and late_end, measured between scrape_begin and scrape_end
+    latency = one("rocketmq_group_get_latency_by_storetime", topic=TOPIC, group="metrics_cg")
+    assert scrape_begin - late_end - 1 <= latency <= scrape_end - late_begin + 1
     table = json_object(runtime)["table"]
     assert one("rocketmq_brokeruntime_commitlog_maxoffset", brokerIP=addr) == \
         float(table["commitLogMaxOffset"])  # fmt: skip
