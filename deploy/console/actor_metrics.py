@@ -56,9 +56,27 @@ def actor_processes(uid: int | None = None) -> Iterator[ActorProcess]:
 
 @dataclass
 class ActorMetrics:
-    """Per-role CPU, memory and replacements, remembered across scrapes."""
+    """Per-role CPU, memory and replacements, remembered across scrapes.
+
+    A replacement is a process of a role first seen while the role already had its most
+    processes alive at once: the role's distinct processes beyond that peak. A role that
+    only stopped counts none."""
 
     seen: dict[str, set[tuple[int, int]]] = field(default_factory=dict)  # role -> (pid, start)
+    peak: dict[str, int] = field(default_factory=dict)  # role -> most processes alive at once
+
+    def observe(self, procs: list[ActorProcess]) -> dict[str, list[ActorProcess]]:
+        """Note this scrape's live processes; them by role."""
+        live: dict[str, list[ActorProcess]] = {}
+        for p in procs:
+            live.setdefault(p.role, []).append(p)
+        for role, ps in live.items():
+            self.seen.setdefault(role, set()).update((p.pid, p.started_ticks) for p in ps)
+            self.peak[role] = max(self.peak.get(role, 0), len(ps))
+        return live
+
+    def replacements(self, role: str) -> int:
+        return len(self.seen.get(role, ())) - self.peak.get(role, 0)
 
     def families(self) -> list[Family]:
         cpu = Family("actormq_actor_cpu_seconds_total", "CPU time of the role's processes",
@@ -69,17 +87,13 @@ class ActorMetrics:
         restarts = Family("actormq_actor_restarts_total",
                           "times a supervisor replaced the role's process, as seen by this "
                           "console", ("role",))  # fmt: skip
-        live: dict[str, list[ActorProcess]] = {}
-        for p in actor_processes():
-            live.setdefault(p.role, []).append(p)
+        live = self.observe(list(actor_processes()))
         for role, ps in sorted(live.items()):
             cpu.set((role,), sum(p.cpu_s for p in ps))
             rss.set((role,), sum(p.rss_bytes for p in ps))
             procs.set((role,), len(ps))
-            known = self.seen.setdefault(role, set())
-            known.update((p.pid, p.started_ticks) for p in ps)
-        for role, known in sorted(self.seen.items()):
-            restarts.set((role,), max(0, len(known) - len(live.get(role, ())) or 0))
+        for role in sorted(self.seen):
+            restarts.set((role,), self.replacements(role))
         up = Family("actormq_console_scrape_timestamp_seconds", "when this scrape ran", ())
         up.set((), round(time.time(), 3))
         return [cpu, rss, procs, restarts, up]
