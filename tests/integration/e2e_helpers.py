@@ -324,3 +324,28 @@ def wait_pullable(cl: BlockingClient, topic: str) -> None:
 
 def pull_e2e(cl: BlockingClient, topic: str, qid: int, offset: int, **kw: object):
     return cl.invoke(pull_cmd("e2e_cg", topic, qid, offset, **kw), RPC_TIMEOUT_S)
+
+
+def consume_until(namesrv: str, group: str, topic: str, want: set[bytes], timeout_s: float = 30.0,
+                  **settings: Any) -> set[bytes]:  # fmt: skip
+    """Our PushConsumer (from the first offset, `settings` besides) until it has handled every
+    body of `want` or timeout_s passes; closed (a traced one sends its records then); the
+    bodies of `want` it got."""
+    from actors.client import ConsumeResult, PushConsumer
+
+    got: set[bytes] = set()
+
+    def handle(msgs: tuple[Any, ...]) -> ConsumeResult:
+        got.update(m.body for m in msgs)
+        return ConsumeResult.SUCCESS
+
+    c = PushConsumer(group, namesrv=namesrv, handler=handle, consume_from="first", **settings)
+    c.subscribe(topic, "*")
+    c.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not want <= got and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        c.close()
+    return got & want

@@ -22,7 +22,12 @@ from deploy.wire import BlockingClient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 from protocol.headers import GetRouteInfoRequestHeader
-from tests.integration.e2e_helpers import closed_by_server, create_topic_cmd, start_up_process
+from tests.integration.e2e_helpers import (
+    closed_by_server,
+    consume_until,
+    create_topic_cmd,
+    start_up_process,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -71,30 +76,14 @@ def _route(ns: int, tls: TlsConfig | None) -> RemotingCommand:
 
 def _round_trip(ns: int, use_tls: Any, group: str, n: int = 6) -> set[bytes]:
     """n sends by our Producer and what our PushConsumer gets back (bounded)."""
-    from actors.client import ConsumeResult, Message, Producer, PushConsumer
+    from actors.client import Message, Producer
 
     namesrv = f"127.0.0.1:{ns}"
     bodies = {f"{group}-{i}".encode() for i in range(n)}
     with Producer(f"{group}_pg", namesrv=namesrv, use_tls=use_tls) as p:
         for body in sorted(bodies):
             assert p.send(Message(TOPIC, body)).status == "SEND_OK"
-    got: set[bytes] = set()
-
-    def handle(msgs: tuple[Any, ...]) -> ConsumeResult:
-        got.update(m.body for m in msgs)
-        return ConsumeResult.SUCCESS
-
-    c = PushConsumer(f"{group}_cg", namesrv=namesrv, handler=handle, consume_from="first",
-                     use_tls=use_tls)  # fmt: skip
-    c.subscribe(TOPIC, "*")
-    c.start()
-    try:
-        deadline = time.monotonic() + 30.0
-        while not bodies <= got and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        c.close()
-    return got & bodies
+    return consume_until(namesrv, f"{group}_cg", TOPIC, bodies, use_tls=use_tls)
 
 
 def _plain_frame_closed(port: int) -> bool:

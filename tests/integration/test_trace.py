@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from deploy.wire import BlockingClient
-from tests.integration.e2e_helpers import create_topic_cmd, start_up_process, wait_until
+from tests.integration.e2e_helpers import (
+    consume_until,
+    create_topic_cmd,
+    start_up_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -37,25 +40,7 @@ def trace_up(tmp_path: Path) -> Iterator[tuple[int, int]]:
 
 def _consume(ns: int, group: str, want: set[bytes]) -> None:
     """Our PushConsumer with enable_trace until it has handled `want` (bounded), closed."""
-    from actors.client import ConsumeResult, PushConsumer
-
-    got: set[bytes] = set()
-
-    def handle(msgs: tuple[Any, ...]) -> ConsumeResult:
-        got.update(m.body for m in msgs)
-        return ConsumeResult.SUCCESS
-
-    c = PushConsumer(group, namesrv=f"127.0.0.1:{ns}", handler=handle, consume_from="first",
-                     enable_trace=True)  # fmt: skip
-    c.subscribe(TOPIC, "*")
-    c.start()
-    try:
-        deadline = time.monotonic() + 30.0
-        while not want <= got and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        c.close()  # sends what its trace dispatcher still holds
-    assert want <= got
+    assert consume_until(f"127.0.0.1:{ns}", group, TOPIC, want, enable_trace=True) == want
 
 
 def _admin_trace(ns: int, msg_id: str) -> str | None:
