@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 from deploy.admin_ext import (
     Usage,
@@ -113,35 +114,58 @@ def _timestamp(text: str) -> int:
         raise Usage(f"bad timestamp {text!r}: ms, now, or yyyy-MM-dd#HH:mm:ss:SSS") from None
 
 
-def cmd_reset_offset(a: argparse.Namespace) -> int:
-    """resetOffsetByTime: every master of the topic moves the group's clients to a time; for a
-    group with no client online the offsets are written directly (ResetOffsetByTimeOldCommand)."""
-    ts = _timestamp(a.timestamp)
-    ext = {"topic": a.topic, "group": a.group, "timestamp": ts,
-           "isForce": "true" if a.force else "false"}  # fmt: skip
-    route = topic_route(a.namesrv, a.topic)
-    masters = route_masters(route)
-    for name, addr in sorted(masters.items()):
+@dataclass(frozen=True)
+class ResetQueue:
+    """Where one queue of a reset left the group (offline: written directly, no client was
+    told)."""
+
+    topic: str
+    broker: str
+    queue_id: int
+    offset: int
+    offline: bool
+
+
+def reset_offset_by_time(namesrv: str, topic: str, group: str, ts: int,
+                         force: bool) -> list[ResetQueue]:  # fmt: skip
+    """resetOffsetByTime (ts -1: each queue's max offset): every master of the topic moves the
+    group's clients to the time; a group with no client online has its offsets written
+    directly (ResetOffsetByTimeOldCommand)."""
+    ext = {"topic": topic, "group": group, "timestamp": ts,
+           "isForce": "true" if force else "false"}  # fmt: skip
+    route = topic_route(namesrv, topic)
+    out: list[ResetQueue] = []
+    for name, addr in sorted(route_masters(route).items()):
         resp = call(addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, ext, ok=(0, 206))
-        if resp.code == 206:  # CONSUMER_NOT_ONLINE
-            queues = next((q.read_queue_nums for q in route.queue_datas
-                           if q.broker_name == name), 0)  # fmt: skip
-            for qid in range(queues):
-                q = {"topic": a.topic, "queueId": qid}
+        if resp.code == 0:
+            out += [ResetQueue(topic, name, int(mq.get("queueId", 0)), int(off), False)
+                    for mq, off in sorted(offset_table(resp),
+                                          key=lambda p: p[0].get("queueId", 0))]  # fmt: skip
+            continue
+        queues = next((q.read_queue_nums for q in route.queue_datas if q.broker_name == name), 0)
+        for qid in range(queues):  # CONSUMER_NOT_ONLINE
+            q = {"topic": topic, "queueId": qid}
+            if ts == -1:
+                off = header_int(call(addr, RC.GET_MAX_OFFSET, q), "offset")
+            else:
                 off = header_int(call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP, dict(q, timestamp=ts)),
                                  "offset")  # fmt: skip
-                r = call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=a.group),
-                          ok=(0, 22))  # fmt: skip
-                current = header_int(r, "offset") if r.code == 0 else -1
-                if a.force or current < 0 or off < current:
-                    call(addr, RC.UPDATE_CONSUMER_OFFSET,
-                          dict(q, consumerGroup=a.group, commitOffset=off))  # fmt: skip
-                else:
-                    off = current
-                echo(f"{a.topic:<32} {name:<20} queue {qid}: offset {off} (group offline)")
-            continue
-        for mq, off in sorted(offset_table(resp), key=lambda p: p[0].get("queueId", 0)):
-            echo(f"{a.topic:<32} {name:<20} queue {mq.get('queueId')}: offset {off}")
+            r = call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=group), ok=(0, 22))
+            current = header_int(r, "offset") if r.code == 0 else -1
+            if force or current < 0 or off < current:
+                call(addr, RC.UPDATE_CONSUMER_OFFSET,
+                     dict(q, consumerGroup=group, commitOffset=off))  # fmt: skip
+            else:
+                off = current
+            out.append(ResetQueue(topic, name, qid, off, True))
+    return out
+
+
+def cmd_reset_offset(a: argparse.Namespace) -> int:
+    """resetOffsetByTime: see reset_offset_by_time."""
+    for r in reset_offset_by_time(a.namesrv, a.topic, a.group, _timestamp(a.timestamp), a.force):
+        echo(f"{r.topic:<32} {r.broker:<20} queue {r.queue_id}: offset {r.offset}"
+             + (" (group offline)" if r.offline else ""))
     return 0
 
 

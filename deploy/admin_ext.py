@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from actors.runtime.tls import TlsConfig
@@ -57,17 +58,78 @@ class ClientSettings:
 
 CLIENT = ClientSettings()
 
+IDLE_KEPT = 8  # idle connections kept per server
+
+
+@dataclass
+class ConnectionPool:
+    """Connections to each server kept open between requests, as DefaultMQAdminExt keeps its
+    channels: the console asks a broker hundreds of things per page. A connection is checked
+    out by one request at a time (any thread) and closed, never returned, after any error."""
+
+    idle: dict[tuple[str, TlsConfig | None], list[BlockingClient]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        key = (addr, CLIENT.tls)
+        with self.lock:
+            kept = self.idle.get(key)
+            cl = kept.pop() if kept else None
+        if cl is not None:
+            try:
+                resp = cl.invoke(cmd, timeout_s)
+            except TimeoutError:  # the server is slow, not gone: no second try
+                cl.close()
+                raise
+            except (OSError, ProtocolError):  # closed by the server while idle: once afresh
+                cl.close()
+                cl = None
+            else:
+                self._keep(key, cl)
+                return resp
+        cl = BlockingClient(addr, tls=CLIENT.tls)
+        try:
+            resp = cl.invoke(cmd, timeout_s)
+        except BaseException:
+            cl.close()
+            raise
+        self._keep(key, cl)
+        return resp
+
+    def _keep(self, key: tuple[str, TlsConfig | None], cl: BlockingClient) -> None:
+        with self.lock:
+            kept = self.idle.setdefault(key, [])
+            if len(kept) < IDLE_KEPT:
+                kept.append(cl)
+                return
+        cl.close()
+
+    def close(self) -> None:
+        with self.lock:
+            conns = [c for kept in self.idle.values() for c in kept]
+            self.idle.clear()
+        for c in conns:
+            c.close()
+
+
+POOL = ConnectionPool()
+
 
 def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
-          ok: tuple[int, ...] = (0,)) -> RemotingCommand:
-    """One request on a fresh connection; AdminError unless the code is in `ok`."""
+         ok: tuple[int, ...] = (0,)) -> RemotingCommand:
+    """One request (on a kept connection when there is one); AdminError unless the code is in
+    `ok`."""
     fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
-    cmd = RemotingCommand.request(code, fields or None, body)
+    return invoke(addr, RemotingCommand.request(code, fields or None, body), ok)
+
+
+def invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (0,)) -> RemotingCommand:
+    """`cmd`, signed when the CLI has credentials, sent to `addr`; AdminError unless the
+    answer's code is in `ok`."""
     if CLIENT.credentials is not None:
         CLIENT.credentials.sign(cmd)
     try:
-        with BlockingClient(addr, tls=CLIENT.tls) as cl:
-            resp = cl.invoke(cmd, RPC_TIMEOUT_S)
+        resp = POOL.invoke(addr, cmd, RPC_TIMEOUT_S)
     except (OSError, TimeoutError, ProtocolError) as exc:
         raise AdminError(f"{addr}: {exc}") from None
     if resp.code not in ok:

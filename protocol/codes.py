@@ -107,6 +107,7 @@ class RequestCode(_NamedCode):
     DELETE_ACL_CONFIG = 51
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54  # RocketMQ 4.7-4.8 (4.9 dropped it): accounts, no secrets
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102

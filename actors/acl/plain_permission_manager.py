@@ -45,7 +45,7 @@ SUB: Final = 1 << 3
 ADMIN_CODES: Final = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG,
     RequestCode.DELETE_TOPIC_IN_BROKER, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-    RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
 })  # fmt: skip
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC
 KEY_MIN_LENGTH: Final = 6  # ACCESS_KEY_MIN_LENGTH, SECRET_KEY_MIN_LENGTH: longer than this
@@ -377,6 +377,20 @@ class PlainPermissionManager:
         data["globalWhiteRemoteAddresses"] = list(addrs)
         self._write(target, data)
         return True
+
+    def access_configs(self) -> list[dict[str, Any]]:
+        """Every account as its file has it, without its secret key (each file read afresh;
+        a file that no longer parses is left out)."""
+        out: list[dict[str, Any]] = []
+        for path in acl_files(self.home, self.acl_file):
+            try:
+                entries = self._read(path).get("accounts") or []
+            except AclError:
+                continue
+            for e in entries if isinstance(entries, list) else []:
+                if isinstance(e, dict) and e.get("accessKey") is not None:
+                    out.append({k: v for k, v in e.items() if k != "secretKey"})
+        return out
 
     def versions(self) -> dict[str, dict[str, int]]:
         """getAllAclConfigVersion: each file's {counter, timestamp}."""

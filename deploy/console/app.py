@@ -1,134 +1,87 @@
 """The console's web application: pages and /metrics over a RocketMQ 4.x name server.
 
-Mirrors what apache/rocketmq-dashboard shows (its ClusterController for the front page) and what
-rocketmq-exporter serves (/metrics), server-rendered with Flask and Jinja templates (every
-value escaped). Each request asks the cluster afresh through the admin codes
-(deploy/admin_ext); an unreachable cluster shows as an error on the page, never a trace.
+Mirrors what apache/rocketmq-dashboard shows and what rocketmq-exporter serves (/metrics),
+server-rendered with Flask and Jinja templates (every value escaped). Each page asks the cluster
+afresh through the admin codes (deploy/admin_ext, over kept connections); the charts read the
+history the sampler keeps. An unreachable cluster or a refused request shows as an error on the
+page, never a trace. Every form that changes something carries the console's token, and a post
+without it is refused (a page of another site cannot post here).
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
-from typing import Any
+import secrets
 
-from flask import Flask, Response, render_template, request
+from flask import Flask, Response, abort, render_template, request
+from markupsafe import Markup, escape
+from werkzeug.exceptions import HTTPException
 
-from deploy.admin_ext import AdminError, call, cluster_info, json_object
+from deploy.admin_ext import AdminError
+from deploy.console.acl_controller import acl_pages
 from deploy.console.actor_metrics import ActorMetrics
+from deploy.console.cluster_controller import cluster_pages
+from deploy.console.cluster_service import sample
+from deploy.console.consumer_controller import consumer_pages
+from deploy.console.history import DEFAULT_INTERVAL_S, ClusterSampler, MetricsHistory
+from deploy.console.message_controller import message_pages
+from deploy.console.message_service import short_preview
 from deploy.console.metrics import MetricsCollector, exposition
-from deploy.console.views import (
-    group_rows,
-    message_trace,
-    producer_rows,
-    topic_detail,
-    topic_rows,
-)
-from protocol.codes import RequestCode as RC
-from protocol.trace import TRACE_TOPIC
+from deploy.console.pages import Console
+from deploy.console.topic_controller import topic_pages
 
 log = logging.getLogger(__name__)
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+CSRF_FIELD = "csrf_token"
 
 
-def _broker_rows(namesrv: str) -> list[dict[str, Any]]:
-    """One row per broker address: what the dashboard's cluster page shows."""
-    info = cluster_info(namesrv)
-    rows = []
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for name in sorted(names):
-            bd = info.broker_addr_table.get(name)
-            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                row: dict[str, Any] = {"cluster": cluster, "broker": name, "id": bid,
-                                       "addr": addr, "error": ""}
-                try:
-                    table = json_object(call(addr, RC.GET_BROKER_RUNTIME_INFO)).get("table", {})
-                except (AdminError, ValueError) as exc:
-                    row["error"] = str(exc)
-                    table = {}
-                row.update(version=table.get("brokerVersionDesc", ""),
-                           put_tps=str(table.get("putTps", "")).split(" ")[0],
-                           get_tps=str(table.get("getTotalTps", "")).split(" ")[0],
-                           disk=table.get("commitLogDiskRatio", ""),
-                           commitlog_max=table.get("commitLogMaxOffset", ""),
-                           today_in=table.get("msgPutTotalTodayNow", ""),
-                           today_out=table.get("msgGetTotalTodayNow", ""))
-                rows.append(row)
-    return rows
-
-
-def create_app(namesrv: str) -> Flask:
-    """The console for the cluster of `namesrv` (host:port)."""
+def create_app(namesrv: str, sample_interval_s: float = DEFAULT_INTERVAL_S) -> Flask:
+    """The console for the cluster of `namesrv` (host:port); the charts sample the cluster
+    every `sample_interval_s` (0: no sampling, no charts)."""
     app = Flask(__name__)
+    app.secret_key = secrets.token_bytes(32)  # the flashed messages' cookie, this process only
+    console = Console(namesrv, MetricsHistory(), secrets.token_urlsafe(32))
+    if sample_interval_s > 0:
+        console.sampler = ClusterSampler(console.history, lambda: sample(namesrv),
+                                         sample_interval_s)  # fmt: skip
+        console.sampler.start()
+    app.extensions["actormq"] = console
+    app.add_template_filter(short_preview, "string_preview")
     collector = MetricsCollector(namesrv)
     actors = ActorMetrics()
 
-    @app.get("/")
-    def cluster_page() -> str:
-        error, rows = "", []
-        try:
-            rows = _broker_rows(namesrv)
-        except (AdminError, ValueError) as exc:
-            error = f"the name server {namesrv} did not answer: {exc}"
-        return render_template("cluster.html", namesrv=namesrv, rows=rows, error=error)
+    @app.context_processor
+    def shared() -> dict[str, object]:
+        def csrf_field() -> Markup:
+            return Markup('<input type="hidden" name="{}" value="{}">').format(
+                CSRF_FIELD, escape(console.csrf_token))
 
-    @app.get("/topics")
-    def topics_page() -> str:
-        error, rows = "", []
-        try:
-            rows = topic_rows(namesrv)
-        except (AdminError, ValueError) as exc:
-            error = f"topics not read: {exc}"
-        return render_template("topics.html", namesrv=namesrv, rows=rows, error=error)
+        return {"namesrv": namesrv, "csrf_field": csrf_field}
 
-    @app.get("/topic/<name>")
-    def topic_page(name: str) -> str:
-        error, detail = "", None
-        try:
-            detail = topic_detail(namesrv, name)
-        except (AdminError, ValueError) as exc:
-            error = f"topic {name} not read: {exc}"
-        return render_template("topic.html", namesrv=namesrv, name=name, detail=detail,
-                               error=error)  # fmt: skip
+    @app.before_request
+    def check_token() -> None:
+        if request.method == "POST":
+            sent = request.form.get(CSRF_FIELD, "")
+            if not hmac.compare_digest(sent.encode(), console.csrf_token.encode()):
+                abort(403, "the form's token is missing or wrong: a page of another site "
+                           "cannot post to this console")  # fmt: skip
 
-    @app.get("/producers")
-    def producers_page() -> str:
-        topic = (request.args.get("topic") or "").strip()
-        group = (request.args.get("group") or "").strip()
-        error, rows = "", []
-        if topic and group:
-            try:
-                rows = producer_rows(namesrv, topic, group)
-                if not rows:
-                    error = f"no producer of group {group} is connected to the brokers of {topic}"
-            except (AdminError, ValueError) as exc:
-                error = f"producers not read: {exc}"
-        return render_template("producers.html", namesrv=namesrv, topic=topic, group=group,
-                               rows=rows, error=error)  # fmt: skip
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> tuple[str, int]:
+        return render_template("error.html", error=f"{exc.code} {exc.name}: "
+                               f"{exc.description}"), exc.code or 500  # fmt: skip
 
-    @app.get("/groups")
-    def groups_page() -> str:
-        error, rows = "", []
-        try:
-            rows = group_rows(namesrv)
-        except (AdminError, ValueError) as exc:
-            error = f"consumer groups not read: {exc}"
-        return render_template("groups.html", namesrv=namesrv, rows=rows, error=error)
+    @app.errorhandler(AdminError)
+    def admin_error(exc: AdminError) -> tuple[str, int]:
+        return render_template("error.html", error=str(exc)), 502
 
-    @app.get("/trace")
-    def trace_page() -> str:
-        msg_id = (request.args.get("msgId") or "").strip()
-        topic = (request.args.get("traceTopic") or "").strip() or TRACE_TOPIC
-        error, views = "", []
-        if msg_id:
-            try:
-                views = message_trace(namesrv, msg_id, topic)
-                if not views:
-                    error = f"no trace of message {msg_id} in {topic}"
-            except (AdminError, ValueError) as exc:
-                error = f"trace not read: {exc}"
-        return render_template("trace.html", namesrv=namesrv, msg_id=msg_id, trace_topic=topic,
-                               views=views, error=error)  # fmt: skip
+    @app.errorhandler(Exception)
+    def any_error(exc: Exception) -> tuple[str, int]:
+        log.exception("console page %s failed", request.path)
+        return render_template("error.html", error=f"the console failed on this page "
+                               f"({type(exc).__name__}); its log has the details"), 500
 
     @app.get("/metrics")
     def metrics() -> Response:
@@ -139,4 +92,11 @@ def create_app(namesrv: str) -> Flask:
             log.warning("metrics: cluster not scraped: %s", exc)
         return Response(exposition(families), mimetype=None, content_type=PROMETHEUS_TEXT)
 
+    for blueprint in (cluster_pages, topic_pages, consumer_pages, message_pages, acl_pages):
+        app.register_blueprint(blueprint)
     return app
+
+
+def console_of(app: Flask) -> Console:
+    console: Console = app.extensions["actormq"]
+    return console

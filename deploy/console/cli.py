@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from deploy.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
+from deploy.console.history import DEFAULT_INTERVAL_S
 
 EXIT_USAGE = 2
 DEFAULT_PORT = 8080
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--access-key", default=os.environ.get(ACCESS_KEY_ENV))
     p.add_argument("--secret-key", default=os.environ.get(SECRET_KEY_ENV))
     p.add_argument("--use-tls", action="store_true", help="TLS to the name server and brokers")
+    p.add_argument("--sample-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
+                   help=f"how often the charts sample the cluster (default {DEFAULT_INTERVAL_S:g};"
+                        " 0 = no charts)")
     return p
 
 
@@ -55,12 +59,15 @@ def serve(app: Any, host: str, port: int, stop: threading.Event,
 class ConsoleThread:
     """The console served from a thread of another process (`actormq up`'s launcher)."""
 
-    def __init__(self, namesrv: str, host: str, port: int) -> None:
+    def __init__(self, namesrv: str, host: str, port: int,
+                 sample_interval_s: float = DEFAULT_INTERVAL_S) -> None:  # fmt: skip
         from werkzeug.serving import make_server
 
-        from deploy.console.app import create_app
+        from deploy.console.app import console_of, create_app
 
-        self.server = make_server(host, port, create_app(namesrv), threaded=True)
+        app = create_app(namesrv, sample_interval_s)
+        self.console = console_of(app)
+        self.server = make_server(host, port, app, threaded=True)
         self.port = int(self.server.server_port)
         self.thread = threading.Thread(target=self.server.serve_forever, name="console",
                                        daemon=True)  # fmt: skip
@@ -69,17 +76,21 @@ class ConsoleThread:
     def stop(self) -> None:
         self.server.shutdown()
         self.thread.join(5.0)
+        self.console.stop()
 
 
 def main(argv: list[str]) -> int:
     from actors.runtime.tls import TlsConfig
     from deploy.admin_ext import CLIENT
-    from deploy.console.app import create_app
+    from deploy.console.app import console_of, create_app
     from protocol.acl import SessionCredentials
 
     args = build_parser().parse_args(argv)
     if (args.access_key is None) != (args.secret_key is None):
         sys.stderr.write("actormq console: pass both --access-key and --secret-key\n")
+        return EXIT_USAGE
+    if args.sample_interval < 0:
+        sys.stderr.write("actormq console: --sample-interval must be 0 or more seconds\n")
         return EXIT_USAGE
     if not 0 <= args.port <= 65535:
         sys.stderr.write(f"actormq console: --port {args.port} is not a port\n")
@@ -98,9 +109,12 @@ def main(argv: list[str]) -> int:
                          f"(name server {args.namesrv})\n")
         sys.stdout.flush()
 
+    app = create_app(args.namesrv, args.sample_interval)
     try:
-        serve(create_app(args.namesrv), args.host, args.port, stop, ready)
+        serve(app, args.host, args.port, stop, ready)
     except OSError as exc:
         sys.stderr.write(f"actormq console: cannot listen on {args.host}:{args.port}: {exc}\n")
         return EXIT_USAGE
+    finally:
+        console_of(app).stop()
     return 0

@@ -202,6 +202,7 @@ BROKER_PROCESSOR_GROUPS: tuple[ProcessorGroup, ...] = (
                 RC.DELETE_ACL_CONFIG,
                 RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
                 RC.GET_BROKER_CLUSTER_ACL_INFO,
+                RC.GET_BROKER_CLUSTER_ACL_CONFIG,
             }
         ),
         _wait_other,

@@ -136,6 +136,7 @@ class AdminBrokerProcessor(CodeDispatchCore):
             RC.DELETE_ACL_CONFIG: acl.delete_access_config,
             RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
             RC.GET_BROKER_CLUSTER_ACL_INFO: acl.acl_config_version,
+            RC.GET_BROKER_CLUSTER_ACL_CONFIG: acl.acl_config,
         }
 
     # --- topics ---------------------------------------------------------------------------
