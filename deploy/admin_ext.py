@@ -96,6 +96,21 @@ class ConnectionPool:
         self._keep(key, cl)
         return resp
 
+    def invoke_many(self, addr: str, cmds: list[RemotingCommand],
+                    timeout_s: float) -> list[RemotingCommand]:  # fmt: skip
+        """`cmds` written at once on a fresh connection (a batch is not retried on one the
+        server may have closed while it was idle), their answers in order; the connection is
+        kept afterwards."""
+        key = (addr, CLIENT.tls)
+        cl = BlockingClient(addr, tls=CLIENT.tls)
+        try:
+            answers = cl.invoke_many(cmds, timeout_s)
+        except BaseException:
+            cl.close()
+            raise
+        self._keep(key, cl)
+        return answers
+
     def _keep(self, key: tuple[str, TlsConfig | None], cl: BlockingClient) -> None:
         with self.lock:
             kept = self.idle.setdefault(key, [])
@@ -135,6 +150,25 @@ def invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (0,)) -> Remot
     if resp.code not in ok:
         raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
     return resp
+
+
+def invoke_all(addr: str, cmds: list[RemotingCommand],
+               ok: tuple[int, ...] = (0,)) -> list[RemotingCommand]:  # fmt: skip
+    """`cmds` pipelined to `addr` on one connection (signed as invoke signs); their answers in
+    order; AdminError when any answer's code is not in `ok`."""
+    if not cmds:
+        return []
+    if CLIENT.credentials is not None:
+        for cmd in cmds:
+            CLIENT.credentials.sign(cmd)
+    try:
+        answers = POOL.invoke_many(addr, cmds, RPC_TIMEOUT_S)
+    except (OSError, TimeoutError, ProtocolError) as exc:
+        raise AdminError(f"{addr}: {exc}") from None
+    for resp in answers:
+        if resp.code not in ok:
+            raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
+    return answers
 
 
 def header_int(resp: RemotingCommand, name: str) -> int:

@@ -2,18 +2,23 @@
 
 Ours (RocketMQ has no such thing): every actor process names itself `amq-<role>`
 (actors.runtime.watch.name_process), so /proc tells the console which roles run here, their
-CPU time and resident memory, and (by the process ids it has seen for a role across scrapes)
-how often a supervisor replaced one. Only the console user's own processes are looked at.
+CPU time and resident memory, the bytes waiting unread in its channels (deploy.console.
+socket_queues), and (by the process ids it has seen for a role across scrapes) how often a
+supervisor replaced one. Only the console user's own processes are looked at.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from deploy.console.metrics import Family
+from deploy.console.socket_queues import unix_queue_bytes
+
+log = logging.getLogger(__name__)
 
 PREFIX = "amq-"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -84,6 +89,9 @@ class ActorMetrics:
         rss = Family("actormq_actor_resident_memory_bytes",
                      "resident memory of the role's processes", ("role",))  # fmt: skip
         procs = Family("actormq_actor_processes", "live processes of the role", ("role",))
+        queued = Family("actormq_actor_channel_queue_bytes",
+                        "bytes waiting unread in the role's channels (Unix stream sockets)",
+                        ("role",))  # fmt: skip
         restarts = Family("actormq_actor_restarts_total",
                           "times a supervisor replaced the role's process, as seen by this "
                           "console", ("role",))  # fmt: skip
@@ -92,8 +100,16 @@ class ActorMetrics:
             cpu.set((role,), sum(p.cpu_s for p in ps))
             rss.set((role,), sum(p.rss_bytes for p in ps))
             procs.set((role,), len(ps))
+        try:
+            depth = unix_queue_bytes(p.pid for ps in live.values() for p in ps)
+        except OSError as exc:  # no sock_diag here (a kernel without it): no such figures
+            log.info("channel queue depth not read: %s", exc)
+            depth = {}
+        for role, ps in sorted(live.items()):
+            if depth:
+                queued.set((role,), sum(depth.get(p.pid, 0) for p in ps))
         for role in sorted(self.seen):
             restarts.set((role,), self.replacements(role))
         up = Family("actormq_console_scrape_timestamp_seconds", "when this scrape ran", ())
         up.set((), round(time.time(), 3))
-        return [cpu, rss, procs, restarts, up]
+        return [cpu, rss, procs, queued, restarts, up]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deploy.admin_ext import AdminError, call, cluster_info, json_object
-from deploy.console.consumer_service import consume_stats, group_names
+from deploy.console.consumer_service import consume_stats_of, group_names
 from protocol.codes import RequestCode as RC
 
 
@@ -86,9 +86,9 @@ def sample(namesrv: str) -> dict[str, float]:
         if disk is not None:
             out[f"disk/{label}"] = disk * 100.0
     masters = [(r.broker, r.addr) for r in rows if r.id == 0 and not r.error]
-    for group in group_names(masters):
+    for group, (queues, _tps) in consume_stats_of(masters, group_names(masters)).items():
         lags: dict[str, float] = {}
-        for q in consume_stats(masters, group)[0]:
+        for q in queues:
             lags[q.topic] = lags.get(q.topic, 0) + q.lag
         for topic, lag in lags.items():
             out[f"lag/{group}/{topic}"] = lag

@@ -2,14 +2,12 @@
 connections and running info, reset by time, skipping the backlog and deleting a group.
 
 Mirrors apache/rocketmq-dashboard's ConsumerServiceImpl. The list asks every master for its
-subscription groups, then each group's consume stats and connections, a few groups at a time
-(the console keeps its connections open, so a page of 200 groups is hundreds of short requests,
-not hundreds of connections).
+subscription groups, then every group's consume stats and connections in two pipelined batches
+per master: a page of 200 groups is two writes to each broker, not 400 round trips.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,14 +19,14 @@ from deploy.admin_ext import (
     call,
     cluster_info,
     cluster_masters,
+    invoke_all,
     json_object,
     offset_table,
 )
 from deploy.console.topic_service import ConsoleInputError
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX
 from protocol.codes import RequestCode as RC
-
-PARALLEL = 8  # groups asked at once
+from protocol.command import RemotingCommand
 
 __all__ = ["ConsoleInputError", "ResetQueue", "reset_offset_by_time"]
 
@@ -80,25 +78,48 @@ def group_names(masters: list[tuple[str, str]]) -> list[str]:
     return sorted(groups)
 
 
+def _stats_of(resp: RemotingCommand, broker: str) -> tuple[list[GroupQueue], float]:
+    """A GET_CONSUME_STATS answer's queues and TPS (none when the broker knows no such
+    group)."""
+    if resp.code != 0:
+        return [], 0.0
+    try:
+        tps = float(json_object(resp).get("consumeTps", 0) or 0)
+    except (TypeError, ValueError):
+        tps = 0.0
+    queues = [GroupQueue(str(mq.get("topic", "")), str(mq.get("brokerName", broker)),
+                         int(mq.get("queueId", 0)), int(off.get("brokerOffset", 0)),
+                         int(off.get("consumerOffset", 0)), int(off.get("lastTimestamp", 0)))
+              for mq, off in offset_table(resp)]  # fmt: skip
+    return queues, tps
+
+
+def _stats_cmd(group: str) -> RemotingCommand:
+    return RemotingCommand.request(RC.GET_CONSUME_STATS, {"consumerGroup": group})
+
+
+def _connection_cmd(group: str) -> RemotingCommand:
+    return RemotingCommand.request(RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+
+
 def consume_stats(masters: list[tuple[str, str]], group: str) -> tuple[list[GroupQueue], float]:
     """Every queue the group has an offset on, from every master, and its consume TPS."""
-    queues: list[GroupQueue] = []
-    tps = 0.0
+    return consume_stats_of(masters, [group])[group]
+
+
+def consume_stats_of(masters: list[tuple[str, str]], groups: list[str]
+                     ) -> dict[str, tuple[list[GroupQueue], float]]:  # fmt: skip
+    """consume_stats of many groups: one pipelined batch per master."""
+    out: dict[str, tuple[list[GroupQueue], float]] = {g: ([], 0.0) for g in groups}
     for broker, addr in masters:
-        resp = call(addr, RC.GET_CONSUME_STATS, {"consumerGroup": group}, ok=(0, 17, 206))
-        if resp.code != 0:
-            continue
-        try:
-            tps += float(json_object(resp).get("consumeTps", 0) or 0)
-        except (TypeError, ValueError):
-            pass
-        for mq, off in offset_table(resp):
-            queues.append(GroupQueue(str(mq.get("topic", "")), str(mq.get("brokerName", broker)),
-                                     int(mq.get("queueId", 0)), int(off.get("brokerOffset", 0)),
-                                     int(off.get("consumerOffset", 0)),
-                                     int(off.get("lastTimestamp", 0))))  # fmt: skip
-    queues.sort(key=lambda q: (q.topic, q.broker, q.queue_id))
-    return queues, tps
+        answers = invoke_all(addr, [_stats_cmd(g) for g in groups], ok=(0, 17, 206))
+        for g, resp in zip(groups, answers, strict=True):
+            queues, tps = _stats_of(resp, broker)
+            have, have_tps = out[g]
+            out[g] = (have + queues, have_tps + tps)
+    for queues, _tps in out.values():
+        queues.sort(key=lambda q: (q.topic, q.broker, q.queue_id))
+    return out
 
 
 def connection_list(masters: list[tuple[str, str]], group: str) -> dict[str, Any]:
@@ -111,28 +132,27 @@ def connection_list(masters: list[tuple[str, str]], group: str) -> dict[str, Any
     return {}
 
 
-def _row(masters: list[tuple[str, str]], group: str) -> GroupRow:
-    row = GroupRow(group)
-    try:
-        queues, row.tps = consume_stats(masters, group)
-        conn = connection_list(masters, group)
-    except AdminError as exc:
-        row.error = str(exc)
-        return row
-    row.lag = sum(q.lag for q in queues)
-    row.topics = sorted({q.topic for q in queues})
-    row.clients = len(conn.get("connectionSet", []) or [])
-    row.consume_type = str(conn.get("consumeType") or "")
-    row.message_model = str(conn.get("messageModel") or "")
-    return row
-
-
 def group_rows(namesrv: str) -> list[GroupRow]:
-    """One row per subscription group of any master: clients, TPS, lag and topics."""
+    """One row per subscription group of any master: clients, TPS, lag and topics (two
+    pipelined batches per master, whatever the number of groups)."""
     masters = _masters(namesrv)
     names = group_names(masters)
-    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="console-groups") as pool:
-        return list(pool.map(lambda g: _row(masters, g), names))
+    stats = consume_stats_of(masters, names)
+    conns: dict[str, dict[str, Any]] = {}
+    for _broker, addr in masters:
+        missing = [g for g in names if g not in conns]
+        answers = invoke_all(addr, [_connection_cmd(g) for g in missing], ok=(0, 206))
+        conns.update((g, json_object(r)) for g, r in zip(missing, answers, strict=True)
+                     if r.code == 0)  # fmt: skip
+    rows = []
+    for g in names:
+        queues, tps = stats[g]
+        conn = conns.get(g, {})
+        rows.append(GroupRow(g, len(conn.get("connectionSet", []) or []),
+                             str(conn.get("consumeType") or ""),
+                             str(conn.get("messageModel") or ""), tps,
+                             sum(q.lag for q in queues), sorted({q.topic for q in queues})))
+    return rows
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,15 @@ the exporter reads ours unchanged. The figures come from the admin codes any Roc
 broker serves (cluster info, VIEW_BROKER_STATS_DATA, GET_BROKER_RUNTIME_INFO, topic stats,
 consume stats, consumer connections, producer info), so it works against actormq and the
 reference broker alike. Each scrape asks the cluster afresh (no cache): a broker that does not
-answer is left out of that scrape. Differences: the consumer clients' own figures
-(rocketmq_client_*, which need GET_CONSUMER_RUNNING_INFO relayed to every client) are not
-collected, and the always-empty families of the exporter (group_consume_tps,
-group_consume_total_offset, group_dlqdiff) are left out.
+answer is left out of that scrape. The consumer clients' own figures (rocketmq_client_*) come
+from each online client's running info, relayed by a master (GET_CONSUMER_RUNNING_INFO), in the
+same scrape (the exporter caches them between its own tasks). Left out: the always-empty
+families of the exporter (group_consume_tps, group_consume_total_offset, group_dlqdiff).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -82,6 +83,18 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("rocketmq_broker_qps", "BrokerGetNums", BROKER_LABELS),
     ("rocketmq_broker_commitlog_diff", "brokerCommitLogDiffGauge", BROKER_LABELS),
 )
+CLIENT_LABELS = ("clientAddr", "clientId", "group", "topic")
+# the consumer clients' own figures, from their running info's statusTable (ConsumeStatus):
+# (name, help, ConsumeStatus field)
+CLIENT_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("rocketmq_client_consume_fail_msg_count", "consumerClientFailedMsgCounts",
+     "consumeFailedMsgs"),
+    ("rocketmq_client_consume_fail_msg_tps", "consumerClientFailedTPS", "consumeFailedTPS"),
+    ("rocketmq_client_consume_ok_msg_tps", "consumerClientOKTPS", "consumeOKTPS"),
+    ("rocketmq_client_consume_rt", "consumerClientRT", "consumeRT"),
+    ("rocketmq_client_consumer_pull_rt", "consumerClientPullRT", "pullRT"),
+    ("rocketmq_client_consumer_pull_tps", "consumerClientPullTPS", "pullTPS"),
+)  # fmt: skip
 
 # rocketmq_brokeruntime_<suffix>: (suffix, help, runtime-info key, field of a TPS triple)
 RUNTIME_VALUES: tuple[tuple[str, str, str, int | None], ...] = (
@@ -150,6 +163,8 @@ class MetricsCollector:
 
     def collect(self) -> list[Family]:
         fams = {name: Family(name, help_text, labels) for name, help_text, labels in FAMILIES}
+        fams.update((name, Family(name, help_text, CLIENT_LABELS))
+                    for name, help_text, _field in CLIENT_FAMILIES)  # fmt: skip
         runtime = {s: Family(f"rocketmq_brokeruntime_{s}", h, RUNTIME_LABELS)
                    for s, h, _k, _i in RUNTIME_VALUES}  # fmt: skip
         info = cluster_info(self.namesrv)
@@ -180,7 +195,38 @@ class MetricsCollector:
             fams["rocketmq_group_count"].set((
                 ",".join(str(c.get("clientAddr", "")) for c in conns),
                 ",".join(str(c.get("clientId", "")) for c in conns), group), count)
+        masters = sorted(bd.broker_addrs[0] for bd in info.broker_addr_table.values()
+                         if 0 in bd.broker_addrs)  # fmt: skip
+        for group, (_count, _model, conns) in sorted(connections.items()):
+            for conn in conns:
+                try:
+                    self._client(fams, group, conn, masters)
+                except (AdminError, ValueError) as exc:
+                    log.warning("metrics: client %s of %s skipped: %s", conn.get("clientId"),
+                                group, exc)  # fmt: skip
         return list(fams.values()) + list(runtime.values())
+
+    def _client(self, fams: dict[str, Family], group: str, conn: dict[str, Any],
+                masters: list[str]) -> None:  # fmt: skip
+        """One consumer client's running info (relayed by a master it is connected to): each
+        subscribed topic's ConsumeStatus."""
+        client_id = str(conn.get("clientId", ""))
+        for addr in masters:
+            resp = call(addr, RC.GET_CONSUMER_RUNNING_INFO, {
+                "consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
+                ok=(0, 1, 206))  # fmt: skip
+            if resp.code != 0:
+                continue
+            table = status_table(bytes(resp.body or b"").decode("utf-8", "replace"))
+            for topic, status in (table.items() if isinstance(table, dict) else ()):
+                if not isinstance(status, dict):
+                    continue
+                labels = (conn.get("clientAddr", ""), client_id, group, topic)
+                for name, _help, key in CLIENT_FAMILIES:
+                    value = status.get(key)
+                    if isinstance(value, int | float):
+                        fams[name].set(labels, value)
+            return
 
     # -- brokers ------------------------------------------------------------------------------
     def _stats(self, addr: str, name: str, key: str) -> dict[str, Any] | None:
@@ -342,6 +388,20 @@ class MetricsCollector:
             family = "rocketmq_group_retrydiff" if topic.startswith(RETRY_PREFIX) else \
                 "rocketmq_group_diff"  # fmt: skip
             fams[family].set((group, topic, online, model), diff)
+
+
+def status_table(text: str) -> dict[str, Any]:
+    """A ConsumerRunningInfo's statusTable ({topic: ConsumeStatus}). The whole body is not
+    JSON (fastjson writes mqTable with MessageQueue objects as keys), so only this member is
+    read."""
+    at = text.find('"statusTable":')
+    if at < 0:
+        return {}
+    try:
+        table, _end = json.JSONDecoder().raw_decode(text, at + len('"statusTable":'))
+    except ValueError:
+        return {}
+    return table if isinstance(table, dict) else {}
 
 
 def _store_time_of(resp: RemotingCommand) -> int | None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from deploy.admin_ext import json_object, offset_table
+from deploy.console.metrics import status_table
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
@@ -278,6 +279,30 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
     b.screenshot("trace")
     b.open(f"/producers?topic={TOPIC}&group=browser_traced_pg", "producers")
     assert traffic.traced.client_id in b.text("table#producers")
+
+    # /metrics: the online consumer's own figures (its running info's statusTable) and the
+    # actor channels' depth
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(base + "/metrics", timeout=60) as r:
+        fams = {f.name: f.samples for f in text_string_to_metric_families(r.read().decode())}
+    status = status_table(bytes(_admin(port, RC.GET_CONSUMER_RUNNING_INFO, {
+        "consumerGroup": GROUP, "clientId": traffic.consumer.client_id,
+        "jstackEnable": "false"}).body).decode())[TOPIC]  # fmt: skip
+
+    def client(name: str) -> list[float]:
+        return [s.value for s in fams[name] if s.labels["clientId"] ==
+                traffic.consumer.client_id and s.labels["topic"] == TOPIC
+                and s.labels["group"] == GROUP]  # fmt: skip
+
+    assert client("rocketmq_client_consume_fail_msg_count") == [status["consumeFailedMsgs"]] \
+        == [0]  # fmt: skip
+    for name in ("rocketmq_client_consume_ok_msg_tps", "rocketmq_client_consume_rt",
+                 "rocketmq_client_consumer_pull_rt", "rocketmq_client_consumer_pull_tps",
+                 "rocketmq_client_consume_fail_msg_tps"):
+        assert len(client(name)) == 1 and client(name)[0] >= 0, name
+    depth = {s.labels["role"]: s.value for s in fams["actormq_actor_channel_queue_bytes"]}
+    assert "send" in depth and depth["send"] >= 0, depth
 
     # ACL off; an error on the page, no trace; a post without the token refused
     b.open("/acl", "acl")
