@@ -28,7 +28,7 @@ from deploy.console.history import DEFAULT_INTERVAL_S, ClusterSampler, MetricsHi
 from deploy.console.message_controller import message_pages
 from deploy.console.message_service import short_preview
 from deploy.console.metrics import MetricsCollector, exposition
-from deploy.console.pages import Console
+from deploy.console.pages import Console, when
 from deploy.console.topic_controller import topic_pages
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ def create_app(namesrv: str, sample_interval_s: float = DEFAULT_INTERVAL_S) -> F
         console.sampler.start()
     app.extensions["actormq"] = console
     app.add_template_filter(short_preview, "string_preview")
+    app.add_template_filter(when, "when")
     collector = MetricsCollector(namesrv)
     actors = ActorMetrics()
 

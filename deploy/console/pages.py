@@ -18,7 +18,8 @@ from deploy.admin_ext import AdminError
 from deploy.console.history import ClusterSampler, MetricsHistory
 from deploy.console.topic_service import ConsoleInputError
 
-__all__ = ["Console", "ConsoleInputError", "act", "console", "local_input", "parse_ms", "read"]
+__all__ = ["Console", "ConsoleInputError", "act", "console", "local_input", "parse_ms", "read",
+           "when"]
 
 T = TypeVar("T")
 
@@ -71,6 +72,17 @@ def parse_ms(text: str, what: str) -> int:
         except ValueError:
             continue
     raise ConsoleInputError(f"{what} {text!r} is not a time (yyyy-mm-ddThh:mm[:ss] or ms)")
+
+
+def when(ms: object) -> str:
+    """A time in ms since the epoch as the pages show it (local time, to the ms); "" for 0."""
+    try:
+        value = int(ms)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return str(ms)
+    if value <= 0:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value / 1000)) + f".{value % 1000:03d}"
 
 
 def local_input(ms: float) -> str:

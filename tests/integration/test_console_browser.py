@@ -9,6 +9,7 @@ the consumer's handler. Also: the console's token refuses a cross-site post, a b
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -351,3 +352,49 @@ def test_console_pages_against_rocketmq_4_9_8(reference_build: Path, tmp_path: P
             assert not b.all("p.error")
         finally:
             console.stop()
+
+
+def test_console_with_acl_signs_and_manages_accounts(tmp_path: Path, browser_for: Any) -> None:
+    """`up` with ACL serves its console signed with the admin keys it was given: the ACL page
+    lists the accounts (never a secret key), an account created and deleted through its forms
+    reaches the file; a console without keys shows the refusal on the page."""
+    from tests.integration.test_acl_broker import ACL, ADMIN_ENV
+
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(ACL)
+    run, ns, _port, _data = start_up_process(tmp_path, ADMIN_ENV, console_port=0,
+                                             aclEnable="true", rocketmqHome=str(home))
+    unsigned = None
+    try:
+        run.wait_for("console listening on http://", 60.0)
+        found = re.search(r"console listening on (http://127\.0\.0\.1:\d+)/",
+                          run.out_path.read_text())  # fmt: skip
+        assert found is not None, run.out_path.read_text()
+        b = browser_for(found.group(1))
+        b.open("/acl", "acl-on")
+        assert "ACL is on for broker-a" in b.text("#acl-on")
+        accounts = b.text("table#accounts")
+        assert "adminKey1" in accounts and "subscriber1" in accounts
+        assert "adminSecret1" not in b.driver.page_source and "subSecret1" not in \
+            b.driver.page_source  # fmt: skip
+        assert "10.10.103.*" in b.text("#global-white")
+        flash = b.submit("acl-save", {"access_key": "browserKey1", "secret_key": "browserSec1",
+                                      "topic_perms": "BrowserT=PUB|SUB"})  # fmt: skip
+        assert "account browserKey1 written on broker-a" in flash, flash
+        text = (home / "conf" / "plain_acl.yml").read_text()
+        assert "browserKey1" in text and "BrowserT=PUB|SUB" in text
+        assert "browserKey1" in b.text("table#accounts")
+        row = next(r for r in b.all("table#accounts tbody tr") if "browserKey1" in r.text)
+        row.find_element("css selector", "button").click()
+        b.driver.switch_to.alert.accept()
+        assert b.wait(lambda: "browserKey1" not in (home / "conf" / "plain_acl.yml").read_text(),
+                      30.0)  # fmt: skip
+        unsigned, base = start_console(tmp_path, f"127.0.0.1:{ns}", "--sample-interval", "0")
+        b2 = browser_for(base)
+        b2.open("/acl", "acl-unsigned")
+        assert "not read" in b2.text("p.error") and "Traceback" not in b2.driver.page_source
+    finally:
+        if unsigned is not None:
+            unsigned.stop()
+        run.stop()
