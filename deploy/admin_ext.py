@@ -87,14 +87,7 @@ class ConnectionPool:
             else:
                 self._keep(key, cl)
                 return resp
-        cl = BlockingClient(addr, tls=CLIENT.tls)
-        try:
-            resp = cl.invoke(cmd, timeout_s)
-        except BaseException:
-            cl.close()
-            raise
-        self._keep(key, cl)
-        return resp
+        return self.invoke_many(addr, [cmd], timeout_s)[0]
 
     def invoke_many(self, addr: str, cmds: list[RemotingCommand],
                     timeout_s: float) -> list[RemotingCommand]:  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.client.validators import MessageValidationError, check_group
+from actors.client.validators import check_group
 from deploy.admin_consumer import ResetQueue, reset_offset_by_time
 from deploy.admin_ext import (
     AdminError,
@@ -23,7 +23,7 @@ from deploy.admin_ext import (
     json_object,
     offset_table,
 )
-from deploy.console.topic_service import ConsoleInputError
+from deploy.console.topic_service import ConsoleInputError, checked
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
@@ -58,11 +58,7 @@ class GroupRow:
 
 
 def checked_group(group: str) -> str:
-    try:
-        check_group(group)
-    except MessageValidationError as exc:
-        raise ConsoleInputError(exc.message) from None
-    return group
+    return checked(check_group, group)
 
 
 def _masters(namesrv: str) -> list[tuple[str, str]]:

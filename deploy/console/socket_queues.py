@@ -10,10 +10,11 @@ bytes; `unix_queue_bytes` does the I/O.
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 from collections.abc import Iterable
+
+from deploy.procinfo import socket_inodes
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -78,23 +79,6 @@ def unix_queues() -> dict[int, int]:
             if done:
                 break
         return found
-
-
-def socket_inodes(pid: int) -> set[int]:
-    """The socket inodes process `pid` holds open (empty when it is gone or not ours)."""
-    out: set[int] = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return out
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            out.add(int(target[8:-1]))
-    return out
 
 
 def unix_queue_bytes(pids: Iterable[int]) -> dict[int, int]:

@@ -10,6 +10,7 @@ per-queue offsets are on the topic's own page. A test message is sent as our pro
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from actors.client.errors import MQBrokerError
@@ -142,12 +143,17 @@ def _queue_count(text: str, what: str) -> int:
     return n
 
 
-def checked_topic(name: str) -> str:
+def checked(check: Callable[[str], None], name: str) -> str:
+    """`name` when `check` (a client validator) passes it, else ConsoleInputError."""
     try:
-        check_topic(name)
+        check(name)
     except MessageValidationError as exc:
         raise ConsoleInputError(exc.message) from None
     return name
+
+
+def checked_topic(name: str) -> str:
+    return checked(check_topic, name)
 
 
 def create_or_update_topic(namesrv: str, cluster: str | None, topic: str, read_queues: str,

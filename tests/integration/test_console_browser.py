@@ -23,6 +23,7 @@ import pytest
 from deploy.admin_ext import json_object, offset_table
 from deploy.console.metrics import status_table
 from deploy.wire import BlockingClient
+from protocol.acl import sign_ext
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 from protocol.message import decode_offset_msg_id
@@ -363,10 +364,19 @@ def test_console_with_acl_signs_and_manages_accounts(tmp_path: Path, browser_for
     home = tmp_path / "home"
     (home / "conf").mkdir(parents=True)
     (home / "conf" / "plain_acl.yml").write_text(ACL)
-    run, ns, _port, _data = start_up_process(tmp_path, ADMIN_ENV, console_port=0,
-                                             aclEnable="true", rocketmqHome=str(home))
+    run, ns, port, _data = start_up_process(tmp_path, ADMIN_ENV, console_port=0,
+                                            aclEnable="true", rocketmqHome=str(home))
     unsigned = None
     try:
+        admins_only = ((("subscriber1", "subSecret1"), 1), (("adminKey1", "adminSecret1"), 0))
+        for keys, code in admins_only:  # 1: SYSTEM_ERROR with the AclException remark
+            ext: dict[str, str] = {}
+            sign_ext(ext, b"", *keys)
+            with BlockingClient(("127.0.0.1", port)) as c:  # the accounts: admins only
+                got = c.invoke(RemotingCommand.request(RC.GET_BROKER_CLUSTER_ACL_CONFIG, ext),
+                               10.0)  # fmt: skip
+            assert got.code == code, (keys, got.code, got.remark)
+            assert b"subSecret1" not in bytes(got.body or b"")
         run.wait_for("console listening on http://", 60.0)
         found = re.search(r"console listening on (http://127\.0\.0\.1:\d+)/",
                           run.out_path.read_text())  # fmt: skip

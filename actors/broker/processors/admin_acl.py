@@ -84,15 +84,12 @@ class AclAdmin:
         addresses and the accounts, for admin accounts only and never with their secret
         keys."""
         cmd = req.cmd
-        if self.manager is None:
-            return cmd.make_response(RS.SYSTEM_ERROR, NOT_ENABLED)
-        try:
-            self.manager.load()
-        except AclError as exc:
-            return cmd.make_response(RS.SYSTEM_ERROR, str(exc))
-        whites = [w for ws in self.manager.global_white_text.values() for w in ws]
+        manager, why = self._reloaded()
+        if manager is None:
+            return cmd.make_response(RS.SYSTEM_ERROR, why)
+        whites = [w for ws in manager.global_white_text.values() for w in ws]
         body = json.dumps({"globalWhiteAddrs": whites,
-                           "plainAccessConfigs": self.manager.access_configs()},
+                           "plainAccessConfigs": manager.access_configs()},
                           separators=(",", ":"), default=str).encode()  # fmt: skip
         return cmd.make_response(RS.SUCCESS, None, None, body)
 
@@ -113,17 +110,24 @@ class AclAdmin:
             return cmd.make_response(RS.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, failed)
         return cmd.make_response(RS.SUCCESS, None, {})
 
-    def acl_config_version(self, req: Request, now_ms: int) -> RemotingCommand:
-        """GET_BROKER_CLUSTER_ACL_INFO (52): the files' data versions and who answers."""
-        cmd = req.cmd
+    def _reloaded(self) -> tuple[PlainPermissionManager | None, str]:
+        """The manager with the files read afresh, or (None, why not)."""
         if self.manager is None:
-            return cmd.make_response(RS.SYSTEM_ERROR, NOT_ENABLED)
+            return None, NOT_ENABLED
         try:
             self.manager.load()
         except AclError as exc:
-            return cmd.make_response(RS.SYSTEM_ERROR, str(exc))
-        versions = self.manager.versions()
-        default = versions.get(self.manager.default_file, {"counter": 0, "timestamp": 0})
+            return None, str(exc)
+        return self.manager, ""
+
+    def acl_config_version(self, req: Request, now_ms: int) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_ACL_INFO (52): the files' data versions and who answers."""
+        cmd = req.cmd
+        manager, why = self._reloaded()
+        if manager is None:
+            return cmd.make_response(RS.SYSTEM_ERROR, why)
+        versions = manager.versions()
+        default = versions.get(manager.default_file, {"counter": 0, "timestamp": 0})
         bc = self.ctx.broker_config
         ext = {"version": json.dumps(default, separators=(",", ":")),
                "allAclFileVersion": json.dumps(versions, separators=(",", ":")),
