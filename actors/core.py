@@ -95,6 +95,15 @@ class AccessCheck(Protocol):
 
 
 @runtime_checkable
+class AccessCheckingCore(Protocol):
+    """A FastPathCore whose fast path runs the broker's access check itself (on the header
+    fields it parses anyway) and leaves a refused request to process(): with ACL on, the
+    host keeps its fast path instead of turning it off."""
+
+    access: AccessCheck | None
+
+
+@runtime_checkable
 class ClientResponseCore(Protocol):
     """A core that sends requests to clients (Outbox.call) and takes their answers."""
 

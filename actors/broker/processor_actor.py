@@ -18,6 +18,7 @@ import socket
 import time
 from typing import Any, ClassVar
 
+from actors.acl.plain_access_validator import PlainAccessValidator
 from actors.broker.personality import BROKER, BrokerPersonality, HostedContext, ProcessorContext
 from actors.core import (
     BarrierCore,
@@ -172,6 +173,8 @@ class ProcessorActor(WatchingActor):
         max_wait = group.max_wait_ms(msg.broker_config)
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, group.shed_codes)
         self.host.on_apply = self._on_apply
+        if msg.broker_config.aclEnable:
+            self.host.set_access(PlainAccessValidator(msg.broker_config.acl_home))
         if group.holds_requests:
             self.host.on_ledger = self._on_ledger
             if isinstance(core, ObservedHoldCore):

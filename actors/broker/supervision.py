@@ -260,7 +260,7 @@ class BrokerChildSupervisor(WatchingActor):
             frozenset(g.name for g in self.groups if g.direct_replies),
             bc.directReplyToLocalClients,
             frozenset(g.name for g in self.groups if g.holds_requests),
-            msg.tls, bc.acl_home if bc.aclEnable else None,
+            msg.tls,
         )  # fmt: skip
 
     def _replace_remoting(self) -> None:

@@ -46,7 +46,6 @@ import socket
 import time
 from typing import Any, Final
 
-from actors.acl.plain_access_validator import PlainAccessValidator
 from actors.remoting.router import RouteError, RouteTable, fast_route_table, request_code
 from actors.runtime.channel import (
     CALL,
@@ -80,8 +79,8 @@ from actors.runtime.messages import (
 from actors.runtime.request_ledger import ORPHAN_WAIT_S, ChannelLedgers, GroupGap
 from actors.runtime.tcp import REFUSAL_LOG_S, Conn, FrameServer
 from actors.runtime.watch import WatchingActor
-from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, ResponseCode
-from protocol.command import RemotingCommand, request_parts, response_opaque
+from protocol.codes import RPC_ONEWAY, ResponseCode
+from protocol.command import RemotingCommand, response_opaque
 from protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -137,8 +136,6 @@ class RemotingServer(WatchingActor):
         self.locks_sent: set[Channel] = set()  # the channels that have the lock table
         self._spin_armed = False  # this pass routed to (or answered from) a spin group
         self.ledgers = ChannelLedgers()  # of the holding groups (StartRemoting.ledger_groups)
-        self.access: PlainAccessValidator | None = None  # ACL (StartRemoting.acl_home)
-        self.refused = 0  # requests ACL refused here
 
     # -- control ------------------------------------------------------------------------------
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -171,8 +168,6 @@ class RemotingServer(WatchingActor):
         self.direct_groups = msg.direct_groups
         self.direct_local = msg.direct_local
         self.ledgers = ChannelLedgers(msg.ledger_groups)
-        if msg.acl_home is not None:
-            self.access = PlainAccessValidator(msg.acl_home)
         if self.direct_groups:
             self.conn_locks = ConnLocks.create()
         for group, addr in msg.routes.items():
@@ -340,8 +335,6 @@ class RemotingServer(WatchingActor):
         direct_groups = self.direct_groups if owner is self.server else ()
         calls = self.calls.get(conn_id)
         ledgers = self.ledgers.by_channel
-        access = self.access
-        now_ms = time.time_ns() // 1_000_000 if access is not None else 0
         for frame in frames:
             if calls:
                 ch = _answer_channel(calls, frame)
@@ -357,8 +350,6 @@ class RemotingServer(WatchingActor):
                             conn.id, conn.peer[0], conn.peer[1], exc)
                 conn.closed = True  # FrameServer closes it after this pass
                 return
-            if access is not None and self._refused(access, owner, conn, code, frame, now_ms):
-                continue
             group = routes.group_for(code)
             ch = group_channel.get(group)
             if ch is None or ch.closed:
@@ -382,35 +373,6 @@ class RemotingServer(WatchingActor):
                 conn.routed = {ch}
             elif ch not in routed:
                 routed.add(ch)
-
-    def _refused(self, access: PlainAccessValidator, owner: FrameServer, conn: Conn, code: int,
-                 frame: Any, now_ms: int) -> bool:  # fmt: skip
-        """BrokerController.initialAcl's RPC hook, run where every client request arrives (the
-        processors then never check, and the check's cost is off the send and pull actors'
-        serial path): True when ACL refused the request and it was answered here (SYSTEM_ERROR
-        with the AclException remark; a oneway request is dropped). A client's answer to one of
-        our requests is not checked; an undecodable frame goes on, and its processor closes
-        the connection as it does for any."""
-        parts = request_parts(frame, code)  # a two-way request: no command built
-        if parts is not None:
-            _opaque, ext, body, _st = parts
-            refused = access.check(code, ext, body, conn.peer, now_ms)
-            if refused is None:
-                return False
-        try:
-            cmd = RemotingCommand.decode(frame)
-        except ProtocolError:
-            return False
-        if parts is None:
-            if cmd.flag & RPC_TYPE_RESPONSE:
-                return False
-            refused = access.check(code, cmd.ext_fields, cmd.body, conn.peer, now_ms)
-            if refused is None:
-                return False
-        self.refused += 1
-        if not cmd.flag & RPC_ONEWAY:
-            owner.send(conn.id, cmd.make_response(ResponseCode.SYSTEM_ERROR, refused).encode())
-        return True
 
     def _share(self, conn: Conn, ch: Channel) -> None:
         """Pass the connection's socket to a direct-reply group's channel (with the lock table

@@ -163,9 +163,6 @@ class StartRemoting:
     # ledger of each one's channel and answers what a dead one took (actors.runtime.request_ledger)
     ledger_groups: frozenset[str] = frozenset()
     tls: TlsConfig | None = None  # the client ports' tls.server.mode (None: plain only)
-    # ACL (aclEnable): the rocketmqHome whose ACL files every client request is checked
-    # against where it arrives, before any processor sees it (None: no ACL)
-    acl_home: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from actors.core import (
+    AccessCheck,
+    AccessCheckingCore,
     ClientResponseCore,
     FastPathCore,
     ProcessorCore,
@@ -161,6 +163,10 @@ class ProcessorHost:
         self.on_response = (
             core.on_client_response if isinstance(core, ClientResponseCore) else None
         )
+        # the broker's RPC hook (BrokerController.initialAcl): checks every client request
+        # before the core sees it; None = no ACL. With one, requests skip the fast path.
+        self.access: AccessCheck | None = None
+        self.fast_checks_access = False  # set_access: the core's fast path checks it too
         self.served = 0
         self.busy = 0
         self.errors = 0
@@ -169,6 +175,14 @@ class ProcessorHost:
         self.stats: StatsPage | None = None
         self.stats_queue_off: int | None = None
         self.stats_lock_off: int | None = None
+
+    def set_access(self, access: AccessCheck) -> None:
+        """Check every client request with `access` (ACL) before the core sees it; a core
+        whose fast path can check it keeps that fast path (AccessCheckingCore)."""
+        self.access = access
+        if isinstance(self.core, AccessCheckingCore):
+            self.core.access = access
+            self.fast_checks_access = True
 
     def handle(self, ch: Channel, records: list[tuple[Any, ...]], queued_after: int = 0) -> int:
         """Run one batch of records from channel `ch` (queued_after more wait behind it); the
@@ -189,7 +203,8 @@ class ProcessorHost:
         mono_ns = time.monotonic_ns()
         now_ms = time.time_ns() // 1_000_000
         oldest_ok_ns = mono_ns - self.max_wait_ns
-        fast = self.fast
+        access = self.access
+        fast = self.fast if access is None or self.fast_checks_access else None
         stats = self.stats
         if stats is not None:
             self._publish_queue(stats, records, n, mono_ns, now_ms)
@@ -230,6 +245,12 @@ class ProcessorHost:
                             log.exception("group=%s client response handler failed", self.group)
                     continue
                 oneway = flag & RPC_ONEWAY
+                if access is not None and conn_id >= 0:  # a link's requests are our own
+                    refused = access.check(cmd.code, cmd.ext_fields, cmd.body, peer, now_ms)
+                    if refused is not None:
+                        if not oneway:
+                            reply(ch, conn_id, cmd.make_response(SYSTEM_ERROR, refused).encode())
+                        continue
                 if recv_ns < oldest_ok_ns and (self.shed is None or cmd.code in self.shed):
                     self.busy += 1
                     if not oneway:

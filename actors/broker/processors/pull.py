@@ -34,7 +34,7 @@ from actors.broker.sql92 import SubscriptionRefused, compile_subscription
 from actors.broker.stats_items import StatsPublisher, count, fold_gets
 from actors.broker.suspended_pulls import SuspendedPulls
 from actors.broker.topic_config import is_readable
-from actors.core import FAQ_SUFFIX, HoldObserver, Link, Request
+from actors.core import FAQ_SUFFIX, AccessCheck, HoldObserver, Link, Request
 from actors.runtime.link_records import WakePull
 from protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue, SubscriptionData, dumps_compact
 from protocol.codes import (
@@ -125,6 +125,7 @@ class PullMessageProcessor:
         self.ctx = ctx
         self.bc = bc = ctx.broker_config
         self.store = ctx.store
+        self.access: AccessCheck | None = None  # ACL: checked in the fast path too
         self.suspended = SuspendedPulls()
         self.broker_readable = is_readable(bc.brokerPermission)
         ctx.on_event(BrokerConfigChanged, self._on_config_changed)
@@ -264,7 +265,7 @@ class PullMessageProcessor:
         parts = request_parts(frame, PULL_MESSAGE)
         if parts is None or parts[3] != JSON_SERIALIZE:
             return None
-        opaque, ext, _body, _st = parts
+        opaque, ext, body, _st = parts
         try:
             h = PullMessageRequestHeader.from_ext(ext)
         except HeaderFieldError:
@@ -275,6 +276,9 @@ class PullMessageProcessor:
             sub_filter = self._check(h, peer)
         except _Reject:
             return None
+        access = self.access  # last, once the fast path takes it: a decline is not checked twice
+        if access is not None and access.check(PULL_MESSAGE, ext, body, peer, now_ms) is not None:
+            return None  # refused: process() answers it (the host checks it there again)
         result = self._get(h, sub_filter, now_ms)
         if result.status is not _GS.FOUND:
             req = Request(conn_id, peer, RemotingCommand.decode(frame), 0)

@@ -46,7 +46,7 @@ from actors.broker.transaction import (
     process_end_transaction,
     resume_check_half_message,
 )
-from actors.core import FAQ_SUFFIX, Request
+from actors.core import FAQ_SUFFIX, AccessCheck, Request
 from protocol.codes import (
     CURRENT_VERSION,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -124,6 +124,7 @@ class SendMessageProcessor(ReplyMessageProcessor):
 
     def __init__(self, ctx: BrokerContext, rng: random.Random | None = None) -> None:
         super().__init__(ctx, rng)
+        self.access: AccessCheck | None = None  # ACL: checked in the fast path too
         sc = ctx.store_config
         self._tag_codes: dict[str, int] = {}  # TAGS value -> Java hash (the fast path)
         ctx.on_event(OffsetMoved, self._on_offset_moved)
@@ -278,6 +279,9 @@ class SendMessageProcessor(ReplyMessageProcessor):
         pb, tags_code = stored
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
+        access = self.access  # last, once the fast path takes it: a decline is not checked twice
+        if access is not None and access.check(_SEND_V2, ext, body, peer, now_ms) is not None:
+            return None  # refused: process() answers it (the host checks it there again)
         store_host = self.store_host
         # the store's put from the fields: no message nor result object per send
         put = self.store.put_message_fields(
