@@ -71,7 +71,7 @@ def _number(text: str) -> float | None:
 
 def sample(namesrv: str) -> dict[str, float]:
     """The charted figures now: `tps_in/<broker addr>`, `tps_out/...`, `disk/...` (percent),
-    and `lag/<group>/<topic>`."""
+    and `lag/<group>/<topic> <broker>/<queue id>` (each queue's lag)."""
     out: dict[str, float] = {}
     rows = broker_rows(namesrv)
     for row in rows:
@@ -87,10 +87,7 @@ def sample(namesrv: str) -> dict[str, float]:
             out[f"disk/{label}"] = disk * 100.0
     masters = [(r.broker, r.addr) for r in rows if r.id == 0 and not r.error]
     for group, (queues, _tps) in consume_stats_of(masters, group_names(masters)).items():
-        lags: dict[str, float] = {}
         for q in queues:
-            lags[q.topic] = lags.get(q.topic, 0) + q.lag
-        for topic, lag in lags.items():
-            out[f"lag/{group}/{topic}"] = lag
+            out[f"lag/{group}/{q.topic} {q.broker}/{q.queue_id}"] = q.lag
     return out
 

@@ -83,6 +83,16 @@ class Browser:
     def text(self, selector: str) -> str:
         return str(self.css(selector).text)
 
+    def follow(self, selector: str) -> None:
+        """Click the link `selector` and wait until its page replaced this one."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        old = self.driver.find_element(By.TAG_NAME, "html")
+        self.css(selector).click()
+        WebDriverWait(self.driver, 60).until(ec.staleness_of(old))
+
     def submit(self, form_id: str, fields: dict[str, str] | None = None,
                accept: bool = False) -> str:  # fmt: skip
         """Fill and submit a form (accepting its confirm dialog); the flashed message."""

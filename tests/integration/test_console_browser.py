@@ -194,11 +194,17 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
                if r.find_element("css selector", "td").text == GROUP)  # fmt: skip
     cells = [c.text for c in row.find_elements("css selector", "td")]
     assert cells[1] == "1" and cells[5] == "0", cells
-    b.open(f"/group/{GROUP}", "group")
+    def lag_charted() -> bool:  # one line per queue of the table, once sampled twice
+        b.open(f"/group/{GROUP}")
+        lines = b.all("figure#chart-lag svg polyline")
+        return bool(lines) and len(lines) == len(b.all("table#group-queues tbody tr"))
+
+    assert b.wait(lag_charted, 30.0), b.text("main")
+    b.screenshot("group")
     broker_off, consumer_off = _group_offsets(port, GROUP)
     assert int(b.text("#group-lag")) == broker_off - consumer_off == 0
     assert traffic.consumer.client_id in b.text("table#connections")
-    b.css("table#connections a").click()
+    b.follow("table#connections a")
     assert "subscriptionSet" in b.text("pre#running-info") or "properties" in \
         b.text("pre#running-info")  # fmt: skip
     b.screenshot("client")
@@ -239,7 +245,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
     assert len(b.all("table#messages tbody tr")) == _written(port, TOPIC) == 22
     b.screenshot("messages")
     b.open(f"/messages?topic={TOPIC}&by=key&key=json1")
-    b.css("table#messages a").click()
+    b.follow("table#messages a")
     assert '"a": 1' in b.text("pre#body") and "json" in b.text("h2 + p.kinds a.on")
     b.screenshot("message")
     count = traffic.bodies().count(b'{"a": 1, "b": [1, 2]}')
@@ -254,6 +260,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
         "originMsgId": hello.msg_id, "originTopic": TOPIC, "unitMode": "false",
         "maxReconsumeTimes": 16})  # fmt: skip
     assert back.code == 0, back.remark
+
     def dead_letter() -> bool:
         b.open(f"/dlq?group={GROUP}")
         return bool(b.all("#dlq-messages")) and b.text("#dlq-messages") == "1"
@@ -262,7 +269,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
     assert not b.all("form#dlq-readable")  # 4.9 makes a DLQ readable (perm 6), as we do
     assert len(b.all("table#messages tbody tr")) == 1
     b.screenshot("dlq")
-    b.css("table#messages a").click()
+    b.follow("table#messages a")
     count = traffic.bodies().count(b"hello 3")
     flash = b.submit("message-resend", {"group": GROUP})
     assert "CR_SUCCESS" in flash, flash
