@@ -7,6 +7,7 @@ the request plumbing under it), RocketMQ 4.9.x.
 from __future__ import annotations
 
 import argparse
+import select
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -65,37 +66,23 @@ IDLE_KEPT = 8  # idle connections kept per server
 class ConnectionPool:
     """Connections to each server kept open between requests, as DefaultMQAdminExt keeps its
     channels: the console asks a broker hundreds of things per page. A connection is checked
-    out by one request at a time (any thread) and closed, never returned, after any error."""
+    out by one request at a time (any thread) and closed, never returned, after any error;
+    at most IDLE_KEPT idle ones per server."""
 
     idle: dict[tuple[str, TlsConfig | None], list[BlockingClient]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        key = (addr, CLIENT.tls)
-        with self.lock:
-            kept = self.idle.get(key)
-            cl = kept.pop() if kept else None
-        if cl is not None:
-            try:
-                resp = cl.invoke(cmd, timeout_s)
-            except TimeoutError:  # the server is slow, not gone: no second try
-                cl.close()
-                raise
-            except (OSError, ProtocolError):  # closed by the server while idle: once afresh
-                cl.close()
-                cl = None
-            else:
-                self._keep(key, cl)
-                return resp
         return self.invoke_many(addr, [cmd], timeout_s)[0]
 
     def invoke_many(self, addr: str, cmds: list[RemotingCommand],
                     timeout_s: float) -> list[RemotingCommand]:  # fmt: skip
-        """`cmds` written at once on a fresh connection (a batch is not retried on one the
-        server may have closed while it was idle), their answers in order; the connection is
-        kept afterwards."""
+        """`cmds` written at once on one connection, their answers in order; the connection
+        is kept afterwards. A kept connection is used only when nothing arrived on it while it
+        was idle (the server's close shows as readable); nothing is ever sent twice, so a
+        failure after the write is the caller's, as it is for a fresh connection."""
         key = (addr, CLIENT.tls)
-        cl = BlockingClient(addr, tls=CLIENT.tls)
+        cl = self._kept(key) or BlockingClient(addr, tls=CLIENT.tls)
         try:
             answers = cl.invoke_many(cmds, timeout_s)
         except BaseException:
@@ -103,6 +90,23 @@ class ConnectionPool:
             raise
         self._keep(key, cl)
         return answers
+
+    def _kept(self, key: tuple[str, TlsConfig | None]) -> BlockingClient | None:
+        """An idle connection to the server that is still open, if there is one."""
+        while True:
+            with self.lock:
+                kept = self.idle.get(key)
+                cl = kept.pop() if kept else None
+            if cl is None:
+                return None
+            sock = cl.sock
+            try:
+                alive = sock is not None and not select.select([sock], [], [], 0)[0]
+            except (OSError, ValueError):
+                alive = False
+            if alive:
+                return cl
+            cl.close()  # closed by the server (or answered something unasked): not reused
 
     def _keep(self, key: tuple[str, TlsConfig | None], cl: BlockingClient) -> None:
         with self.lock:

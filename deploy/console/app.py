@@ -35,6 +35,17 @@ log = logging.getLogger(__name__)
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 CSRF_FIELD = "csrf_token"
+MAX_POST_BYTES = 5 * 1024 * 1024  # a form's body: above the broker's 4 MiB message limit
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _host_allowed(server_name: str, host: str) -> bool:
+    """A console listening on loopback answers only requests whose Host names loopback (a
+    DNS-rebinding page names its own host); one listening elsewhere was exposed on purpose."""
+    if server_name not in LOOPBACK_NAMES and not server_name.startswith("127."):
+        return True
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return name in LOOPBACK_NAMES or name.startswith("127.")
 
 
 def create_app(namesrv: str, sample_interval_s: float = DEFAULT_INTERVAL_S) -> Flask:
@@ -42,6 +53,7 @@ def create_app(namesrv: str, sample_interval_s: float = DEFAULT_INTERVAL_S) -> F
     every `sample_interval_s` (0: no sampling, no charts)."""
     app = Flask(__name__)
     app.secret_key = secrets.token_bytes(32)  # the flashed messages' cookie, this process only
+    app.config["MAX_CONTENT_LENGTH"] = MAX_POST_BYTES
     console = Console(namesrv, MetricsHistory(), secrets.token_urlsafe(32))
     if sample_interval_s > 0:
         console.sampler = ClusterSampler(console.history, lambda: sample(namesrv),
@@ -63,11 +75,28 @@ def create_app(namesrv: str, sample_interval_s: float = DEFAULT_INTERVAL_S) -> F
 
     @app.before_request
     def check_token() -> None:
+        if not _host_allowed(request.environ.get("SERVER_NAME", ""), request.host):
+            abort(400, "this console answers to its own address only (a page that renamed "
+                       "itself to reach it is refused)")  # fmt: skip
         if request.method == "POST":
+            site = request.headers.get("Sec-Fetch-Site")
+            origin = request.headers.get("Origin")
+            if (site is not None and site not in ("same-origin", "none")) or (
+                    origin is not None and origin != request.host_url.rstrip("/")):
+                abort(403, "a post from another site is refused")
             sent = request.form.get(CSRF_FIELD, "")
             if not hmac.compare_digest(sent.encode(), console.csrf_token.encode()):
                 abort(403, "the form's token is missing or wrong: a page of another site "
                            "cannot post to this console")  # fmt: skip
+
+    @app.after_request
+    def guard(resp: Response) -> Response:
+        resp.headers["X-Frame-Options"] = "DENY"
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        resp.headers["Content-Security-Policy"] = (
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+        return resp
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[str, int]:

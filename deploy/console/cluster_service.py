@@ -86,7 +86,9 @@ def sample(namesrv: str) -> dict[str, float]:
         if disk is not None:
             out[f"disk/{label}"] = disk * 100.0
     masters = [(r.broker, r.addr) for r in rows if r.id == 0 and not r.error]
-    for group, (queues, _tps) in consume_stats_of(masters, group_names(masters)).items():
+    failed: list[str] = []  # a master that does not answer: its queues miss this sample
+    names = group_names(masters, failed)
+    for group, (queues, _tps) in consume_stats_of(masters, names, failed).items():
         for q in queues:
             out[f"lag/{group}/{q.topic} {q.broker}/{q.queue_id}"] = q.lag
     return out

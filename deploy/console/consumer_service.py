@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.client.validators import check_group
 from deploy.admin_consumer import ResetQueue, reset_offset_by_time
 from deploy.admin_ext import (
     AdminError,
@@ -23,7 +22,7 @@ from deploy.admin_ext import (
     json_object,
     offset_table,
 )
-from deploy.console.topic_service import ConsoleInputError, checked
+from deploy.console.topic_service import ConsoleInputError
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
@@ -58,18 +57,31 @@ class GroupRow:
 
 
 def checked_group(group: str) -> str:
-    return checked(check_group, group)
+    """A group name as a form or a URL gives it: not blank, at most 255 characters, no
+    control character. Looser than the client's rule on purpose: a group a broker created
+    with another name (a heartbeat, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) is still managed."""
+    if not group.strip() or len(group) > 255 or any(ord(c) < 32 for c in group):
+        raise ConsoleInputError(f"{group!r} is not a consumer group name")
+    return group
 
 
 def _masters(namesrv: str) -> list[tuple[str, str]]:
     return cluster_masters(cluster_info(namesrv), None)
 
 
-def group_names(masters: list[tuple[str, str]]) -> list[str]:
+def group_names(masters: list[tuple[str, str]], failed: list[str] | None = None) -> list[str]:
+    """Every subscription group of the masters; a master that does not answer is left out
+    (and named in `failed` when given)."""
     groups: set[str] = set()
-    for _name, addr in masters:
-        table = json_object(call(addr, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).get(
-            "subscriptionGroupTable", {})
+    for name, addr in masters:
+        try:
+            table = json_object(call(addr, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).get(
+                "subscriptionGroupTable", {})
+        except (AdminError, ValueError) as exc:
+            if failed is None:
+                raise
+            failed.append(f"{name}: {exc}")
+            continue
         groups.update(str(g) for g in (table if isinstance(table, dict) else {}))
     return sorted(groups)
 
@@ -86,7 +98,8 @@ def _stats_of(resp: RemotingCommand, broker: str) -> tuple[list[GroupQueue], flo
     queues = [GroupQueue(str(mq.get("topic", "")), str(mq.get("brokerName", broker)),
                          int(mq.get("queueId", 0)), int(off.get("brokerOffset", 0)),
                          int(off.get("consumerOffset", 0)), int(off.get("lastTimestamp", 0)))
-              for mq, off in offset_table(resp)]  # fmt: skip
+              for mq, off in offset_table(resp)
+              if isinstance(mq, dict) and isinstance(off, dict)]  # fmt: skip
     return queues, tps
 
 
@@ -98,17 +111,26 @@ def _connection_cmd(group: str) -> RemotingCommand:
     return RemotingCommand.request(RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
 
 
-def consume_stats(masters: list[tuple[str, str]], group: str) -> tuple[list[GroupQueue], float]:
+def consume_stats(masters: list[tuple[str, str]], group: str,
+                  failed: list[str] | None = None) -> tuple[list[GroupQueue], float]:
     """Every queue the group has an offset on, from every master, and its consume TPS."""
-    return consume_stats_of(masters, [group])[group]
+    return consume_stats_of(masters, [group], failed)[group]
 
 
-def consume_stats_of(masters: list[tuple[str, str]], groups: list[str]
+def consume_stats_of(masters: list[tuple[str, str]], groups: list[str],
+                     failed: list[str] | None = None
                      ) -> dict[str, tuple[list[GroupQueue], float]]:  # fmt: skip
-    """consume_stats of many groups: one pipelined batch per master."""
+    """consume_stats of many groups: one pipelined batch per master; a master that does not
+    answer is left out (and named in `failed` when given, else its error raised)."""
     out: dict[str, tuple[list[GroupQueue], float]] = {g: ([], 0.0) for g in groups}
     for broker, addr in masters:
-        answers = invoke_all(addr, [_stats_cmd(g) for g in groups], ok=(0, 17, 206))
+        try:
+            answers = invoke_all(addr, [_stats_cmd(g) for g in groups], ok=(0, 17, 206))
+        except (AdminError, ValueError) as exc:
+            if failed is None:
+                raise
+            failed.append(f"{broker}: {exc}")
+            continue
         for g, resp in zip(groups, answers, strict=True):
             queues, tps = _stats_of(resp, broker)
             have, have_tps = out[g]
@@ -121,8 +143,11 @@ def consume_stats_of(masters: list[tuple[str, str]], groups: list[str]
 def connection_list(masters: list[tuple[str, str]], group: str) -> dict[str, Any]:
     """The group's ConsumerConnection body from the first master that knows it ({} if none)."""
     for _broker, addr in masters:
-        resp = call(addr, RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
-                    ok=(0, 206))  # fmt: skip
+        try:
+            resp = call(addr, RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
+                        ok=(0, 206))  # fmt: skip
+        except AdminError:
+            continue  # that master is down: another may know the group
         if resp.code == 0:
             return json_object(resp)
     return {}
@@ -132,14 +157,20 @@ def group_rows(namesrv: str) -> list[GroupRow]:
     """One row per subscription group of any master: clients, TPS, lag and topics (two
     pipelined batches per master, whatever the number of groups)."""
     masters = _masters(namesrv)
-    names = group_names(masters)
-    stats = consume_stats_of(masters, names)
+    failed: list[str] = []
+    names = group_names(masters, failed)
+    stats = consume_stats_of(masters, names, failed)
     conns: dict[str, dict[str, Any]] = {}
-    for _broker, addr in masters:
+    for broker, addr in masters:
         missing = [g for g in names if g not in conns]
-        answers = invoke_all(addr, [_connection_cmd(g) for g in missing], ok=(0, 206))
+        try:
+            answers = invoke_all(addr, [_connection_cmd(g) for g in missing], ok=(0, 206))
+        except (AdminError, ValueError) as exc:
+            failed.append(f"{broker}: {exc}")
+            continue
         conns.update((g, json_object(r)) for g, r in zip(missing, answers, strict=True)
                      if r.code == 0)  # fmt: skip
+    error = "; ".join(dict.fromkeys(failed))  # the figures leave these brokers out
     rows = []
     for g in names:
         queues, tps = stats[g]
@@ -147,7 +178,8 @@ def group_rows(namesrv: str) -> list[GroupRow]:
         rows.append(GroupRow(g, len(conn.get("connectionSet", []) or []),
                              str(conn.get("consumeType") or ""),
                              str(conn.get("messageModel") or ""), tps,
-                             sum(q.lag for q in queues), sorted({q.topic for q in queues})))
+                             sum(q.lag for q in queues), sorted({q.topic for q in queues}),
+                             error))
     return rows
 
 
@@ -168,6 +200,7 @@ class GroupDetail:
     subscriptions: list[tuple[str, str]]  # topic, expression
     consume_type: str
     message_model: str
+    failed: list[str] = field(default_factory=list)  # masters left out: "broker: why"
 
     @property
     def lag(self) -> int:
@@ -179,17 +212,11 @@ class GroupDetail:
         return sorted({q.topic for q in self.queues},
                       key=lambda t: (t.startswith(RETRY_GROUP_TOPIC_PREFIX), t))
 
-    def lag_by_topic(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for q in self.queues:
-            out[q.topic] = out.get(q.topic, 0) + q.lag
-        return out
-
-
 def group_detail(namesrv: str, group: str) -> GroupDetail:
     checked_group(group)
     masters = _masters(namesrv)
-    queues, tps = consume_stats(masters, group)
+    failed: list[str] = []
+    queues, tps = consume_stats(masters, group, failed)
     conn = connection_list(masters, group)
     conns = sorted((Connection(str(c.get("clientId", "")), str(c.get("clientAddr", "")),
                                str(c.get("language", "")), int(c.get("version", 0)))
@@ -199,7 +226,7 @@ def group_detail(namesrv: str, group: str) -> GroupDetail:
     subs = sorted((str(t), str((s or {}).get("subString", "*")))
                   for t, s in (table.items() if isinstance(table, dict) else ()))  # fmt: skip
     return GroupDetail(group, queues, tps, conns, subs, str(conn.get("consumeType") or ""),
-                       str(conn.get("messageModel") or ""))  # fmt: skip
+                       str(conn.get("messageModel") or ""), failed)  # fmt: skip
 
 
 def running_info(namesrv: str, group: str, client_id: str) -> str:
@@ -208,7 +235,7 @@ def running_info(namesrv: str, group: str, client_id: str) -> str:
     for _broker, addr in _masters(namesrv):
         resp = call(addr, RC.GET_CONSUMER_RUNNING_INFO, {
             "consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
-            ok=(0, 206))  # fmt: skip
+            ok=(0, 1, 206))  # 1: not connected to this broker (4.9.8 and ours): the next one
         if resp.code == 0:
             return as_text(resp.body)
     raise AdminError(f"client {client_id} of group {group} is not connected to any master")

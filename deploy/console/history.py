@@ -10,6 +10,7 @@ get TPS and disk use and each group's lag per topic.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -32,11 +33,24 @@ class MetricsHistory:
         self._lock = threading.Lock()
 
     def add(self, now_s: float, key: str, value: float) -> None:
+        if not math.isfinite(value):
+            return  # a broker's "NaN" or "Infinity": no point (JSON cannot carry it)
         with self._lock:
             points = self._series.setdefault(key, deque())
             points.append((now_s, value))
             while points and points[0][0] < now_s - self.window_s:
                 points.popleft()
+
+    def prune(self, now_s: float) -> None:
+        """Points older than the window dropped from every series, and series left empty
+        (a deleted group, a queue or broker gone) forgotten."""
+        with self._lock:
+            for key in list(self._series):
+                points = self._series[key]
+                while points and points[0][0] < now_s - self.window_s:
+                    points.popleft()
+                if not points:
+                    del self._series[key]
 
     def points(self, key: str) -> list[tuple[float, float]]:
         with self._lock:
@@ -76,8 +90,11 @@ class ClusterSampler:
                 figures = self.sample()
             except (AdminError, ValueError, OSError) as exc:  # unreachable: this point is missing
                 log.info("console sample skipped: %s", exc)
+            except Exception:  # a broker's odd answer: charts only, nothing is lost by going on
+                log.exception("console sample failed")
             else:
                 now = time.time()
                 for key, value in figures.items():
                     self.history.add(now, key, value)
+                self.history.prune(now)
             self._stop.wait(self.interval_s)

@@ -130,7 +130,7 @@ def dlq_readable() -> Response:
         dlq = dlq_topic_of(group)
         detail = topic_detail(console().namesrv, dlq)
         queues = str(max((b[2] for b in detail.brokers), default=1))
-        create_or_update_topic(console().namesrv, None, dlq, queues, queues, "6", False)
+        create_or_update_topic(console().namesrv, None, dlq, queues, queues, "6", None)
         return f"{dlq} is readable now (perm 6)"
 
     return act(run, f"the dead-letter queue of {group} not changed",

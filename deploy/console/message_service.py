@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from deploy.admin_ext import (
     AdminError,
     call,
+    cluster_info,
     header_int,
     json_object,
     route_masters,
@@ -77,16 +78,12 @@ def body_preview(body: bytes, kind: str = "") -> BodyPreview:
     body, else the first that does, in that order. Escaping is the template's job."""
     cut = body[:PREVIEW_BYTES]
     truncated = len(body) > PREVIEW_BYTES
-    text: str | None
-    try:
-        text = cut.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
+    text = _text(cut)
     if text is not None and kind in ("", "json") and not truncated:
         try:
             return BodyPreview("json", json.dumps(json.loads(text), indent=2,
                                                   ensure_ascii=False), False)  # fmt: skip
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what we unfold
             pass
     if text is not None and kind in ("", "json", "text"):
         return BodyPreview("text", text, truncated)
@@ -99,12 +96,23 @@ def body_preview(body: bytes, kind: str = "") -> BodyPreview:
     return BodyPreview("hex", "\n".join(lines), truncated)
 
 
-def short_preview(body: bytes) -> str:
-    """A list cell's glimpse of a body: its text, or its bytes in hex when it is not UTF-8."""
+_CONTROL = frozenset(chr(c) for c in range(32)) - frozenset("\t\n\r")
+
+
+def _text(body: bytes) -> str | None:
+    """The body as text when it is UTF-8 without control characters (tabs and line breaks
+    aside); None for what is better shown in hex."""
     try:
-        return body.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return body.hex(" ")
+        return None
+    return None if _CONTROL.intersection(text) else text
+
+
+def short_preview(body: bytes) -> str:
+    """A list cell's glimpse of a body: its text, or its bytes in hex."""
+    text = _text(body)
+    return body.hex(" ") if text is None else text
 
 
 def _search(addr: str, topic: str, queue_id: int, ts: int) -> int:
@@ -150,8 +158,10 @@ def by_time(namesrv: str, topic: str, begin_ms: int, end_ms: int) -> tuple[list[
         if addr is None:
             continue
         for qid in range(q.read_queue_nums):
-            begin = _search(addr, topic, qid, begin_ms)
-            end = _search(addr, topic, qid, end_ms) + 1
+            # getOffsetInQueueByTime stops at any message of that very millisecond: search a
+            # millisecond wider on each side, the store-time filter keeps the range exact
+            begin = _search(addr, topic, qid, begin_ms - 1)
+            end = _search(addr, topic, qid, end_ms + 1) + 1
             left = MAX_MESSAGES - len(found)
             if left <= 0:
                 capped = True
@@ -181,17 +191,36 @@ def by_key(namesrv: str, topic: str, key: str, max_num: int = 64) -> list[Messag
     return sorted(found, key=lambda v: v.store_timestamp, reverse=True)
 
 
-def by_id(namesrv: str, topic: str, msg_id: str) -> MessageView:
-    """One message by its offset message id, or by the client's message id (UNIQ_KEY)."""
-    msg_id = msg_id.strip()
-    if not msg_id:
-        raise ConsoleInputError("the message id is empty")
+def broker_addresses(namesrv: str) -> set[str]:
+    """Every broker address the name server knows (masters and slaves)."""
+    info = cluster_info(namesrv)
+    return {a for bd in info.broker_addr_table.values() for a in bd.broker_addrs.values()}
+
+
+def stored_at(namesrv: str, msg_id: str) -> tuple[str, int] | None:
+    """(broker address, commit-log offset) an offset message id names, when it names a broker
+    of this cluster; None for anything else (a client's UNIQ_KEY has the same length, and an
+    id must never send the console to an address it does not already serve)."""
     try:
         host, port, phy = decode_offset_msg_id(msg_id)
     except ValueError:
-        pass
-    else:
-        resp = call(f"{host}:{port}", RC.VIEW_MESSAGE_BY_ID, {"offset": phy}, ok=(0, 1))
+        return None
+    addr = f"{host}:{port}"
+    if not 0 < port < 65536 or addr not in broker_addresses(namesrv):
+        return None
+    return addr, phy
+
+
+def by_id(namesrv: str, topic: str, msg_id: str) -> MessageView:
+    """One message by its offset message id, or by the client's message id (UNIQ_KEY), as
+    the admin's viewMessage tries both."""
+    msg_id = msg_id.strip()
+    if not msg_id:
+        raise ConsoleInputError("the message id is empty")
+    where = stored_at(namesrv, msg_id)
+    if where is not None:
+        addr, phy = where
+        resp = call(addr, RC.VIEW_MESSAGE_BY_ID, {"offset": phy}, ok=(0, 1))
         if resp.code == 0 and resp.body:
             msgs = decode_messages(bytes(resp.body))
             if msgs and (not topic or msgs[0].topic == topic):
@@ -218,16 +247,19 @@ def resend_to_group(namesrv: str, topic: str, msg_id: str, group: str,
     consumes the stored message with its listener and says how it went."""
     checked_group(group)
     view = by_id(namesrv, topic, msg_id)
+    where = stored_at(namesrv, view.offset_msg_id)
+    if where is None:
+        raise AdminError(f"message {msg_id} is not stored on a broker of this cluster")
+    addr = where[0]
     masters = sorted(route_masters(topic_route(namesrv, view.topic)).items())
-    if not client_id:
-        conns = connection_list(masters, group).get("connectionSet", []) or []
+    broker = next((name for name, a in masters if a == addr), view.broker)
+    if not client_id:  # a client of the group connected to the broker that stores it
+        conns = connection_list([(broker, addr)], group).get("connectionSet", []) or []
         ids = sorted(str(c.get("clientId", "")) for c in conns)
         if not ids:
-            raise AdminError(f"group {group} has no client online to consume the message")
+            raise AdminError(f"group {group} has no client online on {broker} to consume "
+                             "the message")  # fmt: skip
         client_id = ids[0]
-    host, port, _phy = decode_offset_msg_id(view.offset_msg_id)
-    addr = f"{host}:{port}"
-    broker = next((name for name, a in masters if a == addr), view.broker)
     resp = call(addr, RC.CONSUME_MESSAGE_DIRECTLY, {
         "consumerGroup": group, "clientId": client_id, "msgId": view.offset_msg_id,
         "brokerName": broker}, ok=(0, 1, 206))  # fmt: skip

@@ -64,25 +64,27 @@ def parse_ms(text: str, what: str) -> int:
     """A time typed in a form: ms since the epoch, or the browser's yyyy-mm-ddThh:mm[:ss]
     (local time of the console's host)."""
     text = text.strip()
-    if text.lstrip("-").isdigit():
+    if text.isdigit() and int(text) > 0:
         return int(text)
     for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"):
         try:
             return int(time.mktime(time.strptime(text, fmt)) * 1000)
         except ValueError:
             continue
-    raise ConsoleInputError(f"{what} {text!r} is not a time (yyyy-mm-ddThh:mm[:ss] or ms)")
+    raise ConsoleInputError(f"{what} {text!r} is not a time (yyyy-mm-ddThh:mm[:ss], or ms "
+                            "since the epoch)")
 
 
 def when(ms: object) -> str:
     """A time in ms since the epoch as the pages show it (local time, to the ms); "" for 0."""
     try:
         value = int(ms)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+        if value <= 0:
+            return ""
+        return (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value / 1000))
+                + f".{value % 1000:03d}")
+    except (TypeError, ValueError, OverflowError, OSError):  # not a time this host can show
         return str(ms)
-    if value <= 0:
-        return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value / 1000)) + f".{value % 1000:03d}"
 
 
 def local_input(ms: float) -> str:

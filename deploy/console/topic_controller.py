@@ -40,7 +40,7 @@ def topic_save() -> Response:
         brokers = create_or_update_topic(
             console().namesrv, f.get("cluster", "").strip() or None, topic,
             f.get("read_queues", "8"), f.get("write_queues", "8"), f.get("perm", "6"),
-            f.get("order") == "on")
+            None if f.get("keep_order") else f.get("order") == "on")
         return f"topic {topic} written to {', '.join(brokers)}"
 
     back = url_for("topics.topic_page", name=topic) if topic else url_for("topics.topics_page")

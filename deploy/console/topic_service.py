@@ -31,7 +31,7 @@ from deploy.admin_ext import (
     route_masters,
     topic_route,
 )
-from protocol.bodies import MessageQueue, loads_lenient
+from protocol.bodies import MessageQueue, TopicRouteData, loads_lenient
 from protocol.codes import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -74,7 +74,10 @@ def topic_rows(namesrv: str) -> list[TopicRow]:
     names = {str(t) for t in (body.get("topicList", []) if isinstance(body, dict) else [])}
     held: dict[str, list[dict[str, object]]] = {}
     for _broker, addr in cluster_masters(cluster_info(namesrv), None):
-        table = json_object(call(addr, RC.GET_ALL_TOPIC_CONFIG)).get("topicConfigTable", {})
+        try:
+            table = json_object(call(addr, RC.GET_ALL_TOPIC_CONFIG)).get("topicConfigTable", {})
+        except (AdminError, ValueError):
+            continue  # a master that is down: its topics show with what the others hold
         for name, conf in (table.items() if isinstance(table, dict) else ()):
             if isinstance(conf, dict):
                 held.setdefault(str(name), []).append(conf)
@@ -123,6 +126,8 @@ def topic_detail(namesrv: str, topic: str) -> TopicDetail:
     for broker, addr in sorted(masters.items()):
         stats = call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": topic}, ok=(0, 17))
         for mq, o in offset_table(stats) if stats.code == 0 else []:
+            if not (isinstance(mq, dict) and isinstance(o, dict)):
+                continue
             queues.append(QueueRow(broker, int(mq.get("queueId", 0)), int(o.get("minOffset", 0)),
                                    int(o.get("maxOffset", 0)),
                                    int(o.get("lastUpdateTimestamp", 0))))  # fmt: skip
@@ -156,25 +161,40 @@ def checked_topic(name: str) -> str:
     return checked(check_topic, name)
 
 
+def _route_or_none(namesrv: str, topic: str) -> TopicRouteData | None:
+    resp = call(namesrv, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, ok=(0, 17))
+    return TopicRouteData.from_json(bytes(resp.body)) if resp.code == 0 else None
+
+
 def create_or_update_topic(namesrv: str, cluster: str | None, topic: str, read_queues: str,
-                           write_queues: str, perm: str, order: bool) -> list[str]:
-    """updateTopic on every master of `cluster` (every cluster when None): the brokers
-    written."""
+                           write_queues: str, perm: str, order: bool | None) -> list[str]:
+    """updateTopic: a topic that exists is written on the masters that hold it (unless a
+    cluster is named), each keeping its own topicSysFlag and (order None) its order flag; a
+    new one on every master of `cluster` (every cluster when None). The brokers written."""
     checked_topic(topic)
     if is_system_topic(topic):
         raise ConsoleInputError(f"{topic} is a system topic: it is not changed from here")
     if perm not in ("2", "4", "6"):
         raise ConsoleInputError(f"perm must be 2 (write), 4 (read) or 6 (both), not {perm!r}")
-    ext = {"topic": topic, "defaultTopic": "TBW102",
-           "readQueueNums": _queue_count(read_queues, "read queues"),
-           "writeQueueNums": _queue_count(write_queues, "write queues"), "perm": perm,
-           "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
-           "order": "true" if order else "false"}  # fmt: skip
-    masters = cluster_masters(cluster_info(namesrv), cluster or None)
+    base = {"topic": topic, "defaultTopic": "TBW102",
+            "readQueueNums": _queue_count(read_queues, "read queues"),
+            "writeQueueNums": _queue_count(write_queues, "write queues"), "perm": perm,
+            "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+    route = None if cluster else _route_or_none(namesrv, topic)
+    if route is not None and route_masters(route):
+        masters = sorted(route_masters(route).items())
+    else:
+        masters = cluster_masters(cluster_info(namesrv), cluster or None)
     if not masters:
         raise ConsoleInputError(f"cluster {cluster!r} has no master broker")
     for _name, addr in masters:
-        call(addr, RC.UPDATE_AND_CREATE_TOPIC, ext)
+        held = json_object(call(addr, RC.GET_ALL_TOPIC_CONFIG)).get("topicConfigTable", {})
+        conf = held.get(topic) if isinstance(held, dict) else None
+        conf = conf if isinstance(conf, dict) else {}
+        keep_order = conf.get("order") is True if order is None else order
+        call(addr, RC.UPDATE_AND_CREATE_TOPIC, {
+            **base, "topicSysFlag": int(conf.get("topicSysFlag", 0) or 0),
+            "order": "true" if keep_order else "false"})  # fmt: skip
     return [name for name, _addr in masters]
 
 

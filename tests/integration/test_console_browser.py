@@ -187,8 +187,11 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
                                         "BrowserNew").code == 17 or None, 30.0)  # fmt: skip
 
     # groups: the lag on the list and on the group's page is the admin code's
-    assert wait_until(lambda: (lambda bo, co: bo == co or None)(*_group_offsets(port, GROUP)),
-                      30.0)  # fmt: skip
+    def caught_up() -> bool:
+        broker_offset, consumer_offset = _group_offsets(port, GROUP)
+        return broker_offset == consumer_offset
+
+    assert wait_until(caught_up, 30.0)
     b.open("/groups", "groups")
     row = next(r for r in b.all("table#groups tbody tr")
                if r.find_element("css selector", "td").text == GROUP)  # fmt: skip
@@ -248,6 +251,9 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
     b.follow("table#messages a")
     assert '"a": 1' in b.text("pre#body") and "json" in b.text("h2 + p.kinds a.on")
     b.screenshot("message")
+    json_msg = next(m for m in traffic.seen if bytes(m.body) == b'{"a": 1, "b": [1, 2]}')
+    b.open(f"/message?topic={TOPIC}&msgId={json_msg.msg_id}")  # the client's id (UNIQ_KEY)
+    assert json_msg.offset_msg_id in b.text("table#message"), b.text("main")
     count = traffic.bodies().count(b'{"a": 1, "b": [1, 2]}')
     flash = b.submit("message-resend", {"group": GROUP})
     assert "CR_SUCCESS" in flash, flash
@@ -318,6 +324,25 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
     assert "ACL is off" in b.text("#acl-off")
     b.open("/topic/NoSuchTopic")
     assert "TOPIC_NOT_EXIST" in b.text("p.error") and "Traceback" not in b.driver.page_source
+    # an id that names an address outside the cluster is never connected to
+    stranger = "7F000001" + "00000001" + "0000000000000000"  # 127.0.0.1:1, offset 0
+    b.open(f"/message?topic={TOPIC}&msgId={stranger}")
+    assert f"no message {stranger}" in b.text("p.error")
+    with urllib.request.urlopen(base + "/topics", timeout=30) as r:
+        assert r.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    rebound = urllib.request.Request(base + "/topics", headers={"Host": "rebound.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(rebound, timeout=30)  # DNS rebinding: a name not loopback's
+    assert refused.value.code == 400
+    b.open("/topics")
+    token = b.css("input[name=csrf_token]").get_attribute("value")
+    other_site = urllib.request.Request(base + "/topics", urllib.parse.urlencode({
+        "topic": "CrossSite", "read_queues": "1", "write_queues": "1", "perm": "6",
+        "csrf_token": token}).encode(), headers={"Origin": "http://evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(other_site, timeout=30)  # the right token, another origin
+    assert refused.value.code == 403
     for token in (None, "forged"):
         data = {"topic": "CrossSite", "read_queues": "1", "write_queues": "1", "perm": "6"}
         if token:
