@@ -24,7 +24,8 @@ from protocol.bodies import (
 )
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
-from protocol.errors import ProtocolError
+from protocol.errors import HeaderFieldError, ProtocolError
+from protocol.headers.by_code import REQUEST_HEADERS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -132,7 +133,25 @@ def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = 
     """One request (on a kept connection when there is one); AdminError unless the code is in
     `ok`."""
     fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
-    return invoke(addr, RemotingCommand.request(code, fields or None, body), ok)
+    return invoke(addr, RemotingCommand.request(code, request_fields(code, fields) or None,
+                                                body), ok)  # fmt: skip
+
+
+def request_fields(code: int, fields: dict[str, str]) -> dict[str, str]:
+    """The extFields of request `code` built by its typed header (protocol.headers, the one
+    the clients send and the broker reads) when it has one: a misspelled, missing or
+    malformed field is an AdminError here, not a request the server refuses or
+    misreads."""
+    cls = REQUEST_HEADERS.get(code)
+    if cls is None:
+        return fields
+    unknown = fields.keys() - {spec.key for spec in cls.FIELDS}
+    if unknown:
+        raise AdminError(f"{RC(code).name}: no header field {', '.join(sorted(unknown))}")
+    try:
+        return cls.from_ext(fields).to_ext()
+    except HeaderFieldError as exc:
+        raise AdminError(f"{RC(code).name}: {exc.remark}") from None
 
 
 def invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (0,)) -> RemotingCommand:
