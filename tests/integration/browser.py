@@ -8,9 +8,7 @@ import os
 import re
 import shutil
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,15 +81,29 @@ class Browser:
     def text(self, selector: str) -> str:
         return str(self.css(selector).text)
 
+    def _replaced(self, old: Any, timeout_s: float) -> None:
+        """Until the page whose root was `old` is gone and the next one has loaded. Chromium
+        reports a node of a page being torn down as "not in the document" (a WebDriverException
+        that is not a stale element): that too means the page was replaced."""
+        from selenium.common.exceptions import WebDriverException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def gone(driver: Any) -> bool:
+            try:
+                old.is_enabled()  # any call on the old root: it fails once that page is gone
+            except WebDriverException:
+                return bool(driver.execute_script("return document.readyState") == "complete")
+            return False
+
+        WebDriverWait(self.driver, timeout_s).until(gone)
+
     def follow(self, selector: str) -> None:
         """Click the link `selector` and wait until its page replaced this one."""
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions as ec
-        from selenium.webdriver.support.ui import WebDriverWait
 
         old = self.driver.find_element(By.TAG_NAME, "html")
         self.css(selector).click()
-        WebDriverWait(self.driver, 60).until(ec.staleness_of(old))
+        self._replaced(old, 60.0)
 
     def submit(self, form_id: str, fields: dict[str, str] | None = None,
                accept: bool = False) -> str:  # fmt: skip
@@ -114,17 +126,9 @@ class Browser:
         form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         if accept:
             WebDriverWait(self.driver, 10).until(ec.alert_is_present()).accept()
-        WebDriverWait(self.driver, 120).until(ec.staleness_of(old))
+        self._replaced(old, 120.0)
         flashes = self.all("p.flash")
         return " | ".join(str(f.text) for f in flashes)
-
-    def wait(self, fn: Callable[[], Any], timeout_s: float) -> Any:
-        deadline = time.monotonic() + timeout_s
-        value = fn()
-        while not value and time.monotonic() < deadline:
-            time.sleep(0.2)
-            value = fn()
-        return value
 
     def close(self) -> None:
         try:

@@ -147,7 +147,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
         b.open("/")
         return bool(b.all("figure#chart-tps-in svg polyline"))
 
-    assert b.wait(charted, 30.0), "no chart was drawn"
+    assert wait_until(charted, 30.0, step_s=0.2), "no chart was drawn"
     b.screenshot("cluster")
 
     # topics: the list, its filter and sorting
@@ -202,7 +202,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
         lines = b.all("figure#chart-lag svg polyline")
         return bool(lines) and len(lines) == len(b.all("table#group-queues tbody tr"))
 
-    assert b.wait(lag_charted, 30.0), b.text("main")
+    assert wait_until(lag_charted, 30.0, step_s=0.2), b.text("main")
     b.screenshot("group")
     broker_off, consumer_off = _group_offsets(port, GROUP)
     assert int(b.text("#group-lag")) == broker_off - consumer_off == 0
@@ -271,7 +271,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
         b.open(f"/dlq?group={GROUP}")
         return bool(b.all("#dlq-messages")) and b.text("#dlq-messages") == "1"
 
-    assert b.wait(dead_letter, 30.0), b.text("main")
+    assert wait_until(dead_letter, 30.0, step_s=0.2), b.text("main")
     assert not b.all("form#dlq-readable")  # 4.9 makes a DLQ readable (perm 6), as we do
     assert len(b.all("table#messages tbody tr")) == 1
     b.screenshot("dlq")
@@ -290,7 +290,7 @@ def _pages(b: Browser, base: str, namesrv: str, port: int, traffic: Traffic) -> 
         b.open(f"/trace?msgId={sent.msg_id}")
         return any(r.text.startswith("Pub") for r in b.all("table#trace tbody tr"))
 
-    assert b.wait(traced, 60.0), "no Pub record"
+    assert wait_until(traced, 60.0, step_s=0.2), "no Pub record"
     b.screenshot("trace")
     b.open(f"/producers?topic={TOPIC}&group=browser_traced_pg", "producers")
     assert traffic.traced.client_id in b.text("table#producers")
@@ -371,7 +371,7 @@ def test_console_pages_against_rocketmq_4_9_8(reference_build: Path, tmp_path: P
                 b.open("/")
                 return "V4_9_8" in b.text("table#brokers")
 
-            assert b.wait(versioned, 60.0), b.text("main")
+            assert wait_until(versioned, 60.0, step_s=0.2), b.text("main")
             b.screenshot("reference-cluster")
             b.open("/topics", "reference-topics")
             assert TOPIC in b.text("table#topics")
@@ -430,8 +430,8 @@ def test_console_with_acl_signs_and_manages_accounts(tmp_path: Path, browser_for
         row = next(r for r in b.all("table#accounts tbody tr") if "browserKey1" in r.text)
         row.find_element("css selector", "button").click()
         b.driver.switch_to.alert.accept()
-        assert b.wait(lambda: "browserKey1" not in (home / "conf" / "plain_acl.yml").read_text(),
-                      30.0)  # fmt: skip
+        acl_file = home / "conf" / "plain_acl.yml"
+        assert wait_until(lambda: "browserKey1" not in acl_file.read_text(), 30.0, step_s=0.2)
         unsigned, base = start_console(tmp_path, f"127.0.0.1:{ns}", "--sample-interval", "0")
         b2 = browser_for(base)
         b2.open("/acl", "acl-unsigned")
