@@ -89,15 +89,12 @@ def cmd_consumer_connection(a: argparse.Namespace) -> int:
 
 def cmd_producer_connection(a: argparse.Namespace) -> int:
     """producerConnection: a producer group's clients on each master of the topic."""
-    for addr in sorted(set(route_masters(topic_route(a.namesrv, a.topic)).values())):
-        resp = call(addr, RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": a.group},
-                     ok=(0, 1))  # fmt: skip
-        if resp.code != 0:
-            continue
-        body = json_object(resp)
-        for i, c in enumerate(body.get("connectionSet", []), 1):
-            echo(f"{i:04d}  {c.get('clientId', ''):<40} {c.get('clientAddr', ''):<22} "
-                 f"{c.get('language', '')} {c.get('version', '')}")  # fmt: skip
+    from deploy.console.producer_service import producer_rows
+
+    numbered: dict[str, int] = {}  # numbered per broker, as mqadmin lists each broker's set
+    for r in producer_rows(a.namesrv, a.topic, a.group):
+        i = numbered[r.broker] = numbered.get(r.broker, 0) + 1
+        echo(f"{i:04d}  {r.client_id:<40} {r.client_addr:<22} {r.language} {r.version}")
     return 0
 
 

@@ -200,11 +200,23 @@ def cluster_info(ns: str) -> ClusterInfo:
     return ClusterInfo.from_json(bytes(call(ns, RC.GET_BROKER_CLUSTER_INFO).body))
 
 
-def topic_route(ns: str, topic: str) -> TopicRouteData:
+def topic_names(ns: str) -> list[str]:
+    """fetchAllTopicList: every topic the name server knows, sorted."""
+    body = loads_lenient(bytes(call(ns, RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body or b"{}"))
+    return sorted(str(t) for t in (body.get("topicList", []) if isinstance(body, dict) else []))
+
+
+def topic_route_or_none(ns: str, topic: str) -> TopicRouteData | None:
+    """The topic's route, None when the name server has none (TOPIC_NOT_EXIST)."""
     resp = call(ns, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, ok=(0, 17))
-    if resp.code == 17:
+    return None if resp.code == 17 else TopicRouteData.from_json(bytes(resp.body))
+
+
+def topic_route(ns: str, topic: str) -> TopicRouteData:
+    route = topic_route_or_none(ns, topic)
+    if route is None:
         raise AdminError(f"topic {topic!r} has no route on {ns} (TOPIC_NOT_EXIST)")
-    return TopicRouteData.from_json(bytes(resp.body))
+    return route
 
 
 def cluster_masters(info: ClusterInfo, cluster: str | None) -> list[tuple[str, str]]:

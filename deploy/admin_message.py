@@ -6,8 +6,8 @@ Mirrors tools/command/message/*SubCommand.java, RocketMQ 4.9.x.
 from __future__ import annotations
 
 import argparse
-import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from deploy.admin_ext import (
     CLIENT,
@@ -16,9 +16,9 @@ from deploy.admin_ext import (
     as_text,
     call,
     echo,
-    route_masters,
-    topic_route,
 )
+from deploy.console.message_service import by_key
+from deploy.console.topic_service import ConsoleInputError
 from protocol.codes import RequestCode as RC
 from protocol.message import (
     decode_messages,
@@ -26,7 +26,28 @@ from protocol.message import (
 )
 
 
-def _print_messages(msgs: list[Any]) -> None:
+class StoredMessage(Protocol):
+    """What the message commands print: a console MessageView or a consumer's MessageExt."""
+
+    @property
+    def msg_id(self) -> str: ...
+    @property
+    def offset_msg_id(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def queue_id(self) -> int: ...
+    @property
+    def queue_offset(self) -> int: ...
+    @property
+    def store_timestamp(self) -> int: ...
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+    @property
+    def body(self) -> bytes: ...
+
+
+def _print_messages(msgs: Sequence[StoredMessage]) -> None:
     for m in msgs:
         props = m.properties
         echo(f"msgId={m.msg_id} offsetMsgId={m.offset_msg_id} topic={m.topic} "
@@ -37,15 +58,10 @@ def _print_messages(msgs: list[Any]) -> None:
 
 def cmd_query_by_key(a: argparse.Namespace) -> int:
     """queryMsgByKey: messages indexed under a key (KEYS or UNIQ_KEY) on every broker."""
-    found = []
-    for addr in sorted(set(route_masters(topic_route(a.namesrv, a.topic)).values())):
-        resp = call(addr, RC.QUERY_MESSAGE, {
-            "topic": a.topic, "key": a.key, "maxNum": a.max, "beginTimestamp": 0,
-            "endTimestamp": int(time.time() * 1000) + 60_000}, ok=(0, 22))  # fmt: skip
-        if resp.code == 0 and resp.body:
-            found += [m for m in decode_messages(bytes(resp.body))
-                      if a.key in m.properties.get("KEYS", "").split(" ")
-                      or m.properties.get("UNIQ_KEY") == a.key]  # fmt: skip
+    try:
+        found = by_key(a.namesrv, a.topic, a.key, a.max)
+    except ConsoleInputError as exc:
+        raise Usage(str(exc)) from None
     if not found:
         raise AdminError(f"no message with key {a.key!r} in topic {a.topic!r}")
     _print_messages(found)

@@ -14,22 +14,17 @@ from deploy.admin_ext import (
     cluster_info,
     cluster_masters,
     echo,
-    offset_table,
     route_masters,
     targets,
+    topic_names,
     topic_route,
-)
-from protocol.bodies import (
-    loads_lenient,
 )
 from protocol.codes import RequestCode as RC
 
 
 def cmd_topic_list(a: argparse.Namespace) -> int:
     """topicList: every topic the name server knows."""
-    body = loads_lenient(bytes(call(a.namesrv, RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body))
-    topics = body.get("topicList", []) if isinstance(body, dict) else []
-    for t in sorted(topics):
+    for t in topic_names(a.namesrv):
         echo(t)
     return 0
 
@@ -65,17 +60,14 @@ def cmd_delete_topic(a: argparse.Namespace) -> int:
 def cmd_topic_status(a: argparse.Namespace) -> int:
     """topicStatus: per queue of every broker in the route, min / max offset and last store
     time (GET_TOPIC_STATS_INFO)."""
-    rows: list[tuple[str, int, int, int, int]] = []
-    for name, addr in sorted(route_masters(topic_route(a.namesrv, a.topic)).items()):
-        resp = call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": a.topic})
-        for mq, st in offset_table(resp):
-            rows.append((name, int(mq.get("queueId", 0)), int(st.get("minOffset", 0)),
-                         int(st.get("maxOffset", 0)), int(st.get("lastUpdateTimestamp", 0))))
+    from deploy.console.topic_service import queue_rows
+
+    rows = queue_rows(a.topic, route_masters(topic_route(a.namesrv, a.topic)))
     echo(f"{'#Broker Name':<32} {'#QID':<4} {'#Min Offset':<20} {'#Max Offset':<20} "
          "#Last Updated")  # fmt: skip
-    for name, qid, lo, hi, last in sorted(rows):
-        when = _format_ms(last) if last else ""
-        echo(f"{name:<32} {qid:<4} {lo:<20} {hi:<20} {when}")
+    for q in rows:
+        when = _format_ms(q.last_update) if q.last_update else ""
+        echo(f"{q.broker:<32} {q.queue_id:<4} {q.min_offset:<20} {q.max_offset:<20} {when}")
     return 0
 
 

@@ -14,7 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.acl.plain_permission_manager import DENY, parse_perm
 from deploy.admin_ext import as_text, call, cluster_info, cluster_masters
+from deploy.config import parse_properties
 from deploy.console.topic_service import ConsoleInputError
 from protocol.codes import RequestCode as RC
 
@@ -34,21 +36,25 @@ class AclView:
 
 
 def _acl_enabled(addr: str) -> bool:
-    text = as_text(call(addr, RC.GET_BROKER_CONFIG).body)
-    for line in text.splitlines():
-        key, eq, value = line.partition("=")
-        if eq and key.strip() == "aclEnable":
-            return value.strip().lower() == "true"
-    return False
+    config = parse_properties(as_text(call(addr, RC.GET_BROKER_CONFIG).body))
+    return config.get("aclEnable", "").strip().lower() == "true"
+
+
+def _acl_masters(namesrv: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(the masters with ACL on, the names of those with it off)."""
+    on: list[tuple[str, str]] = []
+    off: list[str] = []
+    for broker, addr in cluster_masters(cluster_info(namesrv), None):
+        if _acl_enabled(addr):
+            on.append((broker, addr))
+        else:
+            off.append(broker)
+    return on, off
 
 
 def acl_view(namesrv: str) -> AclView:
-    view = AclView()
-    for broker, addr in cluster_masters(cluster_info(namesrv), None):
-        if _acl_enabled(addr):
-            view.enabled_on.append((broker, addr))
-        else:
-            view.disabled_on.append(broker)
+    on, off = _acl_masters(namesrv)
+    view = AclView(on, off)
     for broker, addr in view.enabled_on:
         ext = call(addr, RC.GET_BROKER_CLUSTER_ACL_INFO, ok=(0, 1)).ext_fields or {}
         try:
@@ -77,7 +83,9 @@ def acl_view(namesrv: str) -> AclView:
 
 
 def _perm(text: str, what: str) -> str:
-    if text not in PERMS:
+    """A permission the broker reads as written (its parse makes anything else DENY: a typo
+    would silently deny, so it is refused here)."""
+    if text.strip() != "DENY" and parse_perm(text) == DENY:
         raise ConsoleInputError(f"{what} must be one of {', '.join(PERMS)}, not {text!r}")
     return text
 
@@ -106,21 +114,21 @@ def update_account(namesrv: str, access_key: str, secret_key: str, white: str, a
            "topicPerms": _resources(topic_perms, "topic permissions") or None,
            "groupPerms": _resources(group_perms, "group permissions") or None,
            "admin": "true" if admin else "false"}  # fmt: skip
-    view = acl_view(namesrv)
-    if not view.enabled_on:
+    on, _off = _acl_masters(namesrv)
+    if not on:
         raise ConsoleInputError("ACL is off on every broker: there is no account to write")
-    for _broker, addr in view.enabled_on:
+    for _broker, addr in on:
         call(addr, RC.UPDATE_AND_CREATE_ACL_CONFIG, ext)
-    return [b for b, _a in view.enabled_on]
+    return [b for b, _a in on]
 
 
 def delete_account(namesrv: str, access_key: str) -> list[str]:
     """deleteAccessConfig on every master with ACL on."""
     if not access_key.strip():
         raise ConsoleInputError("no access key given")
-    view = acl_view(namesrv)
-    if not view.enabled_on:
+    on, _off = _acl_masters(namesrv)
+    if not on:
         raise ConsoleInputError("ACL is off on every broker: there is no account to delete")
-    for _broker, addr in view.enabled_on:
+    for _broker, addr in on:
         call(addr, RC.DELETE_ACL_CONFIG, {"accessKey": access_key})
-    return [b for b, _a in view.enabled_on]
+    return [b for b, _a in on]

@@ -29,6 +29,7 @@ from deploy.console.topic_service import (
     create_or_update_topic,
     topic_detail,
 )
+from protocol.codes import PermName
 from protocol.trace import TRACE_TOPIC
 
 message_pages = Blueprint("messages", __name__)
@@ -116,7 +117,7 @@ def dlq_page() -> str:
                                                    parse_ms(end, "the end")),
                                    "the dead-letter messages not read")  # fmt: skip
             rows, capped = got if got is not None else ([], False)
-    readable = bool(detail and all(b[4] & 4 for b in detail.brokers))
+    readable = bool(detail and all(PermName.is_readable(b[4]) for b in detail.brokers))
     return render_template("dlq.html", group=group, detail=detail, rows=rows, error=error,
                            read_error=read_error, capped=capped, begin=begin, end=end,
                            readable=readable)  # fmt: skip

@@ -29,19 +29,19 @@ from deploy.admin_ext import (
     json_object,
     offset_table,
     route_masters,
+    topic_names,
     topic_route,
 )
+from deploy.console.consumer_service import connection_list
+from deploy.console.message_service import pull_range
+from deploy.console.topic_service import consumed_by, queue_rows
 from protocol.bodies import loads_lenient
-from protocol.codes import TOOLS_CONSUMER_GROUP
 from protocol.codes import RequestCode as RC
-from protocol.command import RemotingCommand
-from protocol.message import decode_messages
 
 log = logging.getLogger(__name__)
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
-PULL_SUBSCRIPTION_ONLY = 4  # PullSysFlag FLAG_SUBSCRIPTION: no commit, no suspend
 CLUSTERING = "1"  # MessageModel.CLUSTERING.ordinal(), as the exporter writes msgModel
 RUNTIME_LABELS = ("cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
 GROUP_DIFF_LABELS = ("group", "topic", "countOfOnlineConsumers", "msgModel")
@@ -181,7 +181,7 @@ class MetricsCollector:
             except (AdminError, ValueError) as exc:
                 log.warning("metrics: broker %s (%s) skipped: %s", name, master, exc)
         try:
-            topics = self._topics()
+            topics = topic_names(self.namesrv)
         except AdminError as exc:
             log.warning("metrics: no topic list: %s", exc)
             topics = []
@@ -279,20 +279,15 @@ class MetricsCollector:
         return table if isinstance(table, dict) else {}
 
     # -- topics and groups --------------------------------------------------------------------
-    def _topics(self) -> list[str]:
-        body = loads_lenient(bytes(call(self.namesrv,
-                                        RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body or b"{}"))
-        topics = body.get("topicList", []) if isinstance(body, dict) else []
-        return sorted(str(t) for t in topics)
-
     def _topic(self, fams: dict[str, Family], topic: str, first_cluster: str,
                broker_cluster: dict[str, str],
                connections: dict[str, tuple[int, str, list[dict[str, Any]]]]) -> None:  # fmt: skip
         masters = route_masters(topic_route(self.namesrv, topic))
+        written: dict[str, int] = {}
+        for q in queue_rows(topic, masters):
+            written[q.broker] = written.get(q.broker, 0) + q.max_offset
         for broker, addr in sorted(masters.items()):
-            stats = call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": topic}, ok=(0, 17))
-            total = sum(int(o.get("maxOffset", 0)) for _mq, o in offset_table(stats)) \
-                if stats.code == 0 else 0  # fmt: skip
+            total = written.get(broker, 0)
             if topic.startswith(DLQ_PREFIX):
                 fams["rocketmq_topic_dlq_offset"].set(
                     (first_cluster, broker, topic[len(DLQ_PREFIX):]), total)
@@ -310,12 +305,7 @@ class MetricsCollector:
                     fams[fam].set((cluster, broker, topic), _fixed(float(minute.get("tps", 0))))
         if topic.startswith(DLQ_PREFIX):
             return
-        groups: set[str] = set()
-        for addr in masters.values():
-            who = call(addr, RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}, ok=(0, 1, 17))
-            if who.code == 0:
-                groups.update(str(g) for g in json_object(who).get("groupList", []))
-        for group in sorted(groups):
+        for group in consumed_by(topic, masters):
             self._group(fams, topic, group, masters, first_cluster, broker_cluster, connections)
 
     def _store_time(self, addr: str, topic: str, queue_id: int, offset: int) -> int | None:
@@ -323,27 +313,17 @@ class MetricsCollector:
         non-committing pull of one message under mqadmin's TOOLS_CONSUMER group (the
         exporter's queryMsgByOffset), so the group's own stats are not touched; None when
         the queue has no message there (moved, or not found)."""
-        resp = call(addr, RC.PULL_MESSAGE, {
-            "consumerGroup": TOOLS_CONSUMER_GROUP, "topic": topic, "queueId": queue_id,
-            "queueOffset": offset, "maxMsgNums": 1, "sysFlag": PULL_SUBSCRIPTION_ONLY,
-            "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
-            "expressionType": "TAG"},
-            ok=(0, 19, 20, 21, 22, 24, 25, 26))  # fmt: skip
-        return _store_time_of(resp)
+        msgs = pull_range(addr, topic, queue_id, offset, offset + 1, 1)
+        return msgs[0].store_timestamp if msgs else None
 
     def _connection(self, group: str, addr: str,
                     connections: dict[str, tuple[int, str, list[dict[str, Any]]]]
                     ) -> tuple[int, str]:  # fmt: skip
         known = connections.get(group)
         if known is None:
-            resp = call(addr, RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
-                        ok=(0, 206))  # fmt: skip
-            conns: list[dict[str, Any]] = []
-            model = CLUSTERING
-            if resp.code == 0:
-                body = json_object(resp)
-                conns = [c for c in body.get("connectionSet", []) if isinstance(c, dict)]
-                model = "0" if str(body.get("messageModel")) == "BROADCASTING" else CLUSTERING
+            body = connection_list([("", addr)], group)
+            conns = [c for c in body.get("connectionSet", []) or [] if isinstance(c, dict)]
+            model = "0" if str(body.get("messageModel")) == "BROADCASTING" else CLUSTERING
             known = connections[group] = (len(conns), model, conns)
         return known[0], known[1]
 
@@ -402,11 +382,6 @@ def status_table(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return table if isinstance(table, dict) else {}
-
-
-def _store_time_of(resp: RemotingCommand) -> int | None:
-    msgs = decode_messages(bytes(resp.body)) if resp.code == 0 and resp.body else []
-    return msgs[0].store_timestamp if msgs else None
 
 
 def _escape_label(value: str) -> str:

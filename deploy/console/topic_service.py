@@ -9,17 +9,19 @@ per-queue offsets are on the topic's own page. A test message is sent as our pro
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from actors.client.default_mq_producer_impl import plain_properties
 from actors.client.errors import MQBrokerError
 from actors.client.mq_client_api import (
     SendRequest,
     process_send_response,
     send_message_command,
 )
-from actors.client.validators import MessageValidationError, check_topic
+from actors.client.records import Message
+from actors.client.topic_publish_info import TopicPublishInfo
+from actors.client.validators import MessageValidationError, check_message, check_topic
 from deploy.admin_ext import (
     AdminError,
     call,
@@ -29,9 +31,10 @@ from deploy.admin_ext import (
     json_object,
     offset_table,
     route_masters,
+    topic_names,
     topic_route,
+    topic_route_or_none,
 )
-from protocol.bodies import MessageQueue, TopicRouteData, loads_lenient
 from protocol.codes import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -39,10 +42,8 @@ from protocol.codes import (
 )
 from protocol.codes import RequestCode as RC
 from protocol.message_client_id_setter import create_uniq_id
-from protocol.record import properties_to_string
 
 CONSOLE_PRODUCER_GROUP = "CONSOLE_PRODUCER_GROUP"
-PERM_READ, PERM_WRITE = 4, 2
 
 
 class ConsoleInputError(ValueError):
@@ -70,8 +71,7 @@ def topic_kind(name: str) -> str:
 
 def topic_rows(namesrv: str) -> list[TopicRow]:
     """Every topic of the name server with what its masters hold of it."""
-    body = loads_lenient(bytes(call(namesrv, RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body or b""))
-    names = {str(t) for t in (body.get("topicList", []) if isinstance(body, dict) else [])}
+    names = set(topic_names(namesrv))
     held: dict[str, list[dict[str, object]]] = {}
     for _broker, addr in cluster_masters(cluster_info(namesrv), None):
         try:
@@ -114,15 +114,10 @@ class TopicDetail:
         return sum(q.max_offset for q in self.queues)
 
 
-def topic_detail(namesrv: str, topic: str) -> TopicDetail:
-    """A topic's route, each queue's offsets and the groups that consume it."""
-    route = topic_route(namesrv, topic)
-    masters = route_masters(route)
-    brokers = [(q.broker_name, masters.get(q.broker_name, ""), q.read_queue_nums,
-                q.write_queue_nums, q.perm)
-               for q in sorted(route.queue_datas, key=lambda q: q.broker_name)]  # fmt: skip
+def queue_rows(topic: str, masters: dict[str, str]) -> list[QueueRow]:
+    """examineTopicStats: each queue's min / max offset and last store time on the masters
+    (broker name -> address) of the topic's route, by broker and queue."""
     queues: list[QueueRow] = []
-    groups: set[str] = set()
     for broker, addr in sorted(masters.items()):
         stats = call(addr, RC.GET_TOPIC_STATS_INFO, {"topic": topic}, ok=(0, 17))
         for mq, o in offset_table(stats) if stats.code == 0 else []:
@@ -131,11 +126,29 @@ def topic_detail(namesrv: str, topic: str) -> TopicDetail:
             queues.append(QueueRow(broker, int(mq.get("queueId", 0)), int(o.get("minOffset", 0)),
                                    int(o.get("maxOffset", 0)),
                                    int(o.get("lastUpdateTimestamp", 0))))  # fmt: skip
+    queues.sort(key=lambda q: (q.broker, q.queue_id))
+    return queues
+
+
+def consumed_by(topic: str, masters: dict[str, str]) -> list[str]:
+    """queryTopicConsumeByWho on each master: the groups subscribed to or holding offsets of
+    the topic."""
+    groups: set[str] = set()
+    for addr in masters.values():
         who = call(addr, RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}, ok=(0, 1, 17))
         if who.code == 0:
             groups.update(str(g) for g in json_object(who).get("groupList", []))
-    queues.sort(key=lambda q: (q.broker, q.queue_id))
-    return TopicDetail(topic, brokers, queues, sorted(groups))
+    return sorted(groups)
+
+
+def topic_detail(namesrv: str, topic: str) -> TopicDetail:
+    """A topic's route, each queue's offsets and the groups that consume it."""
+    route = topic_route(namesrv, topic)
+    masters = route_masters(route)
+    brokers = [(q.broker_name, masters.get(q.broker_name, ""), q.read_queue_nums,
+                q.write_queue_nums, q.perm)
+               for q in sorted(route.queue_datas, key=lambda q: q.broker_name)]  # fmt: skip
+    return TopicDetail(topic, brokers, queue_rows(topic, masters), consumed_by(topic, masters))
 
 
 def _queue_count(text: str, what: str) -> int:
@@ -161,11 +174,6 @@ def checked_topic(name: str) -> str:
     return checked(check_topic, name)
 
 
-def _route_or_none(namesrv: str, topic: str) -> TopicRouteData | None:
-    resp = call(namesrv, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, ok=(0, 17))
-    return TopicRouteData.from_json(bytes(resp.body)) if resp.code == 0 else None
-
-
 def create_or_update_topic(namesrv: str, cluster: str | None, topic: str, read_queues: str,
                            write_queues: str, perm: str, order: bool | None) -> list[str]:
     """updateTopic: a topic that exists is written on the masters that hold it (unless a
@@ -180,7 +188,7 @@ def create_or_update_topic(namesrv: str, cluster: str | None, topic: str, read_q
             "readQueueNums": _queue_count(read_queues, "read queues"),
             "writeQueueNums": _queue_count(write_queues, "write queues"), "perm": perm,
             "topicFilterType": "SINGLE_TAG"}  # fmt: skip
-    route = None if cluster else _route_or_none(namesrv, topic)
+    route = None if cluster else topic_route_or_none(namesrv, topic)
     if route is not None and route_masters(route):
         masters = sorted(route_masters(route).items())
     else:
@@ -220,26 +228,21 @@ class TestSendResult:
 
 def send_test_message(namesrv: str, topic: str, body: str, tags: str = "",
                       keys: str = "") -> TestSendResult:  # fmt: skip
-    """One message to a writable queue of the topic, picked at random."""
-    checked_topic(topic)
-    if not body:
-        raise ConsoleInputError("the message body is empty")
+    """One message, checked, routed and sent as our Producer sends one (actors/client's
+    validator, TopicPublishInfo's round robin, the V2 request and its answer's reader)."""
+    msg = Message(topic, body.encode(), tags=tags or None, keys=keys or None)
+    try:
+        check_message(msg)
+    except MessageValidationError as exc:
+        raise ConsoleInputError(exc.message) from None
     route = topic_route(namesrv, topic)
-    masters = route_masters(route)
-    queues = [MessageQueue(topic, q.broker_name, i) for q in route.queue_datas
-              if q.perm & PERM_WRITE and q.broker_name in masters
-              for i in range(q.write_queue_nums)]  # fmt: skip
-    if not queues:
+    info = TopicPublishInfo.from_route(topic, route)
+    if not info.ok():
         raise ConsoleInputError(f"topic {topic} has no writable queue")
-    mq = random.choice(queues)
+    mq = info.select_one_message_queue()
+    addr = route_masters(route)[mq.broker_name]
     msg_id = create_uniq_id()
-    props = {"UNIQ_KEY": msg_id, "WAIT": "true"}
-    if tags:
-        props["TAGS"] = tags
-    if keys:
-        props["KEYS"] = keys
-    req = SendRequest(topic, body.encode(), properties_to_string(props), 0, msg_id)
-    addr = masters[mq.broker_name]
+    req = SendRequest(topic, msg.body, plain_properties(msg_id, msg), 0, msg_id)
     resp = invoke(addr, send_message_command(CONSOLE_PRODUCER_GROUP, req, mq), ok=(0, 10, 11, 12))
     try:
         r = process_send_response(mq.broker_name, topic, msg_id, resp, addr, mq)
