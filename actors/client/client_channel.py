@@ -4,8 +4,10 @@ Mirrors nothing in RocketMQ (a Java client is one process): it carries what must
 Thespian message (0.4-1 ms each) between the user's process, where handlers, listeners and
 futures live, and the client actors (MQClientInstance, the consumer services). The user's
 process listens on a Unix socket (mode 0600, in its private runtime directory); each actor
-connects and first sends HELLO naming its key. Both ends read everything available in one
-pass and write once per pass.
+connects and first sends HELLO naming its key. The channel is the broker's record channel
+(actors.runtime.channel.Channel: its framing, socket tuning, read path and out buffer), read
+with a KindDecoder and written under a lock (ChannelEnd). Both ends read everything available
+in one pass and write once per pass.
 
 Record layout (big-endian), one after another on the stream:
 
@@ -33,16 +35,16 @@ crosses as a bare list. The foundation's:
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
-import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
-from actors.runtime.typed_record import ChannelError, RecordKinds, TypedRecord
+from actors.runtime.channel import TYPE_HDR, Channel, KindDecoder
+from actors.runtime.typed_record import ChannelError as ChannelError  # what read_record raises
+from actors.runtime.typed_record import RecordKinds, TypedRecord
 
 log = logging.getLogger(__name__)
 
@@ -63,21 +65,14 @@ FETCH_ROUTE: Final = 15
 FIRST_FREE_KIND: Final = 64
 RUNTIME_DIR_PREFIX: Final = "amqc-"  # the user's process's runtime directory (the listener's)
 
-HEAD = struct.Struct(
-    ">I"  # rest_len
-    "B"  # kind
-)
-MAX_RECORD: Final = 256 * 1024 * 1024
-SOCK_BUF: Final = 4 * 1024 * 1024
-READ_CHUNK: Final = 1024 * 1024
-_PEER_GONE: Final = frozenset((errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF))
+MAX_RECORD: Final = 256 * 1024 * 1024  # a BrokerRequest carries a whole batch
 
 Record = tuple[int, memoryview]
 
 
 def encode_record(kind: int, payload: bytes | bytearray | memoryview) -> bytes:
     """One record."""
-    return HEAD.pack(1 + len(payload), kind) + bytes(payload)
+    return TYPE_HDR.pack(1 + len(payload), kind) + bytes(payload)
 
 
 CLIENT_RECORDS: Final = RecordKinds("client channel")
@@ -211,54 +206,21 @@ class FetchRoute(TypedRecord):
     producer: bool = False
 
 
-class RecordDecoder:
-    """Splits the stream into (kind, payload view) records; keeps the partial tail."""
+class ChannelEnd(Channel):
+    """One end of the client channel: the runtime's Channel (its socket, out buffer and read
+    path) reading typed records, with writes made thread-safe.
 
-    __slots__ = ("_rest",)
+    send()/send_many()/queue()/flush() may be called from any thread; read_records() belongs
+    to one thread (the event loop in the user's process, the actor in an actor)."""
 
-    def __init__(self) -> None:
-        self._rest = b""
-
-    def feed(self, data: bytes) -> list[Record]:
-        """Complete records in data (after what was kept from earlier feeds)."""
-        buf = self._rest + data if self._rest else data
-        view = memoryview(buf)
-        size, pos = len(buf), 0
-        out: list[Record] = []
-        while size - pos >= 5:
-            rest_len, kind = HEAD.unpack_from(buf, pos)
-            if rest_len < 1 or rest_len > MAX_RECORD:
-                raise ChannelError(f"bad record length {rest_len}")
-            end = pos + 4 + rest_len
-            if end > size:
-                break
-            out.append((kind, view[pos + 5 : end]))
-            pos = end
-        self._rest = bytes(view[pos:]) if pos < size else b""
-        return out
-
-
-class ChannelEnd:
-    """One end of a channel: a non-blocking socket, an out buffer, a record decoder.
-
-    send()/send_many() are thread-safe; read_records() belongs to one thread (the event loop
-    in the user's process, the actor in an actor)."""
+    __slots__ = ("key", "lock", "on_pending_out")
 
     def __init__(self, sock: socket.socket, key: str = "") -> None:
-        sock.setblocking(False)
-        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, opt, SOCK_BUF)
-            except OSError:
-                pass
-        self.sock = sock
-        self.fd = sock.fileno()
+        super().__init__(sock, "client", KindDecoder(MAX_RECORD))
         self.key = key
-        self.out = bytearray()
-        self.decoder = RecordDecoder()
-        self.closed = False
         self.lock = threading.Lock()
-        self.on_pending_out: Any = None  # called (outside the lock) when bytes stay buffered
+        self.on_pending_out: Callable[[ChannelEnd], None] | None = None  # called (outside
+        # the lock) when bytes stay buffered
 
     def __repr__(self) -> str:
         return f"ChannelEnd(key={self.key!r}, fd={self.fd})"
@@ -295,7 +257,7 @@ class ChannelEnd:
             if self.closed:
                 return
             out = self.out
-            out += HEAD.pack(1 + sum(map(len, parts)), kind)
+            out += TYPE_HDR.pack(1 + sum(map(len, parts)), kind)
             for part in parts:
                 out += part
 
@@ -306,75 +268,29 @@ class ChannelEnd:
                 return
             out = self.out
             for kind, payload in records:
-                out += HEAD.pack(1 + len(payload), kind)
+                out += TYPE_HDR.pack(1 + len(payload), kind)
                 out += payload
-            left = self._flush_locked()
+            left = not Channel.flush(self)
         if left and self.on_pending_out is not None:
             self.on_pending_out(self)
 
     def flush(self) -> bool:
         """Write what is buffered; True when nothing is left."""
         with self.lock:
-            return not self._flush_locked()
-
-    def _flush_locked(self) -> bool:
-        out = self.out
-        while out:
-            try:
-                sent = self.sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                return True
-            except OSError as exc:
-                if exc.errno not in _PEER_GONE:
-                    log.warning("%r send failed: %s", self, exc)
-                out.clear()
-                self.closed = True
-                return False
-            del out[:sent]
-        return False
+            return Channel.flush(self)
 
     @property
     def has_out(self) -> bool:
         """True while bytes wait in the out buffer."""
         return bool(self.out)
 
-    # -- reading ------------------------------------------------------------------------------
-    def read_records(self) -> list[Record] | None:
+    def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[Record] | None:
         """Records available now; None once the peer closed (or wrote garbage)."""
-        chunks: list[bytes] = []
-        eof = False
-        while True:
-            try:
-                data = self.sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                if exc.errno not in _PEER_GONE:
-                    log.warning("%r recv failed: %s", self, exc)
-                eof = True
-                break
-            if not data:
-                eof = True
-                break
-            chunks.append(data)
-            if len(data) < READ_CHUNK:
-                break
-        try:
-            records = self.decoder.feed(b"".join(chunks)) if chunks else []
-        except ChannelError as exc:
-            log.error("%r corrupt stream: %s", self, exc)
-            return None
-        if eof:
-            self.closed = True
-            return records or None
-        return records
+        return super().read_records(max_bytes)
 
     def close(self) -> None:
         """Close the socket (idempotent)."""
         with self.lock:
             self.closed = True
             self.out.clear()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        super().close()

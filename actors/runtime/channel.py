@@ -45,6 +45,10 @@ replies to the clients, so any later request of a client that saw a reply queues
 A processor that writes its answers to clients itself does so only for batches that emitted
 no events; the others still answer here, behind their events.
 
+The client channel (actors.client.client_channel, between a user's process and its client
+actors) is this Channel with the same framing, its kind byte naming a typed record
+(actors.runtime.typed_record) read by a KindDecoder instead of the records above.
+
 Readers take everything available in one readiness pass; writers append to an out buffer
 and flush it with one send per pass. Sockets are non-blocking both ways: what the kernel
 does not take stays in the out buffer for the next pass.
@@ -58,6 +62,7 @@ import os
 import pickle
 import socket
 import struct
+import threading
 from array import array
 from collections import deque
 from collections.abc import Sequence
@@ -109,11 +114,22 @@ MAX_RECORD: Final = 64 * 1024 * 1024  # a record beyond this means a corrupt str
 SOCK_BUF: Final = 4 * 1024 * 1024
 READ_CHUNK: Final = 1024 * 1024
 
-# One scratch buffer per process for recv_into: sock.recv(n) allocates n bytes first, and
+# One scratch buffer per thread for recv_into: sock.recv(n) allocates n bytes first, and
 # for n above malloc's mmap threshold (128 KiB) that is an mmap + munmap per call (measured
 # here: recv(1 MiB) of a 1 KiB record 9.2 us, recv_into + copy of what arrived 1.2 us).
-_SCRATCH = bytearray(READ_CHUNK)
-_SCRATCH_VIEW = memoryview(_SCRATCH)
+# Per thread, not per process: the user's process reads its client channels on its event-loop
+# thread while other threads of it may read sockets too.
+_scratch = threading.local()
+
+
+def _scratch_view() -> memoryview:
+    try:
+        view: memoryview = _scratch.view
+    except AttributeError:
+        view = _scratch.view = memoryview(bytearray(READ_CHUNK))
+    return view
+
+
 _FD_SPACE: Final = socket.CMSG_SPACE(16 * array("i").itemsize)  # descriptors per recvmsg
 
 ChannelAddr = str | tuple[str, int]  # a Unix socket path, or (host, port) for TCP
@@ -124,7 +140,7 @@ def recv_available(sock: socket.socket, max_bytes: int) -> tuple[bytes, bool, OS
 
     Returns (data, eof, error): eof when the peer closed or the socket failed (error set).
     """
-    view = _SCRATCH_VIEW
+    view = _scratch_view()
     chunks: list[bytes] = []
     total = 0
     while total < max_bytes:
@@ -150,7 +166,7 @@ def recv_available_fds(
 ) -> tuple[bytes, bool, OSError | None]:
     """recv_available for a Unix socket that may carry descriptors: those received are
     appended to `fds` in order (a recvmsg stops after a message that carried some)."""
-    view = _SCRATCH_VIEW
+    view = _scratch_view()
     chunks: list[bytes] = []
     total = 0
     while total < max_bytes:
@@ -174,7 +190,8 @@ def recv_available_fds(
     return b"".join(chunks), False, None
 
 
-PEER_GONE: Final = frozenset((errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN))
+# EBADF: the socket was closed by another thread of the process (a client's close)
+PEER_GONE: Final = frozenset((errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF))
 
 
 def send_out(sock: socket.socket, out: bytearray) -> tuple[bool, OSError | None]:
@@ -360,6 +377,43 @@ class RecordDecoder:
         return records
 
 
+class KindDecoder:
+    """Splits a channel byte stream into (kind, payload view) records, keeping the partial
+    tail: the reader of a channel whose records are actors.runtime.typed_record types (the
+    client channel), where RecordDecoder reads the RemotingServer's and processors' records."""
+
+    __slots__ = ("_rest", "max_record")
+
+    def __init__(self, max_record: int = MAX_RECORD) -> None:
+        self._rest = b""
+        self.max_record = max_record
+
+    def feed(self, data: bytes) -> list[tuple[int, memoryview]]:
+        """Complete records in data (after what was kept from earlier feeds)."""
+        buf = self._rest + data if self._rest else data
+        view = memoryview(buf)
+        size, pos = len(buf), 0
+        out: list[tuple[int, memoryview]] = []
+        limit = self.max_record
+        while size - pos >= 5:
+            rest_len, kind = TYPE_HDR.unpack_from(buf, pos)
+            if rest_len < 1 or rest_len > limit:
+                raise ChannelError(f"bad record length {rest_len}")
+            end = pos + 4 + rest_len
+            if end > size:
+                break
+            out.append((kind, view[pos + 5 : end]))
+            pos = end
+        self._rest = bytes(view[pos:]) if pos < size else b""
+        return out
+
+
+class StreamDecoder(Protocol):
+    """What a Channel reads its stream with (RecordDecoder or KindDecoder)."""
+
+    def feed(self, data: bytes) -> list[Any]: ...
+
+
 def _tune(sock: socket.socket) -> None:
     sock.setblocking(False)
     for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
@@ -400,17 +454,20 @@ class OutBuffered:
 
 
 class Channel(OutBuffered):
-    """One end of a channel: non-blocking socket, record decoder, out buffer."""
+    """One end of a channel: non-blocking socket, record decoder, out buffer. The broker's
+    channels read RecordDecoder's records; the client channel (actors.client.client_channel)
+    is this class reading typed records with a KindDecoder."""
 
     __slots__ = ("closed", "decoder", "fd", "fds", "name", "out", "sock")
 
-    def __init__(self, sock: socket.socket, name: str = "") -> None:
+    def __init__(self, sock: socket.socket, name: str = "",
+                 decoder: StreamDecoder | None = None) -> None:  # fmt: skip
         _tune(sock)
         self.sock = sock
         self.fd = sock.fileno()
         self.name = name
         self.out = bytearray()
-        self.decoder = RecordDecoder()
+        self.decoder: StreamDecoder = RecordDecoder() if decoder is None else decoder
         self.closed = False
         self.fds: deque[int] | None = None  # descriptors received, when this end takes them
 
@@ -455,13 +512,13 @@ class Channel(OutBuffered):
             except OSError:
                 pass
 
-    def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[tuple[Any, ...]] | None:
+    def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[Any] | None:
         """Read what is available now (bounded); None when the peer has closed or is corrupt."""
         if self.fds is None:
             data, eof, err = recv_available(self.sock, max_bytes)
         else:
             data, eof, err = recv_available_fds(self.sock, max_bytes, self.fds)
-        if err is not None:
+        if err is not None and err.errno not in PEER_GONE:
             log.warning("channel=%s recv failed: %s", self.name, err)
         try:
             records = self.decoder.feed(data) if data else []

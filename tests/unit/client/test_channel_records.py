@@ -8,6 +8,7 @@ import pytest
 
 from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
+from actors.runtime.channel import KindDecoder
 from actors.runtime.typed_record import TypedRecord, pack
 from protocol.bodies import MessageQueue
 
@@ -53,7 +54,7 @@ def test_every_kind_has_a_sample() -> None:
 @pytest.mark.parametrize("rec", SAMPLES, ids=lambda r: type(r).__name__)
 def test_a_record_round_trips_through_the_stream(rec: TypedRecord) -> None:
     stream = ch.encode_record(rec.KIND, rec.encode())
-    ((kind, payload),) = ch.RecordDecoder().feed(stream)
+    ((kind, payload),) = KindDecoder(ch.MAX_RECORD).feed(stream)
     assert ch.read_record(kind, payload) == rec
 
 

@@ -19,6 +19,7 @@ from actors.client.mq_client_instance import MQClientInstance, TopicRouteTable, 
 from actors.client.records import Message, MessageQueue, SendStatus
 from actors.client.topic_publish_info import TopicPublishInfo
 from actors.client.validators import check_batch, check_group, check_message, check_topic
+from actors.runtime.channel import KindDecoder
 from protocol.bodies import BrokerData, ConsumerData, QueueData, SubscriptionData, TopicRouteData
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
@@ -189,7 +190,7 @@ def test_records_frozen_and_wire_properties() -> None:
 def test_channel_records_split_anywhere(records: list[tuple[int, bytes]],
                                         cuts: list[int]) -> None:  # fmt: skip
     stream = b"".join(ch.encode_record(k, p) for k, p in records)
-    dec = ch.RecordDecoder()
+    dec = KindDecoder(ch.MAX_RECORD)
     got: list[tuple[int, bytes]] = []
     pos = 0
     for c in cuts:
@@ -220,7 +221,7 @@ def test_channel_queue_writes_parts_as_one_record_on_flush() -> None:
 
 def test_channel_rejects_garbage() -> None:
     with pytest.raises(ch.ChannelError):
-        ch.RecordDecoder().feed(b"\x00\x00\x00\x00\x01")
+        KindDecoder(ch.MAX_RECORD).feed(b"\x00\x00\x00\x00\x01")
 
 
 def test_broker_requests_are_routed() -> None:

@@ -290,3 +290,44 @@ def test_tcp_channel_token_handshake() -> None:
             ch.close()
         gate.close()
         listener.close()
+
+
+def test_threads_reading_channels_at_once_get_their_own_bytes() -> None:
+    """The read path's scratch buffer is per thread: two threads reading their own channels
+    at the same time (the user's process reads its client channels on its event loop while
+    other threads read theirs) never see each other's bytes."""
+    import threading
+
+    from actors.runtime.channel import recv_available
+
+    rounds, size = 2000, 32 * 1024  # one send fits a socketpair's buffer
+    errors: list[str] = []
+
+    def reader(tag: int) -> None:
+        a, b = socket.socketpair()
+        try:
+            b.setblocking(False)
+            payload = bytes([tag]) * size
+            for i in range(rounds):
+                a.sendall(payload)
+                got = bytearray()
+                deadline = time.monotonic() + 10.0
+                while len(got) < size and time.monotonic() < deadline:
+                    data, eof, err = recv_available(b, size)
+                    assert not eof and err is None
+                    got += data
+                if got != payload:
+                    errors.append(f"thread {tag} round {i}: {len(got)} bytes, "
+                                  f"{sum(1 for x in got if x != tag)} foreign")
+                    return
+        finally:
+            a.close()
+            b.close()
+
+    threads = [threading.Thread(target=reader, args=(t,)) for t in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60.0)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
