@@ -10,7 +10,8 @@ RocketMQ 4.9.x, here shared by every client of the process (docs/CLIENT.md §2):
 - the EventLoop thread (broker connections, channels) and the CallbackExecutor thread;
 - the RemotingClient the process's producers send through (sync callers read their own
   responses: remoting_client.py);
-- the Unix socket listener (mode 0600, in a 0700 directory) client actors connect to.
+- the Unix socket listener (mode 0600, in a 0700 directory) client actors connect to;
+- the cyclic garbage collector's first threshold raised while clients run (GcThreshold).
 
 The actor system starts before the threads (its admin is forked from this process: a fork
 while our threads hold locks would copy them locked).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import gc
 import logging
 import os
 import shutil
@@ -45,6 +47,8 @@ from actors.runtime.tls import TlsConfig
 log = logging.getLogger(__name__)
 
 LOG_ENV: Final = "ACTORMQ_CLIENT_LOG"
+GC_ENV: Final = "ACTORMQ_CLIENT_GC"  # "keep": leave the collector's thresholds alone
+GC_GEN0_THRESHOLD: Final = 10_000
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 10.0
 
@@ -100,6 +104,42 @@ def _log_defs(path: str) -> dict[str, Any]:
     }
 
 
+class GcThreshold:
+    """The cyclic collector's first threshold, raised while the process runs clients.
+
+    A consumer keeps thousands of messages in its process queues for a while, each a few
+    container objects, and makes and drops them at tens of thousands a second. With CPython's
+    default (a young collection every 700 net allocations) those messages are traversed again
+    and again, promoted, and set off full collections: measured here, 14 % of a PushConsumer's
+    time went to the collector (0.82 s in 6 s: 882 young, 80 middle and 8 full collections),
+    and the consumer ran at 52k msgs/s against 80k with the threshold at 10,000, where the
+    net allocations of a steady stream never reach it. Raised only, never lowered; put back
+    when the last client closes unless someone changed it meanwhile; ACTORMQ_CLIENT_GC=keep
+    leaves it alone. Cyclic garbage is collected as before, just in larger steps.
+    """
+
+    def __init__(self) -> None:
+        self.before: tuple[int, int, int] | None = None
+
+    def raise_(self) -> None:
+        """Raise the first threshold (once; not when told to keep it or it is off or higher)."""
+        if self.before is not None or os.environ.get(GC_ENV, "").lower() == "keep":
+            return
+        before = gc.get_threshold()
+        if before[0] == 0 or before[0] >= GC_GEN0_THRESHOLD:  # 0: automatic collection off
+            return
+        gc.set_threshold(GC_GEN0_THRESHOLD, before[1], before[2])
+        self.before = before
+        log.info("gc threshold %s -> %d for the clients (%s=keep leaves it)", before,
+                 GC_GEN0_THRESHOLD, GC_ENV)  # fmt: skip
+
+    def restore(self) -> None:
+        """Put the threshold back, if it is still the one set here."""
+        before, self.before = self.before, None
+        if before is not None and gc.get_threshold()[0] == GC_GEN0_THRESHOLD:
+            gc.set_threshold(*before)
+
+
 class ClientRuntime:
     """The process-wide client machinery; get() starts it, release() of the last user stops it."""
 
@@ -127,7 +167,13 @@ class ClientRuntime:
         self._handlers: dict[str, ChannelHandler] = {}
         self._ends: dict[int, ch.ChannelEnd] = {}
         self._pgids: set[int] = set()
-        self.asys = self._start_actor_system()
+        self.gc = GcThreshold()
+        self.gc.raise_()  # before the fork: the client actors run with it too
+        try:
+            self.asys = self._start_actor_system()
+        except BaseException:
+            self.gc.restore()
+            raise
         try:
             self.loop = EventLoop()
             self.callbacks = CallbackExecutor()
@@ -143,6 +189,7 @@ class ClientRuntime:
             self.loop.register(self._listener.fileno(), EPOLLIN, self._on_accept)
         except BaseException:
             self._shutdown_actor_system()
+            self.gc.restore()
             raise
         log.info("client runtime up (actor system admin port %d, dir %s)", self.admin_port,
                  self.dir)
@@ -310,6 +357,7 @@ class ClientRuntime:
         except OSError:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.gc.restore()
         log.info("client runtime stopped")
 
     def _close_channels(self) -> None:
