@@ -10,15 +10,16 @@ import argparse
 import time
 from dataclasses import dataclass
 
+from actors.client import client_requests as rq
 from deploy.admin_ext import (
     Usage,
     as_text,
+    ask,
     call,
     cluster_info,
     cluster_masters,
     echo,
     group_broker,
-    header_int,
     json_object,
     offset_table,
     route_masters,
@@ -141,17 +142,11 @@ def reset_offset_by_time(namesrv: str, topic: str, group: str, ts: int,
             continue
         queues = next((q.read_queue_nums for q in route.queue_datas if q.broker_name == name), 0)
         for qid in range(queues):  # CONSUMER_NOT_ONLINE
-            q = {"topic": topic, "queueId": qid}
-            if ts == -1:
-                off = header_int(call(addr, RC.GET_MAX_OFFSET, q), "offset")
-            else:
-                off = header_int(call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP, dict(q, timestamp=ts)),
-                                 "offset")  # fmt: skip
-            r = call(addr, RC.QUERY_CONSUMER_OFFSET, dict(q, consumerGroup=group), ok=(0, 22))
-            current = header_int(r, "offset") if r.code == 0 else -1
+            off = ask(addr, rq.max_offset(topic, qid) if ts == -1
+                      else rq.search_offset(topic, qid, ts))  # fmt: skip
+            current = ask(addr, rq.query_consumer_offset(group, topic, qid))  # -1: none
             if force or current < 0 or off < current:
-                call(addr, RC.UPDATE_CONSUMER_OFFSET,
-                     dict(q, consumerGroup=group, commitOffset=off))  # fmt: skip
+                ask(addr, rq.update_consumer_offset(group, topic, qid, off))
             else:
                 off = current
             out.append(ResetQueue(topic, name, qid, off, True))

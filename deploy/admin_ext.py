@@ -11,8 +11,11 @@ import select
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from actors.client import client_requests as rq
+from actors.client.client_requests import ClientRequest
+from actors.client.errors import MQClientError
 from actors.runtime.tls import TlsConfig
 from deploy.wire import BlockingClient
 from protocol.acl import SessionCredentials
@@ -30,6 +33,7 @@ from protocol.headers.by_code import REQUEST_HEADERS
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 RPC_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 class AdminError(Exception):
@@ -157,15 +161,30 @@ def request_fields(code: int, fields: dict[str, str]) -> dict[str, str]:
 def invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (0,)) -> RemotingCommand:
     """`cmd`, signed when the CLI has credentials, sent to `addr`; AdminError unless the
     answer's code is in `ok`."""
-    if CLIENT.credentials is not None:
-        CLIENT.credentials.sign(cmd)
-    try:
-        resp = POOL.invoke(addr, cmd, RPC_TIMEOUT_S)
-    except (OSError, TimeoutError, ProtocolError) as exc:
-        raise AdminError(f"{addr}: {exc}") from None
+    resp = _exchange(addr, cmd)
     if resp.code not in ok:
         raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
     return resp
+
+
+def _exchange(addr: str, cmd: RemotingCommand) -> RemotingCommand:
+    if CLIENT.credentials is not None:
+        CLIENT.credentials.sign(cmd)
+    try:
+        return POOL.invoke(addr, cmd, RPC_TIMEOUT_S)
+    except (OSError, TimeoutError, ProtocolError) as exc:
+        raise AdminError(f"{addr}: {exc}") from None
+
+
+def ask(addr: str, req: ClientRequest[T]) -> T:
+    """One of the clients' requests (actors.client.client_requests: built as MQClientAPI
+    builds it), sent as invoke sends, its answer read by the clients' own parse; AdminError
+    when that parse refuses the answer."""
+    resp = _exchange(addr, req.command())
+    try:
+        return req.parse(resp, addr)
+    except MQClientError:
+        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}") from None
 
 
 def invoke_all(addr: str, cmds: list[RemotingCommand],
@@ -208,8 +227,7 @@ def topic_names(ns: str) -> list[str]:
 
 def topic_route_or_none(ns: str, topic: str) -> TopicRouteData | None:
     """The topic's route, None when the name server has none (TOPIC_NOT_EXIST)."""
-    resp = call(ns, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, ok=(0, 17))
-    return None if resp.code == 17 else TopicRouteData.from_json(bytes(resp.body))
+    return ask(ns, rq.topic_route(topic))
 
 
 def topic_route(ns: str, topic: str) -> TopicRouteData:

@@ -2,7 +2,8 @@
 
 Mirrors client/impl/MQClientAPIImpl.java, RocketMQ 4.9.x: each method builds the request
 (header fields by their wire names), invokes it and turns the response into a value or an
-MQBrokerError. Without `callback` a call is sync (the user's process); with
+MQBrokerError. The builds and reads live in actors.client.client_requests (sans-IO values the
+admin tools send too); this class carries them, and the send and pull paths. Without `callback` a call is sync (the user's process); with
 `callback(result, error)` it is async and the callback runs exactly once (the only form an
 actor may use). Name-server calls try every configured name server in turn
 (NettyRemotingClient's namesrv selection).
@@ -18,16 +19,16 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from actors.client import client_requests as rq
 from actors.client.client_config import ClientConfig
+from actors.client.client_requests import ClientRequest, ext_of, int_field
 from actors.client.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from actors.client.mq_client_instance import DEFAULT_TOPIC_QUEUE_NUMS
 from actors.client.records import MessageExt, PullResult, PullStatus, SendResult, SendStatus
 from actors.client.remoting_client import RemotingClient
 from protocol.bodies import (
-    GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
-    LockBatchResponseBody,
     MessageQueue,
     TopicRouteData,
 )
@@ -62,24 +63,6 @@ PULL_STATUS: Final = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-
-
-def _ext(resp: RemotingCommand) -> dict[str, str]:
-    return resp.ext_fields or {}
-
-
-def _int_field(resp: RemotingCommand, name: str, addr: str) -> int:
-    try:
-        return int(_ext(resp)[name])
-    except (KeyError, ValueError):
-        raise MQBrokerError(ResponseCode.SYSTEM_ERROR,
-                            f"response without a valid {name}", addr) from None
-
-
-def _expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
-    if resp.code != ResponseCode.SUCCESS:
-        raise MQBrokerError(resp.code, resp.remark, addr)
-    return resp
 
 
 class SendRequest:
@@ -156,7 +139,7 @@ def process_send_response(broker_name: str, topic: str, msg_id: str, resp: Remot
     status = SEND_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(resp.code, resp.remark, addr)
-    ext = _ext(resp)
+    ext = ext_of(resp)
     try:
         queue_id = int(ext["queueId"])
         queue_offset = int(ext["queueOffset"])
@@ -182,10 +165,10 @@ def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
         raise MQBrokerError(resp.code, resp.remark, addr)
     return PullResult(
         status,
-        _int_field(resp, "nextBeginOffset", addr),
-        _int_field(resp, "minOffset", addr),
-        _int_field(resp, "maxOffset", addr),
-        _int_field(resp, "suggestWhichBrokerId", addr),
+        int_field(resp, "nextBeginOffset", addr),
+        int_field(resp, "minOffset", addr),
+        int_field(resp, "maxOffset", addr),
+        int_field(resp, "suggestWhichBrokerId", addr),
         bytes(resp.body) if body and status is PullStatus.FOUND else b"",
     )
 
@@ -263,43 +246,38 @@ class MQClientAPI:
         attempt(0)
         return None
 
+    def ask(self, addr: str, req: ClientRequest[T], timeout_ms: float,
+            callback: ResultCallback | None = None) -> T | None:  # fmt: skip
+        """One of client_requests' requests to `addr` (see call)."""
+        return self.call(addr, req.command(self.config.serialize_type), timeout_ms, req.parse,
+                         callback)  # fmt: skip
+
+    def oneway(self, addr: str, req: ClientRequest[Any]) -> None:
+        """One of client_requests' requests to `addr`, oneway (signed, not answered)."""
+        cmd = req.command(self.config.serialize_type)
+        self.remoting.invoke_oneway(addr, self.config.sign(cmd))
+
     # -- name server --------------------------------------------------------------------------
     def get_topic_route_from_namesrv(self, topic: str, timeout_ms: float,
                                      callback: ResultCallback | None = None
                                      ) -> TopicRouteData | None:  # fmt: skip
         """GET_ROUTEINFO_BY_TOPIC; None when the topic does not exist (TOPIC_NOT_EXIST)."""
-
-        def parse(resp: RemotingCommand, addr: str) -> TopicRouteData | None:
-            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-                return None
-            _expect_success(resp, addr)
-            return TopicRouteData.from_json(bytes(resp.body))
-
-        return self.call_namesrv(
-            lambda: self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
-            timeout_ms, parse, callback)
+        req = rq.topic_route(topic)
+        return self.call_namesrv(lambda: req.command(self.config.serialize_type), timeout_ms,
+                                 req.parse, callback)  # fmt: skip
 
     # -- heartbeats ---------------------------------------------------------------------------
     def send_heartbeat(self, addr: str, hb: HeartbeatData, timeout_ms: float,
                        callback: ResultCallback | None = None) -> int | None:  # fmt: skip
         """HEART_BEAT; the broker's version."""
-        def parse(resp: RemotingCommand, a: str) -> int:
-            return int(_expect_success(resp, a).version)
-
-        return self.call(addr, self.request(RequestCode.HEART_BEAT, None, hb.to_json()),
-                         timeout_ms, parse, callback)
+        return self.ask(addr, rq.heartbeat(hb), timeout_ms, callback)
 
     def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
                           consumer_group: str | None, timeout_ms: float,
                           callback: ResultCallback | None = None) -> None:  # fmt: skip
         """UNREGISTER_CLIENT for one group."""
-        ext = {"clientID": client_id}
-        if producer_group:
-            ext["producerGroup"] = producer_group
-        if consumer_group:
-            ext["consumerGroup"] = consumer_group
-        self.call(addr, self.request(RequestCode.UNREGISTER_CLIENT, ext), timeout_ms,
-                  lambda r, a: (_expect_success(r, a), None)[1], callback)
+        self.ask(addr, rq.unregister_client(client_id, producer_group, consumer_group),
+                 timeout_ms, callback)  # fmt: skip
 
     # -- producer -----------------------------------------------------------------------------
     def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader,
@@ -320,92 +298,57 @@ class MQClientAPI:
                               timeout_ms: float, callback: ResultCallback | None = None
                               ) -> int | None:  # fmt: skip
         """QUERY_CONSUMER_OFFSET; -1 when the broker has no offset (QUERY_NOT_FOUND)."""
-        def parse(resp: RemotingCommand, a: str) -> int:
-            if resp.code == ResponseCode.QUERY_NOT_FOUND:
-                return -1
-            return _int_field(_expect_success(resp, a), "offset", a)
-
-        ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}
-        return self.call(addr, self.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout_ms,
-                         parse, callback)
-
-    def _offset_ext(self, group: str, topic: str, queue_id: int, offset: int) -> dict[str, str]:
-        return {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-                "commitOffset": str(offset)}
+        return self.ask(addr, rq.query_consumer_offset(group, topic, queue_id), timeout_ms,
+                        callback)  # fmt: skip
 
     def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
                                offset: int, timeout_ms: float,
                                callback: ResultCallback | None = None) -> None:  # fmt: skip
         """UPDATE_CONSUMER_OFFSET, answered."""
-        cmd = self.request(RequestCode.UPDATE_CONSUMER_OFFSET,
-                           self._offset_ext(group, topic, queue_id, offset))
-        self.call(addr, cmd, timeout_ms, lambda r, a: (_expect_success(r, a), None)[1], callback)
+        self.ask(addr, rq.update_consumer_offset(group, topic, queue_id, offset), timeout_ms,
+                 callback)  # fmt: skip
 
     def update_consumer_offset_oneway(self, addr: str, group: str, topic: str, queue_id: int,
                                       offset: int) -> None:  # fmt: skip
         """UPDATE_CONSUMER_OFFSET, oneway (persistConsumerOffset)."""
-        self.remoting.invoke_oneway(addr, self.config.sign(self.request(
-            RequestCode.UPDATE_CONSUMER_OFFSET, self._offset_ext(group, topic, queue_id, offset))))
-
-    def _queue_offset(self, code: int, addr: str, ext: dict[str, str], timeout_ms: float,
-                      callback: ResultCallback | None) -> int | None:  # fmt: skip
-        return self.call(addr, self.request(code, ext), timeout_ms,
-                         lambda r, a: _int_field(_expect_success(r, a), "offset", a), callback)
+        self.oneway(addr, rq.update_consumer_offset(group, topic, queue_id, offset))
 
     def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float,
                        callback: ResultCallback | None = None) -> int | None:  # fmt: skip
         """GET_MAX_OFFSET: the queue's next offset."""
-        return self._queue_offset(RequestCode.GET_MAX_OFFSET, addr,
-                                  {"topic": topic, "queueId": str(queue_id)}, timeout_ms,
-                                  callback)
+        return self.ask(addr, rq.max_offset(topic, queue_id), timeout_ms, callback)
 
     def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float,
                        callback: ResultCallback | None = None) -> int | None:  # fmt: skip
         """GET_MIN_OFFSET: the queue's first offset still stored."""
-        return self._queue_offset(RequestCode.GET_MIN_OFFSET, addr,
-                                  {"topic": topic, "queueId": str(queue_id)}, timeout_ms,
-                                  callback)
+        return self.ask(addr, rq.min_offset(topic, queue_id), timeout_ms, callback)
 
     def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int,
                       timeout_ms: float, callback: ResultCallback | None = None
                       ) -> int | None:  # fmt: skip
         """SEARCH_OFFSET_BY_TIMESTAMP."""
-        return self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr,
-                                  {"topic": topic, "queueId": str(queue_id),
-                                   "timestamp": str(timestamp_ms)}, timeout_ms, callback)
+        return self.ask(addr, rq.search_offset(topic, queue_id, timestamp_ms), timeout_ms,
+                        callback)  # fmt: skip
 
     def get_consumer_id_list_by_group(self, addr: str, group: str, timeout_ms: float,
                                       callback: ResultCallback | None = None
                                       ) -> list[str] | None:  # fmt: skip
         """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's live members."""
-        def parse(resp: RemotingCommand, a: str) -> list[str]:
-            _expect_success(resp, a)
-            if not resp.body:
-                return []
-            return GetConsumerListByGroupResponseBody.from_json(bytes(resp.body)).consumer_id_list
-
-        return self.call(addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                            {"consumerGroup": group}), timeout_ms, parse,
-                         callback)  # fmt: skip
+        return self.ask(addr, rq.consumer_id_list(group), timeout_ms, callback)
 
     def lock_batch_mq(self, addr: str, body: LockBatchRequestBody, timeout_ms: float,
                       callback: ResultCallback | None = None) -> set[MessageQueue] | None:
         """LOCK_BATCH_MQ: the queues this client now holds the broker lock of."""
-        def parse(resp: RemotingCommand, a: str) -> set[MessageQueue]:
-            _expect_success(resp, a)
-            return set(LockBatchResponseBody.from_json(bytes(resp.body)).lock_ok_mq_set)
-
-        return self.call(addr, self.request(RequestCode.LOCK_BATCH_MQ, None, body.to_json()),
-                         timeout_ms, parse, callback)
+        return self.ask(addr, rq.lock_batch_mq(body), timeout_ms, callback)
 
     def unlock_batch_mq(self, addr: str, body: Any, timeout_ms: float, oneway: bool = False,
                         callback: ResultCallback | None = None) -> None:  # fmt: skip
         """UNLOCK_BATCH_MQ (an UnlockBatchRequestBody), answered or oneway."""
-        cmd = self.request(RequestCode.UNLOCK_BATCH_MQ, None, body.to_json())
+        req = rq.unlock_batch_mq(body.to_json())
         if oneway:
-            self.remoting.invoke_oneway(addr, self.config.sign(cmd))
+            self.oneway(addr, req)
             return
-        self.call(addr, cmd, timeout_ms, lambda r, a: (_expect_success(r, a), None)[1], callback)
+        self.ask(addr, req, timeout_ms, callback)
 
     def consumer_send_message_back(self, addr: str, msg: MessageExt, group: str,
                                    delay_level: int, timeout_ms: float,
@@ -413,10 +356,6 @@ class MQClientAPI:
                                    callback: ResultCallback | None = None) -> None:
         """CONSUMER_SEND_MSG_BACK: the broker re-stores the message in %RETRY%group (or the
         DLQ past max_consume_retry_times)."""
-        ext = {"offset": str(msg.commitlog_offset), "group": group,
-               "delayLevel": str(delay_level), "originMsgId": msg.msg_id,
-               "originTopic": msg.topic, "unitMode": "false",
-               "maxReconsumeTimes": str(max_consume_retry_times)}
-        self.call(addr, self.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), timeout_ms,
-                  lambda r, a: (_expect_success(r, a), None)[1], callback)
-
+        self.ask(addr, rq.consumer_send_msg_back(msg.commitlog_offset, msg.msg_id, msg.topic,
+                                                 group, delay_level, max_consume_retry_times),
+                 timeout_ms, callback)  # fmt: skip

@@ -15,11 +15,12 @@ import json
 import time
 from dataclasses import dataclass
 
+from actors.client import client_requests as rq
 from deploy.admin_ext import (
     AdminError,
+    ask,
     call,
     cluster_info,
-    header_int,
     json_object,
     route_masters,
     topic_route,
@@ -116,8 +117,7 @@ def short_preview(body: bytes) -> str:
 
 
 def _search(addr: str, topic: str, queue_id: int, ts: int) -> int:
-    return header_int(call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP,
-                           {"topic": topic, "queueId": queue_id, "timestamp": ts}), "offset")
+    return ask(addr, rq.search_offset(topic, queue_id, ts))
 
 
 def pull_range(addr: str, topic: str, queue_id: int, begin: int, end: int,

@@ -1,0 +1,187 @@
+"""The requests MQClientAPI makes, as values: what to send and how to read the answer.
+
+Mirrors the request-building and response-reading halves of client/impl/MQClientAPIImpl.java,
+RocketMQ 4.9.x, without its transport: each function returns a ClientRequest (code, header
+fields by their wire names, body, and the parse that turns the answer into a value or an
+MQBrokerError). MQClientAPI sends them over the client's RemotingClient; the admin tools and the
+console send the same values over their blocking connections (deploy.admin_ext.ask), so a
+request is built and its answer read in one place whoever sends it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from actors.client.errors import MQBrokerError
+from protocol.bodies import (
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    TopicRouteData,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+
+T = TypeVar("T")
+
+
+def ext_of(resp: RemotingCommand) -> dict[str, str]:
+    """A response's header fields (empty when it has none)."""
+    return resp.ext_fields or {}
+
+
+def int_field(resp: RemotingCommand, name: str, addr: str) -> int:
+    """An integer header field of a response; MQBrokerError (SYSTEM_ERROR) when it is missing
+    or not a number."""
+    try:
+        return int(ext_of(resp)[name])
+    except (KeyError, ValueError):
+        raise MQBrokerError(ResponseCode.SYSTEM_ERROR,
+                            f"response without a valid {name}", addr) from None
+
+
+def expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
+    """The response itself when it is SUCCESS, else MQBrokerError with its code and remark."""
+    if resp.code != ResponseCode.SUCCESS:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    return resp
+
+
+def _none(resp: RemotingCommand, addr: str) -> None:
+    expect_success(resp, addr)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequest(Generic[T]):
+    """One request: its code, header fields and body, and how its answer is read
+    (parse(response, the address that answered))."""
+
+    code: int
+    ext: dict[str, str] | None
+    body: bytes
+    parse: Callable[[RemotingCommand, str], T]
+
+    def command(self, serialize_type: int = 0) -> RemotingCommand:
+        """A fresh command for it (a new opaque each time), headers in `serialize_type`."""
+        return RemotingCommand.request(self.code, self.ext, self.body,
+                                       serialize_type=serialize_type)  # fmt: skip
+
+
+# -- name server --------------------------------------------------------------------------------
+def _route(resp: RemotingCommand, addr: str) -> TopicRouteData | None:
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    expect_success(resp, addr)
+    return TopicRouteData.from_json(bytes(resp.body))
+
+
+def topic_route(topic: str) -> ClientRequest[TopicRouteData | None]:
+    """GET_ROUTEINFO_BY_TOPIC; None when the topic does not exist (TOPIC_NOT_EXIST)."""
+    return ClientRequest(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, b"", _route)
+
+
+# -- heartbeats ---------------------------------------------------------------------------------
+def _version(resp: RemotingCommand, addr: str) -> int:
+    return int(expect_success(resp, addr).version)
+
+
+def heartbeat(hb: HeartbeatData) -> ClientRequest[int]:
+    """HEART_BEAT; the broker's version."""
+    return ClientRequest(RequestCode.HEART_BEAT, None, hb.to_json(), _version)
+
+
+def unregister_client(client_id: str, producer_group: str | None,
+                      consumer_group: str | None) -> ClientRequest[None]:  # fmt: skip
+    """UNREGISTER_CLIENT for one group."""
+    ext = {"clientID": client_id}
+    if producer_group:
+        ext["producerGroup"] = producer_group
+    if consumer_group:
+        ext["consumerGroup"] = consumer_group
+    return ClientRequest(RequestCode.UNREGISTER_CLIENT, ext, b"", _none)
+
+
+# -- offsets --------------------------------------------------------------------------------------
+def _consumer_offset(resp: RemotingCommand, addr: str) -> int:
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return -1
+    return int_field(expect_success(resp, addr), "offset", addr)
+
+
+def query_consumer_offset(group: str, topic: str, queue_id: int) -> ClientRequest[int]:
+    """QUERY_CONSUMER_OFFSET; -1 when the broker has no offset (QUERY_NOT_FOUND)."""
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}
+    return ClientRequest(RequestCode.QUERY_CONSUMER_OFFSET, ext, b"", _consumer_offset)
+
+
+def update_consumer_offset(group: str, topic: str, queue_id: int,
+                           offset: int) -> ClientRequest[None]:  # fmt: skip
+    """UPDATE_CONSUMER_OFFSET (answered, or sent oneway by persistConsumerOffset)."""
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+           "commitOffset": str(offset)}  # fmt: skip
+    return ClientRequest(RequestCode.UPDATE_CONSUMER_OFFSET, ext, b"", _none)
+
+
+def _offset(resp: RemotingCommand, addr: str) -> int:
+    return int_field(expect_success(resp, addr), "offset", addr)
+
+
+def max_offset(topic: str, queue_id: int) -> ClientRequest[int]:
+    """GET_MAX_OFFSET: the queue's next offset."""
+    return ClientRequest(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)},
+                         b"", _offset)  # fmt: skip
+
+
+def min_offset(topic: str, queue_id: int) -> ClientRequest[int]:
+    """GET_MIN_OFFSET: the queue's first offset still stored."""
+    return ClientRequest(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": str(queue_id)},
+                         b"", _offset)  # fmt: skip
+
+
+def search_offset(topic: str, queue_id: int, timestamp_ms: int) -> ClientRequest[int]:
+    """SEARCH_OFFSET_BY_TIMESTAMP."""
+    ext = {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp_ms)}
+    return ClientRequest(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext, b"", _offset)
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+def _consumer_ids(resp: RemotingCommand, addr: str) -> list[str]:
+    expect_success(resp, addr)
+    if not resp.body:
+        return []
+    return GetConsumerListByGroupResponseBody.from_json(bytes(resp.body)).consumer_id_list
+
+
+def consumer_id_list(group: str) -> ClientRequest[list[str]]:
+    """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's live members."""
+    return ClientRequest(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}, b"",
+                         _consumer_ids)  # fmt: skip
+
+
+def _locked(resp: RemotingCommand, addr: str) -> set[MessageQueue]:
+    expect_success(resp, addr)
+    return set(LockBatchResponseBody.from_json(bytes(resp.body)).lock_ok_mq_set)
+
+
+def lock_batch_mq(body: LockBatchRequestBody) -> ClientRequest[set[MessageQueue]]:
+    """LOCK_BATCH_MQ: the queues this client now holds the broker lock of."""
+    return ClientRequest(RequestCode.LOCK_BATCH_MQ, None, body.to_json(), _locked)
+
+
+def unlock_batch_mq(body_json: bytes) -> ClientRequest[None]:
+    """UNLOCK_BATCH_MQ (an UnlockBatchRequestBody's JSON), answered or oneway."""
+    return ClientRequest(RequestCode.UNLOCK_BATCH_MQ, None, body_json, _none)
+
+
+def consumer_send_msg_back(offset: int, msg_id: str, topic: str, group: str, delay_level: int,
+                           max_reconsume_times: int) -> ClientRequest[None]:  # fmt: skip
+    """CONSUMER_SEND_MSG_BACK: the broker re-stores the message at commit-log `offset` in
+    %RETRY%group (or the DLQ past max_reconsume_times)."""
+    ext = {"offset": str(offset), "group": group, "delayLevel": str(delay_level),
+           "originMsgId": msg_id, "originTopic": topic, "unitMode": "false",
+           "maxReconsumeTimes": str(max_reconsume_times)}  # fmt: skip
+    return ClientRequest(RequestCode.CONSUMER_SEND_MSG_BACK, ext, b"", _none)
