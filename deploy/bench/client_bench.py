@@ -8,6 +8,10 @@ A  one SEND_MESSAGE_V2 of 1 KiB in flight: raw vs `Producer.send` (goal >= 0.7x 
 B  raw: 100 in flight, repeated; client: `send_async` with max_inflight=1000 (auto-batching
    on, the default; and off, reported) and `send_batch` of 100 messages (goal >= 0.8x raw)
 
+With --java, B also runs the Java 4.9.8 client from the reference kit (deploy/bench/java_client.py):
+a DefaultMQProducer's async sends with the same 1,000 in flight, beside our send_async without
+auto-batching (goal >= 0.8x Java's, issue #22); both warmed alike for --warmup seconds first.
+
 Client CPU microseconds per message: the CPU time of this process (every thread of the
 client) plus its client actor system's processes, over the scenario. The table shows the
 median and min-max of --runs runs. The machine's other load moves every figure: compare the
@@ -122,6 +126,12 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                              auto_batch=False) as single, \
                     Producer("bench_pg_traced", namesrv=ns, max_inflight=1000,
                              enable_trace=True) as traced:
+                if args.java and args.b:  # both clients warmed alike before the first run
+                    warm_end = time.monotonic() + args.warmup
+                    while True:
+                        producer_b_async(single, min(args.b, 10_000))
+                        if time.monotonic() >= warm_end:
+                            break
                 for _ in range(args.runs):
                     if args.a:
                         raw, _cpu = bench_a(addr, args.a, pids)
@@ -146,6 +156,15 @@ def run(args: argparse.Namespace) -> dict[str, list[float]]:
                         add("B_single", rate)
                         add("B_single_ratio", rate / raw)
                         add("B_single_cpu", cpu)
+                        if args.java:
+                            from deploy.bench import java_client
+
+                            jrate, jcpu = java_client.produce(ns, "BenchPB", args.b, 1000,
+                                                              args.warmup)  # fmt: skip
+                            add("B_java", jrate)
+                            add("B_java_cpu", jcpu)
+                            add("B_single_vs_java", rate / jrate)
+                            add("B_single_cpu_vs_java", cpu / jcpu)
                         rate, cpu = producer_b_batch(p, args.b)
                         add("B_batch", rate)
                         add("B_batch_ratio", rate / raw)
@@ -164,6 +183,7 @@ ROWS = (  # label, rate key, ratio key, cpu key, goal
     ("  same, enable_trace=True (x: / off)", "B_traced", "B_traced_ratio", "B_traced_cpu",
      ">= 0.9x without trace"),
     ("  same, auto_batch=False", "B_single", "B_single_ratio", "B_single_cpu", "(reported)"),
+    ("B Java 4.9.8 send(msg, callback), 1000", "B_java", None, "B_java_cpu", "(warmed alike)"),
     ("B Producer.send_batch of 100", "B_batch", "B_batch_ratio", "B_batch_cpu", ">= 0.8x raw B"),
 )
 
@@ -178,6 +198,11 @@ def format_table(results: dict[str, list[float]]) -> str:
             lines.append(f"{label:36s} {cell(results.get(rate), ',.0f'):>24s} "
                          f"{cell(results.get(ratio) if ratio else None, '.2f'):>18s} "
                          f"{cell(results.get(cpu) if cpu else None, '.1f'):>20s}  {goal}")
+    if "B_single_vs_java" in results:  # ratios, not rates
+        lines.append(f"{'  auto_batch=False / Java':36s} "
+                     f"{cell(results['B_single_vs_java'], '.2f'):>24s} {'':>18s} "
+                     f"{cell(results.get('B_single_cpu_vs_java'), '.2f'):>20s}  "
+                     "issue #22: >= 0.8x (CPU: ours / Java)")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -187,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--a", type=int, default=3000, help="A: sends per run (0 = skip)")
     p.add_argument("--b", type=int, default=20000, help="B: messages per run (0 = skip)")
+    p.add_argument("--java", action="store_true",
+                   help="B on the Java 4.9.8 client too (the reference's jars, javac): async "
+                        "sends with the same 1,000 in flight, warmed alike")
+    p.add_argument("--warmup", type=float, default=10.0,
+                   help="with --java: untimed seconds of B for each client before it is timed")
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be >= 1")

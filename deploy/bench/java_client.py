@@ -1,10 +1,11 @@
-"""The Java 4.9.8 client beside ours in `actormq bench --consumer --java`.
+"""The Java 4.9.8 client beside ours in `actormq bench --consumer --java` and `--client --java`.
 
 Runs deploy/bench/java/ClientBench.java (compiled once with javac against the reference
 RocketMQ 4.9.8 client jars, deploy.reference) in its own JVM: C, a DefaultMQPushConsumer with
 a no-op listener over the same stored backlog our PushConsumer consumes, after an untimed
 in-JVM warm-up of at least the same seconds ours gets; D, a DefaultMQPushConsumer taking the
-latency of the same stamped 500 msgs/s stream our Producer sends. Each JVM writes its JSON
+latency of the same stamped 500 msgs/s stream our Producer sends; B, a DefaultMQProducer's
+async sends with the same in-flight budget as our Producer's send_async. Each JVM writes its JSON
 lines to a file (never to our stdout) and is stopped by its PID when it overruns.
 """
 
@@ -107,3 +108,10 @@ def latency(ns: str, topic: str, n: int, start_sender: Callable[[], Any],
         for s in sender:
             wait_sender(s)
     return float(r["p50_ms"]), float(r["p99_ms"])
+
+
+def produce(ns: str, topic: str, total: int, inflight: int, warmup_s: float
+            ) -> tuple[float, float]:  # fmt: skip
+    """B on the Java client, async sends of 1 KiB: (msgs/s, client CPU us/msg)."""
+    r = _java(["produce", ns, topic, str(total), str(inflight), str(warmup_s)])
+    return float(r["rate"]), float(r["cpu_us"])

@@ -1,5 +1,6 @@
-// The Java 4.9.8 client's side of `actormq bench --consumer --java` (deploy/bench/java_client.py):
-// the same workloads the Python PushConsumer runs in deploy/bench/consumer_bench.py, with the
+// The Java 4.9.8 client's side of `actormq bench --consumer --java` and `--client --java`
+// (deploy/bench/java_client.py): the same workloads the Python PushConsumer and Producer run in
+// deploy/bench/consumer_bench.py and client_bench.py, with the
 // reference RocketMQ 4.9.8 client jars, each after an untimed warm-up in the same JVM.
 //   java ClientBench consume NAMESRV TOPIC TOTAL WARMUP_S
 //     a DefaultMQPushConsumer (Java's defaults: 20 consume threads, pullBatchSize 32,
@@ -12,6 +13,11 @@
 //     first 8 bytes of each body (bodies of 9 bytes or fewer are the sender's warm-up and not
 //     counted); prints {"event": "ready"} once it holds TOPIC's queues, then
 //     {"p50_ms": .., "p99_ms": .., "count": N} after N stamped messages.
+//   java ClientBench produce NAMESRV TOPIC TOTAL INFLIGHT WARMUP_S
+//     a DefaultMQProducer (Java's defaults) sending 1 KiB messages with send(msg, callback),
+//     at most INFLIGHT unanswered (a semaphore, as our Producer's max_inflight), untimed until
+//     WARMUP_S seconds have gone, then TOTAL timed. Prints {"rate": msgs/s from the first send
+//     to the last callback, "cpu_us": process CPU us per message, "warm_msgs": n}.
 // Exits once its result is printed (or after 300 s, with an error line).
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
@@ -19,12 +25,18 @@ import java.time.Instant;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 
@@ -128,6 +140,63 @@ public class ClientBench {
             lat[n / 2] / 1e6, lat[Math.min(n - 1, (int) (n * 0.99))] / 1e6, n);
     }
 
+    /** n async sends, at most `inflight` unanswered; returns the failures. */
+    static int sendAsync(DefaultMQProducer p, String topic, byte[] body, int n, int inflight)
+            throws Exception {
+        Semaphore room = new Semaphore(inflight);
+        CountDownLatch done = new CountDownLatch(n);
+        AtomicInteger failed = new AtomicInteger();
+        for (int i = 0; i < n; i++) {
+            room.acquire();
+            p.send(new Message(topic, body), new SendCallback() {
+                public void onSuccess(SendResult r) {
+                    if (r.getSendStatus() != SendStatus.SEND_OK) {
+                        failed.incrementAndGet();
+                    }
+                    room.release();
+                    done.countDown();
+                }
+
+                public void onException(Throwable e) {
+                    failed.incrementAndGet();
+                    room.release();
+                    done.countDown();
+                }
+            });
+        }
+        if (!done.await(300, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("async sends unanswered after 300 s");
+        }
+        return failed.get();
+    }
+
+    static void produce(String ns, String topic, int total, int inflight, double warmupS)
+            throws Exception {
+        byte[] body = new byte[1024];
+        Arrays.fill(body, (byte) 'x');
+        DefaultMQProducer p = new DefaultMQProducer("bench_java_pg_" + System.nanoTime());
+        p.setNamesrvAddr(ns);
+        p.setInstanceName("benchp_" + System.nanoTime());
+        p.start();
+        long warmEnd = System.nanoTime() + (long) (warmupS * 1e9);
+        long warm = 0;
+        while (System.nanoTime() < warmEnd || warm == 0) {
+            sendAsync(p, topic, body, Math.min(total, 10_000), inflight);
+            warm += Math.min(total, 10_000);
+        }
+        long cpu0 = cpuNanos();
+        long t0 = System.nanoTime();
+        int failed = sendAsync(p, topic, body, total, inflight);
+        long dt = System.nanoTime() - t0;
+        long cpu = cpuNanos() - cpu0;
+        p.shutdown();
+        if (failed > 0) {
+            throw new IllegalStateException(failed + " async sends failed");
+        }
+        System.out.printf("{\"rate\": %.1f, \"cpu_us\": %.3f, \"warm_msgs\": %d}%n",
+            total / (dt / 1e9), cpu / 1e3 / total, warm);
+    }
+
     public static void main(String[] args) throws Exception {
         System.setProperty("rocketmq.client.logRoot", System.getProperty("java.io.tmpdir"));
         try {
@@ -135,8 +204,11 @@ public class ClientBench {
                 consume(args[1], args[2], Integer.parseInt(args[3]), Double.parseDouble(args[4]));
             } else if (args[0].equals("latency")) {
                 latency(args[1], args[2], Integer.parseInt(args[3]));
+            } else if (args[0].equals("produce")) {
+                produce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                        Double.parseDouble(args[5]));
             } else {
-                throw new IllegalArgumentException("mode: consume | latency");
+                throw new IllegalArgumentException("mode: consume | latency | produce");
             }
             System.out.flush();
             System.exit(0);
