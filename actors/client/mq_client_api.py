@@ -3,7 +3,8 @@
 Mirrors client/impl/MQClientAPIImpl.java, RocketMQ 4.9.x: each method builds the request
 (header fields by their wire names), invokes it and turns the response into a value or an
 MQBrokerError. The builds and reads live in actors.client.client_requests (sans-IO values the
-admin tools send too); this class carries them, and the send and pull paths. Without `callback` a call is sync (the user's process); with
+admin tools send too); this class carries them, and the send and pull paths. Without
+`callback` a call is sync (the user's process); with
 `callback(result, error)` it is async and the callback runs exactly once (the only form an
 actor may use). Name-server calls try every configured name server in turn
 (NettyRemotingClient's namesrv selection).

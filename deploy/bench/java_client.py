@@ -69,7 +69,11 @@ def _java(args: list[str], on_line: Callable[[dict[str, Any]], None] | None = No
                 whole = text if done else text[: text.rfind("\n") + 1]  # not a line half written
                 lines = [ln for ln in whole.splitlines() if ln.startswith("{")]
                 for ln in lines[seen:]:
-                    last = json.loads(ln)
+                    try:
+                        parsed = json.loads(ln)
+                    except ValueError:  # the client's own log lines share the JVM's stdout
+                        continue
+                    last = parsed
                     if on_line is not None:
                         on_line(last)
                 seen = len(lines)

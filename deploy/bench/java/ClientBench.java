@@ -189,12 +189,14 @@ public class ClientBench {
         int failed = sendAsync(p, topic, body, total, inflight);
         long dt = System.nanoTime() - t0;
         long cpu = cpuNanos() - cpu0;
-        p.shutdown();
         if (failed > 0) {
             throw new IllegalStateException(failed + " async sends failed");
         }
+        // printed before shutdown: the client's threads log their closing to stdout too
         System.out.printf("{\"rate\": %.1f, \"cpu_us\": %.3f, \"warm_msgs\": %d}%n",
             total / (dt / 1e9), cpu / 1e3 / total, warm);
+        System.out.flush();
+        p.shutdown();
     }
 
     public static void main(String[] args) throws Exception {
