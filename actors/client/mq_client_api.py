@@ -12,6 +12,7 @@ actor may use). Name-server calls try every configured name server in turn
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json.encoder
 import logging
@@ -234,17 +235,7 @@ class MQClientAPI:
             assert last is not None
             raise last
 
-        def attempt(i: int) -> None:
-            def done(value: Any, err: MQClientError | None) -> None:
-                if isinstance(err, RemotingError) and i + 1 < len(order):
-                    log.info("name server %s failed: %s", order[i], err)
-                    attempt(i + 1)
-                else:
-                    callback(value, err)
-
-            self.call(order[i], cmd_factory(), timeout_ms, parse, done)
-
-        attempt(0)
+        _NamesrvCall(self, order, cmd_factory, timeout_ms, parse, callback).attempt(0)
         return None
 
     def ask(self, addr: str, req: ClientRequest[T], timeout_ms: float,
@@ -360,3 +351,32 @@ class MQClientAPI:
         self.ask(addr, rq.consumer_send_msg_back(msg.commitlog_offset, msg.msg_id, msg.topic,
                                                  group, delay_level, max_consume_retry_times),
                  timeout_ms, callback)  # fmt: skip
+
+
+class _NamesrvCall:
+    """An async name-server call trying each server in turn; each answer callback is a
+    partial of a method, so nothing refers back to it (no cyclic garbage per call)."""
+
+    __slots__ = ("api", "callback", "cmd_factory", "order", "parse", "timeout_ms")
+
+    def __init__(self, api: MQClientAPI, order: list[str],
+                 cmd_factory: Callable[[], RemotingCommand], timeout_ms: float,
+                 parse: Callable[[RemotingCommand, str], Any],
+                 callback: ResultCallback) -> None:  # fmt: skip
+        self.api = api
+        self.order = order
+        self.cmd_factory = cmd_factory
+        self.timeout_ms = timeout_ms
+        self.parse = parse
+        self.callback = callback
+
+    def attempt(self, i: int) -> None:
+        self.api.call(self.order[i], self.cmd_factory(), self.timeout_ms, self.parse,
+                      functools.partial(self.answered, i))  # fmt: skip
+
+    def answered(self, i: int, value: Any, err: MQClientError | None) -> None:
+        if isinstance(err, RemotingError) and i + 1 < len(self.order):
+            log.info("name server %s failed: %s", self.order[i], err)
+            self.attempt(i + 1)
+        else:
+            self.callback(value, err)
