@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import struct
 import time
+from collections import deque
 from typing import Final
 
 from deploy.bench.measure import cpu_by_role, cpu_us, paced_sends, role_cpu_since
@@ -90,17 +91,20 @@ def subscribe(cl: BlockingClient, group: str, topic: str) -> None:
 
 def preload(addr: tuple[str, int], topic: str, total: int, queues: int = QUEUES) -> None:
     """Store `total` messages round-robin over the queues (not timed); a SYSTEM_BUSY reply is
-    resent, as a producer backs off and retries, and counted."""
+    resent to the same queue, as a producer backs off and retries, and counted: each queue
+    gets its share exactly (C pulls each to total / queues)."""
     with BlockingClient(addr) as cl:
-        sent = busy = 0
-        while sent < total:
-            k = min(100, total - sent)
-            reqs = [send_request(topic, (sent + i) % queues) for i in range(k)]
-            for r in cl.invoke_many(reqs, 30):
+        busy = 0
+        pending = deque(i % queues for i in range(total))  # the queue of each unsent message
+        while pending:
+            batch = [pending.popleft() for _ in range(min(100, len(pending)))]
+            answers = cl.invoke_many([send_request(topic, q) for q in batch], 30)
+            for q, r in zip(batch, answers, strict=True):
                 if r.code == 0:
-                    sent += 1
-                elif r.code == 2 and busy < PRELOAD_BUSY_LIMIT:
+                    continue
+                if r.code == 2 and busy < PRELOAD_BUSY_LIMIT:
                     busy += 1
+                    pending.append(q)
                 else:
                     raise RuntimeError(f"send failed: {r.code} {r.remark}")
     if busy:
