@@ -6,6 +6,7 @@ left behind. What is stored is read back with raw pulls (client_helpers), not th
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import threading
@@ -575,15 +576,11 @@ def test_dead_first_name_server_is_skipped(target: Target) -> None:
 @ACTORMQ_ONLY
 @pytest.mark.parametrize("auto_batch", [False, True])
 def test_async_sends_leave_no_cyclic_garbage(target: Target, auto_batch: bool) -> None:
-    """An answered send_async is freed by reference counting: nothing of it waits for the
-    cyclic collector (a send that left ~40 objects in reference cycles made the collector
-    the producer's largest cost)."""
-    import gc
-
+    """An answered send_async is freed by reference counting, none of it left to the cyclic
+    collector (~40 objects per send in cycles made it the producer's largest cost)."""
     topic = _topic(target, f"NoCycles{int(auto_batch)}")
     with Producer("pg_cycles", namesrv=target.namesrv, auto_batch=auto_batch) as p:
-        p.send(Message(topic, b"warm"))
-        for _ in range(200):  # routes, connections, the accumulator's first batch
+        for _ in range(200):  # warm: routes, connections, the accumulator's first batch
             p.send_async(Message(topic, b"w"))
         assert not p.flush(30)
         gc.collect()
@@ -593,10 +590,8 @@ def test_async_sends_leave_no_cyclic_garbage(target: Target, auto_batch: bool) -
             futs = [p.send_async(Message(topic, b"x%d" % i)) for i in range(500)]
             assert not p.flush(30)
             assert all(f.result().status == "SEND_OK" for f in futs)
-            del futs
             gc.collect()
-            kinds = sorted({type(o).__name__ for o in gc.garbage})
-            per_send = len(gc.garbage) / 500
+            kinds, per_send = sorted({type(o).__name__ for o in gc.garbage}), len(gc.garbage) / 500
         finally:
             gc.set_debug(0)
             gc.garbage.clear()
