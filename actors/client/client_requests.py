@@ -2,10 +2,13 @@
 
 Mirrors the request-building and response-reading halves of client/impl/MQClientAPIImpl.java,
 RocketMQ 4.9.x, without its transport: each function returns a ClientRequest (code, header
-fields by their wire names, body, and the parse that turns the answer into a value or an
-MQBrokerError). MQClientAPI sends them over the client's RemotingClient; the admin tools and the
-console send the same values over their blocking connections (deploy.admin_ext.ask), so a
-request is built and its answer read in one place whoever sends it.
+fields, body, and the parse that turns the answer into a value or an MQBrokerError). Header
+fields are written and read by protocol.headers' typed classes, the ones the broker reads
+requests with and writes answers with (Java's makeCustomHeaderToNet /
+decodeCommandCustomHeader). MQClientAPI sends them over the client's RemotingClient; the admin
+tools and the console send the same values over their blocking connections
+(deploy.admin_ext.ask), so a request is built and its answer read in one place whoever sends
+it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,26 @@ from protocol.bodies import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
+from protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    GetRouteInfoRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from protocol.headers.command_custom_header import CommandCustomHeader
 
 T = TypeVar("T")
+H = TypeVar("H", bound=CommandCustomHeader)
 
 
 def ext_of(resp: RemotingCommand) -> dict[str, str]:
@@ -49,6 +70,16 @@ def expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
     if resp.code != ResponseCode.SUCCESS:
         raise MQBrokerError(resp.code, resp.remark, addr)
     return resp
+
+
+def response_header(resp: RemotingCommand, cls: type[H], addr: str) -> H:
+    """A SUCCESS response's typed header (MQBrokerError for another code); a field missing or
+    malformed is MQBrokerError(SYSTEM_ERROR) naming it."""
+    expect_success(resp, addr)
+    try:
+        return cls.from_ext(resp.ext_fields)
+    except HeaderFieldError as exc:
+        raise MQBrokerError(exc.code, exc.remark, addr) from None
 
 
 def _none(resp: RemotingCommand, addr: str) -> None:
@@ -81,7 +112,8 @@ def _route(resp: RemotingCommand, addr: str) -> TopicRouteData | None:
 
 def topic_route(topic: str) -> ClientRequest[TopicRouteData | None]:
     """GET_ROUTEINFO_BY_TOPIC; None when the topic does not exist (TOPIC_NOT_EXIST)."""
-    return ClientRequest(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, b"", _route)
+    return ClientRequest(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                         GetRouteInfoRequestHeader(topic).to_ext(), b"", _route)  # fmt: skip
 
 
 # -- heartbeats ---------------------------------------------------------------------------------
@@ -97,55 +129,61 @@ def heartbeat(hb: HeartbeatData) -> ClientRequest[int]:
 def unregister_client(client_id: str, producer_group: str | None,
                       consumer_group: str | None) -> ClientRequest[None]:  # fmt: skip
     """UNREGISTER_CLIENT for one group."""
-    ext = {"clientID": client_id}
-    if producer_group:
-        ext["producerGroup"] = producer_group
-    if consumer_group:
-        ext["consumerGroup"] = consumer_group
-    return ClientRequest(RequestCode.UNREGISTER_CLIENT, ext, b"", _none)
+    head = UnregisterClientRequestHeader(client_id, producer_group or None, consumer_group or None)
+    return ClientRequest(RequestCode.UNREGISTER_CLIENT, head.to_ext(), b"", _none)
 
 
 # -- offsets --------------------------------------------------------------------------------------
 def _consumer_offset(resp: RemotingCommand, addr: str) -> int:
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return -1
-    return int_field(expect_success(resp, addr), "offset", addr)
+    return response_header(resp, QueryConsumerOffsetResponseHeader, addr).offset
 
 
 def query_consumer_offset(group: str, topic: str, queue_id: int) -> ClientRequest[int]:
     """QUERY_CONSUMER_OFFSET; -1 when the broker has no offset (QUERY_NOT_FOUND)."""
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}
-    return ClientRequest(RequestCode.QUERY_CONSUMER_OFFSET, ext, b"", _consumer_offset)
+    head = QueryConsumerOffsetRequestHeader(group, topic, queue_id)
+    return ClientRequest(RequestCode.QUERY_CONSUMER_OFFSET, head.to_ext(), b"", _consumer_offset)
 
 
 def update_consumer_offset(group: str, topic: str, queue_id: int,
                            offset: int) -> ClientRequest[None]:  # fmt: skip
     """UPDATE_CONSUMER_OFFSET (answered, or sent oneway by persistConsumerOffset)."""
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-           "commitOffset": str(offset)}  # fmt: skip
-    return ClientRequest(RequestCode.UPDATE_CONSUMER_OFFSET, ext, b"", _none)
+    head = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
+    return ClientRequest(RequestCode.UPDATE_CONSUMER_OFFSET, head.to_ext(), b"", _none)
 
 
-def _offset(resp: RemotingCommand, addr: str) -> int:
-    return int_field(expect_success(resp, addr), "offset", addr)
+def _max_offset(resp: RemotingCommand, addr: str) -> int:
+    return response_header(resp, GetMaxOffsetResponseHeader, addr).offset
+
+
+def _min_offset(resp: RemotingCommand, addr: str) -> int:
+    return response_header(resp, GetMinOffsetResponseHeader, addr).offset
+
+
+def _searched_offset(resp: RemotingCommand, addr: str) -> int:
+    return response_header(resp, SearchOffsetResponseHeader, addr).offset
 
 
 def max_offset(topic: str, queue_id: int) -> ClientRequest[int]:
     """GET_MAX_OFFSET: the queue's next offset."""
-    return ClientRequest(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)},
-                         b"", _offset)  # fmt: skip
+    return ClientRequest(RequestCode.GET_MAX_OFFSET,
+                         GetMaxOffsetRequestHeader(topic, queue_id).to_ext(), b"",
+                         _max_offset)  # fmt: skip
 
 
 def min_offset(topic: str, queue_id: int) -> ClientRequest[int]:
     """GET_MIN_OFFSET: the queue's first offset still stored."""
-    return ClientRequest(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": str(queue_id)},
-                         b"", _offset)  # fmt: skip
+    return ClientRequest(RequestCode.GET_MIN_OFFSET,
+                         GetMinOffsetRequestHeader(topic, queue_id).to_ext(), b"",
+                         _min_offset)  # fmt: skip
 
 
 def search_offset(topic: str, queue_id: int, timestamp_ms: int) -> ClientRequest[int]:
     """SEARCH_OFFSET_BY_TIMESTAMP."""
-    ext = {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp_ms)}
-    return ClientRequest(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext, b"", _offset)
+    head = SearchOffsetRequestHeader(topic, queue_id, timestamp_ms)
+    return ClientRequest(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, head.to_ext(), b"",
+                         _searched_offset)  # fmt: skip
 
 
 # -- consumer groups ------------------------------------------------------------------------------
@@ -158,7 +196,8 @@ def _consumer_ids(resp: RemotingCommand, addr: str) -> list[str]:
 
 def consumer_id_list(group: str) -> ClientRequest[list[str]]:
     """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's live members."""
-    return ClientRequest(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}, b"",
+    return ClientRequest(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                         GetConsumerListByGroupRequestHeader(group).to_ext(), b"",
                          _consumer_ids)  # fmt: skip
 
 
@@ -181,7 +220,6 @@ def consumer_send_msg_back(offset: int, msg_id: str, topic: str, group: str, del
                            max_reconsume_times: int) -> ClientRequest[None]:  # fmt: skip
     """CONSUMER_SEND_MSG_BACK: the broker re-stores the message at commit-log `offset` in
     %RETRY%group (or the DLQ past max_reconsume_times)."""
-    ext = {"offset": str(offset), "group": group, "delayLevel": str(delay_level),
-           "originMsgId": msg_id, "originTopic": topic, "unitMode": "false",
-           "maxReconsumeTimes": str(max_reconsume_times)}  # fmt: skip
-    return ClientRequest(RequestCode.CONSUMER_SEND_MSG_BACK, ext, b"", _none)
+    head = ConsumerSendMsgBackRequestHeader(offset, group, delay_level, msg_id, topic, False,
+                                            max_reconsume_times)  # fmt: skip
+    return ClientRequest(RequestCode.CONSUMER_SEND_MSG_BACK, head.to_ext(), b"", _none)
