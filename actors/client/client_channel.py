@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from actors.runtime.channel import TYPE_HDR, Channel, KindDecoder
+from actors.runtime.channel import TYPE_HDR, Channel, KindDecoder, add_record
 from actors.runtime.typed_record import ChannelError as ChannelError  # what read_record raises
 from actors.runtime.typed_record import RecordKinds, TypedRecord
 
@@ -256,20 +256,15 @@ class ChannelEnd(Channel):
         with self.lock:
             if self.closed:
                 return
-            out = self.out
-            out += TYPE_HDR.pack(1 + sum(map(len, parts)), kind)
-            for part in parts:
-                out += part
+            add_record(self.out, kind, *parts)
 
     def send_many(self, records: list[tuple[int, bytes | bytearray | memoryview]]) -> None:
         """Queue records and write what the kernel takes now (one send)."""
         with self.lock:
             if self.closed:
                 return
-            out = self.out
             for kind, payload in records:
-                out += TYPE_HDR.pack(1 + len(payload), kind)
-                out += payload
+                add_record(self.out, kind, payload)
             left = not Channel.flush(self)
         if left and self.on_pending_out is not None:
             self.on_pending_out(self)
@@ -283,10 +278,6 @@ class ChannelEnd(Channel):
     def has_out(self) -> bool:
         """True while bytes wait in the out buffer."""
         return bool(self.out)
-
-    def read_records(self, max_bytes: int = 16 * 1024 * 1024) -> list[Record] | None:
-        """Records available now; None once the peer closed (or wrote garbage)."""
-        return super().read_records(max_bytes)
 
     def close(self) -> None:
         """Close the socket (idempotent)."""

@@ -114,11 +114,9 @@ MAX_RECORD: Final = 64 * 1024 * 1024  # a record beyond this means a corrupt str
 SOCK_BUF: Final = 4 * 1024 * 1024
 READ_CHUNK: Final = 1024 * 1024
 
-# One scratch buffer per thread for recv_into: sock.recv(n) allocates n bytes first, and
-# for n above malloc's mmap threshold (128 KiB) that is an mmap + munmap per call (measured
+# One scratch buffer per thread for recv_into (threads of a user's process read at once):
+# sock.recv(n) allocates n bytes first, an mmap + munmap per call above 128 KiB (measured
 # here: recv(1 MiB) of a 1 KiB record 9.2 us, recv_into + copy of what arrived 1.2 us).
-# Per thread, not per process: the user's process reads its client channels on its event-loop
-# thread while other threads of it may read sockets too.
 _scratch = threading.local()
 
 
@@ -241,20 +239,27 @@ def add_conn_record(out: bytearray, rtype: int, conn_id: int) -> None:
     out += CONN_HDR.pack(CONN_FIXED, rtype, conn_id)
 
 
+def add_record(out: bytearray, kind: int, *parts: Any) -> None:
+    """Append a record of `kind` whose payload is `parts` one after another (copied once, into
+    `out`): the framing of every channel record, the broker's and the client channel's."""
+    out += TYPE_HDR.pack(1 + sum(map(len, parts)), kind)
+    for part in parts:
+        out += part
+
+
 def add_locks(out: bytearray) -> None:
     """Append a LOCKS record (its descriptor rides the sendmsg)."""
-    out += TYPE_HDR.pack(1, LOCKS)
+    add_record(out, LOCKS)
 
 
 def add_ledger(out: bytearray) -> None:
     """Append a LEDGER record (its descriptor rides the sendmsg)."""
-    out += TYPE_HDR.pack(1, LEDGER)
+    add_record(out, LEDGER)
 
 
 def add_link(out: bytearray, payload: bytes) -> None:
     """Append a LINK record (an encoded actors.runtime.link_records record)."""
-    out += TYPE_HDR.pack(1 + len(payload), LINK)
-    out += payload
+    add_record(out, LINK, payload)
 
 
 class RoutedEvent(Protocol):
@@ -281,8 +286,7 @@ def events_record(origin: str, events: Sequence[RoutedEvent]) -> bytes:
 
 def add_apply(out: bytearray, blob: Any) -> None:
     """Append an APPLY record carrying a pickled event list."""
-    out += TYPE_HDR.pack(1 + len(blob), APPLY)
-    out += blob
+    add_record(out, APPLY, blob)
 
 
 def ip_to_int(ip: str) -> int:
@@ -378,15 +382,13 @@ class RecordDecoder:
 
 
 class KindDecoder:
-    """Splits a channel byte stream into (kind, payload view) records, keeping the partial
-    tail: the reader of a channel whose records are actors.runtime.typed_record types (the
-    client channel), where RecordDecoder reads the RemotingServer's and processors' records."""
+    """Splits a stream into (kind, payload view) records, keeping the partial tail: the reader
+    of the client channel, whose kinds name actors.runtime.typed_record types."""
 
     __slots__ = ("_rest", "max_record")
 
     def __init__(self, max_record: int = MAX_RECORD) -> None:
-        self._rest = b""
-        self.max_record = max_record
+        self._rest, self.max_record = b"", max_record
 
     def feed(self, data: bytes) -> list[tuple[int, memoryview]]:
         """Complete records in data (after what was kept from earlier feeds)."""
@@ -410,7 +412,6 @@ class KindDecoder:
 
 class StreamDecoder(Protocol):
     """What a Channel reads its stream with (RecordDecoder or KindDecoder)."""
-
     def feed(self, data: bytes) -> list[Any]: ...
 
 
