@@ -64,6 +64,7 @@ NAME_SERVER = "actors.namesrv.actor.NameServerActor"
 EXIT_ROLE_FAILED = 3  # a role kept dying (or its supervisor died): everything was stopped
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+ANSWERER_POLL_S = 0.25  # _await: how often it looks whether the answerer is still there
 REAP_WAIT_S = 10.0  # after the actor system's shutdown, before its late processes are killed
 
 
@@ -102,6 +103,7 @@ class LocalCluster:
     supervisor_pids: dict[str, int] = field(default_factory=dict)  # role -> its supervisor's pid
     spark_bridge: Any = None  # the SparkBridgeActor's address, when one runs here
     spark_bridge_port: int | None = None
+    spark_bridge_pid: int | None = None
     role_failures: list[Any] = field(default_factory=list)  # RoleFailed heard while starting
     stopped: bool = False
 
@@ -235,20 +237,28 @@ def start_system(
 
 
 def _await(asys: Any, expect: tuple[type, ...], timeout_s: float,
-           cluster: LocalCluster | None = None) -> Any:
-    """Listen until a message of one of `expect` arrives; None on timeout. A RoleFailed that
-    arrives meanwhile is kept on `cluster` for wait_for_stop; other messages are ignored."""
+           cluster: LocalCluster | None = None, answerer: int | None = None) -> Any:
+    """Listen until a message of one of `expect` arrives; None on timeout, or as soon as the
+    process `answerer` (the one that would answer) is gone. A RoleFailed that arrives
+    meanwhile is kept on `cluster` for wait_for_stop; other messages are ignored."""
+    from datetime import timedelta
+
     from actors.runtime.messages import RoleFailed
+    from deploy.procinfo import is_zombie
 
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        from datetime import timedelta
-
+        if answerer is not None:
+            if is_zombie(answerer):  # ended (a dead one's zombie reads as such too)
+                return None
+            left = min(left, ANSWERER_POLL_S)
         msg = asys.listen(timedelta(seconds=left))
         if msg is None:
+            if answerer is not None and deadline - time.monotonic() > 0:
+                continue  # only a look at the answerer: listen again
             return None
         if isinstance(msg, expect):
             return msg
@@ -414,6 +424,7 @@ def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = 
         raise StartError(f"spark bridge failed to start: {reason}")
     cluster.spark_bridge = addr
     cluster.spark_bridge_port = reply.port
+    cluster.spark_bridge_pid = reply.pid or None
     return int(reply.port)
 
 
@@ -422,11 +433,14 @@ def _stop_spark_bridge(cluster: LocalCluster) -> None:
     if cluster.spark_bridge is None:
         return
     from actors.spark_bridge.messages import SparkBridgeStopped, StopSparkBridge
+    from deploy.procinfo import is_zombie
 
     try:
         cluster.asys.tell(cluster.spark_bridge, StopSparkBridge())
-        if _await(cluster.asys, (SparkBridgeStopped,), STOP_TIMEOUT_S) is None:
-            log.warning("spark bridge did not confirm shutdown")
+        pid = cluster.spark_bridge_pid
+        if _await(cluster.asys, (SparkBridgeStopped,), STOP_TIMEOUT_S, answerer=pid) is None:
+            log.warning("spark bridge did not confirm shutdown%s",
+                        " (it ended first)" if pid is not None and is_zombie(pid) else "")
     except Exception:
         log.exception("stopping the spark bridge failed")
 
@@ -448,8 +462,12 @@ def stop_cluster(cluster: LocalCluster) -> None:
                 continue
             try:
                 cluster.asys.tell(addr, StopBroker())
-                reply = _await(cluster.asys, (BrokerStopped,), STOP_TIMEOUT_S)
-                if reply is None:
+                reply = _await(cluster.asys, (BrokerStopped,), STOP_TIMEOUT_S, answerer=sup_pid)
+                if reply is None and sup_pid is not None and is_zombie(sup_pid):
+                    # e.g. SIGTERM to every process of the run (a service manager's stop):
+                    # each actor stopped itself, stores flushed
+                    log.warning("broker %s: its supervisor ended before it answered", name)
+                elif reply is None:
                     log.warning("broker %s did not confirm shutdown", name)
                 elif not reply.ok:
                     log.warning("broker %s shutdown: %s", name, reply.detail)

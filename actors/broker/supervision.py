@@ -64,7 +64,7 @@ from actors.runtime.messages import (
     SyncEvents,
 )
 from actors.runtime.supervisor import RETRY_MS, Child, ChildRoles, RestartBudget
-from actors.runtime.watch import WatchingActor, now_ms
+from actors.runtime.watch import WatchingActor, now_ms, terminating
 
 if TYPE_CHECKING:
     from actors.broker.processor_actor import ProcessorActor
@@ -186,7 +186,7 @@ class BrokerChildSupervisor(WatchingActor):
         if self.state.startswith("starting"):
             self._fail(f"{child.role} {child.cause()} while the broker started")
             return
-        if self.state != "running":
+        if self.state != "running" or terminating():  # a stop of the whole run: no death
             return
         self._died(child)
 

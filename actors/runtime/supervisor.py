@@ -52,7 +52,13 @@ from actors.runtime.messages import (
     Supervise,
     Supervising,
 )
-from actors.runtime.watch import EXIT_FAILED, PROCESS_NAME_PREFIX, WatchingActor, now_ms
+from actors.runtime.watch import (
+    EXIT_FAILED,
+    PROCESS_NAME_PREFIX,
+    WatchingActor,
+    now_ms,
+    terminating,
+)
 
 log = logging.getLogger(__name__)
 
@@ -313,8 +319,8 @@ class RoleSupervisor(WatchingActor):
 
     def _child_exited(self, addr: Any) -> None:
         child = self.children.remove(addr)
-        if child is None or self.state in ("stopping", "failed", "idle"):
-            return
+        if child is None or self.state in ("stopping", "failed", "idle") or terminating():
+            return  # terminating: SIGTERM to the whole run, ours next (no death)
         cause = child.cause()
         if self.state == "starting":  # the first start: the launcher reports it and exits 2
             self.state = "failed"

@@ -17,6 +17,8 @@ supervisor (actors.runtime.supervisor) replaces it. Every actor process also ask
 for SIGTERM when its parent process dies (PR_SET_PDEATHSIG), so an actor whose parent was
 killed shuts down instead of running on unsupervised with its ports and files, and takes back
 the default action of the CPU fault signals (SIGBUS, SIGSEGV: see default_fault_signals).
+A process told to stop by SIGTERM remembers it (terminating()): a supervisor then takes its
+children's exits for part of that stop, not deaths to replace (see note_termination).
 
 Linger: one pass through Thespian's select loop costs tens of microseconds (it builds a new
 selector per pass) plus a message dispatch, so a data-plane actor that returned to Thespian
@@ -44,6 +46,7 @@ import multiprocessing
 import os
 import select
 import signal
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -113,6 +116,42 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+# pids, not flags: a forked child inherits its parent's globals but not its own handler
+_noted_pid = 0  # the process whose SIGTERM handler note_termination wrapped
+_terminating_pid = 0  # the process that was sent SIGTERM
+
+
+def note_termination() -> None:
+    """Have this process remember a SIGTERM before Thespian's own handler turns it into an
+    ActorExitRequest to itself. SIGTERM sent to every process of a run at once (a service
+    manager stopping its whole control group, `pkill -f`) ends the children first, and their
+    exit notices can reach a supervisor ahead of its own exit request: a supervisor that
+    replaced them then waited for its new children forever, the run's ports kept. Main
+    thread only (where Python runs signal handlers); once per process."""
+    global _noted_pid
+    pid = os.getpid()
+    if _noted_pid == pid or threading.current_thread() is not threading.main_thread():
+        return
+    _noted_pid = pid
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        global _terminating_pid
+        _terminating_pid = os.getpid()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default action: end the process
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def terminating() -> bool:
+    """Whether this process was sent SIGTERM (since note_termination)."""
+    return _terminating_pid == os.getpid()
+
+
 # Faults a returning handler cannot fix: the faulting instruction just runs again
 FAULT_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGBUS", "SIGSEGV", "SIGILL", "SIGFPE")
@@ -163,6 +202,7 @@ class WatchingActor(Actor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         die_with_parent()
+        note_termination()  # after Thespian's handlers (startChild sets them first)
         default_fault_signals()
         self._timer_due: dict[str, float] = {}
         self._next_due = float("inf")  # lower bound of the pending due times

@@ -10,6 +10,7 @@ Traffic is a few requests per micro-batch, so the core runs inline in this actor
 from __future__ import annotations
 
 import logging
+import os
 import select
 import socket
 import time
@@ -88,7 +89,7 @@ class SparkBridgeActor(WatchingActor):
         self._pump()
         log.info("spark bridge serving on %s:%d (advertised %s), name servers %s", msg.host,
                  port, advertise, ";".join(msg.name_servers))  # fmt: skip
-        self.send(sender, SparkBridgeStarted(port, advertise))
+        self.send(sender, SparkBridgeStarted(port, advertise, os.getpid()))
 
     # -- Spark side ------------------------------------------------------------------------
     def _on_frames(self, conn: Conn, frames: list[Any], recv_ns: int) -> None:

@@ -32,6 +32,7 @@ class SparkBridgeStarted:
 
     port: int
     advertise: str
+    pid: int = 0  # the bridge's process (the launcher stops waiting for it once it is gone)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,14 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def _up_argv(tmp_path) -> tuple[list[str], tuple[int, int, int]]:
     """`up` with explicit admin, name server and broker ports and a small store; the ports."""
     admin, ns, broker = (launch.stable_free_port(), launch.stable_free_port(),
@@ -148,3 +156,35 @@ def test_a_launcher_killed_alone_takes_its_actor_system_with_it(tmp_path) -> Non
             assert r.code == 0 and [bytes(m.body) for m in decode_messages(r.body)] == [b"kept"]
     finally:
         assert second.stop() == 0
+
+
+def test_sigterm_to_every_process_stops_the_run_and_replaces_nothing(tmp_path) -> None:
+    """SIGTERM to every process of the run at once (a service manager stopping its control
+    group, `pkill -f actormq`): the children end first, and a supervisor must take their exits
+    for part of its own stop. It used to replace them and then wait for its new children
+    forever, keeping the broker's port; the launcher waited 20 s for an answer."""
+    argv, (admin, ns, broker) = _up_argv(tmp_path)
+    run = MarkedProcess([*argv, "--console-port", "-1"], tmp_path / "up", os.getcwd())
+    try:
+        run.wait_for("spark bridge listening on", 60.0)  # the launcher's last start step
+        with BlockingClient(("127.0.0.1", broker)) as cl:
+            assert cl.invoke(create_topic_cmd("TermT", 1), RPC_TIMEOUT_S).code == 0
+            sent = cl.invoke(send_cmd("TermT", b"kept", msg_props(), queue_id=0), RPC_TIMEOUT_S)
+            assert sent.code == 0, sent.remark
+        everyone = run.pids()
+        assert len(everyone) >= 6, everyone  # launcher, admin, logger, supervisors, actors
+        for pid in everyone:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        left = wait_gone(everyone, RESTART_LIMIT_S)
+        assert left == [], [(p, _comm(p)) for p in left]
+        assert run.proc.wait(RESTART_LIMIT_S) is not None
+        for port in (admin, ns, broker):
+            assert procinfo.pid_listening_on(port) is None, port
+    finally:
+        run.stop()
+    log_text = (tmp_path / "data" / "actormq.log").read_text(errors="replace")
+    assert "store shut down cleanly" in log_text
+    assert "replacing it" not in log_text
