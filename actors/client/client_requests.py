@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from actors.client.errors import MQBrokerError
+from actors.client.records import PullResult, PullStatus
 from protocol.bodies import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -37,6 +38,7 @@ from protocol.headers import (
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
     GetRouteInfoRequestHeader,
+    PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     SearchOffsetRequestHeader,
@@ -223,3 +225,36 @@ def consumer_send_msg_back(offset: int, msg_id: str, topic: str, group: str, del
     head = ConsumerSendMsgBackRequestHeader(offset, group, delay_level, msg_id, topic, False,
                                             max_reconsume_times)  # fmt: skip
     return ClientRequest(RequestCode.CONSUMER_SEND_MSG_BACK, head.to_ext(), b"", _none)
+
+
+PULL_STATUS: Final = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
+                          ) -> PullResult:  # fmt: skip
+    """processPullResponse: a pull's response as a PullResult (messages left encoded in
+    body; body=False leaves the body out, for a reader that takes the records from the
+    frame where it lies). MQBrokerError for a code that is no pull status, or a header
+    without its offsets."""
+    status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    return PullResult(
+        status,
+        int_field(resp, "nextBeginOffset", addr),
+        int_field(resp, "minOffset", addr),
+        int_field(resp, "maxOffset", addr),
+        int_field(resp, "suggestWhichBrokerId", addr),
+        bytes(resp.body) if body and status is PullStatus.FOUND else b"",
+    )
+
+
+def pull_message(header: PullMessageRequestHeader) -> ClientRequest[PullResult]:
+    """PULL_MESSAGE (long polling when header.sys_flag has the suspend bit): its answer a
+    PullResult, the messages still encoded in its body."""
+    return ClientRequest(RequestCode.PULL_MESSAGE, header.to_ext(), b"", process_pull_response)

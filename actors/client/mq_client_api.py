@@ -23,10 +23,10 @@ from typing import Any, Final, TypeVar
 
 from actors.client import client_requests as rq
 from actors.client.client_config import ClientConfig
-from actors.client.client_requests import ClientRequest, ext_of, int_field
+from actors.client.client_requests import ClientRequest, ext_of
 from actors.client.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from actors.client.mq_client_instance import DEFAULT_TOPIC_QUEUE_NUMS
-from actors.client.records import MessageExt, PullResult, PullStatus, SendResult, SendStatus
+from actors.client.records import MessageExt, PullResult, SendResult, SendStatus
 from actors.client.remoting_client import RemotingClient
 from protocol.bodies import (
     HeartbeatData,
@@ -58,12 +58,6 @@ SEND_STATUS: Final = {
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-PULL_STATUS: Final = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
 
 
@@ -154,25 +148,6 @@ def process_send_response(broker_name: str, topic: str, msg_id: str, resp: Remot
         status, msg_id, ext.get("msgId", ""), mq,
         queue_offset, ext.get("transactionId"), ext.get("MSG_REGION") or "DefaultRegion",
         ext.get("TRACE_ON") != "false")
-
-
-def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
-                          ) -> PullResult:  # fmt: skip
-    """processPullResponse: a pull's response as a PullResult (messages left encoded in
-    body; body=False leaves the body out, for a reader that takes the records from the
-    frame where it lies). MQBrokerError for a code that is no pull status, or a header
-    without its offsets."""
-    status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
-    if status is None:
-        raise MQBrokerError(resp.code, resp.remark, addr)
-    return PullResult(
-        status,
-        int_field(resp, "nextBeginOffset", addr),
-        int_field(resp, "minOffset", addr),
-        int_field(resp, "maxOffset", addr),
-        int_field(resp, "suggestWhichBrokerId", addr),
-        bytes(resp.body) if body and status is PullStatus.FOUND else b"",
-    )
 
 
 class MQClientAPI:
@@ -283,8 +258,7 @@ class MQClientAPI:
     def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float,
                      callback: ResultCallback | None = None) -> PullResult | None:  # fmt: skip
         """PULL_MESSAGE (long polling when the suspend flag is set in header.sys_flag)."""
-        return self.call(addr, self.request(RequestCode.PULL_MESSAGE, header.to_ext()),
-                         timeout_ms, process_pull_response, callback)
+        return self.ask(addr, rq.pull_message(header), timeout_ms, callback)
 
     def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
                               timeout_ms: float, callback: ResultCallback | None = None

@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
+from actors.client import client_requests as rq
 from protocol.acl import SessionCredentials
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
+from protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 
 BODY: Final = b"x" * 1024
 # `bench --acl`: the benchmark's one account; every request below is signed with it
@@ -45,14 +47,11 @@ def pull_cmd(group: str, topic: str, queue_id: int, offset: int, *, max_nums: in
              sys_flag: int = 4, subscription: str | None = "*", suspend_ms: int = 0,
              commit_offset: int = 0, serialize_type: int = SerializeType.JSON
              ) -> RemotingCommand:
-    """PULL_MESSAGE (11); sysFlag bit 2 (0x4) means the subscription rides in the request."""
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-           "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
-           "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
-           "subVersion": "0", "expressionType": "TAG"}
-    if subscription is not None:
-        ext["subscription"] = subscription
-    return signed(RemotingCommand.request(11, ext, serialize_type=serialize_type))
+    """PULL_MESSAGE (11) as the clients build it; sysFlag bit 2 (0x4) means the subscription
+    rides in the request."""
+    head = PullMessageRequestHeader(group, topic, queue_id, offset, max_nums, sys_flag,
+                                    commit_offset, suspend_ms, 0, subscription, "TAG")
+    return signed(rq.pull_message(head).command(serialize_type))
 
 
 def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes = b"",
@@ -64,6 +63,5 @@ def simple_cmd(code: int, serialize_type: int = SerializeType.JSON, body: bytes 
 
 def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC (17) as mqadmin writes it."""
-    return simple_cmd(17, topic=topic, defaultTopic="TBW102", readQueueNums=queues,
-                      writeQueueNums=queues, perm=perm, topicFilterType="SINGLE_TAG",
-                      topicSysFlag=0, order="false")
+    head = CreateTopicRequestHeader(topic, "TBW102", queues, queues, perm, "SINGLE_TAG", False, 0)
+    return signed(RemotingCommand.request(17, head.to_ext()))

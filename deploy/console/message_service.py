@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from actors.client import client_requests as rq
+from actors.client.records import PullStatus
 from deploy.admin_ext import (
     AdminError,
     ask,
@@ -29,12 +30,12 @@ from deploy.console.consumer_service import checked_group, connection_list
 from deploy.console.topic_service import ConsoleInputError, checked_topic
 from protocol.codes import DLQ_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
 from protocol.codes import RequestCode as RC
+from protocol.headers import PullMessageRequestHeader
 from protocol.message import MessageExt, decode_messages, decode_offset_msg_id
 
 MAX_MESSAGES = 2000  # the dashboard's cap on a time-range query
 PULL_BATCH = 32
 PULL_SUBSCRIPTION_ONLY = 4  # PullSysFlag FLAG_SUBSCRIPTION: no commit, no suspend
-PULL_OK = (0, 19, 20, 21, 22, 24, 25, 26)  # FOUND or any "nothing here" answer
 PREVIEW_BYTES = 64 * 1024
 
 
@@ -127,18 +128,16 @@ def pull_range(addr: str, topic: str, queue_id: int, begin: int, end: int,
     out: list[MessageExt] = []
     offset = begin
     while offset < end and len(out) < limit:
-        resp = call(addr, RC.PULL_MESSAGE, {
-            "consumerGroup": TOOLS_CONSUMER_GROUP, "topic": topic, "queueId": queue_id,
-            "queueOffset": offset, "maxMsgNums": min(PULL_BATCH, end - offset),
-            "sysFlag": PULL_SUBSCRIPTION_ONLY, "commitOffset": 0, "suspendTimeoutMillis": 0,
-            "subscription": "*", "subVersion": 0, "expressionType": "TAG"}, ok=PULL_OK)  # fmt: skip
-        if resp.code == 0 and resp.body:
-            got = [m for m in decode_messages(bytes(resp.body)) if m.queue_offset < end]
-            out += got[: limit - len(out)]
-        next_offset = int((resp.ext_fields or {}).get("nextBeginOffset", offset) or offset)
-        if next_offset <= offset:
+        head = PullMessageRequestHeader(
+            TOOLS_CONSUMER_GROUP, topic, queue_id, offset, min(PULL_BATCH, end - offset),
+            PULL_SUBSCRIPTION_ONLY, 0, 0, 0, "*", "TAG")  # fmt: skip
+        got = ask(addr, rq.pull_message(head))
+        if got.status is PullStatus.FOUND:
+            found = [m for m in decode_messages(got.body) if m.queue_offset < end]
+            out += found[: limit - len(out)]
+        if got.next_begin_offset <= offset:
             break
-        offset = next_offset
+        offset = got.next_begin_offset
     return out
 
 

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from actors.client.client_requests import process_pull_response
 from actors.client.errors import MQBrokerError
-from actors.client.mq_client_api import process_pull_response
 from actors.client.records import PullResult, PullStatus
 from actors.runtime.tls import TlsConfig
 from deploy.spark.bridge_client import DataLossError, RocketMQSourceError

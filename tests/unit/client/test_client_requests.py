@@ -7,10 +7,12 @@ import pytest
 
 from actors.client import client_requests as rq
 from actors.client.errors import MQBrokerError
+from actors.client.records import PullStatus
 from protocol.bodies import HeartbeatData, TopicRouteData
 from protocol.codes import RequestCode as RC
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
+from protocol.headers import PullMessageRequestHeader
 
 # each request's header fields as Java 4.9.8's MQClientAPIImpl puts them on the wire (its
 # header classes' field names; null fields left out, Java's primitive unitMode always there)
@@ -30,6 +32,11 @@ WIRE = [
     (rq.consumer_send_msg_back(4096, "ID", "T", "g", 2, 16), RC.CONSUMER_SEND_MSG_BACK,
      {"offset": "4096", "group": "g", "delayLevel": "2", "originMsgId": "ID",
       "originTopic": "T", "unitMode": "false", "maxReconsumeTimes": "16"}),
+    (rq.pull_message(PullMessageRequestHeader("g", "T", 2, 5, 32, 4, 0, 0, 0, "*", "TAG")),
+     RC.PULL_MESSAGE,
+     {"consumerGroup": "g", "topic": "T", "queueId": "2", "queueOffset": "5",
+      "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+      "subVersion": "0", "subscription": "*", "expressionType": "TAG"}),
 ]
 
 
@@ -67,3 +74,18 @@ def test_answers_are_read_as_the_client_reads_them() -> None:
 def test_a_bad_answer_is_a_broker_error(resp: RemotingCommand) -> None:
     with pytest.raises(MQBrokerError):
         rq.max_offset("T", 0).parse(resp, "b")
+
+
+def test_a_pull_answer_is_read_with_its_status_and_offsets() -> None:
+    head = PullMessageRequestHeader("g", "T", 0, 5, 32, 4, 0, 0, 0)
+    offsets = {"nextBeginOffset": "9", "minOffset": "0", "maxOffset": "9",
+               "suggestWhichBrokerId": "0"}
+    found = rq.pull_message(head).parse(_answer(0, offsets, b"records"), "b")
+    assert (found.status, found.next_begin_offset, found.body) == (PullStatus.FOUND, 9,
+                                                                   b"records")
+    moved = rq.pull_message(head).parse(_answer(ResponseCode.PULL_OFFSET_MOVED, offsets), "b")
+    assert (moved.status, moved.body) == (PullStatus.OFFSET_ILLEGAL, b"")
+    with pytest.raises(MQBrokerError):  # no pull status: the group is unknown
+        rq.pull_message(head).parse(_answer(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST), "b")
+    with pytest.raises(MQBrokerError):  # a FOUND without its offsets
+        rq.pull_message(head).parse(_answer(0, None, b"records"), "b")
