@@ -105,13 +105,6 @@ def fast_port_for(port: int, configured: int | None) -> int | None:
     return fast if 0 < fast <= 65535 else None
 
 
-# A processor's channel is written once this much is routed to it, not only at the end of
-# the pass: a client's burst of sends (100 in flight arrive in one read) reaches the send
-# processor in slices it starts on while the rest is still being routed (bench B: 24.8-27.3k
-# msgs/s with it, 17.3-23.7k without, alternated runs of broker_bench --b 300)
-FORWARD_FLUSH_BYTES: Final = 16 * 1024
-
-
 class RemotingServer(WatchingActor):
     """TCP gateway of one broker (or any server with processor channels)."""
 
@@ -373,8 +366,6 @@ class RemotingServer(WatchingActor):
                 ledger = ledgers.get(ch)
                 if ledger is not None:
                     ledger.routed_one(conn_id, frame)
-            if len(ch.out) >= FORWARD_FLUSH_BYTES:  # after the ledger knows it
-                ch.flush()
             if group in spin_groups:
                 self._spin_armed = True
             routed = conn.routed
