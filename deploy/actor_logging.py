@@ -18,12 +18,19 @@ forks its admin (every actor is forked from that admin and inherits what it has)
 
 Every process opens the file itself in append mode (O_APPEND: each record is one write, so
 whole records from several processes do not interleave).
+
+A peer can make a broker log a warning per request (an unknown code, a body that does not
+parse, a bad heartbeat), and the file, unlike logback's rolling appender, does not roll: each
+process writes at most BURST warnings (or errors) of one logger and message template per
+WINDOW_S, and the next one of that template after a window says how many were left out; other
+levels are all written.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,14 +53,69 @@ def _file_handler() -> logging.Handler | None:
     return handler
 
 
+BURST = 20  # records of one logger and message template written per window
+WINDOW_S = 10.0
+MAX_TEMPLATES = 4096  # windows kept; more templates than that (never seen) starts afresh
+
+
+class RecordThrottle:
+    """Which records of a flood get written: at most `burst` per key in each window of
+    `window_s` seconds (a window starts at its first record). Pure: time is passed in."""
+
+    __slots__ = ("burst", "window_s", "windows")
+
+    def __init__(self, burst: int = BURST, window_s: float = WINDOW_S) -> None:
+        self.burst = burst
+        self.window_s = window_s
+        self.windows: dict[tuple[str, str], list[float]] = {}  # key -> [start, written, left out]
+
+    def admit(self, key: tuple[str, str], now: float) -> tuple[bool, int]:
+        """(write this record?, how many of this key the previous window left out: say so)."""
+        w = self.windows.get(key)
+        if w is None or now - w[0] >= self.window_s:
+            if w is None and len(self.windows) >= MAX_TEMPLATES:
+                self.windows.clear()
+            self.windows[key] = [now, 1, 0]
+            return True, 0 if w is None else int(w[2])
+        if w[1] < self.burst:
+            w[1] += 1
+            return True, 0
+        w[2] += 1
+        return False, 0
+
+
+_throttle: dict[int, RecordThrottle] = {}  # pid -> this process's (a fork starts afresh)
+
+
+def _admitted(record: logging.LogRecord) -> tuple[bool, int]:
+    if not logging.WARNING <= record.levelno < logging.CRITICAL:
+        return True, 0  # what a peer's bad input makes is warnings (and errors)
+    pid = os.getpid()
+    throttle = _throttle.get(pid)
+    if throttle is None:
+        _throttle.clear()
+        throttle = _throttle[pid] = RecordThrottle()
+    return throttle.admit((record.name, str(record.msg)), time.monotonic())
+
+
 def _append(handler: logging.Handler, record: logging.LogRecord) -> None:
-    """The record into the file. A file that cannot be opened (its directory deleted, a full
-    disk) loses the record, never the process that logs it: logging.FileHandler opens a
-    delayed file outside its own error handling, so the OSError would reach the actor that
-    logged (a client instance forked after an earlier in-process cluster's log directory was
-    removed died of its first log line)."""
+    """The record into the file, unless its template is flooding (RecordThrottle). A file
+    that cannot be opened (its directory deleted, a full disk) loses the record, never the
+    process that logs it: logging.FileHandler opens a delayed file outside its own error
+    handling, so the OSError would reach the actor that logged (a client instance forked
+    after an earlier in-process cluster's log directory was removed died of its first log
+    line)."""
+    write, left_out = _admitted(record)
     try:
-        handler.handle(record)
+        if left_out:
+            handler.handle(logging.makeLogRecord({
+                "name": record.name, "levelno": record.levelno,
+                "levelname": record.levelname,
+                "msg": "%d more records like this were left out in %.0f s: %s",
+                "args": (left_out, WINDOW_S, str(record.msg)),
+            }))  # fmt: skip
+        if write:
+            handler.handle(record)
     except OSError:
         pass
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import random
 import socket
 import struct
+from pathlib import Path
 
 import pytest
 
+from deploy import actor_logging, launch
 from deploy.wire import BlockingClient
+from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from tests.integration.e2e_helpers import closed_by_server
 
@@ -87,3 +90,18 @@ def test_thousand_connections_dropped_mid_frame(broker) -> None:
                 s.close()
             _good(good)
         _good(good)
+
+
+def test_a_flood_of_unknown_codes_is_answered_and_its_warnings_capped(local_cluster) -> None:
+    """Every request of a flood gets REQUEST_CODE_NOT_SUPPORTED, and the log file gets at most
+    a burst of the warning per window (it does not roll: a peer must not fill the disk)."""
+    cluster = local_cluster(broker=launch.BROKER_CONTROLLER)
+    addr = ("127.0.0.1", cluster.broker_port())
+    flood = 300
+    with BlockingClient(addr) as cl:
+        for _ in range(flood):
+            resp = cl.invoke(RemotingCommand.request(9999, None, b""), 10)
+            assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    log_text = (Path(cluster.data_dir) / "actormq.log").read_text(errors="replace")
+    warned = log_text.count("request type 9999 not supported")
+    assert 1 <= warned <= actor_logging.BURST, warned
