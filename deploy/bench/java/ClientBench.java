@@ -140,6 +140,10 @@ public class ClientBench {
             lat[n / 2] / 1e6, lat[Math.min(n - 1, (int) (n * 0.99))] / 1e6, n);
     }
 
+    /** The first failed async send's exception or status (said when a run fails). */
+    static final java.util.concurrent.atomic.AtomicReference<String> FIRST_FAILURE =
+        new java.util.concurrent.atomic.AtomicReference<>();
+
     /** n async sends, at most `inflight` unanswered; returns the failures. */
     static int sendAsync(DefaultMQProducer p, String topic, byte[] body, int n, int inflight)
             throws Exception {
@@ -152,6 +156,7 @@ public class ClientBench {
                 public void onSuccess(SendResult r) {
                     if (r.getSendStatus() != SendStatus.SEND_OK) {
                         failed.incrementAndGet();
+                        FIRST_FAILURE.compareAndSet(null, "status " + r.getSendStatus());
                     }
                     room.release();
                     done.countDown();
@@ -159,6 +164,7 @@ public class ClientBench {
 
                 public void onException(Throwable e) {
                     failed.incrementAndGet();
+                    FIRST_FAILURE.compareAndSet(null, String.valueOf(e));
                     room.release();
                     done.countDown();
                 }
@@ -190,7 +196,8 @@ public class ClientBench {
         long dt = System.nanoTime() - t0;
         long cpu = cpuNanos() - cpu0;
         if (failed > 0) {
-            throw new IllegalStateException(failed + " async sends failed");
+            throw new IllegalStateException(failed + " async sends failed, the first: "
+                + FIRST_FAILURE.get());
         }
         // printed before shutdown: the client's threads log their closing to stdout too
         System.out.printf("{\"rate\": %.1f, \"cpu_us\": %.3f, \"warm_msgs\": %d}%n",
