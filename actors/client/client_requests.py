@@ -39,6 +39,7 @@ from protocol.headers import (
     GetMinOffsetResponseHeader,
     GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
+    PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     SearchOffsetRequestHeader,
@@ -57,16 +58,6 @@ def ext_of(resp: RemotingCommand) -> dict[str, str]:
     return resp.ext_fields or {}
 
 
-def int_field(resp: RemotingCommand, name: str, addr: str) -> int:
-    """An integer header field of a response; MQBrokerError (SYSTEM_ERROR) when it is missing
-    or not a number."""
-    try:
-        return int(ext_of(resp)[name])
-    except (KeyError, ValueError):
-        raise MQBrokerError(ResponseCode.SYSTEM_ERROR,
-                            f"response without a valid {name}", addr) from None
-
-
 def expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
     """The response itself when it is SUCCESS, else MQBrokerError with its code and remark."""
     if resp.code != ResponseCode.SUCCESS:
@@ -74,14 +65,19 @@ def expect_success(resp: RemotingCommand, addr: str) -> RemotingCommand:
     return resp
 
 
-def response_header(resp: RemotingCommand, cls: type[H], addr: str) -> H:
-    """A SUCCESS response's typed header (MQBrokerError for another code); a field missing or
-    malformed is MQBrokerError(SYSTEM_ERROR) naming it."""
-    expect_success(resp, addr)
+def typed_header(resp: RemotingCommand, cls: type[H], addr: str) -> H:
+    """A response's typed header whatever its code; a field missing or malformed is
+    MQBrokerError(SYSTEM_ERROR) naming it."""
     try:
         return cls.from_ext(resp.ext_fields)
     except HeaderFieldError as exc:
         raise MQBrokerError(exc.code, exc.remark, addr) from None
+
+
+def response_header(resp: RemotingCommand, cls: type[H], addr: str) -> H:
+    """A SUCCESS response's typed header (MQBrokerError for another code, or for a field
+    missing or malformed)."""
+    return typed_header(expect_success(resp, addr), cls, addr)
 
 
 def _none(resp: RemotingCommand, addr: str) -> None:
@@ -244,12 +240,13 @@ def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
     status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(resp.code, resp.remark, addr)
+    head = typed_header(resp, PullMessageResponseHeader, addr)  # all four statuses carry it
     return PullResult(
         status,
-        int_field(resp, "nextBeginOffset", addr),
-        int_field(resp, "minOffset", addr),
-        int_field(resp, "maxOffset", addr),
-        int_field(resp, "suggestWhichBrokerId", addr),
+        head.next_begin_offset,
+        head.min_offset,
+        head.max_offset,
+        head.suggest_which_broker_id,
         bytes(resp.body) if body and status is PullStatus.FOUND else b"",
     )
 

@@ -28,14 +28,13 @@ from deploy.admin_ext import (
 )
 from deploy.console.consumer_service import checked_group, connection_list
 from deploy.console.topic_service import ConsoleInputError, checked_topic
-from protocol.codes import DLQ_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
+from protocol.codes import DLQ_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP, PullSysFlag
 from protocol.codes import RequestCode as RC
 from protocol.headers import PullMessageRequestHeader
 from protocol.message import MessageExt, decode_messages, decode_offset_msg_id
 
 MAX_MESSAGES = 2000  # the dashboard's cap on a time-range query
 PULL_BATCH = 32
-PULL_SUBSCRIPTION_ONLY = 4  # PullSysFlag FLAG_SUBSCRIPTION: no commit, no suspend
 PREVIEW_BYTES = 64 * 1024
 
 
@@ -130,7 +129,7 @@ def pull_range(addr: str, topic: str, queue_id: int, begin: int, end: int,
     while offset < end and len(out) < limit:
         head = PullMessageRequestHeader(
             TOOLS_CONSUMER_GROUP, topic, queue_id, offset, min(PULL_BATCH, end - offset),
-            PULL_SUBSCRIPTION_ONLY, 0, 0, 0, "*", "TAG")  # fmt: skip
+            PullSysFlag.FLAG_SUBSCRIPTION, 0, 0, 0, "*", "TAG")  # no commit, no suspend
         got = ask(addr, rq.pull_message(head))
         if got.status is PullStatus.FOUND:
             found = [m for m in decode_messages(got.body) if m.queue_offset < end]
