@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from actors.runtime.supervisor import process_name
 from deploy import launch, procinfo, runtime_dir
 from deploy.wire import BlockingClient
 from protocol.message import decode_messages
@@ -50,14 +51,6 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return False
     except OSError:
         return True
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
 
 
 def _up_argv(tmp_path) -> tuple[list[str], tuple[int, int, int]]:
@@ -181,7 +174,7 @@ def test_sigterm_to_every_process_stops_the_run_and_replaces_nothing(tmp_path) -
             except ProcessLookupError:
                 pass
         left = wait_gone(everyone, TERM_STOP_LIMIT_S)
-        assert left == [], [(p, _comm(p)) for p in left]
+        assert left == [], [(p, process_name(p)) for p in left]
         assert run.proc.wait(TERM_STOP_LIMIT_S) is not None
         for port in (admin, ns, broker):
             assert procinfo.pid_listening_on(port) is None, port
