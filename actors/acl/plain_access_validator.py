@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from actors.acl.plain_permission_manager import (
     ADMIN_CODES,
@@ -27,6 +27,7 @@ from actors.acl.plain_permission_manager import (
     AccessRequest,
     PlainPermissionManager,
     is_retry_topic,
+    signature_failed,
 )
 from actors.acl.remote_address_strategy import AclError
 from protocol.acl import (
@@ -34,7 +35,10 @@ from protocol.acl import (
     SECURITY_TOKEN,
     SIGNATURE,
     UNIQUE_MSG_QUERY_FLAG,
+    Signer,
     fields_text,
+    signatures_equal,
+    signer_for,
 )
 from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode as RC
@@ -110,6 +114,24 @@ def _resources(req: AccessRequest, code: int, ext: Mapping[str, str],
 
 
 RELOAD_CHECK_MS = 500  # AclFileWatchService looks at the files this often
+DECISIONS_KEPT = 4096  # decisions a validator keeps (all forgotten when full)
+
+# The header fields _resources reads for each code that names resources (a code not here names
+# none; HEART_BEAT names them in its body): two requests of one code, access key and remote
+# host with the same values in these fields get the same decision but for their signature.
+_KEY_FIELDS: Final[dict[int, tuple[str, ...]]] = {
+    RC.SEND_MESSAGE: ("topic", "group"),
+    RC.SEND_MESSAGE_V2: ("b", "a"),
+    RC.SEND_BATCH_MESSAGE: ("b", "a"),
+    RC.CONSUMER_SEND_MSG_BACK: ("group",),
+    RC.PULL_MESSAGE: ("topic", "consumerGroup"),
+    RC.QUERY_MESSAGE: ("topic",),
+    RC.UNREGISTER_CLIENT: ("consumerGroup",),
+    RC.GET_CONSUMER_LIST_BY_GROUP: ("consumerGroup",),
+    RC.UPDATE_CONSUMER_OFFSET: ("consumerGroup", "topic"),
+}
+# (refusal before the signature, the account's signer, refusal after a good signature)
+Decision = tuple[str | None, Signer | None, str | None]
 
 
 class PlainAccessValidator:
@@ -128,21 +150,78 @@ class PlainAccessValidator:
                       "are mended", exc)  # fmt: skip
             self.manager.loaded = ()  # the next look finds them changed and tries again
         self.next_check_ms = 0
+        # per (code, access key, host, _KEY_FIELDS' values): what validate decides but for
+        # the signature, for the manager's configuration of generation _generation
+        self._decisions: dict[tuple[Any, ...], Decision] = {}
+        self._generation = -1
 
     def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
               peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
         """None when the request may go on, else the remark of its SYSTEM_ERROR answer."""
         if self.checked_codes is not None and code not in self.checked_codes:
             return None
+        manager = self.manager
         if now_ms >= self.next_check_ms:
             self.next_check_ms = now_ms + RELOAD_CHECK_MS
-            self.manager.reload_if_changed()
+            manager.reload_if_changed()
+        if code == RC.HEART_BEAT or ext is None:  # a heartbeat's resources are in its body
+            return self._validate(code, ext, body, peer)
+        fields = _KEY_FIELDS.get(code, ())
+        access_key = ext.get(ACCESS_KEY)
+        key = (code, access_key, None if peer is None else peer[0],
+               *[ext.get(f) for f in fields])  # fmt: skip
+        if self._generation != manager.generation:
+            self._generation = manager.generation
+            self._decisions.clear()
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._decide(code, ext, body, peer)
+            if len(self._decisions) >= DECISIONS_KEPT:
+                self._decisions.clear()
+            self._decisions[key] = decision
+        refused, signer, then = decision
+        if signer is None:  # refused or let through before any signature is read
+            return refused
+        content = fields_text(ext, _NOT_SIGNED)
+        if not signatures_equal(signer.signature(content, body), ext.get(SIGNATURE)):
+            return AclError(signature_failed(access_key or "")).remark()
+        return then
+
+    @property
+    def kept_decisions(self) -> int:
+        """How many decisions are kept now."""
+        return len(self._decisions)
+
+    def _validate(self, code: int, ext: Mapping[str, str] | None,
+                  body: bytes | memoryview | None, peer: tuple[str, int] | None
+                  ) -> str | None:  # fmt: skip
+        """The whole of parse and validate for one request."""
         addr = None if peer is None else f"{peer[0]}:{peer[1]}"
         try:
             self.manager.validate(parse(code, ext, body, addr))
         except AclError as exc:
             return exc.remark()
         return None
+
+    def _decide(self, code: int, ext: Mapping[str, str], body: bytes | memoryview | None,
+                peer: tuple[str, int] | None) -> Decision:  # fmt: skip
+        """What validate concludes of requests like this one but for their signature:
+        (remark, None, None) refused or (None, None, None) let through before the signature
+        is read; (None, the account's signer, remark or None) once the signature is good."""
+        manager = self.manager
+        addr = None if peer is None else f"{peer[0]}:{peer[1]}"
+        try:
+            req = parse(code, ext, body, addr)
+            acc = manager.admit(req.remote_addr, req.access_key)
+        except AclError as exc:
+            return exc.remark(), None, None
+        if acc is None:
+            return None, None, None
+        try:
+            manager.check_resources(req, acc)
+        except AclError as exc:
+            return None, signer_for(acc.secret_key), exc.remark()
+        return None, signer_for(acc.secret_key), None
 
 
 # ours: RocketMQ 4.9's name server checks nothing, so anyone who reaches it can rewrite routes

@@ -52,6 +52,11 @@ KEY_MIN_LENGTH: Final = 6  # ACCESS_KEY_MIN_LENGTH, SECRET_KEY_MIN_LENGTH: longe
 DEFAULT_ACL_FILE: Final = "conf/plain_acl.yml"
 
 
+def signature_failed(access_key: str) -> str:
+    """The refusal of a request whose Signature is not its account's."""
+    return f"Check signature failed for accessKey={access_key}"
+
+
 def check_permission(needed: int, owned: int) -> bool:
     """Permission.checkPermission."""
     if owned & DENY:
@@ -214,6 +219,7 @@ class PlainPermissionManager:
         self.global_white_text: dict[str, list[str]] = {}  # per file, as written
         self.data_version: dict[str, dict[str, Any]] = {}  # per file
         self.loaded: tuple[tuple[str, int, int], ...] = ()
+        self.generation = 0  # bumped by every load: a decision kept from before is stale
 
     @property
     def default_file(self) -> str:
@@ -256,6 +262,7 @@ class PlainPermissionManager:
         self.accounts, self.account_file = accounts, account_file
         self.global_white, self.global_white_text = global_white, global_white_text
         self.data_version, self.loaded = data_version, loaded
+        self.generation += 1
 
     def changed(self) -> bool:
         """Whether the files differ from what was loaded (added, removed, rewritten)."""
@@ -278,20 +285,33 @@ class PlainPermissionManager:
 
     def validate(self, req: AccessRequest) -> None:
         """PlainPermissionManager.validate: return when the request may go on, else AclError."""
-        addr = req.remote_addr or ""
-        for white in self.global_white:
-            if white.match(addr):
-                return
-        if req.access_key is None:
-            raise AclError("No accessKey is configured")
-        acc = self.accounts.get(req.access_key)
+        acc = self.admit(req.remote_addr, req.access_key)
         if acc is None:
-            raise AclError(f"No acl config for {req.access_key}")
-        if acc.white.match(addr):
             return
         if not signatures_equal(signer_for(acc.secret_key).signature(req.content, req.body),
                                 req.signature):  # fmt: skip
-            raise AclError(f"Check signature failed for accessKey={req.access_key}")
+            raise AclError(signature_failed(acc.access_key))
+        self.check_resources(req, acc)
+
+    def admit(self, remote_addr: str | None, access_key: str | None) -> Account | None:
+        """validate's steps before the signature: None when the address alone lets the
+        request through (a global white address, or the account's own), else the account
+        whose signature the request must carry; AclError when there is no such account."""
+        addr = remote_addr or ""
+        for white in self.global_white:
+            if white.match(addr):
+                return None
+        if access_key is None:
+            raise AclError("No accessKey is configured")
+        acc = self.accounts.get(access_key)
+        if acc is None:
+            raise AclError(f"No acl config for {access_key}")
+        if acc.white.match(addr):
+            return None
+        return acc
+
+    def check_resources(self, req: AccessRequest, acc: Account) -> None:
+        """validate's steps after a good signature: AclError when acc may not do req."""
         if req.perms is not None and req.perms.get(TRACE_TOPIC) == PUB:
             return
         self.check_perm(req, acc)

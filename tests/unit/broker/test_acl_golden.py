@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from actors.acl.plain_access_validator import parse
+from actors.acl.plain_access_validator import PlainAccessValidator, parse
 from actors.acl.plain_permission_manager import PlainPermissionManager
 from actors.acl.remote_address_strategy import AclError
 from protocol.acl import SIGNATURE, UNIQUE_MSG_QUERY_FLAG, sign_ext
@@ -197,3 +197,59 @@ def test_the_check_matches_rocketmq_4_9_8(home: Path, tmp_path: Path) -> None:
         assert got == want, (case, got, want)
         verdicts[got[1].split(" ", 1)[0]] += 1
     assert verdicts["OK"] > 60 and verdicts["ERR"] > 60, verdicts  # both sides exercised
+
+
+def test_the_validator_decides_as_validate_with_its_decisions_kept(home: Path) -> None:
+    """PlainAccessValidator.check keeps what validate decides of a request but its signature
+    (per code, access key, host and the fields naming resources): over the same generated
+    cases, each asked twice in a shuffled order, it answers exactly what validate(parse(...))
+    answers; an edit of the file reaches kept decisions."""
+    rnd = random.Random(20261130)
+    cases = [_case(rnd) for _ in range(3000)]
+    mgr = PlainPermissionManager(str(home))
+    mgr.load()
+    validator = PlainAccessValidator(str(home))
+    asked = [*cases, *cases]
+    rnd.shuffle(asked)
+    verdicts = {"OK": 0, "ERR": 0}
+    for case in asked:
+        ext, body = _signed(case)
+        host, port = case["addr"].rsplit(":", 1)
+        got = validator.check(case["code"], ext, body, (host, int(port)), 0)
+        try:
+            mgr.validate(parse(case["code"], ext, body, case["addr"]))
+            want = None
+        except AclError as exc:
+            want = exc.remark()
+        assert got == want, (case, got, want)
+        verdicts["OK" if got is None else "ERR"] += 1
+    assert verdicts["OK"] > 300 and verdicts["ERR"] > 300, verdicts
+    assert validator.kept_decisions < len(cases)  # decisions were shared, not one per case
+
+    send = {"a": "groupB", "b": "topicC", "c": "TBW102"}
+    sign_ext(send, b"x", "RocketMQ", "12345678")
+    peer = ("127.0.0.1", 1)
+    assert "No default permission for topic:topicC" in (
+        validator.check(RC.SEND_MESSAGE_V2, send, b"x", peer, 0) or "")
+    edited = home / "conf" / "acl" / "edit.yml"  # a second file: the module's home is shared
+    edited.parent.mkdir(exist_ok=True)
+    edited.write_text("globalWhiteRemoteAddresses:\n  - 127.0.0.1\n")
+    try:
+        assert validator.check(RC.SEND_MESSAGE_V2, send, b"x", peer, 10_000) is None
+        assert validator.check(RC.SEND_MESSAGE_V2, {**send, "b": "topicA"}, b"x", peer,
+                               10_000) is None  # fmt: skip
+    finally:
+        edited.unlink()
+    assert validator.check(RC.SEND_MESSAGE_V2, send, b"x", peer, 20_000) is not None
+
+
+def _signed(case: dict[str, Any]) -> tuple[dict[str, str], bytes | None]:
+    """A generated case's ext fields and body as they arrive (signed, maybe tampered)."""
+    ext = dict(case["ext"])
+    body = bytearray(base64.b64decode(case["body"]))
+    if case["sign"] is not None:
+        s = case["sign"]
+        sign_ext(ext, bytes(body), s["ak"], s["sk"], s.get("token"))
+    if case["tamper"] and body:
+        body[0] ^= 1
+    return ext, bytes(body) or None
