@@ -20,8 +20,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1 or args.reference or args.bound:
         sys.stderr.write("runtime_bench: --runs >= 1, without --reference or --bound\n")
         return 2
-    if not args.a:
-        args.a = 1000  # the raw echo still needs a count
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     sys.stdout.write(broker_bench.format_table(broker_bench.run(args, broker=ECHO_BROKER)))
     return 0

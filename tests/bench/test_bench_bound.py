@@ -35,3 +35,10 @@ def test_run_bound_reports_every_row() -> None:
     for key in ("raw", "A", "A_ratio", "A_cpu", "B", "B_cpu", "Bm", "Bm_cpu"):
         assert len(got[key]) == 1 and got[key][0] > 0, key
     assert "B_cpu:bound" in got
+
+
+def test_a_count_of_zero_skips_a_and_keeps_the_raw_echo() -> None:
+    small = {"mappedFileSizeCommitLog": str(16 << 20)}
+    got = run_bound(argparse.Namespace(runs=1, a=0, b=1), small)
+    assert not {"A", "A_ratio", "A_cpu"} & set(got)  # "--a 0 = skip" (it once ran 1,000)
+    assert got["raw"][0] > 0 and got["B"][0] > 0
