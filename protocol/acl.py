@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,26 +39,46 @@ def combine_request_content(ext: Mapping[str, str], body: bytes | memoryview | N
 
 def fields_text(ext: Mapping[str, str], skip: frozenset[str] = frozenset((SIGNATURE,))) -> bytes:
     """The first part of combineRequestContent: the fields' values by name, as UTF-8."""
-    return "".join([ext[k] for k in sorted(ext) if k not in skip]).encode("utf-8")
+    order = (skip, *ext)  # one client's requests of one kind come with their fields in one order
+    names = _SIGNED_NAMES.get(order)
+    if names is None:
+        if len(_SIGNED_NAMES) >= NAME_ORDERS_KEPT:
+            _SIGNED_NAMES.clear()
+        names = _SIGNED_NAMES[order] = [k for k in sorted(ext) if k not in skip]
+    return "".join(map(ext.__getitem__, names)).encode("utf-8")
+
+
+NAME_ORDERS_KEPT: Final = 1024
+# (skip, the fields' names in arrival order) -> the names signed, in signing order
+_SIGNED_NAMES: dict[tuple[object, ...], list[str]] = {}
+_SHA1_BLOCK: Final = 64
 
 
 class Signer:
-    """AclSigner for one secret key: HMAC-SHA1's key schedule done once (a broker keeps one
-    per account), copied for each request."""
+    """AclSigner for one secret key: HMAC-SHA1 (RFC 2104) with its two keyed SHA-1 states
+    made once (a broker keeps one per account) and copied for each request, the hash
+    objects' own copies rather than hmac.HMAC's wrapper (a third less per request)."""
 
-    __slots__ = ("_base",)
+    __slots__ = ("_inner", "_outer")
 
     def __init__(self, secret_key: str) -> None:
-        self._base = hmac.new(secret_key.encode("utf-8"), digestmod="sha1")
+        key = secret_key.encode("utf-8")
+        if len(key) > _SHA1_BLOCK:
+            key = hashlib.sha1(key).digest()
+        key = key.ljust(_SHA1_BLOCK, b"\0")
+        self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
+        self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
 
     def signature(self, data: bytes, body: bytes | memoryview | None = None) -> bytes:
         """Base64 of HMAC-SHA1(secret, data + body), as ASCII bytes (the body fed to the MAC
         as it is, not joined to data first)."""
-        mac = self._base.copy()
-        mac.update(data)
+        inner = self._inner.copy()
+        inner.update(data)
         if body:
-            mac.update(body)
-        return binascii.b2a_base64(mac.digest(), newline=False)
+            inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return binascii.b2a_base64(outer.digest(), newline=False)
 
 
 @functools.lru_cache(maxsize=256)

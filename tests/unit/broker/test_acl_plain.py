@@ -18,7 +18,7 @@ from actors.acl.plain_permission_manager import (
     java_hash_order,
 )
 from actors.acl.remote_address_strategy import AclError, remote_address_strategy
-from protocol.acl import SIGNATURE, cal_signature, combine_request_content, sign_ext
+from protocol.acl import SIGNATURE, cal_signature, combine_request_content, fields_text, sign_ext
 from protocol.codes import RequestCode as RC
 
 
@@ -125,3 +125,17 @@ def test_resources_are_checked_in_java_hash_map_order() -> None:
     assert req.perms == {"%RETRY%G": SUB} and PUB not in req.perms.values()
     with pytest.raises(AclError):
         parse(RC.HEART_BEAT, {}, b"{not json", "1.2.3.4:5")
+
+
+def test_the_signed_text_follows_the_names_whatever_order_the_fields_came_in() -> None:
+    import random
+
+    rnd = random.Random(7)
+    names = ["b", "a", "AccessKey", "Signature", "_UNIQUE_KEY_QUERY", "zz", "Z"]
+    for _ in range(50):  # the kept name orders must never leak from one order or skip to another
+        rnd.shuffle(names)
+        ext = {k: f"<{k}>" for k in names}
+        for skip in (frozenset((SIGNATURE,)), frozenset((SIGNATURE, "_UNIQUE_KEY_QUERY"))):
+            want = "".join(ext[k] for k in sorted(ext) if k not in skip).encode()
+            assert fields_text(ext, skip) == want
+    assert fields_text({"b": "2", "a": "1"}) == b"12" == fields_text({"a": "1", "b": "2"})
