@@ -31,7 +31,14 @@ from deploy.config import (
     load_properties,
     resolve_paths,
 )
-from deploy.launch import EXIT_ROLE_FAILED, LocalCluster, StartError, serve, stop_event
+from deploy.launch import (
+    EXIT_ROLE_FAILED,
+    LocalCluster,
+    StartError,
+    StartInterrupted,
+    serve,
+    stop_event,
+)
 
 if TYPE_CHECKING:
     from actors.broker.config import BrokerConfig
@@ -343,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     except StartError as exc:
         sys.stderr.write(f"actormq: cannot start: {exc}\n")
         return EXIT_BAD_CONFIG
+    except StartInterrupted as exc:  # stopped as asked, before it was up
+        sys.stderr.write(f"actormq: {exc} while starting: stopped\n")
+        return 0
     return 0
 
 

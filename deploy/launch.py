@@ -373,22 +373,40 @@ def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
     return None
 
 
-def stop_event() -> threading.Event:
-    """An event SIGTERM / Ctrl-C sets: installed before the servers start, so a signal that
-    arrives while they are still starting stops them cleanly once they are up."""
-    stop = threading.Event()
+class StartInterrupted(Exception):
+    """SIGTERM or Ctrl-C arrived while the servers were still starting."""
+
+
+class StopSignal(threading.Event):
+    """Set by SIGTERM / Ctrl-C. Until serve() takes over (`starting`), the first such signal
+    also raises StartInterrupted in the main thread, so a start step stops at once: the same
+    signal may have ended the actor system's admin, and Thespian's createActor waits up to
+    50 s for a dead admin."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starting = True
+
+
+def stop_event() -> StopSignal:
+    """A StopSignal, its handlers installed before the servers start."""
+    stop = StopSignal()
 
     def handler(signum: int, frame: Any) -> None:
         stop.set()
+        if stop.starting:
+            stop.starting = False
+            raise StartInterrupted(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
 
 
-def serve(cluster: LocalCluster, stop: threading.Event) -> int:
+def serve(cluster: LocalCluster, stop: StopSignal) -> int:
     """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
     stderr); the caller stops the cluster either way."""
+    stop.starting = False  # a signal from now on only sets the event
     failure = wait_for_stop(cluster, stop)
     if failure is None:
         return 0

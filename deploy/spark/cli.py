@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
     """Run `actormq spark ...`; the exit code."""
     from actors.spark_bridge.options import SourceOptionError, parse_name_servers
     from deploy.config import ConfigError
-    from deploy.launch import StartError
+    from deploy.launch import StartError, StartInterrupted
     from deploy.spark.bridge_client import RocketMQSourceError
 
     args = build_parser().parse_args(argv)
@@ -207,6 +207,9 @@ def main(argv: list[str]) -> int:
     except StartError as exc:
         sys.stderr.write(f"actormq spark: cannot start: {exc}\n")
         return EXIT_USAGE
+    except StartInterrupted as exc:  # stopped as asked, before it was up
+        sys.stderr.write(f"actormq spark: {exc} while starting: stopped\n")
+        return 0
     except (RocketMQSourceError, SparkJobError) as exc:
         sys.stderr.write(f"actormq spark {args.spark_command}: {exc}\n")
         return EXIT_FAILED

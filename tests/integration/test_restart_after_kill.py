@@ -183,3 +183,29 @@ def test_sigterm_to_every_process_stops_the_run_and_replaces_nothing(tmp_path) -
     log_text = (tmp_path / "data" / "actormq.log").read_text(errors="replace")
     assert "store shut down cleanly" in log_text
     assert "replacing it" not in log_text
+
+
+def test_sigterm_to_every_process_while_starting_stops_the_run_at_once(tmp_path) -> None:
+    """The same signal while `up` is still starting (its name server up, the broker on its
+    way): the launcher, inside Thespian's createActor or waiting for the next role's answer,
+    used to wait there up to 50 s for the admin the signal had ended. Now the signal interrupts
+    the start step, the launcher stops what did start and exits 0 saying so."""
+    argv, (admin, ns, broker) = _up_argv(tmp_path)
+    run = MarkedProcess([*argv, "--console-port", "-1"], tmp_path / "up", os.getcwd())
+    try:
+        run.wait_for(f"name server listening on 127.0.0.1:{ns}", 60.0)
+        everyone = run.pids()
+        for pid in everyone:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        left = wait_gone(everyone, TERM_STOP_LIMIT_S)
+        assert left == [], [(p, process_name(p)) for p in left]
+        assert run.proc.wait(TERM_STOP_LIMIT_S) == 0
+        for port in (admin, ns, broker):
+            assert procinfo.pid_listening_on(port) is None, port
+    finally:
+        run.stop()
+    said = run.err_path.read_text(errors="replace") + run.out_path.read_text(errors="replace")
+    assert "SIGTERM while starting: stopped" in said, said[-2000:]
