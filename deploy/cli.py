@@ -20,6 +20,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from actors.acl.plain_permission_manager import ACL_PLAIN_FILE_PROPERTY
 from actors.runtime.tls import TlsConfig, TlsMode
 from deploy.config import (
     ACCESS_KEY_ENV,
@@ -196,12 +197,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     launch.check_store_paths(sc)  # before anything starts
     # one switch for the host: the broker's ACL also closes the name server's write codes
     ns_props = {"listenPort": str(ns_port), "aclEnable": str(bc.aclEnable).lower(),
-                "rocketmqHome": bc.acl_home}
+                "rocketmqHome": bc.acl_home, ACL_PLAIN_FILE_PROPERTY: bc.aclPlainFile}
     ns_config = _namesrv_config(ns_props, data)
     tls = _tls_config(props)  # one host: the same TLS settings for every port of `up`
     if tls.server_mode is TlsMode.ENFORCING and not tls.enable:
         tls = tls.replace(enable=True)  # the broker and bridge reach our own enforcing ports
-    launch.check_acl(bc.aclEnable, bc.acl_home)  # a bad ACL file first: the root cause
+    # a bad ACL file first: the root cause
+    launch.check_acl(bc.aclEnable, bc.acl_home, bc.aclPlainFile)
     bridge_keys = credentials_from_env() if args.spark_bridge_port >= 0 else None
     if bc.aclEnable and args.spark_bridge_port >= 0 and bridge_keys is None:
         raise ConfigError(

@@ -155,20 +155,20 @@ def check_store_paths(store_config: StoreConfig) -> None:
                                                   "(storePathCommitLog)")  # fmt: skip
 
 
-def check_acl(enabled: bool, home: str) -> None:
-    """With aclEnable, the ACL files under `home` load (StartError naming the file and the
-    fault)."""
+def check_acl(enabled: bool, home: str, acl_file: str) -> None:
+    """With aclEnable, the ACL files under `home` load, `acl_file` the default one (its
+    rocketmq.acl.plain.file); StartError naming the file and the fault."""
     if not enabled:
         return
     from actors.acl.plain_permission_manager import PlainPermissionManager, acl_files
     from actors.acl.remote_address_strategy import AclError
 
-    if not acl_files(home):
-        conf = os.path.join(home, "conf")
-        raise StartError(f"aclEnable: no ACL file: {os.path.join(conf, 'plain_acl.yml')} does "
-                         f"not exist (nor any *.yml under {os.path.join(conf, 'acl')})")
+    if not acl_files(home, acl_file):
+        acl_dir = os.path.join(home, "conf", "acl")
+        raise StartError(f"aclEnable: no ACL file: {os.path.join(home, acl_file)} does not exist "
+                         f"(nor any *.yml under {acl_dir})")
     try:
-        PlainPermissionManager(home).load()
+        PlainPermissionManager(home, acl_file).load()
     except AclError as exc:
         raise StartError(f"aclEnable: {exc}") from None
 
@@ -294,7 +294,7 @@ def start_namesrv(cluster: LocalCluster, *, port: int = 9876, host: str = LOOPBA
 
     if config is not None:
         port, idle_s = int(config.listenPort), float(config.serverChannelMaxIdleTimeSeconds)
-        check_acl(config.aclEnable, config.acl_home)
+        check_acl(config.aclEnable, config.acl_home, config.aclPlainFile)
     addr, reply = _supervised(cluster, "namesrv", NAME_SERVER,
                               StartNamesrv(host, port, config, idle_s, tls=tls),
                               (NamesrvStarted, NamesrvStartFailed))  # fmt: skip
@@ -324,7 +324,7 @@ def start_broker(
     from actors.runtime.messages import BrokerStarted, BrokerStartFailed, StartBroker
 
     check_store_paths(store_config)
-    check_acl(broker_config.aclEnable, broker_config.acl_home)
+    check_acl(broker_config.aclEnable, broker_config.acl_home, broker_config.aclPlainFile)
     check_private_ports(host, broker_config, store_config, tls)
     name = broker_config.brokerName
     if broker_config.brokerId:  # a slave shares its master's brokerName

@@ -234,8 +234,8 @@ NAMESRV_WRITE_CODES: Final = frozenset({
 })  # fmt: skip
 
 
-def namesrv_access_validator(home: str) -> PlainAccessValidator:
+def namesrv_access_validator(home: str, acl_file: str = DEFAULT_ACL_FILE) -> PlainAccessValidator:
     """The name server's check: its write codes need a signed admin account (or a white
     address); every other code is served unsigned."""
-    return PlainAccessValidator(home, admin_codes=NAMESRV_WRITE_CODES,
+    return PlainAccessValidator(home, acl_file, admin_codes=NAMESRV_WRITE_CODES,
                                 checked_codes=NAMESRV_WRITE_CODES)  # fmt: skip

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from actors.acl.plain_permission_manager import DEFAULT_ACL_FILE, acl_plain_file
 from store.config import StoreConfig, typed_properties
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class BrokerConfig:
     # from rocketmqHome's conf/ (Java: -Drocketmq.home.dir or $ROCKETMQ_HOME)
     aclEnable: bool = False
     rocketmqHome: str = ""  # "" = $ROCKETMQ_HOME
+    # the default ACL file, relative to rocketmqHome (broker.conf: rocketmq.acl.plain.file,
+    # Java's -Drocketmq.acl.plain.file); conf/acl/*.yml are read beside it
+    aclPlainFile: str = DEFAULT_ACL_FILE
     enableDLegerCommitLog: bool = False  # DLedger mode is not built: true is refused at start
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
@@ -103,7 +107,9 @@ class BrokerConfig:
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         """Build from a properties dict: typed conversion, unknown keys ignored, then the
         whole-config rules (validated)."""
-        return cls(**cls.typed_values(props)).validated()
+        values = cls.typed_values(props)
+        values.update(acl_plain_file(props))  # a dotted name: no field of its own
+        return cls(**values).validated()
 
     @classmethod
     def typed_values(cls, props: dict[str, str]) -> dict[str, Any]:
@@ -128,7 +134,7 @@ class BrokerConfig:
         refused, a SLAVE needs brokerId > 0 and a master's brokerId is 0; ValueError names it."""
         if self.aclEnable and not self.acl_home:
             raise ValueError("aclEnable: set rocketmqHome (or ROCKETMQ_HOME) to the directory "
-                             "whose conf/plain_acl.yml holds the accounts")
+                             f"whose {self.aclPlainFile} holds the accounts")
         if self.enableDLegerCommitLog:
             raise ValueError("enableDLegerCommitLog: DLedger mode is not supported by actormq; "
                              "use brokerRole ASYNC_MASTER / SYNC_MASTER / SLAVE")

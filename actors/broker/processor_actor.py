@@ -174,7 +174,8 @@ class ProcessorActor(WatchingActor):
         self.host = ProcessorHost(group.name, self.core, self.outbox, max_wait, group.shed_codes)
         self.host.on_apply = self._on_apply
         if msg.broker_config.aclEnable:
-            self.host.set_access(PlainAccessValidator(msg.broker_config.acl_home))
+            self.host.set_access(PlainAccessValidator(msg.broker_config.acl_home,
+                                                   msg.broker_config.aclPlainFile))
         if group.holds_requests:
             self.host.on_ledger = self._on_ledger
             if isinstance(core, ObservedHoldCore):

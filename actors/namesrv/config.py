@@ -13,12 +13,14 @@ import logging
 import os
 from dataclasses import dataclass
 
+from actors.acl.plain_permission_manager import DEFAULT_ACL_FILE, acl_plain_file
 from store.config import properties_text, typed_properties
 
 log = logging.getLogger(__name__)
 
 
-FIXED_AT_START = ("aclEnable", "rocketmqHome")  # a remote update may not turn ACL off
+# a remote update may not turn ACL off or move its files
+FIXED_AT_START = ("aclEnable", "rocketmqHome", "aclPlainFile")
 
 
 @dataclass
@@ -40,6 +42,8 @@ class NamesrvConfig:
     # ours (4.9's name server checks nothing): its write codes need a signed admin account of
     # rocketmqHome's conf/plain_acl.yml (actors.acl.plain_access_validator.NAMESRV_WRITE_CODES)
     aclEnable: bool = False
+    # the default ACL file, relative to rocketmqHome (namesrv.conf: rocketmq.acl.plain.file)
+    aclPlainFile: str = DEFAULT_ACL_FILE
 
     @property
     def acl_home(self) -> str:
@@ -50,7 +54,9 @@ class NamesrvConfig:
     def from_properties(cls, props: dict[str, str], data_dir: str = "") -> NamesrvConfig:
         """Typed values from properties (unknown names ignored, a bad value raises ValueError);
         empty paths default under data_dir when one is given."""
-        cfg = cls(**typed_properties(cls, props))
+        values = typed_properties(cls, props)
+        values.update(acl_plain_file(props))  # a dotted name: no field of its own
+        cfg = cls(**values)
         if data_dir:
             if not cfg.kvConfigPath:
                 cfg.kvConfigPath = os.path.join(data_dir, "namesrv", "kvConfig.json")
@@ -69,7 +75,7 @@ class NamesrvConfig:
             raise ValueError(f"maxConnections: {self.maxConnections} must be > 0")
         if self.aclEnable and not self.acl_home:
             raise ValueError("aclEnable: set rocketmqHome (or ROCKETMQ_HOME) to the directory "
-                             "whose conf/plain_acl.yml holds the accounts")
+                             f"whose {self.aclPlainFile} holds the accounts")
 
     def text(self) -> str:
         """All names and values as properties text (Configuration.getAllConfigsFormatString)."""

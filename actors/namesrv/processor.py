@@ -145,7 +145,10 @@ class NamesrvProcessor(CodeDispatchCore):
                                    brokerChannelExpiredTime=broker_expired_ms)  # fmt: skip
         self.config = config
         self.access: AccessCheck | None = (
-            namesrv_access_validator(config.acl_home) if config.aclEnable else None)
+            namesrv_access_validator(config.acl_home, config.aclPlainFile)
+            if config.aclEnable
+            else None
+        )
         self.routes = routes or RouteInfoManager(config.brokerChannelExpiredTime)
         if kv is None:
             kv = KVConfigManager(config.kvConfigPath or None)

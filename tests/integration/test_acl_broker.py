@@ -383,3 +383,42 @@ def test_the_cpp_client_signs_with_session_credentials(acl_up: tuple[int, int, P
     bad = run("adminKey1", "notTheSecret1", "bad")
     refused = [e for e in bad if e["event"] == "refused"]
     assert len(refused) == 4 and not any(e["event"] == "sent" for e in bad)
+
+
+def test_rocketmq_acl_plain_file_names_the_accounts_file(tmp_path: Path) -> None:
+    """`rocketmq.acl.plain.file` in broker.conf (Java's -Drocketmq.acl.plain.file), relative
+    to rocketmqHome: the broker and `up`'s name server read their accounts there and not from
+    conf/plain_acl.yml; a name that is no file refuses the start (exit 2) naming it."""
+    home = tmp_path / "home"
+    (home / "conf" / "team").mkdir(parents=True)
+    (home / "conf" / "team" / "acl.yml").write_text(ACL)
+    (home / "conf" / "plain_acl.yml").write_text(  # the default place: not to be read
+        "accounts:\n  - accessKey: elsewhere1\n    secretKey: elsewhereSecret1\n    admin: true\n")
+    run, ns, port, _data = start_up_process(
+        tmp_path, ADMIN_ENV, aclEnable="true", rocketmqHome=str(home),
+        **{"rocketmq.acl.plain.file": "conf/team/acl.yml"})  # fmt: skip
+    try:
+        create = create_topic_cmd(TOPIC, 4)
+        assert _call(port, _signed(create, "adminKey1", "adminSecret1")).code == 0
+        r = _call(port, _signed(create_topic_cmd(TOPIC, 4), "elsewhere1", "elsewhereSecret1"))
+        assert r.code == 1 and "No acl config for elsewhere1" in (r.remark or ""), r.remark
+        def put_kv(value: str) -> RemotingCommand:  # a name-server write: admin accounts only
+            ext = {"namespace": "NS", "key": "k", "value": value}
+            return RemotingCommand.request(RC.PUT_KV_CONFIG, ext)
+
+        assert _call(ns, _signed(put_kv("v"), "adminKey1", "adminSecret1")).code == 0
+        r = _call(ns, _signed(put_kv("w"), "elsewhere1", "elsewhereSecret1"))
+        assert r.code != 0 and "No acl config for elsewhere1" in (r.remark or ""), r.remark
+    finally:
+        run.stop()
+
+    conf = tmp_path / "missing.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()) +
+                    f"aclEnable=true\nrocketmqHome={home}\n"
+                    "rocketmq.acl.plain.file=conf/nothing_here.yml\n")  # fmt: skip
+    argv = [sys.executable, "-m", "deploy", "up", "--data", str(tmp_path / "data2"), "-c",
+            str(conf), "--namesrv-port", str(launch.stable_free_port()), "--broker-port",
+            str(launch.stable_free_port(pair=True)), "--spark-bridge-port", "-1"]  # fmt: skip
+    res = subprocess.run(argv, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "nothing_here.yml does not exist" in err, err[-2000:]

@@ -38,7 +38,9 @@ class AclAdmin:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         bc = ctx.broker_config
-        self.manager = PlainPermissionManager(bc.acl_home) if bc.aclEnable else None
+        self.manager = (
+            PlainPermissionManager(bc.acl_home, bc.aclPlainFile) if bc.aclEnable else None
+        )
 
     def update_access_config(self, req: Request, now_ms: int) -> RemotingCommand:
         """UPDATE_AND_CREATE_ACL_CONFIG (50)."""

@@ -93,3 +93,17 @@ def test_unit_topic_lists(tmp_path: Path, code: int, want: list[str]) -> None:
     r = p.process(wire_req(code), 0)
     assert r is not None and r.code == RS.SUCCESS
     assert json.loads(bytes(r.body)) == {"topicList": want}
+
+
+def test_rocketmq_acl_plain_file_is_read_at_start_only() -> None:
+    from actors.broker.config import BrokerConfig
+
+    props = {"aclEnable": "true", "rocketmqHome": "/h", "rocketmq.acl.plain.file": "conf/a.yml"}
+    assert BrokerConfig.from_properties(props).aclPlainFile == "conf/a.yml"
+    assert BrokerConfig.from_properties({}).aclPlainFile == "conf/plain_acl.yml"
+    cfg = NamesrvConfig.from_properties(props)
+    assert cfg.aclPlainFile == "conf/a.yml"
+    assert cfg.update({"rocketmq.acl.plain.file": "conf/b.yml"}) == ["rocketmq.acl.plain.file"]
+    with pytest.raises(ValueError, match="aclPlainFile is read at start only"):
+        cfg.update({"aclPlainFile": "conf/b.yml"})
+    assert cfg.aclPlainFile == "conf/a.yml"
