@@ -38,6 +38,7 @@ from deploy.launch import (
     StartError,
     StartInterrupted,
     serve,
+    starting,
     stop_event,
 )
 
@@ -214,20 +215,22 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     console = None
     try:
-        ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
-        _say(f"name server listening on {args.host}:{ns_port} (TLS {tls.server_mode.value})")
-        port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
-        _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-             f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value}, "
-             f"store {sc.storePathRootDir}, logs {data})")
-        if args.spark_bridge_port >= 0:
-            bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
-                                              host=args.spark_bridge_host,
-                                              port=args.spark_bridge_port,
-                                              credentials=bridge_keys, tls=tls)  # fmt: skip
-            _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
-        if args.console_port >= 0:
-            console = _start_console(bc.namesrvAddr, args, bridge_keys, tls)
+        with starting(stop):
+            ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
+            _say(f"name server listening on {args.host}:{ns_port} "
+                 f"(TLS {tls.server_mode.value})")
+            port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
+            _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
+                 f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value}, "
+                 f"store {sc.storePathRootDir}, logs {data})")
+            if args.spark_bridge_port >= 0:
+                bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
+                                                  host=args.spark_bridge_host,
+                                                  port=args.spark_bridge_port,
+                                                  credentials=bridge_keys, tls=tls)  # fmt: skip
+                _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
+            if args.console_port >= 0:
+                console = _start_console(bc.namesrvAddr, args, bridge_keys, tls)
         code = serve(cluster, stop)
         _say("shutting down")
     finally:
@@ -267,8 +270,9 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     cluster = launch.start_system(data, admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
-        port = launch.start_namesrv(cluster, host=args.host, config=config, tls=tls)
-        _say(f"name server listening on {args.host}:{port} (TLS {tls.server_mode.value})")
+        with starting(stop):
+            port = launch.start_namesrv(cluster, host=args.host, config=config, tls=tls)
+            _say(f"name server listening on {args.host}:{port} (TLS {tls.server_mode.value})")
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
@@ -292,9 +296,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
-        port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
-        _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-             f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value})")
+        with starting(stop):
+            port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
+            _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
+                 f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value})")
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)

@@ -34,6 +34,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -378,14 +380,14 @@ class StartInterrupted(Exception):
 
 
 class StopSignal(threading.Event):
-    """Set by SIGTERM / Ctrl-C. Until serve() takes over (`starting`), the first such signal
-    also raises StartInterrupted in the main thread, so a start step stops at once: the same
-    signal may have ended the actor system's admin, and Thespian's createActor waits up to
-    50 s for a dead admin."""
+    """Set by SIGTERM / Ctrl-C. Inside `starting(stop)` (a command's start steps) the first
+    such signal also raises StartInterrupted in the main thread, so a start step stops at
+    once: the same signal may have ended the actor system's admin, and Thespian's createActor
+    waits up to 50 s for a dead admin. Outside it (serving, stopping) a signal only sets it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.starting = True
+        self.starting = False
 
 
 def stop_event() -> StopSignal:
@@ -403,10 +405,20 @@ def stop_event() -> StopSignal:
     return stop
 
 
+@contextmanager
+def starting(stop: StopSignal) -> Iterator[None]:
+    """The start steps of a command, interruptible by SIGTERM / Ctrl-C (StartInterrupted);
+    the caller's stop_cluster runs after, where a signal no longer raises."""
+    stop.starting = True
+    try:
+        yield
+    finally:
+        stop.starting = False
+
+
 def serve(cluster: LocalCluster, stop: StopSignal) -> int:
     """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
     stderr); the caller stops the cluster either way."""
-    stop.starting = False  # a signal from now on only sets the event
     failure = wait_for_stop(cluster, stop)
     if failure is None:
         return 0

@@ -115,6 +115,7 @@ def _resources(req: AccessRequest, code: int, ext: Mapping[str, str],
 
 RELOAD_CHECK_MS = 500  # AclFileWatchService looks at the files this often
 DECISIONS_KEPT = 4096  # decisions a validator keeps (all forgotten when full)
+DECISION_CHARS_KEPT = 1 << 16  # and at most this many characters of their keys' values
 
 # The header fields _resources reads for each code that names resources (a code not here names
 # none; HEART_BEAT names them in its body): two requests of one code, access key and remote
@@ -153,6 +154,7 @@ class PlainAccessValidator:
         # per (code, access key, host, _KEY_FIELDS' values): what validate decides but for
         # the signature, for the manager's configuration of generation _generation
         self._decisions: dict[tuple[Any, ...], Decision] = {}
+        self._kept_chars = 0  # characters of the kept keys' values
         self._generation = -1
 
     def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
@@ -168,17 +170,22 @@ class PlainAccessValidator:
             return self._validate(code, ext, body, peer)
         fields = _KEY_FIELDS.get(code, ())
         access_key = ext.get(ACCESS_KEY)
-        key = (code, access_key, None if peer is None else peer[0],
-               *[ext.get(f) for f in fields])  # fmt: skip
+        named = [ext.get(f) for f in fields]
+        key = (code, access_key, None if peer is None else peer[0], *named)
         if self._generation != manager.generation:
             self._generation = manager.generation
             self._decisions.clear()
+            self._kept_chars = 0
         decision = self._decisions.get(key)
         if decision is None:
             decision = self._decide(code, ext, body, peer)
-            if len(self._decisions) >= DECISIONS_KEPT:
-                self._decisions.clear()
-            self._decisions[key] = decision
+            size = sum(len(v) for v in (access_key, *named) if v is not None)
+            kept = self._decisions
+            if len(kept) >= DECISIONS_KEPT or self._kept_chars + size > DECISION_CHARS_KEPT:
+                kept.clear()  # a peer's long topics or keys cannot grow it without bound
+                self._kept_chars = 0
+            kept[key] = decision
+            self._kept_chars += size
         refused, signer, then = decision
         if signer is None:  # refused or let through before any signature is read
             return refused

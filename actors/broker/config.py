@@ -173,7 +173,7 @@ RESTART_ONLY: frozenset[str] = frozenset({
     "brokerIP2", "brokerRole", "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog",
     "mappedFileSizeConsumeQueue", "flushDiskType", "processorChannel", "processorChannelHost",
     "messageIndexDispatch", "maxHashSlotNum", "maxIndexNum", "maxConnections",
-    "directReplyToLocalClients",
+    "directReplyToLocalClients", "aclEnable", "rocketmqHome", "aclPlainFile",
 })  # fmt: skip
 
 

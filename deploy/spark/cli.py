@@ -85,15 +85,16 @@ def cmd_bridge(a: argparse.Namespace) -> int:
     """A SparkBridge in its own actor system until SIGTERM / Ctrl-C."""
     from deploy import launch
     from deploy.config import credentials_from_env
-    from deploy.launch import serve, stop_event
+    from deploy.launch import serve, starting, stop_event
 
     keys = credentials_from_env()  # ACL on the name server: its KV entry needs an admin
     cluster = launch.start_system(os.path.abspath(a.data), admin_port=a.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
-        port = launch.start_spark_bridge(cluster, a.namesrv, host=a.host, port=a.port,
-                                         advertise=a.advertise, credentials=keys)  # fmt: skip
-        _say(f"spark bridge listening on {a.host}:{port} (name server {a.namesrv})")
+        with starting(stop):
+            port = launch.start_spark_bridge(cluster, a.namesrv, host=a.host, port=a.port,
+                                             advertise=a.advertise, credentials=keys)  # fmt: skip
+            _say(f"spark bridge listening on {a.host}:{port} (name server {a.namesrv})")
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)

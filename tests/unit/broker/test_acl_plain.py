@@ -139,3 +139,25 @@ def test_the_signed_text_follows_the_names_whatever_order_the_fields_came_in() -
             want = "".join(ext[k] for k in sorted(ext) if k not in skip).encode()
             assert fields_text(ext, skip) == want
     assert fields_text({"b": "2", "a": "1"}) == b"12" == fields_text({"a": "1", "b": "2"})
+
+
+def test_what_the_signature_check_keeps_is_bounded_and_surrogates_read_as_java_does(
+    tmp_path: Path,
+) -> None:
+    from actors.acl.plain_access_validator import DECISION_CHARS_KEPT, PlainAccessValidator
+    from protocol.acl import SignedNames
+
+    assert fields_text({"a": "x\ud800y"}) == b"x?y"  # String.getBytes(UTF_8): "?" for it
+    names = SignedNames()
+    for i in range(200):  # a peer sending ever new, long field names
+        ext = {f"{i}-{'n' * 2000}-{j}": "v" for j in range(3)}
+        assert names.names(ext, frozenset()) == sorted(ext)
+        assert names.chars <= SignedNames.CHARS_KEPT
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(ONE)
+    validator = PlainAccessValidator(str(tmp_path))
+    peer = ("127.0.0.1", 1)
+    for i in range(100):  # unsigned sends to ever new, long topics
+        ext = {"a": "g", "b": f"T{i}-{'t' * 5000}"}
+        assert "No accessKey" in (validator.check(RC.SEND_MESSAGE_V2, ext, b"", peer, 0) or "")
+        assert validator.kept_decisions <= DECISION_CHARS_KEPT // 5000 + 1
