@@ -153,6 +153,23 @@ def test_a_launcher_killed_alone_takes_its_actor_system_with_it(tmp_path) -> Non
         assert second.stop() == 0
 
 
+def _sigterm_all_and_wait(run: MarkedProcess, everyone: list[int],
+                          ports: tuple[int, ...]) -> int | None:  # fmt: skip
+    """SIGTERM to every pid at once (a service manager's stop); every one must end and every
+    port be free within TERM_STOP_LIMIT_S: the launcher's exit code."""
+    for pid in everyone:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    left = wait_gone(everyone, TERM_STOP_LIMIT_S)
+    assert left == [], [(p, process_name(p)) for p in left]
+    code = run.proc.wait(TERM_STOP_LIMIT_S)
+    for port in ports:
+        assert procinfo.pid_listening_on(port) is None, port
+    return code
+
+
 def test_sigterm_to_every_process_stops_the_run_and_replaces_nothing(tmp_path) -> None:
     """SIGTERM to every process of the run at once (a service manager stopping its control
     group, `pkill -f actormq`): the children end first, and a supervisor must take their exits
@@ -168,16 +185,7 @@ def test_sigterm_to_every_process_stops_the_run_and_replaces_nothing(tmp_path) -
             assert sent.code == 0, sent.remark
         everyone = run.pids()
         assert len(everyone) >= 6, everyone  # launcher, admin, logger, supervisors, actors
-        for pid in everyone:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        left = wait_gone(everyone, TERM_STOP_LIMIT_S)
-        assert left == [], [(p, process_name(p)) for p in left]
-        assert run.proc.wait(TERM_STOP_LIMIT_S) is not None
-        for port in (admin, ns, broker):
-            assert procinfo.pid_listening_on(port) is None, port
+        assert _sigterm_all_and_wait(run, everyone, (admin, ns, broker)) is not None
     finally:
         run.stop()
     log_text = (tmp_path / "data" / "actormq.log").read_text(errors="replace")
@@ -194,17 +202,7 @@ def test_sigterm_to_every_process_while_starting_stops_the_run_at_once(tmp_path)
     run = MarkedProcess([*argv, "--console-port", "-1"], tmp_path / "up", os.getcwd())
     try:
         run.wait_for(f"name server listening on 127.0.0.1:{ns}", 60.0)
-        everyone = run.pids()
-        for pid in everyone:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        left = wait_gone(everyone, TERM_STOP_LIMIT_S)
-        assert left == [], [(p, process_name(p)) for p in left]
-        assert run.proc.wait(TERM_STOP_LIMIT_S) == 0
-        for port in (admin, ns, broker):
-            assert procinfo.pid_listening_on(port) is None, port
+        assert _sigterm_all_and_wait(run, run.pids(), (admin, ns, broker)) == 0
     finally:
         run.stop()
     said = run.err_path.read_text(errors="replace") + run.out_path.read_text(errors="replace")
