@@ -234,9 +234,9 @@ PULL_STATUS: Final = {
 def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
                           ) -> PullResult:  # fmt: skip
     """processPullResponse: a pull's response as a PullResult (messages left encoded in
-    body; body=False leaves the body out, for a reader that takes the records from the
-    frame where it lies). MQBrokerError for a code that is no pull status, or a header
-    without its offsets."""
+    body, a view of the received frame: the frame decoder's bytes are never reused, so the
+    view stays valid without a copy; body=False leaves the body out). MQBrokerError for a
+    code that is no pull status, or a header without its offsets."""
     status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(resp.code, resp.remark, addr)
@@ -247,7 +247,7 @@ def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
         head.min_offset,
         head.max_offset,
         head.suggest_which_broker_id,
-        bytes(resp.body) if body and status is PullStatus.FOUND else b"",
+        resp.body if body and status is PullStatus.FOUND else b"",
     )
 
 

@@ -226,4 +226,4 @@ class PullResult:
     min_offset: int
     max_offset: int
     suggest_which_broker_id: int = 0
-    body: bytes = b""
+    body: bytes | memoryview = b""  # the received frame's records (a view of it, not a copy)

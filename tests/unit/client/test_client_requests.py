@@ -83,6 +83,11 @@ def test_a_pull_answer_is_read_with_its_status_and_offsets() -> None:
     found = rq.pull_message(head).parse(_answer(0, offsets, b"records"), "b")
     assert (found.status, found.next_begin_offset, found.body) == (PullStatus.FOUND, 9,
                                                                    b"records")
+    # as a client receives it: the body is read where it lies in the frame, not copied
+    frame = memoryview(_answer(0, offsets, b"records").encode())[4:]
+    got = rq.pull_message(head).parse(RemotingCommand.decode(frame), "b")
+    assert isinstance(got.body, memoryview) and got.body.obj is frame.obj
+    assert bytes(got.body) == b"records"
     moved = rq.pull_message(head).parse(_answer(ResponseCode.PULL_OFFSET_MOVED, offsets), "b")
     assert (moved.status, moved.body) == (PullStatus.OFFSET_ILLEGAL, b"")
     with pytest.raises(MQBrokerError):  # no pull status: the group is unknown
