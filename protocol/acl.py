@@ -40,39 +40,14 @@ def combine_request_content(ext: Mapping[str, str], body: bytes | memoryview | N
 def fields_text(ext: Mapping[str, str], skip: frozenset[str] = frozenset((SIGNATURE,))) -> bytes:
     """The first part of combineRequestContent: the fields' values by name, as UTF-8 (an
     unpaired surrogate, which a JSON header can carry, as "?": Java's String.getBytes)."""
-    names = _SIGNED_NAMES.names(ext, skip)
+    return values_text(ext, [k for k in sorted(ext) if k not in skip])
+
+
+def values_text(ext: Mapping[str, str], names: list[str]) -> bytes:
+    """The values of ext's `names`, in that order, as fields_text encodes them."""
     return "".join(map(ext.__getitem__, names)).encode("utf-8", "replace")
 
 
-class SignedNames:
-    """The names a signature covers, in signing order, kept per (skip, the fields' names in
-    arrival order): one client's requests of one kind come with their fields in one order,
-    so the sort is done once. At most CHARS_KEPT characters of names are kept (all forgotten
-    when a new order would pass that): a peer cannot grow it with long or many names."""
-
-    CHARS_KEPT: Final = 1 << 16
-    __slots__ = ("chars", "kept")
-
-    def __init__(self) -> None:
-        self.kept: dict[tuple[object, ...], list[str]] = {}
-        self.chars = 0
-
-    def names(self, ext: Mapping[str, str], skip: frozenset[str]) -> list[str]:
-        """ext's names but skip's, sorted."""
-        order = (skip, *ext)
-        names = self.kept.get(order)
-        if names is None:
-            names = [k for k in sorted(ext) if k not in skip]
-            size = sum(map(len, ext))
-            if self.chars + size > self.CHARS_KEPT:
-                self.kept.clear()
-                self.chars = 0
-            self.kept[order] = names
-            self.chars += size
-        return names
-
-
-_SIGNED_NAMES: Final = SignedNames()
 _SHA1_BLOCK: Final = 64
 
 

@@ -39,6 +39,7 @@ from protocol.acl import (
     fields_text,
     signatures_equal,
     signer_for,
+    values_text,
 )
 from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode as RC
@@ -135,6 +136,35 @@ _KEY_FIELDS: Final[dict[int, tuple[str, ...]]] = {
 Decision = tuple[str | None, Signer | None, str | None]
 
 
+class SignedNames:
+    """The names a request's signature covers (all but Signature and the unique-key query
+    flag), in signing order, kept per the fields' names in arrival order: one client's
+    requests of one kind come with their fields in one order, so the sort is done once. At
+    most CHARS_KEPT characters of names are kept (all forgotten when a new order would pass
+    that): a peer cannot grow it with long or many names."""
+
+    CHARS_KEPT: Final = 1 << 16
+    __slots__ = ("chars", "kept")
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, ...], list[str]] = {}
+        self.chars = 0
+
+    def names(self, ext: Mapping[str, str]) -> list[str]:
+        """ext's signed names, sorted."""
+        order = tuple(ext)
+        names = self.kept.get(order)
+        if names is None:
+            names = [k for k in sorted(ext) if k not in _NOT_SIGNED]
+            size = sum(map(len, order))
+            if self.chars + size > self.CHARS_KEPT:
+                self.kept.clear()
+                self.chars = 0
+            self.kept[order] = names
+            self.chars += size
+        return names
+
+
 class PlainAccessValidator:
     """The broker's RPC hook for one processor: parse then validate each client request,
     the ACL files looked at again every RELOAD_CHECK_MS (a changed file is reloaded)."""
@@ -156,6 +186,7 @@ class PlainAccessValidator:
         self._decisions: dict[tuple[Any, ...], Decision] = {}
         self._kept_chars = 0  # characters of the kept keys' values
         self._generation = -1
+        self._signed_names = SignedNames()
 
     def check(self, code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | None,
               peer: tuple[str, int] | None, now_ms: int) -> str | None:  # fmt: skip
@@ -189,7 +220,7 @@ class PlainAccessValidator:
         refused, signer, then = decision
         if signer is None:  # refused or let through before any signature is read
             return refused
-        content = fields_text(ext, _NOT_SIGNED)
+        content = values_text(ext, self._signed_names.names(ext))
         if not signatures_equal(signer.signature(content, body), ext.get(SIGNATURE)):
             return AclError(signature_failed(access_key or "")).remark()
         return then
