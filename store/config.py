@@ -270,6 +270,16 @@ def update_properties_text(text: str, updates: dict[str, str]) -> str:
     return "".join(out)
 
 
+PROPERTY: Final = "property"  # field metadata: the property name, when not the field's own
+
+
+def property_name(f: dataclasses.Field[Any]) -> str:
+    """The property a config field is read from and written as: its name, or the name its
+    metadata gives (a dotted name Java reads as a system property, e.g.
+    rocketmq.acl.plain.file)."""
+    return str(f.metadata.get(PROPERTY, f.name))
+
+
 def properties_text(*configs: Any) -> str:
     """MixAll.properties2String of config dataclasses: `name=value` lines (booleans as
     true/false, None left out), in field order."""
@@ -280,18 +290,20 @@ def properties_text(*configs: Any) -> str:
                 v = getattr(cfg, f.name)
                 if v is not None:
                     text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-                    lines.append(f"{f.name}={text}\n")
+                    lines.append(f"{property_name(f)}={text}\n")
     return "".join(lines)
 
 
 def typed_properties(cls: Any, props: dict[str, str]) -> dict[str, Any]:
-    """The dataclass fields of cls found in props, converted to their types (ValueError names
-    the key); unknown keys are ignored. Shared by StoreConfig and the broker's BrokerConfig."""
-    return {
-        f.name: _convert(f.name, f.type, str(props[f.name]).strip())
-        for f in dataclasses.fields(cls)
-        if f.name in props
-    }
+    """The dataclass fields of cls found in props (by property_name), converted to their types
+    (ValueError names the key), keyed by field name; unknown keys are ignored. Shared by
+    StoreConfig and the broker's and name server's configs."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        name = property_name(f)
+        if name in props:
+            out[f.name] = _convert(name, f.type, str(props[name]).strip())
+    return out
 
 
 def _convert(name: str, typ: object, raw: str) -> object:

@@ -51,15 +51,8 @@ TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC
 KEY_MIN_LENGTH: Final = 6  # ACCESS_KEY_MIN_LENGTH, SECRET_KEY_MIN_LENGTH: longer than this
 DEFAULT_ACL_FILE: Final = "conf/plain_acl.yml"
 # Java's system property naming the default file, relative to the home (4.9.x
-# PlainPermissionManager); ours is read from broker.conf / namesrv.conf under the same name
+# PlainPermissionManager); ours is the broker's and the name server's property of that name
 ACL_PLAIN_FILE_PROPERTY: Final = "rocketmq.acl.plain.file"
-
-
-def acl_plain_file(props: dict[str, str]) -> dict[str, str]:
-    """{"aclPlainFile": ...} when props name the default ACL file (rocketmq.acl.plain.file),
-    else nothing: the config field it sets."""
-    value = props.get(ACL_PLAIN_FILE_PROPERTY)
-    return {} if value is None else {"aclPlainFile": str(value).strip() or DEFAULT_ACL_FILE}
 
 
 def signature_failed(access_key: str) -> str:

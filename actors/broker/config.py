@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from actors.acl.plain_permission_manager import DEFAULT_ACL_FILE, acl_plain_file
-from store.config import StoreConfig, typed_properties
+from actors.acl.plain_permission_manager import ACL_PLAIN_FILE_PROPERTY, DEFAULT_ACL_FILE
+from store.config import PROPERTY, StoreConfig, property_name, typed_properties
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,10 @@ class BrokerConfig:
     # from rocketmqHome's conf/ (Java: -Drocketmq.home.dir or $ROCKETMQ_HOME)
     aclEnable: bool = False
     rocketmqHome: str = ""  # "" = $ROCKETMQ_HOME
-    # the default ACL file, relative to rocketmqHome (broker.conf: rocketmq.acl.plain.file,
-    # Java's -Drocketmq.acl.plain.file); conf/acl/*.yml are read beside it
-    aclPlainFile: str = DEFAULT_ACL_FILE
+    # the default ACL file, relative to rocketmqHome: the property rocketmq.acl.plain.file
+    # (Java's -Drocketmq.acl.plain.file); conf/acl/*.yml are read beside it
+    aclPlainFile: str = field(default=DEFAULT_ACL_FILE,
+                              metadata={PROPERTY: ACL_PLAIN_FILE_PROPERTY})
     enableDLegerCommitLog: bool = False  # DLedger mode is not built: true is refused at start
     brokerPermission: int = 6
     rejectTransactionMessage: bool = False
@@ -107,9 +108,7 @@ class BrokerConfig:
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         """Build from a properties dict: typed conversion, unknown keys ignored, then the
         whole-config rules (validated)."""
-        values = cls.typed_values(props)
-        values.update(acl_plain_file(props))  # a dotted name: no field of its own
-        return cls(**values).validated()
+        return cls(**cls.typed_values(props)).validated()
 
     @classmethod
     def typed_values(cls, props: dict[str, str]) -> dict[str, Any]:
@@ -173,7 +172,7 @@ RESTART_ONLY: frozenset[str] = frozenset({
     "brokerIP2", "brokerRole", "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog",
     "mappedFileSizeConsumeQueue", "flushDiskType", "processorChannel", "processorChannelHost",
     "messageIndexDispatch", "maxHashSlotNum", "maxIndexNum", "maxConnections",
-    "directReplyToLocalClients", "aclEnable", "rocketmqHome", "aclPlainFile",
+    "directReplyToLocalClients", "aclEnable", "rocketmqHome", ACL_PLAIN_FILE_PROPERTY,
 })  # fmt: skip
 
 
@@ -189,10 +188,10 @@ def broker_config_path(broker_config: BrokerConfig, store_config: StoreConfig) -
 def split_config_updates(
     props: dict[str, str], store_config_cls: type[StoreConfig]
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """(broker updates, store updates, unknown keys), values converted to their field types;
-    ValueError (naming the key) for a value of the wrong type."""
-    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)}
-    store_fields = {f.name for f in dataclasses.fields(store_config_cls)}
+    """(broker updates, store updates: by field name, converted to the field types; the
+    unknown property names); ValueError (naming the key) for a value of the wrong type."""
+    broker_fields = {property_name(f) for f in dataclasses.fields(BrokerConfig)}
+    store_fields = {property_name(f) for f in dataclasses.fields(store_config_cls)}
     unknown = sorted(k for k in props if k not in broker_fields and k not in store_fields)
     b_vals = BrokerConfig.typed_values({k: v for k, v in props.items() if k in broker_fields})
     s_vals = typed_properties(store_config_cls,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from actors.acl.plain_permission_manager import DEFAULT_ACL_FILE, acl_plain_file
-from store.config import properties_text, typed_properties
+from actors.acl.plain_permission_manager import ACL_PLAIN_FILE_PROPERTY, DEFAULT_ACL_FILE
+from store.config import PROPERTY, properties_text, property_name, typed_properties
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,9 @@ class NamesrvConfig:
     # ours (4.9's name server checks nothing): its write codes need a signed admin account of
     # rocketmqHome's conf/plain_acl.yml (actors.acl.plain_access_validator.NAMESRV_WRITE_CODES)
     aclEnable: bool = False
-    # the default ACL file, relative to rocketmqHome (namesrv.conf: rocketmq.acl.plain.file)
-    aclPlainFile: str = DEFAULT_ACL_FILE
+    # the default ACL file, relative to rocketmqHome: the property rocketmq.acl.plain.file
+    aclPlainFile: str = field(default=DEFAULT_ACL_FILE,
+                              metadata={PROPERTY: ACL_PLAIN_FILE_PROPERTY})
 
     @property
     def acl_home(self) -> str:
@@ -54,9 +55,7 @@ class NamesrvConfig:
     def from_properties(cls, props: dict[str, str], data_dir: str = "") -> NamesrvConfig:
         """Typed values from properties (unknown names ignored, a bad value raises ValueError);
         empty paths default under data_dir when one is given."""
-        values = typed_properties(cls, props)
-        values.update(acl_plain_file(props))  # a dotted name: no field of its own
-        cfg = cls(**values)
+        cfg = cls(**typed_properties(cls, props))
         if data_dir:
             if not cfg.kvConfigPath:
                 cfg.kvConfigPath = os.path.join(data_dir, "namesrv", "kvConfig.json")
@@ -85,14 +84,15 @@ class NamesrvConfig:
         """Apply the known names (all or nothing: a bad value raises ValueError); the unknown
         names, which are ignored as Java's properties2Object ignores them."""
         values = typed_properties(type(self), props)
+        names = {f.name: property_name(f) for f in dataclasses.fields(self)}
         for name in FIXED_AT_START:
             if name in values and values[name] != getattr(self, name):
-                raise ValueError(f"{name} is read at start only: restart the name server")
+                raise ValueError(f"{names[name]} is read at start only: restart the name server")
         trial = dataclasses.replace(self, **values)
         trial.validate()
         for name, value in values.items():
             setattr(self, name, value)
-        return sorted(set(props) - set(values))
+        return sorted(set(props) - {names[name] for name in values})
 
     def persist(self) -> None:
         """Write configStorePath atomically (nothing when it is not set)."""

@@ -334,11 +334,11 @@ class AdminBrokerProcessor(CodeDispatchCore):
         if isinstance(props, RemotingCommand):  # refused
             return props
         try:
-            b_vals, s_vals, unknown = split_config_updates(props, type(self.ctx.store_config))
+            b_vals, _store_vals, unknown = split_config_updates(props, type(self.ctx.store_config))
             self.ctx.broker_config.replace(**b_vals).validated()  # what the next start reads
         except ValueError as e:
             return cmd.make_response(RS.SYSTEM_ERROR, f"update broker config failed: {e}")
-        known = tuple((k, props[k]) for k in sorted({*b_vals, *s_vals}))
+        known = tuple((k, v) for k, v in sorted(props.items()) if k not in unknown)
         later = sorted(k for k, _ in known if k in RESTART_ONLY)
         notes = []
         if unknown:

@@ -97,13 +97,28 @@ def test_unit_topic_lists(tmp_path: Path, code: int, want: list[str]) -> None:
 
 def test_rocketmq_acl_plain_file_is_read_at_start_only() -> None:
     from actors.broker.config import BrokerConfig
+    from store.config import properties_text
 
     props = {"aclEnable": "true", "rocketmqHome": "/h", "rocketmq.acl.plain.file": "conf/a.yml"}
     assert BrokerConfig.from_properties(props).aclPlainFile == "conf/a.yml"
     assert BrokerConfig.from_properties({}).aclPlainFile == "conf/plain_acl.yml"
+    assert BrokerConfig.from_properties({"aclPlainFile": "x"}).aclPlainFile == "conf/plain_acl.yml"
     cfg = NamesrvConfig.from_properties(props)
     assert cfg.aclPlainFile == "conf/a.yml"
-    assert cfg.update({"rocketmq.acl.plain.file": "conf/b.yml"}) == ["rocketmq.acl.plain.file"]
-    with pytest.raises(ValueError, match="aclPlainFile is read at start only"):
-        cfg.update({"aclPlainFile": "conf/b.yml"})
+    # the broker: UPDATE_BROKER_CONFIG knows the name, keeps it for the next start
+    from actors.broker.config import apply_config_updates, split_config_updates
+    from store.config import StoreConfig
+
+    bc, sc = BrokerConfig.from_properties(props), StoreConfig()
+    assert split_config_updates({"rocketmq.acl.plain.file": "b"}, StoreConfig) == (
+        {"aclPlainFile": "b"}, {}, [])
+    assert not apply_config_updates(bc, sc, (("rocketmq.acl.plain.file", "conf/b.yml"),))
+    assert bc.aclPlainFile == "conf/a.yml"
+    assert "rocketmq.acl.plain.file=conf/a.yml\n" in properties_text(bc, sc)
+    # one name everywhere: read, listed (GET_*_CONFIG, persisted files), refused when changed
+    assert "rocketmq.acl.plain.file=conf/a.yml\n" in properties_text(cfg)
+    assert "aclPlainFile" not in properties_text(cfg)
+    assert cfg.update({"rocketmq.acl.plain.file": "conf/a.yml", "x.y": "1"}) == ["x.y"]
+    with pytest.raises(ValueError, match=r"rocketmq\.acl\.plain\.file is read at start only"):
+        cfg.update({"rocketmq.acl.plain.file": "conf/b.yml"})
     assert cfg.aclPlainFile == "conf/a.yml"
