@@ -80,51 +80,13 @@ def parse(code: int, ext: Mapping[str, str] | None, body: bytes | memoryview | N
     return req
 
 
-def _resources(req: AccessRequest, code: int, ext: Mapping[str, str],
-               body: bytes | memoryview | None) -> None:  # fmt: skip
-    if code == RC.SEND_MESSAGE:
-        topic = ext.get("topic")
-        if is_retry_topic(topic):
-            req.need(_group_topic(ext.get("group")), SUB)  # as Java reads it (V1 has none)
-        else:
-            req.need(topic, PUB)
-    elif code in (RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE):  # batch: ours (Java skips it)
-        topic = ext.get("b")
-        if is_retry_topic(topic):
-            req.need(_group_topic(ext.get("a")), SUB)
-        else:
-            req.need(topic, PUB)
-    elif code == RC.CONSUMER_SEND_MSG_BACK:
-        req.need(_group_topic(ext.get("group")), SUB)
-    elif code == RC.PULL_MESSAGE:
-        req.need(ext.get("topic"), SUB)
-        req.need(_group_topic(ext.get("consumerGroup")), SUB)
-    elif code == RC.QUERY_MESSAGE:
-        req.need(ext.get("topic"), SUB)
-    elif code == RC.HEART_BEAT:
-        hb = HeartbeatData.from_json(bytes(body or b""))
-        for data in hb.consumer_data_set:
-            req.need(_group_topic(data.group_name), SUB)
-            for sub in data.subscription_data_set:
-                req.need(sub.topic, SUB)
-    elif code in (RC.UNREGISTER_CLIENT, RC.GET_CONSUMER_LIST_BY_GROUP):
-        req.need(_group_topic(ext.get("consumerGroup")), SUB)
-    elif code == RC.UPDATE_CONSUMER_OFFSET:
-        req.need(_group_topic(ext.get("consumerGroup")), SUB)
-        req.need(ext.get("topic"), SUB)
-
-
-RELOAD_CHECK_MS = 500  # AclFileWatchService looks at the files this often
-DECISIONS_KEPT = 4096  # decisions a validator keeps (all forgotten when full)
-DECISION_CHARS_KEPT = 1 << 16  # and at most this many characters of their keys' values
-
-# The header fields _resources reads for each code that names resources (a code not here names
-# none; HEART_BEAT names them in its body): two requests of one code, access key and remote
-# host with the same values in these fields get the same decision but for their signature.
+# The header fields that name each code's resources, and the only ones _resources reads (a code
+# not here names none; HEART_BEAT names them in its body). Two requests of one code, access key
+# and remote host with the same values here get the same decision but for their signature.
 _KEY_FIELDS: Final[dict[int, tuple[str, ...]]] = {
-    RC.SEND_MESSAGE: ("topic", "group"),
+    RC.SEND_MESSAGE: ("topic", "group"),  # group: as Java reads it (V1 has no such field)
     RC.SEND_MESSAGE_V2: ("b", "a"),
-    RC.SEND_BATCH_MESSAGE: ("b", "a"),
+    RC.SEND_BATCH_MESSAGE: ("b", "a"),  # ours (Java checks nothing for a batch)
     RC.CONSUMER_SEND_MSG_BACK: ("group",),
     RC.PULL_MESSAGE: ("topic", "consumerGroup"),
     RC.QUERY_MESSAGE: ("topic",),
@@ -132,6 +94,44 @@ _KEY_FIELDS: Final[dict[int, tuple[str, ...]]] = {
     RC.GET_CONSUMER_LIST_BY_GROUP: ("consumerGroup",),
     RC.UPDATE_CONSUMER_OFFSET: ("consumerGroup", "topic"),
 }
+_SENDS: Final = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
+_GROUP_ONLY: Final = frozenset(
+    {RC.CONSUMER_SEND_MSG_BACK, RC.UNREGISTER_CLIENT, RC.GET_CONSUMER_LIST_BY_GROUP}
+)
+
+
+def _resources(req: AccessRequest, code: int, ext: Mapping[str, str],
+               body: bytes | memoryview | None) -> None:  # fmt: skip
+    if code == RC.HEART_BEAT:
+        hb = HeartbeatData.from_json(bytes(body or b""))
+        for data in hb.consumer_data_set:
+            req.need(_group_topic(data.group_name), SUB)
+            for sub in data.subscription_data_set:
+                req.need(sub.topic, SUB)
+        return
+    named = [ext.get(f) for f in _KEY_FIELDS.get(code, ())]
+    if code in _SENDS:
+        topic, group = named
+        if is_retry_topic(topic):
+            req.need(_group_topic(group), SUB)
+        else:
+            req.need(topic, PUB)
+    elif code in _GROUP_ONLY:
+        req.need(_group_topic(named[0]), SUB)
+    elif code == RC.PULL_MESSAGE:
+        req.need(named[0], SUB)
+        req.need(_group_topic(named[1]), SUB)
+    elif code == RC.QUERY_MESSAGE:
+        req.need(named[0], SUB)
+    elif code == RC.UPDATE_CONSUMER_OFFSET:
+        req.need(_group_topic(named[0]), SUB)
+        req.need(named[1], SUB)
+
+
+RELOAD_CHECK_MS = 500  # AclFileWatchService looks at the files this often
+DECISIONS_KEPT = 4096  # decisions a validator keeps (all forgotten when full)
+DECISION_CHARS_KEPT = 1 << 16  # and at most this many characters of their keys' values
+
 # (refusal before the signature, the account's signer, refusal after a good signature)
 Decision = tuple[str | None, Signer | None, str | None]
 
