@@ -284,6 +284,7 @@ class ClientRuntime:
                     log.warning("channel accept failed: %s", exc)
                 return
             end = ch.ChannelEnd(sock)
+            end.take_fds()  # from the first read: a pull actor hands over its rings' memfds
             end.on_pending_out = self._want_write
             self._ends[end.fd] = end
             self.loop.register(end.fd, EPOLLIN, functools.partial(self._on_channel, end))

@@ -44,7 +44,8 @@ from actors.client.errors import (
     RemotingTimeoutError,
 )
 from actors.client.event_loop import EPOLLIN, EPOLLONESHOT, EPOLLOUT, EventLoop
-from actors.client.remoting_conn import Callback, ChannelWrapper, ResponseFuture
+from actors.client.frame_ring import PullRings, RingReader
+from actors.client.remoting_conn import MAX_FRAME, Callback, ChannelWrapper, ResponseFuture
 from actors.runtime.tcp import split_addr
 from actors.runtime.tls import TlsConfig, TlsError, client_session, handshake_blocking
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
@@ -72,8 +73,11 @@ class RemotingClient:
                  connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  close_socket_if_timeout: bool = True,
                  complete: Completer | None = None,
-                 tls: TlsConfig | None = None) -> None:  # fmt: skip
+                 tls: TlsConfig | None = None,
+                 rings: PullRings | None = None) -> None:  # fmt: skip
         self.loop = loop
+        # actor driver: plain connections read their frames straight into these rings
+        self.rings = rings if loop is None else None
         self.tls = tls if tls is not None and tls.enable else None  # useTLS: every connection
         self.processor = processor
         self.connect_timeout_s = connect_timeout_s
@@ -144,11 +148,16 @@ class RemotingClient:
                 raise RemotingConnectError(addr, f"TLS: {exc}") from None
         sock.setblocking(False)
         log.debug("connected to %s%s", addr, " (TLS)" if session is not None else "")
-        return ChannelWrapper(addr, sock, session)
+        conn = ChannelWrapper(addr, sock, session)
+        if self.rings is not None and session is None:
+            conn.ring_reader = RingReader(self.rings, MAX_FRAME)
+        return conn
 
     def fds(self) -> list[int]:
-        """Descriptors of the open connections (an actor watches these)."""
-        return [c.fd for c in self._conns.values() if not c.closed]
+        """Descriptors of the open connections an actor should watch (not those waiting for
+        ring space)."""
+        return [c.fd for c in self._conns.values()
+                if not c.closed and (c.ring_reader is None or not c.ring_reader.paused)]
 
     def addrs(self) -> list[str]:
         """Addresses with an open connection."""
@@ -395,6 +404,8 @@ class RemotingClient:
 
     def _read_available(self, conn: ChannelWrapper, done: list[Any]) -> int:
         """Read what the socket has now and dispatch it; how many sync waiters were completed."""
+        if conn.ring_reader is not None:
+            return self._read_into_ring(conn, conn.ring_reader, done)
         buf = getattr(self._buf, "view", None)
         if buf is None:
             buf = self._buf.view = memoryview(bytearray(READ_CHUNK))
@@ -435,6 +446,35 @@ class RemotingClient:
                 woke += self._dispatch(conn, frame, done)
             if n < READ_CHUNK:
                 return woke
+
+    def _read_into_ring(self, conn: ChannelWrapper, reader: RingReader, done: list[Any]) -> int:
+        """_read_available for a connection read into the pull rings (actor driver): each
+        frame is dispatched and its callback run while it is rings.current, so the callback
+        may claim it; a frame left unclaimed is freed at once."""
+        slots, closing = reader.read(conn.sock)
+        rings = reader.rings
+        woke = 0
+        for slot in slots:
+            rings.current = slot
+            try:
+                woke += self._dispatch(conn, slot.ring.view[slot.at : slot.at + slot.size], done)
+                self._complete(done)
+                done.clear()
+            finally:
+                rings.current = None
+                rings.settle(slot)
+        if closing is not None:
+            self._close_later(conn, closing)
+        return woke
+
+    def resume_ring_reads(self) -> bool:
+        """Let connections that waited for ring space read again; True when one did."""
+        resumed = False
+        for conn in list(self._conns.values()):
+            reader = conn.ring_reader
+            if reader is not None and reader.paused and reader.resume():
+                resumed = True
+        return resumed
 
     def _dispatch(self, conn: ChannelWrapper, frame: Any, done: list[Any]) -> int:
         try:

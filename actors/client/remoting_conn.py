@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Final
 
 from actors.client.errors import MQClientError
+from actors.client.frame_ring import RingReader
 from actors.runtime.tls import TlsSession
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
@@ -47,7 +48,8 @@ class ChannelWrapper:
     """One connection: socket, decoder, out buffer, reader role."""
 
     __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
-                 "poller", "reader", "registered", "sock", "tls", "waiters", "wlock")
+                 "poller", "reader", "registered", "ring_reader", "sock", "tls", "waiters",
+                 "wlock")
 
     def __init__(self, addr: str, sock: socket.socket, tls: TlsSession | None = None) -> None:
         self.addr = addr
@@ -55,6 +57,7 @@ class ChannelWrapper:
         self.tls = tls  # the TLS session (handshake done) when the client uses TLS
         self.fd = sock.fileno()
         self.decoder = FrameDecoder(MAX_FRAME)
+        self.ring_reader: RingReader | None = None  # reads frames into the pull rings instead
         self.wlock = threading.Lock()
         self.out = bytearray()
         self.cond = threading.Condition(threading.Lock())

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from actors.client import client_channel as ch
 from actors.client.client_config import ClientConfig
+from actors.client.frame_ring import PullRings
 from actors.client.mq_client_api import MQClientAPI
 from actors.client.remoting_client import RemotingClient, RequestProcessor
 from actors.runtime.watch import WatchingActor
@@ -30,10 +31,12 @@ class ServiceThreadActor(WatchingActor):
         self.channel: ch.ChannelEnd | None = None
 
     def _connect(self, config: ClientConfig, channel_path: str, channel_name: str,
-                 processor: RequestProcessor | None = None) -> None:  # fmt: skip
-        """Make the remoting client (broker requests go to processor) and the MQClientAPI over
-        it, and connect the channel to the user's process."""
-        self.remoting = RemotingClient(processor=processor, tls=config.tls)
+                 processor: RequestProcessor | None = None,
+                 rings: PullRings | None = None) -> None:  # fmt: skip
+        """Make the remoting client (broker requests go to processor; plain connections read
+        into rings when given) and the MQClientAPI over it, and connect the channel to the
+        user's process."""
+        self.remoting = RemotingClient(processor=processor, tls=config.tls, rings=rings)
         self.remoting.on_connection_change = self._rewatch
         self.api = MQClientAPI(self.remoting, config)
         self.channel = ch.ChannelEnd.connect(channel_path, channel_name)

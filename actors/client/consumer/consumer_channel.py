@@ -22,6 +22,15 @@ body travels raw behind a fixed header:
       21     8    max_offset
       29     8    suggest_which_broker_id
       37     ...  the pull body
+    RingShared 66       pull actor -> user    ring id, size, single-use; the ring's memfd rides
+                                              with the record (SCM_RIGHTS)
+    PULL_AT 67          pull actor -> user    PULL_RESULT_HEAD (status FOUND), then RING_REF:
+                                              the pull body lies in a shared ring (frame_ring)
+      37     4    ring id
+      41     8    token (what RingRelease gives back)
+      49     8    offset of the pull body in the ring
+      57     8    its length
+    RingRelease 68      user -> pull actor    (ring id, token) of each PULL_AT read
     Assign 70           rebalance -> user     group, the queues taken (QueueLock each)
     Revoke 71           rebalance -> user     group, the queues to let go
     LockStates 72       rebalance -> user     group, the orderly queues' broker locks
@@ -44,12 +53,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from actors.client import client_channel as ch
+from actors.client.frame_ring import RingRef
 from actors.runtime.typed_record import TypedRecord
 from protocol.bodies import MessageQueue
 from protocol.headers import PullMessageRequestHeader
 
 PULL: Final = 64
 PULL_RESULT: Final = 65
+RING_SHARED: Final = 66
+PULL_AT: Final = 67
+RING_RELEASE: Final = 68
 ASSIGN: Final = 70
 REVOKE: Final = 71
 LOCK_STATE: Final = 72
@@ -72,6 +85,8 @@ PULL_RESULT_HEAD = struct.Struct(
     "q"  # suggest_which_broker_id
 )
 
+
+RING_REF = struct.Struct(">IQQQ")  # ring id, token, offset, length (PULL_AT, after the head)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +151,50 @@ class PullAnswer(NamedTuple):
         return cls._make(PULL_RESULT_HEAD.unpack_from(payload, 0)), payload[PULL_RESULT_HEAD.size:]
 
 
+def read_pull_at(payload: memoryview) -> tuple[PullAnswer, RingRef]:
+    """A PULL_AT payload: the answer's head and where its pull body lies."""
+    answer = PullAnswer._make(PULL_RESULT_HEAD.unpack_from(payload, 0))
+    if len(payload) != PULL_RESULT_HEAD.size + RING_REF.size:
+        raise ch.ChannelError(f"a PULL_AT of {len(payload)} bytes")
+    return answer, RingRef(*RING_REF.unpack_from(payload, PULL_RESULT_HEAD.size))
+
+
+def pull_at_ref(ref: RingRef) -> bytes:
+    """The RING_REF part of a PULL_AT payload."""
+    return RING_REF.pack(ref.ring_id, ref.token, ref.offset, ref.length)
+
+
 def pull_result_head(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
                      suggest: int) -> bytes:
     """The head of a PULL_RESULT payload (its pull body follows)."""
     return PULL_RESULT_HEAD.pack(rid, status, next_begin, min_offset, max_offset, suggest)
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class RingShared(TypedRecord):
+    """A pull ring the user's process maps (its memfd rides with this record)."""
+
+    KIND: ClassVar[int] = RING_SHARED
+    ring_id: int
+    size: int
+    single: bool
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class RingRelease(TypedRecord):
+    """The PULL_AT answers read: (ring id, token) each, their ring space free again."""
+
+    KIND: ClassVar[int] = RING_RELEASE
+    tokens: tuple[tuple[int, int], ...]
+
+    def row(self) -> list[Any]:
+        return [[list(t) for t in self.tokens]]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> RingRelease:
+        return cls(tuple((int(r), int(t)) for r, t in row[0]))
 
 
 def _mq_row(mq: MessageQueue) -> list[Any]:

@@ -34,6 +34,7 @@ from actors.client.consumer.messages import (
     UpdateSubscriptions,
 )
 from actors.client.errors import ClientErrorCode, MQClientError
+from actors.client.frame_ring import MappedRings
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import InstanceHandle
 from protocol.bodies import MessageQueue
@@ -74,6 +75,7 @@ class _End:
         self.opened = threading.Event()
         self.on_records_cb = on_records
         self.name = name
+        self.on_closed_cb: Callable[[], None] | None = None
 
     def on_open(self, end: ch.ChannelEnd) -> None:
         self.end = end
@@ -85,6 +87,8 @@ class _End:
     def on_closed(self, end: ch.ChannelEnd) -> None:
         self.end = None
         log.warning("%s channel closed", self.name)
+        if self.on_closed_cb is not None:
+            self.on_closed_cb()
 
 
 class ConsumerServices:
@@ -137,6 +141,8 @@ class ConsumerServices:
         self.pull_key = f"pull:{self.client_id}"
         self.rebalance = _End(self._on_rebalance_records, self.rebalance_key)
         self.pull = _End(self._on_pull_records, self.pull_key)
+        self.rings = MappedRings()  # the pull actor's rings, mapped read-only (I/O thread)
+        self.pull.on_closed_cb = self.rings.close
         self.rebalance_actor: Any = None
         self.pull_actor: Any = None
         self._outbox: list[cc.PullCommand] = []
@@ -295,25 +301,44 @@ class ConsumerServices:
 
     def _handle_pull_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True
+        rings = self.rings
         try:
             for kind, payload in records:
-                if kind != cc.PULL_RESULT:
+                if kind == cc.PULL_RESULT:
+                    self._on_pull_answer(*cc.PullAnswer.read(payload))
+                elif kind == cc.PULL_AT:
+                    answer, ref = cc.read_pull_at(payload)
+                    try:
+                        self._on_pull_answer(answer, rings.view(ref))
+                    finally:
+                        rings.done(ref)  # the answer's bytes were copied out, or dropped
+                elif kind == cc.RING_SHARED:
+                    rec = ch.read_record(kind, payload)
+                    assert isinstance(rec, cc.RingShared)
+                    end = self.pull.end
+                    rings.add(rec.ring_id, rec.size, rec.single,
+                              None if end is None else end.next_fd())
+                else:
                     log.warning("pull channel: unknown record kind %d", kind)
-                    continue
-                answer, tail = cc.PullAnswer.read(payload)
-                owner = self.pulls.pop(answer.rid, None)
-                if owner is None:
-                    ev = self._settling.get(answer.rid)
-                    if ev is not None:
-                        ev.set()
-                    continue
-                try:
-                    owner.on_pull_result(answer, tail)
-                except Exception:
-                    log.exception("consumer %s: pull result handling failed", owner.group)
         finally:
             self._batching.on = False
+            owed = rings.take_owed()
+            end = self.pull.end
+            if owed and end is not None:
+                end.send_record(cc.RingRelease(tuple(owed)))
             self._flush_pulls()
+
+    def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+        owner = self.pulls.pop(answer.rid, None)
+        if owner is None:
+            ev = self._settling.get(answer.rid)
+            if ev is not None:
+                ev.set()
+            return
+        try:
+            owner.on_pull_result(answer, tail)
+        except Exception:
+            log.exception("consumer %s: pull result handling failed", owner.group)
 
     def _on_rebalance_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True

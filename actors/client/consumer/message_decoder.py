@@ -19,6 +19,7 @@ costs. Equality, hashing, repr, copying and pickling see a fully decoded Message
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -46,6 +47,8 @@ from protocol.record import (
 
 log = logging.getLogger(__name__)
 
+_I32: Final = struct.Struct(">i")
+_NO_BODY: Final = b"\0\0\0\0"  # BODYLEN 0, in a record kept without its body
 _HOSTS: dict[bytes, str] = {}
 _HOST_HEX: dict[bytes, str] = {}
 
@@ -97,17 +100,19 @@ class PulledMessageExt(MessageExt):
     """A MessageExt read from a pull body whose header fields are decoded on first use."""
 
     __slots__ = ("_record",)
-    _record: tuple[memoryview, int, str, str]  # pull body, record position, MIN/MAX_OFFSET
+    # the pull body (or its records without their bodies), record position, MIN/MAX_OFFSET
+    # and the length of the body cut out of the kept record (0: kept whole)
+    _record: tuple[bytes | bytearray | memoryview, int, str, str, int]
 
     def __getattr__(self, name: str) -> Any:
         """A header field not decoded yet: decode them all from the record, then answer."""
         if name not in _LAZY:
             raise AttributeError(name)
         try:
-            mv, pos, lo, hi = self._record
+            mv, pos, lo, hi, cut = self._record
         except AttributeError:  # decoded already (then no field is missing) or built whole
             raise AttributeError(name) from None
-        _fill(self, mv, pos, lo, hi)
+        _fill(self, mv, pos, lo, hi, None, cut)
         _drop_record(self)
         return getattr(self, name)
 
@@ -133,10 +138,11 @@ def _drop_record(o: PulledMessageExt) -> None:
 _S_RECORD = _RECORD_SLOT.__set__
 
 
-def _fill(o: MessageExt, mv: memoryview, pos: int, lo: str, hi: str,
-          props: dict[str, str] | None = None) -> None:  # fmt: skip
+def _fill(o: MessageExt, mv: bytes | bytearray | memoryview, pos: int, lo: str, hi: str,
+          props: dict[str, str] | None = None, cut: int = 0) -> None:  # fmt: skip
     """Set every header field of o from its IPv4 record at pos (framing checked already;
-    props: its properties when already parsed)."""
+    props: its properties when already parsed; cut: the length of the body the record was
+    kept without)."""
     r = record_at(mv, pos, len(mv))
     assert r is not None  # decode_pull_messages read it
     (total, crc, _qid, flag, _qoff, phy, sys_flag, born_ts, store_ts, sh, reconsume, prepared,
@@ -164,7 +170,7 @@ def _fill(o: MessageExt, mv: memoryview, pos: int, lo: str, hi: str,
     _S_RECONSUME(o, reconsume)
     _S_SYSFLAG(o, sys_flag)
     _S_CRC(o, crc)
-    _S_SIZE(o, total)
+    _S_SIZE(o, total + cut)
     _S_PREPARED(o, prepared)
     _S_TX(o, uniq if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" else None)
 
@@ -187,8 +193,10 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     Lazy records keep a copy of body (one per pull), so body may be reused afterwards.
     """
     tags = client_tags(subscription)
-    if isinstance(body, memoryview) and tags is None:
-        body = bytes(body)  # the lazy records keep this pull's bytes alive, not a whole read
+    # A view (of a shared ring, of a read) may be reused once this returns: the lazy records
+    # then keep a copy of each record without its body (`heads`), and each body is copied once,
+    # into its message. Over bytes they keep the bytes themselves.
+    heads = bytearray() if isinstance(body, memoryview) and tags is None else None
     mv = body if isinstance(body, memoryview) else memoryview(body)
     lo, hi = str(min_offset), str(max_offset)
     out: list[MessageExt] = []
@@ -223,9 +231,17 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
         t = mv[ta : ta + tlen]
         rec_topic = topic if t == topic_raw else str(t, "utf-8", "replace")
         o: MessageExt
-        if tags is None:
+        if heads is not None:
             o = _new(new_pulled)
-            _S_RECORD(o, (mv, pos, lo, hi))
+            at = len(heads)
+            heads += mv[pos : p - 4]
+            heads += _NO_BODY
+            heads += mv[tpos:end]
+            _I32.pack_into(heads, at, total - (tpos - p))
+            _S_RECORD(o, (heads, at, lo, hi, tpos - p))
+        elif tags is None:
+            o = _new(new_pulled)
+            _S_RECORD(o, (mv, pos, lo, hi, 0))
         else:
             props = parse_properties(str(mv[pa : pa + plen], "utf-8", "replace")) if plen \
                 else {}  # fmt: skip

@@ -8,7 +8,10 @@ sends each as an async PULL_MESSAGE on its own broker connections (long polling:
 holds it up to the command's suspend time, 15 s for a push consumer, and the call times out
 after 30 s) and forwards every answer, its pull body untouched, back over the channel. It
 keeps nothing between a command and its answer: the next pull of a queue is the core's
-decision, made on the answer as Java's PullCallback makes it. Commands are written in the order
+decision, made on the answer as Java's PullCallback makes it. A FOUND answer's body is not
+copied into the channel: the broker connections are read straight into shared rings
+(actors.client.frame_ring) and a PULL_AT record says where the body lies; the ring space comes
+back with the user's RingRelease. Commands are written in the order
 they arrive, each broker's on its one connection. No Thespian message is sent per pull or per
 message; a busy actor serves its sockets from its own epoll between Thespian turns
 (WatchingActor's linger loop).
@@ -25,12 +28,14 @@ from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
 from actors.client.errors import MQBrokerError, MQClientError
-from actors.client.records import PullResult
+from actors.client.frame_ring import PullRings, SharedRing
+from actors.client.records import PullResult, PullStatus
 from actors.client.service_thread_actor import ServiceThreadActor
 
 log = logging.getLogger(__name__)
 
 SCAN_MS: Final = 200.0
+RESUME_RETRY_MS: Final = 2.0  # a connection waiting for ring space tries again this often
 
 
 class PullMessageServiceActor(ServiceThreadActor):
@@ -43,11 +48,15 @@ class PullMessageServiceActor(ServiceThreadActor):
         super().__init__(*args, **kwargs)
         self.pulls = 0
         self.in_pass = False  # in on_ready: what is written waits for the pass's end
+        self.rings: PullRings | None = None
+        self._paused_watch: frozenset[object] = frozenset()  # the paused readers last watched
 
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartPullService):
             try:
-                self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}")
+                self.rings = PullRings(self._announce)
+                self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}",
+                              rings=self.rings)
             except Exception as exc:
                 log.exception("PullMessageService failed to start")
                 self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -70,6 +79,34 @@ class PullMessageServiceActor(ServiceThreadActor):
             self.in_pass = False
             if remoting is not None:
                 remoting.hold_writes = False
+            self._watch_paused()
+
+    def _announce(self, ring: SharedRing) -> bool:
+        """Hand a ring's memfd to the user's process, behind what is queued for it."""
+        end = self.channel
+        if end is None or end.closed or ring.fd is None:
+            return False
+        rec = cc.RingShared(ring.ring_id, ring.space.size, ring.single)
+        if not end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [ring.fd]):
+            return False
+        os.close(ring.fd)
+        ring.fd = None
+        return True
+
+    def _watch_paused(self) -> None:
+        """Stop watching connections that wait for ring space, watch them again once they
+        can read (a release came, or the timer retried)."""
+        rings, remoting = self.rings, self.remoting
+        if rings is None or remoting is None:
+            return
+        if rings.paused:
+            remoting.resume_ring_reads()
+        paused = frozenset(rings.paused)
+        if paused != self._paused_watch:
+            self._paused_watch = paused
+            self._rewatch()
+        if paused:
+            self.schedule("resume", RESUME_RETRY_MS)
 
     def _read_channel(self, end: ch.ChannelEnd) -> None:
         records = end.read_records()
@@ -88,8 +125,16 @@ class PullMessageServiceActor(ServiceThreadActor):
             if isinstance(rec, cc.Pull):
                 for cmd in rec.commands:
                     self._pull(cmd)
+            elif isinstance(rec, cc.RingRelease):
+                self._release(rec)
             elif not isinstance(rec, ch.Bye):
                 log.warning("pull channel: unexpected %s", type(rec).__name__)
+
+    def _release(self, rec: cc.RingRelease) -> None:
+        rings = self.rings
+        assert rings is not None
+        for ring_id, token in rec.tokens:
+            rings.release(ring_id, token)  # a wrong token: our bookkeeping is wrong, fail
 
     def _pull(self, cmd: cc.PullCommand) -> None:
         api = self.api
@@ -107,6 +152,15 @@ class PullMessageServiceActor(ServiceThreadActor):
                     rid, result.status.value, result.next_begin_offset, result.min_offset,
                     result.max_offset, result.suggest_which_broker_id)
                 tail = result.body
+                ref = None
+                if result.status is PullStatus.FOUND and isinstance(tail, memoryview) and \
+                        self.rings is not None:
+                    ref = self.rings.claim(tail)
+                if ref is not None:  # the body stays in the ring: say where
+                    end.queue(cc.PULL_AT, head, cc.pull_at_ref(ref))
+                    if not self.in_pass:
+                        self._after_pass()
+                    return
             elif isinstance(err, MQBrokerError):
                 head = cc.pull_result_head(rid, cc.BROKER_ERROR, err.code, 0, 0, 0)
                 tail = (err.remark or "").encode()
@@ -122,7 +176,14 @@ class PullMessageServiceActor(ServiceThreadActor):
         except MQClientError as exc:  # could not even be written (connect refused, ...)
             done(None, exc)
 
+    def on_exit(self) -> None:
+        super().on_exit()
+        if self.rings is not None:
+            self.rings.close()
+
     def on_timer(self, key: str) -> None:
+        if key == "resume":
+            self._watch_paused()
         if key == "scan":
             if self.remoting is not None:
                 self.remoting.scan_response_table(time.monotonic())

@@ -44,6 +44,8 @@ SAMPLES: list[TypedRecord] = [
     cc.PersistGroup("g"),
     cc.RebalanceNow("g"),
     cc.QueuesChanged("g", "T", (MQ1, MQ2), (MQ1,)),
+    cc.RingShared(1, 8 << 20, False),
+    cc.RingRelease(((1, 0), (1, 4096), (2, 0))),
 ]
 
 
@@ -69,6 +71,9 @@ def test_a_record_round_trips_through_the_stream(rec: TypedRecord) -> None:
         (cc.ASSIGN, pack(["g", [["T", "b", "x", 0, 0]]])),  # queue id not a number
         (cc.PULL, pack([[[1, 2, 3]]])),  # a command of 3 fields
         (cc.REVOKE, pack(["g", "not rows"])),
+        (cc.PULL_AT, b"\x00" * 65),  # raw, never a typed record
+        (cc.RING_RELEASE, pack([[[1]]])),  # a token without its ring
+        (cc.RING_SHARED, pack([1, 4096])),  # a field short
     ],
 )
 def test_what_is_not_a_record_is_a_channel_error(kind: int, payload: bytes) -> None:
@@ -80,3 +85,12 @@ def test_records_are_frozen() -> None:
     rec = cc.Revoke("g", (MQ1,))
     with pytest.raises(AttributeError):
         rec.group = "h"  # type: ignore[misc]
+
+
+def test_a_pull_at_says_where_the_body_lies() -> None:
+    head = cc.pull_result_head(7, 0, 33, 0, 99, 0)
+    ref = cc.RingRef(1, 4096, 4200, 31000)
+    answer, got = cc.read_pull_at(memoryview(head + cc.pull_at_ref(ref)))
+    assert got == ref and answer == cc.PullAnswer(7, 0, 33, 0, 99, 0)
+    with pytest.raises(ch.ChannelError):
+        cc.read_pull_at(memoryview(head + cc.pull_at_ref(ref) + b"x"))

@@ -1,0 +1,359 @@
+"""Pull answers shared, not copied, between the pull actor and the user's process.
+
+Mirrors nothing in RocketMQ: a Java consumer is one process, so its PullCallback reads the pull
+body straight from the Netty buffer the response arrived in. Here the pull actor
+(PullMessageServiceActor) owns the broker connections and the consumer core in the user's
+process owns the ProcessQueues, so a pull answer must cross between them. It crosses by
+reference: the pull actor reads each frame from the socket straight into a shared memory ring
+(a memfd, mapped by both processes; its descriptor crosses the client channel once), and the
+PULL_AT record names where the pull body lies. The user's process decodes the messages from
+there (each body is copied once, into its message) and gives the space back with a RingRelease
+record. A body is thus copied twice from socket to handler: by the kernel into the ring, and
+into the message's `body`.
+
+Who owns what:
+- the pull actor owns the ring's space (RingSpace: which bytes are reserved, which are free);
+  a frame's space is reserved when its length is read and freed by the actor itself (an answer
+  it does not forward) or by the user's RingRelease (one it forwarded);
+- the user's process only reads (the mapping is read-only there) and acknowledges.
+
+An answer larger than a quarter of the ring gets a ring of its own, used once. When the ring is
+full the connection is not read until space comes back (the broker's writes wait in TCP).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+RING_SIZE: Final = 8 * 1024 * 1024
+READ_BUDGET: Final = 8 * 1024 * 1024  # bytes read from one connection in one pass at most
+_LENGTH: Final = struct.Struct(">i")
+_MIN_TOTAL: Final = 4  # a frame's header-length field (protocol.framing's MIN_TOTAL_LENGTH)
+_GONE: Final = frozenset((errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN, errno.EBADF))
+
+
+class RingSpace:
+    """Contiguous reservations in a ring of `size` bytes, released in any order (pure core).
+
+    Positions are logical (they only grow); a reservation's bytes are at logical % size and
+    never wrap: one that would is placed at the ring's start, and the skipped end stays in use
+    until the reservations before it are released. Everything in [tail, head) is in use, so
+    head - tail <= size means no two live reservations share a byte."""
+
+    __slots__ = ("_done", "_order", "head", "size", "tail")
+
+    def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise ValueError(f"ring size {size}")
+        self.size = size
+        self.head = 0
+        self.tail = 0
+        self._order: deque[int] = deque()  # starts of the live reservations, oldest first
+        self._done: set[int] = set()  # starts released out of order, not yet passed by tail
+
+    @property
+    def live(self) -> int:
+        """Reservations not released yet."""
+        return len(self._order) - len(self._done)
+
+    def reserve(self, n: int) -> int | None:
+        """The logical start of n contiguous bytes, or None when they are not free now."""
+        if n <= 0 or n > self.size:
+            raise ValueError(f"reservation of {n} bytes in a ring of {self.size}")
+        start = self.head
+        phys = start % self.size
+        if phys + n > self.size:
+            start += self.size - phys  # to the ring's start
+        if not self._order:
+            self.tail = start  # nothing live: the skipped end is free at once
+        if start + n - self.tail > self.size:
+            return None
+        self._order.append(start)
+        self.head = start + n
+        return start
+
+    def release(self, start: int) -> None:
+        """Free the reservation that starts at `start` (ValueError: no such live one)."""
+        order = self._order
+        if not order or start in self._done or not order[0] <= start <= order[-1]:
+            raise ValueError(f"no live reservation at {start}")
+        if start != order[0]:
+            if start not in order:
+                raise ValueError(f"no live reservation at {start}")
+            self._done.add(start)
+            return
+        order.popleft()
+        done = self._done
+        while order and order[0] in done:
+            done.discard(order.popleft())
+        self.tail = order[0] if order else self.head
+
+
+class SharedRing:
+    """A RingSpace over a memfd mapping (the pull actor's side: read-write)."""
+
+    __slots__ = ("fd", "mm", "ring_id", "single", "space", "view")
+
+    def __init__(self, ring_id: int, size: int, single: bool = False) -> None:
+        self.ring_id = ring_id
+        self.single = single  # one answer too large for the shared ring: used once
+        fd = os.memfd_create(f"actormq-pull-{ring_id}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            self.mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd: int | None = fd  # closed once the user's process has it
+        self.view = memoryview(self.mm)
+        self.space = RingSpace(size)
+
+    def close(self) -> None:
+        """Close the descriptor and unmap (the mapping stays while a view of it is held)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        _unmap(self.ring_id, self.mm, self.view)
+
+
+@dataclass(slots=True)
+class Slot:
+    """One frame's reserved space: ring, logical start (the release token), physical
+    offset, size; claimed once an answer forwarded from it owns it."""
+
+    ring: SharedRing
+    token: int
+    at: int
+    size: int
+    claimed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RingRef:
+    """Where a forwarded pull body lies: ring, token to release, offset and length."""
+
+    ring_id: int
+    token: int
+    offset: int
+    length: int
+
+
+Announce = Callable[[SharedRing], bool]  # hand a new ring's descriptor over; False: not now
+
+
+class PullRings:
+    """The pull actor's rings: the shared one and the single-use ones of large answers.
+
+    `announce` gives a ring's descriptor to the user's process (before any answer in it is
+    forwarded); a reservation waits while it cannot. `current` is the frame being dispatched:
+    an answer callback claims it to forward its body by reference."""
+
+    def __init__(self, announce: Announce, size: int = RING_SIZE) -> None:
+        self.announce = announce
+        self._ids = 0
+        self.main = self._new(size, False)
+        self.rings: dict[int, SharedRing] = {}
+        self.current: Slot | None = None
+        self.paused: set[RingReader] = set()  # readers waiting for space
+        self._announced = False
+
+    def _new(self, size: int, single: bool) -> SharedRing:
+        self._ids += 1
+        return SharedRing(self._ids, size, single)
+
+    def reserve(self, n: int) -> Slot | None:
+        """Space for a frame of n bytes, or None (no space now, or the ring cannot be handed
+        over now)."""
+        if not self._announced:
+            if not self.announce(self.main):
+                return None
+            self._announced = True
+            self.rings[self.main.ring_id] = self.main
+        if n > self.main.space.size // 4:
+            ring = self._new(n, True)
+            if not self.announce(ring):
+                ring.close()
+                return None
+            self.rings[ring.ring_id] = ring
+            start = ring.space.reserve(n)
+            assert start == 0
+            return Slot(ring, 0, 0, n)
+        start = self.main.space.reserve(n)
+        if start is None:
+            return None
+        return Slot(self.main, start, start % self.main.space.size, n)
+
+    def claim(self, body: memoryview) -> RingRef | None:
+        """The current frame for the answer whose body is `body` (a view of that frame's end),
+        now owned by the user's process until it releases it; None: not a ring frame."""
+        slot = self.current
+        if slot is None or slot.claimed or body.obj is not slot.ring.mm:
+            return None
+        n = len(body)
+        if n > slot.size:
+            return None
+        slot.claimed = True
+        return RingRef(slot.ring.ring_id, slot.token, slot.at + slot.size - n, n)
+
+    def settle(self, slot: Slot) -> None:
+        """After its dispatch: free a frame no answer claimed."""
+        if not slot.claimed:
+            self._free(slot.ring, slot.token)
+
+    def release(self, ring_id: int, token: int) -> None:
+        """The user's process is done with a forwarded answer (ValueError: unknown)."""
+        ring = self.rings.get(ring_id)
+        if ring is None:
+            raise ValueError(f"no ring {ring_id}")
+        self._free(ring, token)
+
+    def _free(self, ring: SharedRing, token: int) -> None:
+        ring.space.release(token)
+        if ring.single:
+            del self.rings[ring.ring_id]
+            ring.close()
+
+    def close(self) -> None:
+        """Unmap every ring (the actor is stopping)."""
+        self.current = None
+        self.rings[self.main.ring_id] = self.main
+        for ring in self.rings.values():
+            ring.close()
+        self.rings.clear()
+
+
+class RingReader:
+    """Reads one connection's frames straight into PullRings' space: the length, then the
+    frame into its reservation. Holds a frame's reservation while the frame arrives; waits
+    (paused, in rings.paused) while no space can be reserved."""
+
+    __slots__ = ("_filled", "_got", "_len", "_need", "_slot", "max_frame", "rings")
+
+    def __init__(self, rings: PullRings, max_frame: int) -> None:
+        self.rings = rings
+        self.max_frame = max_frame
+        self._len = bytearray(4)
+        self._got = 0
+        self._need = 0  # the frame's size once its length is read, while no slot is had
+        self._slot: Slot | None = None
+        self._filled = 0
+
+    @property
+    def paused(self) -> bool:
+        return self in self.rings.paused
+
+    def resume(self) -> bool:
+        """Try to reserve the space waited for; True when reading may go on."""
+        if self._need and self._slot is None:
+            slot = self.rings.reserve(self._need)
+            if slot is None:
+                return False
+            self._slot, self._need, self._filled = slot, 0, 0
+        self.rings.paused.discard(self)
+        return True
+
+    def read(self, sock: socket.socket) -> tuple[list[Slot], str | None]:
+        """What the socket has now: the frames completed (each in its slot) and why the
+        connection must close (None: it stays open)."""
+        done: list[Slot] = []
+        if self.paused and not self.resume():
+            return done, None
+        budget = READ_BUDGET
+        lens = memoryview(self._len)
+        while budget > 0:
+            slot = self._slot
+            try:
+                if slot is None:
+                    n = sock.recv_into(lens[self._got :])
+                else:
+                    at = slot.at + self._filled
+                    n = sock.recv_into(slot.ring.view[at : slot.at + slot.size])
+            except (BlockingIOError, InterruptedError):
+                return done, None
+            except OSError as exc:
+                if exc.errno not in _GONE:
+                    log.warning("recv failed: %s", exc)
+                return done, f"recv failed: {exc}"
+            if n == 0:
+                return done, "closed by peer"
+            budget -= n
+            if slot is not None:
+                self._filled += n
+                if self._filled == slot.size:
+                    done.append(slot)
+                    self._slot = None
+                continue
+            self._got += n
+            if self._got < 4:
+                continue
+            self._got = 0
+            (total,) = _LENGTH.unpack_from(self._len, 0)
+            if total < _MIN_TOTAL or total + 4 > self.max_frame:
+                return done, f"bad frame: length {total}"
+            self._need = total
+            if not self.resume():
+                self.rings.paused.add(self)
+                return done, None
+        return done, None
+
+
+class MappedRings:
+    """The user's process's read-only mappings of the pull actor's rings, and the releases
+    owed for the answers it has read."""
+
+    def __init__(self) -> None:
+        self.maps: dict[int, tuple[mmap.mmap, memoryview, bool]] = {}
+        self.owed: list[tuple[int, int]] = []
+
+    def add(self, ring_id: int, size: int, single: bool, fd: int | None) -> None:
+        """Map a ring announced with its descriptor (which is closed here)."""
+        if fd is None:
+            raise ValueError(f"pull ring {ring_id} arrived without its descriptor")
+        try:
+            mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        self.maps[ring_id] = (mm, memoryview(mm), single)
+
+    def view(self, ref: RingRef) -> memoryview:
+        """The bytes a PULL_AT names (KeyError: an unknown ring)."""
+        view = self.maps[ref.ring_id][1]
+        if ref.offset < 0 or ref.offset + ref.length > len(view):
+            raise ValueError(f"pull ring {ref.ring_id}: {ref} is outside the ring")
+        return view[ref.offset : ref.offset + ref.length]
+
+    def done(self, ref: RingRef) -> None:
+        """The answer at ref is read: owe its release (a single-use ring is unmapped)."""
+        self.owed.append((ref.ring_id, ref.token))
+        entry = self.maps.get(ref.ring_id)
+        if entry is not None and entry[2]:
+            del self.maps[ref.ring_id]
+            _unmap(ref.ring_id, entry[0], entry[1])
+
+    def take_owed(self) -> list[tuple[int, int]]:
+        owed, self.owed = self.owed, []
+        return owed
+
+    def close(self) -> None:
+        for ring_id, (mm, view, _single) in list(self.maps.items()):
+            _unmap(ring_id, mm, view)
+        self.maps.clear()
+
+
+def _unmap(ring_id: int, mm: mmap.mmap, view: memoryview) -> None:
+    try:
+        view.release()
+        mm.close()
+    except BufferError:  # a view of it is still held: the mapping goes with the last one
+        log.error("pull ring %d: a view of it outlived its answer", ring_id)

@@ -1,0 +1,265 @@
+"""Pull answers shared through rings (actors.client.frame_ring): RingSpace under seeded random
+reservations and out-of-order releases, the reader over real sockets, the claim of a frame by
+its answer, and the user's read-only mapping.
+
+A failing seed is printed by the assertion and replays exactly (`SEEDS` below)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import random
+import socket
+import struct
+
+import pytest
+
+from actors.client.consumer.message_decoder import decode_pull_messages
+from actors.client.frame_ring import MappedRings, PullRings, RingReader, RingRef, RingSpace
+from tests.unit.client.test_pull_api_wrapper import MQ, record, reference
+
+SEEDS = range(2000)
+
+
+def _check_space(seed: int) -> None:
+    rnd = random.Random(seed)
+    size = rnd.choice([64, 100, 1000, 4096])
+    space = RingSpace(size)
+    live: dict[int, int] = {}  # logical start -> n
+    for step in range(300):
+        if live and (rnd.random() < 0.45 or len(live) > 20):
+            start = rnd.choice(sorted(live))  # any order, not only the oldest
+            del live[start]
+            space.release(start)
+        else:
+            n = rnd.randint(1, size if rnd.random() < 0.05 else max(1, size // 3))
+            start = space.reserve(n)
+            if not live:
+                assert start is not None, f"seed {seed} step {step}: empty ring refused {n}"
+            if start is None:
+                continue
+            phys = start % size
+            assert phys + n <= size, f"seed {seed} step {step}: a reservation wraps"
+            for other, m in live.items():
+                o = other % size
+                assert phys + n <= o or o + m <= phys, \
+                    f"seed {seed} step {step}: [{phys}, {phys + n}) overlaps [{o}, {o + m})"
+            live[start] = n
+        assert space.head - space.tail <= size, f"seed {seed} step {step}: over-committed"
+        assert space.live == len(live), f"seed {seed} step {step}: live count"
+        if live:
+            assert space.tail <= min(live), f"seed {seed} step {step}: tail passed a live one"
+    for start in list(live):
+        space.release(start)
+    assert space.live == 0 and space.tail == space.head
+    assert space.reserve(size) is not None, f"seed {seed}: the emptied ring is not whole"
+
+
+def test_ring_space_keeps_live_reservations_apart_in_every_seed() -> None:
+    for seed in SEEDS:
+        _check_space(seed)
+
+
+def test_ring_space_refuses_what_it_cannot_hold_and_unknown_releases() -> None:
+    space = RingSpace(100)
+    a = space.reserve(60)
+    assert a == 0 and space.reserve(50) is None  # 40 left
+    b = space.reserve(40)
+    assert b == 60
+    with pytest.raises(ValueError):
+        space.release(10)
+    space.release(b)  # out of order: the tail waits for a
+    assert space.tail == 0 and space.reserve(1) is None
+    space.release(a)
+    assert space.tail == space.head == 100 and space.reserve(100) == 100
+    with pytest.raises(ValueError):
+        space.reserve(101)
+
+
+class _Announced:
+    def __init__(self) -> None:
+        self.rings: list[tuple[int, int, bool, int]] = []
+        self.refuse = False
+
+    def __call__(self, ring) -> bool:  # type: ignore[no-untyped-def]
+        if self.refuse:
+            return False
+        self.rings.append((ring.ring_id, ring.space.size, ring.single, os.dup(ring.fd)))
+        os.close(ring.fd)
+        ring.fd = None
+        return True
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read_all(reader: RingReader, sock: socket.socket, want: int) -> list[bytes]:
+    got: list[bytes] = []
+    for _ in range(10_000):
+        slots, closing = reader.read(sock)
+        assert closing is None
+        for slot in slots:
+            got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
+            assert slot.ring.view.obj is slot.ring.mm
+            reader.rings.settle(slot)
+        if len(got) == want:
+            return got
+    raise AssertionError(f"read {len(got)} of {want} frames")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_frames_arrive_whole_in_the_ring_however_the_stream_is_cut(seed: int) -> None:
+    rnd = random.Random(seed)
+    announced = _Announced()
+    rings = PullRings(announced, size=64 * 1024)
+    a, b = socket.socketpair()
+    try:
+        a.setblocking(False)
+        reader = RingReader(rings, 16 * 1024 * 1024)
+        payloads = [os.urandom(rnd.choice([4, 9, 300, 5000, 20_000, 70_000])) for _ in range(40)]
+        stream = b"".join(_frame(p) for p in payloads)
+        got: list[bytes] = []
+        pos = 0
+        for _ in range(100_000):
+            if pos < len(stream):
+                n = rnd.randint(1, 9000)
+                b.sendall(stream[pos : pos + n])
+                pos += n
+            slots, closing = reader.read(a)
+            assert closing is None
+            for slot in slots:
+                got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
+                rings.settle(slot)
+            if len(got) == len(payloads):
+                break
+        assert got == payloads, f"seed {seed}"
+        assert rings.main.space.live == 0
+        singles = [r for r in announced.rings if r[2]]
+        assert len(singles) == sum(len(p) > 16 * 1024 for p in payloads)  # a quarter of 64 KiB
+        assert set(rings.rings) == {rings.main.ring_id}, "a used single ring was kept"
+    finally:
+        a.close()
+        b.close()
+        rings.close()
+        for *_, fd in announced.rings:
+            os.close(fd)
+
+
+def test_a_full_ring_pauses_the_connection_until_a_release() -> None:
+    announced = _Announced()
+    rings = PullRings(announced, size=4096)
+    a, b = socket.socketpair()
+    try:
+        a.setblocking(False)
+        reader = RingReader(rings, 1 << 20)
+        b.sendall(_frame(b"x" * 1000) * 5)
+        slots, closing = reader.read(a)
+        assert closing is None and len(slots) == 4 and reader.paused  # 4 x 1000 of 4096
+        for s in slots:
+            s.claimed = True  # forwarded: held until the user's process releases them
+        assert reader.read(a) == ([], None) and reader.paused
+        rings.release(rings.main.ring_id, slots[0].token)
+        more, _ = reader.read(a)
+        assert not reader.paused and [bytes(s.ring.view[s.at : s.at + s.size]) for s in more] \
+            == [b"x" * 1000]  # fmt: skip
+        rings.settle(more[0])  # not forwarded: free at once (behind the live ones)
+        rings.release(rings.main.ring_id, slots[1].token)  # the bytes the next frame needs
+        b.sendall(_frame(b"y" * 10) + struct.pack(">i", 1 << 21))
+        more, closing = reader.read(a)
+        assert len(more) == 1 and closing == f"bad frame: length {1 << 21}"
+        with pytest.raises(ValueError):
+            rings.release(rings.main.ring_id, 12345)
+    finally:
+        a.close()
+        b.close()
+        rings.close()
+        for *_, fd in announced.rings:
+            os.close(fd)
+
+
+def test_a_ring_that_cannot_be_handed_over_holds_reading_back() -> None:
+    announced = _Announced()
+    announced.refuse = True
+    rings = PullRings(announced, size=4096)
+    a, b = socket.socketpair()
+    try:
+        a.setblocking(False)
+        reader = RingReader(rings, 1 << 20)
+        b.sendall(_frame(b"z" * 100))
+        assert reader.read(a) == ([], None) and reader.paused
+        announced.refuse = False
+        assert _read_all(reader, a, 1) == [b"z" * 100] and not reader.paused
+    finally:
+        a.close()
+        b.close()
+        rings.close()
+        for *_, fd in announced.rings:
+            os.close(fd)
+
+
+def test_an_answer_claims_its_frame_and_the_user_reads_it_there() -> None:
+    announced = _Announced()
+    rings = PullRings(announced, size=1 << 16)
+    a, b = socket.socketpair()
+    mapped = MappedRings()
+    try:
+        a.setblocking(False)
+        reader = RingReader(rings, 1 << 20)
+        b.sendall(_frame(b"HEADER" + b"the body"))
+        (slot,) = _read_all_slots(reader, a)
+        frame = slot.ring.view[slot.at : slot.at + slot.size]
+        assert rings.claim(frame[6:]) is None  # not the frame being dispatched
+        rings.current = slot
+        assert rings.claim(memoryview(b"the body")) is None  # not a view of the ring
+        ref = rings.claim(frame[6:])
+        assert ref == RingRef(rings.main.ring_id, slot.token, slot.at + 6, 8)
+        assert rings.claim(frame[6:]) is None  # claimed once
+        rings.current = None
+        rings.settle(slot)
+        assert rings.main.space.live == 1  # held for the user's process
+        ring_id, size, single, fd = announced.rings.pop()
+        mapped.add(ring_id, size, single, fd)
+        assert bytes(mapped.view(ref)) == b"the body"
+        with pytest.raises(ValueError):
+            mapped.view(RingRef(ring_id, 0, size - 2, 8))
+        mapped.done(ref)
+        assert mapped.take_owed() == [(ring_id, slot.token)] and mapped.take_owed() == []
+        del frame
+        rings.release(ring_id, slot.token)
+        assert rings.main.space.live == 0
+    finally:
+        a.close()
+        b.close()
+        mapped.close()
+        rings.close()
+
+
+def _read_all_slots(reader: RingReader, sock: socket.socket) -> list:  # type: ignore[type-arg]
+    for _ in range(1000):
+        slots, closing = reader.read(sock)
+        assert closing is None
+        if slots:
+            return slots
+    raise AssertionError("no frame")
+
+
+def test_messages_decoded_from_a_mapping_keep_nothing_of_it() -> None:
+    """A pull body read from a ring: each body is copied once into its message, and once the
+    decode returns the mapping can be closed (no record holds a view of it); every field
+    still reads as the full decoder's."""
+    body = b"".join([record(0), record(1, v6=True), record(2, tags=None), record(3),
+                     record(4, prepared=True), record(5, compressed=True)])
+    fd = os.memfd_create("test-ring")
+    try:
+        os.write(fd, b"\0" * 7 + body)
+        mm = mmap.mmap(fd, 7 + len(body), prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    view = memoryview(mm)
+    msgs = decode_pull_messages(view[7:], MQ, None, 5, 99)
+    view.release()
+    mm.close()  # BufferError if a message kept a view of the ring
+    assert msgs == reference(body)
+    assert all(type(m.body) is bytes for m in msgs)
+    assert msgs[4].transaction_id == msgs[4].msg_id and msgs[0].born_host == "10.0.0.1:9000"
