@@ -436,6 +436,20 @@ def record_at(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
     return _record_at_checked(buf, pos, end)
 
 
+def bodiless_record_at(buf: Any, pos: int) -> tuple[int, ...]:
+    """record_at's tuple for an IPv4 record (read by record_at before) kept without its body:
+    its fixed part (BODYLEN still the body's), then its topic and properties. The body start is
+    where the topic's length is, with length 0."""
+    (total, _magic, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts, reconsume, prepared,
+     _blen) = _FIXED_V4_INTS.unpack_from(buf, pos)  # fmt: skip
+    t = pos + V4_FIXED_SIZE
+    tlen = buf[t]
+    pa = t + 3 + tlen
+    return (total, crc, qid, flag, qoff, phy, sys_flag, born_ts, store_ts,
+            pos + STORE_HOST_POS_V4, reconsume, prepared, t, 0, t + 1, tlen, pa,
+            _I16.unpack_from(buf, pa - 2)[0])  # fmt: skip
+
+
 def _record_at_checked(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
     """record_at for every other case: IPv6 hosts, the end, a blank, a bad record."""
     if pos + V4_FIXED_SIZE <= end:

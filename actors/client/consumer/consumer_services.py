@@ -287,12 +287,18 @@ class ConsumerServices:
             for c in cmds:
                 self._settling.pop(c.rid, None)
 
-    def _flush_pulls(self) -> None:
+    def _flush_pulls(self, release: cc.RingRelease | None = None) -> None:
+        """Send the queued pull commands, after `release` in the same write."""
         with self._out_lock:
             cmds, self._outbox = self._outbox, []
             end = self.pull.end
-            if cmds and end is not None:  # under the lock: records leave in command order
-                end.send_record(cc.Pull(tuple(cmds)))
+            if end is None:
+                return
+            recs: list[ch.TypedRecord] = [] if release is None else [release]
+            if cmds:  # under the lock: records leave in command order
+                recs.append(cc.Pull(tuple(cmds)))
+            if recs:
+                end.send_records(recs)
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
@@ -323,10 +329,7 @@ class ConsumerServices:
         finally:
             self._batching.on = False
             owed = rings.take_owed()
-            end = self.pull.end
-            if owed and end is not None:
-                end.send_record(cc.RingRelease(tuple(owed)))
-            self._flush_pulls()
+            self._flush_pulls(cc.RingRelease(tuple(owed)) if owed else None)
 
     def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         owner = self.pulls.pop(answer.rid, None)

@@ -19,7 +19,6 @@ costs. Equality, hashing, repr, copying and pickling see a fully decoded Message
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -41,14 +40,13 @@ from protocol.record import (
     BORN_HOST_POS,
     V6_FLAGS,
     RecordError,
+    bodiless_record_at,
     record_at,
     unpack_host,
 )
 
 log = logging.getLogger(__name__)
 
-_I32: Final = struct.Struct(">i")
-_NO_BODY: Final = b"\0\0\0\0"  # BODYLEN 0, in a record kept without its body
 _HOSTS: dict[bytes, str] = {}
 _HOST_HEX: dict[bytes, str] = {}
 
@@ -101,8 +99,8 @@ class PulledMessageExt(MessageExt):
 
     __slots__ = ("_record",)
     # the pull body (or its records without their bodies), record position, MIN/MAX_OFFSET
-    # and the length of the body cut out of the kept record (0: kept whole)
-    _record: tuple[bytes | bytearray | memoryview, int, str, str, int]
+    # and whether the record was kept without its body
+    _record: tuple[bytes | bytearray | memoryview, int, str, str, bool]
 
     def __getattr__(self, name: str) -> Any:
         """A header field not decoded yet: decode them all from the record, then answer."""
@@ -139,11 +137,10 @@ _S_RECORD = _RECORD_SLOT.__set__
 
 
 def _fill(o: MessageExt, mv: bytes | bytearray | memoryview, pos: int, lo: str, hi: str,
-          props: dict[str, str] | None = None, cut: int = 0) -> None:  # fmt: skip
+          props: dict[str, str] | None = None, cut: bool = False) -> None:  # fmt: skip
     """Set every header field of o from its IPv4 record at pos (framing checked already;
-    props: its properties when already parsed; cut: the length of the body the record was
-    kept without)."""
-    r = record_at(mv, pos, len(mv))
+    props: its properties when already parsed; cut: the record was kept without its body)."""
+    r = bodiless_record_at(mv, pos) if cut else record_at(mv, pos, len(mv))
     assert r is not None  # decode_pull_messages read it
     (total, crc, _qid, flag, _qoff, phy, sys_flag, born_ts, store_ts, sh, reconsume, prepared,
      _ba, _blen, _ta, _tlen, pa, plen) = r  # fmt: skip
@@ -170,7 +167,7 @@ def _fill(o: MessageExt, mv: bytes | bytearray | memoryview, pos: int, lo: str, 
     _S_RECONSUME(o, reconsume)
     _S_SYSFLAG(o, sys_flag)
     _S_CRC(o, crc)
-    _S_SIZE(o, total + cut)
+    _S_SIZE(o, total)
     _S_PREPARED(o, prepared)
     _S_TX(o, uniq if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" else None)
 
@@ -233,15 +230,12 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
         o: MessageExt
         if heads is not None:
             o = _new(new_pulled)
-            at = len(heads)
-            heads += mv[pos : p - 4]
-            heads += _NO_BODY
+            _S_RECORD(o, (heads, len(heads), lo, hi, True))
+            heads += mv[pos:p]
             heads += mv[tpos:end]
-            _I32.pack_into(heads, at, total - (tpos - p))
-            _S_RECORD(o, (heads, at, lo, hi, tpos - p))
         elif tags is None:
             o = _new(new_pulled)
-            _S_RECORD(o, (mv, pos, lo, hi, 0))
+            _S_RECORD(o, (mv, pos, lo, hi, False))
         else:
             props = parse_properties(str(mv[pa : pa + plen], "utf-8", "replace")) if plen \
                 else {}  # fmt: skip
