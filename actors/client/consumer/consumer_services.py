@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -315,21 +316,39 @@ class ConsumerServices:
                 elif kind == cc.PULL_AT:
                     answer, ref = cc.read_pull_at(payload)
                     try:
-                        self._on_pull_answer(answer, rings.view(ref))
+                        tail = rings.view(ref)
+                    except (KeyError, ValueError) as exc:  # a ring we could not map
+                        log.error("pull answer in ring %d not readable: %r", ref.ring_id, exc)
+                        answer = answer._replace(status=cc.NO_ANSWER)  # pulled again later
+                        tail = memoryview(b"pull ring not mapped")
+                    try:
+                        self._on_pull_answer(answer, tail)
                     finally:
+                        del tail
                         rings.done(ref)  # the answer's bytes were copied out, or dropped
                 elif kind == cc.RING_SHARED:
-                    rec = ch.read_record(kind, payload)
-                    assert isinstance(rec, cc.RingShared)
-                    end = self.pull.end
-                    rings.add(rec.ring_id, rec.size, rec.single,
-                              None if end is None else end.next_fd())
+                    self._map_ring(kind, payload)
                 else:
                     log.warning("pull channel: unknown record kind %d", kind)
         finally:
             self._batching.on = False
             owed = rings.take_owed()
             self._flush_pulls(cc.RingRelease(tuple(owed)) if owed else None)
+
+    def _map_ring(self, kind: int, payload: memoryview) -> None:
+        end = self.pull.end
+        fd = None if end is None else end.next_fd()
+        try:
+            rec = ch.read_record(kind, payload)
+            if not isinstance(rec, cc.RingShared):
+                raise ch.ChannelError(f"{type(rec).__name__} is not a RingShared")
+            given, fd = fd, None
+            self.rings.add(rec.ring_id, rec.size, rec.single, given)  # closes it
+        except (ch.ChannelError, OSError, ValueError) as exc:
+            log.error("pull ring not mapped: %r (its answers are pulled again)", exc)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         owner = self.pulls.pop(answer.rid, None)

@@ -263,3 +263,65 @@ def test_messages_decoded_from_a_mapping_keep_nothing_of_it() -> None:
     assert msgs == reference(body)
     assert all(type(m.body) is bytes for m in msgs)
     assert msgs[4].transaction_id == msgs[4].msg_id and msgs[0].born_host == "10.0.0.1:9000"
+
+
+class _Owner:
+    group = "cg"
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, bytes]] = []
+
+    def on_pull_result(self, answer, tail) -> None:  # type: ignore[no-untyped-def]
+        self.answers.append((answer.status, bytes(tail)))
+
+
+def test_the_user_side_reads_answers_in_place_and_survives_a_ring_it_cannot_map() -> None:
+    """ConsumerServices' pull channel: a ring handed over with its memfd is mapped and its
+    answers read from it, each answer's space released in the pass's write; an answer in a
+    ring it could not map reaches its owner as no answer (pulled again later), and is
+    released too."""
+    from types import SimpleNamespace
+
+    from actors.client import client_channel as ch
+    from actors.client.consumer import consumer_channel as cc
+    from actors.client.consumer.consumer_services import ConsumerServices
+
+    services = ConsumerServices(SimpleNamespace(runtime=None, client_id="c@1"),  # type: ignore[arg-type]
+                                1000.0, 1000.0, 1000.0)  # fmt: skip
+    user_sock, actor_sock = socket.socketpair()
+    end = ch.ChannelEnd(user_sock)
+    end.take_fds()
+    actor = ch.ChannelEnd(actor_sock)
+    announced = _Announced()
+    rings = PullRings(announced, size=1 << 16)
+    try:
+        services.pull.on_open(end)
+        slot = rings.reserve(12)
+        assert slot is not None
+        slot.ring.view[slot.at : slot.at + 12] = b"HEADERbodyXY"
+        ring_id, size, single, fd = announced.rings.pop()
+        shared = cc.RingShared(ring_id, size, single)
+        assert actor.send_with_fds(ch.encode_record(shared.KIND, shared.encode()), [fd])
+        os.close(fd)
+        owner = _Owner()
+        good, lost = services.new_pull(owner), services.new_pull(owner)
+        head = cc.pull_result_head(good, 0, 10, 0, 10, 0)
+        actor.send(cc.PULL_AT, head + cc.pull_at_ref(RingRef(ring_id, slot.token, slot.at + 6, 6)))
+        head = cc.pull_result_head(lost, 0, 10, 0, 10, 0)
+        actor.send(cc.PULL_AT, head + cc.pull_at_ref(RingRef(ring_id + 5, 0, 0, 6)))
+        for _ in range(100):
+            records = end.read_records()
+            assert records is not None
+            if records:
+                services.pull.on_records(end, records)
+            if len(owner.answers) == 2:
+                break
+        assert owner.answers == [(0, b"bodyXY"), (cc.NO_ANSWER, b"pull ring not mapped")]
+        (released,) = [ch.read_record(k, p) for k, p in actor.read_records() or []]
+        assert released == cc.RingRelease(((ring_id, slot.token), (ring_id + 5, 0)))
+        rings.release(ring_id, slot.token)
+    finally:
+        services.rings.close()
+        end.close()
+        actor.close()
+        rings.close()
