@@ -187,7 +187,7 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
 
     A record that does not decode ends the batch (what was decoded before it is kept), as
     MessageDecoder.decodes does; the next pull starts after the last offset the broker sent.
-    Lazy records keep a copy of body (one per pull), so body may be reused afterwards.
+    Nothing returned refers to a memoryview body: it may be reused afterwards.
     """
     tags = client_tags(subscription)
     # A view (of a shared ring, of a read) may be reused once this returns: the lazy records
@@ -203,6 +203,7 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     topic = mq.topic
     topic_raw = topic.encode()
     new_pulled = PulledMessageExt
+    kept_tail = kept_end = 0  # the last record kept in heads: its tail, not appended yet
     while True:
         try:
             r = record_at(mv, pos, n)
@@ -230,9 +231,13 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
         o: MessageExt
         if heads is not None:
             o = _new(new_pulled)
-            _S_RECORD(o, (heads, len(heads), lo, hi, True))
-            heads += mv[pos:p]
-            heads += mv[tpos:end]
+            if kept_end == pos:  # the last kept record's topic and properties, and this head
+                heads += mv[kept_tail:p]
+            else:
+                heads += mv[kept_tail:kept_end]
+                heads += mv[pos:p]
+            _S_RECORD(o, (heads, len(heads) - (p - pos), lo, hi, True))
+            kept_tail, kept_end = tpos, end  # appended with the next head, or at the end
         elif tags is None:
             o = _new(new_pulled)
             _S_RECORD(o, (mv, pos, lo, hi, False))
@@ -250,6 +255,8 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
         _S_QOFF(o, qoff)
         append(o)
         pos = end
+    if heads is not None:
+        heads += mv[kept_tail:kept_end]
     return out
 
 
