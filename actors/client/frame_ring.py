@@ -12,13 +12,18 @@ record. A body is thus copied twice from socket to handler: by the kernel into t
 into the message's `body`.
 
 Who owns what:
-- the pull actor owns the ring's space (RingSpace: which bytes are reserved, which are free);
+- the pull actor owns the rings' space (RingSpace: which bytes are reserved, which are free);
   a frame's space is reserved when its length is read and freed by the actor itself (an answer
-  it does not forward) or by the user's RingRelease (one it forwarded);
-- the user's process only reads (the mapping is read-only there) and acknowledges.
+  it does not forward, a frame cut short by its connection's close) or by the user's
+  RingRelease (one it forwarded);
+- the user's process only reads (the mapping is read-only there), acknowledges, and unmaps a
+  ring when the actor says it is retired (RingRetired, written after every PULL_AT in it).
 
-An answer larger than a quarter of the ring gets a ring of its own, used once. When the ring is
-full the connection is not read until space comes back (the broker's writes wait in TCP).
+Each broker connection has a ring of its own, so a broker that stops mid-frame holds back only
+its own answers. An answer larger than a quarter of a ring gets a ring of its own, used once.
+When a connection's ring is full the connection is not read until space comes back (the
+broker's writes wait in TCP). A ring the user's process cannot map is refused (RingRefused):
+its answers are then copied through the channel, as over TLS.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-RING_SIZE: Final = 8 * 1024 * 1024
+RING_SIZE: Final = 4 * 1024 * 1024  # one per broker connection
 READ_BUDGET: Final = 8 * 1024 * 1024  # bytes read from one connection in one pass at most
 _LENGTH: Final = struct.Struct(">i")
 _MIN_TOTAL: Final = 4  # a frame's header-length field (protocol.framing's MIN_TOTAL_LENGTH)
@@ -73,8 +78,8 @@ class RingSpace:
             raise ValueError(f"reservation of {n} bytes in a ring of {self.size}")
         start = self.head
         phys = start % self.size
-        if phys + n > self.size:
-            start += self.size - phys  # to the ring's start
+        if phys and (phys + n > self.size or not self._order):
+            start += self.size - phys  # to the ring's start (empty: its first pages are warm)
         if not self._order:
             self.tail = start  # nothing live: the skipped end is free at once
         if start + n - self.tail > self.size:
@@ -103,11 +108,12 @@ class RingSpace:
 class SharedRing:
     """A RingSpace over a memfd mapping (the pull actor's side: read-write)."""
 
-    __slots__ = ("fd", "mm", "ring_id", "single", "space", "view")
+    __slots__ = ("fd", "mm", "retiring", "ring_id", "single", "space", "view")
 
     def __init__(self, ring_id: int, size: int, single: bool = False) -> None:
         self.ring_id = ring_id
-        self.single = single  # one answer too large for the shared ring: used once
+        self.single = single  # one answer too large for a connection's ring: used once
+        self.retiring = single  # closed once nothing in it is live
         fd = os.memfd_create(f"actormq-pull-{ring_id}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, size)
@@ -150,58 +156,66 @@ class RingRef:
 
 
 Announce = Callable[[SharedRing], bool]  # hand a new ring's descriptor over; False: not now
+Retired = Callable[[int], None]  # an announced ring is closed: the user's process unmaps it
 
 
 class PullRings:
-    """The pull actor's rings: the shared one and the single-use ones of large answers.
+    """The pull actor's rings: one per broker connection (made on its first frame) and the
+    single-use ones of large answers.
 
-    `announce` gives a ring's descriptor to the user's process (before any answer in it is
-    forwarded); a reservation waits while it cannot. `current` is the frame being dispatched:
-    an answer callback claims it to forward its body by reference."""
+    `announce` gives a ring's descriptor to the user's process before any answer in it is
+    forwarded; a reservation waits while it cannot. `retired` tells it a ring it mapped is
+    closed. `current` is the frame being dispatched: an answer callback claims it to forward
+    its body by reference."""
 
-    def __init__(self, announce: Announce, size: int = RING_SIZE) -> None:
+    def __init__(self, announce: Announce, retired: Retired, size: int = RING_SIZE) -> None:
         self.announce = announce
+        self.retired = retired
+        self.size = size
         self._ids = 0
-        self.main = self._new(size, False)
-        self.rings: dict[int, SharedRing] = {}
+        self.rings: dict[int, SharedRing] = {}  # announced and not closed yet
+        self.refused: set[int] = set()  # rings the user's process could not map
         self.current: Slot | None = None
         self.paused: set[RingReader] = set()  # readers waiting for space
-        self._announced = False
 
-    def _new(self, size: int, single: bool) -> SharedRing:
+    def _new(self, size: int, single: bool) -> SharedRing | None:
         self._ids += 1
-        return SharedRing(self._ids, size, single)
+        ring = SharedRing(self._ids, size, single)
+        if not self.announce(ring):
+            ring.close()
+            return None
+        self.rings[ring.ring_id] = ring
+        return ring
 
-    def reserve(self, n: int) -> Slot | None:
-        """Space for a frame of n bytes, or None (no space now, or the ring cannot be handed
-        over now)."""
-        if not self._announced:
-            if not self.announce(self.main):
-                return None
-            self._announced = True
-            self.rings[self.main.ring_id] = self.main
-        if n > self.main.space.size // 4:
+    def reserve(self, reader: RingReader, n: int) -> Slot | None:
+        """Space for a frame of n bytes read by reader, or None (no space now, or a new ring
+        cannot be handed over now)."""
+        if n > self.size // 4:
             ring = self._new(n, True)
-            if not self.announce(ring):
-                ring.close()
+            if ring is None:
                 return None
-            self.rings[ring.ring_id] = ring
             start = ring.space.reserve(n)
             assert start == 0
             return Slot(ring, 0, 0, n)
-        start = self.main.space.reserve(n)
+        ring = reader.ring
+        if ring is None:
+            ring = reader.ring = self._new(self.size, False)
+            if ring is None:
+                return None
+        start = ring.space.reserve(n)
         if start is None:
             return None
-        return Slot(self.main, start, start % self.main.space.size, n)
+        return Slot(ring, start, start % ring.space.size, n)
 
     def claim(self, body: memoryview) -> RingRef | None:
         """The current frame for the answer whose body is `body` (a view of that frame's end),
-        now owned by the user's process until it releases it; None: not a ring frame."""
+        now owned by the user's process until it releases it; None: not a ring frame, or one
+        the user's process cannot read."""
         slot = self.current
         if slot is None or slot.claimed or body.obj is not slot.ring.mm:
             return None
         n = len(body)
-        if n > slot.size:
+        if n > slot.size or slot.ring.ring_id in self.refused:
             return None
         slot.claimed = True
         return RingRef(slot.ring.ring_id, slot.token, slot.at + slot.size - n, n)
@@ -212,22 +226,40 @@ class PullRings:
             self._free(slot.ring, slot.token)
 
     def release(self, ring_id: int, token: int) -> None:
-        """The user's process is done with a forwarded answer (ValueError: unknown)."""
+        """The user's process is done with a forwarded answer (ValueError: unknown; nothing
+        changes then)."""
         ring = self.rings.get(ring_id)
         if ring is None:
             raise ValueError(f"no ring {ring_id}")
         self._free(ring, token)
 
-    def _free(self, ring: SharedRing, token: int) -> None:
-        ring.space.release(token)
-        if ring.single:
-            del self.rings[ring.ring_id]
+    def refuse(self, ring_id: int) -> None:
+        """The user's process could not map this ring: forward its answers by copy."""
+        self.refused.add(ring_id)
+
+    def abandon(self, reader: RingReader) -> None:
+        """reader's connection closed: free the frame it was reading, retire its ring."""
+        self.paused.discard(reader)
+        slot, reader._slot, reader._need = reader._slot, None, 0
+        if slot is not None:
+            self._free(slot.ring, slot.token)
+        ring, reader.ring = reader.ring, None
+        if ring is not None:
+            ring.retiring = True
+            self._free(ring, None)
+
+    def _free(self, ring: SharedRing, token: int | None) -> None:
+        if token is not None:
+            ring.space.release(token)
+        if ring.retiring and not ring.space.live and \
+                self.rings.pop(ring.ring_id, None) is not None:
             ring.close()
+            self.refused.discard(ring.ring_id)
+            self.retired(ring.ring_id)
 
     def close(self) -> None:
         """Unmap every ring (the actor is stopping)."""
         self.current = None
-        self.rings[self.main.ring_id] = self.main
         for ring in self.rings.values():
             ring.close()
         self.rings.clear()
@@ -238,10 +270,11 @@ class RingReader:
     frame into its reservation. Holds a frame's reservation while the frame arrives; waits
     (paused, in rings.paused) while no space can be reserved."""
 
-    __slots__ = ("_filled", "_got", "_len", "_need", "_slot", "max_frame", "rings")
+    __slots__ = ("_filled", "_got", "_len", "_need", "_slot", "max_frame", "ring", "rings")
 
     def __init__(self, rings: PullRings, max_frame: int) -> None:
         self.rings = rings
+        self.ring: SharedRing | None = None  # this connection's (made on its first frame)
         self.max_frame = max_frame
         self._len = bytearray(4)
         self._got = 0
@@ -256,7 +289,7 @@ class RingReader:
     def resume(self) -> bool:
         """Try to reserve the space waited for; True when reading may go on."""
         if self._need and self._slot is None:
-            slot = self.rings.reserve(self._need)
+            slot = self.rings.reserve(self, self._need)
             if slot is None:
                 return False
             self._slot, self._need, self._filled = slot, 0, 0
@@ -310,21 +343,21 @@ class RingReader:
 
 class MappedRings:
     """The user's process's read-only mappings of the pull actor's rings, and the releases
-    owed for the answers it has read."""
+    owed for the answers it has read (I/O thread)."""
 
     def __init__(self) -> None:
-        self.maps: dict[int, tuple[mmap.mmap, memoryview, bool]] = {}
+        self.maps: dict[int, tuple[mmap.mmap, memoryview]] = {}
         self.owed: list[tuple[int, int]] = []
 
-    def add(self, ring_id: int, size: int, single: bool, fd: int | None) -> None:
-        """Map a ring announced with its descriptor (which is closed here)."""
+    def add(self, ring_id: int, size: int, fd: int | None) -> None:
+        """Map a ring announced with its descriptor (closed here, mapped or not)."""
         if fd is None:
             raise ValueError(f"pull ring {ring_id} arrived without its descriptor")
         try:
             mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
         finally:
             os.close(fd)
-        self.maps[ring_id] = (mm, memoryview(mm), single)
+        self.maps[ring_id] = (mm, memoryview(mm))
 
     def view(self, ref: RingRef) -> memoryview:
         """The bytes a PULL_AT names (KeyError: an unknown ring)."""
@@ -334,21 +367,22 @@ class MappedRings:
         return view[ref.offset : ref.offset + ref.length]
 
     def done(self, ref: RingRef) -> None:
-        """The answer at ref is read: owe its release (a single-use ring is unmapped)."""
+        """The answer at ref is read: owe its release."""
         self.owed.append((ref.ring_id, ref.token))
-        entry = self.maps.get(ref.ring_id)
-        if entry is not None and entry[2]:
-            del self.maps[ref.ring_id]
-            _unmap(ref.ring_id, entry[0], entry[1])
 
     def take_owed(self) -> list[tuple[int, int]]:
         owed, self.owed = self.owed, []
         return owed
 
+    def retire(self, ring_id: int) -> None:
+        """The actor closed this ring: unmap it (nothing read from it is still in use)."""
+        entry = self.maps.pop(ring_id, None)
+        if entry is not None:
+            _unmap(ring_id, *entry)
+
     def close(self) -> None:
-        for ring_id, (mm, view, _single) in list(self.maps.items()):
-            _unmap(ring_id, mm, view)
-        self.maps.clear()
+        for ring_id in list(self.maps):
+            self.retire(ring_id)
 
 
 def _unmap(ring_id: int, mm: mmap.mmap, view: memoryview) -> None:

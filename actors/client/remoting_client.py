@@ -76,7 +76,8 @@ class RemotingClient:
                  tls: TlsConfig | None = None,
                  rings: PullRings | None = None) -> None:  # fmt: skip
         self.loop = loop
-        # actor driver: plain connections read their frames straight into these rings
+        # actor driver: plain connections read their frames straight into these rings; a
+        # response's body is then valid only while its callback runs
         self.rings = rings if loop is None else None
         self.tls = tls if tls is not None and tls.enable else None  # useTLS: every connection
         self.processor = processor
@@ -181,6 +182,8 @@ class RemotingClient:
             self._by_fd.pop(conn.fd, None)
         if conn.registered and self.loop is not None:
             self.loop.unregister(conn.fd)
+        if conn.ring_reader is not None and self.rings is not None:
+            self.rings.abandon(conn.ring_reader)  # its half-read frame, its ring
         try:
             conn.sock.close()
         except OSError:

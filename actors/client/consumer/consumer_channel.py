@@ -22,8 +22,8 @@ body travels raw behind a fixed header:
       21     8    max_offset
       29     8    suggest_which_broker_id
       37     ...  the pull body
-    RingShared 66       pull actor -> user    ring id, size, single-use; the ring's memfd rides
-                                              with the record (SCM_RIGHTS)
+    RingShared 66       pull actor -> user    ring id, size; the ring's memfd rides with the
+                                              record (SCM_RIGHTS)
     PULL_AT 67          pull actor -> user    PULL_RESULT_HEAD (status FOUND), then RING_REF:
                                               the pull body lies in a shared ring (frame_ring)
       37     4    ring id
@@ -31,6 +31,8 @@ body travels raw behind a fixed header:
       49     8    offset of the pull body in the ring
       57     8    its length
     RingRelease 68      user -> pull actor    (ring id, token) of each PULL_AT read
+    RingRetired 69      pull actor -> user    ring id: closed, unmap it
+    RingRefused 79      user -> pull actor    ring id: could not be mapped (copy its answers)
     Assign 70           rebalance -> user     group, the queues taken (QueueLock each)
     Revoke 71           rebalance -> user     group, the queues to let go
     LockStates 72       rebalance -> user     group, the orderly queues' broker locks
@@ -63,6 +65,7 @@ PULL_RESULT: Final = 65
 RING_SHARED: Final = 66
 PULL_AT: Final = 67
 RING_RELEASE: Final = 68
+RING_RETIRED: Final = 69
 ASSIGN: Final = 70
 REVOKE: Final = 71
 LOCK_STATE: Final = 72
@@ -72,6 +75,7 @@ RELAY_ANSWER: Final = 75
 PERSIST: Final = 76
 REBALANCE_NOW: Final = 77
 QUEUES: Final = 78
+RING_REFUSED: Final = 79
 
 BROKER_ERROR: Final = 254
 NO_ANSWER: Final = 255
@@ -178,7 +182,24 @@ class RingShared(TypedRecord):
     KIND: ClassVar[int] = RING_SHARED
     ring_id: int
     size: int
-    single: bool
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class RingRetired(TypedRecord):
+    """A ring the pull actor closed (after every PULL_AT in it): unmap it."""
+
+    KIND: ClassVar[int] = RING_RETIRED
+    ring_id: int
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class RingRefused(TypedRecord):
+    """A ring the user's process could not map: its answers must come by copy."""
+
+    KIND: ClassVar[int] = RING_REFUSED
+    ring_id: int
 
 
 @ch.record

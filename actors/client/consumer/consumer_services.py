@@ -193,6 +193,7 @@ class ConsumerServices:
                 e.end.send_record(ch.Bye())
         rt.remove_channel_handler(self.pull_key)
         rt.remove_channel_handler(self.rebalance_key)
+        rt.loop.call_soon(self.rings.close)  # on the I/O thread, after any pass reading them
         for actor in (self.pull_actor, self.rebalance_actor):
             if actor is not None:
                 rt.stop_actor(actor)
@@ -308,47 +309,66 @@ class ConsumerServices:
 
     def _handle_pull_records(self, records: list[ch.Record]) -> None:
         self._batching.on = True
-        rings = self.rings
         try:
             for kind, payload in records:
-                if kind == cc.PULL_RESULT:
-                    self._on_pull_answer(*cc.PullAnswer.read(payload))
-                elif kind == cc.PULL_AT:
-                    answer, ref = cc.read_pull_at(payload)
-                    try:
-                        tail = rings.view(ref)
-                    except (KeyError, ValueError) as exc:  # a ring we could not map
-                        log.error("pull answer in ring %d not readable: %r", ref.ring_id, exc)
-                        answer = answer._replace(status=cc.NO_ANSWER)  # pulled again later
-                        tail = memoryview(b"pull ring not mapped")
-                    try:
-                        self._on_pull_answer(answer, tail)
-                    finally:
-                        del tail
-                        rings.done(ref)  # the answer's bytes were copied out, or dropped
-                elif kind == cc.RING_SHARED:
-                    self._map_ring(kind, payload)
-                else:
-                    log.warning("pull channel: unknown record kind %d", kind)
+                try:
+                    self._pull_record(kind, payload)
+                except ch.ChannelError as exc:  # our own actor wrote it: the channel is broken
+                    log.error("pull channel: corrupt record (kind %d): %s; closing", kind, exc)
+                    end = self.pull.end
+                    if end is not None:
+                        end.close()
+                    break
         finally:
             self._batching.on = False
-            owed = rings.take_owed()
+            owed = self.rings.take_owed()
             self._flush_pulls(cc.RingRelease(tuple(owed)) if owed else None)
 
+    def _pull_record(self, kind: int, payload: memoryview) -> None:
+        rings = self.rings
+        if kind == cc.PULL_RESULT:
+            self._on_pull_answer(*cc.PullAnswer.read(payload))
+        elif kind == cc.PULL_AT:
+            answer, ref = cc.read_pull_at(payload)
+            try:
+                tail = rings.view(ref)
+            except (KeyError, ValueError) as exc:  # a ring we could not map
+                log.error("pull answer in ring %d not readable: %r", ref.ring_id, exc)
+                answer = answer._replace(status=cc.NO_ANSWER)  # pulled again later
+                tail = memoryview(b"pull ring not mapped")
+            try:
+                self._on_pull_answer(answer, tail)
+            finally:
+                del tail
+                rings.done(ref)  # the answer's bytes were copied out, or dropped
+        elif kind == cc.RING_SHARED:
+            self._map_ring(kind, payload)
+        elif kind == cc.RING_RETIRED:
+            rec = ch.read_record(kind, payload)
+            assert isinstance(rec, cc.RingRetired)
+            rings.retire(rec.ring_id)
+        else:
+            raise ch.ChannelError(f"unknown record kind {kind}")
+
     def _map_ring(self, kind: int, payload: memoryview) -> None:
+        """Map a RingShared's ring; one that cannot be mapped is refused (its answers then
+        come by copy)."""
         end = self.pull.end
         fd = None if end is None else end.next_fd()
         try:
             rec = ch.read_record(kind, payload)
-            if not isinstance(rec, cc.RingShared):
-                raise ch.ChannelError(f"{type(rec).__name__} is not a RingShared")
-            given, fd = fd, None
-            self.rings.add(rec.ring_id, rec.size, rec.single, given)  # closes it
-        except (ch.ChannelError, OSError, ValueError) as exc:
-            log.error("pull ring not mapped: %r (its answers are pulled again)", exc)
-        finally:
+        except ch.ChannelError:
             if fd is not None:
                 os.close(fd)
+            raise
+        assert isinstance(rec, cc.RingShared)
+        try:
+            self.rings.add(rec.ring_id, rec.size, fd)  # closes fd
+        except (OSError, ValueError) as exc:
+            log.error("pull ring %d not mapped: %r; its answers will be copied", rec.ring_id,
+                      exc)  # fmt: skip
+            if end is not None:
+                end.send_record(cc.RingRefused(rec.ring_id))
 
     def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         owner = self.pulls.pop(answer.rid, None)

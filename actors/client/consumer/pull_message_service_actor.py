@@ -54,7 +54,7 @@ class PullMessageServiceActor(ServiceThreadActor):
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartPullService):
             try:
-                self.rings = PullRings(self._announce)
+                self.rings = PullRings(self._announce, self._retired)
                 self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}",
                               rings=self.rings)
             except Exception as exc:
@@ -86,12 +86,22 @@ class PullMessageServiceActor(ServiceThreadActor):
         end = self.channel
         if end is None or end.closed or ring.fd is None:
             return False
-        rec = cc.RingShared(ring.ring_id, ring.space.size, ring.single)
+        rec = cc.RingShared(ring.ring_id, ring.space.size)
         if not end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [ring.fd]):
             return False
         os.close(ring.fd)
         ring.fd = None
         return True
+
+    def _retired(self, ring_id: int) -> None:
+        """A ring the user's process mapped is closed: it unmaps it (after the PULL_ATs in it,
+        written before)."""
+        end = self.channel
+        if end is not None and not end.closed:
+            rec = cc.RingRetired(ring_id)
+            end.queue(rec.KIND, rec.encode())
+            if not self.in_pass:
+                self._after_pass()
 
     def _watch_paused(self) -> None:
         """Stop watching connections that wait for ring space, watch them again once they
@@ -127,6 +137,11 @@ class PullMessageServiceActor(ServiceThreadActor):
                     self._pull(cmd)
             elif isinstance(rec, cc.RingRelease):
                 self._release(rec)
+            elif isinstance(rec, cc.RingRefused):
+                log.error("pull ring %d: the user's process could not map it; its answers are "
+                          "copied", rec.ring_id)  # fmt: skip
+                assert self.rings is not None
+                self.rings.refuse(rec.ring_id)
             elif not isinstance(rec, ch.Bye):
                 log.warning("pull channel: unexpected %s", type(rec).__name__)
 
@@ -134,7 +149,10 @@ class PullMessageServiceActor(ServiceThreadActor):
         rings = self.rings
         assert rings is not None
         for ring_id, token in rec.tokens:
-            rings.release(ring_id, token)  # a wrong token: our bookkeeping is wrong, fail
+            try:
+                rings.release(ring_id, token)
+            except ValueError as exc:  # nothing changed: a wrong token frees nothing
+                log.error("pull ring release of (%d, %d): %s", ring_id, token, exc)
 
     def _pull(self, cmd: cc.PullCommand) -> None:
         api = self.api
