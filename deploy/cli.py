@@ -211,7 +211,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             "aclEnable: the Spark bridge registers itself on the name server, which then needs "
             f"an admin account: set {ACCESS_KEY_ENV} and {SECRET_KEY_ENV}, or pass "
             "--spark-bridge-port -1")
-    cluster = launch.start_system(data, admin_port=args.admin_port)
+    reserved = {ns_port, args.spark_bridge_port, *launch.broker_ports(bc, sc)}
+    cluster = launch.start_system(data, admin_port=args.admin_port, reserved=reserved)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     console = None
     try:
@@ -267,7 +268,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         props["listenPort"] = str(args.port)
     config = _namesrv_config(props, data)
     tls = _tls_config(props)
-    cluster = launch.start_system(data, admin_port=args.admin_port)
+    cluster = launch.start_system(data, admin_port=args.admin_port, reserved={config.listenPort})
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         with starting(stop):
@@ -293,7 +294,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     data = os.path.dirname(os.path.abspath(sc.storePathRootDir)) or "."
     tls = _tls_config(props)
     launch.check_store_paths(sc)  # before anything starts
-    cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port)
+    cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port,
+                                  reserved=launch.broker_ports(bc, sc))
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
     try:
         with starting(stop):

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -206,13 +206,24 @@ def check_private_ports(host: str, broker_config: BrokerConfig, store_config: St
                          "or private address")  # fmt: skip
 
 
+def broker_ports(bc: BrokerConfig, sc: StoreConfig) -> set[int]:
+    """The ports a broker started with these configs will listen on: its own, the VIP port
+    below it and the HA port (haListenPort, else the port above its own)."""
+    ports = {bc.listenPort, bc.listenPort - 2, bc.listenPort + 1}
+    if sc.haListenPort > 0:
+        ports.add(sc.haListenPort)
+    return {p for p in ports if p > 0}
+
+
 def start_system(
     data_dir: str,
     *,
     admin_port: int | None = None,
     log_level: str = "INFO",
+    reserved: Collection[int] = (),
 ) -> LocalCluster:
-    """Start a multiprocTCPBase actor system (free Admin Port, logs under data_dir)."""
+    """Start a multiprocTCPBase actor system (free Admin Port, none of `reserved`: the ports
+    the run's servers will listen on; logs under data_dir)."""
     data_dir = writable_dir(data_dir, "the data directory")
     # Thespian's ports stay on loopback whatever --host says: every actor system here is a
     # single-host one (a broker on another host is its own actor system and talks RocketMQ's
@@ -222,7 +233,7 @@ def start_system(
 
     runtime_dir.clean_dead()  # what runs killed with SIGKILL left behind
     if admin_port is None:
-        admin_port = stable_free_port()
+        admin_port = stable_free_port(avoid=reserved)
     elif not port_is_free(admin_port):
         from deploy.procinfo import pid_listening_on
 

@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import socket
+from collections.abc import Collection
 from typing import Any
 
 from actors.runtime import thespian_auth
@@ -83,8 +84,10 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(s.getsockname()[1])
 
 
-def stable_free_port(host: str = LOOPBACK, *, pair: bool = False, tries: int = 200) -> int:
-    """A free port below the kernel's ephemeral range (with P - 2 free too when `pair`).
+def stable_free_port(host: str = LOOPBACK, *, pair: bool = False, tries: int = 200,
+                     avoid: Collection[int] = ()) -> int:  # fmt: skip
+    """A free port below the kernel's ephemeral range (with P - 2 free too when `pair`), none
+    of `avoid` (ports other servers of the run will bind: free now, not later).
 
     A port the OS handed out for port 0 is ephemeral: a process started later (an actor system
     binding its own port-0 sockets) may take it before the server binds it. Ports below
@@ -100,9 +103,15 @@ def stable_free_port(host: str = LOOPBACK, *, pair: bool = False, tries: int = 2
     lo, hi = max(1100, low - 12000), low - 1
     for _ in range(tries if hi > lo else 0):
         port = rng.randrange(lo, hi)
+        if port in avoid or (pair and port - 2 in avoid):
+            continue
         if port_is_free(port, host) and (not pair or port_is_free(port - 2, host)):
             return port
-    return free_port_pair(host) if pair else free_port(host)
+    for _ in range(100):
+        port = free_port_pair(host) if pair else free_port(host)
+        if port not in avoid:
+            break
+    return port
 
 
 def free_port_pair(host: str = LOOPBACK, tries: int = 50) -> int:

@@ -28,3 +28,20 @@ def test_time_wait_does_not_count_a_listener_does() -> None:
         time.sleep(0.01)
     assert procinfo.TCP_TIME_WAIT in procinfo.tcp_states(port)
     assert launch.port_is_free(port)
+
+
+def test_the_admin_port_is_none_the_run_will_listen_on() -> None:
+    """`up --namesrv-port P` (and the broker's ports) are free when the actor system picks its
+    admin port, and taken a moment later: the pick never lands on them."""
+    from actors.broker.config import BrokerConfig
+    from store.config import StoreConfig
+
+    taken = set(range(1100, 33000))  # every port the stable pick draws from, here
+    port = launch.stable_free_port(avoid=taken)
+    assert port not in taken and launch.port_is_free(port)
+    one = launch.stable_free_port()
+    assert launch.stable_free_port(avoid=taken - {one}, tries=400_000) == one
+    bc, sc = BrokerConfig(listenPort=20911), StoreConfig(haListenPort=0)
+    assert launch.broker_ports(bc, sc) == {20909, 20911, 20912}
+    assert launch.broker_ports(bc, StoreConfig(haListenPort=30000)) == {20909, 20911, 20912,
+                                                                        30000}
