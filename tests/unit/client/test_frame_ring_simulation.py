@@ -11,6 +11,7 @@ import os
 import random
 import socket
 import struct
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -76,24 +77,51 @@ def test_ring_space_refuses_what_it_cannot_hold_and_unknown_releases() -> None:
         space.reserve(101)
 
 
-class _Announced:
-    """The user's process as the pull actor sees it: rings handed over, rings retired."""
+class _Env:
+    """The user's process as the pull actor sees it (rings handed over, rings retired), and
+    what a test opens: closed after it."""
 
     def __init__(self) -> None:
-        self.rings: list[tuple[int, int, bool, int]] = []
+        self.announced: list[tuple[int, int, bool, int]] = []
         self.retired: list[int] = []
         self.refuse = False
+        self._closers: list[Callable[[], object]] = []
 
     def __call__(self, ring) -> bool:  # type: ignore[no-untyped-def]
         if self.refuse:
             return False
-        self.rings.append((ring.ring_id, ring.space.size, ring.single, os.dup(ring.fd)))
+        self.announced.append((ring.ring_id, ring.space.size, ring.single, os.dup(ring.fd)))
         os.close(ring.fd)
         ring.fd = None
         return True
 
     def pull_rings(self, size: int) -> PullRings:
-        return PullRings(self, self.retired.append, size=size)
+        rings = PullRings(self, self.retired.append, size=size)
+        self._closers.append(rings.close)
+        return rings
+
+    def pair(self) -> tuple[socket.socket, socket.socket]:
+        """(our non-blocking end, the broker's end)."""
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        self._closers += [a.close, b.close]
+        return a, b
+
+    def closing(self, close: Callable[[], object]) -> None:
+        self._closers.append(close)
+
+    def close(self) -> None:
+        for close in reversed(self._closers):
+            close()
+        for *_, fd in self.announced:
+            os.close(fd)
+
+
+@pytest.fixture
+def env() -> Iterator[_Env]:
+    e = _Env()
+    yield e
+    e.close()
 
 
 def _frame(payload: bytes) -> bytes:
@@ -115,133 +143,99 @@ def _read_all(reader: RingReader, sock: socket.socket, want: int) -> list[bytes]
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_frames_arrive_whole_in_the_ring_however_the_stream_is_cut(seed: int) -> None:
+def test_frames_arrive_whole_in_the_ring_however_the_stream_is_cut(env: _Env, seed: int) -> None:
     rnd = random.Random(seed)
-    announced = _Announced()
-    rings = announced.pull_rings(64 * 1024)
-    a, b = socket.socketpair()
-    try:
-        a.setblocking(False)
-        reader = RingReader(rings, 16 * 1024 * 1024)
-        payloads = [os.urandom(rnd.choice([4, 9, 300, 5000, 20_000, 70_000])) for _ in range(40)]
-        stream = b"".join(_frame(p) for p in payloads)
-        got: list[bytes] = []
-        pos = 0
-        for _ in range(100_000):
-            if pos < len(stream):
-                n = rnd.randint(1, 9000)
-                b.sendall(stream[pos : pos + n])
-                pos += n
-            slots, closing = reader.read(a)
-            assert closing is None
-            for slot in slots:
-                got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
-                rings.settle(slot)
-            if len(got) == len(payloads):
-                break
-        assert got == payloads, f"seed {seed}"
-        assert reader.ring is not None and reader.ring.space.live == 0
-        singles = [r[0] for r in announced.rings if r[2]]
-        assert len(singles) == sum(len(p) > 16 * 1024 for p in payloads)  # a quarter of 64 KiB
-        assert set(rings.rings) == {reader.ring.ring_id}, "a used single ring was kept"
-        assert announced.retired == singles, "a single ring closed without being retired"
-    finally:
-        a.close()
-        b.close()
-        rings.close()
-        for *_, fd in announced.rings:
-            os.close(fd)
-
-
-def test_a_full_ring_pauses_the_connection_until_a_release() -> None:
-    announced = _Announced()
-    rings = announced.pull_rings(4096)
-    a, b = socket.socketpair()
-    try:
-        a.setblocking(False)
-        reader = RingReader(rings, 1 << 20)
-        b.sendall(_frame(b"x" * 1000) * 5)
+    rings = env.pull_rings(64 * 1024)
+    a, b = env.pair()
+    reader = RingReader(rings, 16 * 1024 * 1024)
+    payloads = [os.urandom(rnd.choice([4, 9, 300, 5000, 20_000, 70_000])) for _ in range(40)]
+    stream = b"".join(_frame(p) for p in payloads)
+    got: list[bytes] = []
+    pos = 0
+    for _ in range(100_000):
+        if pos < len(stream):
+            n = rnd.randint(1, 9000)
+            b.sendall(stream[pos : pos + n])
+            pos += n
         slots, closing = reader.read(a)
-        assert closing is None and len(slots) == 4 and reader.paused  # 4 x 1000 of 4096
-        for s in slots:
-            s.claimed = True  # forwarded: held until the user's process releases them
-        assert reader.read(a) == ([], None) and reader.paused
-        ring = reader.ring
-        assert ring is not None
-        rings.release(ring.ring_id, slots[0].token)
-        more, _ = reader.read(a)
-        assert not reader.paused and [bytes(s.ring.view[s.at : s.at + s.size]) for s in more] \
-            == [b"x" * 1000]  # fmt: skip
-        rings.settle(more[0])  # not forwarded: free at once (behind the live ones)
-        rings.release(ring.ring_id, slots[1].token)  # the bytes the next frame needs
-        b.sendall(_frame(b"y" * 10) + struct.pack(">i", 1 << 21))
-        more, closing = reader.read(a)
-        assert len(more) == 1 and closing == f"bad frame: length {1 << 21}"
-        with pytest.raises(ValueError):
-            rings.release(ring.ring_id, 12345)
-    finally:
-        a.close()
-        b.close()
-        rings.close()
-        for *_, fd in announced.rings:
-            os.close(fd)
+        assert closing is None
+        for slot in slots:
+            got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
+            rings.settle(slot)
+        if len(got) == len(payloads):
+            break
+    assert got == payloads, f"seed {seed}"
+    assert reader.ring is not None and reader.ring.space.live == 0
+    singles = [r[0] for r in env.announced if r[2]]
+    assert len(singles) == sum(len(p) > 16 * 1024 for p in payloads)  # a quarter of 64 KiB
+    assert set(rings.rings) == {reader.ring.ring_id}, "a used single ring was kept"
+    assert env.retired == singles, "a single ring closed without being retired"
 
 
-def test_a_ring_that_cannot_be_handed_over_holds_reading_back() -> None:
-    announced = _Announced()
-    announced.refuse = True
-    rings = announced.pull_rings(4096)
-    a, b = socket.socketpair()
-    try:
-        a.setblocking(False)
-        reader = RingReader(rings, 1 << 20)
-        b.sendall(_frame(b"z" * 100))
-        assert reader.read(a) == ([], None) and reader.paused
-        announced.refuse = False
-        assert _read_all(reader, a, 1) == [b"z" * 100] and not reader.paused
-    finally:
-        a.close()
-        b.close()
-        rings.close()
-        for *_, fd in announced.rings:
-            os.close(fd)
+def test_a_full_ring_pauses_the_connection_until_a_release(env: _Env) -> None:
+    rings = env.pull_rings(4096)
+    a, b = env.pair()
+    reader = RingReader(rings, 1 << 20)
+    b.sendall(_frame(b"x" * 1000) * 5)
+    slots, closing = reader.read(a)
+    assert closing is None and len(slots) == 4 and reader.paused  # 4 x 1000 of 4096
+    for s in slots:
+        s.claimed = True  # forwarded: held until the user's process releases them
+    assert reader.read(a) == ([], None) and reader.paused
+    ring = reader.ring
+    assert ring is not None
+    rings.release(ring.ring_id, slots[0].token)
+    more, _ = reader.read(a)
+    assert not reader.paused and [bytes(s.ring.view[s.at : s.at + s.size]) for s in more] \
+        == [b"x" * 1000]  # fmt: skip
+    rings.settle(more[0])  # not forwarded: free at once (behind the live ones)
+    rings.release(ring.ring_id, slots[1].token)  # the bytes the next frame needs
+    b.sendall(_frame(b"y" * 10) + struct.pack(">i", 1 << 21))
+    more, closing = reader.read(a)
+    assert len(more) == 1 and closing == f"bad frame: length {1 << 21}"
+    with pytest.raises(ValueError):
+        rings.release(ring.ring_id, 12345)
 
 
-def test_an_answer_claims_its_frame_and_the_user_reads_it_there() -> None:
-    announced = _Announced()
-    rings = announced.pull_rings(1 << 16)
-    a, b = socket.socketpair()
+def test_a_ring_that_cannot_be_handed_over_holds_reading_back(env: _Env) -> None:
+    env.refuse = True
+    rings = env.pull_rings(4096)
+    a, b = env.pair()
+    reader = RingReader(rings, 1 << 20)
+    b.sendall(_frame(b"z" * 100))
+    assert reader.read(a) == ([], None) and reader.paused
+    env.refuse = False
+    assert _read_all(reader, a, 1) == [b"z" * 100] and not reader.paused
+
+
+def test_an_answer_claims_its_frame_and_the_user_reads_it_there(env: _Env) -> None:
+    rings = env.pull_rings(1 << 16)
+    a, b = env.pair()
     mapped = MappedRings()
-    try:
-        a.setblocking(False)
-        reader = RingReader(rings, 1 << 20)
-        b.sendall(_frame(b"HEADER" + b"the body"))
-        (slot,) = _read_all_slots(reader, a)
-        frame = slot.ring.view[slot.at : slot.at + slot.size]
-        assert rings.claim(frame[6:]) is None  # not the frame being dispatched
-        rings.current = slot
-        assert rings.claim(memoryview(b"the body")) is None  # not a view of the ring
-        ref = rings.claim(frame[6:])
-        assert ref == RingRef(slot.ring.ring_id, slot.token, slot.at + 6, 8)
-        assert rings.claim(frame[6:]) is None  # claimed once
-        rings.current = None
-        rings.settle(slot)
-        assert slot.ring.space.live == 1  # held for the user's process
-        ring_id, size, _single, fd = announced.rings.pop()
-        mapped.add(ring_id, size, fd)
-        assert bytes(mapped.view(ref)) == b"the body"
-        with pytest.raises(ValueError):
-            mapped.view(RingRef(ring_id, 0, size - 2, 8))
-        mapped.done(ref)
-        assert mapped.take_owed() == [(ring_id, slot.token)] and mapped.take_owed() == []
-        del frame
-        rings.release(ring_id, slot.token)
-        assert slot.ring.space.live == 0
-    finally:
-        a.close()
-        b.close()
-        mapped.close()
-        rings.close()
+    env.closing(mapped.close)
+    reader = RingReader(rings, 1 << 20)
+    b.sendall(_frame(b"HEADER" + b"the body"))
+    (slot,) = _read_all_slots(reader, a)
+    frame = slot.ring.view[slot.at : slot.at + slot.size]
+    assert rings.claim(frame[6:]) is None  # not the frame being dispatched
+    rings.current = slot
+    assert rings.claim(memoryview(b"the body")) is None  # not a view of the ring
+    ref = rings.claim(frame[6:])
+    assert ref == RingRef(slot.ring.ring_id, slot.token, slot.at + 6, 8)
+    assert rings.claim(frame[6:]) is None  # claimed once
+    rings.current = None
+    rings.settle(slot)
+    assert slot.ring.space.live == 1  # held for the user's process
+    ring_id, size, _single, fd = env.announced.pop()
+    mapped.add(ring_id, size, fd)
+    assert bytes(mapped.view(ref)) == b"the body"
+    with pytest.raises(ValueError):
+        mapped.view(RingRef(ring_id, 0, size - 2, 8))
+    mapped.done(ref)
+    assert mapped.take_owed() == [(ring_id, slot.token)] and mapped.take_owed() == []
+    del frame
+    rings.release(ring_id, slot.token)
+    assert slot.ring.space.live == 0
 
 
 def _read_all_slots(reader: RingReader, sock: socket.socket) -> list:  # type: ignore[type-arg]
@@ -260,11 +254,8 @@ def test_messages_decoded_from_a_mapping_keep_nothing_of_it() -> None:
     body = b"".join([record(0), record(1, v6=True), record(2, tags=None), record(3),
                      record(4, prepared=True), record(5, compressed=True)])
     fd = os.memfd_create("test-ring")
-    try:
-        os.write(fd, b"\0" * 7 + body)
-        mm = mmap.mmap(fd, 7 + len(body), prot=mmap.PROT_READ)
-    finally:
-        os.close(fd)
+    os.write(fd, b"\0" * 7 + body)
+    mm = mmap.mmap(fd, 7 + len(body), prot=mmap.PROT_READ)
     view = memoryview(mm)
     msgs = decode_pull_messages(view[7:], MQ, None, 5, 99)
     view.release()
@@ -284,7 +275,7 @@ class _Owner:
         self.answers.append((answer.status, bytes(tail)))
 
 
-def test_the_user_side_reads_answers_in_place_and_survives_a_ring_it_cannot_map() -> None:
+def test_the_user_side_reads_answers_in_place_and_survives_a_ring_it_cannot_map(env: _Env) -> None:
     """ConsumerServices' pull channel: a ring handed over with its memfd is mapped and its
     answers read from it, each answer's space released in the pass's write; an answer in a
     ring it could not map reaches its owner as no answer (pulled again later), and is
@@ -301,133 +292,103 @@ def test_the_user_side_reads_answers_in_place_and_survives_a_ring_it_cannot_map(
     end = ch.ChannelEnd(user_sock)
     end.take_fds()
     actor = ch.ChannelEnd(actor_sock)
-    announced = _Announced()
-    rings = announced.pull_rings(1 << 16)
-    try:
-        services.pull.on_open(end)
-        slot = rings.reserve(RingReader(rings, 1 << 20), 12)
-        assert slot is not None
-        slot.ring.view[slot.at : slot.at + 12] = b"HEADERbodyXY"
-        ring_id, size, _single, fd = announced.rings.pop()
-        shared = cc.RingShared(ring_id, size)
-        assert actor.send_with_fds(ch.encode_record(shared.KIND, shared.encode()), [fd])
-        os.close(fd)
-        owner = _Owner()
-        good, lost = services.new_pull(owner), services.new_pull(owner)
-        head = cc.pull_result_head(good, 0, 10, 0, 10, 0)
-        actor.send(cc.PULL_AT, head + cc.pull_at_ref(RingRef(ring_id, slot.token, slot.at + 6, 6)))
-        head = cc.pull_result_head(lost, 0, 10, 0, 10, 0)
-        actor.send(cc.PULL_AT, head + cc.pull_at_ref(RingRef(ring_id + 5, 0, 0, 6)))
-        for _ in range(100):
-            records = end.read_records()
-            assert records is not None
-            if records:
-                services.pull.on_records(end, records)
-            if len(owner.answers) == 2:
-                break
-        assert owner.answers == [(0, b"bodyXY"), (cc.NO_ANSWER, b"pull ring not mapped")]
-        (released,) = [ch.read_record(k, p) for k, p in actor.read_records() or []]
-        assert released == cc.RingRelease(((ring_id, slot.token), (ring_id + 5, 0)))
-        rings.release(ring_id, slot.token)
-    finally:
-        services.rings.close()
-        end.close()
-        actor.close()
-        rings.close()
+    for close in (services.rings.close, end.close, actor.close):
+        env.closing(close)
+    rings = env.pull_rings(1 << 16)
+    services.pull.on_open(end)
+    slot = rings.reserve(RingReader(rings, 1 << 20), 12)
+    assert slot is not None
+    slot.ring.view[slot.at : slot.at + 12] = b"HEADERbodyXY"
+    ring_id, size, _single, fd = env.announced.pop()
+    shared = cc.RingShared(ring_id, size)
+    assert actor.send_with_fds(ch.encode_record(shared.KIND, shared.encode()), [fd])
+    os.close(fd)
+    owner = _Owner()
+    good, lost = services.new_pull(owner), services.new_pull(owner)
+    head = cc.pull_result_head(good, 0, 10, 0, 10, 0)
+    actor.send(cc.PULL_AT, head + cc.pull_at_ref(RingRef(ring_id, slot.token, slot.at + 6, 6)))
+    head = cc.pull_result_head(lost, 0, 10, 0, 10, 0)
+    actor.send(cc.PULL_AT, head + cc.pull_at_ref(RingRef(ring_id + 5, 0, 0, 6)))
+    for _ in range(100):
+        records = end.read_records()
+        assert records is not None
+        if records:
+            services.pull.on_records(end, records)
+        if len(owner.answers) == 2:
+            break
+    assert owner.answers == [(0, b"bodyXY"), (cc.NO_ANSWER, b"pull ring not mapped")]
+    (released,) = [ch.read_record(k, p) for k, p in actor.read_records() or []]
+    assert released == cc.RingRelease(((ring_id, slot.token), (ring_id + 5, 0)))
+    rings.release(ring_id, slot.token)
 
 
-def test_a_stalled_connection_holds_back_only_its_own_ring() -> None:
+def test_a_stalled_connection_holds_back_only_its_own_ring(env: _Env) -> None:
     """A broker that stops mid-frame pins its connection's ring, not the others'."""
-    announced = _Announced()
-    rings = announced.pull_rings(8192)
-    (a1, b1), (a2, b2) = socket.socketpair(), socket.socketpair()
-    try:
-        a1.setblocking(False)
-        a2.setblocking(False)
-        stalled, busy = RingReader(rings, 1 << 20), RingReader(rings, 1 << 20)
-        b1.sendall(_frame(b"s" * 1500)[:700])  # cut mid-frame, and nothing more comes
-        assert stalled.read(a1) == ([], None)
-        for i in range(50):  # 50 x 1 KiB through a ring of 8 KiB
-            b2.sendall(_frame(bytes([i]) * 1000))
-            (slot,), closing = busy.read(a2)
-            assert closing is None and slot.ring is not stalled.ring
-            assert bytes(slot.ring.view[slot.at : slot.at + slot.size]) == bytes([i]) * 1000
-            rings.settle(slot)
-        assert not busy.paused
-    finally:
-        for s in (a1, b1, a2, b2):
-            s.close()
-        rings.close()
-        for *_, fd in announced.rings:
-            os.close(fd)
+    rings = env.pull_rings(8192)
+    (a1, b1), (a2, b2) = env.pair(), env.pair()
+    stalled, busy = RingReader(rings, 1 << 20), RingReader(rings, 1 << 20)
+    b1.sendall(_frame(b"s" * 1500)[:700])  # cut mid-frame, and nothing more comes
+    assert stalled.read(a1) == ([], None)
+    for i in range(50):  # 50 x 1 KiB through a ring of 8 KiB
+        b2.sendall(_frame(bytes([i]) * 1000))
+        (slot,), closing = busy.read(a2)
+        assert closing is None and slot.ring is not stalled.ring
+        assert bytes(slot.ring.view[slot.at : slot.at + slot.size]) == bytes([i]) * 1000
+        rings.settle(slot)
+    assert not busy.paused
 
 
-def test_a_closed_connection_frees_its_half_read_frame_and_retires_its_ring() -> None:
+def test_a_closed_connection_frees_its_half_read_frame_and_retires_its_ring(env: _Env) -> None:
     """RemotingClient in ring mode: the broker's connection closes while it waits for space
     and then mid-frame, with answers still held by the user's process: the half-read frame
     is freed at once, nothing waits for space any more, and the ring is retired (closed,
     RingRetired) once the held answers are released."""
     from actors.client.remoting_client import RemotingClient
 
-    announced = _Announced()
-    rings = announced.pull_rings(16384)
+    rings = env.pull_rings(16384)
     server = socket.create_server(("127.0.0.1", 0))
     client = RemotingClient(rings=rings)
-    try:
-        addr = f"127.0.0.1:{server.getsockname()[1]}"
-        answers: list[object] = []
-        client.invoke_async_frame(addr, 1, _frame(b"\x00" * 8), 3000,
-                                  lambda resp, err: answers.append((resp, err)))
-        client.flush_all()
-        peer, _ = server.accept()
-        sixth = _frame(b"z" * 3000)
-        peer.sendall(_frame(b"y" * 3000) * 5 + sixth[:1500])  # then it dies mid-frame
-        conn = client._by_fd[client.fds()[0]]
-        reader = conn.ring_reader
-        assert reader is not None
-        held = _read_all_slots(reader, conn.sock)
-        assert len(held) == 5 and reader.paused  # 15,000 of 16,384 held: the sixth waits
-        for slot in held:
-            slot.claimed = True  # forwarded: the user's process holds them
-        ring = held[0].ring
-        rings.release(ring.ring_id, held[0].token)
-        assert reader.resume() and reader.read(conn.sock) == ([], None)  # half of it read
-        assert ring.space.live == 5  # four held, the sixth half-read
-        peer.close()
-        client.close_channel(addr, "closed by peer")
-        assert not rings.paused and reader.ring is None
-        assert ring.space.live == 4 and announced.retired == []  # answers are still out
-        for slot in held[1:]:
-            rings.release(ring.ring_id, slot.token)
-        assert announced.retired == [ring.ring_id] and ring.ring_id not in rings.rings
-        assert answers and isinstance(answers[0][1], Exception)  # failFast of the request
-    finally:
-        client.close()
-        server.close()
-        rings.close()
-        for *_, fd in announced.rings:
-            os.close(fd)
+    env.closing(server.close)
+    env.closing(client.close)
+    addr = f"127.0.0.1:{server.getsockname()[1]}"
+    answers: list[object] = []
+    client.invoke_async_frame(addr, 1, _frame(b"\x00" * 8), 3000,
+                              lambda resp, err: answers.append((resp, err)))
+    client.flush_all()
+    peer, _ = server.accept()
+    sixth = _frame(b"z" * 3000)
+    peer.sendall(_frame(b"y" * 3000) * 5 + sixth[:1500])  # then it dies mid-frame
+    conn = client._by_fd[client.fds()[0]]
+    reader = conn.ring_reader
+    assert reader is not None
+    held = _read_all_slots(reader, conn.sock)
+    assert len(held) == 5 and reader.paused  # 15,000 of 16,384 held: the sixth waits
+    for slot in held:
+        slot.claimed = True  # forwarded: the user's process holds them
+    ring = held[0].ring
+    rings.release(ring.ring_id, held[0].token)
+    assert reader.resume() and reader.read(conn.sock) == ([], None)  # half of it read
+    assert ring.space.live == 5  # four held, the sixth half-read
+    peer.close()
+    client.close_channel(addr, "closed by peer")
+    assert not rings.paused and reader.ring is None
+    assert ring.space.live == 4 and env.retired == []  # answers are still out
+    for slot in held[1:]:
+        rings.release(ring.ring_id, slot.token)
+    assert env.retired == [ring.ring_id] and ring.ring_id not in rings.rings
+    assert answers and isinstance(answers[0][1], Exception)  # failFast of the request
 
 
-def test_a_refused_ring_is_not_claimed() -> None:
-    announced = _Announced()
-    rings = announced.pull_rings(4096)
-    a, b = socket.socketpair()
-    try:
-        a.setblocking(False)
-        reader = RingReader(rings, 1 << 20)
-        b.sendall(_frame(b"HEADbody") * 2)
-        first, second = _read_all_slots(reader, a)
-        rings.current = first
-        assert rings.claim(first.ring.view[first.at + 4 : first.at + 8]) is not None
-        rings.refuse(first.ring.ring_id)
-        rings.current = second
-        assert rings.claim(second.ring.view[second.at + 4 : second.at + 8]) is None
-        rings.current = None
-        rings.settle(second)
-    finally:
-        a.close()
-        b.close()
-        rings.close()
-        for *_, fd in announced.rings:
-            os.close(fd)
+def test_a_refused_ring_is_not_claimed(env: _Env) -> None:
+    rings = env.pull_rings(4096)
+    a, b = env.pair()
+    reader = RingReader(rings, 1 << 20)
+    b.sendall(_frame(b"HEADbody") * 2)
+    first, second = _read_all_slots(reader, a)
+    rings.current = first
+    assert rings.claim(first.ring.view[first.at + 4 : first.at + 8]) is not None
+    rings.refuse(first.ring.ring_id)
+    rings.current = second
+    assert rings.claim(second.ring.view[second.at + 4 : second.at + 8]) is None
+    rings.current = None
+    rings.settle(second)
