@@ -22,8 +22,9 @@ Who owns what:
 Each broker connection has a ring of its own, so a broker that stops mid-frame holds back only
 its own answers. An answer larger than a quarter of a ring gets a ring of its own, used once.
 When a connection's ring is full the connection is not read until space comes back (the
-broker's writes wait in TCP). A ring the user's process cannot map is refused (RingRefused):
-its answers are then copied through the channel, as over TLS.
+broker's writes wait in TCP). Over TLS the session decrypts straight into the ring. A ring
+the user's process cannot map is refused (RingRefused): its answers are then copied through
+the channel.
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ import errno
 import logging
 import mmap
 import os
-import socket
 import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,13 @@ class RingRef:
     token: int
     offset: int
     length: int
+
+
+class Recv(Protocol):
+    """What a RingReader reads from: a socket's recv_into, or a TLS session's plaintext
+    (BlockingIOError when nothing is there now, 0 at the end, OSError when it fails)."""
+
+    def recv_into(self, view: memoryview) -> int: ...
 
 
 Announce = Callable[[SharedRing], bool]  # hand a new ring's descriptor over; False: not now
@@ -296,9 +303,11 @@ class RingReader:
         self.rings.paused.discard(self)
         return True
 
-    def read(self, sock: socket.socket) -> tuple[list[Slot], str | None]:
-        """What the socket has now: the frames completed (each in its slot) and why the
-        connection must close (None: it stays open)."""
+    def read(self, source: Recv) -> tuple[list[Slot], str | None]:
+        """What the socket (or a TLS session's plaintext: a Recv) has now: the frames
+        completed (each in its slot) and why the connection must close (None: it stays
+        open)."""
+        recv_into = source.recv_into
         done: list[Slot] = []
         if self.paused and not self.resume():
             return done, None
@@ -308,10 +317,10 @@ class RingReader:
             slot = self._slot
             try:
                 if slot is None:
-                    n = sock.recv_into(lens[self._got :])
+                    n = recv_into(lens[self._got :])
                 else:
                     at = slot.at + self._filled
-                    n = sock.recv_into(slot.ring.view[at : slot.at + slot.size])
+                    n = recv_into(slot.ring.view[at : slot.at + slot.size])
             except (BlockingIOError, InterruptedError):
                 return done, None
             except OSError as exc:

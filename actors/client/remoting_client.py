@@ -65,6 +65,36 @@ Completer = Callable[[list[tuple[ResponseFuture, RemotingCommand | None]]], None
 _LOOP: Final = "loop"  # the reader-role holder when the event loop reads
 
 
+class _TlsPlaintext:
+    """A TLS connection's plaintext as a RingReader reads it: decrypted straight into the
+    reader's view, ciphertext taken from the socket as the session needs it (the actor
+    driver's: what the session answers waits in the out buffer for flush_all)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: ChannelWrapper) -> None:
+        self.conn = conn
+
+    def recv_into(self, view: memoryview) -> int:
+        conn = self.conn
+        tls = conn.tls
+        assert tls is not None
+        while True:
+            try:
+                n = tls.read_into(view)
+            except TlsError as exc:
+                raise OSError(str(exc)) from None
+            if n is not None:
+                return n
+            data = conn.sock.recv(READ_CHUNK)  # BlockingIOError: nothing more now
+            if not data:
+                return 0
+            back = tls.feed(data)
+            if back:  # a post-handshake message's answer
+                with conn.wlock:
+                    conn.out += back
+
+
 class RemotingClient:
     """Connections to name servers and brokers; sync, async and oneway requests."""
 
@@ -150,7 +180,7 @@ class RemotingClient:
         sock.setblocking(False)
         log.debug("connected to %s%s", addr, " (TLS)" if session is not None else "")
         conn = ChannelWrapper(addr, sock, session)
-        if self.rings is not None and session is None:
+        if self.rings is not None:
             conn.ring_reader = RingReader(self.rings, MAX_FRAME)
         return conn
 
@@ -454,7 +484,7 @@ class RemotingClient:
         """_read_available for a connection read into the pull rings (actor driver): each
         frame is dispatched and its callback run while it is rings.current, so the callback
         may claim it; a frame left unclaimed is freed at once."""
-        slots, closing = reader.read(conn.sock)
+        slots, closing = reader.read(conn.sock if conn.tls is None else _TlsPlaintext(conn))
         rings = reader.rings
         woke = 0
         for slot in slots:

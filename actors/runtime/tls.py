@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +322,27 @@ class TlsSession:
                     break
                 chunks.append(chunk)
             return b"".join(chunks), self.out.read()
+
+    def feed(self, data: bytes | memoryview) -> bytes:
+        """Ciphertext received (after the handshake): the ciphertext to send back, if any;
+        the plaintext is then read with read_into."""
+        with self.lock:
+            self.inc.write(data)
+            return self.out.read()
+
+    def read_into(self, view: memoryview) -> int | None:
+        """Plaintext fed so far, decrypted straight into view: bytes written; 0 at the peer's
+        close_notify; None when more ciphertext is needed. TlsError when the session fails."""
+        with self.lock:
+            try:
+                # with a buffer, read answers how many bytes it wrote (typeshed says bytes)
+                return cast(int, self.obj.read(len(view), view))  # type: ignore[arg-type]
+            except ssl.SSLWantReadError:
+                return None
+            except ssl.SSLZeroReturnError:
+                return 0
+            except ssl.SSLError as exc:
+                raise TlsError(f"TLS read failed: {exc}") from None
 
     def encrypt(self, data: bytes | bytearray | memoryview) -> bytes:
         """Plaintext to send -> the ciphertext to write (b"" while the handshake runs: kept)."""

@@ -392,3 +392,61 @@ def test_a_refused_ring_is_not_claimed(env: _Env) -> None:
     assert rings.claim(second.ring.view[second.at + 4 : second.at + 8]) is None
     rings.current = None
     rings.settle(second)
+
+
+def test_over_tls_the_session_decrypts_straight_into_the_ring(env: _Env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A TLS connection's frames are decrypted into their reservations (no plaintext copy
+    first), however the ciphertext is cut."""
+    import ssl
+    import subprocess
+    import threading
+
+    from actors.client.remoting_client import _TlsPlaintext
+    from actors.client.remoting_conn import ChannelWrapper
+    from actors.runtime.tls import TlsSession, handshake_blocking
+
+    cert, key = tmp_path / "c.pem", tmp_path / "c.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=t",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60,
+                   stdin=subprocess.DEVNULL)  # fmt: skip
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.check_hostname = False
+    client_ctx.verify_mode = ssl.CERT_NONE
+    ours, broker = socket.socketpair()
+    env.closing(ours.close)
+    env.closing(broker.close)
+    payloads = [os.urandom(n) for n in (10, 5000, 40_000, 300, 70_000, 4)]
+    stream = b"".join(_frame(p) for p in payloads)
+
+    def serve() -> None:
+        with server_ctx.wrap_socket(broker, server_side=True) as tls:
+            for i in range(0, len(stream), 7000):  # records cut across frames
+                tls.sendall(stream[i : i + 7000])
+            tls.recv(1)  # until the client is done
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    session = TlsSession(client_ctx, server_side=False)
+    handshake_blocking(ours, session, 10.0)
+    ours.setblocking(False)
+    conn = ChannelWrapper("broker:1", ours, session)
+    rings = env.pull_rings(64 * 1024)
+    reader = RingReader(rings, 1 << 20)
+    got: list[bytes] = []
+    for _ in range(100_000):
+        slots, closing = reader.read(_TlsPlaintext(conn))
+        assert closing is None
+        for slot in slots:
+            got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
+            rings.settle(slot)
+        if len(got) == len(payloads):
+            break
+    assert got == payloads
+    ours.setblocking(True)
+    ours.sendall(session.encrypt(b"x"))
+    server.join(10)
+    assert not server.is_alive()
