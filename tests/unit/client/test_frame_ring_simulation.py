@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from actors.client.consumer.message_decoder import decode_pull_messages
-from actors.client.frame_ring import MappedRings, PullRings, RingReader, RingRef, RingSpace
+from actors.client.frame_ring import (
+    MappedRings,
+    PullRings,
+    Recv,
+    RingReader,
+    RingRef,
+    RingSpace,
+)
 from tests.unit.client.test_pull_api_wrapper import MQ, record, reference
 
 SEEDS = range(2000)
@@ -128,10 +135,14 @@ def _frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def _read_all(reader: RingReader, sock: socket.socket, want: int) -> list[bytes]:
+def _read_all(reader: RingReader, source: Recv, want: int,
+              before: Callable[[], object] | None = None) -> list[bytes]:  # fmt: skip
+    """Read `want` frames (each freed once copied out), calling `before` ahead of each read."""
     got: list[bytes] = []
-    for _ in range(10_000):
-        slots, closing = reader.read(sock)
+    for _ in range(100_000):
+        if before is not None:
+            before()
+        slots, closing = reader.read(source)
         assert closing is None
         for slot in slots:
             got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
@@ -150,20 +161,16 @@ def test_frames_arrive_whole_in_the_ring_however_the_stream_is_cut(env: _Env, se
     reader = RingReader(rings, 16 * 1024 * 1024)
     payloads = [os.urandom(rnd.choice([4, 9, 300, 5000, 20_000, 70_000])) for _ in range(40)]
     stream = b"".join(_frame(p) for p in payloads)
-    got: list[bytes] = []
     pos = 0
-    for _ in range(100_000):
+
+    def send_some() -> None:
+        nonlocal pos
         if pos < len(stream):
             n = rnd.randint(1, 9000)
             b.sendall(stream[pos : pos + n])
             pos += n
-        slots, closing = reader.read(a)
-        assert closing is None
-        for slot in slots:
-            got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
-            rings.settle(slot)
-        if len(got) == len(payloads):
-            break
+
+    got = _read_all(reader, a, len(payloads), send_some)
     assert got == payloads, f"seed {seed}"
     assert reader.ring is not None and reader.ring.space.live == 0
     singles = [r[0] for r in env.announced if r[2]]
@@ -436,16 +443,7 @@ def test_over_tls_the_session_decrypts_straight_into_the_ring(env: _Env, tmp_pat
     conn = ChannelWrapper("broker:1", ours, session)
     rings = env.pull_rings(64 * 1024)
     reader = RingReader(rings, 1 << 20)
-    got: list[bytes] = []
-    for _ in range(100_000):
-        slots, closing = reader.read(_TlsPlaintext(conn))
-        assert closing is None
-        for slot in slots:
-            got.append(bytes(slot.ring.view[slot.at : slot.at + slot.size]))
-            rings.settle(slot)
-        if len(got) == len(payloads):
-            break
-    assert got == payloads
+    assert _read_all(reader, _TlsPlaintext(conn), len(payloads)) == payloads
     ours.setblocking(True)
     ours.sendall(session.encrypt(b"x"))
     server.join(10)
