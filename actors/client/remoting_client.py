@@ -30,8 +30,6 @@ import heapq
 import itertools
 import logging
 import select
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -45,9 +43,16 @@ from actors.client.errors import (
 )
 from actors.client.event_loop import EPOLLIN, EPOLLONESHOT, EPOLLOUT, EventLoop
 from actors.client.frame_ring import PullRings, RingReader
-from actors.client.remoting_conn import MAX_FRAME, Callback, ChannelWrapper, ResponseFuture
-from actors.runtime.tcp import split_addr
-from actors.runtime.tls import TlsConfig, TlsError, client_session, handshake_blocking
+from actors.client.remoting_conn import (
+    MAX_FRAME,
+    READ_CHUNK,
+    Callback,
+    ChannelWrapper,
+    ResponseFuture,
+    TlsPlaintext,
+    open_connection,
+)
+from actors.runtime.tls import TlsConfig, TlsError
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
@@ -55,44 +60,12 @@ from protocol.errors import ProtocolError
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 3.0
-SOCK_BUF: Final = 4 * 1024 * 1024
-READ_CHUNK: Final = 256 * 1024
 OUT_HIGH_WATER: Final = 4 * 1024 * 1024  # a sync writer waits while more is buffered
 SCAN_PERIOD_S: Final = 0.02  # async timeouts are noticed within this (Java scans every 1 s)
 
 RequestProcessor = Callable[[str, RemotingCommand], RemotingCommand | None]
 Completer = Callable[[list[tuple[ResponseFuture, RemotingCommand | None]]], None]
 _LOOP: Final = "loop"  # the reader-role holder when the event loop reads
-
-
-class _TlsPlaintext:
-    """A TLS connection's plaintext as a RingReader reads it: decrypted straight into the
-    reader's view, ciphertext taken from the socket as the session needs it (the actor
-    driver's: what the session answers waits in the out buffer for flush_all)."""
-
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: ChannelWrapper) -> None:
-        self.conn = conn
-
-    def recv_into(self, view: memoryview) -> int:
-        conn = self.conn
-        tls = conn.tls
-        assert tls is not None
-        while True:
-            try:
-                n = tls.read_into(view)
-            except TlsError as exc:
-                raise OSError(str(exc)) from None
-            if n is not None:
-                return n
-            data = conn.sock.recv(READ_CHUNK)  # BlockingIOError: nothing more now
-            if not data:
-                return 0
-            back = tls.feed(data)
-            if back:  # a post-handshake message's answer
-                with conn.wlock:
-                    conn.out += back
 
 
 class RemotingClient:
@@ -154,32 +127,7 @@ class RemotingClient:
         return conn
 
     def _connect(self, addr: str) -> ChannelWrapper:
-        try:
-            host, port = split_addr(addr)
-        except ValueError as exc:
-            raise RemotingConnectError(addr, str(exc)) from None
-        try:
-            sock = socket.create_connection((host, port), timeout=self.connect_timeout_s)
-        except OSError as exc:
-            raise RemotingConnectError(addr, str(exc)) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, opt, SOCK_BUF)
-            except OSError:
-                pass
-        session = None
-        if self.tls is not None:
-            try:
-                session = client_session(self.tls)
-                assert session is not None
-                handshake_blocking(sock, session, self.connect_timeout_s)
-            except (OSError, TlsError, ssl.SSLError) as exc:
-                sock.close()
-                raise RemotingConnectError(addr, f"TLS: {exc}") from None
-        sock.setblocking(False)
-        log.debug("connected to %s%s", addr, " (TLS)" if session is not None else "")
-        conn = ChannelWrapper(addr, sock, session)
+        conn = open_connection(addr, self.connect_timeout_s, self.tls)
         if self.rings is not None:
             conn.ring_reader = RingReader(self.rings, MAX_FRAME)
         return conn
@@ -484,7 +432,7 @@ class RemotingClient:
         """_read_available for a connection read into the pull rings (actor driver): each
         frame is dispatched and its callback run while it is rings.current, so the callback
         may claim it; a frame left unclaimed is freed at once."""
-        slots, closing = reader.read(conn.sock if conn.tls is None else _TlsPlaintext(conn))
+        slots, closing = reader.read(conn.sock if conn.tls is None else TlsPlaintext(conn))
         rings = reader.rings
         woke = 0
         for slot in slots:

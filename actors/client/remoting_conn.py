@@ -2,26 +2,40 @@
 
 Mirrors remoting/netty/NettyRemotingClient.ChannelWrapper and ResponseFuture.java, RocketMQ
 4.9.x: the state RemotingClient (actors.client.remoting_client) keeps per connection (socket,
-TLS session, frame decoder, out buffer, the reader role and its condition, the ONESHOT
-registration) and per request (opaque, deadline, callback, answer).
+TLS session, frame decoder or ring reader, out buffer, the reader role and its condition, the
+ONESHOT registration) and per request (opaque, deadline, callback, answer); and a TLS
+connection's plaintext as a ring reader reads it (TlsPlaintext).
 """
 
 from __future__ import annotations
 
+import logging
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from typing import Final
 
-from actors.client.errors import MQClientError
+from actors.client.errors import MQClientError, RemotingConnectError
 from actors.client.frame_ring import RingReader
-from actors.runtime.tls import TlsSession
+from actors.runtime.tcp import split_addr
+from actors.runtime.tls import (
+    TlsConfig,
+    TlsError,
+    TlsSession,
+    client_session,
+    handshake_blocking,
+)
 from protocol.command import RemotingCommand
 from protocol.framing import FrameDecoder
 
+log = logging.getLogger(__name__)
+
 MAX_FRAME: Final = 16 * 1024 * 1024
+SOCK_BUF: Final = 4 * 1024 * 1024
+READ_CHUNK: Final = 256 * 1024
 
 Callback = Callable[[RemotingCommand | None, MQClientError | None], None]
 
@@ -70,3 +84,64 @@ class ChannelWrapper:
         self.alock = threading.Lock()  # armed and the epoll_ctl that sets it change together
         self.poller = select.poll()  # what a sync reader blocks in (one reader at a time)
         self.poller.register(self.fd, select.POLLIN)
+
+
+class TlsPlaintext:
+    """A TLS connection's plaintext as a RingReader reads it: decrypted straight into the
+    reader's view, ciphertext taken from the socket as the session needs it (the actor
+    driver's: what the session answers waits in the out buffer for flush_all)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: ChannelWrapper) -> None:
+        self.conn = conn
+
+    def recv_into(self, view: memoryview) -> int:
+        conn = self.conn
+        tls = conn.tls
+        assert tls is not None
+        while True:
+            try:
+                n = tls.read_into(view)
+            except TlsError as exc:
+                raise OSError(str(exc)) from None
+            if n is not None:
+                return n
+            data = conn.sock.recv(READ_CHUNK)  # BlockingIOError: nothing more now
+            if not data:
+                return 0
+            back = tls.feed(data)
+            if back:  # a post-handshake message's answer
+                with conn.wlock:
+                    conn.out += back
+
+
+def open_connection(addr: str, timeout_s: float, tls: TlsConfig | None) -> ChannelWrapper:
+    """Connect to addr (TCP_NODELAY, large buffers; the TLS handshake when tls is given),
+    non-blocking once open; RemotingConnectError when it cannot."""
+    try:
+        host, port = split_addr(addr)
+    except ValueError as exc:
+        raise RemotingConnectError(addr, str(exc)) from None
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except OSError as exc:
+        raise RemotingConnectError(addr, str(exc)) from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, SOCK_BUF)
+        except OSError:
+            pass
+    session = None
+    if tls is not None:
+        try:
+            session = client_session(tls)
+            assert session is not None
+            handshake_blocking(sock, session, timeout_s)
+        except (OSError, TlsError, ssl.SSLError) as exc:
+            sock.close()
+            raise RemotingConnectError(addr, f"TLS: {exc}") from None
+    sock.setblocking(False)
+    log.debug("connected to %s%s", addr, " (TLS)" if session is not None else "")
+    return ChannelWrapper(addr, sock, session)

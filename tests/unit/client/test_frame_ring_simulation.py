@@ -408,8 +408,7 @@ def test_over_tls_the_session_decrypts_straight_into_the_ring(env: _Env, tmp_pat
     import subprocess
     import threading
 
-    from actors.client.remoting_client import _TlsPlaintext
-    from actors.client.remoting_conn import ChannelWrapper
+    from actors.client.remoting_conn import ChannelWrapper, TlsPlaintext
     from actors.runtime.tls import TlsSession, handshake_blocking
 
     cert, key = tmp_path / "c.pem", tmp_path / "c.key"
@@ -443,7 +442,7 @@ def test_over_tls_the_session_decrypts_straight_into_the_ring(env: _Env, tmp_pat
     conn = ChannelWrapper("broker:1", ours, session)
     rings = env.pull_rings(64 * 1024)
     reader = RingReader(rings, 1 << 20)
-    assert _read_all(reader, _TlsPlaintext(conn), len(payloads)) == payloads
+    assert _read_all(reader, TlsPlaintext(conn), len(payloads)) == payloads
     ours.setblocking(True)
     ours.sendall(session.encrypt(b"x"))
     server.join(10)
