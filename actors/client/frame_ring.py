@@ -247,7 +247,7 @@ class PullRings:
     def abandon(self, reader: RingReader) -> None:
         """reader's connection closed: free the frame it was reading, retire its ring."""
         self.paused.discard(reader)
-        slot, reader._slot, reader._need = reader._slot, None, 0
+        slot = reader.drop_frame()
         if slot is not None:
             self._free(slot.ring, slot.token)
         ring, reader.ring = reader.ring, None
@@ -292,6 +292,11 @@ class RingReader:
     @property
     def paused(self) -> bool:
         return self in self.rings.paused
+
+    def drop_frame(self) -> Slot | None:
+        """Forget the frame being read (its connection closed): its slot, if it had one."""
+        slot, self._slot, self._need, self._got = self._slot, None, 0, 0
+        return slot
 
     def resume(self) -> bool:
         """Try to reserve the space waited for; True when reading may go on."""
