@@ -21,10 +21,10 @@ Who owns what:
 
 Each broker connection has a ring of its own, so a broker that stops mid-frame holds back only
 its own answers. An answer larger than a quarter of a ring gets a ring of its own, used once.
-When a connection's ring is full the connection is not read until space comes back (the
-broker's writes wait in TCP). Over TLS the session decrypts straight into the ring. A ring
-the user's process cannot map is refused (RingRefused): its answers are then copied through
-the channel.
+When a connection's ring is full the connection is not read until a release frees space
+(the broker's writes wait in TCP); only a ring the channel could not take is offered again on
+a timer. Over TLS the session decrypts straight into the ring. A ring the user's process
+cannot map is refused (RingRefused): its answers are then copied through the channel.
 """
 
 from __future__ import annotations
@@ -184,11 +184,15 @@ class PullRings:
         self.refused: set[int] = set()  # rings the user's process could not map
         self.current: Slot | None = None
         self.paused: set[RingReader] = set()  # readers waiting for space
+        # a new ring could not be handed over (the channel took nothing): no release will
+        # come for it, so the actor retries on a timer while this is set
+        self.announce_failed = False
 
     def _new(self, size: int, single: bool) -> SharedRing | None:
         self._ids += 1
         ring = SharedRing(self._ids, size, single)
-        if not self.announce(ring):
+        self.announce_failed = not self.announce(ring)
+        if self.announce_failed:
             ring.close()
             return None
         self.rings[ring.ring_id] = ring

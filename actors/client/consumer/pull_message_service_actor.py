@@ -35,7 +35,7 @@ from actors.client.service_thread_actor import ServiceThreadActor
 log = logging.getLogger(__name__)
 
 SCAN_MS: Final = 200.0
-RESUME_RETRY_MS: Final = 2.0  # a connection waiting for ring space tries again this often
+RESUME_RETRY_MS: Final = 2.0  # how often a ring the channel could not take is offered again
 
 
 class PullMessageServiceActor(ServiceThreadActor):
@@ -105,9 +105,10 @@ class PullMessageServiceActor(ServiceThreadActor):
 
     def _watch_paused(self) -> None:
         """Stop watching connections that wait for ring space, watch them again once they
-        can read (a release came, or the timer retried)."""
+        can read: after a release (the pass that read it ends here), or, for a ring the
+        channel could not take, on the retry timer."""
         rings, remoting = self.rings, self.remoting
-        if rings is None or remoting is None:
+        if rings is None or remoting is None or not (rings.paused or self._paused_watch):
             return
         if rings.paused:
             remoting.resume_ring_reads()
@@ -115,7 +116,7 @@ class PullMessageServiceActor(ServiceThreadActor):
         if paused != self._paused_watch:
             self._paused_watch = paused
             self._rewatch()
-        if paused:
+        if paused and rings.announce_failed:
             self.schedule("resume", RESUME_RETRY_MS)
 
     def _read_channel(self, end: ch.ChannelEnd) -> None:

@@ -186,6 +186,7 @@ def test_a_full_ring_pauses_the_connection_until_a_release(env: _Env) -> None:
     b.sendall(_frame(b"x" * 1000) * 5)
     slots, closing = reader.read(a)
     assert closing is None and len(slots) == 4 and reader.paused  # 4 x 1000 of 4096
+    assert not rings.announce_failed  # a release resumes it: no timer
     for s in slots:
         s.claimed = True  # forwarded: held until the user's process releases them
     assert reader.read(a) == ([], None) and reader.paused
@@ -211,8 +212,10 @@ def test_a_ring_that_cannot_be_handed_over_holds_reading_back(env: _Env) -> None
     reader = RingReader(rings, 1 << 20)
     b.sendall(_frame(b"z" * 100))
     assert reader.read(a) == ([], None) and reader.paused
+    assert rings.announce_failed  # no release can come for it: the actor retries on a timer
     env.refuse = False
     assert _read_all(reader, a, 1) == [b"z" * 100] and not reader.paused
+    assert not rings.announce_failed
 
 
 def test_an_answer_claims_its_frame_and_the_user_reads_it_there(env: _Env) -> None:
