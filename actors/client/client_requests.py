@@ -234,9 +234,10 @@ PULL_STATUS: Final = {
 def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
                           ) -> PullResult:  # fmt: skip
     """processPullResponse: a pull's response as a PullResult (messages left encoded in
-    body, a view of the received frame: the frame decoder's bytes are never reused, so the
-    view stays valid without a copy; body=False leaves the body out). MQBrokerError for a
-    code that is no pull status, or a header without its offsets."""
+    body, a view of the received frame, not a copy: the frame decoder's bytes are never
+    reused, while a frame read into a pull ring is valid only until its callback returns;
+    body=False leaves the body out). MQBrokerError for a code that is no pull status, or a
+    header without its offsets."""
     status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(resp.code, resp.remark, addr)

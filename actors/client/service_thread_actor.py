@@ -33,7 +33,7 @@ class ServiceThreadActor(WatchingActor):
     def _connect(self, config: ClientConfig, channel_path: str, channel_name: str,
                  processor: RequestProcessor | None = None,
                  rings: PullRings | None = None) -> None:  # fmt: skip
-        """Make the remoting client (broker requests go to processor; plain connections read
+        """Make the remoting client (broker requests go to processor; its connections read
         into rings when given) and the MQClientAPI over it, and connect the channel to the
         user's process."""
         self.remoting = RemotingClient(processor=processor, tls=config.tls, rings=rings)
