@@ -228,16 +228,16 @@ def index_keys(props: Any, start: int = 0, end: int = -1) -> list[bytes]:
         end = len(props)
     i = props.rfind(_SEP_UNIQ, start, end)
     if i >= 0:  # the last UNIQ_KEY segment: its value unless empty (then property_value's way)
-        a = i + 10  # len(_SEP_UNIQ)
-        j = props.find(_SEP, a, end)
+        j = props.find(_SEP, a := i + 10, end)  # 10: len(_SEP_UNIQ)
         uniq = props[a : end if j < 0 else j] or property_value(props, UNIQ_KEY, start, i)
+    elif props.find(UNIQ_KEY, start, start + 9) == start:  # first, as Java's HashMap writes it
+        j = props.find(_SEP, start + 9, end)
+        uniq = props[start + 9 : end if j < 0 else j] or None  # the only segment of that name
     else:
-        uniq = property_value(props, UNIQ_KEY, start, end) if props.find(
-            UNIQ_KEY, start, start + 9) == start else None  # fmt: skip
+        uniq = None
     i = props.rfind(_SEP_KEYS, start, end)
     if i >= 0:
-        a = i + 6  # len(_SEP_KEYS)
-        j = props.find(_SEP, a, end)
+        j = props.find(_SEP, a := i + 6, end)  # 6: len(_SEP_KEYS)
         keys = props[a : end if j < 0 else j] or property_value(props, KEYS, start, i)
     else:
         keys = property_value(props, KEYS, start, end) if props.find(
