@@ -216,32 +216,14 @@ def delivery_tags_code(level: int, store_timestamp: int, delays_ms: list[int]) -
     return store_timestamp + delays_ms[level - 1] if level > 0 else None
 
 
-_SEP_UNIQ: Final = _SEP + UNIQ_KEY  # 10 bytes
-_SEP_KEYS: Final = _SEP + KEYS  # 6 bytes
-
-
 def index_keys(props: Any, start: int = 0, end: int = -1) -> list[bytes]:
     """IndexService.buildIndex's keys of a record's properties (props[start:end]): UNIQ_KEY,
     then each non-empty piece of KEYS split on single spaces (MessageConst.KEY_SEPARATOR);
-    property_value's rule, its common case inline."""
+    both read by property_value's rule."""
     if end < 0:
         end = len(props)
-    i = props.rfind(_SEP_UNIQ, start, end)
-    if i >= 0:  # the last UNIQ_KEY segment: its value unless empty (then property_value's way)
-        j = props.find(_SEP, a := i + 10, end)  # 10: len(_SEP_UNIQ)
-        uniq = props[a : end if j < 0 else j] or property_value(props, UNIQ_KEY, start, i)
-    elif props.find(UNIQ_KEY, start, start + 9) == start:  # first, as Java's HashMap writes it
-        j = props.find(_SEP, start + 9, end)
-        uniq = props[start + 9 : end if j < 0 else j] or None  # the only segment of that name
-    else:
-        uniq = None
-    i = props.rfind(_SEP_KEYS, start, end)
-    if i >= 0:
-        j = props.find(_SEP, a := i + 6, end)  # 6: len(_SEP_KEYS)
-        keys = props[a : end if j < 0 else j] or property_value(props, KEYS, start, i)
-    else:
-        keys = property_value(props, KEYS, start, end) if props.find(
-            KEYS, start, start + 5) == start else None  # fmt: skip
+    uniq = property_value(props, UNIQ_KEY, start, end)
+    keys = property_value(props, KEYS, start, end)
     if keys:
         out = keys.split(b" ")
         if b"" in out:
