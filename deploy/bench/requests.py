@@ -7,9 +7,6 @@ build their requests with these too.
 
 from __future__ import annotations
 
-import itertools
-import os
-import secrets
 import time
 from typing import Any, Final
 
@@ -18,6 +15,7 @@ from protocol.acl import SessionCredentials
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 from protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader
+from protocol.message_client_id_setter import create_uniq_id
 
 BODY: Final = b"x" * 1024
 # `bench --acl`: the benchmark's one account; every request below is signed with it
@@ -25,10 +23,6 @@ BENCH_CREDENTIALS: Final = SessionCredentials("benchAdmin1", "benchSecret1")
 BENCH_PLAIN_ACL: Final = (
     "accounts:\n  - accessKey: benchAdmin1\n    secretKey: benchSecret1\n    admin: true\n")
 _signing: list[SessionCredentials] = []  # the process's choice (set once, before any request)
-# MessageClientIDSetter's layout: the host (127.0.0.1), the process, a class loader's hash,
-# then what changes per message (Java: time since the month began and a counter)
-_UNIQ_PREFIX: Final = f"7F000001{os.getpid() & 0xFFFF:04X}{secrets.randbits(32):08X}"
-_uniq = itertools.count()
 
 
 def sign_requests(credentials: SessionCredentials | None) -> None:
@@ -41,17 +35,12 @@ def signed(cmd: RemotingCommand) -> RemotingCommand:
     return _signing[0].sign(cmd) if _signing else cmd
 
 
-def unique_key() -> str:
-    """A UNIQ_KEY as the Java client makes one: 32 upper-case hex digits, new per call."""
-    return f"{_UNIQ_PREFIX}{next(_uniq) & 0xFFFFFFFFFFFF:012X}"
-
-
 def send_request(topic: str, queue_id: int, serialize_type: int = 0, body: bytes = BODY
                  ) -> RemotingCommand:  # fmt: skip
     """A SEND_MESSAGE_V2 request as a Java producer writes it (a 1 KiB body by default): its
     properties carry the UNIQ_KEY DefaultMQProducer gives every message (which the broker
     indexes), WAIT and TAGS, and end with a separator."""
-    props = f"UNIQ_KEY\x01{unique_key()}\x02WAIT\x01true\x02TAGS\x01bench\x02"
+    props = f"UNIQ_KEY\x01{create_uniq_id()}\x02WAIT\x01true\x02TAGS\x01bench\x02"
     ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
            "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false",
            "m": "false"}
