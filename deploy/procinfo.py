@@ -162,6 +162,20 @@ def pids_with_env(marker: str) -> list[int]:
     return found
 
 
+def pids_with_arg(text: str) -> list[int]:
+    """Processes whose command line contains `text` (e.g. an `actormq up --data` directory)."""
+    needle = text.encode()
+    found = []
+    for pid in all_pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if needle in f.read() and not is_zombie(pid):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def listeners_of(pids: list[int], net_of: int | None = None) -> list[tuple[int, str, int]]:
     """(pid, ip, port) of every listening TCP socket held by `pids` (sockets of the network
     namespace of process `net_of` when given, else of ours)."""

@@ -135,48 +135,64 @@ def bench_a(addr: tuple[str, int], n: int, pids: list[int]) -> tuple[float, floa
         sock.close()
 
 
-def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0,
-            roles: dict[str, float] | None = None) -> tuple[float, float]:
-    """100 in flight, repeated: (msgs/s, broker CPU us/msg); headers in `serialize_type`.
+class BSender:
+    """B's client on one connection: a round writes 100 SEND_MESSAGE_V2 at once (encoded
+    before any clock starts, b_batches) and reads until every answer is decoded and matched
+    by opaque (code 0), as a real client does. `actormq bench` and tests.bench.paired_b."""
 
-    `roles`, when given, receives the CPU us/msg of each actor role (see cpu_by_role).
+    def __init__(self, addr: tuple[str, int]) -> None:
+        from protocol.framing import FrameDecoder
 
-    Each round's 100 requests are encoded before the clock starts and written in one send;
-    every response is still decoded and matched by opaque (code 0), as a real client does.
-    """
-    from protocol.command import RemotingCommand
-    from protocol.framing import FrameDecoder
+        self.sock = socket.create_connection(addr, timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = FrameDecoder()
+        self.buf = memoryview(bytearray(1 << 20))
 
-    batches: list[tuple[bytes, list[int]]] = []
-    for _ in range(rounds + 1):
-        reqs = [send_request("BenchB", i % 4, serialize_type) for i in range(100)]
-        batches.append((b"".join(r.encode() for r in reqs), [r.opaque for r in reqs]))
-    sock = socket.create_connection(addr, timeout=30)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    decoder = FrameDecoder()
-    buf = memoryview(bytearray(1 << 20))
-    decode = RemotingCommand.decode
+    def close(self) -> None:
+        self.sock.close()
 
-    def round_trip(data: bytes, opaques: list[int]) -> None:
+    def round_trip(self, data: bytes, opaques: list[int]) -> None:
+        from protocol.command import RemotingCommand
+
+        decode = RemotingCommand.decode
         pending = set(opaques)
-        sock.sendall(data)
+        self.sock.sendall(data)
         while pending:
-            n = sock.recv_into(buf)
+            n = self.sock.recv_into(self.buf)
             if not n:
                 raise ConnectionError("broker closed the connection")
-            for frame in decoder.feed(buf[:n]):
+            for frame in self.decoder.feed(self.buf[:n]):
                 r = decode(frame)
                 if r.code != 0 or r.opaque not in pending:
                     raise RuntimeError(f"send failed: {r.code} {r.remark} opaque={r.opaque}")
                 pending.discard(r.opaque)
 
+
+def b_batches(rounds: int, serialize_type: int = 0, topic: str = "BenchB"
+              ) -> list[tuple[bytes, list[int]]]:  # fmt: skip
+    """`rounds` rounds of B: each 100 sends round-robin over 4 queues, encoded and joined."""
+    batches = []
+    for _ in range(rounds):
+        reqs = [send_request(topic, i % 4, serialize_type) for i in range(100)]
+        batches.append((b"".join(r.encode() for r in reqs), [r.opaque for r in reqs]))
+    return batches
+
+
+def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type: int = 0,
+            roles: dict[str, float] | None = None) -> tuple[float, float]:
+    """100 in flight, repeated: (msgs/s, broker CPU us/msg); headers in `serialize_type`.
+
+    `roles`, when given, receives the CPU us/msg of each actor role (see cpu_by_role).
+    """
+    batches = b_batches(rounds + 1, serialize_type)
+    sender = BSender(addr)
     try:
-        round_trip(*batches[rounds])  # warm-up (topic creation)
+        sender.round_trip(*batches[rounds])  # warm-up (topic creation)
         r0 = cpu_by_role(pids)
         c0 = cpu_us(pids)
         t0 = time.perf_counter()
-        for i in range(rounds):
-            round_trip(*batches[i])
+        for data, opaques in batches[:rounds]:
+            sender.round_trip(data, opaques)
         dt = time.perf_counter() - t0
         n = rounds * 100
         cpu = (cpu_us(pids) - c0) / n
@@ -184,7 +200,7 @@ def bench_b(addr: tuple[str, int], rounds: int, pids: list[int], serialize_type:
             roles.update(role_cpu_since(pids, r0, n))
         return n / dt, cpu
     finally:
-        sock.close()
+        sender.close()
 
 
 def run_bound(args: argparse.Namespace, store_props: dict[str, str] | None = None

@@ -19,84 +19,37 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import socket
 import statistics
 import time
 
+from deploy.bench.broker_bench import BSender, b_batches
 from deploy.bench.measure import cpu_us
-from deploy.bench.requests import send_request
-from protocol.command import RemotingCommand
-from protocol.framing import FrameDecoder
+from deploy.procinfo import pids_with_arg
 
 log = logging.getLogger(__name__)
 
 TOPIC = "BenchB"
-IN_FLIGHT = 100
+IN_FLIGHT = 100  # a round's sends (b_batches)
 
 
-def _pids(match: str) -> list[int]:
-    """Processes whose command line contains `match` (none when it is empty)."""
-    if not match:
-        return []
-    needle = match.encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as f:
-                    if needle in f.read():
-                        found.append(int(name))
-            except OSError:
-                continue
-    return found
-
-
-class _Sender:
-    """One producer connection running B's rounds."""
+class _Side:
+    """One broker: B's sender and the processes whose CPU is its own."""
 
     def __init__(self, addr: tuple[str, int], match: str) -> None:
-        self.sock = socket.create_connection(addr, timeout=30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.decoder = FrameDecoder()
-        self.buf = memoryview(bytearray(1 << 20))
-        self.pids = _pids(match)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _round(self, data: bytes, opaques: set[int]) -> None:
-        pending = set(opaques)
-        self.sock.sendall(data)
-        while pending:
-            n = self.sock.recv_into(self.buf)
-            if not n:
-                raise ConnectionError("the broker closed the connection")
-            for frame in self.decoder.feed(self.buf[:n]):
-                r = RemotingCommand.decode(frame)
-                if r.code != 0 or r.opaque not in pending:
-                    raise RuntimeError(f"send failed: {r.code} {r.remark} opaque={r.opaque}")
-                pending.discard(r.opaque)
-
-    @staticmethod
-    def _batches(rounds: int) -> list[tuple[bytes, set[int]]]:
-        out = []
-        for _ in range(rounds):
-            reqs = [send_request(TOPIC, i % 4) for i in range(IN_FLIGHT)]
-            out.append((b"".join(r.encode() for r in reqs), {r.opaque for r in reqs}))
-        return out
+        self.sender = BSender(addr)
+        self.pids = pids_with_arg(match) if match else []
 
     def untimed(self, rounds: int) -> None:
-        for data, opaques in self._batches(rounds):
-            self._round(data, opaques)
+        for data, opaques in b_batches(rounds, topic=TOPIC):
+            self.sender.round_trip(data, opaques)
 
     def timed(self, rounds: int) -> tuple[float, float]:
         """(msgs/s, CPU us per message of the matched processes; 0 without any)."""
-        batches = self._batches(rounds)  # encoded before the clock starts, as the bench does
+        batches = b_batches(rounds, topic=TOPIC)  # encoded before the clock starts
         c0 = cpu_us(self.pids)
         t0 = time.perf_counter()
         for data, opaques in batches:
-            self._round(data, opaques)
+            self.sender.round_trip(data, opaques)
         dt = time.perf_counter() - t0
         n = rounds * IN_FLIGHT
         return n / dt, (cpu_us(self.pids) - c0) / n
@@ -123,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.slots < 1 or args.rounds < 1:
         p.error("--slots and --rounds must be >= 1")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    a, b = _Sender(args.a, args.a_match), _Sender(args.b, args.b_match)
+    a, b = _Side(args.a, args.a_match), _Side(args.b, args.b_match)
     try:
         a.untimed(1)  # the topic is created by its first send
         b.untimed(1)
@@ -137,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, sender in order:
                 got[name].append(sender.timed(args.rounds))
     finally:
-        a.close()
-        b.close()
+        a.sender.close()
+        b.sender.close()
     for name in ("A", "B"):
         rates = [r for r, _ in got[name]]
         cpus = [c for _, c in got[name]]

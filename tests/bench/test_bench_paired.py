@@ -5,17 +5,20 @@ is asserted."""
 from __future__ import annotations
 
 import logging
+import secrets
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from deploy import launch
+from deploy import launch, procinfo
 from deploy.wire import BlockingClient
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from tests.bench import paired_b
-from tests.integration.e2e_helpers import broker_addr, start_real
+from tests.integration.e2e_helpers import broker_addr, start_real, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +63,19 @@ def test_bad_arguments_are_a_usage_error(argv: list[str], capsys: Any) -> None:
         paired_b.main(argv)
     assert exc.value.code == 2
     assert "paired_b" in capsys.readouterr().err
+
+
+def test_a_sides_processes_are_found_by_their_command_line() -> None:
+    """--a-match / --b-match: procinfo.pids_with_arg finds exactly the processes whose command
+    line holds the text (here one started with a marker argument, stopped by its PID)."""
+    marker = f"paired-b-{secrets.token_hex(8)}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        # the exec may still be laying out the new command line when Popen returns
+        found = wait_until(lambda: procinfo.pids_with_arg(marker), 5.0, 0.01)
+        assert found == [proc.pid]
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert procinfo.pids_with_arg(marker) == []
