@@ -48,6 +48,7 @@ from actors.client.remoting_conn import (
     READ_CHUNK,
     Callback,
     ChannelWrapper,
+    ReadBuffer,
     ResponseFuture,
     TlsPlaintext,
     open_connection,
@@ -94,7 +95,7 @@ class RemotingClient:
         self._deadlines: list[tuple[float, int]] = []
         self._deadline_lock = threading.Lock()
         self._scan_armed = False
-        self._buf = threading.local()
+        self._buf = ReadBuffer()
         self._closed = False
         self._seq = itertools.count()
         self.on_connection_change: Callable[[], None] | None = None  # the actor re-watches
@@ -387,9 +388,7 @@ class RemotingClient:
         """Read what the socket has now and dispatch it; how many sync waiters were completed."""
         if conn.ring_reader is not None:
             return self._read_into_ring(conn, conn.ring_reader, done)
-        buf = getattr(self._buf, "view", None)
-        if buf is None:
-            buf = self._buf.view = memoryview(bytearray(READ_CHUNK))
+        buf = self._buf.view
         woke = 0
         while True:
             try:
@@ -432,7 +431,8 @@ class RemotingClient:
         """_read_available for a connection read into the pull rings (actor driver): each
         frame is dispatched and its callback run while it is rings.current, so the callback
         may claim it; a frame left unclaimed is freed at once."""
-        slots, closing = reader.read(conn.sock if conn.tls is None else TlsPlaintext(conn))
+        slots, closing = reader.read(conn.sock if conn.tls is None
+                                     else TlsPlaintext(conn, self._buf.view))  # fmt: skip
         rings = reader.rings
         woke = 0
         for slot in slots:

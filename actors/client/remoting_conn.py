@@ -86,15 +86,25 @@ class ChannelWrapper:
         self.poller.register(self.fd, select.POLLIN)
 
 
+class ReadBuffer(threading.local):
+    """Each thread's read buffer of a RemotingClient (`view`): what one read takes is decoded,
+    or fed to a TLS session, before the next."""
+
+    def __init__(self) -> None:
+        self.view = memoryview(bytearray(READ_CHUNK))
+
+
 class TlsPlaintext:
     """A TLS connection's plaintext as a RingReader reads it: decrypted straight into the
-    reader's view, ciphertext taken from the socket as the session needs it (the actor
-    driver's: what the session answers waits in the out buffer for flush_all)."""
+    reader's view, ciphertext read into `scratch` (the client's read buffer) as the session
+    needs it (the actor driver's: what the session answers waits in the out buffer for
+    flush_all)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "scratch")
 
-    def __init__(self, conn: ChannelWrapper) -> None:
+    def __init__(self, conn: ChannelWrapper, scratch: memoryview) -> None:
         self.conn = conn
+        self.scratch = scratch
 
     def recv_into(self, view: memoryview) -> int:
         conn = self.conn
@@ -107,10 +117,10 @@ class TlsPlaintext:
                 raise OSError(str(exc)) from None
             if n is not None:
                 return n
-            data = conn.sock.recv(READ_CHUNK)  # BlockingIOError: nothing more now
-            if not data:
+            got = conn.sock.recv_into(self.scratch)  # BlockingIOError: nothing more now
+            if not got:
                 return 0
-            back = tls.feed(data)
+            back = tls.feed(self.scratch[:got])
             if back:  # a post-handshake message's answer
                 with conn.wlock:
                     conn.out += back

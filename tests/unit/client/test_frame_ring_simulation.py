@@ -411,7 +411,7 @@ def test_over_tls_the_session_decrypts_straight_into_the_ring(env: _Env, tmp_pat
     import subprocess
     import threading
 
-    from actors.client.remoting_conn import ChannelWrapper, TlsPlaintext
+    from actors.client.remoting_conn import ChannelWrapper, ReadBuffer, TlsPlaintext
     from actors.runtime.tls import TlsSession, handshake_blocking
 
     cert, key = tmp_path / "c.pem", tmp_path / "c.key"
@@ -445,7 +445,7 @@ def test_over_tls_the_session_decrypts_straight_into_the_ring(env: _Env, tmp_pat
     conn = ChannelWrapper("broker:1", ours, session)
     rings = env.pull_rings(64 * 1024)
     reader = RingReader(rings, 1 << 20)
-    assert _read_all(reader, TlsPlaintext(conn), len(payloads)) == payloads
+    assert _read_all(reader, TlsPlaintext(conn, ReadBuffer().view), len(payloads)) == payloads
     ours.setblocking(True)
     ours.sendall(session.encrypt(b"x"))
     server.join(10)
