@@ -207,11 +207,15 @@ def check_private_ports(host: str, broker_config: BrokerConfig, store_config: St
 
 
 def broker_ports(bc: BrokerConfig, sc: StoreConfig) -> set[int]:
-    """The ports a broker started with these configs will listen on: its own, the VIP port
-    below it and the HA port (haListenPort, else the port above its own)."""
-    ports = {bc.listenPort, bc.listenPort - 2, bc.listenPort + 1}
-    if sc.haListenPort > 0:
-        ports.add(sc.haListenPort)
+    """The ports a broker started with these configs will listen on: its own and the VIP port
+    below it (none when it takes any free port: listenPort 0), and a master's HA port
+    (haListenPort; 0: the port above its own, as the broker derives it; -1: none)."""
+    port, ha = bc.listenPort, sc.haListenPort
+    ports = {port, port - 2} if port > 0 else set()
+    if ha > 0:
+        ports.add(ha)
+    elif ha == 0 and port > 0:
+        ports.add(port + 1)
     return {p for p in ports if p > 0}
 
 

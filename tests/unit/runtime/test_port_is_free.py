@@ -43,5 +43,6 @@ def test_the_admin_port_is_none_the_run_will_listen_on() -> None:
     assert launch.stable_free_port(avoid=taken - {one}, tries=400_000) == one
     bc, sc = BrokerConfig(listenPort=20911), StoreConfig(haListenPort=0)
     assert launch.broker_ports(bc, sc) == {20909, 20911, 20912}
-    assert launch.broker_ports(bc, StoreConfig(haListenPort=30000)) == {20909, 20911, 20912,
-                                                                        30000}
+    assert launch.broker_ports(bc, StoreConfig(haListenPort=30000)) == {20909, 20911, 30000}
+    assert launch.broker_ports(bc, StoreConfig(haListenPort=-1)) == {20909, 20911}
+    assert launch.broker_ports(BrokerConfig(listenPort=0), sc) == set()
