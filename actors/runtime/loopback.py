@@ -109,9 +109,9 @@ def stable_free_port(host: str = LOOPBACK, *, pair: bool = False, tries: int = 2
             return port
     for _ in range(100):
         port = free_port_pair(host) if pair else free_port(host)
-        if port not in avoid:
-            break
-    return port
+        if port not in avoid and not (pair and port - 2 in avoid):
+            return port
+    raise OSError(f"no free port on {host} outside the {len(avoid)} reserved ones")
 
 
 def free_port_pair(host: str = LOOPBACK, tries: int = 50) -> int:
