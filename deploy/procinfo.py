@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import struct
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -147,33 +148,30 @@ def is_zombie(pid: int) -> bool:
     return fields is None or fields[0] in ("Z", "X")
 
 
-def pids_with_env(marker: str) -> list[int]:
-    """Processes whose initial environment contains `marker` (e.g. 'ACTORMQ_TEST=abc')."""
-    needle = marker.encode()
+def _pids_whose(proc_file: str, test: Callable[[bytes], bool]) -> list[int]:
+    """Live processes whose /proc/<pid>/<proc_file> passes `test`."""
     found = []
     for pid in all_pids():
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
+            with open(f"/proc/{pid}/{proc_file}", "rb") as f:
+                data = f.read()
         except OSError:
             continue
-        if needle in env.split(b"\0") and not is_zombie(pid):
+        if test(data) and not is_zombie(pid):
             found.append(pid)
     return found
+
+
+def pids_with_env(marker: str) -> list[int]:
+    """Processes whose initial environment contains `marker` (e.g. 'ACTORMQ_TEST=abc')."""
+    needle = marker.encode()
+    return _pids_whose("environ", lambda env: needle in env.split(b"\0"))
 
 
 def pids_with_arg(text: str) -> list[int]:
     """Processes whose command line contains `text` (e.g. an `actormq up --data` directory)."""
     needle = text.encode()
-    found = []
-    for pid in all_pids():
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if needle in f.read() and not is_zombie(pid):
-                    found.append(pid)
-        except OSError:
-            continue
-    return found
+    return _pids_whose("cmdline", lambda cmdline: needle in cmdline)
 
 
 def listeners_of(pids: list[int], net_of: int | None = None) -> list[tuple[int, str, int]]:
