@@ -1,0 +1,129 @@
+"""ConsumerServices serving a read of pull answers (the I/O thread): the consume workers the
+read filled are woken before the read's next pulls are written to the pull actor."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable, Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from actors.client import client_channel as ch
+from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consume_message_service import ConsumeExecutor
+from actors.client.consumer.consumer_services import ConsumerServices
+
+
+class _Executor(ConsumeExecutor):
+    """A ConsumeExecutor that notes its wake-ups (no worker thread is started)."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(1, "test_consume")
+        self.events = events
+
+    def _wake(self) -> None:
+        self.events.append("wake")
+        super()._wake()
+
+
+class _NotingEnd(ch.ChannelEnd):
+    """The user's end of the pull channel, noting each write."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, sock: socket.socket, events: list[str]) -> None:
+        super().__init__(sock)
+        self.events = events
+
+    def send_records(self, recs: Iterable[ch.TypedRecord]) -> None:
+        records = list(recs)
+        self.events.append("write " + ",".join(type(r).__name__ for r in records))
+        super().send_records(records)
+
+
+class _Owner:
+    """A consumer core's PullCallback: each answer is handed to the executor and the queue's
+    next pull is sent, as PullCallback.on_pull_result does."""
+
+    group = "cg"
+
+    def __init__(self, services: ConsumerServices, executor: _Executor) -> None:
+        self.services = services
+        self.executor = executor
+
+    def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+        self.executor.submit([_Noop()])
+        rid = self.services.new_pull(self)
+        self.services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0,
+                                               0, 15_000, None, 0, None, 30_000))  # fmt: skip
+
+
+class _Noop:
+    def run(self) -> None:
+        pass
+
+
+@pytest.fixture
+def wired() -> Iterator[tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, list[str]]]:
+    services = ConsumerServices(SimpleNamespace(runtime=None, client_id="c@1"),  # type: ignore[arg-type]
+                                1000.0, 1000.0, 1000.0)  # fmt: skip
+    user_sock, actor_sock = socket.socketpair()
+    events: list[str] = []
+    end, actor = _NotingEnd(user_sock, events), ch.ChannelEnd(actor_sock)
+    services.pull.on_open(end)
+    try:
+        yield services, end, actor, events
+    finally:
+        for close in (services.rings.close, end.close, actor.close):
+            close()
+
+
+def _serve(end: ch.ChannelEnd, services: ConsumerServices, answers: int) -> None:
+    got: list[ch.Record] = []
+    for _ in range(100):  # bounded: the records were written before
+        records = end.read_records()
+        assert records is not None
+        got += records
+        if len(got) == answers:
+            break
+    assert len(got) == answers
+    services.pull.on_records(end, got)
+
+
+@pytest.mark.parametrize("answers", [1, 3])
+def test_a_read_wakes_its_consume_workers_before_it_writes_the_next_pulls(
+        wired: tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, list[str]],
+        answers: int) -> None:  # fmt: skip
+    """One wake-up per read, then one write carrying every next pull of the read."""
+    services, end, actor, events = wired
+    executor = _Executor(events)
+    owner = _Owner(services, executor)
+    for _ in range(answers):
+        rid = services.new_pull(owner)
+        actor.send(cc.PULL_RESULT, cc.pull_result_head(rid, 0, 2, 0, 2, 0) + b"body")
+    _serve(end, services, answers)
+    assert events == ["wake", "write Pull"]
+    (pull,) = [ch.read_record(k, p) for k, p in actor.read_records() or []]
+    assert isinstance(pull, cc.Pull) and len(pull.commands) == answers
+    assert len(executor.items) == answers  # handed over, for the workers to run
+
+
+def test_a_read_with_nothing_for_the_workers_still_writes_its_pulls(
+        wired: tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, list[str]]) -> None:
+    """An answer that fills no executor (here: its owner is gone) wakes nobody; a pull sent
+    meanwhile by the read still leaves in the read's one write."""
+    services, end, actor, events = wired
+
+    class _Gone:
+        group = "cg"
+
+        def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+            rid = services.new_pull(self)
+            services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0,
+                                              0, 15_000, None, 0, None, 30_000))  # fmt: skip
+
+    rid = services.new_pull(_Gone())
+    actor.send(cc.PULL_RESULT, cc.pull_result_head(rid, 0, 2, 0, 2, 0) + b"body")
+    _serve(end, services, 1)
+    assert events == ["write Pull"]
