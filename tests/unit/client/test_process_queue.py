@@ -119,3 +119,53 @@ def test_commit_never_passes_an_unfinished_message(offsets: list[int], rnd: obje
         left = [m.queue_offset for m in batch if m.queue_offset not in done]
         assert commit == (min(left) if left else max(offsets) + 1)
         assert pq.msg_size == 3 * len(left) and pq.msg_count == len(left)
+
+
+def _check_offset_map(seed: int) -> None:
+    """OffsetMap against a SortedDict (the TreeMap it stands for) through one seeded run of
+    rising pulls, redeliveries below the last offset, removals in any order, first / last
+    lookups, pop_first (orderly) and clears."""
+    import random
+
+    from sortedcontainers import SortedDict
+
+    from actors.client.consumer.process_queue import OffsetMap
+
+    rng = random.Random(seed)
+    got: OffsetMap[str] = OffsetMap()
+    want: SortedDict[int, str] = SortedDict()
+    nxt = rng.randrange(1000)
+    for step in range(400):
+        op = rng.random()
+        if op < 0.35:  # a pull: rising offsets
+            for _ in range(rng.randint(1, 8)):
+                got[nxt] = want[nxt] = f"m{nxt}@{step}"
+                nxt += rng.choice((1, 1, 1, 2))
+        elif op < 0.45:  # a redelivery below the last offset (a reset, a retry put back)
+            off = rng.randrange(max(0, nxt - 50), nxt + 1)
+            got[off] = want[off] = f"r{off}@{step}"
+        elif op < 0.8 and want:  # handlers finish in any order, mostly near the front
+            front = list(want.keys())[: rng.randint(1, len(want))]
+            for off in rng.sample(front, rng.randint(1, min(4, len(front)))):
+                assert got.pop(off) == want.pop(off)
+            assert got.pop(-1, "none") == "none"
+        elif op < 0.9 and want:
+            assert got.pop_first() == want.popitem(0)
+        elif op < 0.92:
+            got.clear()
+            want.clear()
+        assert len(got) == len(want) and bool(got) == bool(want)
+        if want:
+            assert (got.first(), got.last()) == (want.peekitem(0)[0], want.peekitem(-1)[0])
+        if step % 25 == 0:
+            assert list(got.items()) == list(want.items())
+            assert sorted(got.values()) == sorted(want.values())
+        probe = rng.randrange(max(0, nxt - 60), nxt + 2)
+        assert (probe in got) == (probe in want)
+        assert len(got._keys) - got._head <= (want.peekitem(-1)[0] - want.peekitem(0)[0] + 1
+                                               if want else 0) + 64  # fmt: skip
+
+
+def test_offset_map_is_the_tree_map_it_stands_for_in_every_seed() -> None:
+    for seed in range(300):
+        _check_offset_map(seed)
