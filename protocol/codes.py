@@ -310,17 +310,10 @@ class PullSysFlag(IntFlag):
     def build(
         commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False
     ) -> int:
-        """Java's PullSysFlag.buildSysFlag."""
-        flag = 0
-        if commit_offset:
-            flag |= PullSysFlag.FLAG_COMMIT_OFFSET
-        if suspend:
-            flag |= PullSysFlag.FLAG_SUSPEND
-        if subscription:
-            flag |= PullSysFlag.FLAG_SUBSCRIPTION
-        if class_filter:
-            flag |= PullSysFlag.FLAG_CLASS_FILTER
-        return flag
+        """Java's PullSysFlag.buildSysFlag (a plain int: every pull builds one, and an IntFlag
+        operation costs about 0.5 us)."""
+        return (1 if commit_offset else 0) | (2 if suspend else 0) | (4 if subscription else 0) \
+            | (8 if class_filter else 0)  # FLAG_COMMIT_OFFSET .. FLAG_CLASS_FILTER
 
     @staticmethod
     def clear_commit_offset_flag(flag: int) -> int:

@@ -32,8 +32,5 @@ class PullAPIWrapper:
 
 def build_sys_flag(commit_offset: bool, suspend: bool, subscription: bool, slave: bool) -> int:
     """PullSysFlag.buildSysFlag (class filter never), commit-offset cleared for a slave."""
-    flag = PullSysFlag.build(commit_offset, suspend, subscription)
-    if slave:
-        flag &= ~PullSysFlag.FLAG_COMMIT_OFFSET
-    return int(flag)
+    return PullSysFlag.build(commit_offset and not slave, suspend, subscription)
 

@@ -123,6 +123,13 @@ def test_pull_sys_flag() -> None:
     assert PullSysFlag.build(False, True, True) == 6
     assert PullSysFlag.clear_commit_offset_flag(7) == 6
     assert PullSysFlag.FLAG_LITE_PULL_MESSAGE == 0x10
+    bits = (PullSysFlag.FLAG_COMMIT_OFFSET, PullSysFlag.FLAG_SUSPEND,
+            PullSysFlag.FLAG_SUBSCRIPTION, PullSysFlag.FLAG_CLASS_FILTER)  # fmt: skip
+    for n in range(16):
+        on = [bool(n >> i & 1) for i in range(4)]
+        want = sum(int(b) for b, o in zip(bits, on, strict=True) if o)
+        got = PullSysFlag.build(*on)
+        assert got == want and type(got) is int
 
 
 @pytest.mark.parametrize(
