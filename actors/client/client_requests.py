@@ -13,12 +13,16 @@ it.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from actors.client.errors import MQBrokerError
 from actors.client.records import PullResult, PullStatus
+from protocol.acl import SessionCredentials
 from protocol.bodies import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -256,3 +260,86 @@ def pull_message(header: PullMessageRequestHeader) -> ClientRequest[PullResult]:
     """PULL_MESSAGE (long polling when header.sys_flag has the suspend bit): its answer a
     PullResult, the messages still encoded in its body."""
     return ClientRequest(RequestCode.PULL_MESSAGE, header.to_ext(), b"", process_pull_response)
+
+
+# marker values no real request carries for queueOffset, maxMsgNums, commitOffset, sysFlag and
+# the opaque, each replaced per request by its value; the next set is tried when a header's own
+# text holds one of them
+_MARKER_BASE: Final = (7_919_191_919_191_919_191, 2_091_919_191, 7_818_181_818_181_818_181,
+                       2_071_717_171, 2_081_818_181)  # fmt: skip
+_MARKER_TRIES: Final = 8
+_FRAME_PREFIX = struct.Struct(">ii")  # total length, serialize type << 24 | header length
+
+
+class PullFrames(Protocol):
+    """Who makes one queue's PULL_MESSAGE frames (a template, or signed ones)."""
+
+    def frame(self, offset: int, nums: int, opaque: int, commit_offset: int | None = None,
+              sys_flag: int | None = None) -> bytes:  # fmt: skip
+        """One whole request frame (commit_offset / sys_flag None: the header's)."""
+        ...
+
+
+class PullRequestTemplate:
+    """PULL_MESSAGE frames for one queue, byte for byte what pull_message(header).command()
+    encodes (JSON), built by one bytes format: the per-pull numbers (queueOffset, maxMsgNums,
+    commitOffset, sysFlag) and the opaque are put in; everything else was encoded once, by
+    RemotingCommand's own encoder, with marker numbers in their place. Every pull of the push
+    consumer's pull actor and of the Spark source is built here (3.7 us the generic encode,
+    about 1 here)."""
+
+    __slots__ = ("commit_offset", "fmt", "order", "sys_flag")
+
+    def __init__(self, header: PullMessageRequestHeader) -> None:
+        """ValueError when every marker set occurs in the header's own values (then the
+        caller encodes each pull whole)."""
+        self.commit_offset = header.commit_offset
+        self.sys_flag = header.sys_flag
+        for k in range(_MARKER_TRIES):
+            markers = tuple(m - 7 * k for m in _MARKER_BASE)
+            marked = dataclasses.replace(header, queue_offset=markers[0],
+                                         max_msg_nums=markers[1], commit_offset=markers[2],
+                                         sys_flag=markers[3])  # fmt: skip
+            cmd = pull_message(marked).command()
+            cmd.opaque = markers[4]
+            header_bytes = cmd.encode()[8:]
+            texts = [str(m).encode() for m in markers]
+            pattern = b"|".join(re.escape(t) for t in texts)
+            if all(header_bytes.count(t) == 1 for t in texts) and \
+                    len(re.findall(pattern, header_bytes)) == len(texts):
+                break
+        else:
+            raise ValueError("the PULL_MESSAGE header holds every marker set")
+        pos = [header_bytes.find(t) for t in texts]
+        self.order = tuple(sorted(range(len(texts)), key=pos.__getitem__))  # fields in the text
+        self.fmt = re.sub(pattern, b"%d", header_bytes.replace(b"%", b"%%"))
+
+    def frame(self, offset: int, nums: int, opaque: int, commit_offset: int | None = None,
+              sys_flag: int | None = None) -> bytes:  # fmt: skip
+        """One whole request frame (commit_offset / sys_flag None: the header's)."""
+        values = (offset, nums, self.commit_offset if commit_offset is None else commit_offset,
+                  self.sys_flag if sys_flag is None else sys_flag, opaque)  # fmt: skip
+        header = self.fmt % tuple([values[i] for i in self.order])
+        return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
+
+
+class SignedPullRequests:
+    """PULL_MESSAGE frames for one queue, each signed (ACL): the numbers are part of what the
+    signature covers, so every frame is built and signed whole."""
+
+    __slots__ = ("credentials", "header")
+
+    def __init__(self, header: PullMessageRequestHeader, credentials: SessionCredentials) -> None:
+        self.header = header
+        self.credentials = credentials
+
+    def frame(self, offset: int, nums: int, opaque: int, commit_offset: int | None = None,
+              sys_flag: int | None = None) -> bytes:  # fmt: skip
+        """One whole request frame (commit_offset / sys_flag None: the header's)."""
+        h = self.header
+        cmd = pull_message(dataclasses.replace(
+            h, queue_offset=offset, max_msg_nums=nums,
+            commit_offset=h.commit_offset if commit_offset is None else commit_offset,
+            sys_flag=h.sys_flag if sys_flag is None else sys_flag)).command()  # fmt: skip
+        cmd.opaque = opaque
+        return self.credentials.sign(cmd).encode()

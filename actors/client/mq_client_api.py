@@ -150,6 +150,25 @@ def process_send_response(broker_name: str, topic: str, msg_id: str, resp: Remot
         ext.get("TRACE_ON") != "false")
 
 
+def _parsed(addr: str, parse: Callable[[RemotingCommand, str], T], callback: ResultCallback
+            ) -> Callable[[RemotingCommand | None, MQClientError | None], None]:  # fmt: skip
+    """A RemotingClient callback calling callback(parse(response), None) or (None, error)."""
+
+    def done(resp: RemotingCommand | None, err: MQClientError | None) -> None:
+        if err is not None or resp is None:
+            callback(None, err or RemotingError(ClientErrorCode.ACCESS_BROKER_TIMEOUT,
+                                                "no response"))
+            return
+        try:
+            value = parse(resp, addr)
+        except MQClientError as exc:
+            callback(None, exc)
+            return
+        callback(value, None)
+
+    return done
+
+
 class MQClientAPI:
     """Requests to name servers and brokers over one RemotingClient."""
 
@@ -172,21 +191,16 @@ class MQClientAPI:
         self.config.sign(cmd)
         if callback is None:
             return parse(self.remoting.invoke_sync(addr, cmd, timeout_ms), addr)
-
-        def done(resp: RemotingCommand | None, err: MQClientError | None) -> None:
-            if err is not None or resp is None:
-                callback(None, err or RemotingError(ClientErrorCode.ACCESS_BROKER_TIMEOUT,
-                                                    "no response"))
-                return
-            try:
-                value = parse(resp, addr)
-            except MQClientError as exc:
-                callback(None, exc)
-                return
-            callback(value, None)
-
-        self.remoting.invoke_async(addr, cmd, timeout_ms, done)
+        self.remoting.invoke_async(addr, cmd, timeout_ms, _parsed(addr, parse, callback))
         return None
+
+    def call_frame(self, addr: str, opaque: int, frame: bytes, timeout_ms: float,
+                   parse: Callable[[RemotingCommand, str], T],
+                   callback: ResultCallback) -> None:  # fmt: skip
+        """call() of a request already encoded whose opaque is `opaque`, async (signing, when
+        this client signs, was the encoder's: client_requests.SignedPullRequests)."""
+        self.remoting.invoke_async_frame(addr, opaque, frame, timeout_ms,
+                                         _parsed(addr, parse, callback))  # fmt: skip
 
     def _namesrv_order(self) -> list[str]:
         addrs = self.config.namesrv_addrs

@@ -23,19 +23,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.client.client_requests import process_pull_response
+from actors.client.client_requests import (
+    PullFrames,
+    PullRequestTemplate,
+    SignedPullRequests,
+    process_pull_response,
+)
 from actors.client.errors import MQBrokerError
 from actors.client.records import PullResult, PullStatus
 from actors.runtime.tls import TlsConfig
 from deploy.spark.bridge_client import DataLossError, RocketMQSourceError
 from deploy.spark.decoder import BatchBuilder, Gathered
-from deploy.spark.pull_connection import (
-    Answer,
-    PullConnection,
-    PullFrames,
-    PullRequestTemplate,
-    SignedPullRequests,
-)
+from deploy.spark.pull_connection import Answer, PullConnection
 from deploy.wire import parse_addr
 from protocol.acl import SessionCredentials
 from protocol.codes import PullSysFlag, ResponseCode

@@ -3,32 +3,28 @@ read in place.
 
 Mirrors remoting/netty/NettyRemotingClient.java invokeAsync for the executors' reader
 (requests pipelined on one channel, each answer matched to its request by opaque) with
-MQClientAPIImpl.pullMessage's request: the JSON header is encoded once per range by
-RemotingCommand's own encoder with marker numbers, and each request only puts queueOffset,
-maxMsgNums and its opaque in. Answers are received straight into one buffer (the arena) and
-stay there: a pull body's records are cut out of it by the decoder when the batch they belong
-to is built, so no answer is copied on its way. An answer read ahead of its turn (a broker
-answering pulls out of order, as Java's pull thread pool does) stays in the arena until asked
-for. The arena is reused once the batch built from it is handed on; it grows only for an
-answer larger than itself.
+MQClientAPIImpl.pullMessage's request, built by actors.client.client_requests'
+PullRequestTemplate (the push consumer's too): the JSON header is encoded once per range, and
+each request only puts queueOffset, maxMsgNums and its opaque in. Answers are received
+straight into one buffer (the arena) and stay there: a pull body's records are cut out of it
+by the decoder when the batch they belong to is built, so no answer is copied on its way. An
+answer read ahead of its turn (a broker answering pulls out of order, as Java's pull thread
+pool does) stays in the arena until asked for. The arena is reused once the batch built from
+it is handed on; it grows only for an answer larger than itself.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import re
 import socket
 import struct
 import time
-from typing import Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 
+from actors.client.client_requests import PullFrames
 from actors.runtime.tls import TlsConfig, client_context
-from protocol.acl import SessionCredentials
-from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.errors import BadFrameLengthError, FrameTooLargeError
-from protocol.headers import PullMessageRequestHeader
 
 ARENA_BYTES: Final = 16 * 1024 * 1024  # a batch's answers and those read ahead
 MAX_FRAME: Final = 16 * 1024 * 1024  # as the Java client's frameMaxLength
@@ -36,63 +32,6 @@ CONNECT_TIMEOUT_S: Final = 3.0
 _I32 = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")  # total length, serialize type << 24 | header length
 _RESPONSE: Final = 1  # RPC_TYPE_RESPONSE in the flag
-# marker values no real request carries, replaced per request: (field, marker)
-_MARKERS: Final = (("queueOffset", 7_919_191_919_191_919_191), ("maxMsgNums", 2_091_919_191),
-                   ("opaque", 2_091_818_181))  # fmt: skip
-
-
-class PullRequestTemplate:
-    """PULL_MESSAGE frames for one queue: its header as RemotingCommand encodes it, with the
-    offset, the count and the opaque put in by one bytes format."""
-
-    __slots__ = ("fmt", "order")
-
-    def __init__(self, header: PullMessageRequestHeader) -> None:
-        marked = dataclasses.replace(header, queue_offset=_MARKERS[0][1],
-                                     max_msg_nums=_MARKERS[1][1])  # fmt: skip
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, marked.to_ext())
-        cmd.opaque = _MARKERS[2][1]
-        frame = cmd.encode()
-        meta = _I32.unpack_from(frame, 4)[0]
-        if meta >> 24:  # the header is not JSON: no template (never with the defaults)
-            raise ValueError(f"PULL_MESSAGE encodes with serialize type {meta >> 24}")
-        header_bytes = frame[8:]
-        at = {m: header_bytes.index(str(m).encode()) for _, m in _MARKERS}
-        if any(header_bytes.count(str(m).encode()) != 1 for m in at):
-            raise ValueError("a marker is not unique in the PULL_MESSAGE header")
-        pattern = b"|".join(re.escape(str(m).encode()) for m in at)
-        self.order = tuple(sorted(at, key=at.__getitem__))  # the markers as they appear
-        self.fmt = re.sub(pattern, b"%d", header_bytes.replace(b"%", b"%%"))
-
-    def frame(self, offset: int, nums: int, opaque: int) -> bytes:
-        """One whole request frame."""
-        value = {_MARKERS[0][1]: offset, _MARKERS[1][1]: nums, _MARKERS[2][1]: opaque}
-        header = self.fmt % tuple(value[m] for m in self.order)
-        return _PREFIX.pack(4 + len(header), len(header)) + header
-
-
-class SignedPullRequests:
-    """PULL_MESSAGE frames for one queue, each signed (ACL): the offset and count are part of
-    what the signature covers, so every frame is built and signed whole."""
-
-    __slots__ = ("credentials", "header")
-
-    def __init__(self, header: PullMessageRequestHeader, credentials: SessionCredentials) -> None:
-        self.header = header
-        self.credentials = credentials
-
-    def frame(self, offset: int, nums: int, opaque: int) -> bytes:
-        """One whole request frame."""
-        ext = dataclasses.replace(self.header, queue_offset=offset, max_msg_nums=nums).to_ext()
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
-        cmd.opaque = opaque
-        return self.credentials.sign(cmd).encode()
-
-
-class PullFrames(Protocol):
-    """Who makes a queue's PULL_MESSAGE frames (a template, or signed ones)."""
-
-    def frame(self, offset: int, nums: int, opaque: int) -> bytes: ...
 
 
 class Answer(NamedTuple):

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from actors.client.client_requests import PullRequestTemplate
 from deploy.spark.bridge_client import DataLossError
 from deploy.spark.pull import PullRange, _header, read_range
-from deploy.spark.pull_connection import ARENA_BYTES, PullConnection, PullRequestTemplate
+from deploy.spark.pull_connection import ARENA_BYTES, PullConnection
 from deploy.wire import parse_addr
 from protocol.message import decode_messages
 from tests.spark.spark_helpers import AmqCluster, Producer, create_topic, wait_routable
