@@ -93,10 +93,10 @@ PULL_RESULT_HEAD = struct.Struct(
 RING_REF = struct.Struct(">IQQQ")  # ring id, token, offset, length (PULL_AT, after the head)
 
 
-@dataclass(frozen=True, slots=True)
-class PullCommand:
+class PullCommand(NamedTuple):
     """One PULL_MESSAGE for the pull actor to send (PullAPIWrapper.pullKernelImpl's request)
-    and where its answer goes (rid)."""
+    and where its answer goes (rid). A NamedTuple: one is built on each side of the channel
+    for every pull (0.3 us; a frozen dataclass took 1.5)."""
 
     rid: int
     addr: str
@@ -115,16 +115,14 @@ class PullCommand:
 
     def to_row(self) -> tuple[Any, ...]:
         """The command as a msgpack row (from_row's inverse)."""
-        return (self.rid, self.addr, self.group, self.topic, self.queue_id, self.offset,
-                self.max_nums, self.sys_flag, self.commit_offset, self.suspend_ms,
-                self.subscription, self.sub_version, self.expression_type, self.timeout_ms)
+        return tuple(self)
 
     @classmethod
     def from_row(cls, row: list[Any]) -> PullCommand:
         """A command from its row (ValueError when the row is not one)."""
         if len(row) != _PULL_FIELDS:
             raise ValueError(f"a PULL row has {_PULL_FIELDS} fields, not {len(row)}")
-        return cls(*row)
+        return cls._make(row)
 
     def header(self) -> PullMessageRequestHeader:
         """The request header the pull actor writes."""
@@ -136,7 +134,7 @@ class PullCommand:
             expression_type=self.expression_type)  # fmt: skip
 
 
-_PULL_FIELDS: Final = len(PullCommand.__dataclass_fields__)
+_PULL_FIELDS: Final = len(PullCommand._fields)
 
 
 class PullAnswer(NamedTuple):

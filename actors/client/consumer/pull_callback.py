@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from typing import Final, Protocol
 
 from actors.client.consumer import consumer_channel as cc
@@ -148,7 +147,7 @@ class PullCallback:
                     or out.commit_offset == off or off < 0:
                 continue
             flag = PullSysFlag.build(True, False, out.subscription is not None)
-            cmds.append(replace(out, rid=services.new_rid(), max_nums=1, sys_flag=int(flag),
+            cmds.append(out._replace(rid=services.new_rid(), max_nums=1, sys_flag=int(flag),
                                 commit_offset=off, suspend_ms=0, timeout_ms=SETTLE_TIMEOUT_MS))
         if cmds and not services.settle(cmds, SETTLE_TIMEOUT_MS / 1000.0):
             log.warning("consumer %s: the broker did not confirm the commits of %d queues before "
