@@ -277,6 +277,10 @@ class ConsumerServices:
         if not getattr(self._batching, "on", False):
             self._flush_pulls()
 
+    def send_pulls_now(self) -> None:
+        """Send the pulls queued so far now, not at the end of the I/O thread's read."""
+        self._flush_pulls()
+
     def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
         """Send cmds behind every pull sent before them; True once each is answered (within
         timeout_s). Their answers go to no core."""

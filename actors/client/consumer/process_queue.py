@@ -197,12 +197,33 @@ class ProcessQueue(Generic[M]):
         self.last_consume_ms = now_ms
         self.last_lock_ms = now_ms
         self.in_flight: dict[int, int] = {}  # offset -> consume start (ms) while in a handler
+        # a pulled batch counted before it is decoded (expect): (count, size, first, last)
+        self.expected: tuple[int, int, int, int] | None = None
         self.consume_lock = threading.Lock()  # orderly: held while the handler runs
 
     # --- pull side --------------------------------------------------------------------------
+    def expect(self, count: int, size: int, first: int, last: int) -> None:
+        """A pulled batch is about to be decoded and put: count it now, by upper bounds (at
+        most `count` messages of at most `size` body bytes, offsets within [first, last]), so
+        the gates of the queue's next pull, sent before the decode, see it; put_messages
+        replaces the bounds with what it puts."""
+        with self.lock:
+            self._unexpect()
+            self.expected = (count, size, first, last)
+            self.msg_count += count
+            self.msg_size += size
+
+    def _unexpect(self) -> None:
+        e = self.expected
+        if e is not None:
+            self.expected = None
+            self.msg_count -= e[0]
+            self.msg_size -= e[1]
+
     def put_messages(self, msgs: Sequence[M], max_offset: int = -1) -> bool:
         """Cache pulled messages; True when an orderly consume request should be dispatched."""
         with self.lock:
+            self._unexpect()
             d = self.msgs
             added = 0
             size = 0
@@ -228,10 +249,16 @@ class ProcessQueue(Generic[M]):
             return dispatch
 
     def max_span(self) -> int:
-        """Last cached offset minus the first (consumeConcurrentlyMaxSpan's measure)."""
+        """Last cached offset minus the first (consumeConcurrentlyMaxSpan's measure), the
+        expected batch's bounds counted."""
         with self.lock:
             d = self.msgs
-            return d.last() - d.first() if d else 0
+            e = self.expected
+            if e is None:
+                return d.last() - d.first() if d else 0
+            if not d:
+                return e[3] - e[2]
+            return max(d.last(), e[3]) - min(d.first(), e[2])
 
     def cached_mib(self) -> int:
         """Cached body bytes in whole MiB, as the pull gate compares them."""
@@ -361,6 +388,7 @@ class ProcessQueue(Generic[M]):
             self.msgs.clear()
             self.consuming_orderly.clear()
             self.in_flight.clear()
+            self.expected = None
             self.msg_count = 0
             self.msg_size = 0
             self.queue_offset_max = 0
