@@ -304,9 +304,11 @@ class PullCallback:
                 sub = host.subscriptions.get(mq.topic)
                 msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
                 dispatch = pq.put_messages(msgs, max_offset)  # counted even when all filtered
-            finally:
-                if early and pq.expected is not None:  # the decode failed: nothing was put
-                    pq.put_messages(())
+            except BaseException:
+                if early:  # the next pull is out: its answer must not move past this batch, so
+                    req.cancelled = True  # it is dropped and the queue waits, as it would have
+                    pq.put_messages(())  # without it (taken anew once its pulls are stale)
+                raise
             if msgs:
                 host.stats.pulled(mq.topic, len(msgs))
                 host.dispatch_pulled(msgs, pq, mq, dispatch)

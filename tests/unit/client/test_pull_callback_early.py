@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from actors.client.consumer.consumer_channel import PullAnswer, PullCommand
 from actors.client.consumer.consumer_config import ServiceState
 from actors.client.consumer.default_mq_push_consumer_impl import (
@@ -139,3 +141,26 @@ class _Cached:
     def __init__(self, offset: int) -> None:
         self.queue_offset = offset
         self.body = b"x"
+
+
+def test_a_batch_that_fails_to_decode_stops_its_queue_instead_of_skipping_it(
+        monkeypatch: Any) -> None:  # fmt: skip
+    """Its next pull already left: that answer is dropped, nothing after the batch is cached,
+    and the queue waits to be taken anew from its committed offset (as with Java's order,
+    where no next pull leaves after a failed callback)."""
+    import actors.client.consumer.pull_callback as pc
+
+    core, services, pq, req = _core()
+
+    def broken(*args: Any) -> list[MessageExt]:
+        raise RuntimeError("decoder bug")
+
+    monkeypatch.setattr(pc, "decode_pull_messages", broken)
+    with pytest.raises(RuntimeError):
+        _answer(core, services, list(range(100, 132)), 132)
+    assert core.events == ["pull 132", "sent now"] and req.cancelled
+    assert pq.expected is None and pq.msg_count == 0
+    monkeypatch.undo()
+    core.events.clear()
+    _answer(core, services, list(range(132, 164)), 164)  # the answer of the pull that left
+    assert core.events == [] and pq.msg_count == 0
