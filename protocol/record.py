@@ -102,6 +102,8 @@ STORE_HOST_POS_V4: Final = 64
 RECONSUME_TIMES_POS_V4: Final = 72
 
 _TOTAL_MAGIC = struct.Struct(">ii")
+_TOTAL_SYSFLAG = struct.Struct(">i32xi")
+_COMPRESSED: Final = 0x1  # MessageSysFlag.COMPRESSED_FLAG
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
@@ -416,6 +418,22 @@ def record_at(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
                             pos + STORE_HOST_POS_V4, reconsume, prepared, pos + V4_FIXED_SIZE,
                             blen, t + 1, tlen, pa, rend - pa)  # fmt: skip
     return _record_at_checked(buf, pos, end)
+
+
+def uncompressed_records(buf: Any, end: int) -> int:
+    """How many records buf[0:end] holds when no body among them is compressed (the sizes
+    stored are then the bodies' sizes); -1 when one is, or when the chain of TOTALSIZEs does
+    not end at `end`. Reads two ints a record (a consumer sizing a pull answer before its
+    decode)."""
+    pos = n = 0
+    unpack = _TOTAL_SYSFLAG.unpack_from
+    while pos + SYSFLAG_POS + 4 <= end:
+        total, sys_flag = unpack(buf, pos)
+        if sys_flag & _COMPRESSED or total < MIN_RECORD_SIZE:
+            return -1
+        pos += total
+        n += 1
+    return n if pos == end else -1
 
 
 def bodiless_record_at(buf: Any, pos: int) -> tuple[int, ...]:

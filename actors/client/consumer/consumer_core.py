@@ -132,6 +132,11 @@ class ConsumerImplBase:
         """PullHost: pullInterval (push only)."""
         return 0
 
+    def gates_read_process_queue(self) -> bool:
+        """PullHost: whether the kind's gates read only its ProcessQueues (then a batch
+        counted by ProcessQueue.expect is seen by them)."""
+        return True
+
     def offset_illegal(self, req: PullRequest, next_begin: int) -> None:
         """PullHost: an OFFSET_ILLEGAL answer."""
         raise NotImplementedError

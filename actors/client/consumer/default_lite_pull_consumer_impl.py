@@ -119,6 +119,11 @@ class DefaultLitePullConsumerImpl(ConsumerImplBase):
         """PullTaskImpl moves only the pull offset on NO_NEW / NO_MATCHED."""
         return False
 
+    def gates_read_process_queue(self) -> bool:
+        """No: pullThresholdForAll counts the consume cache, filled after the decode (so
+        PullTaskImpl's order: put, then the next pull)."""
+        return False
+
     def pull_gate(self, req: PullRequest) -> bool:
         if req.mq in self.paused_queues:
             self.pulling.later(req, PULL_TIME_DELAY_MS_WHEN_SUSPEND)

@@ -213,6 +213,11 @@ class ProcessQueue(Generic[M]):
             self.msg_count += count
             self.msg_size += size
 
+    def unexpect(self) -> None:
+        """Drop the expected batch's bounds (it will not be put)."""
+        with self.lock:
+            self._unexpect()
+
     def _unexpect(self) -> None:
         e = self.expected
         if e is not None:

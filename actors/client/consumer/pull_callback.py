@@ -16,12 +16,16 @@ then pulls again; its decode costs little. Ours costs about 2 us a message, so a
 32 held the queue's next pull back by some 70 us, and the answers of all queues, read
 together, left together: the broker then served the whole round while the user's process
 waited, and the other way round. So a dense answer (more than one message, no filtered
-range: at most pullBatchSize offsets) is first counted in its ProcessQueue by its bounds
-(ProcessQueue.expect: as many messages as offsets, the answer's size, its offset range), the
-gates run on that and the next pull is sent at once; then the answer is decoded and put,
-which replaces the bounds with what was put. The gates see the same figures Java's see after
-the put (a bound is above the real figure only by client-side filtered messages and record
-headers). A single message (the latency case) keeps Java's order: its handler first.
+range: at most pullBatchSize offsets; no compressed body, whose inflated size the decode
+alone knows) is first counted in its ProcessQueue by its bounds (ProcessQueue.expect: its
+records, its size, its offset range), the gates run on that and the next pull is sent at
+once; then the answer is decoded and put, which replaces the bounds with what was put. The
+gates see the figures Java's see after the put (a bound is above the real figure only by
+client-side filtered messages and record headers). A single message (the latency case) keeps
+Java's order, its handler first, and so does a kind whose gates read more than its
+ProcessQueues (the lite pull consumer's count its consume cache, filled after the decode).
+A batch that cannot be handled is pulled again pullTimeDelayMillsWhenException later, as
+Java's onException does; when its next pull had left, that pull's answer does it instead.
 
 A push consumer's pulls carry its commit offset to the broker, which stores it when it first
 processes the pull, however long it then holds it. A commit made while a queue's pull is out
@@ -50,6 +54,7 @@ from actors.client.errors import MQClientError
 from actors.client.records import MessageExt, PullStatus
 from protocol.bodies import MessageQueue, SubscriptionData
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, PullSysFlag, ResponseCode
+from protocol.record import uncompressed_records
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +125,12 @@ class PullHost(ConsumerState, Protocol):
 
     def pull_interval_ms(self) -> int:
         """pullInterval (push only; 0 for the others)."""
+        ...
+
+    def gates_read_process_queue(self) -> bool:
+        """Whether the kind's gates read only its ProcessQueues (a batch counted by
+        ProcessQueue.expect is seen by them): then a dense answer pulls again before its
+        decode."""
         ...
 
     def offset_illegal(self, req: PullRequest, next_begin: int) -> None:
@@ -243,7 +254,7 @@ class PullCallback:
     def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         """The PullCallback (I/O thread): the answer of this core's pull answer.rid."""
         host = self.host
-        rid, status, next_begin, min_offset, max_offset, suggest = answer
+        rid, status, next_begin, _lo, _hi, suggest = answer
         req = self.pending.pop(rid, None)
         if req is None:
             return
@@ -284,39 +295,15 @@ class PullCallback:
             else:
                 self.later(req, host.cfg.pull_time_delay_ms_when_exception)
             return
+        if req.retry_from is not None:  # the batch before this answer was not handled
+            req.next_offset, req.retry_from = req.retry_from, None
+            self.later(req, host.cfg.pull_time_delay_ms_when_exception)
+            return
         req.refused = 0
         self.pull_api.update_pull_from_which_node(mq, suggest)
         pstatus = PullStatus(status)
         if pstatus is PullStatus.FOUND:
-            pulled, req.next_offset = req.next_offset, next_begin
-            interval = host.pull_interval_ms()
-            services = host.services
-            # a dense answer of more than one message (no filtered range in it, so its bounds
-            # are about exact): the next pull leaves before it is decoded (module docstring)
-            early = services is not None and interval <= 0 and \
-                1 < next_begin - pulled <= host.cfg.pull_batch  # fmt: skip
-            if early:
-                assert services is not None
-                pq.expect(next_begin - pulled, len(tail), pulled, next_begin - 1)
-                self.pull(req)
-                services.send_pulls_now()
-            try:
-                sub = host.subscriptions.get(mq.topic)
-                msgs = decode_pull_messages(tail, mq, sub, min_offset, max_offset)
-                dispatch = pq.put_messages(msgs, max_offset)  # counted even when all filtered
-            except BaseException:
-                if early:  # the next pull is out: its answer must not move past this batch, so
-                    req.cancelled = True  # it is dropped and the queue waits, as it would have
-                    pq.put_messages(())  # without it (taken anew once its pulls are stale)
-                raise
-            if msgs:
-                host.stats.pulled(mq.topic, len(msgs))
-                host.dispatch_pulled(msgs, pq, mq, dispatch)
-            if not early:
-                if msgs and interval > 0:
-                    self.later(req, interval)
-                else:
-                    self.pull(req)
+            self._found(req, answer, tail)
         elif pstatus in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             req.next_offset = next_begin
             if host.correct_tags_offset() and pq.msg_count == 0 and host.offset_store is not None:
@@ -326,6 +313,54 @@ class PullCallback:
             log.warning("consumer %s: pull offset %d of %s is illegal; fixing it to %d",
                         host.group, req.next_offset, mq, next_begin)  # fmt: skip
             host.offset_illegal(req, next_begin)
+
+    def _found(self, req: PullRequest, answer: cc.PullAnswer, tail: memoryview) -> None:
+        """A FOUND answer: decode, put, hand over, pull again (the module docstring says
+        when the next pull leaves first). A batch that cannot be handled is pulled again
+        pullTimeDelayMillsWhenException later, as Java's onException does."""
+        host = self.host
+        pq, mq = req.pq, req.mq
+        pulled, next_begin = req.next_offset, answer.next_begin
+        interval = host.pull_interval_ms()
+        services = host.services
+        # dense (no range the broker filtered out) and uncompressed (bodies as large as
+        # stored): the batch's bounds are about exact
+        n = uncompressed_records(tail, len(tail)) if services is not None and interval <= 0 \
+            and 1 < next_begin - pulled <= host.cfg.pull_batch \
+            and host.gates_read_process_queue() else 0  # fmt: skip
+        out = None
+        try:
+            if n > 1:
+                assert services is not None
+                pq.expect(n, len(tail), pulled, next_begin - 1)
+                req.next_offset = next_begin
+                self.pull(req)
+                out = req.out
+                services.send_pulls_now()
+            sub = host.subscriptions.get(mq.topic)
+            msgs = decode_pull_messages(tail, mq, sub, answer.min_offset, answer.max_offset)
+            dispatch = pq.put_messages(msgs, answer.max_offset)  # counted even when all filtered
+        except Exception:
+            log.exception("consumer %s: the answer at %d of %s was not handled; pulling it "
+                          "again in %d ms", host.group, pulled, mq,
+                          host.cfg.pull_time_delay_ms_when_exception)  # fmt: skip
+            pq.unexpect()
+            if out is not None and req.out is out:  # the next pull left: its answer pulls
+                req.retry_from = pulled  # this batch again instead
+            elif n > 1:
+                req.next_offset = pulled  # the gates rescheduled that pull: from here, then
+            else:
+                self.later(req, host.cfg.pull_time_delay_ms_when_exception)
+            return
+        req.next_offset = next_begin  # after the put: a lite poller's position() sees it
+        if msgs:
+            host.stats.pulled(mq.topic, len(msgs))
+            host.dispatch_pulled(msgs, pq, mq, dispatch)
+        if n <= 1:
+            if msgs and interval > 0:
+                self.later(req, interval)
+            else:
+                self.pull(req)
 
     def _heartbeat_after_refusal(self, req: PullRequest, code: int, remark: memoryview) -> bool:
         """A pull refused for want of this client's registration (the broker restarted or

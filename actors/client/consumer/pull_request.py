@@ -13,7 +13,7 @@ class PullRequest:
     """PullRequest.java: one queue's pull position."""
 
     __slots__ = ("broker_addr", "cancelled", "mq", "next_offset", "out", "pq",
-                 "previously_locked", "refused")
+                 "previously_locked", "refused", "retry_from")
 
     def __init__(self, mq: MessageQueue, pq: ProcessQueue[MessageExt], next_offset: int,
                  previously_locked: bool) -> None:
@@ -25,3 +25,4 @@ class PullRequest:
         self.broker_addr = ""  # where its last pull went
         self.refused = 0  # pulls refused in a row for want of this client's registration
         self.out: PullCommand | None = None  # its pull on its way or held at the broker
+        self.retry_from: int | None = None  # a batch not handled: pull it again from here

@@ -143,11 +143,18 @@ class _Cached:
         self.body = b"x"
 
 
-def test_a_batch_that_fails_to_decode_stops_its_queue_instead_of_skipping_it(
-        monkeypatch: Any) -> None:  # fmt: skip
-    """Its next pull already left: that answer is dropped, nothing after the batch is cached,
-    and the queue waits to be taken anew from its committed offset (as with Java's order,
-    where no next pull leaves after a failed callback)."""
+def _scheduled(core: _Core) -> list[float]:
+    """Delays (ms from now, rounded) of what the core's scheduler holds."""
+    import time
+
+    now = time.monotonic()
+    return sorted(round((due - now) * 1000, -2) for due, _, _ in core.scheduler.heap)
+
+
+def test_a_batch_that_fails_to_decode_is_pulled_again_by_the_answer_of_its_next_pull(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Its next pull already left: that answer is not cached, and the batch is pulled again
+    pullTimeDelayMillsWhenException (1 s, ClientConfig's) later, as Java's onException does."""
     import actors.client.consumer.pull_callback as pc
 
     core, services, pq, req = _core()
@@ -156,11 +163,55 @@ def test_a_batch_that_fails_to_decode_stops_its_queue_instead_of_skipping_it(
         raise RuntimeError("decoder bug")
 
     monkeypatch.setattr(pc, "decode_pull_messages", broken)
-    with pytest.raises(RuntimeError):
-        _answer(core, services, list(range(100, 132)), 132)
-    assert core.events == ["pull 132", "sent now"] and req.cancelled
+    _answer(core, services, list(range(100, 132)), 132)
+    assert core.events == ["pull 132", "sent now"] and req.retry_from == 100
     assert pq.expected is None and pq.msg_count == 0
     monkeypatch.undo()
     core.events.clear()
     _answer(core, services, list(range(132, 164)), 164)  # the answer of the pull that left
-    assert core.events == [] and pq.msg_count == 0
+    assert core.events == [] and pq.msg_count == 0 and req.next_offset == 100
+    assert _scheduled(core) == [1000.0]
+    _, _, fn = core.scheduler.heap[0]
+    fn()
+    assert core.events == ["pull 100"] and req.retry_from is None
+
+
+def test_a_single_message_that_fails_to_decode_is_pulled_again_1_s_later(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import actors.client.consumer.pull_callback as pc
+
+    core, services, _, req = _core()
+    monkeypatch.setattr(pc, "decode_pull_messages", lambda *a: 1 / 0)
+    _answer(core, services, [100], 101)
+    assert core.events == [] and req.next_offset == 100 and _scheduled(core) == [1000.0]
+
+
+def test_a_compressed_answer_keeps_javas_order() -> None:
+    """Its inflated size is known only once it is decoded: no bound for the size gate."""
+    from protocol.message import COMPRESSED_ZLIB_SYSFLAG, compress_body, encode_message_ext
+    from protocol.message import MessageExt as WireExt
+    from protocol.record import pack_host
+
+    core, services, pq, _ = _core()
+    body = memoryview(b"".join(encode_message_ext(WireExt(
+        topic=TOPIC, body=compress_body(b"z" * 10_000), flag=0, properties={}, queue_id=1,
+        queue_offset=o, commit_log_offset=o, sys_flag=COMPRESSED_ZLIB_SYSFLAG,
+        born_timestamp=1, born_host=pack_host("10.0.0.1", 1), store_timestamp=2,
+        store_host=pack_host("127.0.0.1", 10911), reconsume_times=0)) for o in (100, 101)))
+    rid = services.sent[-1].rid
+    core.pulling.on_pull_result(PullAnswer(rid, PullStatus.FOUND.value, 102, 0, 999, 0), body)
+    assert core.events == ["consume 2 (cached 2)", "pull 102"]
+    assert pq.msg_size == 20_000
+
+
+def test_a_kind_whose_gates_read_more_than_its_queues_keeps_javas_order() -> None:
+    """The lite pull consumer's pullThresholdForAll counts its consume cache."""
+    from actors.client.consumer.default_lite_pull_consumer_impl import (
+        DefaultLitePullConsumerImpl,
+    )
+
+    assert not DefaultLitePullConsumerImpl.gates_read_process_queue(None)  # type: ignore[arg-type]
+    core, services, _, _ = _core()
+    core.gates_read_process_queue = lambda: False  # type: ignore[method-assign]
+    _answer(core, services, list(range(100, 132)), 132)
+    assert core.events == ["consume 32 (cached 32)", "pull 132"]
