@@ -312,13 +312,21 @@ class PullSysFlag(IntFlag):
     ) -> int:
         """Java's PullSysFlag.buildSysFlag (a plain int: every pull builds one, and an IntFlag
         operation costs about 0.5 us)."""
-        return (1 if commit_offset else 0) | (2 if suspend else 0) | (4 if subscription else 0) \
-            | (8 if class_filter else 0)  # FLAG_COMMIT_OFFSET .. FLAG_CLASS_FILTER
+        return (_PULL_COMMIT if commit_offset else 0) | (_PULL_SUSPEND if suspend else 0) \
+            | (_PULL_SUBSCRIPTION if subscription else 0) \
+            | (_PULL_CLASS_FILTER if class_filter else 0)  # fmt: skip
 
     @staticmethod
     def clear_commit_offset_flag(flag: int) -> int:
         """Drop bit 0 (done for pulls served by a slave)."""
         return flag & ~PullSysFlag.FLAG_COMMIT_OFFSET
+
+
+# PullSysFlag's bits as plain ints, for build()
+_PULL_COMMIT: Final = int(PullSysFlag.FLAG_COMMIT_OFFSET)
+_PULL_SUSPEND: Final = int(PullSysFlag.FLAG_SUSPEND)
+_PULL_SUBSCRIPTION: Final = int(PullSysFlag.FLAG_SUBSCRIPTION)
+_PULL_CLASS_FILTER: Final = int(PullSysFlag.FLAG_CLASS_FILTER)
 
 
 class CompressionType(IntEnum):

@@ -48,6 +48,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Final, NamedTuple
 
+from protocol.codes import MessageSysFlag
+
 MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7 as a signed int
 BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194 as a signed int
 END_FILE_MIN_BLANK_LENGTH: Final = 8  # int maxBlank + int BLANK_MAGIC_CODE
@@ -102,8 +104,8 @@ STORE_HOST_POS_V4: Final = 64
 RECONSUME_TIMES_POS_V4: Final = 72
 
 _TOTAL_MAGIC = struct.Struct(">ii")
-_TOTAL_SYSFLAG = struct.Struct(">i32xi")
-_COMPRESSED: Final = 0x1  # MessageSysFlag.COMPRESSED_FLAG
+_TOTAL_SYSFLAG = struct.Struct(f">i{SYSFLAG_POS - 4}xi")
+_COMPRESSED: Final = int(MessageSysFlag.COMPRESSED_FLAG)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
