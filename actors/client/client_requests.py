@@ -31,7 +31,7 @@ from protocol.bodies import (
     MessageQueue,
     TopicRouteData,
 )
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
@@ -323,15 +323,19 @@ class PullRequestTemplate:
         return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
 
 
-class SignedPullRequests:
-    """PULL_MESSAGE frames for one queue, each signed (ACL): the numbers are part of what the
-    signature covers, so every frame is built and signed whole."""
+class EncodedPullRequests:
+    """PULL_MESSAGE frames for one queue, each encoded whole by RemotingCommand: what a
+    template cannot make (headers other than JSON; ACL, whose signature covers the numbers;
+    names that hold every marker set)."""
 
-    __slots__ = ("credentials", "header")
+    __slots__ = ("credentials", "header", "serialize_type")
 
-    def __init__(self, header: PullMessageRequestHeader, credentials: SessionCredentials) -> None:
+    def __init__(self, header: PullMessageRequestHeader,
+                 credentials: SessionCredentials | None = None,
+                 serialize_type: int = SerializeType.JSON) -> None:  # fmt: skip
         self.header = header
         self.credentials = credentials
+        self.serialize_type = serialize_type
 
     def frame(self, offset: int, nums: int, opaque: int, commit_offset: int | None = None,
               sys_flag: int | None = None) -> bytes:  # fmt: skip
@@ -340,6 +344,17 @@ class SignedPullRequests:
         cmd = pull_message(dataclasses.replace(
             h, queue_offset=offset, max_msg_nums=nums,
             commit_offset=h.commit_offset if commit_offset is None else commit_offset,
-            sys_flag=h.sys_flag if sys_flag is None else sys_flag)).command()  # fmt: skip
+            sys_flag=h.sys_flag if sys_flag is None else sys_flag)).command(self.serialize_type)
         cmd.opaque = opaque
-        return self.credentials.sign(cmd).encode()
+        return (cmd if self.credentials is None else self.credentials.sign(cmd)).encode()
+
+
+def pull_frames(header: PullMessageRequestHeader, credentials: SessionCredentials | None = None,
+                serialize_type: int = SerializeType.JSON) -> PullFrames:  # fmt: skip
+    """A queue's PULL_MESSAGE frames: the template where it can, else each encoded whole."""
+    if credentials is None and serialize_type == SerializeType.JSON:
+        try:
+            return PullRequestTemplate(header)
+        except ValueError:  # its names hold every marker set
+            pass
+    return EncodedPullRequests(header, credentials, serialize_type)

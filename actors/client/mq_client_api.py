@@ -198,7 +198,7 @@ class MQClientAPI:
                    parse: Callable[[RemotingCommand, str], T],
                    callback: ResultCallback) -> None:  # fmt: skip
         """call() of a request already encoded whose opaque is `opaque`, async (signing, when
-        this client signs, was the encoder's: client_requests.SignedPullRequests)."""
+        this client signs, was the encoder's: client_requests.EncodedPullRequests)."""
         self.remoting.invoke_async_frame(addr, opaque, frame, timeout_ms,
                                          _parsed(addr, parse, callback))  # fmt: skip
 

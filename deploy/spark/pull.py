@@ -23,12 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.client.client_requests import (
-    PullFrames,
-    PullRequestTemplate,
-    SignedPullRequests,
-    process_pull_response,
-)
+from actors.client.client_requests import process_pull_response, pull_frames
 from actors.client.errors import MQBrokerError
 from actors.client.records import PullResult, PullStatus
 from actors.runtime.tls import TlsConfig
@@ -88,8 +83,7 @@ def read_range(r: PullRange) -> Iterator[Any]:
     if r.end <= r.start:
         return
     builder = BatchBuilder(r.topic, r.broker, r.queue_id, r.tags)
-    frames: PullFrames = PullRequestTemplate(_header(r)) if r.credentials is None else \
-        SignedPullRequests(_header(r), r.credentials)  # fmt: skip
+    frames = pull_frames(_header(r), r.credentials)
     conn = PullConnection(parse_addr(r.addr), frames, tls=r.tls)
     try:
         yield from _batches(r, conn, builder)

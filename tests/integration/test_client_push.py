@@ -115,6 +115,19 @@ def test_clustering_three_consumers_then_join_and_leave(cluster: Target) -> None
             c.close()
 
 
+def test_pulls_in_rocketmq_binary_headers(cluster: Target) -> None:
+    """serialize_type=1: every pull is encoded whole in ROCKETMQ headers (no JSON template),
+    and the answers, whichever type the broker writes them in, are read the same."""
+    topic, group, n = "PushBinary", "push_binary_cg", 200
+    create_topic(cluster, topic, 4)
+    assert produce(cluster.namesrv, topic, (b"%d" % i for i in range(n))) == n
+    rec = Recorder("bin")
+    with consumer(cluster, group, rec, serialize_type=1) as c:
+        c.subscribe(topic)
+        assert wait_for(lambda: len(set(rec.bodies())) == n or None, 30), len(rec.bodies())
+    assert set(rec.bodies()) == {b"%d" % i for i in range(n)}
+
+
 def test_broadcasting_every_consumer_gets_everything(cluster: Target, tmp_path: Path) -> None:
     topic, group = "PushBroadcast", "push_bcast_cg"
     create_topic(cluster, topic, 4)

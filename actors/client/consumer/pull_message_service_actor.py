@@ -28,9 +28,8 @@ from actors.client import client_channel as ch
 from actors.client.client_config import ClientConfig
 from actors.client.client_requests import (
     PullFrames,
-    PullRequestTemplate,
-    SignedPullRequests,
     process_pull_response,
+    pull_frames,
 )
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
@@ -38,7 +37,6 @@ from actors.client.errors import MQBrokerError, MQClientError
 from actors.client.frame_ring import PullRings, SharedRing
 from actors.client.records import PullResult, PullStatus
 from actors.client.service_thread_actor import ServiceThreadActor
-from protocol.codes import SerializeType
 from protocol.command import next_opaque
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,7 @@ class PullMessageServiceActor(ServiceThreadActor):
         self.pulls = 0
         self.in_pass = False  # in on_ready: what is written waits for the pass's end
         self.rings: PullRings | None = None
-        self.templates: dict[tuple[Any, ...], PullFrames | None] = {}  # by queue, subscription
+        self.templates: dict[tuple[Any, ...], PullFrames] = {}  # by queue and subscription
         self._paused_watch: frozenset[object] = frozenset()  # the paused readers last watched
 
     def on_control(self, msg: Any, sender: Any) -> None:
@@ -201,42 +199,25 @@ class PullMessageServiceActor(ServiceThreadActor):
             if not self.in_pass:
                 self._after_pass()  # a timeout or a refused write: nobody else flushes now
 
-        frames = self._frames(cmd, api.config)
+        opaque = next_opaque()
+        frame = self._frames(cmd, api.config).frame(cmd.offset, cmd.max_nums, opaque,
+                                                     cmd.commit_offset, cmd.sys_flag)  # fmt: skip
         try:
-            if frames is None:  # a header serialization other than JSON
-                api.pull_message(cmd.addr, cmd.header(), cmd.timeout_ms, callback=done)
-            else:
-                opaque = next_opaque()
-                frame = frames.frame(cmd.offset, cmd.max_nums, opaque, cmd.commit_offset,
-                                     cmd.sys_flag)  # fmt: skip
-                api.call_frame(cmd.addr, opaque, frame, cmd.timeout_ms, process_pull_response,
-                               done)  # fmt: skip
+            api.call_frame(cmd.addr, opaque, frame, cmd.timeout_ms, process_pull_response, done)
         except MQClientError as exc:  # could not even be written (connect refused, ...)
             done(None, exc)
 
-    def _frames(self, cmd: cc.PullCommand, config: ClientConfig) -> PullFrames | None:
-        """The PULL_MESSAGE frames of cmd's queue (kept per queue and subscription; signed
-        ones when this client signs); None: each pull is encoded whole (headers other than
-        JSON, or names that hold every template marker)."""
-        if config.serialize_type != SerializeType.JSON:
-            return None
+    def _frames(self, cmd: cc.PullCommand, config: ClientConfig) -> PullFrames:
+        """The PULL_MESSAGE frames of cmd's queue (client_requests.pull_frames), kept per
+        queue and subscription."""
         key = (cmd.group, cmd.topic, cmd.queue_id, cmd.suspend_ms, cmd.subscription,
                cmd.sub_version, cmd.expression_type)  # fmt: skip
-        try:
-            return self.templates[key]
-        except KeyError:
-            pass
-        if len(self.templates) >= MAX_TEMPLATES:
-            self.templates.clear()
-        frames: PullFrames | None
-        if config.credentials is not None:
-            frames = SignedPullRequests(cmd.header(), config.credentials)
-        else:
-            try:
-                frames = PullRequestTemplate(cmd.header())
-            except ValueError:  # its names hold every marker: each pull encoded whole
-                frames = None
-        self.templates[key] = frames
+        frames = self.templates.get(key)
+        if frames is None:
+            if len(self.templates) >= MAX_TEMPLATES:
+                self.templates.clear()
+            frames = self.templates[key] = pull_frames(cmd.header(), config.credentials,
+                                                       config.serialize_type)  # fmt: skip
         return frames
 
     def on_exit(self) -> None:

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.client.client_requests import PullRequestTemplate, SignedPullRequests, pull_message
+from actors.client.client_requests import (
+    EncodedPullRequests,
+    PullRequestTemplate,
+    pull_frames,
+    pull_message,
+)
 from protocol.acl import SessionCredentials
 from protocol.command import RemotingCommand
 from protocol.headers import PullMessageRequestHeader
@@ -57,7 +62,7 @@ def test_a_signed_pull_is_the_generic_request_signed() -> None:
                                  suspend_timeout_millis=15_000, sub_version=3,
                                  subscription="*", expression_type="TAG")  # fmt: skip
     creds = SessionCredentials("ak", "sk")
-    signed = SignedPullRequests(h, creds).frame(40, 32, 9, 12, 3)
+    signed = EncodedPullRequests(h, creds).frame(40, 32, 9, 12, 3)
     assert signed == creds.sign(_generic(h, 40, 32, 9, 12, 3)).encode()
     ext = RemotingCommand.decode(memoryview(signed)[4:]).ext_fields
     assert ext is not None and ext["AccessKey"] == "ak" and "Signature" in ext
@@ -76,3 +81,29 @@ def test_a_header_holding_the_markers_takes_the_next_set_and_all_of_them_is_refu
     every = " ".join(str(m - 7 * k) for k in range(_MARKER_TRIES) for m in _MARKER_BASE[:1])
     with pytest.raises(ValueError, match="every marker set"):
         PullRequestTemplate(dataclasses.replace(h, subscription=every))
+
+
+def test_pull_frames_takes_the_template_where_it_can_and_encodes_whole_elsewhere() -> None:
+    """pull_frames (the pull actor's and the Spark source's one choice): the template for
+    plain JSON; each frame whole for ACL, for ROCKETMQ headers and for names holding every
+    marker set; each the generic encoding of the same request."""
+    from actors.client.client_requests import _MARKER_BASE, _MARKER_TRIES
+    from protocol.codes import SerializeType
+
+    h = PullMessageRequestHeader(consumer_group="cg", topic="T", queue_id=1, queue_offset=0,
+                                 max_msg_nums=32, sys_flag=7, commit_offset=5,
+                                 suspend_timeout_millis=15_000, sub_version=3,
+                                 subscription="*", expression_type="TAG")  # fmt: skip
+    assert isinstance(pull_frames(h), PullRequestTemplate)
+    creds = SessionCredentials("ak", "sk")
+    assert isinstance(pull_frames(h, creds), EncodedPullRequests)
+    binary = pull_frames(h, None, SerializeType.ROCKETMQ)
+    assert isinstance(binary, EncodedPullRequests)
+    cmd = _generic(h, 8, 32, 6, 1, 3)
+    cmd.serialize_type = SerializeType.ROCKETMQ
+    assert binary.frame(8, 32, 6, 1, 3) == cmd.encode()
+    every = " ".join(str(m - 7 * k) for k in range(_MARKER_TRIES) for m in _MARKER_BASE[:1])
+    marked = dataclasses.replace(h, subscription=every)
+    whole = pull_frames(marked)
+    assert isinstance(whole, EncodedPullRequests)
+    assert whole.frame(8, 32, 6) == _generic(marked, 8, 32, 6, 5, 7).encode()
