@@ -26,7 +26,7 @@ from actors.client.client_config import ClientConfig
 from actors.client.client_requests import ClientRequest, ext_of
 from actors.client.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from actors.client.mq_client_instance import DEFAULT_TOPIC_QUEUE_NUMS
-from actors.client.records import MessageExt, PullResult, SendResult, SendStatus
+from actors.client.records import MessageExt, SendResult, SendStatus
 from actors.client.remoting_client import RemotingClient
 from protocol.bodies import (
     HeartbeatData,
@@ -43,7 +43,7 @@ from protocol.codes import (
     SerializeType,
 )
 from protocol.command import RemotingCommand, next_opaque
-from protocol.headers import EndTransactionRequestHeader, PullMessageRequestHeader
+from protocol.headers import EndTransactionRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -269,11 +269,6 @@ class MQClientAPI:
         self.remoting.invoke_oneway(addr, self.config.sign(cmd))
 
     # -- consumer -----------------------------------------------------------------------------
-    def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float,
-                     callback: ResultCallback | None = None) -> PullResult | None:  # fmt: skip
-        """PULL_MESSAGE (long polling when the suspend flag is set in header.sys_flag)."""
-        return self.ask(addr, rq.pull_message(header), timeout_ms, callback)
-
     def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
                               timeout_ms: float, callback: ResultCallback | None = None
                               ) -> int | None:  # fmt: skip
