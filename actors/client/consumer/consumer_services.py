@@ -8,7 +8,7 @@ Channel records are dispatched to the consumer cores by group (rebalance records
 request id (pull results), on the I/O thread. Pull commands written while the I/O thread
 serves a read of results are sent in one record once the read is served and its consume
 workers are woken: a write that wakes the pull actor ahead of them delayed the handlers by
-about 100 us (D p50 1.33x Java's before, 1.14x after; docs/CLIENT.md).
+about 100 us (docs/CLIENT.md).
 """
 
 from __future__ import annotations
