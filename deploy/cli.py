@@ -38,7 +38,6 @@ from deploy.launch import (
     StartError,
     StartInterrupted,
     serve,
-    starting,
     stop_event,
 )
 
@@ -214,37 +213,39 @@ def cmd_up(args: argparse.Namespace) -> int:
     reserved = {ns_port, args.spark_bridge_port, *launch.broker_ports(bc, sc)}
     cluster = launch.start_system(data, admin_port=args.admin_port, reserved=reserved)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
-    console = None
+    consoles: list[ConsoleThread] = []  # the one the start steps made, if any
+
+    def steps() -> None:
+        ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
+        _say(f"name server listening on {args.host}:{ns_port} (TLS {tls.server_mode.value})")
+        port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
+        _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
+             f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value}, "
+             f"store {sc.storePathRootDir}, logs {data})")
+        if args.spark_bridge_port >= 0:
+            bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
+                                              host=args.spark_bridge_host,
+                                              port=args.spark_bridge_port,
+                                              credentials=bridge_keys, tls=tls)  # fmt: skip
+            _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
+        if args.console_port >= 0:
+            consoles.extend(_start_console(bc.namesrvAddr, args, bridge_keys, tls))
+
     try:
-        with starting(stop):
-            ns_port = launch.start_namesrv(cluster, host=args.host, config=ns_config, tls=tls)
-            _say(f"name server listening on {args.host}:{ns_port} "
-                 f"(TLS {tls.server_mode.value})")
-            port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
-            _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-                 f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value}, "
-                 f"store {sc.storePathRootDir}, logs {data})")
-            if args.spark_bridge_port >= 0:
-                bport = launch.start_spark_bridge(cluster, bc.namesrvAddr,
-                                                  host=args.spark_bridge_host,
-                                                  port=args.spark_bridge_port,
-                                                  credentials=bridge_keys, tls=tls)  # fmt: skip
-                _say(f"spark bridge listening on {args.spark_bridge_host}:{bport}")
-            if args.console_port >= 0:
-                console = _start_console(bc.namesrvAddr, args, bridge_keys, tls)
+        launch.start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
         _say("shutting down")
     finally:
-        if console is not None:
+        for console in consoles:
             console.stop()
         launch.stop_cluster(cluster)
     return code
 
 
 def _start_console(namesrv: str, args: argparse.Namespace, keys: SessionCredentials | None,
-                   tls: TlsConfig) -> ConsoleThread | None:  # fmt: skip
+                   tls: TlsConfig) -> list[ConsoleThread]:  # fmt: skip
     """The console in a thread of this process, signing and using TLS as the bridge does; a
-    port it cannot take is reported and the cluster serves on without it."""
+    port it cannot take is reported and the cluster serves on without it (no console)."""
     from deploy.admin_ext import CLIENT
     from deploy.console.cli import ConsoleThread
 
@@ -253,9 +254,9 @@ def _start_console(namesrv: str, args: argparse.Namespace, keys: SessionCredenti
         console = ConsoleThread(namesrv, args.console_host, args.console_port)
     except OSError as exc:
         _say(f"console not started: {args.console_host}:{args.console_port}: {exc}")
-        return None
+        return []
     _say(f"console listening on http://{args.console_host}:{console.port}/")
-    return console
+    return [console]
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
@@ -270,10 +271,12 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     tls = _tls_config(props)
     cluster = launch.start_system(data, admin_port=args.admin_port, reserved={config.listenPort})
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
+    def steps() -> None:
+        port = launch.start_namesrv(cluster, host=args.host, config=config, tls=tls)
+        _say(f"name server listening on {args.host}:{port} (TLS {tls.server_mode.value})")
+
     try:
-        with starting(stop):
-            port = launch.start_namesrv(cluster, host=args.host, config=config, tls=tls)
-            _say(f"name server listening on {args.host}:{port} (TLS {tls.server_mode.value})")
+        launch.start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
@@ -297,11 +300,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
     cluster = launch.start_system(os.path.join(data, "logs"), admin_port=args.admin_port,
                                   reserved=launch.broker_ports(bc, sc))
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
+    def steps() -> None:
+        port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
+        _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
+             f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value})")
+
     try:
-        with starting(stop):
-            port = launch.start_broker(cluster, bc, sc, host=args.host, tls=tls)
-            _say(f"broker {bc.brokerName} listening on {args.host}:{port} "
-                 f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value})")
+        launch.start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)

@@ -34,10 +34,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client runtime shares them
     LOOPBACK,
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BROKER_CONTROLLER = "actors.broker.actor.BrokerControllerActor"  # what start_broker supervises
 NAME_SERVER = "actors.namesrv.actor.NameServerActor"
@@ -107,6 +107,8 @@ class LocalCluster:
     spark_bridge_port: int | None = None
     spark_bridge_pid: int | None = None
     role_failures: list[Any] = field(default_factory=list)  # RoleFailed heard while starting
+    interrupt: StopSignal | None = None  # set: the next role does not start (StartInterrupted)
+    abandoned: bool = False  # a start thread still holds the actor system (its admin is gone)
     stopped: bool = False
 
     def namesrv_addr(self) -> str:
@@ -285,12 +287,19 @@ def _await(asys: Any, expect: tuple[type, ...], timeout_s: float,
         log.debug("launcher ignored %r", msg)
 
 
+def _checkpoint(cluster: LocalCluster) -> None:
+    """Before a role starts: StartInterrupted when a stop signal came during start_steps."""
+    if cluster.interrupt is not None and cluster.interrupt.is_set():
+        raise StartInterrupted(cluster.interrupt.signame)
+
+
 def _supervised(cluster: LocalCluster, role: str, actor_class: str, start: Any,
                 expect: tuple[type, ...]) -> tuple[Any, Any]:
     """Start `actor_class` under a RoleSupervisor; (the supervisor's address, the answer)."""
     from actors.runtime.messages import Supervise, Supervising
     from actors.runtime.supervisor import RoleSupervisor
 
+    _checkpoint(cluster)
     sup = cluster.asys.createActor(RoleSupervisor)
     cluster.asys.tell(sup, Supervise(role, actor_class, start, os.getpid()))
     hello = _await(cluster.asys, (Supervising,), START_TIMEOUT_S, cluster)
@@ -395,14 +404,13 @@ class StartInterrupted(Exception):
 
 
 class StopSignal(threading.Event):
-    """Set by SIGTERM / Ctrl-C. Inside `starting(stop)` (a command's start steps) the first
-    such signal also raises StartInterrupted in the main thread, so a start step stops at
-    once: the same signal may have ended the actor system's admin, and Thespian's createActor
-    waits up to 50 s for a dead admin. Outside it (serving, stopping) a signal only sets it."""
+    """Set by SIGTERM / Ctrl-C (the handler only sets it: an exception raised from a handler
+    lands wherever the main thread happens to be, inside Thespian's transport or an import,
+    and is swallowed or rewrapped there). `signame` is the signal's name."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.starting = False
+        self.signame = ""
 
 
 def stop_event() -> StopSignal:
@@ -410,25 +418,52 @@ def stop_event() -> StopSignal:
     stop = StopSignal()
 
     def handler(signum: int, frame: Any) -> None:
+        stop.signame = stop.signame or signal.Signals(signum).name
         stop.set()
-        if stop.starting:
-            stop.starting = False
-            raise StartInterrupted(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
 
 
-@contextmanager
-def starting(stop: StopSignal) -> Iterator[None]:
-    """The start steps of a command, interruptible by SIGTERM / Ctrl-C (StartInterrupted);
-    the caller's stop_cluster runs after, where a signal no longer raises."""
-    stop.starting = True
+def start_steps(cluster: LocalCluster, stop: StopSignal, steps: Callable[[], T]) -> T:
+    """Run a command's start steps in a thread of their own while this thread (the one the
+    signal handlers run in) waits for them or for `stop`. After a stop the role being started
+    finishes starting (so stop_cluster stops it cleanly, its store shut down; a role cut off
+    mid-start left processes the actor system's shutdown could not end) and the next one does
+    not start (StartInterrupted). When the same signal ended the actor system's admin, the
+    steps may sit up to 50 s inside Thespian's createActor, so the wait ends at once: the
+    cluster is marked abandoned (its actor system belongs to that thread) and stop_cluster
+    only reaps its processes. Raises what the steps raised, or StartInterrupted when
+    stopped."""
+    from deploy.procinfo import is_zombie, pid_listening_on
+
+    admin = pid_listening_on(cluster.admin_port)
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(("value", steps()))
+        except BaseException as exc:  # handed to the main thread as it is
+            outcome.append(("error", exc))
+
+    cluster.interrupt = stop
+    worker = threading.Thread(target=run, name="actormq-start", daemon=True)
+    worker.start()
     try:
-        yield
+        while worker.is_alive():
+            worker.join(ANSWERER_POLL_S)
+            if worker.is_alive() and stop.is_set() and (admin is None or is_zombie(admin)):
+                cluster.abandoned = True
+                raise StartInterrupted(stop.signame)
     finally:
-        stop.starting = False
+        cluster.interrupt = None
+    kind, value = outcome[0]
+    if kind == "error":
+        raise value
+    if stop.is_set():
+        raise StartInterrupted(stop.signame)
+    return value  # type: ignore[no-any-return]
 
 
 def serve(cluster: LocalCluster, stop: StopSignal) -> int:
@@ -459,6 +494,7 @@ def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = 
     servers = tuple(a.strip() for a in name_servers.split(";") if a.strip())
     if not servers:
         raise StartError("the spark bridge needs a name server address")
+    _checkpoint(cluster)
     addr = cluster.asys.createActor(SparkBridgeActor)
     cluster.asys.tell(addr, StartSparkBridge(host, port, servers, advertise,
                                              credentials=credentials, tls=tls))  # fmt: skip
@@ -495,6 +531,11 @@ def stop_cluster(cluster: LocalCluster) -> None:
     if cluster.stopped:
         return
     cluster.stopped = True
+    if cluster.abandoned:  # its admin is gone and a start thread is inside the actor system
+        log.warning("the actor system's admin ended while starting: reaping what is left")
+        _reap(_system_processes(cluster))
+        shutil.rmtree(cluster.runtime_dir, ignore_errors=True)
+        return
     try:
         _stop_spark_bridge(cluster)
         from actors.runtime.messages import BrokerStopped, StopBroker

@@ -85,16 +85,18 @@ def cmd_bridge(a: argparse.Namespace) -> int:
     """A SparkBridge in its own actor system until SIGTERM / Ctrl-C."""
     from deploy import launch
     from deploy.config import credentials_from_env
-    from deploy.launch import serve, starting, stop_event
+    from deploy.launch import serve, start_steps, stop_event
 
     keys = credentials_from_env()  # ACL on the name server: its KV entry needs an admin
     cluster = launch.start_system(os.path.abspath(a.data), admin_port=a.admin_port)
     stop = stop_event()  # after the fork of Thespian's admin: it keeps its own
+    def steps() -> None:
+        port = launch.start_spark_bridge(cluster, a.namesrv, host=a.host, port=a.port,
+                                         advertise=a.advertise, credentials=keys)  # fmt: skip
+        _say(f"spark bridge listening on {a.host}:{port} (name server {a.namesrv})")
+
     try:
-        with starting(stop):
-            port = launch.start_spark_bridge(cluster, a.namesrv, host=a.host, port=a.port,
-                                             advertise=a.advertise, credentials=keys)  # fmt: skip
-            _say(f"spark bridge listening on {a.host}:{port} (name server {a.namesrv})")
+        start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)

@@ -207,3 +207,30 @@ def test_sigterm_to_every_process_while_starting_stops_the_run_at_once(tmp_path)
         run.stop()
     said = run.err_path.read_text(errors="replace") + run.out_path.read_text(errors="replace")
     assert "SIGTERM while starting: stopped" in said, said[-2000:]
+
+
+@pytest.mark.parametrize("after", ["name server listening on", "broker broker-a listening on"])
+def test_sigterm_to_the_launcher_while_starting_stops_the_run(tmp_path, after: str) -> None:
+    """SIGTERM to the launcher alone while a later start step runs (its admin alive): the
+    role being started finishes starting, the next one does not start, what started is
+    stopped cleanly (a store that opened is shut down cleanly), exit 0. The handler used to
+    raise into whatever the main thread ran: inside Thespian's transport it was swallowed and
+    the launcher hung; inside an import's class body it became a RuntimeError (exit 1); in
+    the middle of a broker's start it left processes the shutdown could not end (20 s)."""
+    argv, (admin, ns, broker) = _up_argv(tmp_path)
+    run = MarkedProcess([*argv, "--console-port", "0"], tmp_path / "up", os.getcwd())
+    try:
+        run.wait_for(after, 60.0)
+        everyone = run.pids()
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.proc.wait(TERM_STOP_LIMIT_S) == 0, run.err_path.read_text()[-3000:]
+        left = wait_gone(everyone, TERM_STOP_LIMIT_S)
+        assert left == [], [(p, process_name(p)) for p in left]
+        for port in (admin, ns, broker):
+            assert procinfo.pid_listening_on(port) is None, port
+    finally:
+        run.stop()
+    log_text = (tmp_path / "data" / "actormq.log").read_text(errors="replace")
+    if "store.recovery" in log_text:  # the broker had begun to start
+        assert "store shut down cleanly" in log_text, log_text[-3000:]
+    assert "outlived its shutdown" not in log_text + run.err_path.read_text(errors="replace")
