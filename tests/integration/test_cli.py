@@ -27,7 +27,7 @@ def test_up_serves_then_sigterm_leaves_no_process(up_process) -> None:
     out = up.out_path.read_text()
     assert f"name server listening on 127.0.0.1:{up.ns_port}" in out
     assert f"listening on 127.0.0.1:{up.broker_port}" in out
-    assert up.stop() == 0
+    assert up.stop() == 0, up.err_path.read_text(errors="replace")[-3000:]
     assert wait_gone(pids, 15.0) == []
     assert up.pids() == []
 
