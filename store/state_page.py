@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
+import tempfile
 from typing import Final
 
 from store.mapped_file import allocate
@@ -56,10 +58,8 @@ def map_words(
     """Map a page of int64 words shared between processes: (mmap, its words); a writer makes
     the file and stamps `magic` in word 0. A reader gets None for a page not there (yet) when
     missing_ok, else the OSError."""
-    if writable:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
+        fd = _create_or_open(path, size, magic) if writable else os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         if missing_ok:
             return None
@@ -78,6 +78,34 @@ def map_words(
     if writable:
         words[0] = magic
     return mm, words
+
+
+def _create_or_open(path: str, size: int, magic: int) -> int:
+    """A read-write descriptor of the page at path. A page that is not there yet is made
+    whole (allocated, magic stamped) under a name of its own and then linked into place, so
+    no reader in another process ever opens it short; of two writers making it at once, the
+    second opens the first's."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        pass
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = tempfile.mkstemp(".new", os.path.basename(path) + ".", os.path.dirname(path) or ".")
+    try:
+        os.fchmod(fd, 0o644)
+        allocate(fd, tmp, 0, size, unlink_on_error=False)
+        os.pwrite(fd, magic.to_bytes(8, sys.byteorder), 0)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            os.close(fd)
+            return os.open(path, os.O_RDWR)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        os.unlink(tmp)
 
 
 class StatePage:

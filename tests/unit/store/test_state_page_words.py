@@ -58,3 +58,52 @@ def test_state_page_word_never_reads_as_zero_while_written(tmp_path: Any) -> Non
 
 def test_stats_page_word_never_reads_as_zero_while_written(tmp_path: Any) -> None:
     assert _race(str(tmp_path), StatsPage, OFF_PUT_TIMES) == 0
+
+
+def test_a_new_page_appears_whole(tmp_path, monkeypatch) -> None:
+    """A reader in another process opens the state page as soon as it exists (the HA test
+    watched for it and read it short: the writer had made the file and not allocated it
+    yet). The page is made under another name and linked into place whole: at the link it
+    has its full size and its magic; nothing else is left in the directory."""
+    from store import state_page
+
+    path = str(tmp_path / "state")
+    seen: list[tuple[int, int]] = []
+    real_link = os.link
+
+    def link(src: str, dst: str) -> None:
+        assert not os.path.exists(dst)
+        with open(src, "rb") as f:
+            head = f.read(8)
+        seen.append((os.path.getsize(src), int.from_bytes(head, "little", signed=True)))
+        real_link(src, dst)
+
+    monkeypatch.setattr(state_page.os, "link", link)
+    writer = StatePage(path, writable=True)
+    assert seen == [(state_page.STATE_PAGE_SIZE, state_page.STATE_MAGIC)]
+    assert sorted(os.listdir(tmp_path)) == ["state"]
+    second = StatePage(path, writable=True)  # there already: opened, not made again
+    assert len(seen) == 1
+    writer.set(OFF_MAX_PHY, 77)
+    assert StatePage(path, writable=False).get(OFF_MAX_PHY) == second.get(OFF_MAX_PHY) == 77
+
+
+def test_two_writers_making_the_page_at_once_share_one(tmp_path, monkeypatch) -> None:
+    """The second writer's link finds the first's page: it opens that one (not its own)."""
+    from store import state_page
+
+    path = str(tmp_path / "state")
+    first: list[StatePage] = []
+    real_link = os.link
+
+    def link(src: str, dst: str) -> None:
+        if not first:  # another writer makes and links the page just before this one
+            monkeypatch.setattr(state_page.os, "link", real_link)
+            first.append(StatePage(path, writable=True))
+        real_link(src, dst)
+
+    monkeypatch.setattr(state_page.os, "link", link)
+    second = StatePage(path, writable=True)
+    first[0].set(OFF_MAX_PHY, 5)
+    assert second.get(OFF_MAX_PHY) == 5
+    assert sorted(os.listdir(tmp_path)) == ["state"]
