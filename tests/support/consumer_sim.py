@@ -377,8 +377,8 @@ class Services:
             violations.append(f"{self.conn.name}: a pull sent for {req.mq} while it is let go")
         self.conn.receive(cmd)
 
-    def send_pulls_now(self) -> None:
-        pass  # send_pull hands each command to the connection at once
+    def after_pulls_sent(self, fn: Callable[[], None]) -> None:
+        fn()  # send_pull hands each command to the connection at once
 
     def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
         for cmd in cmds:

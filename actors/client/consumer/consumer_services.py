@@ -37,7 +37,7 @@ from actors.client.consumer.messages import (
     UpdateSubscriptions,
 )
 from actors.client.errors import ClientErrorCode, MQClientError
-from actors.client.frame_ring import MappedRings
+from actors.client.frame_ring import MappedRings, RingRef
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import InstanceHandle
 from protocol.bodies import MessageQueue
@@ -152,6 +152,9 @@ class ConsumerServices:
         self._settling: dict[int, threading.Event] = {}  # commit pulls waited for, by rid
         self._out_lock = threading.Lock()
         self._batching = threading.local()
+        # what the I/O thread's pass over one read runs after that read's pulls are written
+        # (decodes of answers whose next pull left first), with each one's ring space
+        self._after_pulls: list[tuple[Callable[[], None] | None, RingRef | None]] = []
         self._ask_lock = threading.Lock()
 
     @property
@@ -277,9 +280,16 @@ class ConsumerServices:
         if not getattr(self._batching, "on", False):
             self._flush_pulls()
 
-    def send_pulls_now(self) -> None:
-        """Send the pulls queued so far now, not at the end of the I/O thread's read."""
-        self._flush_pulls()
+    def after_pulls_sent(self, fn: Callable[[], None]) -> None:
+        """Run fn once the pulls queued so far are written. In the I/O thread's pass over a
+        read of answers: after the pass has read every answer, so that the next pulls of all
+        of them leave in one write ahead of all their decodes (the answer's pull body stays
+        readable until fn has run). Elsewhere: now."""
+        if getattr(self._batching, "on", False):
+            self._after_pulls.append((fn, None))
+        else:
+            self._flush_pulls()
+            fn()
 
     def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
         """Send cmds behind every pull sent before them; True once each is answered (within
@@ -331,6 +341,28 @@ class ConsumerServices:
                     break
         finally:
             self._batching.on = False
+            self._run_after_pulls()
+
+    def _run_after_pulls(self) -> None:
+        """The pass's deferred work (after_pulls_sent), once its pulls are written; each
+        answer's ring space is given back after its work, once nothing refers to it."""
+        work = self._after_pulls
+        if not work:
+            return
+        self._after_pulls = []
+        self._flush_pulls()
+        for i in range(len(work)):
+            fn, ref = work[i]
+            work[i] = (None, None)
+            try:
+                assert fn is not None
+                fn()
+            except Exception:
+                log.exception("pull answer handling failed")
+            finally:
+                del fn  # the last reference to the answer's view: the ring may close now
+                if ref is not None:
+                    self.rings.done(ref)
 
     def _pull_record(self, kind: int, payload: memoryview) -> None:
         rings = self.rings
@@ -344,11 +376,16 @@ class ConsumerServices:
                 log.error("pull answer in ring %d not readable: %r", ref.ring_id, exc)
                 answer = answer._replace(status=cc.NO_ANSWER)  # pulled again later
                 tail = memoryview(b"pull ring not mapped")
+            deferred = len(self._after_pulls)
             try:
                 self._on_pull_answer(answer, tail)
             finally:
                 del tail
-                rings.done(ref)  # the answer's bytes were copied out, or dropped
+                if len(self._after_pulls) > deferred:  # its decode waits for the pass's pulls
+                    fn, _ = self._after_pulls[-1]
+                    self._after_pulls[-1] = (fn, ref)
+                else:
+                    rings.done(ref)  # the answer's bytes were copied out, or dropped
         elif kind == cc.RING_SHARED:
             self._map_ring(kind, payload)
         elif kind == cc.RING_RETIRED:

@@ -316,10 +316,10 @@ class PullCallback:
 
     def _found(self, req: PullRequest, answer: cc.PullAnswer, tail: memoryview) -> None:
         """A FOUND answer: decode, put, hand over, pull again (the module docstring says
-        when the next pull leaves first). A batch that cannot be handled is pulled again
-        pullTimeDelayMillsWhenException later, as Java's onException does."""
+        when the next pull leaves first: then the decode and the put wait until the pulls
+        of the I/O thread's whole read are written, `after_pulls_sent`)."""
         host = self.host
-        pq, mq = req.pq, req.mq
+        pq = req.pq
         pulled, next_begin = req.next_offset, answer.next_begin
         interval = host.pull_interval_ms()
         services = host.services
@@ -328,39 +328,58 @@ class PullCallback:
         n = uncompressed_records(tail, len(tail)) if services is not None and interval <= 0 \
             and 1 < next_begin - pulled <= host.cfg.pull_batch \
             and host.gates_read_process_queue() else 0  # fmt: skip
-        out = None
+        if n <= 1:
+            self._put(req, answer, tail, pulled, interval, early=False, out=None)
+            return
+        assert services is not None
         try:
-            if n > 1:
-                assert services is not None
-                pq.expect(n, len(tail), pulled, next_begin - 1)
-                req.next_offset = next_begin
-                self.pull(req)
-                out = req.out
-                services.send_pulls_now()
+            pq.expect(n, len(tail), pulled, next_begin - 1)
+            req.next_offset = next_begin
+            self.pull(req)
+        except Exception:
+            self._not_handled(req, pulled, early=True, out=None)
+            return
+        out = req.out
+        services.after_pulls_sent(
+            lambda: self._put(req, answer, tail, pulled, interval, early=True, out=out))
+
+    def _put(self, req: PullRequest, answer: cc.PullAnswer, tail: memoryview, pulled: int,
+             interval: int, *, early: bool, out: cc.PullCommand | None) -> None:
+        """Decode and put an answer, hand its messages over and pull again, unless its next
+        pull was made first (`early`; `out` that pull, None when the gates held it)."""
+        host = self.host
+        pq, mq = req.pq, req.mq
+        try:
             sub = host.subscriptions.get(mq.topic)
             msgs = decode_pull_messages(tail, mq, sub, answer.min_offset, answer.max_offset)
             dispatch = pq.put_messages(msgs, answer.max_offset)  # counted even when all filtered
         except Exception:
-            log.exception("consumer %s: the answer at %d of %s was not handled; pulling it "
-                          "again in %d ms", host.group, pulled, mq,
-                          host.cfg.pull_time_delay_ms_when_exception)  # fmt: skip
-            pq.unexpect()
-            if out is not None and req.out is out:  # the next pull left: its answer pulls
-                req.retry_from = pulled  # this batch again instead
-            elif n > 1:
-                req.next_offset = pulled  # the gates rescheduled that pull: from here, then
-            else:
-                self.later(req, host.cfg.pull_time_delay_ms_when_exception)
+            self._not_handled(req, pulled, early=early, out=out)
             return
-        req.next_offset = next_begin  # after the put: a lite poller's position() sees it
+        req.next_offset = answer.next_begin  # after the put: a lite poller's position() sees it
         if msgs:
             host.stats.pulled(mq.topic, len(msgs))
             host.dispatch_pulled(msgs, pq, mq, dispatch)
-        if n <= 1:
+        if not early:
             if msgs and interval > 0:
                 self.later(req, interval)
             else:
                 self.pull(req)
+
+    def _not_handled(self, req: PullRequest, pulled: int, *, early: bool,
+                     out: cc.PullCommand | None) -> None:
+        """A batch that could not be decoded or put: pulled again from `pulled`."""
+        host = self.host
+        delay = host.cfg.pull_time_delay_ms_when_exception
+        log.exception("consumer %s: the answer at %d of %s was not handled; pulling it "
+                      "again in %d ms", host.group, pulled, req.mq, delay)  # fmt: skip
+        req.pq.unexpect()
+        if out is not None and req.out is out:  # the next pull left: its answer pulls
+            req.retry_from = pulled  # this batch again instead
+        elif early:
+            req.next_offset = pulled  # the gates rescheduled that pull: from here, then
+        else:
+            self.later(req, delay)
 
     def _heartbeat_after_refusal(self, req: PullRequest, code: int, remark: memoryview) -> bool:
         """A pull refused for want of this client's registration (the broker restarted or

@@ -1,8 +1,10 @@
 """ConsumerServices serving a read of pull answers (the I/O thread): the consume workers the
-read filled are woken before the read's next pulls are written to the pull actor."""
+read filled are woken before the read's next pulls are written to the pull actor; the early
+pulls of a read's dense answers leave in one write before any of their decodes."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
@@ -13,6 +15,7 @@ from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consume_message_service import ConsumeExecutor
 from actors.client.consumer.consumer_services import ConsumerServices
+from actors.client.frame_ring import RingRef
 
 
 class _Executor(ConsumeExecutor):
@@ -127,3 +130,51 @@ def test_a_read_with_nothing_for_the_workers_still_writes_its_pulls(
     actor.send(cc.PULL_RESULT, cc.pull_result_head(rid, 0, 2, 0, 2, 0) + b"body")
     _serve(end, services, 1)
     assert events == ["write Pull"]
+
+
+def test_dense_answers_of_one_read_send_every_next_pull_before_any_decode(
+        wired: tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, list[str]]) -> None:
+    """Answers whose next pull leaves before their decode (PullCallback's early pulls) defer
+    the decode with after_pulls_sent: the read's pulls leave in one write ahead of every
+    decode (one write and one wake-up of the pull actor per read, not per answer); each
+    answer's body in the ring stays readable until its decode has run, and its ring space is
+    given back after it, with the workers woken first."""
+    services, end, actor, events = wired
+    executor = _Executor(events)
+    fd = os.memfd_create("test_ring")
+    os.ftruncate(fd, 4096)
+    os.pwrite(fd, b"AAAABBBBCCCC", 0)
+    services.rings.add(7, 4096, fd)
+
+    class _Early:
+        group = "cg"
+
+        def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+            rid = services.new_pull(self)
+            services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0,
+                                              0, 15_000, None, 0, None, 30_000))  # fmt: skip
+
+            def decode() -> None:
+                events.append("decode " + bytes(tail).decode())
+                executor.submit([_Noop()])
+
+            services.after_pulls_sent(decode)
+
+    owner = _Early()
+    for i in range(3):
+        rid = services.new_pull(owner)
+        ref = RingRef(7, 100 + i, 4 * i, 4)
+        actor.send(cc.PULL_AT, cc.pull_result_head(rid, 0, 2, 0, 2, 0) + cc.pull_at_ref(ref))
+    _serve(end, services, 3)
+    assert events == ["write Pull", "decode AAAA", "decode BBBB", "decode CCCC", "wake",
+                      "write RingRelease"]  # fmt: skip
+    got: list[ch.TypedRecord] = []
+    for _ in range(100):  # bounded: both were written before
+        got += [ch.read_record(k, p) for k, p in actor.read_records() or []]
+        if len(got) >= 2:
+            break
+    pull, release = got
+    assert isinstance(pull, cc.Pull) and len(pull.commands) == 3
+    assert isinstance(release, cc.RingRelease)
+    assert [tuple(t) for t in release.tokens] == [(7, 100), (7, 101), (7, 102)]
+    assert len(executor.items) == 3

@@ -4,6 +4,7 @@ Java's order (the messages to the consume service first, then the next pull)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,8 +49,9 @@ class _Services:
         self.sent.append(cmd)
         self.events.append(f"pull {cmd.offset}")
 
-    def send_pulls_now(self) -> None:
+    def after_pulls_sent(self, fn: Callable[[], None]) -> None:
         self.events.append("sent now")
+        fn()
 
 
 class _Core(DefaultMQPushConsumerImpl):
