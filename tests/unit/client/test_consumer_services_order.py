@@ -57,9 +57,14 @@ class _Owner:
 
     def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         self.executor.submit([_Noop()])
-        rid = self.services.new_pull(self)
-        self.services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0,
-                                               0, 15_000, None, 0, None, 30_000))  # fmt: skip
+        _next_pull(self.services, self)
+
+
+def _next_pull(services: ConsumerServices, owner: object) -> None:
+    """The next pull of the owner's queue, as PullCallback sends it."""
+    rid = services.new_pull(owner)  # type: ignore[arg-type]
+    services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0, 0, 15_000,
+                                      None, 0, None, 30_000))  # fmt: skip
 
 
 class _Noop:
@@ -122,9 +127,7 @@ def test_a_read_with_nothing_for_the_workers_still_writes_its_pulls(
         group = "cg"
 
         def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
-            rid = services.new_pull(self)
-            services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0,
-                                              0, 15_000, None, 0, None, 30_000))  # fmt: skip
+            _next_pull(services, self)
 
     rid = services.new_pull(_Gone())
     actor.send(cc.PULL_RESULT, cc.pull_result_head(rid, 0, 2, 0, 2, 0) + b"body")
@@ -150,9 +153,7 @@ def test_dense_answers_of_one_read_send_every_next_pull_before_any_decode(
         group = "cg"
 
         def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
-            rid = services.new_pull(self)
-            services.send_pull(cc.PullCommand(rid, "127.0.0.1:10911", "cg", "T", 0, 1, 32, 0,
-                                              0, 15_000, None, 0, None, 30_000))  # fmt: skip
+            _next_pull(services, self)
 
             def decode() -> None:
                 events.append("decode " + bytes(tail).decode())
