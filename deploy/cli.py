@@ -32,12 +32,12 @@ from deploy.config import (
     load_properties,
     resolve_paths,
 )
-from deploy.launch import (
+from deploy.launch import LocalCluster, StartError
+from deploy.shutdown_hook import (
     EXIT_ROLE_FAILED,
-    LocalCluster,
-    StartError,
     StartInterrupted,
     serve,
+    start_steps,
     stop_event,
 )
 
@@ -232,7 +232,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             consoles.extend(_start_console(bc.namesrvAddr, args, bridge_keys, tls))
 
     try:
-        launch.start_steps(cluster, stop, steps)
+        start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
         _say("shutting down")
     finally:
@@ -276,7 +276,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         _say(f"name server listening on {args.host}:{port} (TLS {tls.server_mode.value})")
 
     try:
-        launch.start_steps(cluster, stop, steps)
+        start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)
@@ -306,7 +306,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
              f"({_vip(cluster, args.host)}, TLS {tls.server_mode.value})")
 
     try:
-        launch.start_steps(cluster, stop, steps)
+        start_steps(cluster, stop, steps)
         code = serve(cluster, stop)
     finally:
         launch.stop_cluster(cluster)

@@ -19,9 +19,8 @@ Logging: every actor process appends its own records to `<data>/actormq.log`
 
 Supervision: the name server and each broker controller are started under a RoleSupervisor
 (actors.runtime.supervisor), which replaces them when they die; the controller replaces its
-own children (actors.broker.supervision). `wait_for_stop` is the launcher's loop: it returns
-when asked to stop, or with the reason when a role kept failing (RoleFailed) or a supervisor
-process died, and the CLI then stops everything and exits non-zero.
+own children (actors.broker.supervision). The launcher's serving loop, its stop signal and
+the start steps a signal interrupts are deploy.shutdown_hook's.
 """
 
 from __future__ import annotations
@@ -29,14 +28,11 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
-import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client runtime shares them
     LOOPBACK,
@@ -49,6 +45,7 @@ from actors.runtime.loopback import (  # noqa: F401  # re-exported; the client r
     start_actor_system,
 )
 from deploy import actor_logging, runtime_dir
+from deploy.shutdown_hook import StartInterrupted, StopSignal
 
 if TYPE_CHECKING:
     from actors.broker.config import BrokerConfig
@@ -58,12 +55,10 @@ if TYPE_CHECKING:
     from store.config import StoreConfig
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 BROKER_CONTROLLER = "actors.broker.actor.BrokerControllerActor"  # what start_broker supervises
 NAME_SERVER = "actors.namesrv.actor.NameServerActor"
 
-EXIT_ROLE_FAILED = 3  # a role kept dying (or its supervisor died): everything was stopped
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 ANSWERER_POLL_S = 0.25  # _await: how often it looks whether the answerer is still there
@@ -376,105 +371,6 @@ def start_broker(
     log.info("broker %s serving on %s (VIP port %s)", name, reply.addr,
              cluster.fast_ports[name] or "off")
     return int(reply.port)
-
-
-def wait_for_stop(cluster: LocalCluster, stop: threading.Event) -> str | None:
-    """Serve until `stop` is set (None), or until a role keeps failing or a supervisor process
-    dies: then the reason (the caller stops the cluster and exits non-zero)."""
-    from datetime import timedelta
-
-    from actors.runtime.messages import RoleFailed
-    from deploy.procinfo import is_zombie
-
-    if cluster.role_failures:
-        msg = cluster.role_failures[0]
-        return f"{msg.role} keeps failing ({msg.reason})"
-    while not stop.is_set():
-        msg = cluster.asys.listen(timedelta(seconds=1))
-        if isinstance(msg, RoleFailed):
-            return f"{msg.role} keeps failing ({msg.reason})"
-        for role, pid in cluster.supervisor_pids.items():
-            if is_zombie(pid):
-                return f"the supervisor of {role} (pid {pid}) died"
-    return None
-
-
-class StartInterrupted(Exception):
-    """SIGTERM or Ctrl-C arrived while the servers were still starting."""
-
-
-class StopSignal(threading.Event):
-    """Set by SIGTERM / Ctrl-C (the handler only sets it: an exception raised from a handler
-    lands wherever the main thread happens to be, inside Thespian's transport or an import,
-    and is swallowed or rewrapped there). `signame` is the signal's name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.signame = ""
-
-
-def stop_event() -> StopSignal:
-    """A StopSignal, its handlers installed before the servers start."""
-    stop = StopSignal()
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.signame = stop.signame or signal.Signals(signum).name
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
-
-
-def start_steps(cluster: LocalCluster, stop: StopSignal, steps: Callable[[], T]) -> T:
-    """Run a command's start steps in a thread of their own while this thread (the one the
-    signal handlers run in) waits for them or for `stop`. After a stop the role being started
-    finishes starting (so stop_cluster stops it cleanly, its store shut down; a role cut off
-    mid-start left processes the actor system's shutdown could not end) and the next one does
-    not start (StartInterrupted). When the same signal ended the actor system's admin, the
-    steps may sit up to 50 s inside Thespian's createActor, so the wait ends at once: the
-    cluster is marked abandoned (its actor system belongs to that thread) and stop_cluster
-    only reaps its processes. Raises what the steps raised, or StartInterrupted when
-    stopped."""
-    from deploy.procinfo import is_zombie, pid_listening_on
-
-    admin = pid_listening_on(cluster.admin_port)
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(("value", steps()))
-        except BaseException as exc:  # handed to the main thread as it is
-            outcome.append(("error", exc))
-
-    cluster.interrupt = stop
-    worker = threading.Thread(target=run, name="actormq-start", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(ANSWERER_POLL_S)
-            if worker.is_alive() and stop.is_set() and (admin is None or is_zombie(admin)):
-                cluster.abandoned = True
-                raise StartInterrupted(stop.signame)
-    finally:
-        cluster.interrupt = None
-    kind, value = outcome[0]
-    if kind == "error":
-        raise value
-    if stop.is_set():
-        raise StartInterrupted(stop.signame)
-    return value  # type: ignore[no-any-return]
-
-
-def serve(cluster: LocalCluster, stop: StopSignal) -> int:
-    """Until SIGTERM / Ctrl-C (0), or until a role keeps failing (EXIT_ROLE_FAILED, said on
-    stderr); the caller stops the cluster either way."""
-    failure = wait_for_stop(cluster, stop)
-    if failure is None:
-        return 0
-    sys.stderr.write(f"actormq: stopping: {failure}\n")
-    sys.stderr.flush()
-    return EXIT_ROLE_FAILED
 
 
 def start_spark_bridge(cluster: LocalCluster, name_servers: str, *, host: str = LOOPBACK,

@@ -85,7 +85,7 @@ def cmd_bridge(a: argparse.Namespace) -> int:
     """A SparkBridge in its own actor system until SIGTERM / Ctrl-C."""
     from deploy import launch
     from deploy.config import credentials_from_env
-    from deploy.launch import serve, start_steps, stop_event
+    from deploy.shutdown_hook import serve, start_steps, stop_event
 
     keys = credentials_from_env()  # ACL on the name server: its KV entry needs an admin
     cluster = launch.start_system(os.path.abspath(a.data), admin_port=a.admin_port)
@@ -190,7 +190,8 @@ def main(argv: list[str]) -> int:
     """Run `actormq spark ...`; the exit code."""
     from actors.spark_bridge.options import SourceOptionError, parse_name_servers
     from deploy.config import ConfigError
-    from deploy.launch import StartError, StartInterrupted
+    from deploy.launch import StartError
+    from deploy.shutdown_hook import StartInterrupted
     from deploy.spark.bridge_client import RocketMQSourceError
 
     args = build_parser().parse_args(argv)

@@ -1,4 +1,4 @@
-"""deploy.launch's StopSignal and start_steps: SIGTERM / Ctrl-C only set the event (never an
+"""deploy.shutdown_hook's StopSignal and start_steps: SIGTERM / Ctrl-C only set the event (never an
 exception raised into whatever the main thread runs); the start steps run in a thread of
 their own and the main thread ends the start when the signal arrives."""
 
@@ -11,14 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.launch import (
-    LocalCluster,
-    StartError,
-    StartInterrupted,
-    stable_free_port,
-    start_steps,
-    stop_event,
-)
+from deploy.launch import LocalCluster, StartError, stable_free_port
+from deploy.shutdown_hook import StartInterrupted, start_steps, stop_event
 
 
 @pytest.fixture
