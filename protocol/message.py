@@ -30,21 +30,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from protocol.message_properties import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    java_parse_int,
+    properties_to_string,
+)
 from protocol.record import (
     BORN_HOST_POS,
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
     STOREHOSTADDRESS_V6_FLAG,
     RecordError,
     encode_record_into,
     host_length,
-    java_parse_int,
     java_string_hash,
     pack_host,
-    properties_to_string,
     record_at,
     record_size,
     unpack_host,
@@ -209,8 +211,9 @@ class Message:
 
     @property
     def delay_time_level(self) -> int:
-        """The DELAY property as Integer.parseInt reads it (protocol.record.java_parse_int);
-        0 when absent or not a number there (where Java's getDelayTimeLevel would throw)."""
+        """The DELAY property as Integer.parseInt reads it
+        (protocol.message_properties.java_parse_int); 0 when absent or not a number there
+        (where Java's getDelayTimeLevel would throw)."""
         v = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
         level = java_parse_int(v.encode()) if v else 0
         return level if level is not None else 0

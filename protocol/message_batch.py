@@ -13,14 +13,8 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from protocol.message import Message, MessageDecodeError, parse_properties
-from protocol.record import (
-    MAX_PROPERTIES_LENGTH,
-    PROPERTY_SEPARATOR,
-    RecordError,
-    batch_item_at,
-    encode_batch_item,
-    properties_to_string,
-)
+from protocol.message_properties import PROPERTY_SEPARATOR, properties_to_string
+from protocol.record import MAX_PROPERTIES_LENGTH, RecordError, batch_item_at, encode_batch_item
 
 log = logging.getLogger(__name__)
 

@@ -27,21 +27,23 @@ from protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
+from protocol.message_properties import (
+    delay_level,
+    delivery_tags_code,
+    index_keys,
+    properties_to_string,
+    string_to_properties,
+)
 from protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     RecordError,
-    delay_level,
-    delivery_tags_code,
-    index_keys,
     pack_blank,
     pack_record_tail,
-    properties_to_string,
     read_total_and_magic,
     record_at,
-    string_to_properties,
     topic_field,
     write_record,
 )

@@ -15,16 +15,8 @@ from collections.abc import Iterator
 from typing import Final, NamedTuple, Protocol
 
 from protocol.codes import SCHEDULE_TOPIC
-from protocol.record import (
-    BLANK_MAGIC_CODE,
-    TAGS,
-    RecordError,
-    delay_level,
-    delivery_tags_code,
-    property_value,
-    read_total_and_magic,
-    record_at,
-)
+from protocol.message_properties import TAGS, delay_level, delivery_tags_code, property_value
+from protocol.record import BLANK_MAGIC_CODE, RecordError, read_total_and_magic, record_at
 from store.index import TagCodes
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue

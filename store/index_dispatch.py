@@ -24,11 +24,11 @@ import sys
 import time
 from typing import Final, Protocol
 
+from protocol.message_properties import index_keys
 from protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     RecordError,
-    index_keys,
     read_total_and_magic,
     record_at,
 )

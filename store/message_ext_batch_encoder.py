@@ -13,19 +13,17 @@ from struct import error as struct_error
 from typing import Final
 from zlib import crc32
 
+from protocol.message_properties import TAGS, index_keys, property_value
 from protocol.record import (
     BATCH_ITEM_FIXED,
     BATCH_ITEM_HEAD,
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
-    TAGS,
     RecordError,
     batch_item_at,
     batch_item_unpacker,
-    index_keys,
     pack_properties_length,
-    property_value,
     record_head_packer,
 )
 from store.index import TagCodes

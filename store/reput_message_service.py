@@ -23,7 +23,8 @@ from protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
-from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, index_keys, read_total_and_magic
+from protocol.message_properties import index_keys
+from protocol.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, read_total_and_magic
 from store.build_index_dispatcher import CommitLogDispatcherBuildIndex
 from store.commitlog import CommitLog
 from store.consume_queue_table import ConsumeQueueTable

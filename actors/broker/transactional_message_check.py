@@ -57,7 +57,8 @@ from protocol.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     MessageExt,
 )
-from protocol.record import encode_record, pack_host, properties_to_string
+from protocol.message_properties import properties_to_string
+from protocol.record import encode_record, pack_host
 from store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue
 from store.message_ext_broker_inner import MessageExtBrokerInner
 from store.put_message_result import offset_msg_id

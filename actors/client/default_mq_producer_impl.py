@@ -55,7 +55,7 @@ from protocol.codes import (
 from protocol.command import RemotingCommand
 from protocol.message_batch import encode_batch_raw
 from protocol.message_client_id_setter import create_uniq_id
-from protocol.record import properties_to_string
+from protocol.message_properties import properties_to_string
 
 _js = json.encoder.encode_basestring_ascii  # a JSON string literal (C when available)
 _PREFIX = struct.Struct(">ii")  # total length, header length (serialize type JSON = 0)

@@ -18,7 +18,7 @@ import zlib
 from actors.client.records import MessageExt, MessageQueue
 from protocol import message as wire
 from protocol.command import RemotingCommand
-from protocol.record import string_to_properties
+from protocol.message_properties import string_to_properties
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from actors.client.errors import ClientErrorCode, MessageValidationError
 from actors.client.records import Message
 from protocol.codes import NOT_ALLOWED_SEND_TOPICS, ResponseCode
 from protocol.message import STRING_HASH_SET
-from protocol.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from protocol.message_properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 CHARACTER_MAX_LENGTH: Final = 255
 TOPIC_MAX_LENGTH: Final = 127

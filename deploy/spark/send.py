@@ -53,7 +53,7 @@ from protocol.errors import ProtocolError
 from protocol.headers import GetRouteInfoRequestHeader
 from protocol.message import COMPRESS_BODY_OVER, COMPRESSED_ZLIB_SYSFLAG, compress_body
 from protocol.message_batch import BatchItem, encode_batch
-from protocol.record import properties_to_string
+from protocol.message_properties import properties_to_string
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ import zlib
 from collections.abc import Callable
 
 from protocol.message_batch import BatchItem, encode_batch
-from protocol.record import properties_to_string
+from protocol.message_properties import properties_to_string
 from store.config import StoreConfig
 from store.flush_service import GroupCommit
 from store.index import java_hash_bytes

@@ -28,7 +28,8 @@ from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 from protocol.message_batch import BatchItem, encode_batch
 from protocol.message_client_id_setter import create_uniq_id
-from protocol.record import java_string_hash, properties_to_string
+from protocol.message_properties import properties_to_string
+from protocol.record import java_string_hash
 
 log = logging.getLogger(__name__)
 

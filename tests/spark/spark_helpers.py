@@ -20,7 +20,7 @@ from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.message import COMPRESSED_ZLIB_SYSFLAG
 from protocol.message_client_id_setter import create_uniq_id
-from protocol.record import properties_to_string
+from protocol.message_properties import properties_to_string
 from store.config import StoreConfig
 from tests.integration.conftest import kill_pids, wait_gone
 from tests.integration.e2e_helpers import SMALL_STORE, wait_until

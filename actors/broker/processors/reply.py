@@ -30,7 +30,7 @@ from protocol.message import (
     PROPERTY_PUSH_REPLY_TIME,
     parse_properties,
 )
-from protocol.record import properties_to_string
+from protocol.message_properties import properties_to_string
 from store.message_ext_broker_inner import MessageExtBrokerInner
 from store.put_message_result import PutMessageStatus, offset_msg_id
 

@@ -85,13 +85,13 @@ from protocol.message import PROPERTY_DELAY_TIME_LEVEL as PROPERTY_DELAY
 from protocol.message import PROPERTY_REAL_QUEUE_ID as PROPERTY_REAL_QID
 from protocol.message import PROPERTY_TRANSACTION_PREPARED as PROPERTY_TRAN_MSG
 from protocol.message import PROPERTY_WAIT_STORE_MSG_OK as PROPERTY_WAIT
-from protocol.record import (
+from protocol.message_properties import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     java_parse_int,
-    java_string_hash,
     properties_to_string,
 )
+from protocol.record import java_string_hash
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import DefaultMessageStore
 from store.put_message_result import PutMessageResult, PutMessageStatus, offset_msg_id

@@ -30,7 +30,8 @@ from protocol.message_batch import (
     merge_batch_properties,
 )
 from protocol.message_client_id_setter import UniqIdGenerator, create_uniq_id, uniq_id_time_ms
-from protocol.record import body_crc, pack_host, string_to_properties, unpack_host
+from protocol.message_properties import string_to_properties
+from protocol.record import body_crc, pack_host, unpack_host
 
 UNIQ = "7F0000016FD229C216E16C02C8BC0000"
 STORE = pack_host("192.168.1.10", 10911)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol.message_properties import properties_to_string, string_to_properties
 from protocol.record import (
     MESSAGE_MAGIC_CODE,
     RecordError,
@@ -16,9 +17,7 @@ from protocol.record import (
     encode_record,
     java_string_hash,
     pack_host,
-    properties_to_string,
     record_size,
-    string_to_properties,
     unpack_host,
 )
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from protocol.message_properties import property_value as prop_value
 from protocol.record import RecordError, decode_record_fields, encode_record, pack_host
-from protocol.record import property_value as prop_value
 from store.commitlog import SCHEDULE_TOPIC, CommitLog
 from store.config import StoreConfig
 from store.dispatch_request import DispatchRequest

@@ -132,7 +132,7 @@ def test_suggest_slave_and_in_disk(tmp_path):
 
 
 def test_batch_put(store):
-    from protocol.record import properties_to_string
+    from protocol.message_properties import properties_to_string
 
     items = []
     for i in range(10):

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.record import encode_record, java_string_hash, string_to_properties
+from protocol.message_properties import string_to_properties
+from protocol.record import encode_record, java_string_hash
 from store.message_ext_broker_inner import MessageExtBatch
 from store.put_message_result import PutMessageStatus
 from tests.unit.store.store_helpers import open_store, small_config

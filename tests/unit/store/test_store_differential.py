@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.message_batch import encode_batch_raw
+from protocol.message_properties import string_to_properties
 from protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     decode_record_fields,
     java_string_hash,
-    string_to_properties,
 )
 from store.index import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner

@@ -1,7 +1,7 @@
-"""protocol.record's one rule for the properties the store reads (TAGS, KEYS, UNIQ_KEY, DELAY):
-each agrees with Java's parse of the whole string (MessageDecoder.string2messageProperties,
-ported as string_to_properties) on arbitrary property strings, and DELAY with
-Integer.parseInt."""
+"""protocol.message_properties' one rule for the properties the store reads (TAGS, KEYS,
+UNIQ_KEY, DELAY): each agrees with Java's parse of the whole string
+(MessageDecoder.string2messageProperties, ported as string_to_properties) on arbitrary
+property strings, and DELAY with Integer.parseInt."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.message import Message
-from protocol.record import (
+from protocol.message_properties import (
     DELAY,
     KEYS,
     TAGS,
