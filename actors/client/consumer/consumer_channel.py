@@ -33,6 +33,12 @@ body travels raw behind a fixed header:
     RingRelease 68      user -> pull actor    (ring id, token) of each PULL_AT read
     RingRetired 69      pull actor -> user    ring id: closed, unmap it
     RingRefused 79      user -> pull actor    ring id: could not be mapped (copy its answers)
+    ConnShared 80       pull actor -> user    connection id, broker addr; the connection's
+                                              socket rides with the record (SCM_RIGHTS): the
+                                              user's process reads its answers itself
+                                              (shared_pull_connection; not over TLS)
+    ConnClosed 81       either way            connection id, reason: the sender found it
+                                              failed and closed its copy
     Assign 70           rebalance -> user     group, the queues taken (QueueLock each)
     Revoke 71           rebalance -> user     group, the queues to let go
     LockStates 72       rebalance -> user     group, the orderly queues' broker locks
@@ -55,7 +61,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from actors.client import client_channel as ch
+from actors.client.errors import MQBrokerError, MQClientError
 from actors.client.frame_ring import RingRef
+from actors.client.records import PullResult
 from actors.runtime.typed_record import TypedRecord
 from protocol.bodies import MessageQueue
 from protocol.headers import PullMessageRequestHeader
@@ -76,6 +84,8 @@ PERSIST: Final = 76
 REBALANCE_NOW: Final = 77
 QUEUES: Final = 78
 RING_REFUSED: Final = 79
+CONN_SHARED: Final = 80
+CONN_CLOSED: Final = 81
 
 BROKER_ERROR: Final = 254
 NO_ANSWER: Final = 255
@@ -166,6 +176,18 @@ def pull_at_ref(ref: RingRef) -> bytes:
     return RING_REF.pack(ref.ring_id, ref.token, ref.offset, ref.length)
 
 
+def pull_answer(rid: int, result: PullResult | None, err: MQClientError | None
+                ) -> tuple[PullAnswer, bytes | memoryview]:  # fmt: skip
+    """A pull's outcome as the PullCallback reads it: the head, and the pull body (FOUND),
+    the broker's remark (BROKER_ERROR, its code in next_begin) or why there is no answer."""
+    if result is not None:
+        return PullAnswer(rid, result.status.value, result.next_begin_offset, result.min_offset,
+                          result.max_offset, result.suggest_which_broker_id), result.body
+    if isinstance(err, MQBrokerError):
+        return PullAnswer(rid, BROKER_ERROR, err.code, 0, 0, 0), (err.remark or "").encode()
+    return PullAnswer(rid, NO_ANSWER, 0, 0, 0, 0), str(err or "no answer").encode()
+
+
 def pull_result_head(rid: int, status: int, next_begin: int, min_offset: int, max_offset: int,
                      suggest: int) -> bytes:
     """The head of a PULL_RESULT payload (its pull body follows)."""
@@ -198,6 +220,27 @@ class RingRefused(TypedRecord):
 
     KIND: ClassVar[int] = RING_REFUSED
     ring_id: int
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class ConnShared(TypedRecord):
+    """A broker connection the pull actor writes pulls on and the user's process reads (its
+    socket rides with this record)."""
+
+    KIND: ClassVar[int] = CONN_SHARED
+    conn_id: int
+    addr: str
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class ConnClosed(TypedRecord):
+    """A shared connection its sender found failed and closed."""
+
+    KIND: ClassVar[int] = CONN_CLOSED
+    conn_id: int
+    reason: str
 
 
 @ch.record

@@ -36,6 +36,12 @@ from actors.client.consumer.messages import (
     StartRebalanceService,
     UpdateSubscriptions,
 )
+from actors.client.consumer.shared_pull_connection import (
+    Answers,
+    PullAnswerReader,
+    PullDeadlines,
+    shares_connections,
+)
 from actors.client.errors import ClientErrorCode, MQClientError
 from actors.client.frame_ring import MappedRings, RingRef
 from actors.client.mq_client_instance import TopicRouteTable
@@ -46,6 +52,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL_TIMEOUT_S: Final = 10.0
 ASK_TIMEOUT_S: Final = 30.0
+SCAN_S: Final = 1.0  # the shared connections' pulls are timed out this often (Java: 1 s)
+RID_SPAN: Final = 0x7FFFFFFF  # request ids are opaques on shared connections: int32, > 0
 
 
 class ConsumerCore(Protocol):
@@ -145,7 +153,11 @@ class ConsumerServices:
         self.rebalance = _End(self._on_rebalance_records, self.rebalance_key)
         self.pull = _End(self._on_pull_records, self.pull_key)
         self.rings = MappedRings()  # the pull actor's rings, mapped read-only (I/O thread)
-        self.pull.on_closed_cb = self.rings.close
+        # plain TCP: the pull actor's broker connections, read here (shared_pull_connection)
+        self.direct = shares_connections(handle.config)
+        self.reader = PullAnswerReader(self.runtime.loop, self._answers_pass, self._conn_lost)
+        self.deadlines = PullDeadlines()
+        self.pull.on_closed_cb = self._pull_channel_closed
         self.rebalance_actor: Any = None
         self.pull_actor: Any = None
         self._outbox: list[cc.PullCommand] = []
@@ -190,6 +202,8 @@ class ConsumerServices:
             if not e.opened.wait(CHANNEL_TIMEOUT_S):
                 raise MQClientError(ClientErrorCode.CLIENT_CLOSED,
                                     f"{e.name} did not connect its channel")
+        if self.direct:
+            rt.loop.call_later(SCAN_S, self._scan)
 
     def _stop(self) -> None:
         rt = self.runtime
@@ -199,6 +213,7 @@ class ConsumerServices:
         rt.remove_channel_handler(self.pull_key)
         rt.remove_channel_handler(self.rebalance_key)
         rt.loop.call_soon(self.rings.close)  # on the I/O thread, after any pass reading them
+        rt.loop.call_soon(self.reader.close_all)
         for actor in (self.pull_actor, self.rebalance_actor):
             if actor is not None:
                 rt.stop_actor(actor)
@@ -259,13 +274,13 @@ class ConsumerServices:
     # -- pulls ----------------------------------------------------------------------------------
     def new_pull(self, owner: PullOwner) -> int:
         """A request id whose result goes to owner."""
-        rid = next(self.rids)
+        rid = self.new_rid()
         self.pulls[rid] = owner
         return rid
 
     def new_rid(self) -> int:
         """A request id whose result goes to no core (a settle's)."""
-        return next(self.rids)
+        return (next(self.rids) - 1) % RID_SPAN + 1
 
     def forget_pulls(self, owner: PullOwner) -> None:
         """Drop owner's outstanding request ids (it closed; late results are ignored)."""
@@ -275,6 +290,8 @@ class ConsumerServices:
 
     def send_pull(self, cmd: cc.PullCommand) -> None:
         """Queue a pull; sent now, or at the end of the I/O thread's batch."""
+        if self.direct:
+            self.deadlines.sent(cmd.rid, cmd.addr, cmd.timeout_ms)
         with self._out_lock:
             self._outbox.append(cmd)
         if not getattr(self._batching, "on", False):
@@ -298,6 +315,9 @@ class ConsumerServices:
         try:
             with self._out_lock:
                 self._outbox.extend(cmds)
+            if self.direct:
+                for c in cmds:
+                    self.deadlines.sent(c.rid, c.addr, c.timeout_ms)
             self._flush_pulls()
             deadline = time.monotonic() + timeout_s
             return all(ev.wait(max(0.0, deadline - time.monotonic())) for ev in events)
@@ -305,14 +325,14 @@ class ConsumerServices:
             for c in cmds:
                 self._settling.pop(c.rid, None)
 
-    def _flush_pulls(self, release: cc.RingRelease | None = None) -> None:
-        """Send the queued pull commands, after `release` in the same write."""
+    def _flush_pulls(self, first: cc.RingRelease | cc.ConnClosed | None = None) -> None:
+        """Send the queued pull commands, after `first` in the same write."""
         with self._out_lock:
             cmds, self._outbox = self._outbox, []
             end = self.pull.end
             if end is None:
                 return
-            recs: list[ch.TypedRecord] = [] if release is None else [release]
+            recs: list[ch.TypedRecord] = [] if first is None else [first]
             if cmds:  # under the lock: records leave in command order
                 recs.append(cc.Pull(tuple(cmds)))
             if recs:
@@ -386,6 +406,15 @@ class ConsumerServices:
                     self._after_pulls[-1] = (fn, ref)
                 else:
                     rings.done(ref)  # the answer's bytes were copied out, or dropped
+        elif kind == cc.CONN_SHARED:
+            self._adopt(kind, payload)
+        elif kind == cc.CONN_CLOSED:
+            rec = ch.read_record(kind, payload)
+            assert isinstance(rec, cc.ConnClosed)
+            addr = self.reader.close(rec.conn_id)
+            if addr is not None:  # the pull actor could not write on it: its pulls are lost
+                log.info("pull connection %d to %s closed: %s", rec.conn_id, addr, rec.reason)
+                self._fail(self.deadlines.of_broker(addr), rec.reason)
         elif kind == cc.RING_SHARED:
             self._map_ring(kind, payload)
         elif kind == cc.RING_RETIRED:
@@ -415,7 +444,75 @@ class ConsumerServices:
             if end is not None:
                 end.send_record(cc.RingRefused(rec.ring_id))
 
+    # -- the shared connections (I/O thread) ----------------------------------------------------
+    def _adopt(self, kind: int, payload: memoryview) -> None:
+        """Read a ConnShared's connection from now on; one that cannot be watched is given
+        back (its pulls fail)."""
+        end = self.pull.end
+        fd = None if end is None else end.next_fd()
+        try:
+            rec = ch.read_record(kind, payload)
+        except ch.ChannelError:
+            if fd is not None:
+                os.close(fd)
+            raise
+        assert isinstance(rec, cc.ConnShared)
+        try:
+            if fd is None:
+                raise OSError("its descriptor did not arrive")
+            self.reader.adopt(rec.conn_id, rec.addr, fd)
+        except OSError as exc:
+            log.error("pull connection %d to %s not read: %r", rec.conn_id, rec.addr, exc)
+            self._conn_lost(rec.conn_id, rec.addr, f"not read: {exc}")
+
+    def _conn_lost(self, conn_id: int, addr: str, reason: str) -> None:
+        """A shared connection failed here (closed): the pull actor drops it, before any pull
+        written after this, and the pulls out on its broker fail."""
+        self._flush_pulls(cc.ConnClosed(conn_id, reason))
+        self._fail(self.deadlines.of_broker(addr), reason)
+
+    def _fail(self, rids: list[int], reason: str) -> None:
+        """The pulls rids get no answer (their connection failed, or their time passed)."""
+        if rids:
+            why = memoryview(reason.encode())
+            self._answers_pass([(cc.PullAnswer(rid, cc.NO_ANSWER, 0, 0, 0, 0), why)
+                                for rid in rids])  # fmt: skip
+
+    def _scan(self) -> None:
+        """Time out the pulls out on shared connections (scanResponseTable)."""
+        if self.closed:
+            return
+        self._fail(self.deadlines.expired(time.monotonic()), "pull timed out")
+        self.runtime.loop.call_later(SCAN_S, self._scan)
+
+    def _pull_channel_closed(self) -> None:
+        """The pull actor is gone: its rings and connections with it."""
+        self.rings.close()
+        self.reader.close_all()
+        self._fail(self.deadlines.all(), "the pull service stopped")
+
+    def _answers_pass(self, answers: Answers) -> None:
+        """The answers of one read of a shared connection, handed over as a read of the
+        channel's is (_on_pull_records): the workers woken once, every next pull in one write
+        ahead of the decodes. Inside such a pass already: handed to it."""
+        if getattr(self._batching, "on", False):
+            for answer, tail in answers:
+                self._on_pull_answer(answer, tail)
+            return
+        try:
+            with held_wakes():
+                self._batching.on = True
+                try:
+                    for answer, tail in answers:
+                        self._on_pull_answer(answer, tail)
+                finally:
+                    self._batching.on = False
+                    self._run_after_pulls()
+        finally:
+            self._flush_pulls()
+
     def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+        self.deadlines.answered(answer.rid)
         owner = self.pulls.pop(answer.rid, None)
         if owner is None:
             ev = self._settling.get(answer.rid)

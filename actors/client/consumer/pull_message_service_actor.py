@@ -6,13 +6,14 @@ ProcessQueues, the pull requests and the flow-control gates (DefaultMQPushConsum
 pullMessage's); they send PullCommands here over the channel, many per record, and this actor
 sends each as an async PULL_MESSAGE on its own broker connections (long polling: the broker
 holds it up to the command's suspend time, 15 s for a push consumer, and the call times out
-after 30 s) and forwards every answer, its pull body untouched, back over the channel. It
-keeps nothing between a command and its answer: the next pull of a queue is the core's
-decision, made on the answer as Java's PullCallback makes it. A FOUND answer's body is not
-copied into the channel: the broker connections are read straight into shared rings
-(actors.client.frame_ring) and a PULL_AT record says where the body lies; the ring space comes
-back with the user's RingRelease. Commands are written in the order
-they arrive, each broker's on its one connection. No Thespian message is sent per pull or per
+after 30 s). It keeps nothing between a command and its answer: the next pull of a queue is
+the core's decision, made on the answer as Java's PullCallback makes it. Who reads the
+answers: over plain TCP the user's process, on the connection this actor made and shared with
+it (shared_pull_connection: the pull's request id is its opaque, and the user's process times
+the pulls out); over TLS this actor, straight into shared rings (actors.client.frame_ring),
+a PULL_AT record saying where the body lies and the ring space coming back with the user's
+RingRelease. Commands are written in the order they arrive, each broker's on its one
+connection. No Thespian message is sent per pull or per
 message; a busy actor serves its sockets from its own epoll between Thespian turns
 (WatchingActor's linger loop).
 """
@@ -33,10 +34,11 @@ from actors.client.client_requests import (
 )
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
-from actors.client.errors import MQBrokerError, MQClientError
+from actors.client.consumer.shared_pull_connection import PullConnectionTable, shares_connections
+from actors.client.errors import MQClientError
 from actors.client.frame_ring import PullRings, SharedRing
 from actors.client.records import PullResult, PullStatus
-from actors.client.service_thread_actor import ServiceThreadActor
+from actors.client.service_thread_actor import FLUSH_RETRY_MS, ServiceThreadActor
 from protocol.command import next_opaque
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class PullMessageServiceActor(ServiceThreadActor):
         self.pulls = 0
         self.in_pass = False  # in on_ready: what is written waits for the pass's end
         self.rings: PullRings | None = None
+        self.table: PullConnectionTable | None = None  # plain TCP: connections shared
         self.templates: dict[tuple[Any, ...], PullFrames] = {}  # by queue and subscription
         self._paused_watch: frozenset[object] = frozenset()  # the paused readers last watched
 
@@ -66,6 +69,8 @@ class PullMessageServiceActor(ServiceThreadActor):
                 self.rings = PullRings(self._announce, self._retired)
                 self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}",
                               rings=self.rings)
+                if shares_connections(msg.config):
+                    self.table = PullConnectionTable(self._share, self._conn_failed)
             except Exception as exc:
                 log.exception("PullMessageService failed to start")
                 self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -89,6 +94,29 @@ class PullMessageServiceActor(ServiceThreadActor):
             if remoting is not None:
                 remoting.hold_writes = False
             self._watch_paused()
+
+    def _after_pass(self) -> None:
+        """The shared connections' pulls first: a failure's ConnClosed then leaves with the
+        channel's flush."""
+        if self.table is not None and not self.table.flush_all():
+            self.schedule("flush", FLUSH_RETRY_MS)
+        super()._after_pass()
+
+    def _share(self, conn_id: int, addr: str, fd: int) -> bool:
+        """Hand a new broker connection to the user's process, behind what is queued for it."""
+        end = self.channel
+        if end is None or end.closed:
+            return False
+        rec = cc.ConnShared(conn_id, addr)
+        return end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [fd])
+
+    def _conn_failed(self, conn_id: int, reason: str) -> None:
+        """A shared connection failed on this side (closed): the user's process fails its
+        pulls on it."""
+        end = self.channel
+        if end is not None and not end.closed:
+            rec = cc.ConnClosed(conn_id, reason)
+            end.queue(rec.KIND, rec.encode())
 
     def _announce(self, ring: SharedRing) -> bool:
         """Hand a ring's memfd to the user's process, behind what is queued for it."""
@@ -145,6 +173,9 @@ class PullMessageServiceActor(ServiceThreadActor):
             if isinstance(rec, cc.Pull):
                 for cmd in rec.commands:
                     self._pull(cmd)
+            elif isinstance(rec, cc.ConnClosed):
+                if self.table is not None:
+                    self.table.close(rec.conn_id, rec.reason, tell=False)
             elif isinstance(rec, cc.RingRelease):
                 self._release(rec)
             elif isinstance(rec, cc.RingRefused):
@@ -174,31 +205,29 @@ class PullMessageServiceActor(ServiceThreadActor):
             end = self.channel
             if end is None:
                 return
-            tail: bytes | memoryview
-            if result is not None:
-                head = cc.pull_result_head(
-                    rid, result.status.value, result.next_begin_offset, result.min_offset,
-                    result.max_offset, result.suggest_which_broker_id)
-                tail = result.body
-                ref = None
-                if result.status is PullStatus.FOUND and isinstance(tail, memoryview) and \
-                        self.rings is not None:
-                    ref = self.rings.claim(tail)
+            answer, tail = cc.pull_answer(rid, result, err)
+            if result is not None and result.status is PullStatus.FOUND and \
+                    isinstance(tail, memoryview) and self.rings is not None:
+                ref = self.rings.claim(tail)
                 if ref is not None:  # the body stays in the ring: say where
-                    end.queue(cc.PULL_AT, head, cc.pull_at_ref(ref))
+                    end.queue(cc.PULL_AT, cc.pull_result_head(*answer), cc.pull_at_ref(ref))
                     if not self.in_pass:
                         self._after_pass()
                     return
-            elif isinstance(err, MQBrokerError):
-                head = cc.pull_result_head(rid, cc.BROKER_ERROR, err.code, 0, 0, 0)
-                tail = (err.remark or "").encode()
-            else:
-                head = cc.pull_result_head(rid, cc.NO_ANSWER, 0, 0, 0, 0)
-                tail = str(err or "no answer").encode()
-            end.queue(cc.PULL_RESULT, head, tail)  # copied once, into the channel's buffer
+            # copied once, into the channel's buffer
+            end.queue(cc.PULL_RESULT, cc.pull_result_head(*answer), tail)
             if not self.in_pass:
                 self._after_pass()  # a timeout or a refused write: nobody else flushes now
 
+        table = self.table
+        if table is not None:  # the user's process reads the answer: the opaque is rid
+            frame = self._frames(cmd, api.config).frame(cmd.offset, cmd.max_nums, rid,
+                                                         cmd.commit_offset, cmd.sys_flag)
+            try:
+                table.write(cmd.addr, frame)
+            except MQClientError as exc:  # no connection
+                done(None, exc)
+            return
         opaque = next_opaque()
         frame = self._frames(cmd, api.config).frame(cmd.offset, cmd.max_nums, opaque,
                                                      cmd.commit_offset, cmd.sys_flag)  # fmt: skip
@@ -222,6 +251,8 @@ class PullMessageServiceActor(ServiceThreadActor):
 
     def on_exit(self) -> None:
         super().on_exit()
+        if self.table is not None:
+            self.table.close_all()
         if self.rings is not None:
             self.rings.close()
 

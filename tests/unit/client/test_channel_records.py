@@ -47,6 +47,8 @@ SAMPLES: list[TypedRecord] = [
     cc.RingShared(1, 4 << 20),
     cc.RingRetired(1),
     cc.RingRefused(2),
+    cc.ConnShared(3, "127.0.0.1:10911"),
+    cc.ConnClosed(3, "closed by peer"),
     cc.RingRelease(((1, 0), (1, 4096), (2, 0))),
 ]
 

@@ -74,7 +74,10 @@ class _Noop:
 
 @pytest.fixture
 def wired() -> Iterator[tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, list[str]]]:
-    services = ConsumerServices(SimpleNamespace(runtime=None, client_id="c@1"),  # type: ignore[arg-type]
+    # over TLS: the pull actor reads the broker connections and hands the answers over
+    tls = SimpleNamespace(tls=SimpleNamespace(enable=True))
+    services = ConsumerServices(SimpleNamespace(runtime=SimpleNamespace(loop=None),  # type: ignore[arg-type]
+                                                client_id="c@1", config=tls),
                                 1000.0, 1000.0, 1000.0)  # fmt: skip
     user_sock, actor_sock = socket.socketpair()
     events: list[str] = []

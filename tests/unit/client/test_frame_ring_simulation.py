@@ -296,7 +296,9 @@ def test_the_user_side_reads_answers_in_place_and_survives_a_ring_it_cannot_map(
     from actors.client.consumer import consumer_channel as cc
     from actors.client.consumer.consumer_services import ConsumerServices
 
-    services = ConsumerServices(SimpleNamespace(runtime=None, client_id="c@1"),  # type: ignore[arg-type]
+    tls = SimpleNamespace(tls=SimpleNamespace(enable=True))  # rings: the TLS path
+    services = ConsumerServices(SimpleNamespace(runtime=SimpleNamespace(loop=None),  # type: ignore[arg-type]
+                                                client_id="c@1", config=tls),
                                 1000.0, 1000.0, 1000.0)  # fmt: skip
     user_sock, actor_sock = socket.socketpair()
     end = ch.ChannelEnd(user_sock)
