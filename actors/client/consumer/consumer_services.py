@@ -457,6 +457,9 @@ class ConsumerServices:
                 os.close(fd)
             raise
         assert isinstance(rec, cc.ConnShared)
+        if self.closed and fd is not None:  # stopping: the pull actor's copy goes with it
+            os.close(fd)
+            return
         try:
             if fd is None:
                 raise OSError("its descriptor did not arrive")
