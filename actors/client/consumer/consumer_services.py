@@ -424,17 +424,23 @@ class ConsumerServices:
         else:
             raise ch.ChannelError(f"unknown record kind {kind}")
 
-    def _map_ring(self, kind: int, payload: memoryview) -> None:
-        """Map a RingShared's ring; one that cannot be mapped is refused (its answers then
-        come by copy)."""
+    def _with_fd(self, kind: int, payload: memoryview) -> tuple[ch.TypedRecord, int | None]:
+        """A record that carries a descriptor, and the descriptor (None: it did not arrive);
+        a record that does not read closes its descriptor."""
         end = self.pull.end
         fd = None if end is None else end.next_fd()
         try:
-            rec = ch.read_record(kind, payload)
+            return ch.read_record(kind, payload), fd
         except ch.ChannelError:
             if fd is not None:
                 os.close(fd)
             raise
+
+    def _map_ring(self, kind: int, payload: memoryview) -> None:
+        """Map a RingShared's ring; one that cannot be mapped is refused (its answers then
+        come by copy)."""
+        end = self.pull.end
+        rec, fd = self._with_fd(kind, payload)
         assert isinstance(rec, cc.RingShared)
         try:
             self.rings.add(rec.ring_id, rec.size, fd)  # closes fd
@@ -448,14 +454,7 @@ class ConsumerServices:
     def _adopt(self, kind: int, payload: memoryview) -> None:
         """Read a ConnShared's connection from now on; one that cannot be watched is given
         back (its pulls fail)."""
-        end = self.pull.end
-        fd = None if end is None else end.next_fd()
-        try:
-            rec = ch.read_record(kind, payload)
-        except ch.ChannelError:
-            if fd is not None:
-                os.close(fd)
-            raise
+        rec, fd = self._with_fd(kind, payload)
         assert isinstance(rec, cc.ConnShared)
         if self.closed and fd is not None:  # stopping: the pull actor's copy goes with it
             os.close(fd)
