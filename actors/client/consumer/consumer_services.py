@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 
 from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.consume_message_service import held_wakes
+from actors.client.consumer.consume_message_service import HeldWakes
 from actors.client.consumer.messages import (
     AddConsumer,
     ConsumerAdded,
@@ -341,7 +341,7 @@ class ConsumerServices:
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
         try:
-            with held_wakes():  # the consume workers are woken once per read, not per pull
+            with HeldWakes():  # the consume workers are woken once per read, not per pull
                 self._handle_pull_records(records)
         finally:  # the workers are woken: now the next pulls (the module's docstring)
             owed = self.rings.take_owed()
@@ -502,7 +502,7 @@ class ConsumerServices:
                 self._on_pull_answer(answer, tail)
             return
         try:
-            with held_wakes():
+            with HeldWakes():
                 self._batching.on = True
                 try:
                     for answer, tail in answers:
