@@ -28,12 +28,25 @@ from protocol.errors import BadFrameLengthError, FrameTooLargeError, ProtocolErr
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameDecoder"]
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameDecoder", "frame_size"]
 
 DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024  # includes the 4-byte length field
 LENGTH_FIELD_SIZE: Final = 4
 MIN_TOTAL_LENGTH: Final = 4  # the header-length word must fit
 _I32 = struct.Struct(">i")
+
+
+def frame_size(total: int, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> int:
+    """The whole size on the wire of a frame whose length field reads `total` (signed, as
+    Java's int); BadFrameLengthError / FrameTooLargeError when no frame can be that long.
+    Every reader of the stream (this decoder, the pull rings, the shared pull connections)
+    applies this one rule."""
+    if total < MIN_TOTAL_LENGTH:
+        raise BadFrameLengthError(f"bad frame length {total}")
+    size = total + LENGTH_FIELD_SIZE
+    if size > max_frame_size:
+        raise FrameTooLargeError(f"frame of {size} bytes exceeds the limit of {max_frame_size}")
+    return size
 
 
 class FrameDecoder:
@@ -55,17 +68,6 @@ class FrameDecoder:
         """Bytes held for an incomplete frame."""
         return len(self._buf)
 
-    def _check_length(self, total: int) -> int:
-        """Validate a total_length field; return the whole frame size on the wire."""
-        if total < MIN_TOTAL_LENGTH:
-            raise BadFrameLengthError(f"bad frame length {total}")
-        size = total + LENGTH_FIELD_SIZE
-        if size > self.max_frame_size:
-            raise FrameTooLargeError(
-                f"frame of {size} bytes exceeds the limit of {self.max_frame_size}"
-            )
-        return size
-
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Add received bytes; return every completed frame without its length field."""
         if self._error is not None:
@@ -86,7 +88,7 @@ class FrameDecoder:
                 return []
             if self._need == LENGTH_FIELD_SIZE:  # the length just became readable
                 (total,) = _I32.unpack_from(buf, 0)
-                self._need = self._check_length(total)
+                self._need = frame_size(total, self.max_frame_size)
                 if len(buf) < self._need:
                     return []
             chunk: bytes = bytes(buf)
@@ -110,7 +112,7 @@ class FrameDecoder:
             (total,) = unpack(chunk, pos)
             size = total + LENGTH_FIELD_SIZE
             if total < MIN_TOTAL_LENGTH or size > max_size:
-                self._check_length(total)  # raises the precise error
+                frame_size(total, max_size)  # raises the precise error
             if n - pos < size:
                 self._need = size
                 break

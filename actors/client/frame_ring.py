@@ -39,12 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from protocol.errors import ProtocolError
+from protocol.framing import frame_size
+
 log = logging.getLogger(__name__)
 
 RING_SIZE: Final = 4 * 1024 * 1024  # one per broker connection
 READ_BUDGET: Final = 8 * 1024 * 1024  # bytes read from one connection in one pass at most
 _LENGTH: Final = struct.Struct(">i")
-_MIN_TOTAL: Final = 4  # a frame's header-length field (protocol.framing's MIN_TOTAL_LENGTH)
 _GONE: Final = frozenset((errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN, errno.EBADF))
 
 
@@ -350,8 +352,10 @@ class RingReader:
                 continue
             self._got = 0
             (total,) = _LENGTH.unpack_from(self._len, 0)
-            if total < _MIN_TOTAL or total + 4 > self.max_frame:
-                return done, f"bad frame: length {total}"
+            try:
+                frame_size(total, self.max_frame)
+            except ProtocolError as exc:
+                return done, f"bad frame: {exc}"
             self._need = total
             if not self.resume():
                 self.rings.paused.add(self)

@@ -36,13 +36,14 @@ from actors.client.remoting_conn import MAX_FRAME, open_connection
 from protocol.codes import RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
+from protocol.framing import frame_size
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 3.0
 READ_BUF: Final = 1024 * 1024  # a reader's buffer; a longer frame gets a larger one
 READ_ROOM: Final = 64 * 1024  # below this much free room the unread tail moves to the front
-_LEN = struct.Struct(">I")
+_LEN = struct.Struct(">i")  # the frame length, signed as Java's int
 
 Answers = list[tuple[cc.PullAnswer, memoryview]]
 
@@ -270,6 +271,7 @@ class PullAnswerReader:
         if bad is not None:
             self._lost(r, bad)
             return
+        # the next frame's size (its length was checked by _split), or its length field's
         need = _LEN.unpack_from(r.buf, r.start)[0] + 4 if r.end - r.start >= 4 else 4
         r.room_for(need)
 
@@ -279,13 +281,11 @@ class PullAnswerReader:
         buf, view, pos, end = r.buf, r.view, r.start, r.end
         try:
             while end - pos >= 4:
-                (total,) = _LEN.unpack_from(buf, pos)
-                if total < 4 or total > MAX_FRAME:
-                    return f"a frame of {total} bytes"
-                if end - pos - 4 < total:
+                size = frame_size(_LEN.unpack_from(buf, pos)[0], MAX_FRAME)
+                if end - pos < size:
                     break
-                frame = view[pos + 4 : pos + 4 + total]
-                pos += 4 + total
+                frame = view[pos + 4 : pos + size]
+                pos += size
                 cmd = RemotingCommand.decode(frame)
                 if not cmd.flag & RPC_TYPE_RESPONSE:
                     log.info("request code=%d on pull connection to %s ignored", cmd.code, r.addr)

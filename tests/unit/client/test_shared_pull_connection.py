@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from actors.client.consumer.shared_pull_connection import (
 )
 from actors.client.errors import RemotingConnectError
 from actors.client.event_loop import EventLoop
+from actors.client.remoting_conn import MAX_FRAME
 from protocol.codes import RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
 
@@ -126,16 +128,22 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
     assert not reader.conns
 
 
-def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop) -> None:
+@pytest.mark.parametrize(("length", "why"), [
+    (b"\xff\xff\xff\xff", "bad frame: bad frame length -1"),  # signed, as Java's int
+    # one byte over FrameDecoder's limit (16 MiB with the length field): the same rule
+    (struct.pack(">i", MAX_FRAME - 3), f"bad frame: frame of {MAX_FRAME + 1} bytes exceeds"),
+])
+def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, length: bytes,
+                                                          why: str) -> None:  # fmt: skip
     broker, user = socket.socketpair()
     seen = _Seen()
     reader = PullAnswerReader(loop, seen.on_answers, seen.on_lost)
     reader.adopt(1, ADDR, os.dup(user.fileno()))
     user.close()
-    broker.sendall(_answer(5, ResponseCode.PULL_NOT_FOUND) + b"\xff\xff\xff\xff" + b"junk")
+    broker.sendall(_answer(5, ResponseCode.PULL_NOT_FOUND) + length + b"junk")
     _wait(lambda: seen.lost, "the close")
     assert [a[0] for a in seen.answers] == [5]  # what came before is still handed over
-    assert seen.lost[0][2].startswith("a frame of 4294967295 bytes")
+    assert seen.lost[0][2].startswith(why), seen.lost
     assert not reader.conns
     with pytest.raises(OSError):  # our copy is closed: the broker sees the close
         for _ in range(100):  # bounded
