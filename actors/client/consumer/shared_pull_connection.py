@@ -203,7 +203,6 @@ class PullAnswerReader:
         self._on_answers = on_answers
         self._on_lost = on_lost
         self.conns: dict[int, _In] = {}
-        self.answers = 0  # answers read (a figure)
 
     def adopt(self, conn_id: int, addr: str, fd: int) -> None:
         """Read the connection the pull actor shared (the descriptor is this reader's now);
@@ -263,7 +262,6 @@ class PullAnswerReader:
         answers: Answers = []
         bad = self._split(r, answers)
         if answers:
-            self.answers += len(answers)
             try:
                 self._on_answers(answers)
             finally:
