@@ -29,7 +29,6 @@ import functools
 import heapq
 import itertools
 import logging
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from actors.client.remoting_conn import (
     ResponseFuture,
     TlsPlaintext,
     open_connection,
+    wait_drained,
 )
 from actors.runtime.tls import TlsConfig, TlsError
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
@@ -78,7 +78,8 @@ class RemotingClient:
                  close_socket_if_timeout: bool = True,
                  complete: Completer | None = None,
                  tls: TlsConfig | None = None,
-                 rings: PullRings | None = None) -> None:  # fmt: skip
+                 rings: PullRings | None = None,
+                 share: Callable[[ChannelWrapper], bool] | None = None) -> None:  # fmt: skip
         self.loop = loop
         # actor driver: plain connections read their frames straight into these rings; a
         # response's body is then valid only while its callback runs
@@ -97,7 +98,12 @@ class RemotingClient:
         self._scan_armed = False
         self._buf = ReadBuffer()
         self._closed = False
-        self._seq = itertools.count()
+        # actor driver: a plain connection is handed to share() once made (another process
+        # reads it; False: it could not be, and is closed again); on_shared_closed(conn,
+        # reason) is told when one closes
+        self.share = share if loop is None else None
+        self.on_shared_closed: Callable[[ChannelWrapper, str], None] | None = None
+        self._serials = itertools.count(1)
         self.on_connection_change: Callable[[], None] | None = None  # the actor re-watches
         self.hold_writes = False  # actor driver: frames wait in the out buffer for flush_all
 
@@ -129,15 +135,21 @@ class RemotingClient:
 
     def _connect(self, addr: str) -> ChannelWrapper:
         conn = open_connection(addr, self.connect_timeout_s, self.tls)
-        if self.rings is not None:
+        conn.serial = next(self._serials)
+        if self.share is not None and conn.tls is None:
+            conn.shared = True
+            if not self.share(conn):
+                conn.sock.close()
+                raise RemotingConnectError(addr, "the connection could not be shared")
+        elif self.rings is not None:
             conn.ring_reader = RingReader(self.rings, MAX_FRAME)
         return conn
 
     def fds(self) -> list[int]:
         """Descriptors of the open connections an actor should watch (not those waiting for
-        ring space)."""
-        return [c.fd for c in self._conns.values()
-                if not c.closed and (c.ring_reader is None or not c.ring_reader.paused)]
+        ring space, nor those another process reads)."""
+        return [c.fd for c in self._conns.values() if not c.closed and not c.shared
+                and (c.ring_reader is None or not c.ring_reader.paused)]
 
     def addrs(self) -> list[str]:
         """Addresses with an open connection."""
@@ -147,9 +159,10 @@ class RemotingClient:
         """Close the connection to addr; its pending requests fail at once (failFast)."""
         conn = self._conns.get(addr)
         if conn is not None:
-            self._close_conn(conn, reason)
+            self.close_conn(conn, reason)
 
-    def _close_conn(self, conn: ChannelWrapper, reason: str) -> None:
+    def close_conn(self, conn: ChannelWrapper, reason: str) -> None:
+        """Close conn if still open; its pending requests fail at once (failFast)."""
         with conn.cond:
             if conn.closed:
                 return
@@ -177,6 +190,8 @@ class RemotingClient:
                 failed.append((p, None))
         conn.pending.clear()
         self._complete(failed)
+        if conn.shared and self.on_shared_closed is not None:
+            self.on_shared_closed(conn, reason)
         if self.loop is None and self.on_connection_change is not None:
             self.on_connection_change()
 
@@ -184,7 +199,7 @@ class RemotingClient:
         """Close every connection (pending requests fail)."""
         self._closed = True
         for conn in list(self._conns.values()):
-            self._close_conn(conn, "client closed")
+            self.close_conn(conn, "client closed")
 
     # -- writing --------------------------------------------------------------------------------
     def _write(self, conn: ChannelWrapper, data: bytes, direct: bool = True) -> None:
@@ -217,33 +232,14 @@ class RemotingClient:
             over = len(conn.out) > OUT_HIGH_WATER
         self._arm(conn)
         if over and direct and self.loop is not None and not self.loop.in_loop():
-            self._wait_drained(conn)
-
-    def _wait_drained(self, conn: ChannelWrapper) -> None:
-        deadline = time.monotonic() + 30.0
-        while True:
-            with conn.wlock:
-                if len(conn.out) <= OUT_HIGH_WATER or conn.closed:
-                    return
-            if time.monotonic() > deadline:
-                raise RemotingSendRequestError(conn.addr, "out buffer did not drain in 30 s")
-            select.select([], [conn.fd], [], 0.05)
+            wait_drained(conn, OUT_HIGH_WATER)
 
     def flush(self, conn: ChannelWrapper) -> bool:
         """Write what the out buffer holds; True when it is empty."""
-        with conn.wlock:
-            out = conn.out
-            while out:
-                try:
-                    sent = conn.sock.send(out)
-                except (BlockingIOError, InterruptedError):
-                    return False
-                except OSError as exc:
-                    out.clear()
-                    self._close_later(conn, f"send failed: {exc}")
-                    return True
-                del out[:sent]
-            return True
+        left, failed = conn.send_out()
+        if failed:
+            self._close_later(conn, failed)
+        return not left
 
     def flush_all(self) -> bool:
         """Flush every connection's out buffer (actor driver); True when all are empty."""
@@ -251,9 +247,9 @@ class RemotingClient:
 
     def _close_later(self, conn: ChannelWrapper, reason: str) -> None:
         if self.loop is not None:
-            self.loop.call_soon(lambda: self._close_conn(conn, reason))
+            self.loop.call_soon(lambda: self.close_conn(conn, reason))
         else:
-            self._close_conn(conn, reason)
+            self.close_conn(conn, reason)
 
     # -- requests -------------------------------------------------------------------------------
     def _register(self, conn: ChannelWrapper, opaque: int, timeout_ms: float,
@@ -294,7 +290,7 @@ class RemotingClient:
         if p.response is None:
             self._forget(p, conn)
             if self.close_socket_if_timeout:
-                self._close_conn(conn, f"timeout of opaque={p.opaque}")
+                self.close_conn(conn, f"timeout of opaque={p.opaque}")
             raise RemotingTimeoutError(addr, timeout_ms)
         return p.response
 
@@ -317,6 +313,11 @@ class RemotingClient:
         except MQClientError as exc:
             if self._forget(p, conn):
                 callback(None, exc)
+
+    def write_frame(self, addr: str, frame: bytes) -> None:
+        """Write a request whose answer another process reads (a shared connection's): no
+        response is waited for here; the frame leaves with the next flush."""
+        self._write(self._conn(addr), frame, direct=False)
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         """Send cmd with the oneway flag; nothing comes back."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from actors.client.errors import MQClientError, RemotingConnectError
+from actors.client.errors import MQClientError, RemotingConnectError, RemotingSendRequestError
 from actors.client.frame_ring import RingReader
 from actors.runtime.tcp import split_addr
 from actors.runtime.tls import (
@@ -62,8 +62,8 @@ class ChannelWrapper:
     """One connection: socket, decoder, out buffer, reader role."""
 
     __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
-                 "poller", "reader", "registered", "ring_reader", "sock", "tls", "waiters",
-                 "wlock")
+                 "poller", "reader", "registered", "ring_reader", "serial", "shared", "sock",
+                 "tls", "waiters", "wlock")
 
     def __init__(self, addr: str, sock: socket.socket, tls: TlsSession | None = None) -> None:
         self.addr = addr
@@ -72,6 +72,8 @@ class ChannelWrapper:
         self.fd = sock.fileno()
         self.decoder = FrameDecoder(MAX_FRAME)
         self.ring_reader: RingReader | None = None  # reads frames into the pull rings instead
+        self.shared = False  # handed to another process, which reads it (never read here)
+        self.serial = 0  # this connection among its client's (a descriptor number is reused)
         self.wlock = threading.Lock()
         self.out = bytearray()
         self.cond = threading.Condition(threading.Lock())
@@ -84,6 +86,36 @@ class ChannelWrapper:
         self.alock = threading.Lock()  # armed and the epoll_ctl that sets it change together
         self.poller = select.poll()  # what a sync reader blocks in (one reader at a time)
         self.poller.register(self.fd, select.POLLIN)
+
+    def send_out(self) -> tuple[int, str]:
+        """Write what the out buffer holds: (bytes left, why the socket failed or ""). A failed
+        socket's buffer is dropped (its requests fail with the connection)."""
+        with self.wlock:
+            out = self.out
+            while out:
+                try:
+                    sent = self.sock.send(out)
+                except (BlockingIOError, InterruptedError):
+                    return len(out), ""
+                except OSError as exc:
+                    out.clear()
+                    return 0, f"send failed: {exc}"
+                del out[:sent]
+            return 0, ""
+
+
+def wait_drained(conn: ChannelWrapper, high_water: int, timeout_s: float = 30.0) -> None:
+    """Block (a sync writer of the user's process) until conn's out buffer holds at most
+    high_water bytes or it closed; RemotingSendRequestError after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with conn.wlock:
+            if len(conn.out) <= high_water or conn.closed:
+                return
+        if time.monotonic() > deadline:
+            raise RemotingSendRequestError(conn.addr,
+                                           f"out buffer did not drain in {timeout_s:.0f} s")
+        select.select([], [conn.fd], [], 0.05)
 
 
 class ReadBuffer(threading.local):

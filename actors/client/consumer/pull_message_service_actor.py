@@ -34,11 +34,12 @@ from actors.client.client_requests import (
 )
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
-from actors.client.consumer.shared_pull_connection import PullConnectionTable, shares_connections
+from actors.client.consumer.shared_pull_connection import shares_connections
 from actors.client.errors import MQClientError
 from actors.client.frame_ring import PullRings, SharedRing
 from actors.client.records import PullResult, PullStatus
-from actors.client.service_thread_actor import FLUSH_RETRY_MS, ServiceThreadActor
+from actors.client.remoting_conn import ChannelWrapper
+from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.command import next_opaque
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ class PullMessageServiceActor(ServiceThreadActor):
         self.pulls = 0
         self.in_pass = False  # in on_ready: what is written waits for the pass's end
         self.rings: PullRings | None = None
-        self.table: PullConnectionTable | None = None  # plain TCP: connections shared
+        self.sharing = False  # plain TCP: each connection is handed to the user's process
+        self.shared: dict[int, ChannelWrapper] = {}  # those handed over and open, by serial
         self.templates: dict[tuple[Any, ...], PullFrames] = {}  # by queue and subscription
         self._paused_watch: frozenset[object] = frozenset()  # the paused readers last watched
 
@@ -67,10 +69,11 @@ class PullMessageServiceActor(ServiceThreadActor):
         if isinstance(msg, StartPullService):
             try:
                 self.rings = PullRings(self._announce, self._retired)
+                self.sharing = shares_connections(msg.config)
                 self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}",
-                              rings=self.rings)
-                if shares_connections(msg.config):
-                    self.table = PullConnectionTable(self._share, self._conn_failed)
+                              rings=self.rings, share=self._share if self.sharing else None)
+                assert self.remoting is not None
+                self.remoting.on_shared_closed = self._conn_failed
             except Exception as exc:
                 log.exception("PullMessageService failed to start")
                 self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -95,27 +98,25 @@ class PullMessageServiceActor(ServiceThreadActor):
                 remoting.hold_writes = False
             self._watch_paused()
 
-    def _after_pass(self) -> None:
-        """The shared connections' pulls first: a failure's ConnClosed then leaves with the
-        channel's flush."""
-        if self.table is not None and not self.table.flush_all():
-            self.schedule("flush", FLUSH_RETRY_MS)
-        super()._after_pass()
-
-    def _share(self, conn_id: int, addr: str, fd: int) -> bool:
-        """Hand a new broker connection to the user's process, behind what is queued for it."""
+    def _share(self, conn: ChannelWrapper) -> bool:
+        """Hand a new broker connection to the user's process, behind what is queued for it
+        (RemotingClient's share hook)."""
         end = self.channel
         if end is None or end.closed:
             return False
-        rec = cc.ConnShared(conn_id, addr)
-        return end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [fd])
+        rec = cc.ConnShared(conn.serial, conn.addr)
+        if not end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fd]):
+            return False
+        self.shared[conn.serial] = conn
+        return True
 
-    def _conn_failed(self, conn_id: int, reason: str) -> None:
-        """A shared connection failed on this side (closed): the user's process fails its
-        pulls on it."""
+    def _conn_failed(self, conn: ChannelWrapper, reason: str) -> None:
+        """A shared connection closed on this side (a write failed): the user's process fails
+        its pulls on it. One the user's process closed first is not told back."""
         end = self.channel
-        if end is not None and not end.closed:
-            rec = cc.ConnClosed(conn_id, reason)
+        if self.shared.pop(conn.serial, None) is not None and end is not None and \
+                not end.closed:
+            rec = cc.ConnClosed(conn.serial, reason)
             end.queue(rec.KIND, rec.encode())
 
     def _announce(self, ring: SharedRing) -> bool:
@@ -174,8 +175,9 @@ class PullMessageServiceActor(ServiceThreadActor):
                 for cmd in rec.commands:
                     self._pull(cmd)
             elif isinstance(rec, cc.ConnClosed):
-                if self.table is not None:
-                    self.table.close(rec.conn_id, rec.reason, tell=False)
+                conn = self.shared.pop(rec.conn_id, None)
+                if conn is not None and self.remoting is not None:
+                    self.remoting.close_conn(conn, f"the user's process: {rec.reason}")
             elif isinstance(rec, cc.RingRelease):
                 self._release(rec)
             elif isinstance(rec, cc.RingRefused):
@@ -219,12 +221,11 @@ class PullMessageServiceActor(ServiceThreadActor):
             if not self.in_pass:
                 self._after_pass()  # a timeout or a refused write: nobody else flushes now
 
-        table = self.table
-        if table is not None:  # the user's process reads the answer: the opaque is rid
+        if self.sharing:  # the user's process reads the answer: the opaque is rid
             frame = self._frames(cmd, api.config).frame(cmd.offset, cmd.max_nums, rid,
                                                          cmd.commit_offset, cmd.sys_flag)
             try:
-                table.write(cmd.addr, frame)
+                api.remoting.write_frame(cmd.addr, frame)
             except MQClientError as exc:  # no connection
                 done(None, exc)
             return
@@ -251,8 +252,6 @@ class PullMessageServiceActor(ServiceThreadActor):
 
     def on_exit(self) -> None:
         super().on_exit()
-        if self.table is not None:
-            self.table.close_all()
         if self.rings is not None:
             self.rings.close()
 

@@ -1,13 +1,14 @@
-"""The pull connections PullMessageService writes and the user's process reads.
+"""The reading half of the pull connections: what the user's process reads of them.
 
-Mirrors NettyRemotingClient's channel table (the writing half) and its NettyClientHandler /
-processResponseCommand (the reading half) for the connections pulls go on, RocketMQ 4.9.x, cut
-between the two processes that play Java's threads. The pull actor (PullMessageService's
-thread) connects to each broker and writes the PULL_MESSAGE frames, each with its request id
-as the opaque; the socket crosses to the user's process once (ConnShared, SCM_RIGHTS), whose
-I/O thread (Netty's I/O thread) reads the answers from it itself and hands them to the
-PullCallbacks. An answer so crosses no process: read by the pull actor into a shared ring and
-announced over the channel, it arrived 77 us later at the median (p90 110 us) in D, session 29.
+Mirrors NettyRemotingClient's NettyClientHandler / processResponseCommand for the connections
+pulls go on, RocketMQ 4.9.x, cut between the two processes that play Java's threads. The pull
+actor (PullMessageService's thread) connects to each broker and writes the PULL_MESSAGE
+frames, each with its request id as the opaque, through its RemotingClient (whose `share` hook
+hands a plain connection over and never reads it); the socket crosses to the user's process
+once (ConnShared, SCM_RIGHTS), whose I/O thread (Netty's I/O thread) reads the answers from it
+itself and hands them to the PullCallbacks. An answer so crosses no process: read by the pull
+actor into a shared ring and announced over the channel, it arrived 77 us later at the median
+(p90 110 us) in D, session 29.
 
 Who closes: the side that sees a connection fail (the reader: an end of stream, a read error, a
 frame that does not decode; the writer: a write error) closes its copy and tells the other with
@@ -30,9 +31,9 @@ from typing import Final
 from actors.client.client_config import ClientConfig
 from actors.client.client_requests import process_pull_response
 from actors.client.consumer import consumer_channel as cc
-from actors.client.errors import MQClientError, RemotingConnectError
+from actors.client.errors import MQClientError
 from actors.client.event_loop import EPOLLIN, EventLoop
-from actors.client.remoting_conn import MAX_FRAME, open_connection
+from actors.client.remoting_conn import MAX_FRAME
 from protocol.codes import RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
@@ -40,7 +41,6 @@ from protocol.framing import frame_size
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S: Final = 3.0
 READ_BUF: Final = 1024 * 1024  # a reader's buffer; a longer frame gets a larger one
 READ_ROOM: Final = 64 * 1024  # below this much free room the unread tail moves to the front
 _LEN = struct.Struct(">i")  # the frame length, signed as Java's int
@@ -51,93 +51,6 @@ Answers = list[tuple[cc.PullAnswer, memoryview]]
 def shares_connections(config: ClientConfig) -> bool:
     """True when pull connections are shared with the user's process (not over TLS)."""
     return config.tls is None or not config.tls.enable
-
-
-# -- the writing half: the pull actor ----------------------------------------------------------
-class _Out:
-    """One broker connection the pull actor writes: its socket and what waits to be sent."""
-
-    __slots__ = ("addr", "conn_id", "out", "sock")
-
-    def __init__(self, conn_id: int, addr: str, sock: socket.socket) -> None:
-        self.conn_id = conn_id
-        self.addr = addr
-        self.sock = sock
-        self.out = bytearray()
-
-
-class PullConnectionTable:
-    """The pull actor's broker connections (one per address), each shared once made.
-
-    `share(conn_id, addr, fd)` hands a new connection to the user's process (False: it could
-    not now, the connection is closed again and the write fails); `closed(conn_id, reason)`
-    tells it one failed on this side."""
-
-    def __init__(self, share: Callable[[int, str, int], bool],
-                 closed: Callable[[int, str], None],
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:  # fmt: skip
-        self._share = share
-        self._closed = closed
-        self.connect_timeout_s = connect_timeout_s
-        self.by_addr: dict[str, _Out] = {}
-        self.by_id: dict[int, _Out] = {}
-        self._next_id = 0
-
-    def write(self, addr: str, frame: bytes) -> None:
-        """Queue frame for addr (sent by flush_all); RemotingConnectError when no connection
-        to addr can be made and shared."""
-        c = self.by_addr.get(addr)
-        if c is None:
-            c = self._open(addr)
-        c.out += frame
-
-    def _open(self, addr: str) -> _Out:
-        wrapper = open_connection(addr, self.connect_timeout_s, None)
-        self._next_id += 1
-        c = _Out(self._next_id, addr, wrapper.sock)
-        if not self._share(c.conn_id, addr, c.sock.fileno()):
-            c.sock.close()
-            raise RemotingConnectError(addr, "the user's process could not take the connection")
-        self.by_addr[addr] = self.by_id[c.conn_id] = c
-        return c
-
-    def flush_all(self) -> bool:
-        """Send what waits; False when a socket could not take all of it (try again soon)."""
-        left = False
-        for c in list(self.by_id.values()):
-            out = c.out
-            while out:
-                try:
-                    n = c.sock.send(out)
-                except (BlockingIOError, InterruptedError):
-                    left = True
-                    break
-                except OSError as exc:
-                    self.close(c.conn_id, f"send failed: {exc}", tell=True)
-                    break
-                del out[:n]
-        return not left
-
-    def close(self, conn_id: int, reason: str, *, tell: bool) -> None:
-        """Close a connection (what waits for it is dropped: the user's process fails its
-        pulls); tell: this side found it failed, so the user's process is told."""
-        c = self.by_id.pop(conn_id, None)
-        if c is None:
-            return
-        if self.by_addr.get(c.addr) is c:
-            del self.by_addr[c.addr]
-        try:
-            c.sock.close()
-        except OSError:
-            pass
-        log.info("pull connection %d to %s closed: %s", conn_id, c.addr, reason)
-        if tell:
-            self._closed(conn_id, reason)
-
-    def close_all(self) -> None:
-        """Close every connection (the actor stops)."""
-        for conn_id in list(self.by_id):
-            self.close(conn_id, "pull service stopped", tell=False)
 
 
 # -- the reading half: the user's process ------------------------------------------------------

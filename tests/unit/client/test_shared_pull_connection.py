@@ -1,9 +1,10 @@
 """The pull connections the pull actor writes and the user's process reads
 (actors.client.consumer.shared_pull_connection), over real sockets: the reader's framing across
-arbitrary cuts, a frame longer than its buffer, a peer that closes or sends garbage; the
-table's connect, share and write failure; and ConsumerServices on a shared connection (the
-next pulls of a read leave before its decodes; a closed connection fails its pulls and tells
-the pull actor; a pull whose time passes gets no answer)."""
+arbitrary cuts, a frame longer than its buffer, a peer that closes or sends garbage; the pull
+actor's RemotingClient sharing a connection, writing it unread, and a failed write; and
+ConsumerServices on a shared connection (the next pulls of a read leave before its decodes; a
+closed connection fails its pulls and tells the pull actor; a pull whose time passes gets no
+answer)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.shared_pull_connection import (
     READ_BUF,
     PullAnswerReader,
-    PullConnectionTable,
     PullDeadlines,
 )
-from actors.client.errors import RemotingConnectError
+from actors.client.errors import RemotingConnectError, RemotingSendRequestError
 from actors.client.event_loop import EventLoop
-from actors.client.remoting_conn import MAX_FRAME
+from actors.client.remoting_client import RemotingClient
+from actors.client.remoting_conn import MAX_FRAME, ChannelWrapper
 from protocol.codes import RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
 
@@ -150,19 +151,34 @@ def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, lengt
     broker.close()
 
 
-def test_the_table_connects_shares_writes_and_reports_a_failed_write() -> None:
+def _sharing_client(shared: list[tuple[int, str, int]], closed: list[tuple[int, str]],
+                    take: bool = True) -> RemotingClient:
+    """The pull actor's RemotingClient: each plain connection handed to `shared` (a copy of
+    its descriptor), each closed one noted in `closed`."""
+    def share(conn: ChannelWrapper) -> bool:
+        if take:
+            shared.append((conn.serial, conn.addr, os.dup(conn.fd)))
+        return take
+
+    client = RemotingClient(share=share)
+    client.on_shared_closed = lambda conn, why: closed.append((conn.serial, why))
+    return client
+
+
+def test_a_shared_connection_is_written_not_read_and_its_failed_write_is_reported() -> None:
     srv = socket.create_server(("127.0.0.1", 0))
     addr = f"127.0.0.1:{srv.getsockname()[1]}"
     shared: list[tuple[int, str, int]] = []
     closed: list[tuple[int, str]] = []
-    table = PullConnectionTable(lambda i, a, fd: shared.append((i, a, os.dup(fd))) or True,
-                                lambda i, r: closed.append((i, r)))  # fmt: skip
+    client = _sharing_client(shared, closed)
+    client.hold_writes = True  # as in the pull actor's pass: written by flush_all
     try:
-        table.write(addr, b"one")
-        table.write(addr, b"two")
+        client.write_frame(addr, b"one")
+        client.write_frame(addr, b"two")
         peer, _ = srv.accept()
         assert [(i, a) for i, a, _fd in shared] == [(1, addr)]
-        assert table.flush_all()
+        assert client.fds() == [], "a shared connection is not read here"
+        assert client.flush_all()
         peer.settimeout(5)
         got = b""
         for _ in range(10):  # bounded
@@ -179,26 +195,29 @@ def test_the_table_connects_shares_writes_and_reports_a_failed_write() -> None:
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         peer.close()  # a reset: the next writes fail
         for _ in range(100):  # bounded in count and time
-            table.write(addr, b"x" * 1000)
-            table.flush_all()
+            try:
+                client.write_frame(addr, b"x" * 1000)
+            except RemotingSendRequestError:
+                pass
+            client.flush_all()
             if closed:
                 break
             time.sleep(0.01)
         assert closed and closed[0][0] == 1 and closed[0][1].startswith("send failed")
-        assert not table.by_addr and not table.by_id
+        assert not client.addrs()
     finally:
-        table.close_all()
+        client.close()
         srv.close()
 
 
-def test_a_connection_the_user_cannot_take_is_not_kept() -> None:
+def test_a_connection_that_cannot_be_shared_is_not_kept() -> None:
     srv = socket.create_server(("127.0.0.1", 0))
     addr = f"127.0.0.1:{srv.getsockname()[1]}"
-    table = PullConnectionTable(lambda i, a, fd: False, lambda i, r: None)
+    client = _sharing_client([], [], take=False)
     try:
         with pytest.raises(RemotingConnectError):
-            table.write(addr, b"pull")
-        assert not table.by_addr
+            client.write_frame(addr, b"pull")
+        assert not client.addrs()
         peer, _ = srv.accept()
         peer.settimeout(5)
         assert peer.recv(10) == b""  # closed again at once
@@ -207,9 +226,9 @@ def test_a_connection_the_user_cannot_take_is_not_kept() -> None:
         dead = f"127.0.0.1:{closed_port.getsockname()[1]}"
         closed_port.close()
         with pytest.raises(RemotingConnectError):
-            table.write(dead, b"pull")
+            client.write_frame(dead, b"pull")
     finally:
-        table.close_all()
+        client.close()
         srv.close()
 
 
