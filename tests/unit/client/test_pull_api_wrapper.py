@@ -59,6 +59,18 @@ def test_fast_decoder_equals_the_full_decoder() -> None:
     assert fast[0].properties["MAX_OFFSET"] == "99"
 
 
+def test_a_reused_view_leaves_every_record_whole() -> None:
+    """Over a view (a read buffer reused once the decode returns), plain runs broken by IPv6
+    and compressed records: every message, fields and body, outlives the buffer."""
+    body = b"".join([record(0), record(1), record(2, v6=True), record(3),
+                     record(4, compressed=True), record(5), record(6), record(7, tags=None)])
+    buf = bytearray(body)
+    got = decode_pull_messages(memoryview(buf), MQ, None, 5, 99)
+    buf[:] = bytes(len(buf))  # the buffer's next read
+    assert got == reference(body)
+    assert [m.queue_offset for m in got] == list(range(8))
+
+
 def test_lazy_records_decode_on_first_read_and_behave_as_records() -> None:
     body = b"".join(record(i) for i in range(3))
     ref = reference(body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import pytest
@@ -184,3 +185,45 @@ def test_uncompressed_records_counts_a_pull_body_or_says_it_cannot() -> None:
     assert uncompressed_records(mixed, len(mixed)) == -1
     assert uncompressed_records(plain, len(plain) - 1) == -1  # a torn last record
     assert uncompressed_records(memoryview(plain), len(plain)) == 3
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["plain", "v6", "compressed", "blank"]), max_size=8),
+    cut=st.integers(0, 40),
+    bodies=st.lists(st.binary(max_size=40), min_size=8, max_size=8),
+)
+def test_plain_records_is_record_at_for_the_plain_run(kinds: list[str], cut: int,
+                                                      bodies: list[bytes]) -> None:
+    """plain_records takes exactly the leading records record_at reads as IPv4 and not
+    compressed, with record_at's fields, and stops where record_at says something else is
+    (another kind of record, a blank, a cut record, the end)."""
+    from protocol.record import BLANK_MAGIC_CODE, plain_records, record_at
+
+    parts = []
+    for i, kind in enumerate(kinds):
+        if kind == "blank":
+            parts.append(struct.pack(">ii", 8, BLANK_MAGIC_CODE))
+            continue
+        v6 = kind == "v6"
+        parts.append(encode_record(
+            body=bodies[i], topic=b"T%d" % i, properties=b"A\x01%d" % i, queue_id=0, flag=0,
+            queue_offset=100 + i, phy_offset=i, sys_flag=1 if kind == "compressed" else 0,
+            born_timestamp=1, store_timestamp=2,
+            born_host=pack_host("::1", 1) if v6 else pack_host("10.0.0.1", 1),
+            store_host=pack_host("127.0.0.1", 2)))  # fmt: skip
+    buf = b"".join(parts)
+    end = max(0, len(buf) - cut)
+    spans, stop = plain_records(buf, 0, end)
+    pos = 0
+    for span in spans:
+        r = record_at(buf, pos, end)
+        assert r is not None and not r[6] & 0x31
+        assert span == (pos, pos + r[0], r[4], r[14] - 1, r[15])
+        pos += r[0]
+    assert stop == pos
+    try:
+        r = record_at(buf, stop, end)
+    except RecordError:
+        return  # a cut or bad record stopped the run
+    assert r is None or r[6] & 0x31  # the end, a blank, or a record of another kind
