@@ -94,7 +94,7 @@ class ConsumeRequest:
 
     __slots__ = ("mq", "msgs", "pq", "service")
 
-    def __init__(self, msgs: list[MessageExt], pq: ProcessQueue[MessageExt], mq: MessageQueue,
+    def __init__(self, msgs: tuple[MessageExt, ...], pq: ProcessQueue[MessageExt], mq: MessageQueue,
                  service: ConsumeMessageConcurrentlyService) -> None:
         self.msgs = msgs
         self.pq = pq
@@ -127,11 +127,11 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         """Split msgs into requests of consume_batch and queue them."""
         n = self.consume_batch
         if len(msgs) <= n:
-            self.executor.submit((ConsumeRequest(list(msgs), pq, mq, self),))
+            self.executor.submit((ConsumeRequest(tuple(msgs), pq, mq, self),))
         elif n == 1:  # Java's default: one request per message
-            self.executor.submit([ConsumeRequest([m], pq, mq, self) for m in msgs])
+            self.executor.submit([ConsumeRequest((m,), pq, mq, self) for m in msgs])
         else:
-            self.executor.submit([ConsumeRequest(list(msgs[i : i + n]), pq, mq, self)
+            self.executor.submit([ConsumeRequest(tuple(msgs[i : i + n]), pq, mq, self)
                                   for i in range(0, len(msgs), n)])  # fmt: skip
 
     def run_batch(self, batch: Sequence[Request]) -> None:
@@ -149,8 +149,8 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
             if not (req.pq.dropped or req.pq.revoking):
                 started.setdefault(req.pq, []).extend(req.msgs)
         t = now()
-        for pq, msgs in started.items():
-            pq.mark_consuming(msgs, t)
+        for pq, begun in started.items():
+            pq.mark_consuming(begun, t)
         handler = self.handler
         with_context = self.with_context
         success = ConsumeResult.SUCCESS
@@ -161,7 +161,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
             if pq not in started:
                 continue  # not started: the messages stay for the queue's next owner
             mq = req.mq
-            msgs = req.msgs
+            msgs: Sequence[MessageExt] = req.msgs
             if msgs and msgs[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # one queue's
                 msgs = reset_retry_topic(msgs, host.group)
             ctx = ConsumeContext(mq) if with_context else None
@@ -208,7 +208,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
     def _call(self, req: ConsumeRequest) -> tuple[ConsumeResult, ConsumeContext, int]:
         """The handler over req's messages: its status, its context and its run time (ms)."""
         host = self.host
-        msgs = req.msgs
+        msgs: Sequence[MessageExt] = req.msgs
         if msgs and msgs[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # one queue's topic
             msgs = reset_retry_topic(msgs, host.group)
         ctx = ConsumeContext(req.mq)
@@ -264,7 +264,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         ack = min(ctx.ack_index, len(msgs) - 1) if status is ConsumeResult.SUCCESS else -1
         ok = ack + 1
         host.on_consumed(req.mq, ok, len(msgs) - ok, rt_ms)
-        done = msgs
+        done: Sequence[MessageExt] = msgs
         if ok < len(msgs):
             if host.model is MessageModel.BROADCASTING:
                 for m in msgs[ok:]:
