@@ -205,10 +205,8 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     while True:
         spans, stop = plain_records(mv, pos, n)
         if spans:
-            if heads is not None:
-                kept = _cut_run(mv, spans, heads, kept, mq, lo, hi, out)
-            elif tags is None:
-                _lazy_run(mv, spans, mq, lo, hi, out)
+            if tags is None:
+                kept = _lazy_run(mv, spans, heads, kept, mq, lo, hi, out)
             else:
                 _filtered_run(mv, spans, tags, mq, lo, hi, out)
         pos = stop
@@ -233,11 +231,13 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     return out
 
 
-def _cut_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray, kept: tuple[int, int],
-             mq: MessageQueue, lo: str, hi: str, out: list[MessageExt]) -> tuple[int, int]:
-    """Plain records of a view: each a lazy record over its copy in `heads` without its body
-    (a record's head is appended with the tail of the record before it when they touch);
-    the last one's tail and end, still to append."""
+def _lazy_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray | None,
+              kept: tuple[int, int], mq: MessageQueue, lo: str, hi: str,
+              out: list[MessageExt]) -> tuple[int, int]:
+    """Plain records, each a lazy record: over the body itself (heads None: bytes), or over
+    its copy in `heads` without its body (a view that is reused; a record's head is appended
+    with the tail of the record before it when they touch). The last copied record's tail
+    and end, still to append."""
     append = out.append
     topic = mq.topic
     topic_raw = topic.encode()
@@ -248,13 +248,16 @@ def _cut_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray, kept: tup
     for pos, end, qoff, t, tlen in spans:
         p = pos + _FIXED
         o = new(cls)
-        if kept_end == pos:
-            heads += mv[kept_tail:p]
+        if heads is None:
+            _S_RECORD(o, (mv, pos, lo, hi, False))
         else:
-            heads += mv[kept_tail:kept_end]
-            heads += mv[pos:p]
-        _S_RECORD(o, (heads, len(heads) - _FIXED, lo, hi, True))
-        kept_tail, kept_end = t, end
+            if kept_end == pos:
+                heads += mv[kept_tail:p]
+            else:
+                heads += mv[kept_tail:kept_end]
+                heads += mv[pos:p]
+            _S_RECORD(o, (heads, len(heads) - _FIXED, lo, hi, True))
+            kept_tail, kept_end = t, end
         _S_TOPIC(o, topic if tlen == tlen_raw and mv[t + 1 : t + 1 + tlen] == topic_raw
                  else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
         _S_BODY(o, bytes(mv[p:t]))
@@ -262,26 +265,6 @@ def _cut_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray, kept: tup
         _S_QOFF(o, qoff)
         append(o)
     return kept_tail, kept_end
-
-
-def _lazy_run(mv: memoryview, spans: list[PlainSpan], mq: MessageQueue, lo: str, hi: str,
-              out: list[MessageExt]) -> None:
-    """Plain records of a bytes body: each a lazy record over the body itself."""
-    append = out.append
-    topic = mq.topic
-    topic_raw = topic.encode()
-    tlen_raw = len(topic_raw)
-    new = _new
-    cls = PulledMessageExt
-    for pos, _end, qoff, t, tlen in spans:
-        o = new(cls)
-        _S_RECORD(o, (mv, pos, lo, hi, False))
-        _S_TOPIC(o, topic if tlen == tlen_raw and mv[t + 1 : t + 1 + tlen] == topic_raw
-                 else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
-        _S_BODY(o, bytes(mv[pos + _FIXED : t]))
-        _S_QUEUE(o, mq)
-        _S_QOFF(o, qoff)
-        append(o)
 
 
 def _filtered_run(mv: memoryview, spans: list[PlainSpan], tags: frozenset[str],

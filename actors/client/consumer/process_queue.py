@@ -79,10 +79,15 @@ class OffsetMap(Generic[V]):
             if not keys or off > keys[-1]:
                 keys.append(off)
             else:
-                i = bisect_left(keys, off, self._head)
-                if i == len(keys) or keys[i] != off:  # else its old place is still listed
-                    keys.insert(i, off)
+                self._insert(off)
         d[off] = value
+
+    def _insert(self, off: int) -> None:
+        """List a new offset below the last listed one (a redelivery), by bisection."""
+        keys = self._keys
+        i = bisect_left(keys, off, self._head)
+        if i == len(keys) or keys[i] != off:  # else its old place is still listed
+            keys.insert(i, off)
 
     def put_messages(self: OffsetMap[M], msgs: Iterable[M]) -> list[M]:
         """Put each message at its queue offset (one there already is replaced); those whose
@@ -97,9 +102,7 @@ class OffsetMap(Generic[V]):
                 if not keys or off > keys[-1]:
                     keys.append(off)
                 else:
-                    i = bisect_left(keys, off, self._head)
-                    if i == len(keys) or keys[i] != off:  # else its old place is still listed
-                        keys.insert(i, off)
+                    self._insert(off)
                 new.append(m)
             d[off] = m
         return new
