@@ -8,7 +8,9 @@ Channel records are dispatched to the consumer cores by group (rebalance records
 request id (pull results), on the I/O thread. Pull commands written while the I/O thread
 serves a read of results are sent in one record once the read is served and its consume
 workers are woken: a write that wakes the pull actor ahead of them delayed the handlers by
-about 100 us (docs/CLIENT.md).
+about 100 us (docs/CLIENT.md). A read whose answers were decoded first (single messages,
+the latency case) hands idle workers the GIL before that write (HeldWakes' hand-over); a
+read whose next pulls left ahead of its decodes (dense answers) does not wait.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Final, Protocol
 
 from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
-from actors.client.consumer.consume_message_service import HeldWakes
+from actors.client.consumer.consume_message_service import HAND_OVER_S, HeldWakes
 from actors.client.consumer.messages import (
     AddConsumer,
     ConsumerAdded,
@@ -340,14 +342,18 @@ class ConsumerServices:
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _on_pull_records(self, records: list[ch.Record]) -> None:
+        hold = HeldWakes(HAND_OVER_S)  # the consume workers are woken once per read
         try:
-            with HeldWakes():  # the consume workers are woken once per read, not per pull
-                self._handle_pull_records(records)
+            with hold:
+                if self._handle_pull_records(records):
+                    hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
         finally:  # the workers are woken: now the next pulls (the module's docstring)
             owed = self.rings.take_owed()
             self._flush_pulls(cc.RingRelease(tuple(owed)) if owed else None)
 
-    def _handle_pull_records(self, records: list[ch.Record]) -> None:
+    def _handle_pull_records(self, records: list[ch.Record]) -> bool:
+        """The records of one read; True when answers' next pulls left ahead of their
+        decodes."""
         self._batching.on = True
         try:
             for kind, payload in records:
@@ -361,14 +367,16 @@ class ConsumerServices:
                     break
         finally:
             self._batching.on = False
-            self._run_after_pulls()
+            early = self._run_after_pulls()
+        return early
 
-    def _run_after_pulls(self) -> None:
+    def _run_after_pulls(self) -> bool:
         """The pass's deferred work (after_pulls_sent), once its pulls are written; each
-        answer's ring space is given back after its work, once nothing refers to it."""
+        answer's ring space is given back after its work, once nothing refers to it. True
+        when there was any."""
         work = self._after_pulls
         if not work:
-            return
+            return False
         self._after_pulls = []
         self._flush_pulls()
         for i in range(len(work)):
@@ -383,6 +391,7 @@ class ConsumerServices:
                 del fn  # the last reference to the answer's view: the ring may close now
                 if ref is not None:
                     self.rings.done(ref)
+        return True
 
     def _pull_record(self, kind: int, payload: memoryview) -> None:
         rings = self.rings
@@ -501,15 +510,17 @@ class ConsumerServices:
             for answer, tail in answers:
                 self._on_pull_answer(answer, tail)
             return
+        hold = HeldWakes(HAND_OVER_S)
         try:
-            with HeldWakes():
+            with hold:
                 self._batching.on = True
                 try:
                     for answer, tail in answers:
                         self._on_pull_answer(answer, tail)
                 finally:
                     self._batching.on = False
-                    self._run_after_pulls()
+                    if self._run_after_pulls():
+                        hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
         finally:
             self._flush_pulls()
 

@@ -14,6 +14,7 @@ from actors.client.consumer.consume_message_service import (
     ConsumeContext,
     ConsumeExecutor,
     ConsumeResult,
+    HeldWakes,
 )
 from actors.client.consumer.consume_orderly import ConsumeMessageOrderlyService, OrderlyRequest
 from actors.client.consumer.process_queue import ProcessQueue
@@ -287,6 +288,79 @@ def test_executor_batches_fast_requests_on_few_workers() -> None:
         time.sleep(0.01)
     assert sorted(i for _, i in seen) == list(range(256))
     assert len({name for name, _ in seen}) == 1  # one batch, not 20 threads over one lock
+    assert ex.shutdown(5)
+
+
+class _Req:
+    """A request that records its run, after `gate` is set when one is given."""
+
+    def __init__(self, i: int, ran: list[int], gate: threading.Event | None = None) -> None:
+        self.i, self.ran, self.gate = i, ran, gate
+
+    def run(self) -> None:
+        if self.gate is not None:
+            self.gate.wait(10)
+        self.ran.append(self.i)
+
+
+def _idle_executor(workers: int) -> ConsumeExecutor:
+    ex = ConsumeExecutor(workers, "ho")
+    ex.start()
+    deadline = time.monotonic() + 10
+    while ex.idle < workers and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ex.idle == workers
+    return ex
+
+
+def test_held_wakes_hand_an_idle_fast_executor_its_batch_before_going_on() -> None:
+    """The end of a hand-over block returns once the woken worker has run the batch (the I/O
+    thread leaves it the GIL instead of writing its next pulls first)."""
+    ex = _idle_executor(4)
+    ex.cost_s = 1e-5  # measured: a fast handler
+    ran: list[int] = []
+    with HeldWakes(10.0):
+        ex.submit([_Req(1, ran)])
+        assert ran == []  # held until the block ends
+    assert ran == [1] and ex.gate is None
+    assert ex.shutdown(5)
+
+
+def test_no_hand_over_to_a_busy_slow_or_unmeasured_executor_nor_when_off() -> None:
+    """The block's end does not wait when a worker is running, when requests have cost more
+    than the limit or nothing was measured yet, or when the pass asks for no hand-over (its
+    next pulls left first): no gate is set, the request has not run (it waits for `go`)."""
+    ex = _idle_executor(2)
+    go = threading.Event()
+    ran: list[int] = []
+    cases = [(10.0, 0.0), (10.0, 20.0), (0.0, 1e-5)]  # (limit, measured cost)
+    for i, (limit, cost) in enumerate(cases):
+        ex.cost_s = cost
+        with HeldWakes(limit):
+            ex.submit([_Req(i, ran, go)])
+        assert ex.gate is None and len(ran) == i  # this one has not run
+        go.set()
+        deadline = time.monotonic() + 10
+        while len(ran) <= i and time.monotonic() < deadline:
+            time.sleep(0.005)
+        go.clear()
+        while ex.idle < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    busy = threading.Event()
+    ex.submit([_Req(10, ran, busy)])  # holds one worker
+    deadline = time.monotonic() + 10
+    while ex.idle == 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    ex.cost_s = 1e-5
+    with HeldWakes(10.0):
+        ex.submit([_Req(11, ran, go)])
+    assert ex.gate is None  # one worker was busy: no hand-over
+    go.set()
+    busy.set()
+    deadline = time.monotonic() + 10
+    while len(ran) < 5 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert sorted(ran) == [0, 1, 2, 10, 11]
     assert ex.shutdown(5)
 
 
