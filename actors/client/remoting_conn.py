@@ -20,6 +20,7 @@ from typing import Final
 
 from actors.client.errors import MQClientError, RemotingConnectError, RemotingSendRequestError
 from actors.client.frame_ring import RingReader
+from actors.runtime.channel import send_out
 from actors.runtime.tcp import split_addr
 from actors.runtime.tls import (
     TlsConfig,
@@ -91,17 +92,8 @@ class ChannelWrapper:
         """Write what the out buffer holds: (bytes left, why the socket failed or ""). A failed
         socket's buffer is dropped (its requests fail with the connection)."""
         with self.wlock:
-            out = self.out
-            while out:
-                try:
-                    sent = self.sock.send(out)
-                except (BlockingIOError, InterruptedError):
-                    return len(out), ""
-                except OSError as exc:
-                    out.clear()
-                    return 0, f"send failed: {exc}"
-                del out[:sent]
-            return 0, ""
+            _empty, err = send_out(self.sock, self.out)
+            return len(self.out), "" if err is None else f"send failed: {err}"
 
 
 def wait_drained(conn: ChannelWrapper, high_water: int, timeout_s: float = 30.0) -> None:
