@@ -161,6 +161,12 @@ class RemotingClient:
         if conn is not None:
             self.close_conn(conn, reason)
 
+    def close_shared(self, serial: int, reason: str) -> None:
+        """Its reader closed the shared connection `serial`: close it here, not told back."""
+        for conn in [c for c in self._conns.values() if c.serial == serial and c.shared]:
+            conn.shared = False  # no reader any more: on_shared_closed is not called
+            self.close_conn(conn, reason)
+
     def close_conn(self, conn: ChannelWrapper, reason: str) -> None:
         """Close conn if still open; its pending requests fail at once (failFast)."""
         with conn.cond:

@@ -61,7 +61,6 @@ class PullMessageServiceActor(ServiceThreadActor):
         self.in_pass = False  # in on_ready: what is written waits for the pass's end
         self.rings: PullRings | None = None
         self.sharing = False  # plain TCP: each connection is handed to the user's process
-        self.shared: dict[int, ChannelWrapper] = {}  # those handed over and open, by serial
         self.templates: dict[tuple[Any, ...], PullFrames] = {}  # by queue and subscription
         self._paused_watch: frozenset[object] = frozenset()  # the paused readers last watched
 
@@ -105,17 +104,14 @@ class PullMessageServiceActor(ServiceThreadActor):
         if end is None or end.closed:
             return False
         rec = cc.ConnShared(conn.serial, conn.addr)
-        if not end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fd]):
-            return False
-        self.shared[conn.serial] = conn
-        return True
+        return end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fd])
 
     def _conn_failed(self, conn: ChannelWrapper, reason: str) -> None:
-        """A shared connection closed on this side (a write failed): the user's process fails
-        its pulls on it. One the user's process closed first is not told back."""
+        """A shared connection closed on this side (a write failed, the actor stops): the
+        user's process fails its pulls on it (RemotingClient.on_shared_closed; one the user's
+        process closed first is closed by close_shared, which does not tell it back)."""
         end = self.channel
-        if self.shared.pop(conn.serial, None) is not None and end is not None and \
-                not end.closed:
+        if end is not None and not end.closed:
             rec = cc.ConnClosed(conn.serial, reason)
             end.queue(rec.KIND, rec.encode())
 
@@ -175,9 +171,8 @@ class PullMessageServiceActor(ServiceThreadActor):
                 for cmd in rec.commands:
                     self._pull(cmd)
             elif isinstance(rec, cc.ConnClosed):
-                conn = self.shared.pop(rec.conn_id, None)
-                if conn is not None and self.remoting is not None:
-                    self.remoting.close_conn(conn, f"the user's process: {rec.reason}")
+                if self.remoting is not None:
+                    self.remoting.close_shared(rec.conn_id, f"the user's process: {rec.reason}")
             elif isinstance(rec, cc.RingRelease):
                 self._release(rec)
             elif isinstance(rec, cc.RingRefused):

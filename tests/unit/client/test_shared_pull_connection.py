@@ -232,6 +232,32 @@ def test_a_connection_that_cannot_be_shared_is_not_kept() -> None:
         srv.close()
 
 
+def test_a_connection_its_reader_closed_is_closed_here_without_telling_it_back() -> None:
+    """The user's process closed its copy (ConnClosed): the pull actor closes the one it
+    writes, and does not send a ConnClosed back; the next pull makes a new connection, shared
+    again under a new serial. A failure found here (the client closing) is told."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{srv.getsockname()[1]}"
+    shared: list[tuple[int, str, int]] = []
+    closed: list[tuple[int, str]] = []
+    client = _sharing_client(shared, closed)
+    try:
+        client.write_frame(addr, b"one")
+        client.close_shared(2, "not this one")  # no such serial: nothing happens
+        assert client.addrs() == [addr]
+        client.close_shared(1, "the user's process: closed by peer")
+        assert client.addrs() == [] and closed == []
+        client.write_frame(addr, b"two")
+        assert [serial for serial, _a, _fd in shared] == [1, 2]
+        client.close()
+        assert closed == [(2, "client closed")]
+    finally:
+        for _serial, _a, fd in shared:
+            os.close(fd)
+        client.close()
+        srv.close()
+
+
 def test_deadlines_fail_by_broker_and_by_time() -> None:
     d = PullDeadlines()
     d.sent(1, "a:1", 1000)
