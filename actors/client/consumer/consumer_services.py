@@ -341,34 +341,42 @@ class ConsumerServices:
                 end.send_records(recs)
 
     # -- channel records (I/O thread) -----------------------------------------------------------
-    def _on_pull_records(self, records: list[ch.Record]) -> None:
-        hold = HeldWakes(HAND_OVER_S)  # the consume workers are woken once per read
+    def _read_pass(self, serve: Callable[[], None],
+                   first: Callable[[], cc.RingRelease | None] = lambda: None) -> None:
+        """One read of pull answers (the channel's, a shared connection's), served in one
+        pass: the consume workers woken once; the next pulls queued and written in one record
+        (after `first`): ahead of the decodes when the answers were dense (after_pulls_sent),
+        else once the workers are woken and, idle and fast, handed the GIL (HeldWakes)."""
+        hold = HeldWakes(HAND_OVER_S)
         try:
             with hold:
-                if self._handle_pull_records(records):
-                    hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
-        finally:  # the workers are woken: now the next pulls (the module's docstring)
-            owed = self.rings.take_owed()
-            self._flush_pulls(cc.RingRelease(tuple(owed)) if owed else None)
-
-    def _handle_pull_records(self, records: list[ch.Record]) -> bool:
-        """The records of one read; True when answers' next pulls left ahead of their
-        decodes."""
-        self._batching.on = True
-        try:
-            for kind, payload in records:
+                self._batching.on = True
                 try:
-                    self._pull_record(kind, payload)
-                except ch.ChannelError as exc:  # our own actor wrote it: the channel is broken
-                    log.error("pull channel: corrupt record (kind %d): %s; closing", kind, exc)
-                    end = self.pull.end
-                    if end is not None:
-                        end.close()
-                    break
-        finally:
-            self._batching.on = False
-            early = self._run_after_pulls()
-        return early
+                    serve()
+                finally:
+                    self._batching.on = False
+                    if self._run_after_pulls():
+                        hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
+        finally:  # the workers are woken: now the next pulls (the module's docstring)
+            self._flush_pulls(first())
+
+    def _on_pull_records(self, records: list[ch.Record]) -> None:
+        self._read_pass(lambda: self._handle_pull_records(records), self._ring_release)
+
+    def _ring_release(self) -> cc.RingRelease | None:
+        owed = self.rings.take_owed()
+        return cc.RingRelease(tuple(owed)) if owed else None
+
+    def _handle_pull_records(self, records: list[ch.Record]) -> None:
+        for kind, payload in records:
+            try:
+                self._pull_record(kind, payload)
+            except ch.ChannelError as exc:  # our own actor wrote it: the channel is broken
+                log.error("pull channel: corrupt record (kind %d): %s; closing", kind, exc)
+                end = self.pull.end
+                if end is not None:
+                    end.close()
+                break
 
     def _run_after_pulls(self) -> bool:
         """The pass's deferred work (after_pulls_sent), once its pulls are written; each
@@ -507,22 +515,13 @@ class ConsumerServices:
         channel's is (_on_pull_records): the workers woken once, every next pull in one write
         ahead of the decodes. Inside such a pass already: handed to it."""
         if getattr(self._batching, "on", False):
-            for answer, tail in answers:
-                self._on_pull_answer(answer, tail)
-            return
-        hold = HeldWakes(HAND_OVER_S)
-        try:
-            with hold:
-                self._batching.on = True
-                try:
-                    for answer, tail in answers:
-                        self._on_pull_answer(answer, tail)
-                finally:
-                    self._batching.on = False
-                    if self._run_after_pulls():
-                        hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
-        finally:
-            self._flush_pulls()
+            self._hand_answers(answers)
+        else:
+            self._read_pass(lambda: self._hand_answers(answers))
+
+    def _hand_answers(self, answers: Answers) -> None:
+        for answer, tail in answers:
+            self._on_pull_answer(answer, tail)
 
     def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
         self.deadlines.answered(answer.rid)
