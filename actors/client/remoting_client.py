@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import functools
 import heapq
-import itertools
 import logging
 import threading
 import time
@@ -78,8 +77,7 @@ class RemotingClient:
                  close_socket_if_timeout: bool = True,
                  complete: Completer | None = None,
                  tls: TlsConfig | None = None,
-                 rings: PullRings | None = None,
-                 share: Callable[[ChannelWrapper], bool] | None = None) -> None:  # fmt: skip
+                 rings: PullRings | None = None) -> None:  # fmt: skip
         self.loop = loop
         # actor driver: plain connections read their frames straight into these rings; a
         # response's body is then valid only while its callback runs
@@ -98,12 +96,6 @@ class RemotingClient:
         self._scan_armed = False
         self._buf = ReadBuffer()
         self._closed = False
-        # actor driver: a plain connection is handed to share() once made (another process
-        # reads it; False: it could not be, and is closed again); on_shared_closed(conn,
-        # reason) is told when one closes
-        self.share = share if loop is None else None
-        self.on_shared_closed: Callable[[ChannelWrapper, str], None] | None = None
-        self._serials = itertools.count(1)
         self.on_connection_change: Callable[[], None] | None = None  # the actor re-watches
         self.hold_writes = False  # actor driver: frames wait in the out buffer for flush_all
 
@@ -135,20 +127,14 @@ class RemotingClient:
 
     def _connect(self, addr: str) -> ChannelWrapper:
         conn = open_connection(addr, self.connect_timeout_s, self.tls)
-        conn.serial = next(self._serials)
-        if self.share is not None and conn.tls is None:
-            conn.shared = True
-            if not self.share(conn):
-                conn.sock.close()
-                raise RemotingConnectError(addr, "the connection could not be shared")
-        elif self.rings is not None:
+        if self.rings is not None:
             conn.ring_reader = RingReader(self.rings, MAX_FRAME)
         return conn
 
     def fds(self) -> list[int]:
         """Descriptors of the open connections an actor should watch (not those waiting for
-        ring space, nor those another process reads)."""
-        return [c.fd for c in self._conns.values() if not c.closed and not c.shared
+        ring space)."""
+        return [c.fd for c in self._conns.values() if not c.closed
                 and (c.ring_reader is None or not c.ring_reader.paused)]
 
     def addrs(self) -> list[str]:
@@ -159,12 +145,6 @@ class RemotingClient:
         """Close the connection to addr; its pending requests fail at once (failFast)."""
         conn = self._conns.get(addr)
         if conn is not None:
-            self.close_conn(conn, reason)
-
-    def close_shared(self, serial: int, reason: str) -> None:
-        """Its reader closed the shared connection `serial`: close it here, not told back."""
-        for conn in [c for c in self._conns.values() if c.serial == serial and c.shared]:
-            conn.shared = False  # no reader any more: on_shared_closed is not called
             self.close_conn(conn, reason)
 
     def close_conn(self, conn: ChannelWrapper, reason: str) -> None:
@@ -196,8 +176,6 @@ class RemotingClient:
                 failed.append((p, None))
         conn.pending.clear()
         self._complete(failed)
-        if conn.shared and self.on_shared_closed is not None:
-            self.on_shared_closed(conn, reason)
         if self.loop is None and self.on_connection_change is not None:
             self.on_connection_change()
 
@@ -319,11 +297,6 @@ class RemotingClient:
         except MQClientError as exc:
             if self._forget(p, conn):
                 callback(None, exc)
-
-    def write_frame(self, addr: str, frame: bytes) -> None:
-        """Write a request whose answer another process reads (a shared connection's): no
-        response is waited for here; the frame leaves with the next flush."""
-        self._write(self._conn(addr), frame, direct=False)
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         """Send cmd with the oneway flag; nothing comes back."""

@@ -63,7 +63,7 @@ class ChannelWrapper:
     """One connection: socket, decoder, out buffer, reader role."""
 
     __slots__ = ("addr", "alock", "armed", "closed", "cond", "decoder", "fd", "out", "pending",
-                 "poller", "reader", "registered", "ring_reader", "serial", "shared", "sock",
+                 "poller", "reader", "registered", "ring_reader", "sock",
                  "tls", "waiters", "wlock")
 
     def __init__(self, addr: str, sock: socket.socket, tls: TlsSession | None = None) -> None:
@@ -73,8 +73,6 @@ class ChannelWrapper:
         self.fd = sock.fileno()
         self.decoder = FrameDecoder(MAX_FRAME)
         self.ring_reader: RingReader | None = None  # reads frames into the pull rings instead
-        self.shared = False  # handed to another process, which reads it (never read here)
-        self.serial = 0  # this connection among its client's (a descriptor number is reused)
         self.wlock = threading.Lock()
         self.out = bytearray()
         self.cond = threading.Condition(threading.Lock())

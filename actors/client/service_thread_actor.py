@@ -9,7 +9,6 @@ whatever could not be written yet is retried shortly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 from actors.client import client_channel as ch
@@ -17,7 +16,6 @@ from actors.client.client_config import ClientConfig
 from actors.client.frame_ring import PullRings
 from actors.client.mq_client_api import MQClientAPI
 from actors.client.remoting_client import RemotingClient, RequestProcessor
-from actors.client.remoting_conn import ChannelWrapper
 from actors.runtime.watch import WatchingActor
 
 FLUSH_RETRY_MS: Final = 1.0
@@ -34,13 +32,11 @@ class ServiceThreadActor(WatchingActor):
 
     def _connect(self, config: ClientConfig, channel_path: str, channel_name: str,
                  processor: RequestProcessor | None = None,
-                 rings: PullRings | None = None,
-                 share: Callable[[ChannelWrapper], bool] | None = None) -> None:  # fmt: skip
+                 rings: PullRings | None = None) -> None:  # fmt: skip
         """Make the remoting client (broker requests go to processor; its connections read
-        into rings when given, or handed to share, RemotingClient's) and the MQClientAPI over
-        it, and connect the channel to the user's process."""
-        self.remoting = RemotingClient(processor=processor, tls=config.tls, rings=rings,
-                                       share=share)  # fmt: skip
+        into rings when given) and the MQClientAPI over it, and connect the channel to the
+        user's process."""
+        self.remoting = RemotingClient(processor=processor, tls=config.tls, rings=rings)
         self.remoting.on_connection_change = self._rewatch
         self.api = MQClientAPI(self.remoting, config)
         self.channel = ch.ChannelEnd.connect(channel_path, channel_name)

@@ -515,10 +515,11 @@ def test_consumer_benchmark_cli(cluster: Target, tmp_path: Path) -> None:
 
 def test_pull_answers_are_read_by_the_users_process_on_the_shared_connection(
         cluster: Target) -> None:  # fmt: skip
-    """Over plain TCP the pull actor shares its broker connection with the user's process,
-    which reads the pull answers from it itself: every body arrives (one answer of 3 MiB, far
-    longer than the reader's buffer, among them), the reader holds the broker's connection,
-    and no ring is mapped (rings carry the answers only over TLS)."""
+    """Over plain TCP the pull actor makes the broker connection and hands it to the user's
+    process, which writes the pulls and reads their answers itself: every body arrives (one
+    answer of 3 MiB, far longer than the read buffer, among them), the user's process holds
+    the broker's connection and no pull waits for one, and no ring is mapped (rings carry the
+    answers only over TLS)."""
     topic, group = "PushShared", "push_shared_cg"
     create_topic(cluster, topic, 2)
     bodies = [b"conn-%06d-" % i + bytes([65 + i % 26]) * 1000 for i in range(300)]
@@ -532,10 +533,12 @@ def test_pull_answers_are_read_by_the_users_process_on_the_shared_connection(
         assert sorted(got) == sorted([*bodies, big])
         services = c._impl.services  # type: ignore[union-attr]
         assert services.direct
-        reader = services.reader
-        # the one broker connection, read here; the pull actor shared no ring, so no body
-        # crossed through one (without a ring the actor would have copied them: it reads none)
-        assert [r.addr for r in reader.conns.values()] == [cluster.broker_addr()], reader.conns
+        conns = services.conns
+        # the one broker connection, written and read here; the pull actor shared no ring,
+        # so no body crossed through one
+        assert [r.addr for r in conns.conns.values()] == [cluster.broker_addr()], conns.conns
+        assert conns.has(cluster.broker_addr())
         assert not services.rings.maps, "an answer crossed through a ring"
+        assert not services._waiting and not services._outbox
     finally:
         c.close()

@@ -33,12 +33,14 @@ body travels raw behind a fixed header:
     RingRelease 68      user -> pull actor    (ring id, token) of each PULL_AT read
     RingRetired 69      pull actor -> user    ring id: closed, unmap it
     RingRefused 79      user -> pull actor    ring id: could not be mapped (copy its answers)
+    ConnWanted 81       user -> pull actor    broker addr: connect to it and hand the
+                                              connection over (not over TLS)
     ConnShared 80       pull actor -> user    connection id, broker addr; the connection's
                                               socket rides with the record (SCM_RIGHTS): the
-                                              user's process reads its answers itself
-                                              (shared_pull_connection; not over TLS)
-    ConnClosed 81       either way            connection id, reason: the sender found it
-                                              failed and closed its copy
+                                              user's process writes its pulls and reads their
+                                              answers itself (shared_pull_connection); the
+                                              pull actor keeps no copy
+    ConnFailed 82       pull actor -> user    broker addr, reason: no connection was made
     Assign 70           rebalance -> user     group, the queues taken (QueueLock each)
     Revoke 71           rebalance -> user     group, the queues to let go
     LockStates 72       rebalance -> user     group, the orderly queues' broker locks
@@ -49,9 +51,11 @@ body travels raw behind a fixed header:
     RebalanceNow 77     user -> rebalance     group
     QueuesChanged 78    rebalance -> user     group, topic, every queue, this consumer's share
 
-The pull actor writes a PULL record's commands to their brokers in order, each broker's on
-its one connection, so a PullCommand sent after another for the same broker reaches it after
-that one (how a consumer's last commit lands after the pulls before it: PullCallback).
+A PullCommand for a broker reaches it after every PullCommand sent before it for that broker
+(how a consumer's last commit lands after the pulls before it: PullCallback): each broker's
+pulls are written on its one connection in order, by the user's process (plain TCP: those
+queued for a connection still being made go first) or by the pull actor in a PULL record's
+order (TLS).
 """
 
 from __future__ import annotations
@@ -61,10 +65,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from actors.client import client_channel as ch
+from actors.client.client_requests import PullFrames, pull_frames
 from actors.client.errors import MQBrokerError, MQClientError
 from actors.client.frame_ring import RingRef
 from actors.client.records import PullResult
 from actors.runtime.typed_record import TypedRecord
+from protocol.acl import SessionCredentials
 from protocol.bodies import MessageQueue
 from protocol.headers import PullMessageRequestHeader
 
@@ -85,7 +91,8 @@ REBALANCE_NOW: Final = 77
 QUEUES: Final = 78
 RING_REFUSED: Final = 79
 CONN_SHARED: Final = 80
-CONN_CLOSED: Final = 81
+CONN_WANTED: Final = 81
+CONN_FAILED: Final = 82
 
 BROKER_ERROR: Final = 254
 NO_ANSWER: Final = 255
@@ -145,6 +152,33 @@ class PullCommand(NamedTuple):
 
 
 _PULL_FIELDS: Final = len(PullCommand._fields)
+
+
+class PullCommandFrames:
+    """The PULL_MESSAGE frame of each PullCommand, from its queue's PullFrames (a template
+    where it can be one: client_requests.pull_frames), kept per queue and subscription. The
+    user's process writes the plain TCP pulls with one, the pull actor the TLS ones with
+    another."""
+
+    __slots__ = ("credentials", "serialize_type", "templates")
+    LIMIT: Final = 4096  # queues x subscriptions kept
+
+    def __init__(self, credentials: SessionCredentials | None, serialize_type: int) -> None:
+        self.credentials = credentials
+        self.serialize_type = serialize_type
+        self.templates: dict[tuple[Any, ...], PullFrames] = {}
+
+    def frame(self, cmd: PullCommand, opaque: int) -> bytes:
+        """cmd's whole request frame, under this opaque."""
+        key = (cmd.group, cmd.topic, cmd.queue_id, cmd.suspend_ms, cmd.subscription,
+               cmd.sub_version, cmd.expression_type)  # fmt: skip
+        frames = self.templates.get(key)
+        if frames is None:
+            if len(self.templates) >= self.LIMIT:
+                self.templates.clear()
+            frames = self.templates[key] = pull_frames(cmd.header(), self.credentials,
+                                                       self.serialize_type)  # fmt: skip
+        return frames.frame(cmd.offset, cmd.max_nums, opaque, cmd.commit_offset, cmd.sys_flag)
 
 
 class PullAnswer(NamedTuple):
@@ -225,8 +259,8 @@ class RingRefused(TypedRecord):
 @ch.record
 @dataclass(frozen=True, slots=True)
 class ConnShared(TypedRecord):
-    """A broker connection the pull actor writes pulls on and the user's process reads (its
-    socket rides with this record)."""
+    """A broker connection the pull actor made for the user's process, which writes the pulls
+    on it and reads their answers (its socket rides with this record)."""
 
     KIND: ClassVar[int] = CONN_SHARED
     conn_id: int
@@ -235,11 +269,20 @@ class ConnShared(TypedRecord):
 
 @ch.record
 @dataclass(frozen=True, slots=True)
-class ConnClosed(TypedRecord):
-    """A shared connection its sender found failed and closed."""
+class ConnWanted(TypedRecord):
+    """The user's process has pulls for a broker it has no connection to."""
 
-    KIND: ClassVar[int] = CONN_CLOSED
-    conn_id: int
+    KIND: ClassVar[int] = CONN_WANTED
+    addr: str
+
+
+@ch.record
+@dataclass(frozen=True, slots=True)
+class ConnFailed(TypedRecord):
+    """No connection to the broker a ConnWanted asked for could be made."""
+
+    KIND: ClassVar[int] = CONN_FAILED
+    addr: str
     reason: str
 
 

@@ -5,12 +5,14 @@ PullMessageService, registerConsumer / unregisterConsumer), RocketMQ 4.9.x. The 
 of an instance starts the two actors (RebalanceServiceActor, PullMessageServiceActor) and
 serves their channels; later consumers of the instance share them; the last one stops them.
 Channel records are dispatched to the consumer cores by group (rebalance records) and by
-request id (pull results), on the I/O thread. Pull commands written while the I/O thread
-serves a read of results are sent in one record once the read is served and its consume
-workers are woken: a write that wakes the pull actor ahead of them delayed the handlers by
-about 100 us (docs/CLIENT.md). A read whose answers were decoded first (single messages,
-the latency case) hands idle workers the GIL before that write (HeldWakes' hand-over); a
-read whose next pulls left ahead of its decodes (dense answers) does not wait.
+request id (pull results), on the I/O thread. Over plain TCP the pulls are written and their
+answers read here, on the broker connections the pull actor made and handed over
+(shared_pull_connection); over TLS they go to the pull actor in PULL records. Pull commands
+made while the I/O thread serves a read of answers are written at once when the read is
+served and its consume workers are woken: a write ahead of them delayed the handlers by about
+100 us (docs/CLIENT.md). A read whose answers were decoded first (single messages, the
+latency case) hands idle workers the GIL before that write (HeldWakes' hand-over); a read
+whose next pulls left ahead of its decodes (dense answers) does not wait.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from actors.client.consumer.messages import (
 )
 from actors.client.consumer.shared_pull_connection import (
     Answers,
-    PullAnswerReader,
     PullDeadlines,
+    SharedPullConnections,
     shares_connections,
 )
 from actors.client.errors import ClientErrorCode, MQClientError
@@ -155,9 +157,14 @@ class ConsumerServices:
         self.rebalance = _End(self._on_rebalance_records, self.rebalance_key)
         self.pull = _End(self._on_pull_records, self.pull_key)
         self.rings = MappedRings()  # the pull actor's rings, mapped read-only (I/O thread)
-        # plain TCP: the pull actor's broker connections, read here (shared_pull_connection)
+        # plain TCP: the broker connections the pull actor made, written and read here
+        # (shared_pull_connection), and the pulls waiting for one being made, by broker
         self.direct = shares_connections(handle.config)
-        self.reader = PullAnswerReader(self.runtime.loop, self._answers_pass, self._conn_lost)
+        self.conns = SharedPullConnections(self.runtime.loop, self._answers_pass,
+                                           self._conn_lost)  # fmt: skip
+        self.frames = cc.PullCommandFrames(handle.config.credentials,
+                                           handle.config.serialize_type)  # fmt: skip
+        self._waiting: dict[str, list[cc.PullCommand]] = {}
         self.deadlines = PullDeadlines()
         self.pull.on_closed_cb = self._pull_channel_closed
         self.rebalance_actor: Any = None
@@ -215,7 +222,7 @@ class ConsumerServices:
         rt.remove_channel_handler(self.pull_key)
         rt.remove_channel_handler(self.rebalance_key)
         rt.loop.call_soon(self.rings.close)  # on the I/O thread, after any pass reading them
-        rt.loop.call_soon(self.reader.close_all)
+        rt.loop.call_soon(self.conns.close_all)
         for actor in (self.pull_actor, self.rebalance_actor):
             if actor is not None:
                 rt.stop_actor(actor)
@@ -327,18 +334,42 @@ class ConsumerServices:
             for c in cmds:
                 self._settling.pop(c.rid, None)
 
-    def _flush_pulls(self, first: cc.RingRelease | cc.ConnClosed | None = None) -> None:
-        """Send the queued pull commands, after `first` in the same write."""
-        with self._out_lock:
+    def _flush_pulls(self, first: cc.RingRelease | None = None) -> None:
+        """Send the queued pull commands: over plain TCP, written on their brokers'
+        connections; over TLS, to the pull actor in one record, after `first`."""
+        with self._out_lock:  # under the lock: each broker's pulls leave in command order
             cmds, self._outbox = self._outbox, []
-            end = self.pull.end
-            if end is None:
-                return
             recs: list[ch.TypedRecord] = [] if first is None else [first]
-            if cmds:  # under the lock: records leave in command order
-                recs.append(cc.Pull(tuple(cmds)))
-            if recs:
+            if cmds:
+                if self.direct:
+                    recs += self._write_pulls(cmds)
+                else:
+                    recs.append(cc.Pull(tuple(cmds)))
+            end = self.pull.end
+            if recs and end is not None:
                 end.send_records(recs)
+
+    def _write_pulls(self, cmds: list[cc.PullCommand]) -> list[cc.ConnWanted]:
+        """Write cmds on their brokers' connections, each broker's in order (_out_lock held);
+        those of a broker without one wait for it, behind those waiting already. The
+        ConnWanted records that ask the pull actor for the missing connections."""
+        groups: dict[str, list[cc.PullCommand]] = {}
+        for c in cmds:
+            group = groups.get(c.addr)
+            if group is None:
+                groups[c.addr] = [c]
+            else:
+                group.append(c)
+        asks: list[cc.ConnWanted] = []
+        frame = self.frames.frame
+        for addr, group in groups.items():
+            waiting = self._waiting.get(addr)
+            if waiting is not None:  # its connection is being made
+                waiting += group
+            elif not self.conns.write(addr, [frame(c, c.rid) for c in group]):
+                self._waiting[addr] = group
+                asks.append(cc.ConnWanted(addr))
+        return asks
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _read_pass(self, serve: Callable[[], None],
@@ -425,13 +456,10 @@ class ConsumerServices:
                     rings.done(ref)  # the answer's bytes were copied out, or dropped
         elif kind == cc.CONN_SHARED:
             self._adopt(kind, payload)
-        elif kind == cc.CONN_CLOSED:
+        elif kind == cc.CONN_FAILED:
             rec = ch.read_record(kind, payload)
-            assert isinstance(rec, cc.ConnClosed)
-            addr = self.reader.close(rec.conn_id)
-            if addr is not None:  # the pull actor could not write on it: its pulls are lost
-                log.info("pull connection %d to %s closed: %s", rec.conn_id, addr, rec.reason)
-                self._fail(self.deadlines.of_broker(addr), rec.reason)
+            assert isinstance(rec, cc.ConnFailed)
+            self._no_conn(rec.addr, rec.reason)
         elif kind == cc.RING_SHARED:
             self._map_ring(kind, payload)
         elif kind == cc.RING_RETIRED:
@@ -469,25 +497,37 @@ class ConsumerServices:
 
     # -- the shared connections (I/O thread) ----------------------------------------------------
     def _adopt(self, kind: int, payload: memoryview) -> None:
-        """Read a ConnShared's connection from now on; one that cannot be watched is given
-        back (its pulls fail)."""
+        """Own a ConnShared's connection from now on: the pulls waiting for it are written
+        first; one that cannot be watched is closed (the pulls for its broker fail)."""
         rec, fd = self._with_fd(kind, payload)
         assert isinstance(rec, cc.ConnShared)
-        if self.closed and fd is not None:  # stopping: the pull actor's copy goes with it
+        if self.closed and fd is not None:  # stopping
             os.close(fd)
             return
         try:
             if fd is None:
                 raise OSError("its descriptor did not arrive")
-            self.reader.adopt(rec.conn_id, rec.addr, fd)
+            self.conns.adopt(rec.conn_id, rec.addr, fd)
         except OSError as exc:
-            log.error("pull connection %d to %s not read: %r", rec.conn_id, rec.addr, exc)
-            self._conn_lost(rec.conn_id, rec.addr, f"not read: {exc}")
+            log.error("pull connection %d to %s not used: %r", rec.conn_id, rec.addr, exc)
+            self._no_conn(rec.addr, f"not used: {exc}")
+            return
+        with self._out_lock:
+            waiting = self._waiting.pop(rec.addr, None)
+            out = self.deadlines.out  # those timed out meanwhile were answered already
+            group = [c for c in waiting or () if c.rid in out]
+            if group and not self.conns.write(rec.addr, [self.frames.frame(c, c.rid)
+                                                          for c in group]):  # fmt: skip
+                raise AssertionError("a connection adopted on this thread is gone")
+
+    def _no_conn(self, addr: str, reason: str) -> None:
+        """No connection to addr was made: the pulls waiting for one fail."""
+        with self._out_lock:
+            self._waiting.pop(addr, None)
+        self._fail(self.deadlines.of_broker(addr), reason)
 
     def _conn_lost(self, conn_id: int, addr: str, reason: str) -> None:
-        """A shared connection failed here (closed): the pull actor drops it, before any pull
-        written after this, and the pulls out on its broker fail."""
-        self._flush_pulls(cc.ConnClosed(conn_id, reason))
+        """A connection failed (closed): the pulls out on its broker fail."""
         self._fail(self.deadlines.of_broker(addr), reason)
 
     def _fail(self, rids: list[int], reason: str) -> None:
@@ -502,12 +542,18 @@ class ConsumerServices:
         if self.closed:
             return
         self._fail(self.deadlines.expired(time.monotonic()), "pull timed out")
+        with self._out_lock:  # a pull timed out while its connection is being made: gone
+            out = self.deadlines.out
+            for group in self._waiting.values():
+                group[:] = [c for c in group if c.rid in out]
         self.runtime.loop.call_later(SCAN_S, self._scan)
 
     def _pull_channel_closed(self) -> None:
-        """The pull actor is gone: its rings and connections with it."""
+        """The pull actor is gone: its rings and the connections it made with it."""
         self.rings.close()
-        self.reader.close_all()
+        self.conns.close_all()
+        with self._out_lock:
+            self._waiting.clear()
         self._fail(self.deadlines.all(), "the pull service stopped")
 
     def _answers_pass(self, answers: Answers) -> None:

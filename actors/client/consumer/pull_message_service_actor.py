@@ -3,42 +3,40 @@ PullAPIWrapper.pullKernelImpl's request and MQClientAPIImpl.pullMessageAsync), R
 
 One per client instance with consumers. The consumer cores in the user's process own the
 ProcessQueues, the pull requests and the flow-control gates (DefaultMQPushConsumerImpl.
-pullMessage's); they send PullCommands here over the channel, many per record, and this actor
-sends each as an async PULL_MESSAGE on its own broker connections (long polling: the broker
-holds it up to the command's suspend time, 15 s for a push consumer, and the call times out
-after 30 s). It keeps nothing between a command and its answer: the next pull of a queue is
-the core's decision, made on the answer as Java's PullCallback makes it. Who reads the
-answers: over plain TCP the user's process, on the connection this actor made and shared with
-it (shared_pull_connection: the pull's request id is its opaque, and the user's process times
-the pulls out); over TLS this actor, straight into shared rings (actors.client.frame_ring),
-a PULL_AT record saying where the body lies and the ring space coming back with the user's
-RingRelease. Commands are written in the order they arrive, each broker's on its one
-connection. No Thespian message is sent per pull or per
-message; a busy actor serves its sockets from its own epoll between Thespian turns
+pullMessage's); the next pull of a queue is the core's decision, made on the answer as Java's
+PullCallback makes it. This actor owns the making of the pull connections:
+- over plain TCP, asked for a broker (ConnWanted), it connects and hands the connection to the
+  user's process (ConnShared, SCM_RIGHTS), keeping no copy, or says why it could not
+  (ConnFailed). The user's I/O thread then writes that broker's pulls and reads their answers
+  itself, as Netty's I/O thread does for Java's PullMessageService (shared_pull_connection);
+- over TLS, where a session cannot cross a process, it is the pulls' writer and reader: the
+  user's process sends it PullCommands over the channel, many per record, and it sends each as
+  an async PULL_MESSAGE on its own broker connections (long polling: the broker holds it up to
+  the command's suspend time, 15 s for a push consumer, and the call times out after 30 s),
+  in the order they arrive, each broker's on its one connection, and reads the answers
+  straight into shared rings (actors.client.frame_ring): a PULL_AT record says where the body
+  lies, and the ring space comes back with the user's RingRelease.
+It keeps nothing between a command and its answer. No Thespian message is sent per pull or
+per message; a busy actor serves its sockets from its own epoll between Thespian turns
 (WatchingActor's linger loop).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
 from typing import Any, Final
 
 from actors.client import client_channel as ch
-from actors.client.client_config import ClientConfig
-from actors.client.client_requests import (
-    PullFrames,
-    process_pull_response,
-    pull_frames,
-)
+from actors.client.client_requests import process_pull_response
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.messages import PullServiceStarted, ServiceStartFailed, StartPullService
-from actors.client.consumer.shared_pull_connection import shares_connections
 from actors.client.errors import MQClientError
 from actors.client.frame_ring import PullRings, SharedRing
 from actors.client.records import PullResult, PullStatus
-from actors.client.remoting_conn import ChannelWrapper
+from actors.client.remoting_conn import open_connection
 from actors.client.service_thread_actor import ServiceThreadActor
 from protocol.command import next_opaque
 
@@ -46,7 +44,6 @@ log = logging.getLogger(__name__)
 
 SCAN_MS: Final = 200.0
 RESUME_RETRY_MS: Final = 2.0  # how often a ring the channel could not take is offered again
-MAX_TEMPLATES: Final = 4096  # PULL_MESSAGE templates kept (queues x subscriptions)
 
 
 class PullMessageServiceActor(ServiceThreadActor):
@@ -60,19 +57,18 @@ class PullMessageServiceActor(ServiceThreadActor):
         self.pulls = 0
         self.in_pass = False  # in on_ready: what is written waits for the pass's end
         self.rings: PullRings | None = None
-        self.sharing = False  # plain TCP: each connection is handed to the user's process
-        self.templates: dict[tuple[Any, ...], PullFrames] = {}  # by queue and subscription
+        self.frames: cc.PullCommandFrames | None = None  # the TLS pulls' frames
+        self.serials = itertools.count(1)  # the connections handed over
         self._paused_watch: frozenset[object] = frozenset()  # the paused readers last watched
 
     def on_control(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, StartPullService):
             try:
                 self.rings = PullRings(self._announce, self._retired)
-                self.sharing = shares_connections(msg.config)
+                self.frames = cc.PullCommandFrames(msg.config.credentials,
+                                                   msg.config.serialize_type)  # fmt: skip
                 self._connect(msg.config, msg.channel_path, f"pull:{msg.client_id}",
-                              rings=self.rings, share=self._share if self.sharing else None)
-                assert self.remoting is not None
-                self.remoting.on_shared_closed = self._conn_failed
+                              rings=self.rings)  # fmt: skip
             except Exception as exc:
                 log.exception("PullMessageService failed to start")
                 self.send(sender, ServiceStartFailed(f"{type(exc).__name__}: {exc}"))
@@ -97,23 +93,26 @@ class PullMessageServiceActor(ServiceThreadActor):
                 remoting.hold_writes = False
             self._watch_paused()
 
-    def _share(self, conn: ChannelWrapper) -> bool:
-        """Hand a new broker connection to the user's process, behind what is queued for it
-        (RemotingClient's share hook)."""
-        end = self.channel
-        if end is None or end.closed:
-            return False
-        rec = cc.ConnShared(conn.serial, conn.addr)
-        return end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fd])
-
-    def _conn_failed(self, conn: ChannelWrapper, reason: str) -> None:
-        """A shared connection closed on this side (a write failed, the actor stops): the
-        user's process fails its pulls on it (RemotingClient.on_shared_closed; one the user's
-        process closed first is closed by close_shared, which does not tell it back)."""
-        end = self.channel
-        if end is not None and not end.closed:
-            rec = cc.ConnClosed(conn.serial, reason)
-            end.queue(rec.KIND, rec.encode())
+    def _hand_over(self, addr: str) -> None:
+        """Connect to addr and hand the connection to the user's process, behind what is
+        queued for it; this copy is closed (the user's process is its one writer and reader);
+        ConnFailed when no connection is made."""
+        end, api = self.channel, self.api
+        if end is None or end.closed or api is None:
+            return
+        try:
+            conn = open_connection(addr, api.remoting.connect_timeout_s, None)
+        except MQClientError as exc:
+            log.info("pull connection to %s not made: %s", addr, exc)
+            failed = cc.ConnFailed(addr, str(exc))
+            end.queue(failed.KIND, failed.encode())
+            return
+        try:
+            rec = cc.ConnShared(next(self.serials), addr)
+            if not end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fd]):
+                log.info("pull connection to %s not handed over: the channel is closing", addr)
+        finally:
+            conn.sock.close()  # the record carries its own copy
 
     def _announce(self, ring: SharedRing) -> bool:
         """Hand a ring's memfd to the user's process, behind what is queued for it."""
@@ -170,9 +169,8 @@ class PullMessageServiceActor(ServiceThreadActor):
             if isinstance(rec, cc.Pull):
                 for cmd in rec.commands:
                     self._pull(cmd)
-            elif isinstance(rec, cc.ConnClosed):
-                if self.remoting is not None:
-                    self.remoting.close_shared(rec.conn_id, f"the user's process: {rec.reason}")
+            elif isinstance(rec, cc.ConnWanted):
+                self._hand_over(rec.addr)
             elif isinstance(rec, cc.RingRelease):
                 self._release(rec)
             elif isinstance(rec, cc.RingRefused):
@@ -216,34 +214,13 @@ class PullMessageServiceActor(ServiceThreadActor):
             if not self.in_pass:
                 self._after_pass()  # a timeout or a refused write: nobody else flushes now
 
-        if self.sharing:  # the user's process reads the answer: the opaque is rid
-            frame = self._frames(cmd, api.config).frame(cmd.offset, cmd.max_nums, rid,
-                                                         cmd.commit_offset, cmd.sys_flag)
-            try:
-                api.remoting.write_frame(cmd.addr, frame)
-            except MQClientError as exc:  # no connection
-                done(None, exc)
-            return
         opaque = next_opaque()
-        frame = self._frames(cmd, api.config).frame(cmd.offset, cmd.max_nums, opaque,
-                                                     cmd.commit_offset, cmd.sys_flag)  # fmt: skip
+        assert self.frames is not None
+        frame = self.frames.frame(cmd, opaque)
         try:
             api.call_frame(cmd.addr, opaque, frame, cmd.timeout_ms, process_pull_response, done)
         except MQClientError as exc:  # could not even be written (connect refused, ...)
             done(None, exc)
-
-    def _frames(self, cmd: cc.PullCommand, config: ClientConfig) -> PullFrames:
-        """The PULL_MESSAGE frames of cmd's queue (client_requests.pull_frames), kept per
-        queue and subscription."""
-        key = (cmd.group, cmd.topic, cmd.queue_id, cmd.suspend_ms, cmd.subscription,
-               cmd.sub_version, cmd.expression_type)  # fmt: skip
-        frames = self.templates.get(key)
-        if frames is None:
-            if len(self.templates) >= MAX_TEMPLATES:
-                self.templates.clear()
-            frames = self.templates[key] = pull_frames(cmd.header(), config.credentials,
-                                                       config.serialize_type)  # fmt: skip
-        return frames
 
     def on_exit(self) -> None:
         super().on_exit()

@@ -1,21 +1,22 @@
-"""The reading half of the pull connections: what the user's process reads of them.
+"""The pull connections of the user's process: it writes the pulls and reads their answers.
 
-Mirrors NettyRemotingClient's NettyClientHandler / processResponseCommand for the connections
-pulls go on, RocketMQ 4.9.x, cut between the two processes that play Java's threads. The pull
-actor (PullMessageService's thread) connects to each broker and writes the PULL_MESSAGE
-frames, each with its request id as the opaque, through its RemotingClient (whose `share` hook
-hands a plain connection over and never reads it); the socket crosses to the user's process
-once (ConnShared, SCM_RIGHTS), whose I/O thread (Netty's I/O thread) reads the answers from it
-itself and hands them to the PullCallbacks. An answer so crosses no process: read by the pull
-actor into a shared ring and announced over the channel, it arrived 77 us later at the median
-(p90 110 us) in D, session 29.
+Mirrors NettyRemotingClient's channel of the pulls, RocketMQ 4.9.x: Netty's I/O thread writes
+each PULL_MESSAGE a PullMessageService's pullMessage asks for (writeAndFlush from another
+thread is a task on the channel's event loop) and reads its answer (NettyClientHandler /
+processResponseCommand), then runs the PullCallback. Here that I/O thread is the user's: over
+plain TCP it writes the pulls the consumer core makes, each with its request id as the opaque,
+and reads the answers, with no process between. Until session 31 the pull actor wrote them:
+every pull crossed the pull channel and woke the pull actor, ~185 us at the mean and 481 at
+p90 from the core's write to the broker's socket, and 1.1 us of client CPU a message in C.
 
-Who closes: the side that sees a connection fail (the reader: an end of stream, a read error, a
-frame that does not decode; the writer: a write error) closes its copy and tells the other with
-ConnClosed, in order with the records it writes. The user's process then fails the pulls it has
-out on that broker at once (failFast: pulled again pullTimeDelayMillsWhenException later) and
-times out the others (scanResponseTable, every second). Over TLS a session cannot be shared:
-the pull actor reads those connections itself, into the rings of frame_ring.
+The pull actor (PullMessageService's actor) makes the connections: asked for a broker
+(ConnWanted), it connects and hands the socket over (ConnShared, SCM_RIGHTS) and keeps no copy,
+or says it could not (ConnFailed). The user's process owns the connection from then on: it is
+its one writer and its one reader. A pull for a broker without a connection waits for it, in
+order, and one whose connection fails gets no answer (failFast: pulled again
+pullTimeDelayMillsWhenException later); the others time out (scanResponseTable, every second).
+Over TLS a session cannot cross a process: the pull actor writes and reads those connections
+itself, and hands the answers over through the shared rings of frame_ring.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Final
@@ -32,8 +34,9 @@ from actors.client.client_config import ClientConfig
 from actors.client.client_requests import process_pull_response
 from actors.client.consumer import consumer_channel as cc
 from actors.client.errors import MQClientError
-from actors.client.event_loop import EPOLLIN, EventLoop
+from actors.client.event_loop import EPOLLIN, EPOLLOUT, EventLoop
 from actors.client.remoting_conn import MAX_FRAME
+from actors.runtime.channel import send_out
 from protocol.codes import RPC_TYPE_RESPONSE
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
@@ -63,11 +66,12 @@ def answer_of(cmd: RemotingCommand, addr: str) -> tuple[cc.PullAnswer, memoryvie
     return answer, tail if isinstance(tail, memoryview) else memoryview(tail)
 
 
-class _In:
-    """One shared connection the user's process reads: its socket and its read buffer. The
-    answers of one read are views of the buffer, valid until the pass over them returns."""
+class _Conn:
+    """One broker connection of the user's process: its socket, its read buffer (the answers
+    of one read are views of it, valid until the pass over them returns) and what is waiting
+    to be written (pulls the socket did not take yet)."""
 
-    __slots__ = ("addr", "buf", "conn_id", "end", "sock", "start", "view")
+    __slots__ = ("addr", "buf", "conn_id", "end", "out", "sock", "start", "view")
 
     def __init__(self, conn_id: int, addr: str, sock: socket.socket) -> None:
         self.conn_id = conn_id
@@ -77,6 +81,7 @@ class _In:
         self.view = memoryview(self.buf)
         self.start = 0  # the first byte not handed over yet
         self.end = 0  # the end of what was read
+        self.out = bytearray()  # written when the socket takes it (EPOLLOUT)
 
     def room_for(self, need: int) -> None:
         """Make room after a pass: the next frame (`need` bytes with its length) must fit
@@ -102,24 +107,29 @@ class _In:
         self.start, self.end = 0, held
 
 
-class PullAnswerReader:
-    """The shared pull connections, read on the user's I/O thread.
+class SharedPullConnections:
+    """The pull connections the pull actor handed over: written from any thread, read on the
+    user's I/O thread.
 
-    `on_answers(answers)` gets every answer of one read, as (PullAnswer, pull body or remark)
-    in arrival order; the bodies are views of the read buffer, valid until it returns.
-    `on_lost(conn_id, addr, reason)` is told when a connection fails on this side (it is
-    closed already)."""
+    `write(addr, frames)` writes pulls on addr's connection, in call order. `on_answers(answers)`
+    gets every answer of one read, as (PullAnswer, pull body or remark) in arrival order; the
+    bodies are views of the read buffer, valid until it returns. `on_lost(conn_id, addr,
+    reason)` is told when a connection fails (a read, a write, a frame that does not decode; it
+    is closed already)."""
 
     def __init__(self, loop: EventLoop, on_answers: Callable[[Answers], None],
                  on_lost: Callable[[int, str, str], None]) -> None:  # fmt: skip
         self.loop = loop
         self._on_answers = on_answers
         self._on_lost = on_lost
-        self.conns: dict[int, _In] = {}
+        self.conns: dict[int, _Conn] = {}  # I/O thread
+        self._by_addr: dict[str, _Conn] = {}  # the one each broker's pulls are written on
+        self._lock = threading.Lock()  # _by_addr and the out buffers
 
     def adopt(self, conn_id: int, addr: str, fd: int) -> None:
-        """Read the connection the pull actor shared (the descriptor is this reader's now);
-        OSError when it cannot be watched (the descriptor is closed)."""
+        """Own the connection the pull actor handed over (the descriptor is this object's
+        now): read it, and write addr's pulls on it; OSError when it cannot be watched (the
+        descriptor is closed). I/O thread."""
         try:
             sock = socket.socket(fileno=fd)
         except OSError:
@@ -127,19 +137,52 @@ class PullAnswerReader:
             raise
         try:
             sock.setblocking(False)
-            r = _In(conn_id, addr, sock)
+            r = _Conn(conn_id, addr, sock)
             self.conns[conn_id] = r
-            self.loop.register(sock.fileno(), EPOLLIN, lambda _ev: self._read(r))
+            self.loop.register(sock.fileno(), EPOLLIN, lambda ev: self._on_event(r, ev))
         except OSError:
             self.conns.pop(conn_id, None)
             sock.close()
             raise
+        with self._lock:
+            self._by_addr[addr] = r
+
+    def has(self, addr: str) -> bool:
+        """True when addr has a connection to write on."""
+        return addr in self._by_addr
+
+    def write(self, addr: str, frames: list[bytes]) -> bool:
+        """Write frames on addr's connection, behind what is written before; False (nothing
+        written) when it has none. What the socket does not take now leaves when it can; a
+        connection whose write fails is closed on the I/O thread (on_lost). Any thread."""
+        with self._lock:
+            r = self._by_addr.get(addr)
+            if r is None:
+                return False
+            out = r.out
+            if out:  # the socket is full: behind what waits
+                for f in frames:
+                    out += f
+                return True
+            for f in frames:
+                out += f
+            drained, err = send_out(r.sock, out)
+            if not drained:  # under the lock: no drain of the I/O thread's undoes it
+                self.loop.modify(r.sock.fileno(), EPOLLIN | EPOLLOUT)
+        if err is not None:
+            self.loop.call_soon(lambda: self._lost(r, f"send failed: {err}"))
+        return True
 
     def close(self, conn_id: int) -> str | None:
-        """Stop reading a connection and close this copy; its address (None: not known)."""
+        """Stop reading a connection and close it; its address (None: not known). I/O
+        thread."""
         r = self.conns.pop(conn_id, None)
         if r is None:
             return None
+        with self._lock:
+            if self._by_addr.get(r.addr) is r:
+                del self._by_addr[r.addr]
+            r.out.clear()
         try:
             self.loop.unregister(r.sock.fileno())
         except (OSError, ValueError, KeyError):
@@ -152,12 +195,27 @@ class PullAnswerReader:
         for conn_id in list(self.conns):
             self.close(conn_id)
 
-    def _lost(self, r: _In, reason: str) -> None:
+    def _lost(self, r: _Conn, reason: str) -> None:
         if self.close(r.conn_id) is not None:
             log.info("pull connection %d to %s closed: %s", r.conn_id, r.addr, reason)
             self._on_lost(r.conn_id, r.addr, reason)
 
-    def _read(self, r: _In) -> None:
+    def _on_event(self, r: _Conn, ev: int) -> None:
+        if ev & EPOLLOUT:
+            self._drain(r)
+        if ev & EPOLLIN and self.conns.get(r.conn_id) is r:
+            self._read(r)
+
+    def _drain(self, r: _Conn) -> None:
+        """The socket takes more: write what waits; stop watching for it once written."""
+        with self._lock:
+            drained, err = send_out(r.sock, r.out)
+            if drained and err is None and self.conns.get(r.conn_id) is r:
+                self.loop.modify(r.sock.fileno(), EPOLLIN)
+        if err is not None:
+            self._lost(r, f"send failed: {err}")
+
+    def _read(self, r: _Conn) -> None:
         """One read of a readable connection, its whole frames handed over in one pass."""
         if self.conns.get(r.conn_id) is not r:
             return
@@ -187,7 +245,7 @@ class PullAnswerReader:
         r.room_for(need)
 
     @staticmethod
-    def _split(r: _In, answers: Answers) -> str | None:
+    def _split(r: _Conn, answers: Answers) -> str | None:
         """Append the answers of r's whole frames; why the stream is unreadable, or None."""
         buf, view, pos, end = r.buf, r.view, r.start, r.end
         try:

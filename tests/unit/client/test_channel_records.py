@@ -48,7 +48,8 @@ SAMPLES: list[TypedRecord] = [
     cc.RingRetired(1),
     cc.RingRefused(2),
     cc.ConnShared(3, "127.0.0.1:10911"),
-    cc.ConnClosed(3, "closed by peer"),
+    cc.ConnWanted("127.0.0.1:10911"),
+    cc.ConnFailed("127.0.0.1:10911", "connection refused"),
     cc.RingRelease(((1, 0), (1, 4096), (2, 0))),
 ]
 

@@ -75,7 +75,7 @@ class _Noop:
 @pytest.fixture
 def wired() -> Iterator[tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, list[str]]]:
     # over TLS: the pull actor reads the broker connections and hands the answers over
-    tls = SimpleNamespace(tls=SimpleNamespace(enable=True))
+    tls = SimpleNamespace(tls=SimpleNamespace(enable=True), credentials=None, serialize_type=0)
     services = ConsumerServices(SimpleNamespace(runtime=SimpleNamespace(loop=None),  # type: ignore[arg-type]
                                                 client_id="c@1", config=tls),
                                 1000.0, 1000.0, 1000.0)  # fmt: skip

@@ -297,7 +297,8 @@ def test_the_user_side_reads_answers_in_place_and_survives_a_ring_it_cannot_map(
     from actors.client.consumer import consumer_channel as cc
     from actors.client.consumer.consumer_services import ConsumerServices
 
-    tls = SimpleNamespace(tls=SimpleNamespace(enable=True))  # rings: the TLS path
+    tls = SimpleNamespace(tls=SimpleNamespace(enable=True), credentials=None,  # rings: TLS
+                          serialize_type=0)
     services = ConsumerServices(SimpleNamespace(runtime=SimpleNamespace(loop=None),  # type: ignore[arg-type]
                                                 client_id="c@1", config=tls),
                                 1000.0, 1000.0, 1000.0)  # fmt: skip

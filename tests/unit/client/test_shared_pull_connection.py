@@ -1,15 +1,17 @@
-"""The pull connections the pull actor writes and the user's process reads
+"""The pull connections the pull actor makes and the user's process writes and reads
 (actors.client.consumer.shared_pull_connection), over real sockets: the reader's framing across
-arbitrary cuts, a frame longer than its buffer, a peer that closes or sends garbage; the pull
-actor's RemotingClient sharing a connection, writing it unread, and a failed write; and
-ConsumerServices on a shared connection (the next pulls of a read leave before its decodes; a
-closed connection fails its pulls and tells the pull actor; a pull whose time passes gets no
+arbitrary cuts, a frame longer than its buffer, a peer that closes or sends garbage; writes in
+order, a full socket finished once it takes more, a failed write; and ConsumerServices on them
+(the next pulls of a read leave before its decodes; pulls for a broker without a connection
+wait for the one the pull actor makes, in order, or fail when it cannot; a closed connection
+fails its pulls and the next pull asks for a new one; a pull whose time passes gets no
 answer)."""
 
 from __future__ import annotations
 
 import os
 import random
+import select
 import socket
 import struct
 import threading
@@ -25,15 +27,14 @@ from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.shared_pull_connection import (
     READ_BUF,
-    PullAnswerReader,
     PullDeadlines,
+    SharedPullConnections,
 )
-from actors.client.errors import RemotingConnectError, RemotingSendRequestError
 from actors.client.event_loop import EventLoop
-from actors.client.remoting_client import RemotingClient
-from actors.client.remoting_conn import MAX_FRAME, ChannelWrapper
+from actors.client.remoting_conn import MAX_FRAME
 from protocol.codes import RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.framing import FrameDecoder
 
 ADDR = "127.0.0.1:10911"
 
@@ -107,7 +108,7 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
             want.append((rid, 0, 7, big if rid == 20 else b"x" * rid))
     broker, user = socket.socketpair()
     seen = _Seen()
-    reader = PullAnswerReader(loop, seen.on_answers, seen.on_lost)
+    reader = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
     reader.adopt(3, ADDR, os.dup(user.fileno()))
     user.close()
     pos = 0
@@ -137,7 +138,7 @@ def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, lengt
                                                           why: str) -> None:  # fmt: skip
     broker, user = socket.socketpair()
     seen = _Seen()
-    reader = PullAnswerReader(loop, seen.on_answers, seen.on_lost)
+    reader = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
     reader.adopt(1, ADDR, os.dup(user.fileno()))
     user.close()
     broker.sendall(_answer(5, ResponseCode.PULL_NOT_FOUND) + length + b"junk")
@@ -151,111 +152,75 @@ def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, lengt
     broker.close()
 
 
-def _sharing_client(shared: list[tuple[int, str, int]], closed: list[tuple[int, str]],
-                    take: bool = True) -> RemotingClient:
-    """The pull actor's RemotingClient: each plain connection handed to `shared` (a copy of
-    its descriptor), each closed one noted in `closed`."""
-    def share(conn: ChannelWrapper) -> bool:
-        if take:
-            shared.append((conn.serial, conn.addr, os.dup(conn.fd)))
-        return take
+def _frames_of(sock: socket.socket, n: int) -> list[bytes]:
+    """The next n frames the peer reads from sock (bounded in time)."""
+    dec = FrameDecoder(MAX_FRAME)
+    got: list[bytes] = []
+    sock.settimeout(5)
+    for _ in range(10_000):  # bounded: each recv waits at most 5 s
+        if len(got) >= n:
+            break
+        data = sock.recv(65536)
+        assert data, "closed before every frame arrived"
+        got += [bytes(f) for f in dec.feed(data)]
+    return got
 
-    client = RemotingClient(share=share)
-    client.on_shared_closed = lambda conn, why: closed.append((conn.serial, why))
-    return client
+
+def test_pulls_are_written_in_order_and_what_a_full_socket_leaves_follows(
+        loop: EventLoop) -> None:
+    """Frames written from several threads reach the broker whole, each thread's in its
+    order; those a full socket did not take leave once it takes more (EPOLLOUT); a broker
+    without a connection is not written."""
+    broker, user = socket.socketpair()
+    user.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    seen = _Seen()
+    conns = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
+    conns.adopt(1, ADDR, os.dup(user.fileno()))
+    user.close()
+    assert conns.has(ADDR) and not conns.has("127.0.0.1:1")
+    assert not conns.write("127.0.0.1:1", [b"lost"])
+    frames = {t: [RemotingCommand(11, opaque=t * 1000 + i, body=b"b" * 3000).encode()
+                  for i in range(200)] for t in range(3)}  # ~1.8 MB: more than the socket takes
+
+    def writer(t: int) -> None:
+        for i in range(0, 200, 5):
+            assert conns.write(ADDR, frames[t][i : i + 5])
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    assert conns.conns[1].out, "the socket was full: some frames wait for EPOLLOUT"
+    got = [RemotingCommand.decode(memoryview(f)).opaque for f in _frames_of(broker, 600)]
+    for t in range(3):
+        assert [o for o in got if o // 1000 == t] == [t * 1000 + i for i in range(200)]
+    _wait(lambda: not conns.conns[1].out, "the out buffer drained")
+    assert not seen.lost
+    conns.close_all()
+    broker.close()
 
 
-def test_a_shared_connection_is_written_not_read_and_its_failed_write_is_reported() -> None:
+def test_a_failed_write_closes_the_connection_and_is_told_once(loop: EventLoop) -> None:
     srv = socket.create_server(("127.0.0.1", 0))
-    addr = f"127.0.0.1:{srv.getsockname()[1]}"
-    shared: list[tuple[int, str, int]] = []
-    closed: list[tuple[int, str]] = []
-    client = _sharing_client(shared, closed)
-    client.hold_writes = True  # as in the pull actor's pass: written by flush_all
-    try:
-        client.write_frame(addr, b"one")
-        client.write_frame(addr, b"two")
-        peer, _ = srv.accept()
-        assert [(i, a) for i, a, _fd in shared] == [(1, addr)]
-        assert client.fds() == [], "a shared connection is not read here"
-        assert client.flush_all()
-        peer.settimeout(5)
-        got = b""
-        for _ in range(10):  # bounded
-            got += peer.recv(100)
-            if len(got) >= 6:
-                break
-        assert got == b"onetwo"
-        # the user's process holds a copy of the socket: it reads what the broker answers
-        peer.sendall(b"answer")
-        user = socket.socket(fileno=shared[0][2])
-        user.settimeout(5)
-        assert user.recv(100) == b"answer"
-        user.close()
-        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        peer.close()  # a reset: the next writes fail
-        for _ in range(100):  # bounded in count and time
-            try:
-                client.write_frame(addr, b"x" * 1000)
-            except RemotingSendRequestError:
-                pass
-            client.flush_all()
-            if closed:
-                break
-            time.sleep(0.01)
-        assert closed and closed[0][0] == 1 and closed[0][1].startswith("send failed")
-        assert not client.addrs()
-    finally:
-        client.close()
-        srv.close()
-
-
-def test_a_connection_that_cannot_be_shared_is_not_kept() -> None:
-    srv = socket.create_server(("127.0.0.1", 0))
-    addr = f"127.0.0.1:{srv.getsockname()[1]}"
-    client = _sharing_client([], [], take=False)
-    try:
-        with pytest.raises(RemotingConnectError):
-            client.write_frame(addr, b"pull")
-        assert not client.addrs()
-        peer, _ = srv.accept()
-        peer.settimeout(5)
-        assert peer.recv(10) == b""  # closed again at once
-        peer.close()
-        closed_port = socket.create_server(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{closed_port.getsockname()[1]}"
-        closed_port.close()
-        with pytest.raises(RemotingConnectError):
-            client.write_frame(dead, b"pull")
-    finally:
-        client.close()
-        srv.close()
-
-
-def test_a_connection_its_reader_closed_is_closed_here_without_telling_it_back() -> None:
-    """The user's process closed its copy (ConnClosed): the pull actor closes the one it
-    writes, and does not send a ConnClosed back; the next pull makes a new connection, shared
-    again under a new serial. A failure found here (the client closing) is told."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    addr = f"127.0.0.1:{srv.getsockname()[1]}"
-    shared: list[tuple[int, str, int]] = []
-    closed: list[tuple[int, str]] = []
-    client = _sharing_client(shared, closed)
-    try:
-        client.write_frame(addr, b"one")
-        client.close_shared(2, "not this one")  # no such serial: nothing happens
-        assert client.addrs() == [addr]
-        client.close_shared(1, "the user's process: closed by peer")
-        assert client.addrs() == [] and closed == []
-        client.write_frame(addr, b"two")
-        assert [serial for serial, _a, _fd in shared] == [1, 2]
-        client.close()
-        assert closed == [(2, "client closed")]
-    finally:
-        for _serial, _a, fd in shared:
-            os.close(fd)
-        client.close()
-        srv.close()
+    user = socket.create_connection(srv.getsockname())
+    peer, _ = srv.accept()
+    seen = _Seen()
+    conns = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
+    conns.adopt(4, ADDR, os.dup(user.fileno()))
+    user.close()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    peer.close()  # a reset
+    for _ in range(200):  # bounded in count and time
+        if not conns.write(ADDR, [b"x" * 1000]):
+            break
+        time.sleep(0.005)
+    _wait(lambda: seen.lost, "the failure told")
+    time.sleep(0.05)
+    assert len(seen.lost) == 1 and seen.lost[0][:2] == (4, ADDR)
+    assert seen.lost[0][2].startswith(("send failed", "recv failed", "closed by peer"))
+    assert not conns.has(ADDR) and not conns.conns
+    srv.close()
 
 
 def test_deadlines_fail_by_broker_and_by_time() -> None:
@@ -304,67 +269,96 @@ def _pull(services: ConsumerServices, owner: object, timeout_ms: int = 30_000) -
     return rid
 
 
-class _NotingEnd(ch.ChannelEnd):
-    __slots__ = ("events",)
-
-    def __init__(self, sock: socket.socket, events: list[str]) -> None:
-        super().__init__(sock)
-        self.events = events
-
-    def send_records(self, recs: Any) -> None:
-        records = list(recs)
-        self.events.append("write " + ",".join(type(r).__name__ for r in records))
-        super().send_records(records)
+def _records(end: ch.ChannelEnd, n: int) -> list[ch.Record]:
+    """The next n records that arrive at a channel end (bounded in time; the end stays
+    non-blocking, as the runtime keeps it)."""
+    got: list[ch.Record] = []
+    deadline = time.monotonic() + 5
+    while len(got) < n and time.monotonic() < deadline:  # bounded in time
+        select.select([end.sock], [], [], 0.1)
+        records = end.read_records()
+        assert records is not None, "the channel closed"
+        got += records
+    return got
 
 
 def _actor_records(actor: ch.ChannelEnd, n: int) -> list[ch.TypedRecord]:
-    got: list[ch.TypedRecord] = []
-    actor.sock.settimeout(5)
-    for _ in range(100):  # bounded
-        got += [ch.read_record(k, p) for k, p in actor.read_records() or []]
-        if len(got) >= n:
-            break
-    return got
+    return [ch.read_record(k, p) for k, p in _records(actor, n)]
+
+
+def _services(loop: EventLoop) -> tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd]:
+    """ConsumerServices over plain TCP with a pull channel (its end, and the pull actor's)."""
+    handle = SimpleNamespace(runtime=SimpleNamespace(loop=loop), client_id="c@1",
+                             config=SimpleNamespace(tls=None, credentials=None,
+                                                    serialize_type=0))  # fmt: skip
+    services = ConsumerServices(handle, 1000.0, 1000.0, 1000.0)  # type: ignore[arg-type]
+    assert services.direct
+    user_sock, actor_sock = socket.socketpair()
+    end, actor = ch.ChannelEnd(user_sock), ch.ChannelEnd(actor_sock)
+    end.take_fds()  # as the runtime's accepted ends do
+    services.pull.on_open(end)
+    return services, end, actor
+
+
+def _hand_over(services: ConsumerServices, end: ch.ChannelEnd, actor: ch.ChannelEnd,
+               conn_id: int) -> socket.socket:
+    """Play the pull actor: hand a new connection over (ConnShared); the broker's end."""
+    broker, conn = socket.socketpair()
+    rec = cc.ConnShared(conn_id, ADDR)
+    assert actor.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fileno()])
+    conn.close()  # the pull actor keeps no copy
+    _deliver(services, end)
+    return broker
+
+
+def _deliver(services: ConsumerServices, end: ch.ChannelEnd) -> None:
+    """Hand the next records the pull actor wrote to the services, as the I/O thread does."""
+    records = _records(end, 1)
+    assert records
+    done = threading.Event()
+
+    def on_io() -> None:
+        try:
+            services.pull.on_records(end, records)
+        finally:
+            done.set()
+
+    services.runtime.loop.call_soon(on_io)
+    assert done.wait(5)
+
+
+def _opaques(broker: socket.socket, n: int) -> list[int]:
+    return [RemotingCommand.decode(memoryview(f)).opaque for f in _frames_of(broker, n)]
 
 
 @pytest.fixture
 def shared(loop: EventLoop) -> Iterator[tuple[ConsumerServices, ch.ChannelEnd, socket.socket,
                                               list[str]]]:  # fmt: skip
-    """ConsumerServices over plain TCP with a pull channel and one shared broker connection
-    (the broker's end returned)."""
-    handle = SimpleNamespace(runtime=SimpleNamespace(loop=loop), client_id="c@1",
-                             config=SimpleNamespace(tls=None))  # fmt: skip
-    services = ConsumerServices(handle, 1000.0, 1000.0, 1000.0)  # type: ignore[arg-type]
-    assert services.direct
+    """ConsumerServices with one broker connection the pull actor handed over (the pull
+    actor's channel end and the broker's end returned)."""
+    services, end, actor = _services(loop)
+    broker = _hand_over(services, end, actor, 9)
+    assert list(services.conns.conns) == [9]
     events: list[str] = []
-    user_sock, actor_sock = socket.socketpair()
-    end, actor = _NotingEnd(user_sock, events), ch.ChannelEnd(actor_sock)
-    end.take_fds()  # as the runtime's accepted ends do
-    services.pull.on_open(end)
-    broker, conn = socket.socketpair()
-    rec = cc.ConnShared(9, ADDR)
-    assert actor.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fileno()])
-    conn.close()  # the pull actor's copy, as good as closed here
-    records = None
-    for _ in range(100):  # bounded
-        records = end.read_records()
-        if records:
-            break
-    assert records
-    services.pull.on_records(end, records)
-    assert list(services.reader.conns) == [9]
+    write = services.conns.write
+
+    def noting_write(addr: str, frames: list[bytes]) -> bool:
+        events.append(f"write {len(frames)}")
+        return write(addr, frames)
+
+    services.conns.write = noting_write  # type: ignore[method-assign]
     try:
         yield services, actor, broker, events
     finally:
         services.closed = True
-        services.reader.close_all()
+        services.conns.close_all()
         for s in (end, actor, broker):
             s.close()
 
 
 def test_a_read_of_a_shared_connection_writes_its_next_pulls_before_its_decodes(
         shared: tuple[ConsumerServices, ch.ChannelEnd, socket.socket, list[str]]) -> None:
-    services, actor, broker, events = shared
+    services, _actor, broker, events = shared
     owner = _Owner(services, events)
     rids = [services.new_pull(owner) for _ in range(3)]  # as if sent before
     for rid in rids:
@@ -372,29 +366,77 @@ def test_a_read_of_a_shared_connection_writes_its_next_pulls_before_its_decodes(
     broker.sendall(b"".join(_answer(rid, body=b) for rid, b in zip(rids, [b"AA", b"BB", b"CC"],
                                                                       strict=True)))  # fmt: skip
     _wait(lambda: len(events) >= 4, "the pass")
-    assert events == ["write Pull", "decode AA", "decode BB", "decode CC"]
-    (pull,) = _actor_records(actor, 1)
-    assert isinstance(pull, cc.Pull) and len(pull.commands) == 3
-    assert {c.rid for c in pull.commands} == set(services.deadlines.out)  # the new ones are out
+    assert events == ["write 3", "decode AA", "decode BB", "decode CC"]
+    # the next pulls went to the broker, each under its request id
+    assert sorted(_opaques(broker, 3)) == sorted(services.deadlines.out)
     assert [r[:2] for r in owner.results] == [(rid, 0) for rid in rids]
 
 
-def test_a_shared_connection_that_closes_fails_its_pulls_and_tells_the_pull_actor(
+def test_a_shared_connection_that_closes_fails_its_pulls_and_the_next_pull_asks_again(
         shared: tuple[ConsumerServices, ch.ChannelEnd, socket.socket, list[str]]) -> None:
     services, actor, broker, events = shared
     owner = _Owner(services, events)
     rids = [_pull(services, owner) for _ in range(2)]
     other = services.new_pull(owner)
     services.deadlines.sent(other, "127.0.0.1:20911", 30_000)  # another broker's
-    assert len(_actor_records(actor, 2)) == 2  # the two pulls left, a record each
+    assert _opaques(broker, 2) == rids  # written on the connection, in order
     broker.close()
     _wait(lambda: len(owner.results) == 2, "the failed pulls")
     assert sorted(r[0] for r in owner.results) == sorted(rids)
     assert all(r[1] == cc.NO_ANSWER and r[2] == b"closed by peer" for r in owner.results)
-    (closed,) = _actor_records(actor, 1)
-    assert closed == cc.ConnClosed(9, "closed by peer")
     assert list(services.deadlines.out) == [other]  # the other broker's pull is still out
-    assert not services.reader.conns
+    assert not services.conns.conns
+    again = _pull(services, owner)
+    assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]  # nothing was told before it
+    assert services.deadlines.out.keys() == {other, again}
+
+
+def test_pulls_wait_in_order_for_the_connection_the_pull_actor_makes(loop: EventLoop) -> None:
+    """The first pulls for a broker ask for a connection once and wait; pulls made meanwhile
+    wait behind them; once it is handed over they are written in order, then the next ones
+    after them. A pull that timed out while waiting is not written."""
+    services, end, actor = _services(loop)
+    owner = _Owner(services, [])
+    try:
+        first = [_pull(services, owner) for _ in range(3)]
+        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+        late = _pull(services, owner, timeout_ms=0)
+        services._scan()  # the scan _start arms: `late` is out of time
+        _wait(lambda: owner.results, "the time-out")
+        assert owner.results == [(late, cc.NO_ANSWER, b"pull timed out")]
+        more = _pull(services, owner)
+        broker = _hand_over(services, end, actor, 1)
+        after = _pull(services, owner)
+        assert _opaques(broker, 5) == [*first, more, after]
+        assert not services._waiting
+        broker.close()
+    finally:
+        services.closed = True
+        services.conns.close_all()
+        end.close()
+        actor.close()
+
+
+def test_pulls_for_a_broker_the_pull_actor_cannot_reach_fail_and_ask_again(
+        loop: EventLoop) -> None:
+    services, end, actor = _services(loop)
+    owner = _Owner(services, [])
+    try:
+        rids = [_pull(services, owner) for _ in range(2)]
+        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+        failed = cc.ConnFailed(ADDR, "connection refused")
+        actor.queue(failed.KIND, failed.encode())
+        assert actor.flush()
+        _deliver(services, end)
+        assert owner.results == [(rid, cc.NO_ANSWER, b"connection refused") for rid in rids]
+        assert not services.deadlines.out and not services._waiting
+        _pull(services, owner)
+        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+    finally:
+        services.closed = True
+        services.conns.close_all()
+        end.close()
+        actor.close()
 
 
 def test_a_shared_connections_pull_times_out(
