@@ -355,11 +355,7 @@ class ConsumerServices:
         ConnWanted records that ask the pull actor for the missing connections."""
         groups: dict[str, list[cc.PullCommand]] = {}
         for c in cmds:
-            group = groups.get(c.addr)
-            if group is None:
-                groups[c.addr] = [c]
-            else:
-                group.append(c)
+            groups.setdefault(c.addr, []).append(c)
         asks: list[cc.ConnWanted] = []
         frame = self.frames.frame
         for addr, group in groups.items():
