@@ -160,12 +160,10 @@ class ConsumerServices:
         # plain TCP: the broker connections the pull actor made, written and read here
         # (shared_pull_connection), and the pulls waiting for one being made, by broker
         self.direct = shares_connections(handle.config)
-        self.conns = SharedPullConnections(self.runtime.loop, self._answers_pass,
-                                           self._conn_lost)  # fmt: skip
-        self.frames = cc.PullCommandFrames(handle.config.credentials,
-                                           handle.config.serialize_type)  # fmt: skip
-        self._waiting: dict[str, list[cc.PullCommand]] = {}
         self.deadlines = PullDeadlines()
+        frames = cc.PullCommandFrames(handle.config.credentials, handle.config.serialize_type)
+        self.conns = SharedPullConnections(self.runtime.loop, frames, self.deadlines,
+                                           self._answers_pass, self._conn_lost)  # fmt: skip
         self.pull.on_closed_cb = self._pull_channel_closed
         self.rebalance_actor: Any = None
         self.pull_actor: Any = None
@@ -342,30 +340,12 @@ class ConsumerServices:
             recs: list[ch.TypedRecord] = [] if first is None else [first]
             if cmds:
                 if self.direct:
-                    recs += self._write_pulls(cmds)
+                    recs += [cc.ConnWanted(addr) for addr in self.conns.send(cmds)]
                 else:
                     recs.append(cc.Pull(tuple(cmds)))
             end = self.pull.end
             if recs and end is not None:
                 end.send_records(recs)
-
-    def _write_pulls(self, cmds: list[cc.PullCommand]) -> list[cc.ConnWanted]:
-        """Write cmds on their brokers' connections, each broker's in order (_out_lock held);
-        those of a broker without one wait for it, behind those waiting already. The
-        ConnWanted records that ask the pull actor for the missing connections."""
-        groups: dict[str, list[cc.PullCommand]] = {}
-        for c in cmds:
-            groups.setdefault(c.addr, []).append(c)
-        asks: list[cc.ConnWanted] = []
-        frame = self.frames.frame
-        for addr, group in groups.items():
-            waiting = self._waiting.get(addr)
-            if waiting is not None:  # its connection is being made
-                waiting += group
-            elif not self.conns.write(addr, [frame(c, c.rid) for c in group]):
-                self._waiting[addr] = group
-                asks.append(cc.ConnWanted(addr))
-        return asks
 
     # -- channel records (I/O thread) -----------------------------------------------------------
     def _read_pass(self, serve: Callable[[], None],
@@ -507,19 +487,10 @@ class ConsumerServices:
         except OSError as exc:
             log.error("pull connection %d to %s not used: %r", rec.conn_id, rec.addr, exc)
             self._no_conn(rec.addr, f"not used: {exc}")
-            return
-        with self._out_lock:
-            waiting = self._waiting.pop(rec.addr, None)
-            out = self.deadlines.out  # those timed out meanwhile were answered already
-            group = [c for c in waiting or () if c.rid in out]
-            if group and not self.conns.write(rec.addr, [self.frames.frame(c, c.rid)
-                                                          for c in group]):  # fmt: skip
-                raise AssertionError("a connection adopted on this thread is gone")
 
     def _no_conn(self, addr: str, reason: str) -> None:
         """No connection to addr was made: the pulls waiting for one fail."""
-        with self._out_lock:
-            self._waiting.pop(addr, None)
+        self.conns.no_conn(addr)
         self._fail(self.deadlines.of_broker(addr), reason)
 
     def _conn_lost(self, conn_id: int, addr: str, reason: str) -> None:
@@ -538,18 +509,13 @@ class ConsumerServices:
         if self.closed:
             return
         self._fail(self.deadlines.expired(time.monotonic()), "pull timed out")
-        with self._out_lock:  # a pull timed out while its connection is being made: gone
-            out = self.deadlines.out
-            for group in self._waiting.values():
-                group[:] = [c for c in group if c.rid in out]
+        self.conns.prune()
         self.runtime.loop.call_later(SCAN_S, self._scan)
 
     def _pull_channel_closed(self) -> None:
         """The pull actor is gone: its rings and the connections it made with it."""
         self.rings.close()
         self.conns.close_all()
-        with self._out_lock:
-            self._waiting.clear()
         self._fail(self.deadlines.all(), "the pull service stopped")
 
     def _answers_pass(self, answers: Answers) -> None:

@@ -110,7 +110,9 @@ class PullMessageServiceActor(ServiceThreadActor):
         try:
             rec = cc.ConnShared(next(self.serials), addr)
             if not end.send_with_fds(ch.encode_record(rec.KIND, rec.encode()), [conn.fd]):
-                log.info("pull connection to %s not handed over: the channel is closing", addr)
+                log.warning("pull connection to %s not handed over: the channel is full", addr)
+                failed = cc.ConnFailed(addr, "the connection could not be handed over")
+                end.queue(failed.KIND, failed.encode())  # its pulls fail, and ask again
         finally:
             conn.sock.close()  # the record carries its own copy
 

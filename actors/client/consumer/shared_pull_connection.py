@@ -108,33 +108,61 @@ class _Conn:
 
 
 class SharedPullConnections:
-    """The pull connections the pull actor handed over: written from any thread, read on the
-    user's I/O thread.
+    """The pull connections the pull actor handed over, and the pulls waiting for one:
+    written from any thread, read on the user's I/O thread.
 
-    `write(addr, frames)` writes pulls on addr's connection, in call order. `on_answers(answers)`
-    gets every answer of one read, as (PullAnswer, pull body or remark) in arrival order; the
-    bodies are views of the read buffer, valid until it returns. `on_lost(conn_id, addr,
-    reason)` is told when a connection fails (a read, a write, a frame that does not decode; it
-    is closed already)."""
+    `send(cmds)` writes pulls on their brokers' connections, each broker's in call order, and
+    keeps those of a broker without one until it is adopted. `on_answers(answers)` gets every
+    answer of one read, as (PullAnswer, pull body or remark) in arrival order; the bodies are
+    views of the read buffer, valid until it returns. `on_lost(conn_id, addr, reason)` is told
+    when a connection fails (a read, a write, a frame that does not decode; it is closed
+    already)."""
 
-    def __init__(self, loop: EventLoop, on_answers: Callable[[Answers], None],
+    def __init__(self, loop: EventLoop, frames: cc.PullCommandFrames, deadlines: PullDeadlines,
+                 on_answers: Callable[[Answers], None],
                  on_lost: Callable[[int, str, str], None]) -> None:  # fmt: skip
         self.loop = loop
+        self.frames = frames
+        self.deadlines = deadlines
         self._on_answers = on_answers
         self._on_lost = on_lost
         self.conns: dict[int, _Conn] = {}  # I/O thread
         self._by_addr: dict[str, _Conn] = {}  # the one each broker's pulls are written on
-        self._lock = threading.Lock()  # _by_addr and the out buffers
+        self.waiting: dict[str, list[cc.PullCommand]] = {}  # by broker: its connection asked
+        self._lock = threading.RLock()  # _by_addr, waiting and the out buffers
+
+    def send(self, cmds: list[cc.PullCommand]) -> list[str]:
+        """Write cmds on their brokers' connections, each broker's in order; those of a
+        broker without one wait for it, behind those waiting already. The brokers whose
+        connection is to be asked for. Any thread."""
+        groups: dict[str, list[cc.PullCommand]] = {}
+        for c in cmds:
+            groups.setdefault(c.addr, []).append(c)
+        asks: list[str] = []
+        frame = self.frames.frame
+        with self._lock:
+            for addr, group in groups.items():
+                waiting = self.waiting.get(addr)
+                if waiting is not None:  # its connection is being made
+                    waiting += group
+                elif not self.write(addr, [frame(c, c.rid) for c in group]):
+                    self.waiting[addr] = group
+                    asks.append(addr)
+        return asks
 
     def adopt(self, conn_id: int, addr: str, fd: int) -> None:
         """Own the connection the pull actor handed over (the descriptor is this object's
-        now): read it, and write addr's pulls on it; OSError when it cannot be watched (the
-        descriptor is closed). I/O thread."""
+        now): read it, write addr's pulls on it, those waiting first (but those that timed
+        out meanwhile: answered already). A second one for addr is closed. OSError when it
+        cannot be watched (the descriptor is closed). I/O thread."""
         try:
             sock = socket.socket(fileno=fd)
         except OSError:
             os.close(fd)
             raise
+        if self.has(addr):  # asked again after an ask whose pulls all timed out
+            sock.close()
+            return
         try:
             sock.setblocking(False)
             r = _Conn(conn_id, addr, sock)
@@ -144,8 +172,28 @@ class SharedPullConnections:
             self.conns.pop(conn_id, None)
             sock.close()
             raise
+        out = self.deadlines.out
         with self._lock:
             self._by_addr[addr] = r
+            group = [c for c in self.waiting.pop(addr, ()) if c.rid in out]
+            if group:
+                self.write(addr, [self.frames.frame(c, c.rid) for c in group])
+
+    def no_conn(self, addr: str) -> None:
+        """No connection to addr was made: its pulls waiting for one are dropped (the caller
+        fails them)."""
+        with self._lock:
+            self.waiting.pop(addr, None)
+
+    def prune(self) -> None:
+        """Drop the waiting pulls that timed out; a broker left with none asks again on its
+        next pull."""
+        out = self.deadlines.out
+        with self._lock:
+            for addr, group in list(self.waiting.items()):
+                group[:] = [c for c in group if c.rid in out]
+                if not group:
+                    del self.waiting[addr]
 
     def has(self, addr: str) -> bool:
         """True when addr has a connection to write on."""
@@ -154,7 +202,8 @@ class SharedPullConnections:
     def write(self, addr: str, frames: list[bytes]) -> bool:
         """Write frames on addr's connection, behind what is written before; False (nothing
         written) when it has none. What the socket does not take now leaves when it can; a
-        connection whose write fails is closed on the I/O thread (on_lost). Any thread."""
+        connection whose write fails is closed on the I/O thread (on_lost). Any thread (the
+        lock is reentrant: send and adopt write under it)."""
         with self._lock:
             r = self._by_addr.get(addr)
             if r is None:
@@ -191,9 +240,11 @@ class SharedPullConnections:
         return r.addr
 
     def close_all(self) -> None:
-        """Close every connection (the services stop)."""
+        """Close every connection and drop the waiting pulls (the services stop)."""
         for conn_id in list(self.conns):
             self.close(conn_id)
+        with self._lock:
+            self.waiting.clear()
 
     def _lost(self, r: _Conn, reason: str) -> None:
         if self.close(r.conn_id) is not None:

@@ -108,7 +108,8 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
             want.append((rid, 0, 7, big if rid == 20 else b"x" * rid))
     broker, user = socket.socketpair()
     seen = _Seen()
-    reader = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
+    reader = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
+                                   seen.on_answers, seen.on_lost)
     reader.adopt(3, ADDR, os.dup(user.fileno()))
     user.close()
     pos = 0
@@ -138,7 +139,8 @@ def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, lengt
                                                           why: str) -> None:  # fmt: skip
     broker, user = socket.socketpair()
     seen = _Seen()
-    reader = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
+    reader = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
+                                   seen.on_answers, seen.on_lost)
     reader.adopt(1, ADDR, os.dup(user.fileno()))
     user.close()
     broker.sendall(_answer(5, ResponseCode.PULL_NOT_FOUND) + length + b"junk")
@@ -174,7 +176,8 @@ def test_pulls_are_written_in_order_and_what_a_full_socket_leaves_follows(
     broker, user = socket.socketpair()
     user.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     seen = _Seen()
-    conns = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
+    conns = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
+                                  seen.on_answers, seen.on_lost)
     conns.adopt(1, ADDR, os.dup(user.fileno()))
     user.close()
     assert conns.has(ADDR) and not conns.has("127.0.0.1:1")
@@ -206,7 +209,8 @@ def test_a_failed_write_closes_the_connection_and_is_told_once(loop: EventLoop) 
     user = socket.create_connection(srv.getsockname())
     peer, _ = srv.accept()
     seen = _Seen()
-    conns = SharedPullConnections(loop, seen.on_answers, seen.on_lost)
+    conns = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
+                                  seen.on_answers, seen.on_lost)
     conns.adopt(4, ADDR, os.dup(user.fileno()))
     user.close()
     peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
@@ -408,8 +412,35 @@ def test_pulls_wait_in_order_for_the_connection_the_pull_actor_makes(loop: Event
         broker = _hand_over(services, end, actor, 1)
         after = _pull(services, owner)
         assert _opaques(broker, 5) == [*first, more, after]
-        assert not services._waiting
+        assert not services.conns.waiting
+        # a second connection for the broker (an ask repeated) is closed, not used
+        second = _hand_over(services, end, actor, 2)
+        second.settimeout(5)
+        assert second.recv(10) == b"" and list(services.conns.conns) == [1]
+        second.close()
         broker.close()
+    finally:
+        services.closed = True
+        services.conns.close_all()
+        end.close()
+        actor.close()
+
+
+def test_a_broker_whose_waiting_pulls_all_timed_out_asks_again(loop: EventLoop) -> None:
+    """The pull actor never answered (its answer lost): once every pull waiting for the
+    connection has timed out, the next pull asks again."""
+    services, end, actor = _services(loop)
+    owner = _Owner(services, [])
+    try:
+        rid = _pull(services, owner, timeout_ms=0)
+        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+        _pull(services, owner, timeout_ms=0)  # waits behind it: not asked twice
+        services._scan()
+        _wait(lambda: len(owner.results) == 2, "the time-outs")
+        assert owner.results[0] == (rid, cc.NO_ANSWER, b"pull timed out")
+        assert not services.conns.waiting
+        _pull(services, owner)
+        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
     finally:
         services.closed = True
         services.conns.close_all()
@@ -429,7 +460,7 @@ def test_pulls_for_a_broker_the_pull_actor_cannot_reach_fail_and_ask_again(
         assert actor.flush()
         _deliver(services, end)
         assert owner.results == [(rid, cc.NO_ANSWER, b"connection refused") for rid in rids]
-        assert not services.deadlines.out and not services._waiting
+        assert not services.deadlines.out and not services.conns.waiting
         _pull(services, owner)
         assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
     finally:
