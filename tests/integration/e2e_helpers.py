@@ -229,7 +229,8 @@ def start_up_process(tmp_path: Path, env: dict[str, str] | None = None, console_
     actor's module loggers still point at the launcher's logging). The caller stops it."""
     from tests.integration.conftest import MarkedProcess
 
-    ns, broker = launch.stable_free_port(), launch.stable_free_port(pair=True)
+    ns = launch.stable_free_port()
+    broker = launch.stable_free_port(pair=True, avoid={ns, ns - 1})  # HA: broker + 1
     conf = tmp_path / "up.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in {**SMALL_STORE, **props}.items()))
     data = tmp_path / "data"

@@ -269,7 +269,8 @@ def test_role_killed_repeatedly_stops_up_nonzero_leaving_nothing(
 ) -> None:
     conf = tmp_path / "broker.conf"  # small store files: the real writer recovers them fast
     conf.write_text("".join(f"{k}={v}\n" for k, v in SMALL_STORE.items()))
-    ns_port, port = launch.stable_free_port(), launch.stable_free_port(pair=True)
+    ns_port = launch.stable_free_port()
+    port = launch.stable_free_port(pair=True, avoid={ns_port, ns_port - 1})  # HA: port + 1
     cmd = [*up_command(echo), "--data", str(tmp_path / "data"), "-c", str(conf),
            "--namesrv-port", str(ns_port), "--broker-port", str(port),
            "--spark-bridge-port", "0"]  # fmt: skip

@@ -29,7 +29,8 @@ ACTORMQ = str(Path(__file__).resolve().parents[2] / "bin" / "actormq")
 
 def test_up_in_a_folder_named_like_our_packages(tmp_path: Path) -> None:
     work = hostile_workdir(tmp_path / "work")
-    ns, broker = launch.stable_free_port(), launch.stable_free_port(pair=True)
+    ns = launch.stable_free_port()
+    broker = launch.stable_free_port(pair=True, avoid={ns, ns - 1})  # HA: broker + 1
     run = MarkedProcess([ACTORMQ, "up", "--namesrv-port", str(ns), "--broker-port", str(broker),
                          "--spark-bridge-port", "0"], tmp_path / "up", str(work))  # fmt: skip
     try:
