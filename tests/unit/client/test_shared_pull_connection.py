@@ -80,6 +80,17 @@ class _Seen:
         self.lost.append((conn_id, addr, reason))
 
 
+def _adopted(loop: EventLoop, seen: _Seen, user: socket.socket,
+             conn_id: int) -> SharedPullConnections:  # fmt: skip
+    """SharedPullConnections owning user's connection to ADDR (user's own copy is closed),
+    telling `seen`."""
+    conns = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
+                                  seen.on_answers, seen.on_lost)
+    conns.adopt(conn_id, ADDR, os.dup(user.fileno()))
+    user.close()
+    return conns
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoop,
                                                                   seed: int) -> None:
@@ -108,10 +119,7 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
             want.append((rid, 0, 7, big if rid == 20 else b"x" * rid))
     broker, user = socket.socketpair()
     seen = _Seen()
-    reader = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
-                                   seen.on_answers, seen.on_lost)
-    reader.adopt(3, ADDR, os.dup(user.fileno()))
-    user.close()
+    reader = _adopted(loop, seen, user, 3)
     pos = 0
     while pos < len(stream):  # bounded: every piece is at least one byte
         n = rnd.choice([1, 3, 7, 100, 5000, 70000])
@@ -139,10 +147,7 @@ def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, lengt
                                                           why: str) -> None:  # fmt: skip
     broker, user = socket.socketpair()
     seen = _Seen()
-    reader = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
-                                   seen.on_answers, seen.on_lost)
-    reader.adopt(1, ADDR, os.dup(user.fileno()))
-    user.close()
+    reader = _adopted(loop, seen, user, 1)
     broker.sendall(_answer(5, ResponseCode.PULL_NOT_FOUND) + length + b"junk")
     _wait(lambda: seen.lost, "the close")
     assert [a[0] for a in seen.answers] == [5]  # what came before is still handed over
@@ -176,10 +181,7 @@ def test_pulls_are_written_in_order_and_what_a_full_socket_leaves_follows(
     broker, user = socket.socketpair()
     user.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     seen = _Seen()
-    conns = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
-                                  seen.on_answers, seen.on_lost)
-    conns.adopt(1, ADDR, os.dup(user.fileno()))
-    user.close()
+    conns = _adopted(loop, seen, user, 1)
     assert conns.has(ADDR) and not conns.has("127.0.0.1:1")
     assert not conns.write("127.0.0.1:1", [b"lost"])
     frames = {t: [RemotingCommand(11, opaque=t * 1000 + i, body=b"b" * 3000).encode()
@@ -209,10 +211,7 @@ def test_a_failed_write_closes_the_connection_and_is_told_once(loop: EventLoop) 
     user = socket.create_connection(srv.getsockname())
     peer, _ = srv.accept()
     seen = _Seen()
-    conns = SharedPullConnections(loop, cc.PullCommandFrames(None, 0), PullDeadlines(),
-                                  seen.on_answers, seen.on_lost)
-    conns.adopt(4, ADDR, os.dup(user.fileno()))
-    user.close()
+    conns = _adopted(loop, seen, user, 4)
     peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     peer.close()  # a reset
     for _ in range(200):  # bounded in count and time
@@ -336,6 +335,21 @@ def _opaques(broker: socket.socket, n: int) -> list[int]:
 
 
 @pytest.fixture
+def unconnected(loop: EventLoop) -> Iterator[tuple[ConsumerServices, ch.ChannelEnd,
+                                                   ch.ChannelEnd, _Owner]]:  # fmt: skip
+    """ConsumerServices with no broker connection yet: its pull channel's end, the pull
+    actor's, and a PullCallback."""
+    services, end, actor = _services(loop)
+    try:
+        yield services, end, actor, _Owner(services, [])
+    finally:
+        services.closed = True
+        services.conns.close_all()
+        end.close()
+        actor.close()
+
+
+@pytest.fixture
 def shared(loop: EventLoop) -> Iterator[tuple[ConsumerServices, ch.ChannelEnd, socket.socket,
                                               list[str]]]:  # fmt: skip
     """ConsumerServices with one broker connection the pull actor handed over (the pull
@@ -395,79 +409,60 @@ def test_a_shared_connection_that_closes_fails_its_pulls_and_the_next_pull_asks_
     assert services.deadlines.out.keys() == {other, again}
 
 
-def test_pulls_wait_in_order_for_the_connection_the_pull_actor_makes(loop: EventLoop) -> None:
+def test_pulls_wait_in_order_for_the_connection_the_pull_actor_makes(
+        unconnected: tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, _Owner]) -> None:
     """The first pulls for a broker ask for a connection once and wait; pulls made meanwhile
     wait behind them; once it is handed over they are written in order, then the next ones
     after them. A pull that timed out while waiting is not written."""
-    services, end, actor = _services(loop)
-    owner = _Owner(services, [])
-    try:
-        first = [_pull(services, owner) for _ in range(3)]
-        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
-        late = _pull(services, owner, timeout_ms=0)
-        services._scan()  # the scan _start arms: `late` is out of time
-        _wait(lambda: owner.results, "the time-out")
-        assert owner.results == [(late, cc.NO_ANSWER, b"pull timed out")]
-        more = _pull(services, owner)
-        broker = _hand_over(services, end, actor, 1)
-        after = _pull(services, owner)
-        assert _opaques(broker, 5) == [*first, more, after]
-        assert not services.conns.waiting
-        # a second connection for the broker (an ask repeated) is closed, not used
-        second = _hand_over(services, end, actor, 2)
-        second.settimeout(5)
-        assert second.recv(10) == b"" and list(services.conns.conns) == [1]
-        second.close()
-        broker.close()
-    finally:
-        services.closed = True
-        services.conns.close_all()
-        end.close()
-        actor.close()
+    services, end, actor, owner = unconnected
+    first = [_pull(services, owner) for _ in range(3)]
+    assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+    late = _pull(services, owner, timeout_ms=0)
+    services._scan()  # the scan _start arms: `late` is out of time
+    _wait(lambda: owner.results, "the time-out")
+    assert owner.results == [(late, cc.NO_ANSWER, b"pull timed out")]
+    more = _pull(services, owner)
+    broker = _hand_over(services, end, actor, 1)
+    after = _pull(services, owner)
+    assert _opaques(broker, 5) == [*first, more, after]
+    assert not services.conns.waiting
+    # a second connection for the broker (an ask repeated) is closed, not used
+    second = _hand_over(services, end, actor, 2)
+    second.settimeout(5)
+    assert second.recv(10) == b"" and list(services.conns.conns) == [1]
+    second.close()
+    broker.close()
 
 
-def test_a_broker_whose_waiting_pulls_all_timed_out_asks_again(loop: EventLoop) -> None:
+def test_a_broker_whose_waiting_pulls_all_timed_out_asks_again(
+        unconnected: tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, _Owner]) -> None:
     """The pull actor never answered (its answer lost): once every pull waiting for the
     connection has timed out, the next pull asks again."""
-    services, end, actor = _services(loop)
-    owner = _Owner(services, [])
-    try:
-        rid = _pull(services, owner, timeout_ms=0)
-        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
-        _pull(services, owner, timeout_ms=0)  # waits behind it: not asked twice
-        services._scan()
-        _wait(lambda: len(owner.results) == 2, "the time-outs")
-        assert owner.results[0] == (rid, cc.NO_ANSWER, b"pull timed out")
-        assert not services.conns.waiting
-        _pull(services, owner)
-        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
-    finally:
-        services.closed = True
-        services.conns.close_all()
-        end.close()
-        actor.close()
+    services, _end, actor, owner = unconnected
+    rid = _pull(services, owner, timeout_ms=0)
+    assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+    _pull(services, owner, timeout_ms=0)  # waits behind it: not asked twice
+    services._scan()
+    _wait(lambda: len(owner.results) == 2, "the time-outs")
+    assert owner.results[0] == (rid, cc.NO_ANSWER, b"pull timed out")
+    assert not services.conns.waiting
+    _pull(services, owner)
+    assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
 
 
 def test_pulls_for_a_broker_the_pull_actor_cannot_reach_fail_and_ask_again(
-        loop: EventLoop) -> None:
-    services, end, actor = _services(loop)
-    owner = _Owner(services, [])
-    try:
-        rids = [_pull(services, owner) for _ in range(2)]
-        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
-        failed = cc.ConnFailed(ADDR, "connection refused")
-        actor.queue(failed.KIND, failed.encode())
-        assert actor.flush()
-        _deliver(services, end)
-        assert owner.results == [(rid, cc.NO_ANSWER, b"connection refused") for rid in rids]
-        assert not services.deadlines.out and not services.conns.waiting
-        _pull(services, owner)
-        assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
-    finally:
-        services.closed = True
-        services.conns.close_all()
-        end.close()
-        actor.close()
+        unconnected: tuple[ConsumerServices, ch.ChannelEnd, ch.ChannelEnd, _Owner]) -> None:
+    services, end, actor, owner = unconnected
+    rids = [_pull(services, owner) for _ in range(2)]
+    assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
+    failed = cc.ConnFailed(ADDR, "connection refused")
+    actor.queue(failed.KIND, failed.encode())
+    assert actor.flush()
+    _deliver(services, end)
+    assert owner.results == [(rid, cc.NO_ANSWER, b"connection refused") for rid in rids]
+    assert not services.deadlines.out and not services.conns.waiting
+    _pull(services, owner)
+    assert _actor_records(actor, 1) == [cc.ConnWanted(ADDR)]
 
 
 def test_a_shared_connections_pull_times_out(
