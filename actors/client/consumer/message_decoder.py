@@ -93,7 +93,6 @@ def _setters() -> tuple[Callable[[Any, Any], None], ...]:
  _S_CRC, _S_SIZE, _S_PREPARED, _S_TX) = _setters()
 _new = object.__new__
 _FIXED: Final = V4_FIXED_SIZE  # where an IPv4 record's body starts
-COPY_MAX: Final = 64 * 1024  # a pull body up to this size is copied whole (decode_pull_messages)
 _HASH = MessageExt.__hash__
 
 
@@ -193,21 +192,11 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     Nothing returned refers to a memoryview body: it may be reused afterwards.
     """
     tags = client_tags(subscription)
-    # A view (of a shared ring, of a read) may be reused once this returns. Up to COPY_MAX it
-    # is copied whole, once: the lazy records keep that copy, and slicing bytes costs less
-    # than slicing a view (1.14 against 1.52 us a record, 32 x 1 KiB). A larger one keeps
-    # a copy of each record without its body (`heads`), so a cached batch of large messages
-    # is not held twice. Either way each body is copied once, into its message.
-    raw: bytes | None = None  # the body as bytes, when the lazy records refer to it
-    heads: bytearray | None = None
-    if tags is None:
-        if type(body) is bytes:
-            raw = body
-        elif len(body) <= COPY_MAX or not isinstance(body, memoryview):
-            raw = bytes(body)
-        else:
-            heads = bytearray()
-    mv: bytes | memoryview = body if raw is None else raw
+    # A view (of a shared ring, of a read) may be reused once this returns: the lazy records
+    # then keep a copy of each record without its body (`heads`), and each body is copied once,
+    # into its message. Over bytes they keep the bytes themselves.
+    heads = bytearray() if isinstance(body, memoryview) and tags is None else None
+    mv = body if isinstance(body, memoryview) else memoryview(body)
     lo, hi = str(min_offset), str(max_offset)
     out: list[MessageExt] = []
     n = len(mv)
@@ -216,12 +205,9 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     while True:
         spans, stop = plain_records(mv, pos, n)
         if spans:
-            if raw is not None:
-                _lazy_bytes_run(raw, spans, mq, lo, hi, out)
-            elif heads is not None:
-                kept = _lazy_run(body, spans, heads, kept, mq, lo, hi, out)
+            if tags is None:
+                kept = _lazy_run(mv, spans, heads, kept, mq, lo, hi, out)
             else:
-                assert tags is not None
                 _filtered_run(mv, spans, tags, mq, lo, hi, out)
         pos = stop
         try:  # what stopped the run: the end, an IPv6 or compressed record, a bad one
@@ -245,33 +231,13 @@ def decode_pull_messages(body: bytes | memoryview, mq: MessageQueue,
     return out
 
 
-def _lazy_bytes_run(raw: bytes, spans: list[PlainSpan], mq: MessageQueue, lo: str, hi: str,
-                    out: list[MessageExt]) -> None:
-    """Plain records of a bytes body, each a lazy record over the body itself."""
-    append = out.append
-    topic = mq.topic
-    topic_raw = topic.encode()
-    tlen_raw = len(topic_raw)
-    starts = raw.startswith
-    new = _new
-    cls = PulledMessageExt
-    for pos, _end, qoff, t, tlen in spans:
-        o = new(cls)
-        _S_RECORD(o, (raw, pos, lo, hi, False))
-        _S_TOPIC(o, topic if tlen == tlen_raw and starts(topic_raw, t + 1)
-                 else str(raw[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
-        _S_BODY(o, raw[pos + _FIXED : t])
-        _S_QUEUE(o, mq)
-        _S_QOFF(o, qoff)
-        append(o)
-
-
-def _lazy_run(mv: bytes | memoryview, spans: list[PlainSpan], heads: bytearray,
+def _lazy_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray | None,
               kept: tuple[int, int], mq: MessageQueue, lo: str, hi: str,
               out: list[MessageExt]) -> tuple[int, int]:
-    """Plain records of a view that is reused, each a lazy record over its copy in `heads`
-    without its body (a record's head is appended with the tail of the record before it
-    when they touch). The last copied record's tail and end, still to append."""
+    """Plain records, each a lazy record: over the body itself (heads None: bytes), or over
+    its copy in `heads` without its body (a view that is reused; a record's head is appended
+    with the tail of the record before it when they touch). The last copied record's tail
+    and end, still to append."""
     append = out.append
     topic = mq.topic
     topic_raw = topic.encode()
@@ -282,13 +248,16 @@ def _lazy_run(mv: bytes | memoryview, spans: list[PlainSpan], heads: bytearray,
     for pos, end, qoff, t, tlen in spans:
         p = pos + _FIXED
         o = new(cls)
-        if kept_end == pos:
-            heads += mv[kept_tail:p]
+        if heads is None:
+            _S_RECORD(o, (mv, pos, lo, hi, False))
         else:
-            heads += mv[kept_tail:kept_end]
-            heads += mv[pos:p]
-        _S_RECORD(o, (heads, len(heads) - _FIXED, lo, hi, True))
-        kept_tail, kept_end = t, end
+            if kept_end == pos:
+                heads += mv[kept_tail:p]
+            else:
+                heads += mv[kept_tail:kept_end]
+                heads += mv[pos:p]
+            _S_RECORD(o, (heads, len(heads) - _FIXED, lo, hi, True))
+            kept_tail, kept_end = t, end
         _S_TOPIC(o, topic if tlen == tlen_raw and mv[t + 1 : t + 1 + tlen] == topic_raw
                  else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
         _S_BODY(o, bytes(mv[p:t]))
@@ -298,7 +267,7 @@ def _lazy_run(mv: bytes | memoryview, spans: list[PlainSpan], heads: bytearray,
     return kept_tail, kept_end
 
 
-def _filtered_run(mv: bytes | memoryview, spans: list[PlainSpan], tags: frozenset[str],
+def _filtered_run(mv: memoryview, spans: list[PlainSpan], tags: frozenset[str],
                   mq: MessageQueue, lo: str, hi: str, out: list[MessageExt]) -> None:
     """Plain records under a client-side tag filter: those whose TAGS pass, decoded whole."""
     topic = mq.topic
@@ -318,7 +287,7 @@ def _filtered_run(mv: bytes | memoryview, spans: list[PlainSpan], tags: frozense
         out.append(o)
 
 
-def _slow(mv: bytes | memoryview, pos: int, mq: MessageQueue, tags: frozenset[str] | None, lo: str,
+def _slow(mv: memoryview, pos: int, mq: MessageQueue, tags: frozenset[str] | None, lo: str,
           hi: str) -> MessageExt | None:
     """An IPv6 or compressed record, through the full decoder."""
     w = decode_message_ext(mv, pos)
