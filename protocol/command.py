@@ -233,12 +233,18 @@ class RemotingCommand:
         if flen < 4:
             raise BadHeaderLengthError(f"frame of {flen} bytes has no header length")
         (meta,) = _META.unpack_from(mv, 0)
-        st = (meta >> 24) & 0xFF
-        hlen = meta & HEADER_LENGTH_MASK
-        end = 4 + hlen
+        end = 4 + (meta & HEADER_LENGTH_MASK)
         if end > flen:
-            raise BadHeaderLengthError(f"header length {hlen} exceeds frame of {flen} bytes")
-        header = mv[4:end]
+            raise BadHeaderLengthError(
+                f"header length {end - 4} exceeds frame of {flen} bytes")
+        return cls.from_header((meta >> 24) & 0xFF, mv[4:end], mv[end:] if end < flen else b"")
+
+    @classmethod
+    def from_header(cls, st: int, header: bytes | memoryview, body: bytes | memoryview
+                    ) -> RemotingCommand:  # fmt: skip
+        """The command of a header in serialize type `st` (the top byte of the frame's
+        header-length word) and its body (kept as given: a reader that read the body into
+        a buffer of its own hands that buffer over)."""
         if st == _MSGPACK:
             # Our own fast path, inlined: no helper call, no intermediate tuple.
             try:
@@ -258,26 +264,16 @@ class RemotingCommand:
                 raise BadHeaderError(
                     f"msgpack header field of the wrong type: {h!r:.200}"
                 ) from None
-            return cls(code, language, version, opaque, flag, remark or None, ext,
-                       mv[end:] if end < flen else b"", st)  # fmt: skip
+            return cls(code, language, version, opaque, flag, remark or None, ext, body, st)
         if st == _JSON:
             fields = decode_json_header(header)
         elif st == _ROCKETMQ:
-            fields = decode_binary_header(header)
+            fields = decode_binary_header(
+                header if type(header) is memoryview else memoryview(header))
         else:
             raise UnknownSerializeTypeError(f"unknown serialize type {st}")
         code, language, version, opaque, flag, remark, ext = fields
-        return cls(
-            code,
-            language,
-            version,
-            opaque,
-            flag,
-            remark,
-            ext,
-            mv[end:] if end < flen else b"",
-            st,
-        )
+        return cls(code, language, version, opaque, flag, remark, ext, body, st)
 
 
 _JSON_FLAG = re.compile(rb'"flag":(-?[0-9]{1,10})[,}]')

@@ -94,8 +94,13 @@ CONN_SHARED: Final = 80
 CONN_WANTED: Final = 81
 CONN_FAILED: Final = 82
 
+FOUND: Final = 0  # PullStatus.FOUND.value
 BROKER_ERROR: Final = 254
 NO_ANSWER: Final = 255
+# A pull body as the PullCallback gets it: bytes or a bytearray is handed over (read for that
+# answer alone: the decoder's records may refer to it); a memoryview is valid only until the
+# callback returns (a pull ring's slot).
+PullBody = bytes | bytearray | memoryview
 
 PULL_RESULT_HEAD = struct.Struct(
     ">I"  # request id

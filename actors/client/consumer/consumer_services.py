@@ -78,7 +78,7 @@ class PullOwner(Protocol):
         """The consumer group pulling."""
         ...
 
-    def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+    def on_pull_result(self, answer: cc.PullAnswer, tail: cc.PullBody) -> None:
         """The answer of one of its pulls (tail: the pull body, or the remark)."""
 
 
@@ -531,7 +531,7 @@ class ConsumerServices:
         for answer, tail in answers:
             self._on_pull_answer(answer, tail)
 
-    def _on_pull_answer(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+    def _on_pull_answer(self, answer: cc.PullAnswer, tail: cc.PullBody) -> None:
         self.deadlines.answered(answer.rid)
         owner = self.pulls.pop(answer.rid, None)
         if owner is None:

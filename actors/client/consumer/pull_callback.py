@@ -251,7 +251,7 @@ class PullCallback:
                 log.info("consumer %s: route of %s: %s", host.group, req.mq.topic, exc)
         self.later(req, host.cfg.pull_time_delay_ms_when_exception)
 
-    def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+    def on_pull_result(self, answer: cc.PullAnswer, tail: cc.PullBody) -> None:
         """The PullCallback (I/O thread): the answer of this core's pull answer.rid."""
         host = self.host
         rid, status, next_begin, _lo, _hi, suggest = answer
@@ -314,7 +314,7 @@ class PullCallback:
                         host.group, req.next_offset, mq, next_begin)  # fmt: skip
             host.offset_illegal(req, next_begin)
 
-    def _found(self, req: PullRequest, answer: cc.PullAnswer, tail: memoryview) -> None:
+    def _found(self, req: PullRequest, answer: cc.PullAnswer, tail: cc.PullBody) -> None:
         """A FOUND answer: decode, put, hand over, pull again (the module docstring says
         when the next pull leaves first: then the decode and the put wait until the pulls
         of the I/O thread's whole read are written, `after_pulls_sent`)."""
@@ -343,7 +343,7 @@ class PullCallback:
         services.after_pulls_sent(
             lambda: self._put(req, answer, tail, pulled, interval, early=True, out=out))
 
-    def _put(self, req: PullRequest, answer: cc.PullAnswer, tail: memoryview, pulled: int,
+    def _put(self, req: PullRequest, answer: cc.PullAnswer, tail: cc.PullBody, pulled: int,
              interval: int, *, early: bool, out: cc.PullCommand | None) -> None:
         """Decode and put an answer, hand its messages over and pull again, unless its next
         pull was made first (`early`; `out` that pull, None when the gates held it)."""
@@ -381,7 +381,7 @@ class PullCallback:
         else:
             self.later(req, delay)
 
-    def _heartbeat_after_refusal(self, req: PullRequest, code: int, remark: memoryview) -> bool:
+    def _heartbeat_after_refusal(self, req: PullRequest, code: int, remark: cc.PullBody) -> bool:
         """A pull refused for want of this client's registration (the broker restarted or
         its connection to us closed, and it forgot the group): heartbeat that broker now
         (rate-limited per broker). True: try the pull again shortly."""

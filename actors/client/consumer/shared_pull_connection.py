@@ -38,17 +38,16 @@ from actors.client.event_loop import EPOLLIN, EPOLLOUT, EventLoop
 from actors.client.remoting_conn import MAX_FRAME
 from actors.runtime.channel import send_out
 from protocol.codes import RPC_TYPE_RESPONSE
-from protocol.command import RemotingCommand
-from protocol.errors import ProtocolError
+from protocol.command import HEADER_LENGTH_MASK, RemotingCommand
+from protocol.errors import BadHeaderLengthError, ProtocolError
 from protocol.framing import frame_size
 
 log = logging.getLogger(__name__)
 
-READ_BUF: Final = 1024 * 1024  # a reader's buffer; a longer frame gets a larger one
-READ_ROOM: Final = 64 * 1024  # below this much free room the unread tail moves to the front
-_LEN = struct.Struct(">i")  # the frame length, signed as Java's int
+FRAMES_PER_READ: Final = 64  # whole frames read in one turn of a readable connection
+_PREFIX = struct.Struct(">iI")  # the frame length (signed, as Java's int), the header length word
 
-Answers = list[tuple[cc.PullAnswer, memoryview]]
+Answers = list[tuple[cc.PullAnswer, cc.PullBody]]
 
 
 def shares_connections(config: ClientConfig) -> bool:
@@ -57,54 +56,68 @@ def shares_connections(config: ClientConfig) -> bool:
 
 
 # -- the reading half: the user's process ------------------------------------------------------
-def answer_of(cmd: RemotingCommand, addr: str) -> tuple[cc.PullAnswer, memoryview]:
-    """A pull's response as the PullCallback takes it (processPullResponse)."""
+def answer_of(cmd: RemotingCommand, addr: str, owned: bytearray | None = None
+              ) -> tuple[cc.PullAnswer, cc.PullBody]:  # fmt: skip
+    """A pull's response as the PullCallback takes it (processPullResponse); a FOUND's pull
+    body is `owned` when the command's body is a view of that buffer, read for this frame
+    alone (the receiver may keep it)."""
     try:
         answer, tail = cc.pull_answer(cmd.opaque, process_pull_response(cmd, addr), None)
     except MQClientError as exc:
         answer, tail = cc.pull_answer(cmd.opaque, None, exc)
+    if owned is not None and answer.status == cc.FOUND:
+        return answer, owned
     return answer, tail if isinstance(tail, memoryview) else memoryview(tail)
 
 
 class _Conn:
-    """One broker connection of the user's process: its socket, its read buffer (the answers
-    of one read are views of it, valid until the pass over them returns) and what is waiting
-    to be written (pulls the socket did not take yet)."""
+    """One broker connection of the user's process: its socket, the frame being read into a
+    buffer of its own (its header, its body, and room for the next frame's length words,
+    which arrive with it once answers stream) and what is waiting to be written (pulls the
+    socket did not take yet)."""
 
-    __slots__ = ("addr", "buf", "conn_id", "end", "out", "sock", "start", "view")
+    __slots__ = ("addr", "conn_id", "frame", "got", "hlen", "need", "out", "pre", "pre_n",
+                 "sock", "st")  # fmt: skip
 
     def __init__(self, conn_id: int, addr: str, sock: socket.socket) -> None:
         self.conn_id = conn_id
         self.addr = addr
         self.sock = sock
-        self.buf = bytearray(READ_BUF)
-        self.view = memoryview(self.buf)
-        self.start = 0  # the first byte not handed over yet
-        self.end = 0  # the end of what was read
+        self.pre = bytearray(_PREFIX.size)  # the next frame's length and header length words
+        self.pre_n = 0  # how many of them arrived
+        self.frame: bytearray | None = None  # the frame being read, after its length words
+        self.need = 0  # its header and body: the frame's length less the header length word
+        self.got = 0  # received of the frame (beyond `need`: the next frame's length words)
+        self.hlen = 0  # its header length
+        self.st = 0  # its serialize type
         self.out = bytearray()  # written when the socket takes it (EPOLLOUT)
 
-    def room_for(self, need: int) -> None:
-        """Make room after a pass: the next frame (`need` bytes with its length) must fit
-        from start, and a read deserves READ_ROOM. The unread tail moves to the front, into a
-        larger buffer when the frame is longer than this one (views of the old one stay
-        valid)."""
-        held = self.end - self.start
-        if held == 0:
-            self.start = self.end = 0
-            if len(self.buf) > READ_BUF:  # a long answer's buffer goes with it
-                self.buf = bytearray(READ_BUF)
-                self.view = memoryview(self.buf)
-            return
-        if need > len(self.buf):
-            buf = bytearray(max(need, 2 * len(self.buf)))
-            buf[:held] = self.view[self.start : self.end]
-            self.buf, self.view = buf, memoryview(buf)
-        elif self.start and (len(self.buf) - self.start < need
-                             or len(self.buf) - self.end < READ_ROOM):  # fmt: skip
-            self.buf[:held] = self.view[self.start : self.end]
-        else:
-            return
-        self.start, self.end = 0, held
+    def start_frame(self) -> None:
+        """The length words are in: make the frame's buffer. ProtocolError when no frame
+        can be that long or its header does not fit."""
+        total, word = _PREFIX.unpack(self.pre)
+        frame_size(total, MAX_FRAME)
+        hlen = word & HEADER_LENGTH_MASK
+        if 4 + hlen > total:
+            raise BadHeaderLengthError(f"header length {hlen} exceeds frame of {total} bytes")
+        self.need, self.hlen, self.st = total - 4, hlen, (word >> 24) & 0xFF
+        self.frame = bytearray(self.need + _PREFIX.size)
+        self.got = self.pre_n = 0
+
+    def end_frame(self) -> tuple[RemotingCommand, bytearray]:
+        """The frame is in: its command (its body a view of the buffer, which holds the
+        body alone), and that buffer. What arrived past it is the next frame's length words."""
+        fr = self.frame
+        assert fr is not None
+        need, extra = self.need, self.got - self.need
+        self.frame = None
+        if extra:
+            self.pre[:extra] = fr[need : self.got]
+        self.pre_n = extra
+        del fr[need:]  # the room for the length words: no copy (a minor shrink)
+        header = bytes(memoryview(fr)[: self.hlen])
+        del fr[: self.hlen]  # no copy: a bytearray drops its head by moving its start
+        return RemotingCommand.from_header(self.st, header, memoryview(fr) if fr else b""), fr
 
 
 class SharedPullConnections:
@@ -112,9 +125,10 @@ class SharedPullConnections:
     written from any thread, read on the user's I/O thread.
 
     `send(cmds)` writes pulls on their brokers' connections, each broker's in call order, and
-    keeps those of a broker without one until it is adopted. `on_answers(answers)` gets every
-    answer of one read, as (PullAnswer, pull body or remark) in arrival order; the bodies are
-    views of the read buffer, valid until it returns. `on_lost(conn_id, addr, reason)` is told
+    keeps those of a broker without one until it is adopted. `on_answers(answers)` gets the
+    answers of one turn of a readable connection, as (PullAnswer, pull body or remark) in
+    arrival order; a FOUND body is the buffer its frame was read into, handed over (a
+    bytearray holding the body alone), a remark a view. `on_lost(conn_id, addr, reason)` is told
     when a connection fails (a read, a write, a frame that does not decode; it is closed
     already)."""
 
@@ -267,54 +281,60 @@ class SharedPullConnections:
             self._lost(r, f"send failed: {err}")
 
     def _read(self, r: _Conn) -> None:
-        """One read of a readable connection, its whole frames handed over in one pass."""
+        """A readable connection: its whole frames (up to FRAMES_PER_READ), handed over in
+        one pass."""
         if self.conns.get(r.conn_id) is not r:
             return
-        try:
-            n = r.sock.recv_into(r.view[r.end :])
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._lost(r, f"recv failed: {exc}")
-            return
-        if n == 0:
-            self._lost(r, "closed by peer")
-            return
-        r.end += n
         answers: Answers = []
-        bad = self._split(r, answers)
+        try:
+            bad = self._take_frames(r, answers)
+        except OSError as exc:
+            bad = f"recv failed: {exc}"
         if answers:
-            try:
-                self._on_answers(answers)
-            finally:
-                answers.clear()  # no view of the buffer outlives the pass
+            self._on_answers(answers)
         if bad is not None:
             self._lost(r, bad)
-            return
-        # the next frame's size (its length was checked by _split), or its length field's
-        need = _LEN.unpack_from(r.buf, r.start)[0] + 4 if r.end - r.start >= 4 else 4
-        r.room_for(need)
 
     @staticmethod
-    def _split(r: _Conn, answers: Answers) -> str | None:
-        """Append the answers of r's whole frames; why the stream is unreadable, or None."""
-        buf, view, pos, end = r.buf, r.view, r.start, r.end
+    def _take_frames(r: _Conn, answers: Answers) -> str | None:
+        """Read r's frames, each into a buffer of its own, and append their answers; why the
+        stream ended or is unreadable, or None. Once answers stream, one recv takes a
+        frame's header and body and the next frame's length words: each body byte is
+        copied once by the kernel, into the buffer the decoder copies its messages from."""
+        recv_into = r.sock.recv_into
         try:
-            while end - pos >= 4:
-                size = frame_size(_LEN.unpack_from(buf, pos)[0], MAX_FRAME)
-                if end - pos < size:
-                    break
-                frame = view[pos + 4 : pos + size]
-                pos += size
-                cmd = RemotingCommand.decode(frame)
-                if not cmd.flag & RPC_TYPE_RESPONSE:
+            for _ in range(FRAMES_PER_READ):
+                if r.frame is None:
+                    if r.pre_n < _PREFIX.size:
+                        n = recv_into(memoryview(r.pre)[r.pre_n :])
+                        if n == 0:
+                            return "closed by peer"
+                        r.pre_n += n
+                        if r.pre_n < _PREFIX.size:
+                            return None
+                    r.start_frame()
+                    assert r.frame is not None
+                more = True  # the socket may hold more
+                if r.got < r.need:
+                    want = len(r.frame) - r.got
+                    n = recv_into(memoryview(r.frame)[r.got :])
+                    if n == 0:
+                        return "closed by peer"
+                    r.got += n
+                    if r.got < r.need:
+                        return None
+                    more = n == want  # short: it had no more (epoll says when it has)
+                cmd, body = r.end_frame()
+                if cmd.flag & RPC_TYPE_RESPONSE:
+                    answers.append(answer_of(cmd, r.addr, body))
+                else:
                     log.info("request code=%d on pull connection to %s ignored", cmd.code, r.addr)
-                    continue
-                answers.append(answer_of(cmd, r.addr))
+                if not more:
+                    return None
+        except (BlockingIOError, InterruptedError):
+            return None
         except ProtocolError as exc:
             return f"bad frame: {exc}"
-        finally:
-            r.start = pos
         return None
 
 

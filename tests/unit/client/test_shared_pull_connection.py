@@ -26,7 +26,6 @@ from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.shared_pull_connection import (
-    READ_BUF,
     PullDeadlines,
     SharedPullConnections,
 )
@@ -72,9 +71,11 @@ class _Seen:
     def __init__(self) -> None:
         self.answers: list[tuple[int, int, int, bytes]] = []
         self.lost: list[tuple[int, str, str]] = []
+        self.kept: list[cc.PullBody] = []  # each FOUND body as handed over
 
-    def on_answers(self, answers: list[tuple[cc.PullAnswer, memoryview]]) -> None:
+    def on_answers(self, answers: list[tuple[cc.PullAnswer, cc.PullBody]]) -> None:
         self.answers += [(a.rid, a.status, a.next_begin, bytes(t)) for a, t in answers]
+        self.kept += [t for a, t in answers if a.status == cc.FOUND]
 
     def on_lost(self, conn_id: int, addr: str, reason: str) -> None:
         self.lost.append((conn_id, addr, reason))
@@ -94,12 +95,12 @@ def _adopted(loop: EventLoop, seen: _Seen, user: socket.socket,
 @pytest.mark.parametrize("seed", range(6))
 def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoop,
                                                                   seed: int) -> None:
-    """Answers written in random pieces arrive whole and in order: found bodies (one longer
-    than the read buffer, whose larger buffer is let go after it), no new message, a broker
-    error with its remark; then the broker closes and the reader says so once, with the
-    connection closed."""
+    """Answers written in random pieces arrive whole and in order: found bodies (one over
+    1 MiB), no new message, a broker error with its remark; each found body is handed over
+    in a buffer of its own, holding the body alone, that no later read touches; then the
+    broker closes and the reader says so once, with the connection closed."""
     rnd = random.Random(seed)
-    big = rnd.randbytes(READ_BUF + 12345)
+    big = rnd.randbytes((1 << 20) + 12345)
     want: list[tuple[int, int, int, bytes]] = []
     stream = b""
     for rid in range(1, 40):
@@ -130,8 +131,10 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
     _wait(lambda: len(seen.answers) == len(want), f"{len(want)} answers")
     got = seen.answers
     assert got == want
-    # the long answer's buffer went with it
-    _wait(lambda: len(reader.conns[3].buf) == READ_BUF, "the buffer back to its size")
+    found = [w[3] for w in want if w[1] == 0]
+    assert all(type(k) is bytearray for k in seen.kept)
+    assert [bytes(k) for k in seen.kept] == found  # as handed over: no later read reused them
+    assert len({id(k) for k in seen.kept}) == len(found)
     broker.close()
     _wait(lambda: seen.lost, "the close")
     assert seen.lost == [(3, ADDR, "closed by peer")]
@@ -142,6 +145,8 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
     (b"\xff\xff\xff\xff", "bad frame: bad frame length -1"),  # signed, as Java's int
     # one byte over FrameDecoder's limit (16 MiB with the length field): the same rule
     (struct.pack(">i", MAX_FRAME - 3), f"bad frame: frame of {MAX_FRAME + 1} bytes exceeds"),
+    # a header longer than its frame
+    (struct.pack(">iI", 8, 100), "bad frame: header length 100 exceeds frame of 8 bytes"),
 ])
 def test_a_frame_that_cannot_be_one_closes_the_connection(loop: EventLoop, length: bytes,
                                                           why: str) -> None:  # fmt: skip
