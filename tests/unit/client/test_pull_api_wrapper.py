@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import threading
 import zlib
 
-from actors.client.consumer.message_decoder import decode_pull_messages
+import pytest
+
+from actors.client.consumer.message_decoder import PulledMessageExt, decode_pull_messages
 from actors.client.consumer.pull_api_wrapper import PullAPIWrapper, build_sys_flag
 from actors.client.records import MessageExt
 from protocol.bodies import MessageQueue, SubscriptionData
@@ -91,6 +94,39 @@ def test_lazy_records_decode_on_first_read_and_behave_as_records() -> None:
         pass
     else:
         raise AssertionError("an unknown attribute must raise AttributeError")
+
+
+@pytest.mark.parametrize("owner", [bytes, bytearray, memoryview])
+def test_a_lazy_record_is_a_plain_message_once_a_header_field_is_read(owner: type) -> None:
+    """Reading the eager fields decodes nothing; the first read of another decodes the
+    record and the object becomes a MessageExt equal to the full decoder's. Eight threads
+    reading different fields of the same fresh records at once all read the full decoder's
+    values (the record is decoded once or more, never seen half done)."""
+    body = b"".join(record(i) for i in range(40))
+    ref = reference(body)
+    lazy = decode_pull_messages(owner(body), MQ, None, 5, 99)
+    m = lazy[0]
+    assert (m.topic, m.body, m.queue, m.queue_offset) == ("Orders", b"body-0", MQ, 0)
+    assert type(m) is PulledMessageExt
+    assert m.born_timestamp == ref[0].born_timestamp
+    assert type(m) is MessageExt and m == ref[0] and m.properties == ref[0].properties
+    names = ["properties", "msg_id", "tags", "keys", "born_host", "store_host",
+             "transaction_id", "commitlog_offset"]  # fmt: skip
+    start = threading.Barrier(len(names))
+    seen: dict[str, list[object]] = {}
+
+    def read(name: str) -> None:
+        start.wait(5)
+        seen[name] = [getattr(x, name) for x in lazy[1:]]
+
+    threads = [threading.Thread(target=read, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    for n in names:
+        assert seen[n] == [getattr(r, n) for r in ref[1:]], n
+    assert all(type(x) is MessageExt for x in lazy) and lazy == ref
 
 
 def test_client_side_tag_filter_and_broken_tail() -> None:
