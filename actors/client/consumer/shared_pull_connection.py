@@ -301,15 +301,12 @@ class SharedPullConnections:
         stream ended or is unreadable, or None. Once answers stream, one recv takes a
         frame's header and body and the next frame's length words: each body byte is
         copied once by the kernel, into the buffer the decoder copies its messages from."""
-        recv_into = r.sock.recv_into
+        sock = r.sock
         try:
             for _ in range(FRAMES_PER_READ):
                 if r.frame is None:
                     if r.pre_n < _PREFIX.size:
-                        n = recv_into(memoryview(r.pre)[r.pre_n :])
-                        if n == 0:
-                            return "closed by peer"
-                        r.pre_n += n
+                        r.pre_n += _recv(sock, r.pre, r.pre_n)
                         if r.pre_n < _PREFIX.size:
                             return None
                     r.start_frame()
@@ -317,9 +314,7 @@ class SharedPullConnections:
                 more = True  # the socket may hold more
                 if r.got < r.need:
                     want = len(r.frame) - r.got
-                    n = recv_into(memoryview(r.frame)[r.got :])
-                    if n == 0:
-                        return "closed by peer"
+                    n = _recv(sock, r.frame, r.got)
                     r.got += n
                     if r.got < r.need:
                         return None
@@ -333,9 +328,19 @@ class SharedPullConnections:
                     return None
         except (BlockingIOError, InterruptedError):
             return None
+        except EOFError:
+            return "closed by peer"
         except ProtocolError as exc:
             return f"bad frame: {exc}"
         return None
+
+
+def _recv(sock: socket.socket, buf: bytearray, start: int) -> int:
+    """Receive into buf from start on: how many bytes came; EOFError when the peer closed."""
+    n = sock.recv_into(memoryview(buf)[start:])
+    if n == 0:
+        raise EOFError
+    return n
 
 
 class PullDeadlines:
