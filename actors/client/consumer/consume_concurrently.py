@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from actors.client.consumer.consume_message_service import (
+    SLICE_S,
     ConsumeContext,
     ConsumeExecutor,
     ConsumeMessageServiceBase,
@@ -43,6 +45,7 @@ from protocol.message import PROPERTY_RETRY_TOPIC
 log = logging.getLogger(__name__)
 
 SEND_BACK_RETRY_DELAY_MS = 5_000  # submitConsumeRequestLater
+MAX_CALLS_PER_REQUEST = 32  # handler calls one ConsumeRequest may carry (a default pull's)
 
 
 class ConcurrentlyHost(Protocol):
@@ -90,16 +93,19 @@ def reset_retry_topic(msgs: Sequence[MessageExt], group: str) -> list[MessageExt
 
 
 class ConsumeRequest:
-    """One handler call over at most consumeMessageBatchMaxSize messages of one queue."""
+    """One handler call over at most consumeMessageBatchMaxSize messages of one queue, or,
+    with `per_call`, several calls in turn over consecutive slices of that many (what one
+    worker would have taken at once: the service groups calls once they are measured cheap)."""
 
-    __slots__ = ("mq", "msgs", "pq", "service")
+    __slots__ = ("mq", "msgs", "per_call", "pq", "service")
 
     def __init__(self, msgs: tuple[MessageExt, ...], pq: ProcessQueue[MessageExt], mq: MessageQueue,
-                 service: ConsumeMessageConcurrentlyService) -> None:
+                 service: ConsumeMessageConcurrentlyService, per_call: int = 0) -> None:
         self.msgs = msgs
         self.pq = pq
         self.mq = mq
         self.service = service
+        self.per_call = per_call  # messages a handler call (0: all of them in one)
 
     def run(self) -> None:
         """Call the handler, then apply its result."""
@@ -117,6 +123,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
                          executor=executor, tracer=tracer, consume_timeout_ms=consume_timeout_ms)
         self.consume_timeout_ms = consume_timeout_ms
         self.reported: set[tuple[MessageQueue, int]] = set()
+        self.call_cost_s = 0.0  # moving average of a handler call's run time (0: unmeasured)
 
     def shutdown(self, timeout_s: float) -> bool:
         """Start nothing more; wait up to timeout_s for running handlers (True: all done)."""
@@ -128,6 +135,12 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         n = self.consume_batch
         if len(msgs) <= n:
             self.executor.submit((ConsumeRequest(tuple(msgs), pq, mq, self),))
+            return
+        group = self._calls_per_request()
+        if group > 1:  # cheap calls: those a worker would take at once ride one request
+            size = n * group
+            self.executor.submit([ConsumeRequest(tuple(msgs[i : i + size]), pq, mq, self, n)
+                                  for i in range(0, len(msgs), size)])  # fmt: skip
         elif n == 1:  # Java's default: one request per message
             self.executor.submit([ConsumeRequest((m,), pq, mq, self) for m in msgs])
         else:
@@ -139,7 +152,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         ones applied per queue (one ProcessQueue and offset-store round per queue, not per
         message). Their messages count as started together, so a revoke waits for them."""
         reqs = [r for r in batch if isinstance(r, ConsumeRequest)]
-        if len(reqs) < 2 or len(reqs) != len(batch):
+        if len(reqs) != len(batch) or (len(reqs) < 2 and not (reqs and reqs[0].per_call)):
             run_each(batch)
             return
         host = self.host
@@ -156,35 +169,44 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         success = ConsumeResult.SUCCESS
         acked: dict[ProcessQueue[MessageExt], tuple[MessageQueue, list[MessageExt], list[int]]] = {}
         others: list[tuple[ConsumeRequest, ConsumeResult, ConsumeContext]] = []
+        clock = time.perf_counter()
         for req in reqs:
             pq = req.pq
             if pq not in started:
                 continue  # not started: the messages stay for the queue's next owner
             mq = req.mq
-            msgs: Sequence[MessageExt] = req.msgs
-            if msgs and msgs[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # one queue's
-                msgs = reset_retry_topic(msgs, host.group)
-            ctx = ConsumeContext(mq) if with_context else None
-            try:
-                result = handler(tuple(msgs), ctx) if ctx is not None else handler(tuple(msgs))
-                status = result if result is success else self._status(result, req)
-            except Exception:
-                log.exception("consume handler of %s raised for %d messages of %s: "
-                              "RECONSUME_LATER", host.group, len(msgs), mq)  # fmt: skip
-                status = ConsumeResult.RECONSUME_LATER
-            if status is success and (ctx is None or ctx.ack_index >= len(msgs) - 1):
-                entry = acked.get(pq)
-                if entry is None:
-                    entry = acked[pq] = (mq, [], [0])
-                entry[1].extend(req.msgs)
-                entry[2][0] += 1
-            else:
-                others.append((req, status, ctx or ConsumeContext(mq)))
+            whole = req.msgs
+            shown: tuple[MessageExt, ...] = whole
+            if whole and whole[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # one queue's
+                shown = tuple(reset_retry_topic(whole, host.group))
+            step = req.per_call if 0 < req.per_call < len(whole) else len(whole) or 1
+            for i in range(0, len(whole) or 1, step):
+                part, own = (shown, whole) if step >= len(whole) else \
+                    (shown[i : i + step], whole[i : i + step])  # fmt: skip
+                ctx = ConsumeContext(mq) if with_context else None
+                try:
+                    result = handler(part, ctx) if ctx is not None else handler(part)
+                    status = result if result is success else self._status(result, req)
+                except Exception:
+                    log.exception("consume handler of %s raised for %d messages of %s: "
+                                  "RECONSUME_LATER", host.group, len(part), mq)  # fmt: skip
+                    status = ConsumeResult.RECONSUME_LATER
+                if status is success and (ctx is None or ctx.ack_index >= len(part) - 1):
+                    entry = acked.get(pq)
+                    if entry is None:
+                        entry = acked[pq] = (mq, [], [0])
+                    entry[1].extend(own)
+                    entry[2][0] += 1
+                else:
+                    call = req if own is whole else ConsumeRequest(own, pq, mq, self)
+                    others.append((call, status, ctx or ConsumeContext(mq)))
         # the handlers ran one after the other: each call's consume RT is the batch's average
         # (its sum is what a clock read per call gives; no clock read per message)
         calls = sum(e[2][0] for e in acked.values()) + len(others)
         if not calls:
             return
+        per = (time.perf_counter() - clock) / calls
+        self.call_cost_s = per if self.call_cost_s <= 0.0 else 0.8 * self.call_cost_s + 0.2 * per
         spent = now() - t
         for req, status, ctx in others:
             self._finish(req, status, ctx, spent // calls)
@@ -197,8 +219,20 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
                         "RECONSUME_LATER", self.host.group, len(req.msgs), req.mq)  # fmt: skip
         return status_of(result)
 
+    def _calls_per_request(self) -> int:
+        """How many handler calls one request carries: 1 until calls are measured, then as
+        many as a worker takes at once (about SLICE_S of them, at most MAX_CALLS_PER_REQUEST).
+        A request of one call a message costs ~0.3 us a message to make, run and free."""
+        cost = self.call_cost_s
+        if cost <= 0.0:
+            return 1
+        return max(1, min(MAX_CALLS_PER_REQUEST, int(SLICE_S / cost)))
+
     def consume(self, req: ConsumeRequest) -> None:
         """ConsumeRequest.run."""
+        if 0 < req.per_call < len(req.msgs):
+            self.run_batch((req,))  # several calls: the batch path runs them in turn
+            return
         pq = req.pq
         if pq.dropped or pq.revoking:
             return  # not started: the messages stay for the queue's next owner

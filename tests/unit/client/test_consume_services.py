@@ -116,6 +116,46 @@ def test_concurrently_success_moves_offset_in_batches() -> None:
     assert host.stats == [(2, 0), (2, 0), (1, 0)] and host.sent_back == []
 
 
+def test_cheap_calls_ride_one_request_and_each_message_keeps_its_own_call() -> None:
+    """Unmeasured, a pull's messages are one request each; once a worker's batch measured
+    the calls cheap, the messages of a pull ride one request (per_call 1), each still its
+    own handler call in order, and a failed call sends back its message alone. Calls
+    measured slower than a worker's slice stay one request a message."""
+    host = Host()
+    seen: list[tuple[int, ...]] = []
+
+    def handle(msgs: Sequence[MessageExt]) -> ConsumeResult:
+        seen.append(tuple(m.queue_offset for m in msgs))
+        return ConsumeResult.RECONSUME_LATER if msgs[0].queue_offset == 5 else \
+            ConsumeResult.SUCCESS  # fmt: skip
+
+    ex = Inline()
+    svc = ConsumeMessageConcurrentlyService(host, handle, executor=ex)
+    pq, msgs = queue_of(*range(10))
+    svc.submit_consume_request(msgs[:2], pq, MQ)
+    assert [(len(r.msgs), r.per_call) for r in ex.log] == [(1, 0), (1, 0)]  # type: ignore[attr-defined]
+    svc.run_batch([ConsumeRequest((msgs[2],), pq, MQ, svc),
+                   ConsumeRequest((msgs[3],), pq, MQ, svc)])
+    assert svc.call_cost_s > 0.0
+    ex.log.clear()
+    svc.submit_consume_request(msgs[4:], pq, MQ)
+    assert [(len(r.msgs), r.per_call) for r in ex.log] == [(6, 1)]  # type: ignore[attr-defined]
+    assert seen == [(o,) for o in range(10)]
+    assert host.sent_back == [(5, 0, 0)] and host.offsets[-1] == (10, True)
+
+    def slow_handle(msgs: Sequence[MessageExt]) -> ConsumeResult:
+        time.sleep(0.003)  # longer than a worker's slice (SLICE_S)
+        return ConsumeResult.SUCCESS
+
+    slow = ConsumeMessageConcurrentlyService(Host(), slow_handle, executor=Inline())
+    pq2, more = queue_of(0, 1, 2, 3, 4)
+    slow.run_batch([ConsumeRequest((more[0],), pq2, MQ, slow),
+                    ConsumeRequest((more[1],), pq2, MQ, slow)])
+    slow.executor.log.clear()  # type: ignore[attr-defined]
+    slow.submit_consume_request(more[2:], pq2, MQ)
+    assert [r.per_call for r in slow.executor.log] == [0, 0, 0]  # type: ignore[attr-defined]
+
+
 def test_concurrently_later_and_exception_send_back_with_delay_level() -> None:
     host = Host()
     calls = 0
