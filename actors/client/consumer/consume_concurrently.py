@@ -123,7 +123,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
                          executor=executor, tracer=tracer, consume_timeout_ms=consume_timeout_ms)
         self.consume_timeout_ms = consume_timeout_ms
         self.reported: set[tuple[MessageQueue, int]] = set()
-        self.call_cost_s = 0.0  # moving average of a handler call's run time (0: unmeasured)
+        # moving average of a handler call's run time (0: unmeasured); any worker updates it,
+        # and an update lost to another worker's only delays the estimate
+        self.call_cost_s = 0.0
 
     def shutdown(self, timeout_s: float) -> bool:
         """Start nothing more; wait up to timeout_s for running handlers (True: all done)."""
@@ -186,7 +188,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
                 ctx = ConsumeContext(mq) if with_context else None
                 try:
                     result = handler(part, ctx) if ctx is not None else handler(part)
-                    status = result if result is success else self._status(result, req)
+                    status = result if result is success else self._status(result, len(part), mq)
                 except Exception:
                     log.exception("consume handler of %s raised for %d messages of %s: "
                                   "RECONSUME_LATER", host.group, len(part), mq)  # fmt: skip
@@ -213,10 +215,11 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         for pq, (mq, msgs, (n,)) in acked.items():
             self._apply_acked(pq, mq, msgs, spent * n // calls, n)
 
-    def _status(self, result: object, req: ConsumeRequest) -> ConsumeResult:
+    def _status(self, result: object, n: int, mq: MessageQueue) -> ConsumeResult:
+        """A handler call's result over its n messages of mq as a ConsumeResult."""
         if result is None:
             log.warning("consume handler of %s returned None for %d messages of %s: "
-                        "RECONSUME_LATER", self.host.group, len(req.msgs), req.mq)  # fmt: skip
+                        "RECONSUME_LATER", self.host.group, n, mq)  # fmt: skip
         return status_of(result)
 
     def _calls_per_request(self) -> int:
@@ -250,7 +253,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
         try:
             frozen = tuple(msgs)
             result = self.handler(frozen, ctx) if self.with_context else self.handler(frozen)
-            status = self._status(result, req)
+            status = self._status(result, len(msgs), req.mq)
         except Exception:
             log.exception("consume handler of %s raised for %d messages of %s: RECONSUME_LATER",
                           host.group, len(msgs), req.mq)  # fmt: skip
