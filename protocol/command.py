@@ -233,11 +233,9 @@ class RemotingCommand:
         if flen < 4:
             raise BadHeaderLengthError(f"frame of {flen} bytes has no header length")
         (meta,) = _META.unpack_from(mv, 0)
-        end = 4 + (meta & HEADER_LENGTH_MASK)
-        if end > flen:
-            raise BadHeaderLengthError(
-                f"header length {end - 4} exceeds frame of {flen} bytes")
-        return cls.from_header((meta >> 24) & 0xFF, mv[4:end], mv[end:] if end < flen else b"")
+        st, hlen = split_header_word(meta, flen)
+        end = 4 + hlen
+        return cls.from_header(st, mv[4:end], mv[end:] if end < flen else b"")
 
     @classmethod
     def from_header(cls, st: int, header: bytes | memoryview, body: bytes | memoryview
@@ -274,6 +272,16 @@ class RemotingCommand:
             raise UnknownSerializeTypeError(f"unknown serialize type {st}")
         code, language, version, opaque, flag, remark, ext = fields
         return cls(code, language, version, opaque, flag, remark, ext, body, st)
+
+
+def split_header_word(word: int, frame_len: int) -> tuple[int, int]:
+    """(serialize type, header length) of a frame's header-length word, the frame being
+    frame_len bytes without its total length; BadHeaderLengthError when the header does not
+    fit in it. Every reader of a frame applies this one rule."""
+    hlen = word & HEADER_LENGTH_MASK
+    if 4 + hlen > frame_len:
+        raise BadHeaderLengthError(f"header length {hlen} exceeds frame of {frame_len} bytes")
+    return (word >> 24) & 0xFF, hlen
 
 
 _JSON_FLAG = re.compile(rb'"flag":(-?[0-9]{1,10})[,}]')

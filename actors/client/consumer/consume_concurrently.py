@@ -183,8 +183,8 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageServiceBase[ConcurrentlyHo
                 shown = tuple(reset_retry_topic(whole, host.group))
             step = req.per_call if 0 < req.per_call < len(whole) else len(whole) or 1
             for i in range(0, len(whole) or 1, step):
-                part, own = (shown, whole) if step >= len(whole) else \
-                    (shown[i : i + step], whole[i : i + step])  # fmt: skip
+                part = shown if step >= len(whole) else shown[i : i + step]
+                own = part if shown is whole else whole[i : i + step]  # the stored ones
                 ctx = ConsumeContext(mq) if with_context else None
                 try:
                     result = handler(part, ctx) if ctx is not None else handler(part)

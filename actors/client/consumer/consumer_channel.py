@@ -94,7 +94,6 @@ CONN_SHARED: Final = 80
 CONN_WANTED: Final = 81
 CONN_FAILED: Final = 82
 
-FOUND: Final = 0  # PullStatus.FOUND.value
 BROKER_ERROR: Final = 254
 NO_ANSWER: Final = 255
 # A pull body as the PullCallback gets it: bytes or a bytearray is handed over (read for that

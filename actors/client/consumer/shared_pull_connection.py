@@ -35,16 +35,18 @@ from actors.client.client_requests import process_pull_response
 from actors.client.consumer import consumer_channel as cc
 from actors.client.errors import MQClientError
 from actors.client.event_loop import EPOLLIN, EPOLLOUT, EventLoop
+from actors.client.records import PullStatus
 from actors.client.remoting_conn import MAX_FRAME
 from actors.runtime.channel import send_out
 from protocol.codes import RPC_TYPE_RESPONSE
-from protocol.command import HEADER_LENGTH_MASK, RemotingCommand
-from protocol.errors import BadHeaderLengthError, ProtocolError
+from protocol.command import RemotingCommand, split_header_word
+from protocol.errors import ProtocolError
 from protocol.framing import frame_size
 
 log = logging.getLogger(__name__)
 
 FRAMES_PER_READ: Final = 64  # whole frames read in one turn of a readable connection
+_FOUND: Final = PullStatus.FOUND.value
 _PREFIX = struct.Struct(">iI")  # the frame length (signed, as Java's int), the header length word
 
 Answers = list[tuple[cc.PullAnswer, cc.PullBody]]
@@ -65,7 +67,7 @@ def answer_of(cmd: RemotingCommand, addr: str, owned: bytearray | None = None
         answer, tail = cc.pull_answer(cmd.opaque, process_pull_response(cmd, addr), None)
     except MQClientError as exc:
         answer, tail = cc.pull_answer(cmd.opaque, None, exc)
-    if owned is not None and answer.status == cc.FOUND:
+    if owned is not None and answer.status == _FOUND:
         return answer, owned
     return answer, tail if isinstance(tail, memoryview) else memoryview(tail)
 
@@ -97,10 +99,8 @@ class _Conn:
         can be that long or its header does not fit."""
         total, word = _PREFIX.unpack(self.pre)
         frame_size(total, MAX_FRAME)
-        hlen = word & HEADER_LENGTH_MASK
-        if 4 + hlen > total:
-            raise BadHeaderLengthError(f"header length {hlen} exceeds frame of {total} bytes")
-        self.need, self.hlen, self.st = total - 4, hlen, (word >> 24) & 0xFF
+        self.st, self.hlen = split_header_word(word, total)
+        self.need = total - 4
         self.frame = bytearray(self.need + _PREFIX.size)
         self.got = self.pre_n = 0
 

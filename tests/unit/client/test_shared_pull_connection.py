@@ -30,6 +30,7 @@ from actors.client.consumer.shared_pull_connection import (
     SharedPullConnections,
 )
 from actors.client.event_loop import EventLoop
+from actors.client.records import PullStatus
 from actors.client.remoting_conn import MAX_FRAME
 from protocol.codes import RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
@@ -75,7 +76,7 @@ class _Seen:
 
     def on_answers(self, answers: list[tuple[cc.PullAnswer, cc.PullBody]]) -> None:
         self.answers += [(a.rid, a.status, a.next_begin, bytes(t)) for a, t in answers]
-        self.kept += [t for a, t in answers if a.status == cc.FOUND]
+        self.kept += [t for a, t in answers if a.status == PullStatus.FOUND.value]
 
     def on_lost(self, conn_id: int, addr: str, reason: str) -> None:
         self.lost.append((conn_id, addr, reason))
