@@ -102,7 +102,6 @@ STORE_HOST_POS_V4: Final = 64
 RECONSUME_TIMES_POS_V4: Final = 72
 
 _TOTAL_MAGIC = struct.Struct(">ii")
-_TOTAL_SYSFLAG = struct.Struct(f">i{SYSFLAG_POS - 4}xi")
 _COMPRESSED: Final = int(MessageSysFlag.COMPRESSED_FLAG)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -334,22 +333,6 @@ def plain_records(buf: Any, pos: int, end: int) -> tuple[list[PlainSpan], int]:
         append((pos, rend, qoff, t, tlen))
         pos = rend
     return out, pos
-
-
-def uncompressed_records(buf: Any, end: int) -> int:
-    """How many records buf[0:end] holds when no body among them is compressed (the sizes
-    stored are then the bodies' sizes); -1 when one is, or when the chain of TOTALSIZEs does
-    not end at `end`. Reads two ints a record (a consumer sizing a pull answer before its
-    decode)."""
-    pos = n = 0
-    unpack = _TOTAL_SYSFLAG.unpack_from
-    while pos + SYSFLAG_POS + 4 <= end:
-        total, sys_flag = unpack(buf, pos)
-        if sys_flag & _COMPRESSED or total < MIN_RECORD_SIZE:
-            return -1
-        pos += total
-        n += 1
-    return n if pos == end else -1
 
 
 def bodiless_record_at(buf: Any, pos: int) -> tuple[int, ...]:

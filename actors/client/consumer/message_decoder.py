@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final, SupportsIndex
 
+from actors.client.consumer.pooled_body_buffers import Lease
 from actors.client.records import MessageExt
 from protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue, SubscriptionData
 from protocol.message import (
@@ -107,11 +108,11 @@ class PulledMessageExt(MessageExt):
 
     Until then its `properties` slot holds the record: (the pull body or its records without
     their bodies, the record's position, MIN/MAX_OFFSET, whether the record was kept without
-    its body). The first read of a lazy field decodes them all, `properties` last, and the
-    object becomes a plain MessageExt: its class has no slot of its own, so the switch is
-    allowed, and every later read is a slot read. The eager fields are the base class's slots
-    from the start (no `__getattr__` hook: a read costs what a MessageExt's does, 6 against
-    28 ns with one)."""
+    its body, the body buffer's Lease or None). The first read of a lazy field decodes them
+    all, `properties` last, and the object becomes a plain MessageExt: its class has no slot
+    of its own, so the switch is allowed, and every later read is a slot read. The eager
+    fields are the base class's slots from the start (no `__getattr__` hook: a read costs
+    what a MessageExt's does, 6 against 28 ns with one)."""
 
     __slots__ = ()
 
@@ -155,7 +156,7 @@ def _decode(o: MessageExt) -> None:
     it set finds every field set."""
     rec = _G_STASH(o)
     if type(rec) is tuple:
-        mv, pos, lo, hi, cut = rec
+        mv, pos, lo, hi, cut, _lease = rec
         _fill(o, mv, pos, lo, hi, None, cut)
     _SET_CLASS(o, "__class__", MessageExt)
 
@@ -208,15 +209,26 @@ def client_tags(subscription: SubscriptionData | None) -> frozenset[str] | None:
     return None
 
 
+PullBodyScan = tuple[list[PlainSpan], int]  # plain_records of a pull body from its start
+
+
+def scan_pull_body(body: bytes | bytearray | memoryview) -> PullBodyScan:
+    """The run of plain records a pull body starts with, and where it stops (len(body): the
+    body is all plain records, none compressed): what decode_pull_messages walks first, for a
+    caller that wants the batch's count before the decode."""
+    return plain_records(body, 0, len(body))
+
+
 def decode_pull_messages(body: bytes | bytearray | memoryview, mq: MessageQueue,
                          subscription: SubscriptionData | None, min_offset: int,
-                         max_offset: int) -> list[MessageExt]:
+                         max_offset: int, scan: PullBodyScan | None = None) -> list[MessageExt]:
     """processPullResult for a FOUND pull: the body's messages as user records.
 
     A record that does not decode ends the batch (what was decoded before it is kept), as
     MessageDecoder.decodes does; the next pull starts after the last offset the broker sent.
     Nothing returned refers to a memoryview body: it may be reused afterwards. A bytes or
-    bytearray body is handed over: the lazy records may refer to it.
+    bytearray body is handed over: the lazy records may refer to it. `scan`: the body's
+    scan_pull_body, when the caller made it already.
     """
     tags = client_tags(subscription)
     # The lazy records refer to a body handed over (bytes, or a bytearray up to KEEP_MAX
@@ -234,7 +246,10 @@ def decode_pull_messages(body: bytes | bytearray | memoryview, mq: MessageQueue,
     pos = 0
     kept = (0, 0)  # the last record kept in heads: its tail, not appended yet, and its end
     while True:
-        spans, stop = plain_records(mv, pos, n)
+        if scan is None:
+            spans, stop = plain_records(mv, pos, n)
+        else:
+            (spans, stop), scan = scan, None
         if spans:
             if tags is not None:
                 _filtered_run(mv, spans, tags, mq, lo, hi, out)
@@ -274,15 +289,16 @@ def _lazy_owned_run(raw: bytes | bytearray, mv: memoryview, spans: list[PlainSpa
     tlen_raw = len(topic_raw)
     starts = raw.startswith
     whole = type(raw) is bytes  # a bytes slice is a bytes copy; a bytearray's is not bytes
+    lease = None if type(raw) is not bytearray else Lease(raw)  # offered back when they go
     new = _new
     cls = PulledMessageExt
     for pos, _end, qoff, t, tlen in spans:
         p = pos + _FIXED
         o = new(cls)
-        _S_STASH(o, (raw, pos, lo, hi, False))
+        _S_STASH(o, (raw, pos, lo, hi, False, lease))
         _S_TOPIC(o, topic if tlen == tlen_raw and starts(topic_raw, t + 1)
                  else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
-        _S_BODY(o, raw[p:t] if whole else bytes(mv[p:t]))  # type: ignore[arg-type]
+        _S_BODY(o, raw[p:t] if whole else mv[p:t].tobytes())  # type: ignore[arg-type]
         _S_QUEUE(o, mq)
         _S_QOFF(o, qoff)
         append(o)
@@ -309,11 +325,11 @@ def _lazy_run(mv: memoryview, spans: list[PlainSpan], heads: bytearray,
         else:
             heads += mv[kept_tail:kept_end]
             heads += mv[pos:p]
-        _S_STASH(o, (heads, len(heads) - _FIXED, lo, hi, True))
+        _S_STASH(o, (heads, len(heads) - _FIXED, lo, hi, True, None))
         kept_tail, kept_end = t, end
         _S_TOPIC(o, topic if tlen == tlen_raw and mv[t + 1 : t + 1 + tlen] == topic_raw
                  else str(mv[t + 1 : t + 1 + tlen], "utf-8", "replace"))  # fmt: skip
-        _S_BODY(o, bytes(mv[p:t]))
+        _S_BODY(o, mv[p:t].tobytes())
         _S_QUEUE(o, mq)
         _S_QOFF(o, qoff)
         append(o)

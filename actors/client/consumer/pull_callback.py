@@ -45,7 +45,11 @@ from typing import Final, Protocol
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.consumer_config import ServiceState
 from actors.client.consumer.consumer_scheduler import ConsumerScheduler
-from actors.client.consumer.message_decoder import decode_pull_messages
+from actors.client.consumer.message_decoder import (
+    PullBodyScan,
+    decode_pull_messages,
+    scan_pull_body,
+)
 from actors.client.consumer.mq_consumer_inner import ConsumerState
 from actors.client.consumer.process_queue import MIB, ProcessQueue
 from actors.client.consumer.pull_api_wrapper import PullAPIWrapper
@@ -54,7 +58,6 @@ from actors.client.errors import MQClientError
 from actors.client.records import MessageExt, PullStatus
 from protocol.bodies import MessageQueue, SubscriptionData
 from protocol.codes import RETRY_GROUP_TOPIC_PREFIX, PullSysFlag, ResponseCode
-from protocol.record import uncompressed_records
 
 log = logging.getLogger(__name__)
 
@@ -323,13 +326,15 @@ class PullCallback:
         pulled, next_begin = req.next_offset, answer.next_begin
         interval = host.pull_interval_ms()
         services = host.services
-        # dense (no range the broker filtered out) and uncompressed (bodies as large as
-        # stored): the batch's bounds are about exact
-        n = uncompressed_records(tail, len(tail)) if services is not None and interval <= 0 \
+        # a run of plain records (uncompressed: bodies as large as stored) to the end: the
+        # batch's bounds are its record count and the body's size; the decode walks the same
+        # run, so the scan is done once
+        scan = scan_pull_body(tail) if services is not None and interval <= 0 \
             and 1 < next_begin - pulled <= host.cfg.pull_batch \
-            and host.gates_read_process_queue() else 0  # fmt: skip
+            and host.gates_read_process_queue() else None  # fmt: skip
+        n = len(scan[0]) if scan is not None and scan[1] == len(tail) else 0
         if n <= 1:
-            self._put(req, answer, tail, pulled, interval, early=False, out=None)
+            self._put(req, answer, tail, pulled, interval, early=False, out=None, scan=scan)
             return
         assert services is not None
         try:
@@ -341,17 +346,21 @@ class PullCallback:
             return
         out = req.out
         services.after_pulls_sent(
-            lambda: self._put(req, answer, tail, pulled, interval, early=True, out=out))
+            lambda: self._put(req, answer, tail, pulled, interval, early=True, out=out,
+                              scan=scan))  # fmt: skip
 
     def _put(self, req: PullRequest, answer: cc.PullAnswer, tail: cc.PullBody, pulled: int,
-             interval: int, *, early: bool, out: cc.PullCommand | None) -> None:
+             interval: int, *, early: bool, out: cc.PullCommand | None,
+             scan: PullBodyScan | None = None) -> None:  # fmt: skip
         """Decode and put an answer, hand its messages over and pull again, unless its next
-        pull was made first (`early`; `out` that pull, None when the gates held it)."""
+        pull was made first (`early`; `out` that pull, None when the gates held it; `scan`
+        the body's, when made already)."""
         host = self.host
         pq, mq = req.pq, req.mq
         try:
             sub = host.subscriptions.get(mq.topic)
-            msgs = decode_pull_messages(tail, mq, sub, answer.min_offset, answer.max_offset)
+            msgs = decode_pull_messages(tail, mq, sub, answer.min_offset, answer.max_offset,
+                                        scan)  # fmt: skip
             dispatch = pq.put_messages(msgs, answer.max_offset)  # counted even when all filtered
         except Exception:
             self._not_handled(req, pulled, early=early, out=out)

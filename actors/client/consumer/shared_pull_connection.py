@@ -33,6 +33,7 @@ from typing import Final
 from actors.client.client_config import ClientConfig
 from actors.client.client_requests import process_pull_response
 from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.pooled_body_buffers import take
 from actors.client.errors import MQClientError
 from actors.client.event_loop import EPOLLIN, EPOLLOUT, EventLoop
 from actors.client.records import PullStatus
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 FRAMES_PER_READ: Final = 64  # whole frames read in one turn of a readable connection
 _FOUND: Final = PullStatus.FOUND.value
 _PREFIX = struct.Struct(">iI")  # the frame length (signed, as Java's int), the header length word
+HEAD_KEPT: Final = 4096  # a connection's header buffer; a longer header is read into its own
 
 Answers = list[tuple[cc.PullAnswer, cc.PullBody]]
 
@@ -73,51 +75,75 @@ def answer_of(cmd: RemotingCommand, addr: str, owned: bytearray | None = None
 
 
 class _Conn:
-    """One broker connection of the user's process: its socket, the frame being read into a
-    buffer of its own (its header, its body, and room for the next frame's length words,
-    which arrive with it once answers stream) and what is waiting to be written (pulls the
-    socket did not take yet)."""
+    """One broker connection of the user's process: its socket, the frame being read (its
+    header into a buffer of the connection's, its body into a buffer of its own) and what is
+    waiting to be written (pulls the socket did not take yet)."""
 
-    __slots__ = ("addr", "conn_id", "frame", "got", "hlen", "need", "out", "pre", "pre_n",
-                 "sock", "st")  # fmt: skip
+    __slots__ = ("addr", "body", "conn_id", "got", "head", "hlen", "need", "out", "pre",
+                 "pre_n", "pre_view", "sock", "st")  # fmt: skip
 
     def __init__(self, conn_id: int, addr: str, sock: socket.socket) -> None:
         self.conn_id = conn_id
         self.addr = addr
         self.sock = sock
         self.pre = bytearray(_PREFIX.size)  # the next frame's length and header length words
+        self.pre_view = memoryview(self.pre)
         self.pre_n = 0  # how many of them arrived
-        self.frame: bytearray | None = None  # the frame being read, after its length words
+        self.head = bytearray(HEAD_KEPT)  # the frame's header (a longer one: its own buffer)
+        self.body: bytearray | None = None  # the frame's body, while one is being read
         self.need = 0  # its header and body: the frame's length less the header length word
-        self.got = 0  # received of the frame (beyond `need`: the next frame's length words)
+        self.got = 0  # how much of them arrived
         self.hlen = 0  # its header length
         self.st = 0  # its serialize type
         self.out = bytearray()  # written when the socket takes it (EPOLLOUT)
 
     def start_frame(self) -> None:
-        """The length words are in: make the frame's buffer. ProtocolError when no frame
-        can be that long or its header does not fit."""
+        """The length words are in: take the body's buffer. ProtocolError when no frame can
+        be that long or its header does not fit."""
         total, word = _PREFIX.unpack(self.pre)
         frame_size(total, MAX_FRAME)
-        self.st, self.hlen = split_header_word(word, total)
+        self.st, hlen = split_header_word(word, total)
+        self.hlen = hlen
         self.need = total - 4
-        self.frame = bytearray(self.need + _PREFIX.size)
+        if hlen > HEAD_KEPT:
+            self.head = bytearray(hlen)  # this frame's own
+        elif len(self.head) != HEAD_KEPT:
+            self.head = bytearray(HEAD_KEPT)
+        self.body = take(self.need - hlen)
         self.got = self.pre_n = 0
 
+    def read(self) -> bool:
+        """Receive what the socket holds of the frame, and the next frame's length words
+        after it (one recvmsg: header, body and length words each land in their buffer).
+        True when the socket may hold more (it filled every buffer offered); EOFError when
+        the peer closed."""
+        body = self.body
+        assert body is not None
+        got, hlen = self.got, self.hlen
+        if got < hlen:
+            views = [memoryview(self.head)[got:hlen], memoryview(body), self.pre_view]
+        else:
+            views = [memoryview(body)[got - hlen :], self.pre_view]
+        want = self.need - got + _PREFIX.size
+        n = self.sock.recvmsg_into(views)[0]
+        del views  # the body buffer is exported while a view of it lives
+        if n == 0:
+            raise EOFError
+        got += n
+        if got > self.need:
+            self.pre_n = got - self.need
+            got = self.need
+        self.got = got
+        return n == want
+
     def end_frame(self) -> tuple[RemotingCommand, bytearray]:
-        """The frame is in: its command (its body a view of the buffer, which holds the
-        body alone), and that buffer. What arrived past it is the next frame's length words."""
-        fr = self.frame
-        assert fr is not None
-        need, extra = self.need, self.got - self.need
-        self.frame = None
-        if extra:
-            self.pre[:extra] = fr[need : self.got]
-        self.pre_n = extra
-        del fr[need:]  # the room for the length words: no copy (a minor shrink)
-        header = bytes(memoryview(fr)[: self.hlen])
-        del fr[: self.hlen]  # no copy: a bytearray drops its head by moving its start
-        return RemotingCommand.from_header(self.st, header, memoryview(fr) if fr else b""), fr
+        """The frame is in: its command (its body a view of the body's buffer) and that
+        buffer."""
+        body = self.body
+        assert body is not None
+        self.body = None
+        header = bytes(memoryview(self.head)[: self.hlen])
+        return RemotingCommand.from_header(self.st, header, memoryview(body) if body else b""), body
 
 
 class SharedPullConnections:
@@ -304,21 +330,17 @@ class SharedPullConnections:
         sock = r.sock
         try:
             for _ in range(FRAMES_PER_READ):
-                if r.frame is None:
+                if r.body is None:
                     if r.pre_n < _PREFIX.size:
                         r.pre_n += _recv(sock, r.pre, r.pre_n)
                         if r.pre_n < _PREFIX.size:
                             return None
                     r.start_frame()
-                    assert r.frame is not None
                 more = True  # the socket may hold more
                 if r.got < r.need:
-                    want = len(r.frame) - r.got
-                    n = _recv(sock, r.frame, r.got)
-                    r.got += n
+                    more = r.read()  # short: it had no more (epoll says when it has)
                     if r.got < r.need:
                         return None
-                    more = n == want  # short: it had no more (epoll says when it has)
                 cmd, body = r.end_frame()
                 if cmd.flag & RPC_TYPE_RESPONSE:
                     answers.append(answer_of(cmd, r.addr, body))

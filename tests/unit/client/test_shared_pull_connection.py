@@ -97,7 +97,8 @@ def _adopted(loop: EventLoop, seen: _Seen, user: socket.socket,
 def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoop,
                                                                   seed: int) -> None:
     """Answers written in random pieces arrive whole and in order: found bodies (one over
-    1 MiB), no new message, a broker error with its remark; each found body is handed over
+    1 MiB), no new message, a broker error with its remark (some longer than the reader's
+    header buffer); each found body is handed over
     in a buffer of its own, holding the body alone, that no later read touches; then the
     broker closes and the reader says so once, with the connection closed."""
     rnd = random.Random(seed)
@@ -105,8 +106,12 @@ def test_the_reader_hands_over_every_answer_whole_across_any_cuts(loop: EventLoo
     want: list[tuple[int, int, int, bytes]] = []
     stream = b""
     for rid in range(1, 40):
-        kind = rnd.randrange(4)
-        if kind == 0:
+        kind = rnd.randrange(5)
+        if kind == 4:  # a header longer than the connection's header buffer
+            long_remark = "busy " * rnd.randrange(900, 1200)
+            stream += _answer(rid, ResponseCode.SYSTEM_BUSY, remark=long_remark)
+            want.append((rid, cc.BROKER_ERROR, ResponseCode.SYSTEM_BUSY, long_remark.encode()))
+        elif kind == 0:
             body = b"m%d" % rid * rnd.randrange(1, 500)
             stream += _answer(rid, body=body)
             want.append((rid, 0, 7, body))

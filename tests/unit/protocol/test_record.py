@@ -167,26 +167,6 @@ def test_pack_host_folds_ipv4_mapped() -> None:
     assert unpack_host(pack_host("fe80::1", 10911)) == ("fe80::1", 10911)
 
 
-def test_uncompressed_records_counts_a_pull_body_or_says_it_cannot() -> None:
-    """A consumer sizes a pull answer before its decode: the count of its records when no
-    body is compressed; -1 for a compressed body or a chain of sizes that does not end at
-    the end."""
-    from protocol.record import encode_record, uncompressed_records
-
-    def rec(sys_flag: int = 0) -> bytes:
-        return encode_record(body=b"b" * 10, topic=b"T", properties=b"", queue_id=0, flag=0,
-                             queue_offset=0, phy_offset=0, sys_flag=sys_flag,
-                             born_timestamp=1, store_timestamp=2)  # fmt: skip
-
-    plain = rec() * 3
-    assert uncompressed_records(plain, len(plain)) == 3
-    assert uncompressed_records(b"", 0) == 0
-    mixed = rec() + rec(sys_flag=0x1) + rec()
-    assert uncompressed_records(mixed, len(mixed)) == -1
-    assert uncompressed_records(plain, len(plain) - 1) == -1  # a torn last record
-    assert uncompressed_records(memoryview(plain), len(plain)) == 3
-
-
 @settings(max_examples=150, deadline=None)
 @given(
     kinds=st.lists(st.sampled_from(["plain", "v6", "compressed", "blank"]), max_size=8),
