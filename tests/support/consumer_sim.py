@@ -377,6 +377,9 @@ class Services:
             violations.append(f"{self.conn.name}: a pull sent for {req.mq} while it is let go")
         self.conn.receive(cmd)
 
+    def after_wake(self, fn: Callable[[], None]) -> None:
+        fn()
+
     def after_pulls_sent(self, fn: Callable[[], None]) -> None:
         fn()  # send_pull hands each command to the connection at once
 

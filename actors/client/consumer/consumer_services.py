@@ -174,6 +174,7 @@ class ConsumerServices:
         # what the I/O thread's pass over one read runs after that read's pulls are written
         # (decodes of answers whose next pull left first), with each one's ring space
         self._after_pulls: list[tuple[Callable[[], None] | None, RingRef | None]] = []
+        self._after_wake: list[Callable[[], None]] = []  # the pass's after_wake work
         self._ask_lock = threading.Lock()
 
     @property
@@ -315,6 +316,24 @@ class ConsumerServices:
             self._flush_pulls()
             fn()
 
+    def after_wake(self, fn: Callable[[], None]) -> None:
+        """Run fn once the consume workers this pass filled are woken and any hand-over of
+        the GIL to one of them is over (HeldWakes): in the I/O thread's pass, the next pull
+        of a sparse answer is made after its short handler call, not while the woken worker
+        waits for the GIL. Elsewhere: now."""
+        if getattr(self._batching, "on", False):
+            self._after_wake.append(fn)
+        else:
+            fn()
+
+    def _run_after_wake(self) -> None:
+        work, self._after_wake = self._after_wake, []
+        for fn in work:
+            try:
+                fn()
+            except Exception:
+                log.exception("pull answer handling failed")
+
     def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
         """Send cmds behind every pull sent before them; True once each is answered (within
         timeout_s). Their answers go to no core."""
@@ -354,17 +373,17 @@ class ConsumerServices:
         pass: the consume workers woken once; the next pulls queued and written in one record
         (after `first`): ahead of the decodes when the answers were dense (after_pulls_sent),
         else once the workers are woken and, idle and fast, handed the GIL (HeldWakes)."""
-        hold = HeldWakes(HAND_OVER_S)
+        hold = HeldWakes(HAND_OVER_S, self._run_after_wake)
+        self._batching.on = True
         try:
             with hold:
-                self._batching.on = True
                 try:
                     serve()
                 finally:
-                    self._batching.on = False
                     if self._run_after_pulls():
                         hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
         finally:  # the workers are woken: now the next pulls (the module's docstring)
+            self._batching.on = False
             self._flush_pulls(first())
 
     def _on_pull_records(self, records: list[ch.Record]) -> None:

@@ -372,6 +372,8 @@ class PullCallback:
         if not early:
             if msgs and interval > 0:
                 self.later(req, interval)
+            elif msgs and host.services is not None:  # Java's order: the handler's wake-up
+                host.services.after_wake(lambda: self.pull(req))  # first, then the pull
             else:
                 self.pull(req)
 

@@ -49,6 +49,9 @@ class _Services:
         self.sent.append(cmd)
         self.events.append(f"pull {cmd.offset}")
 
+    def after_wake(self, fn: Callable[[], None]) -> None:
+        fn()
+
     def after_pulls_sent(self, fn: Callable[[], None]) -> None:
         self.events.append("sent now")
         fn()
