@@ -185,9 +185,12 @@ class ConsumeExecutor:
         self.cost_s = 0.0  # moving average of a request's run time (0: none measured yet)
         self.items: deque[Request] = deque()
         lock = threading.Lock()
-        self.cond = threading.Condition(lock)  # workers wait here for requests
+        self.cond = threading.Condition(lock)  # guards the queue and the counts below
         self.idle_cond = threading.Condition(lock)  # shutdown waits here for running == 0
-        self.idle = 0  # workers waiting for requests
+        # idle workers' parking locks, the last one to go idle last (woken first: its caches
+        # are warm); a worker blocks on its own, held, lock and the waker releases it: no
+        # waiter lock made, queued and dropped per wait as a Condition's wait does
+        self.parked: list[threading.Lock] = []
         self.running = 0  # requests being run now
         self.stopped = False
         self.threads: list[threading.Thread] = []
@@ -217,6 +220,11 @@ class ConsumeExecutor:
         """Requests waiting for a worker."""
         return len(self.items)
 
+    @property
+    def idle(self) -> int:
+        """Workers waiting for requests (and not woken yet)."""
+        return len(self.parked)
+
     def _wake(self) -> None:
         """Wake as many idle workers as the queue's measured cost needs beyond those awake
         (who take the queue's requests before they wait again). The lock is held."""
@@ -224,10 +232,10 @@ class ConsumeExecutor:
         cost = self.cost_s
         want = min(waiting, self.workers) if cost <= 0.0 else \
             max(1, min(waiting, self.workers, int(waiting * cost / SLICE_S) + 1))  # fmt: skip
-        short = want - (self.workers - self.idle)
-        if short > 0:
-            self.idle -= min(short, self.idle)  # counted awake from now: no second wake-up
-            self.cond.notify(short)
+        parked = self.parked
+        short = want - (self.workers - len(parked))
+        for _ in range(min(short, len(parked))):
+            parked.pop().release()  # counted awake from now: no second wake-up
 
     def _take(self, waiting: int) -> int:
         """How many requests a worker takes of `waiting`."""
@@ -240,12 +248,19 @@ class ConsumeExecutor:
     def _work(self) -> None:
         items = self.items
         cond = self.cond
+        parked = self.parked
+        park = threading.Lock()
+        park.acquire()  # held: the worker blocks on it until a waker releases it
         clock = time.perf_counter
         while True:
             with cond:
                 while not items and not self.stopped:
-                    self.idle += 1  # the waker counts it awake again (a Condition has no
-                    cond.wait()  # spurious wake-up)
+                    parked.append(park)  # the waker takes it off when it releases it
+                    cond.release()
+                    try:
+                        park.acquire()
+                    finally:
+                        cond.acquire()
                 if self.stopped:
                     return
                 batch = [items.popleft() for _ in range(self._take(len(items)))]
@@ -281,8 +296,9 @@ class ConsumeExecutor:
         with self.cond:
             self.stopped = True
             self.items.clear()
-            self.idle = 0
-            self.cond.notify_all()
+            for park in self.parked:
+                park.release()
+            self.parked.clear()
             while self.running:
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+
+import pytest
 
 from actors.client.consumer.consume_concurrently import (
     ConsumeMessageConcurrentlyService,
@@ -341,6 +344,40 @@ class _Req:
         if self.gate is not None:
             self.gate.wait(10)
         self.ran.append(self.i)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_parked_workers_are_never_lost_between_submitters_and_shutdown_frees_them(
+        seed: int) -> None:  # fmt: skip
+    """Three threads submit 300 groups of requests each at random moments while the
+    workers park and are woken (cheap and unmeasured costs alike): every request runs once;
+    idle again, every worker is parked, and shutdown wakes them all to exit."""
+    ex = _idle_executor(4)
+    ran: list[int] = []
+    rnd = random.Random(seed)
+    plans = [[rnd.choice([1, 1, 2, 5]) for _ in range(300)] for _ in range(3)]
+
+    def submitter(k: int) -> None:
+        i = k * 10_000
+        for size in plans[k]:
+            ex.submit([_Req(i + j, ran) for j in range(size)])
+            i += size
+            if rnd.random() < 0.2:
+                time.sleep(0.0005)
+
+    threads = [threading.Thread(target=submitter, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    want = sorted(k * 10_000 + j for k in range(3) for j in range(sum(plans[k])))
+    deadline = time.monotonic() + 10
+    while (len(ran) < len(want) or ex.idle < 4) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert sorted(ran) == want
+    assert ex.idle == 4 and ex.running == 0
+    assert ex.shutdown(5)
+    assert not any(t.is_alive() for t in ex.threads)
 
 
 def _idle_executor(workers: int) -> ConsumeExecutor:
