@@ -286,7 +286,7 @@ class ConsumeExecutor:
                     if gate is not None:
                         gate.release()
                     self.running -= len(batch)
-                    if not self.running:
+                    if not self.running and self.stopped:  # shutdown() waits for it
                         self.idle_cond.notify_all()
 
     def shutdown(self, timeout_s: float) -> bool:
