@@ -33,6 +33,15 @@ MAX_WAIT_S: Final = 1.0
 Handler = Callable[[int], None]
 
 
+def run_calls(calls: list[Callable[[], None]], what: str) -> None:
+    """Run each call in turn; one that raises is logged ("<what> failed") and the rest run."""
+    for fn in calls:
+        try:
+            fn()
+        except Exception:
+            log.exception("%s failed", what)
+
+
 class EventLoop:
     """One thread blocking in epoll; fd handlers, timers and thread-safe calls."""
 
@@ -150,11 +159,7 @@ class EventLoop:
     def _run_calls(self) -> None:
         with self._lock:
             calls, self._calls = self._calls, []
-        for fn in calls:
-            try:
-                fn()
-            except Exception:
-                log.exception("event loop call failed")
+        run_calls(calls, "event loop call")
 
     def _run_timers(self) -> None:
         now = time.monotonic()

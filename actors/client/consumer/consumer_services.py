@@ -47,6 +47,7 @@ from actors.client.consumer.shared_pull_connection import (
     shares_connections,
 )
 from actors.client.errors import ClientErrorCode, MQClientError
+from actors.client.event_loop import run_calls
 from actors.client.frame_ring import MappedRings, RingRef
 from actors.client.mq_client_instance import TopicRouteTable
 from actors.client.mq_client_manager import InstanceHandle
@@ -328,11 +329,7 @@ class ConsumerServices:
 
     def _run_after_wake(self) -> None:
         work, self._after_wake = self._after_wake, []
-        for fn in work:
-            try:
-                fn()
-            except Exception:
-                log.exception("pull answer handling failed")
+        run_calls(work, "pull answer handling")
 
     def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
         """Send cmds behind every pull sent before them; True once each is answered (within
