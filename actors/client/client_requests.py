@@ -235,6 +235,17 @@ PULL_STATUS: Final = {
 }
 
 
+def pull_response_head(resp: RemotingCommand, addr: str
+                       ) -> tuple[PullStatus, PullMessageResponseHeader]:  # fmt: skip
+    """A pull's response status and header (processPullResponse's reading of them; the
+    consumer's reader makes its answer straight from them). MQBrokerError for a code that
+    is no pull status, or a header without its offsets."""
+    status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    return status, typed_header(resp, PullMessageResponseHeader, addr)  # all four carry it
+
+
 def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
                           ) -> PullResult:  # fmt: skip
     """processPullResponse: a pull's response as a PullResult (messages left encoded in
@@ -242,10 +253,7 @@ def process_pull_response(resp: RemotingCommand, addr: str, *, body: bool = True
     reused, while a frame read into a pull ring is valid only until its callback returns;
     body=False leaves the body out). MQBrokerError for a code that is no pull status, or a
     header without its offsets."""
-    status = PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
-    if status is None:
-        raise MQBrokerError(resp.code, resp.remark, addr)
-    head = typed_header(resp, PullMessageResponseHeader, addr)  # all four statuses carry it
+    status, head = pull_response_head(resp, addr)
     return PullResult(
         status,
         head.next_begin_offset,

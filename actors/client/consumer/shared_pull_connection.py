@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Final
 
 from actors.client.client_config import ClientConfig
-from actors.client.client_requests import process_pull_response
+from actors.client.client_requests import pull_response_head
 from actors.client.consumer import consumer_channel as cc
 from actors.client.consumer.pooled_body_buffers import take
 from actors.client.errors import MQClientError
@@ -47,7 +47,7 @@ from protocol.framing import frame_size
 log = logging.getLogger(__name__)
 
 FRAMES_PER_READ: Final = 64  # whole frames read in one turn of a readable connection
-_FOUND: Final = PullStatus.FOUND.value
+_NO_BODY: Final = memoryview(b"")
 _PREFIX = struct.Struct(">iI")  # the frame length (signed, as Java's int), the header length word
 HEAD_KEPT: Final = 4096  # a connection's header buffer; a longer header is read into its own
 
@@ -66,12 +66,18 @@ def answer_of(cmd: RemotingCommand, addr: str, owned: bytearray | None = None
     body is `owned` when the command's body is a view of that buffer, read for this frame
     alone (the receiver may keep it)."""
     try:
-        answer, tail = cc.pull_answer(cmd.opaque, process_pull_response(cmd, addr), None)
+        status, head = pull_response_head(cmd, addr)
     except MQClientError as exc:
         answer, tail = cc.pull_answer(cmd.opaque, None, exc)
-    if owned is not None and answer.status == _FOUND:
+        return answer, tail if isinstance(tail, memoryview) else memoryview(tail)
+    answer = cc.PullAnswer(cmd.opaque, status.value, head.next_begin_offset, head.min_offset,
+                           head.max_offset, head.suggest_which_broker_id)  # fmt: skip
+    if status is not PullStatus.FOUND:
+        return answer, _NO_BODY
+    if owned is not None:
         return answer, owned
-    return answer, tail if isinstance(tail, memoryview) else memoryview(tail)
+    body = cmd.body
+    return answer, body if isinstance(body, memoryview) else memoryview(body)
 
 
 class _Conn:
