@@ -328,8 +328,9 @@ class ConsumerServices:
             fn()
 
     def _run_after_wake(self) -> None:
-        work, self._after_wake = self._after_wake, []
-        run_calls(work, "pull answer handling")
+        while self._after_wake:  # what the calls defer runs too, behind them
+            work, self._after_wake = self._after_wake, []
+            run_calls(work, "pull answer handling")
 
     def settle(self, cmds: list[cc.PullCommand], timeout_s: float) -> bool:
         """Send cmds behind every pull sent before them; True once each is answered (within
@@ -403,25 +404,25 @@ class ConsumerServices:
 
     def _run_after_pulls(self) -> bool:
         """The pass's deferred work (after_pulls_sent), once its pulls are written; each
-        answer's ring space is given back after its work, once nothing refers to it. True
-        when there was any."""
-        work = self._after_pulls
-        if not work:
+        answer's ring space is given back after its work, once nothing refers to it. Work
+        that the work defers runs too, behind it. True when there was any."""
+        if not self._after_pulls:
             return False
-        self._after_pulls = []
-        self._flush_pulls()
-        for i in range(len(work)):
-            fn, ref = work[i]
-            work[i] = (None, None)
-            try:
-                assert fn is not None
-                fn()
-            except Exception:
-                log.exception("pull answer handling failed")
-            finally:
-                del fn  # the last reference to the answer's view: the ring may close now
-                if ref is not None:
-                    self.rings.done(ref)
+        while self._after_pulls:  # bounded: each round runs what the one before deferred
+            work, self._after_pulls = self._after_pulls, []
+            self._flush_pulls()
+            for i in range(len(work)):
+                fn, ref = work[i]
+                work[i] = (None, None)
+                try:
+                    assert fn is not None
+                    fn()
+                except Exception:
+                    log.exception("pull answer handling failed")
+                finally:
+                    del fn  # the last reference to the answer's view: the ring may close now
+                    if ref is not None:
+                        self.rings.done(ref)
         return True
 
     def _pull_record(self, kind: int, payload: memoryview) -> None:
