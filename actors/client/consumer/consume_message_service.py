@@ -105,7 +105,6 @@ def run_each(batch: Sequence[Request]) -> None:
 
 class _Held(threading.local):
     executors: set[ConsumeExecutor] | None = None  # whose wake-ups this thread holds back
-    thens: list[Callable[[], None]] | None = None  # the `then`s of the blocks inside
 
 
 _held = _Held()
@@ -124,37 +123,24 @@ class HeldWakes:
     the pass's other work. Without it the woken worker waited twice, for its wake-up and
     then for the GIL the I/O thread held while it wrote the next pulls; with it, from a pull
     answer's read to its handler: p50 ~200 -> ~150 us, p99 ~450 -> ~280 us (D, docs/
-    CLIENT.md). The I/O thread's wait is bounded by about one short handler call.
+    CLIENT.md). The I/O thread's wait is bounded by about one short handler call."""
 
-    `then`, run by the outermost block once its workers are woken and any hand-over is
-    over: work that can wait for a short handler call (the next pull of a sparse answer:
-    made before the hand-over, it held the GIL the woken worker waited for). A nested
-    block's `then` runs there too: all of them in the order their blocks ended."""
+    __slots__ = ("hand_over_s", "held")
 
-    __slots__ = ("hand_over_s", "held", "then")
-
-    def __init__(self, hand_over_s: float = 0.0,
-                 then: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(self, hand_over_s: float = 0.0) -> None:
         self.hand_over_s = hand_over_s
-        self.then = then
 
     def __enter__(self) -> None:
         if _held.executors is not None:
             self.held: set[ConsumeExecutor] | None = None
             return
         self.held = _held.executors = set()
-        _held.thens = []
 
     def __exit__(self, *exc: object) -> None:
         held = self.held
         if held is None:
-            if self.then is not None and _held.thens is not None:
-                _held.thens.append(self.then)  # the outermost block runs it
             return
-        thens = _held.thens or []
-        if self.then is not None:
-            thens.append(self.then)
-        _held.executors = _held.thens = None
+        _held.executors = None
         limit = self.hand_over_s
         gates = []
         for ex in held:
@@ -168,8 +154,6 @@ class HeldWakes:
                     ex._wake()
         for gate in gates:
             gate.acquire(timeout=limit)  # released by the worker once its batch has run
-        for then in thens:
-            then()
 
 
 class ConsumeExecutor:

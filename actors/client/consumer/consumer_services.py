@@ -319,9 +319,9 @@ class ConsumerServices:
 
     def after_wake(self, fn: Callable[[], None]) -> None:
         """Run fn once the consume workers this pass filled are woken and any hand-over of
-        the GIL to one of them is over (HeldWakes): in the I/O thread's pass, the next pull
-        of a sparse answer is made after its short handler call, not while the woken worker
-        waits for the GIL. Elsewhere: now."""
+        the GIL to one of them is over (after the pass's HeldWakes block): in the I/O
+        thread's pass, the next pull of a sparse answer is made after its short handler
+        call, not while the woken worker waits for the GIL. Elsewhere: now."""
         if getattr(self._batching, "on", False):
             self._after_wake.append(fn)
         else:
@@ -371,7 +371,7 @@ class ConsumerServices:
         pass: the consume workers woken once; the next pulls queued and written in one record
         (after `first`): ahead of the decodes when the answers were dense (after_pulls_sent),
         else once the workers are woken and, idle and fast, handed the GIL (HeldWakes)."""
-        hold = HeldWakes(HAND_OVER_S, self._run_after_wake)
+        hold = HeldWakes(HAND_OVER_S)
         self._batching.on = True
         try:
             with hold:
@@ -380,9 +380,12 @@ class ConsumerServices:
                 finally:
                     if self._run_after_pulls():
                         hold.hand_over_s = 0.0  # its next pulls left first: no hand-over
-        finally:  # the workers are woken: now the next pulls (the module's docstring)
-            self._batching.on = False
-            self._flush_pulls(first())
+        finally:  # the workers are woken, any hand-over over: now the next pulls
+            try:
+                self._run_after_wake()
+            finally:
+                self._batching.on = False
+                self._flush_pulls(first())
 
     def _on_pull_records(self, records: list[ch.Record]) -> None:
         self._read_pass(lambda: self._handle_pull_records(records), self._ring_release)

@@ -403,31 +403,6 @@ def test_held_wakes_hand_an_idle_fast_executor_its_batch_before_going_on() -> No
     assert ex.shutdown(5)
 
 
-def test_held_wakes_run_their_then_after_the_hand_over_and_once_for_nested_blocks() -> None:
-    """`then` (a sparse answer's next pull) runs once the handed-over batch has run, so it
-    does not hold the GIL the woken worker waits for; a nested block's runs there too (the
-    blocks' in the order they ended); without a hand-over it runs right after the wake-up."""
-    ex = _idle_executor(2)
-    ex.cost_s = 1e-5
-    ran: list[int] = []
-    order: list[str] = []
-    with HeldWakes(10.0, lambda: order.append(f"then after {ran}")):
-        with HeldWakes(10.0, lambda: order.append("inner then")):
-            ex.submit([_Req(1, ran)])
-        assert order == [] and ran == []
-    assert order == ["inner then", "then after [1]"]
-    go = threading.Event()
-    with HeldWakes(0.0, lambda: order.append(f"no hand-over, ran {list(ran)}")):
-        ex.submit([_Req(2, ran, go)])
-    assert order[-1] == "no hand-over, ran [1]"  # did not wait for request 2
-    go.set()
-    deadline = time.monotonic() + 10
-    while len(ran) < 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert ran == [1, 2]
-    assert ex.shutdown(5)
-
-
 def test_no_hand_over_to_a_busy_slow_or_unmeasured_executor_nor_when_off() -> None:
     """The block's end does not wait when a worker is running, when requests have cost more
     than the limit or nothing was measured yet, or when the pass asks for no hand-over (its

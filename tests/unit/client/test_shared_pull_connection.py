@@ -24,6 +24,7 @@ import pytest
 
 from actors.client import client_channel as ch
 from actors.client.consumer import consumer_channel as cc
+from actors.client.consumer.consume_message_service import ConsumeExecutor
 from actors.client.consumer.consumer_services import ConsumerServices
 from actors.client.consumer.shared_pull_connection import (
     PullDeadlines,
@@ -399,6 +400,41 @@ def test_a_read_of_a_shared_connection_writes_its_next_pulls_before_its_decodes(
     # the next pulls went to the broker, each under its request id
     assert sorted(_opaques(broker, 3)) == sorted(services.deadlines.out)
     assert [r[:2] for r in owner.results] == [(rid, 0) for rid in rids]
+
+
+def test_a_sparse_answers_next_pull_is_made_after_the_hand_over_to_its_worker(
+        shared: tuple[ConsumerServices, ch.ChannelEnd, socket.socket, list[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A single message handed to an idle consume worker with a fast handler: the worker
+    runs it before the I/O thread makes the next pull (after_wake), and that pull is written
+    in the pass's one write."""
+    import actors.client.consumer.consumer_services as cs
+
+    monkeypatch.setattr(cs, "HAND_OVER_S", 10.0)  # a loaded host's wake-up is not a failure
+    services, _actor, broker, events = shared
+    ex = ConsumeExecutor(2, "sparse")
+    ex.start()
+    try:
+        _wait(lambda: ex.idle == 2, "idle workers")
+        ex.cost_s = 1e-5  # measured fast: the pass hands the worker the GIL
+
+        class _Handled:
+            def run(self) -> None:
+                events.append("handler")
+
+        class _Sparse:
+            def on_pull_result(self, answer: cc.PullAnswer, tail: memoryview) -> None:
+                ex.submit([_Handled()])
+                services.after_wake(lambda: (events.append("pull"), _pull(services, self)))
+
+        rid = services.new_pull(_Sparse())  # type: ignore[arg-type]
+        services.deadlines.sent(rid, ADDR, 30_000)
+        broker.sendall(_answer(rid, body=b"M"))
+        _wait(lambda: "write 1" in events, "the next pull's write")
+        assert events == ["handler", "pull", "write 1"]
+        assert len(_opaques(broker, 1)) == 1
+    finally:
+        assert ex.shutdown(5)
 
 
 def test_a_shared_connection_that_closes_fails_its_pulls_and_the_next_pull_asks_again(
