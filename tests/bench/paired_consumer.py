@@ -23,6 +23,7 @@ change (`git worktree add /tmp/base REV`); both sides run on this interpreter (-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -61,9 +62,13 @@ def run_pass(python: str, tree: Path, code: str) -> tuple[float, float]:
         try:
             rc = proc.wait(PASS_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            rc = None
+        finally:  # whatever of its session is left (actor processes of a failed pass)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-            raise RuntimeError(f"a pass in {tree} overran {PASS_TIMEOUT_S:.0f} s") from None
+        if rc is None:
+            raise RuntimeError(f"a pass in {tree} overran {PASS_TIMEOUT_S:.0f} s")
         out.seek(0)
         err.seek(0)
         lines = out.read().strip().splitlines()
