@@ -83,6 +83,14 @@ class AppendError(Exception):
     """A record that can never be stored (larger than a file)."""
 
 
+class DispatchFailed(Exception):
+    """A record is in the commit log but its dispatch (its consume-queue unit, its index
+    entries) failed: the writer's queue offsets no longer match its files, and the next
+    unit of that queue would pre-blank the missing one (its message skipped by every
+    consumer). Nothing may be put after it: the writer's process ends (ProcessorHost lets
+    this through) and its replacement's recovery dispatches the record again."""
+
+
 class CommitLog:
     """The commit log files of one store and the operations on them (a reader's view maps the
     same files read-only and has no dispatcher)."""
@@ -321,8 +329,11 @@ class CommitLog:
                 tags_code = when
         if to_queue:
             self.topic_queue_table[key] = qoff + 1
-        disp.dispatch(topic, qid, phy, size, tags_code, now_ms, qoff, sys_flag, keys, now_ms,
-                      phy + size)  # fmt: skip
+        try:
+            disp.dispatch(topic, qid, phy, size, tags_code, now_ms, qoff, sys_flag, keys, now_ms,
+                          phy + size)  # fmt: skip
+        except Exception as exc:
+            raise DispatchFailed(f"{topic}-{qid} offset {qoff} at {phy}: {exc!r}") from exc
         stats = self.stats
         stats.put_times_total += 1
         stats.put_size_total += size
@@ -405,7 +416,10 @@ class CommitLog:
         kphys: list[int] = []
         if inline:
             keys, kphys = self.batch_encoder.index_entries(raw, bp, items[:n], offsets)
-        disp.dispatch_batch(topic, qid, units, qoff0, keys, kphys, now_ms)
+        try:
+            disp.dispatch_batch(topic, qid, units, qoff0, keys, kphys, now_ms)
+        except Exception as exc:
+            raise DispatchFailed(f"{topic}-{qid} offsets {qoff0}-{qoff - 1}: {exc!r}") from exc
         end = offsets[-1] + units[-2]
         disp.publish(end)
         # one notice per distinct tags code, with the queue's new max (what the holds need)

@@ -40,6 +40,7 @@ from actors.runtime.direct_reply import DirectReplies
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, ProtocolError
+from store.commitlog import DispatchFailed
 from store.stats_page import StatsPage
 
 log = logging.getLogger(__name__)
@@ -219,6 +220,8 @@ class ProcessorHost:
                 if fast is not None and recv_ns >= oldest_ok_ns:
                     try:
                         encoded = fast(frame, conn_id, peer, now_ms)
+                    except DispatchFailed:  # the store's state is lost: this process ends
+                        raise
                     except Exception as exc:  # after the core took it: answer SYSTEM_ERROR
                         self.errors += 1
                         log.exception("group=%s fast path failed", self.group)
@@ -265,6 +268,8 @@ class ProcessorHost:
                     resp = process(Request(conn_id, peer, cmd, recv_ns), now_ms)
                 except HeaderFieldError as exc:
                     resp = cmd.make_response(exc.code, exc.remark)
+                except DispatchFailed:  # the store's state is lost: this process ends
+                    raise
                 except Exception as exc:
                     self.errors += 1
                     log.exception("group=%s code=%d processor failed", self.group, cmd.code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ from actors.runtime.link_records import ArrivalNotices, encode
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
+from store.commitlog import DispatchFailed
 
 
 def _stream() -> tuple[bytes, list[tuple]]:
@@ -167,6 +169,47 @@ def test_processor_host_sheds_only_its_shed_codes() -> None:
         ]
         assert [(r.opaque, r.code) for r in replies] == [(reqs[0].opaque, 0), (reqs[1].opaque, 2)]
         assert bytes(replies[0].body) == b"live"
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_processor_host_lets_a_lost_store_state_end_its_process(fast: bool) -> None:
+    """Any other exception of a core is answered SYSTEM_ERROR and the batch goes on; a
+    DispatchFailed (a record written but not dispatched) goes through, from the fast path
+    and from process() alike, so the actor ends and recovery redoes the dispatch, and
+    nothing after it in the batch is run or answered."""
+    a, b = socket.socketpair()
+    try:
+        ch = Channel(a, "t")
+
+        class _Lost(_Core):
+            def process(self, req: Request, now_ms: int) -> RemotingCommand | None:
+                if req.cmd.code == 310:
+                    raise DispatchFailed("T-0 offset 1 at 4096: OSError()")
+                return super().process(req, now_ms)
+
+        class _FastLost(_Core):
+            def fast_path(self, frame: memoryview, conn_id: int, peer: tuple[str, int],
+                          now_ms: int) -> bytes | None:  # fmt: skip
+                if RemotingCommand.decode(frame).code == 310:
+                    raise DispatchFailed("T-0 offset 1 at 4096: OSError()")
+                return None
+
+        core = _FastLost() if fast else _Lost()
+        host = ProcessorHost("send", core, ChannelOutbox(), max_wait_ms=200)
+        assert (host.fast is not None) is fast
+        now = time.monotonic_ns()
+        reqs = [RemotingCommand.request(1), RemotingCommand.request(310),
+                RemotingCommand.request(45)]  # fmt: skip
+        recs = [(REQUEST, 1, now, ("1.2.3.4", 5), memoryview(r.encode()[4:])) for r in reqs]
+        with pytest.raises(DispatchFailed):
+            host.handle(ch, recs)
+        replies = [
+            RemotingCommand.decode(bytes(r[2])[4:]) for r in RecordDecoder().feed(bytes(ch.out))
+        ]
+        assert [(r.opaque, r.code) for r in replies] == [(reqs[0].opaque, 1)]
     finally:
         a.close()
         b.close()
