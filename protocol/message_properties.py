@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from protocol.java_number import parse_java_int
+
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 
@@ -60,22 +62,14 @@ def property_value(props: Any, name: bytes, start: int = 0, end: int = -1) -> by
 
 
 def java_parse_int(raw: bytes) -> int | None:
-    """Integer.parseInt (radix 10) of a property value's UTF-8 bytes; None where it throws.
-
-    Java takes an optional sign, then one or more chars Character.digit reads as decimal digits
-    (any Unicode decimal digit of the BMP, as Java reads UTF-16 chars: "\u0663" is 3), within
-    int range. No spaces, no underscores, no empty digits ("+" alone throws)."""
+    """Integer.parseInt (radix 10) of a property value's UTF-8 bytes; None where it throws
+    (protocol.java_number has Java's rules)."""
     if _JAVA_ASCII_INT.fullmatch(raw) is not None:
         v = int(raw)
-    elif raw.isascii():
+        return v if _INT_MIN <= v <= _INT_MAX else None
+    if raw.isascii():
         return None
-    else:
-        text = raw.decode("utf-8", "replace")
-        digits = text[1:] if text[:1] in ("+", "-") else text
-        if not digits or any(ord(c) > 0xFFFF or not c.isdecimal() for c in digits):
-            return None
-        v = int(text)  # Python reads every Unicode decimal digit as Java does
-    return v if _INT_MIN <= v <= _INT_MAX else None
+    return parse_java_int(raw.decode("utf-8", "replace"))
 
 
 def delay_level(props: bytes) -> int | None:

@@ -46,6 +46,7 @@ from protocol.codes import (
 from protocol.codes import RequestCode as RC
 from protocol.command import RemotingCommand
 from protocol.headers import CheckTransactionStateRequestHeader
+from protocol.java_number import parse_java_int
 from protocol.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
@@ -423,7 +424,6 @@ class TransactionalMessageCheckService:
 
 
 def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text is not None else default
-    except ValueError:
-        return default
+    """A number property as Integer.parseInt reads it; default when absent or not one."""
+    v = parse_java_int(text) if text is not None else None
+    return default if v is None else v

@@ -36,6 +36,7 @@ from typing import (
 
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
+from protocol.java_number import parse_java_int
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,16 @@ def _bad_number(key: str, value: object, java_type: str) -> HeaderFieldError:
     )
 
 
+def _number(v: object, lo: int, hi: int) -> int | None:
+    """A header field's number as decodeCommandCustomHeader reads it (text by Java's rules,
+    protocol.java_number; an int as is), within [lo, hi]; None where Java throws."""
+    if type(v) is str:
+        return parse_java_int(v, lo, hi)
+    if type(v) is int and lo <= v <= hi:
+        return v
+    return None
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
@@ -88,7 +99,8 @@ def field_specs(cls: type, keys: Mapping[str, str]) -> tuple[FieldSpec, ...]:
 
 def build_from_ext(cls: type, specs: tuple[FieldSpec, ...]) -> Callable[..., Any]:
     """Generate `from_ext(cls, ext)` for one key set (number parsing inlined: hot path)."""
-    ns: dict[str, Any] = {"_bad_number": _bad_number, "_missing": _missing, "_EMPTY": _EMPTY}
+    ns: dict[str, Any] = {"_bad_number": _bad_number, "_missing": _missing, "_EMPTY": _EMPTY,
+                          "_number": _number}
     lines = ["def from_ext(cls, ext):", "    if ext is None: ext = _EMPTY", "    g = ext.get"]
     args = []
     for i, s in enumerate(specs):
@@ -106,9 +118,9 @@ def build_from_ext(cls: type, specs: tuple[FieldSpec, ...]) -> Callable[..., Any
         if s.kind in ("int", "Long"):
             lo, hi = (INT32_MIN, INT32_MAX) if s.kind == "int" else (INT64_MIN, INT64_MAX)
             java = "int" if s.kind == "int" else "long"
-            lines += [
-                f"{ind}try: {a} = int({a})",
-                f"{ind}except (ValueError, TypeError): {a} = None",
+            lines += [  # Integer.parseInt / Long.parseLong: no spaces, no underscores
+                f"{ind}if type({a}) is str and {a}.isdecimal() and {a}.isascii(): {a} = int({a})",
+                f"{ind}else: {a} = _number({a}, {lo}, {hi})",
                 f"{ind}if {a} is None or not {lo} <= {a} <= {hi}:",
                 f"{ind}    raise _bad_number({s.key!r}, g({s.key!r}), {java!r})",
             ]

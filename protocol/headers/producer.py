@@ -23,6 +23,7 @@ from protocol.headers.command_custom_header import (
     field_specs,
     header,
 )
+from protocol.java_number import java_digits
 
 # SendMessageRequestHeaderV2's one-letter keys (codes 310 and 320).
 SEND_V2_KEYS: Final[dict[str, str]] = {
@@ -98,14 +99,20 @@ def send_v2_fields(ext: Mapping[str, str]) -> SendV2Fields | None:
         topic = ext["b"]
         ext["a"]  # required: producerGroup, defaultTopic
         ext["c"]
-        nums = int(ext["d"])
-        queue_id = int(ext["e"])
-        sys_flag = int(ext["f"])
-        born = int(ext["g"])
-        flag = int(ext["h"])
+        d, e, f, g, h = ext["d"], ext["e"], ext["f"], ext["g"], ext["h"]
         j = ext.get("j")
-        reconsume = 0 if j is None else int(j)
         lv = ext.get("l")
+        text = d + e + f + g + h + (j or "") + (lv or "")
+        if not (text.isdecimal() and text.isascii()):  # a sign, another digit, a space...
+            for v in (d, e, f, g, h, j, lv):  # ...as Integer.parseInt reads them
+                if v is not None and not java_digits(v):
+                    return None  # from_ext_v2 gives the error
+        nums = int(d)
+        queue_id = int(e)
+        sys_flag = int(f)
+        born = int(g)
+        flag = int(h)
+        reconsume = 0 if j is None else int(j)
         max_times = 0 if lv is None else int(lv)
     except (KeyError, ValueError, TypeError):
         return None

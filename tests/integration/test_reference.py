@@ -23,3 +23,43 @@ def test_reference_cluster_serves_and_stops(reference_cluster: Any) -> None:
     assert pid is not None
     reference_cluster.stop()
     assert procinfo.is_zombie(pid)
+
+
+# header numbers the reference reads with Integer.parseInt / Long.parseLong: each is sent to
+# both brokers and must get the same answer (a NumberFormatException is SYSTEM_ERROR there)
+NUMBER_TEXTS = ["1", " 1", "1 ", "1_0", "+1", "\uff11", "\U0001d7cf", "\n1", "-0", "", "0x1"]
+
+
+def _number_answers(addr: tuple[str, int] | str) -> list[tuple[str, int, str | None]]:
+    """(what was sent, the answer's code, the queue it names or the offset it moved to)."""
+    from deploy.bench.requests import create_topic_cmd, pull_cmd
+
+    out: list[tuple[str, int, str | None]] = []
+    with BlockingClient(addr) as c:
+        r = c.invoke(create_topic_cmd("TNum", 4), 10.0)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for text in NUMBER_TEXTS:
+            ext = {"a": "g", "b": "TNum", "c": "TBW102", "d": "4", "e": text, "f": "0",
+                   "g": "1700000000000", "h": "0", "i": "TAGS\x01a\x02", "j": "0",
+                   "k": "false", "m": "false"}  # fmt: skip
+            r = c.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"x"), 10.0)
+            out.append((f"send queueId {text!r}", r.code, (r.ext_fields or {}).get("queueId")))
+        for text in NUMBER_TEXTS:
+            cmd = pull_cmd("gNum", "TNum", 1, 0)
+            assert cmd.ext_fields is not None
+            cmd.ext_fields["queueOffset"] = text
+            r = c.invoke(cmd, 10.0)
+            out.append((f"pull queueOffset {text!r}", r.code,
+                        (r.ext_fields or {}).get("nextBeginOffset")))  # fmt: skip
+    return out
+
+
+def test_header_numbers_are_read_as_the_reference_reads_them(
+    reference_cluster: Any, local_cluster: Any
+) -> None:
+    from tests.integration.e2e_helpers import broker_addr, start_real
+
+    ours = _number_answers(broker_addr(start_real(local_cluster)))
+    theirs = _number_answers(reference_cluster.broker_addr())
+    assert ours == theirs
+    assert {code for _, code, _ in ours} == {ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR}

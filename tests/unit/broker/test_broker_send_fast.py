@@ -89,6 +89,13 @@ CASES: list[tuple[str, dict[str, Any], int]] = [
     ("bad topic name", {"b": "a b"}, 0),
     ("batch flag", {"m": True}, 0),
     ("missing field", {"h": None}, 0),
+    # numbers as Integer.parseInt reads them: a sign or another decimal digit is a number,
+    # a space or an underscore is an error answered by the general path (SYSTEM_ERROR)
+    ("signed numbers", {"e": "+1", "h": "-3"}, 2),
+    ("fullwidth digit", {"e": "\uff11"}, 2),
+    ("space in a number", {"e": " 1"}, 0),
+    ("underscore in a number", {"g": "1_700_000_000_000"}, 0),
+    ("digit beyond the BMP", {"e": "\U0001d7cf"}, 0),
 ]
 
 
