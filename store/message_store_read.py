@@ -201,6 +201,8 @@ class MessageStoreRead:
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
     ) -> QueryMessageResult:
         """Records indexed under topic#key stored in [begin_ms, end_ms] (hash matches)."""
+        if max_num < 0:  # IndexService.queryOffset: new ArrayList(maxNum) throws
+            raise ValueError(f"Illegal Capacity: {max_num}")
         self.view.refresh_index()
         res = QueryMessageResult()
         kb = f"{topic}#{key}".encode()
@@ -290,6 +292,8 @@ class MessageStoreRead:
                 max_off,
             )  # fmt: skip
         buf, n_units = ib
+        if max_msgs < 0:  # new GetMessageResult(maxMsgNums): new ArrayList(-1) throws
+            raise ValueError(f"Illegal Capacity: {max_msgs}")
         max_phy = self._max_phy()
         min_phy = self._min_phy()
         memory = cfg.totalPhysicalMemory * cfg.accessMessageInMemoryMaxRatio // 100

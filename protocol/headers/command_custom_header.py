@@ -125,7 +125,10 @@ def build_from_ext(cls: type, specs: tuple[FieldSpec, ...]) -> Callable[..., Any
                 f"{ind}    raise _bad_number({s.key!r}, g({s.key!r}), {java!r})",
             ]
         elif s.kind == "bool":
-            # Java Boolean.parseBoolean ("true", any case); C++ sends "0"/"1" for some.
+            # Java Boolean.parseBoolean ("true", any case), plus "1": the C++ clients send
+            # "1"/"0" (a batch's "m": "1"), which 4.9.8 reads as false (tests/integration/
+            # test_cpp_clients.py::test_cpp_batch_send needs it: its batches would be one
+            # message each there)
             lines.append(f'{ind}{a} = {a} == "true" or {a} == "1" or {a}.lower() == "true"')
         elif not s.required:
             lines.append(f"{ind}pass")
