@@ -57,6 +57,12 @@ def _number_answers(addr: tuple[str, int] | str) -> list[tuple[str, int, str | N
                    "g": "1700000000000", "h": "0", "j": "0", "k": "false", "m": text}
             r = c.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"x"), 10.0)
             out.append((f"send batch flag {text!r}", r.code, (r.ext_fields or {}).get("queueId")))
+        for kind in ["SINGLE_TAG", "MULTI_TAG", "XX", "single_tag"]:  # TopicFilterType.valueOf
+            ext = {"topic": f"TNum{kind}", "defaultTopic": "TBW102", "readQueueNums": "4",
+                   "writeQueueNums": "4", "perm": "6", "topicFilterType": kind,
+                   "topicSysFlag": "0", "order": "false"}
+            r = c.invoke(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext), 10.0)
+            out.append((f"create topic filter type {kind}", r.code, None))
         for num in ["-1", "0", "5"]:  # new ArrayList(maxNum): a negative one throws
             ext = {"topic": "TNum", "key": "k", "maxNum": num, "beginTimestamp": "0",
                    "endTimestamp": "9999999999999"}

@@ -144,6 +144,10 @@ class AdminBrokerProcessor(CodeDispatchCore):
     def _create_topic(self, req: Request, now_ms: int) -> RemotingCommand | None:
         cmd = req.cmd
         h = CreateTopicRequestHeader.from_ext(cmd.ext_fields)
+        if h.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):  # checkFields: valueOf
+            return cmd.make_response(
+                RS.SYSTEM_ERROR, f"topicFilterType = [{h.topic_filter_type}] value invalid"
+            )
         topic = h.topic
         bad = validate_topic(topic)
         if bad is not None:
