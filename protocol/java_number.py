@@ -21,6 +21,14 @@ LONG_MIN: Final = -(1 << 63)
 LONG_MAX: Final = (1 << 63) - 1
 
 
+class NumberFormatError(ValueError):
+    """java.lang.NumberFormatException: text Integer.parseInt / Long.parseLong refuse, where
+    Java lets the exception end the request (the broker answers SYSTEM_ERROR)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f'For input string: "{text}"')
+
+
 def java_digits(text: str) -> bool:
     """True when Integer.parseInt / Long.parseLong read `text` as a number (range aside)."""
     digits = text[1:] if text[:1] in ("+", "-") else text

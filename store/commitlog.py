@@ -22,16 +22,19 @@ from typing import Final
 from zlib import crc32
 
 from protocol.codes import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from protocol.java_number import NumberFormatError
 from protocol.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from protocol.message_properties import (
+    DELAY,
     delay_level,
     delivery_tags_code,
     index_keys,
     properties_to_string,
+    property_value,
     string_to_properties,
 )
 from protocol.record import (
@@ -77,6 +80,12 @@ _HOST_V6_EXTRA: Final = 12
 _PREPARED: Final = TRANSACTION_PREPARED_TYPE
 _ROLLBACK: Final = TRANSACTION_ROLLBACK_TYPE
 _PS = PutMessageStatus
+
+
+def _delay_text(props: bytes) -> str:
+    """The DELAY value getDelayTimeLevel reads (for its NumberFormatException)."""
+    raw = property_value(props, DELAY)
+    return "" if raw is None else bytes(raw).decode("utf-8", "replace")
 
 
 class AppendError(Exception):
@@ -251,8 +260,8 @@ class CommitLog:
                 # (Java then answers SYSTEM_ERROR); checkMessageAndReturnSize calls such a record
                 # in SCHEDULE_TOPIC_XXXX bad, so one is never written
                 level = delay_level(pb)
-                if level is None:
-                    return PutMessageResult(_PS.MESSAGE_ILLEGAL)
+                if level is None:  # nothing written; the request ends in SYSTEM_ERROR
+                    raise NumberFormatError(_delay_text(pb))
                 if level > 0 and parks:
                     pb = self._park(msg, pb, level)
                     level = min(level, len(self._delays))
@@ -373,8 +382,10 @@ class CommitLog:
         bprops = batch.batch_properties
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
         if bp and b"DELAY\x01" in bp:
-            level = delay_level(bp)  # a delayed batch (its own DELAY) is refused, and one
-            if level is None or level > 0:  # getDelayTimeLevel cannot parse
+            level = delay_level(bp)  # a delayed batch (its own DELAY) is refused; one
+            if level is None:  # getDelayTimeLevel cannot parse ends the request
+                raise NumberFormatError(_delay_text(bp))
+            if level > 0:
                 return PutMessageResult(_PS.MESSAGE_ILLEGAL)
         qid = batch.queue_id
         key = (topic, qid)

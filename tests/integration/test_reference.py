@@ -57,6 +57,12 @@ def _number_answers(addr: tuple[str, int] | str) -> list[tuple[str, int, str | N
                    "g": "1700000000000", "h": "0", "j": "0", "k": "false", "m": text}
             r = c.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"x"), 10.0)
             out.append((f"send batch flag {text!r}", r.code, (r.ext_fields or {}).get("queueId")))
+        for delay in ["abc", " 2", "0", "-1"]:  # getDelayTimeLevel: Integer.parseInt
+            ext = {"a": "g", "b": "TNum", "c": "TBW102", "d": "4", "e": "3", "f": "0",
+                   "g": "1700000000000", "h": "0", "i": f"DELAY\x01{delay}\x02", "j": "0",
+                   "k": "false", "m": "false"}  # fmt: skip
+            r = c.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"x"), 10.0)
+            out.append((f"send DELAY {delay!r}", r.code, (r.ext_fields or {}).get("queueId")))
         for kind in ["SINGLE_TAG", "MULTI_TAG", "XX", "single_tag"]:  # TopicFilterType.valueOf
             ext = {"topic": f"TNum{kind}", "defaultTopic": "TBW102", "readQueueNums": "4",
                    "writeQueueNums": "4", "perm": "6", "topicFilterType": kind,

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.java_number import NumberFormatError
 from protocol.message_properties import string_to_properties
 from protocol.record import encode_record, java_string_hash
 from store.message_ext_broker_inner import MessageExtBatch
@@ -175,11 +176,15 @@ def test_a_batch_with_its_own_delay_is_refused(bp: str) -> None:
             r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
                                                batch_properties=bp), 5)  # fmt: skip
             assert r.status is S.MESSAGE_ILLEGAL and s.max_phy_offset == 0
-            # getDelayTimeLevel: 0 is no delay; a value Integer.parseInt refuses is refused
-            for other_bp, want in (("DELAY\x010", S.PUT_OK), ("DELAY\x01x", S.MESSAGE_ILLEGAL)):
-                r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
-                                                   batch_properties=other_bp), 5)  # fmt: skip
-                assert r.status is want
+            # getDelayTimeLevel: 0 is no delay; a value Integer.parseInt refuses throws
+            r = s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
+                                               batch_properties="DELAY\x010"), 5)  # fmt: skip
+            assert r.status is S.PUT_OK
+            end = s.max_phy_offset
+            with pytest.raises(NumberFormatError, match='For input string: "x"'):
+                s.put_messages(MessageExtBatch(TOPIC, _encode([Item(0, b"x", b"")]), QID,
+                                               batch_properties="DELAY\x01x"), 5)  # fmt: skip
+            assert s.max_phy_offset == end
         finally:
             s.shutdown(0)
 

@@ -26,6 +26,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.java_number import NumberFormatError
 from protocol.message_batch import encode_batch_raw
 from protocol.message_properties import string_to_properties
 from protocol.record import (
@@ -133,27 +134,32 @@ def _run(store: DefaultMessageStore, ops: list[Put | Batch]) -> int:
     """Put every op; the number of records the store took."""
     n = 0
     for i, op in enumerate(ops):
-        now = STORE_TS0 + i * 1000
-        if isinstance(op, Put) and op.fields:
-            host = V6 if op.v6 else V4
-            got = store.put_message_fields(op.topic, op.qid, op.body, op.props, op.tran, 0,
-                                           now - 5, host, host, 0, None, now)  # fmt: skip
-            n += isinstance(got, tuple)
+        try:
+            n += _put(store, op, STORE_TS0 + i * 1000)
+        except NumberFormatError:  # getDelayTimeLevel threw: nothing stored (SYSTEM_ERROR)
             continue
-        if isinstance(op, Put):
-            host = V6 if op.v6 else V4
-            m = MessageExtBrokerInner(topic=op.topic, body=op.body, queue_id=op.qid,
-                                      sys_flag=op.tran, born_timestamp=now - 5, born_host=host,
-                                      store_host=host, properties_string=op.props)  # fmt: skip
-            r = store.put_message(m, now)
-        else:
-            b = MessageExtBatch(topic=op.topic, body=encode_batch_raw(op.items), queue_id=op.qid,
-                                born_timestamp=now - 5, born_host=V4, store_host=V4,
-                                batch_properties=op.batch_props)  # fmt: skip
-            r = store.put_messages(b, now)
-        if r.ok:
-            n += r.msg_num
     return n
+
+
+def _put(store: DefaultMessageStore, op: Put | Batch, now: int) -> int:
+    """Put one op; the number of records the store took."""
+    if isinstance(op, Put) and op.fields:
+        host = V6 if op.v6 else V4
+        got = store.put_message_fields(op.topic, op.qid, op.body, op.props, op.tran, 0,
+                                       now - 5, host, host, 0, None, now)  # fmt: skip
+        return int(isinstance(got, tuple))
+    if isinstance(op, Put):
+        host = V6 if op.v6 else V4
+        m = MessageExtBrokerInner(topic=op.topic, body=op.body, queue_id=op.qid,
+                                  sys_flag=op.tran, born_timestamp=now - 5, born_host=host,
+                                  store_host=host, properties_string=op.props)  # fmt: skip
+        r = store.put_message(m, now)
+    else:
+        b = MessageExtBatch(topic=op.topic, body=encode_batch_raw(op.items), queue_id=op.qid,
+                            born_timestamp=now - 5, born_host=V4, store_host=V4,
+                            batch_properties=op.batch_props)  # fmt: skip
+        r = store.put_messages(b, now)
+    return r.msg_num if r.ok else 0
 
 
 # ---- what the stores hold ----------------------------------------------------------------------
