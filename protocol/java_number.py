@@ -25,7 +25,9 @@ class NumberFormatError(ValueError):
     """java.lang.NumberFormatException: text Integer.parseInt / Long.parseLong refuse, where
     Java lets the exception end the request (the broker answers SYSTEM_ERROR)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str | bytes) -> None:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
         super().__init__(f'For input string: "{text}"')
 
 

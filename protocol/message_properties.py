@@ -9,7 +9,6 @@ Java's result; the record layout that carries the string is protocol.record's.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 from protocol.java_number import parse_java_int
@@ -26,9 +25,6 @@ KEYS: Final = b"KEYS\x01"
 UNIQ_KEY: Final = b"UNIQ_KEY\x01"
 DELAY: Final = b"DELAY\x01"
 _SEP: Final = b"\x02"
-_JAVA_ASCII_INT: Final = re.compile(rb"[+-]?[0-9]+")
-_INT_MIN: Final = -(2**31)
-_INT_MAX: Final = 2**31 - 1
 
 
 _SEP_NAMES: Final = {n: _SEP + n for n in (TAGS, KEYS, UNIQ_KEY, DELAY)}
@@ -64,11 +60,6 @@ def property_value(props: Any, name: bytes, start: int = 0, end: int = -1) -> by
 def java_parse_int(raw: bytes) -> int | None:
     """Integer.parseInt (radix 10) of a property value's UTF-8 bytes; None where it throws
     (protocol.java_number has Java's rules)."""
-    if _JAVA_ASCII_INT.fullmatch(raw) is not None:
-        v = int(raw)
-        return v if _INT_MIN <= v <= _INT_MAX else None
-    if raw.isascii():
-        return None
     return parse_java_int(raw.decode("utf-8", "replace"))
 
 

@@ -53,7 +53,7 @@ from protocol.record import (
 from store.allocate_service import AllocateMappedFileService
 from store.config import StoreConfig
 from store.create_retry_gate import CreateRetryGate
-from store.dispatch_request import CommitLogDispatcher, CommitLogWalk, RecordChecker
+from store.dispatch_request import CommitLogDispatcher, CommitLogWalk, DispatchFailed, RecordChecker
 from store.flush_service import FlushRealTimeService, Msync
 from store.index import TagCodes
 from store.mapped_file import MappedFile
@@ -82,22 +82,8 @@ _ROLLBACK: Final = TRANSACTION_ROLLBACK_TYPE
 _PS = PutMessageStatus
 
 
-def _delay_text(props: bytes) -> str:
-    """The DELAY value getDelayTimeLevel reads (for its NumberFormatException)."""
-    raw = property_value(props, DELAY)
-    return "" if raw is None else bytes(raw).decode("utf-8", "replace")
-
-
 class AppendError(Exception):
     """A record that can never be stored (larger than a file)."""
-
-
-class DispatchFailed(Exception):
-    """A record is in the commit log but its dispatch (its consume-queue unit, its index
-    entries) failed: the writer's queue offsets no longer match its files, and the next
-    unit of that queue would pre-blank the missing one (its message skipped by every
-    consumer). Nothing may be put after it: the writer's process ends (ProcessorHost lets
-    this through) and its replacement's recovery dispatches the record again."""
 
 
 class CommitLog:
@@ -261,7 +247,7 @@ class CommitLog:
                 # in SCHEDULE_TOPIC_XXXX bad, so one is never written
                 level = delay_level(pb)
                 if level is None:  # nothing written; the request ends in SYSTEM_ERROR
-                    raise NumberFormatError(_delay_text(pb))
+                    raise NumberFormatError(property_value(pb, DELAY) or b"")
                 if level > 0 and parks:
                     pb = self._park(msg, pb, level)
                     level = min(level, len(self._delays))
@@ -382,9 +368,9 @@ class CommitLog:
         bprops = batch.batch_properties
         bp = bprops if bprops.__class__ is bytes else bprops.encode()  # type: ignore[attr-defined]
         if bp and b"DELAY\x01" in bp:
-            level = delay_level(bp)  # a delayed batch (its own DELAY) is refused; one
-            if level is None:  # getDelayTimeLevel cannot parse ends the request
-                raise NumberFormatError(_delay_text(bp))
+            level = delay_level(bp)  # a DELAY it cannot parse ends the request; a delayed
+            if level is None:  # batch (its own DELAY > 0) is refused
+                raise NumberFormatError(property_value(bp, DELAY) or b"")
             if level > 0:
                 return PutMessageResult(_PS.MESSAGE_ILLEGAL)
         qid = batch.queue_id

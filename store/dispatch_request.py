@@ -193,6 +193,14 @@ def scan(mfq: MappedFileQueue, start: int, check_crc: bool, ts_mark: int) -> tup
     return end, last_ts, (mark if mark >= 0 else end)
 
 
+class DispatchFailed(Exception):
+    """A record is in the commit log but its dispatch (its consume-queue unit, its index
+    entries) failed: the writer's queue offsets no longer match its files, and the next
+    unit of that queue would pre-blank the missing one (its message skipped by every
+    consumer). Nothing may be put after it: the writer's process ends (ProcessorHost lets
+    this through) and its replacement's recovery dispatches the record again."""
+
+
 class CommitLogDispatcher(Protocol):
     """Where the commit log's writer sends each record it wrote (CommitLogDispatcher.java: the
     consume-queue and index dispatchers; here ReputMessageService), and asks beforehand for the

@@ -40,7 +40,7 @@ from actors.runtime.direct_reply import DirectReplies
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, ProtocolError
-from store.commitlog import DispatchFailed
+from store.dispatch_request import DispatchFailed
 from store.stats_page import StatsPage
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from actors.runtime.link_records import ArrivalNotices, encode
 from actors.runtime.processor_host import ChannelOutbox, ProcessorHost
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
-from store.commitlog import DispatchFailed
+from store.dispatch_request import DispatchFailed
 
 
 def _stream() -> tuple[bytes, list[tuple]]:

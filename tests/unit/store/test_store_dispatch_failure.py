@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from protocol.message_properties import properties_to_string
-from store.commitlog import DispatchFailed
 from store.consume_queue import ConsumeQueue
+from store.dispatch_request import DispatchFailed
 from store.message_ext_broker_inner import MessageExtBatch
 from store.message_store import DefaultMessageStore
 from tests.unit.store.store_helpers import msg, open_store, pull_all, small_config
