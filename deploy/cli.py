@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "each scenario warmed untimed on both first (--warmup "
                                  "SECONDS); "
                                  "`bench --client`: the client's (deploy/bench/client_bench.py); "
-                                 "`bench --consumer`: deploy/bench/consumer_bench.py")
+                                 "`bench --consumer`: deploy/bench/consumer_bench.py; "
+                                 "`bench --floor`: B's ladder, deploy/bench/send_floor.py")
     sub.add_parser("producer", help="producer benchmark: `actormq producer --help`")
     sub.add_parser("consumer", help="consumer benchmark: `actormq consumer --help`")
     sub.add_parser("spark", help="SparkBridge and pipelines: `actormq spark --help`")
@@ -345,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
             from deploy.bench.client_bench import main as client_bench_main
 
             return int(client_bench_main(argv[2:]) or 0)
+        if argv[1:2] == ["--floor"]:
+            from deploy.bench.send_floor import main as floor_main
+
+            return int(floor_main(argv[2:]) or 0)
         from deploy.bench.broker_bench import main as bench_main
 
         return int(bench_main(argv[1:]) or 0)
