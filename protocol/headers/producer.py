@@ -48,10 +48,11 @@ SEND_V2_KEYS: Final[dict[str, str]] = {
 class SendMessageRequestHeader(CommandCustomHeader):
     """SEND_MESSAGE (10) long keys; SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320) via _v2."""
 
-    producer_group: str
+    # required here (SEND_MESSAGE's decode checks @CFNotNull); V2 reads them nullable
+    producer_group: str | None
     topic: str
-    default_topic: str
-    default_topic_queue_nums: int
+    default_topic: str | None
+    default_topic_queue_nums: int | None
     queue_id: int
     sys_flag: int
     born_timestamp: Long
@@ -73,7 +74,16 @@ class SendMessageRequestHeader(CommandCustomHeader):
         return _send_to_v2(self)
 
 
-SEND_V2_SPECS: Final = field_specs(SendMessageRequestHeader, SEND_V2_KEYS)
+# SendMessageRequestHeaderV2.decode, the fast decode 4.9.8 gives codes 310, 320 and 325, checks
+# no field: a missing one stays null and fails only where the send dereferences it (queueId,
+# sysFlag, bornTimestamp and flag always; defaultTopic and its queue count only to create the
+# topic; the topic in its check). Missing, a, c and d are null here too; the others are
+# required as they are for SEND_MESSAGE (the same SYSTEM_ERROR, another remark).
+V2_NULLABLE_KEYS: Final = frozenset({"a", "c", "d"})
+SEND_V2_SPECS: Final = tuple(
+    s._replace(required=False, default=None) if s.key in V2_NULLABLE_KEYS else s
+    for s in field_specs(SendMessageRequestHeader, SEND_V2_KEYS)
+)
 _send_from_v2 = build_from_ext(SendMessageRequestHeader, SEND_V2_SPECS)
 _send_to_v2 = build_to_ext(SendMessageRequestHeader, SEND_V2_SPECS)
 
@@ -97,17 +107,16 @@ def send_v2_fields(ext: Mapping[str, str]) -> SendV2Fields | None:
         if m is not None and m != "false":
             return None
         topic = ext["b"]
-        ext["a"]  # required: producerGroup, defaultTopic
-        ext["c"]
-        d, e, f, g, h = ext["d"], ext["e"], ext["f"], ext["g"], ext["h"]
+        e, f, g, h = ext["e"], ext["f"], ext["g"], ext["h"]
+        d = ext.get("d")  # a, c and d may be missing (V2_NULLABLE_KEYS)
         j = ext.get("j")
         lv = ext.get("l")
-        text = d + e + f + g + h + (j or "") + (lv or "")
+        text = (d or "") + e + f + g + h + (j or "") + (lv or "")
         if not (text.isdecimal() and text.isascii()):  # a sign, another digit, a space...
             for v in (d, e, f, g, h, j, lv):  # ...as Integer.parseInt reads them
                 if v is not None and not java_digits(v):
                     return None  # from_ext_v2 gives the error
-        nums = int(d)
+        nums = 0 if d is None else int(d)
         queue_id = int(e)
         sys_flag = int(f)
         born = int(g)
@@ -152,10 +161,11 @@ class ReplyMessageRequestHeader(CommandCustomHeader):
     reply's send header plus where and when it was stored (hosts written as Java's
     InetSocketAddress.toString(), "/ip:port")."""
 
-    producer_group: str
+    # required to decode (@CFNotNull); the broker passes on what a V2 send left null
+    producer_group: str | None
     topic: str
-    default_topic: str
-    default_topic_queue_nums: int
+    default_topic: str | None
+    default_topic_queue_nums: int | None
     queue_id: int
     sys_flag: int
     born_timestamp: Long

@@ -225,6 +225,10 @@ class AbstractSendMessageProcessor:
             raise Reject(*verdict)
         if tc is None:
             h = decode_send_header(cmd.code, cmd.ext_fields)
+            if h.default_topic is None or h.default_topic_queue_nums is None:  # a V2 header's
+                key = "c" if h.default_topic is None else "d"  # (Java dereferences both here)
+                raise Reject(RS.SYSTEM_ERROR, f"the custom field <{key}> is null: topic[{topic}] "
+                             "cannot be created without the default topic and its queue count")
             tc = topics.create_in_send_message_method(
                 topic, h.default_topic, h.default_topic_queue_nums, 0
             )
