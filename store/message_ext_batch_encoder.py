@@ -37,6 +37,13 @@ _EMPTY_TAGS: Final = b"TAGS\x01\x02"
 BatchItemSpan = tuple[int, int, int, int, int]
 
 
+class MalformedBatchError(ValueError):
+    """A batch body that does not read as items (none at all, an item cut short, lengths past
+    the end): MessageExtBatchEncoder throws reading it (BufferUnderflowException and the like)
+    and the exception ends the request, which the broker answers SYSTEM_ERROR. Nothing is
+    written."""
+
+
 def record_fixed_size(topic_with_length: bytes) -> int:
     """A record's size less its body and properties (the topic's length byte included)."""
     return MIN_RECORD_SIZE - 1 + len(topic_with_length)
@@ -71,7 +78,7 @@ def check_items(
 ) -> tuple[list[BatchItemSpan], int] | PutMessageStatus:
     """Every item of a batch body checked before anything is written: (the items, the record
     bytes they become, a record being `base` + body + stored properties) or the status that
-    refuses the batch."""
+    refuses the batch; MalformedBatchError for a body that does not read."""
     items: list[BatchItemSpan] = []
     n_raw = len(raw)
     extra = len(bp)
@@ -81,8 +88,9 @@ def check_items(
         # an item is as long as its body and properties lengths say
         try:
             flag, _b, bl, pa, pl = batch_item_at(raw, pos, n_raw)
-        except RecordError:
-            return PutMessageStatus.MESSAGE_ILLEGAL
+        except RecordError as exc:
+            raise MalformedBatchError(f"batch item {len(items)} at byte {pos} of "
+                                      f"{n_raw}: {exc}") from None  # fmt: skip
         rpl = pl
         if extra:  # item props + (separator) + batch props
             rpl += extra + (1 if pl and raw[pa + pl - 1] != 2 else 0)
@@ -92,7 +100,7 @@ def check_items(
         total += base + bl + rpl
         pos = pa + pl
     if not items:
-        return PutMessageStatus.MESSAGE_ILLEGAL
+        raise MalformedBatchError("the batch body is empty")
     return items, total
 
 
@@ -205,10 +213,10 @@ class MessageExtBatchEncoder:
         # a bad item: check_items names the first bad item's status, checked in the same order
         # (an item's DELAY is stored as it is, as MessageExtBatchEncoder does)
         if pos != n_raw or not units:
-            checked = check_items(raw, bp, base)
+            checked = check_items(raw, bp, base)  # raises MalformedBatchError for a torn body
             if isinstance(checked, PutMessageStatus):
                 return checked
-            return PutMessageStatus.MESSAGE_ILLEGAL  # not reached: both apply the same checks
+            raise AssertionError("check_items passed a batch the encoder could not read")
         self._tag_memo[tag_at] = (tag_pre, tag_end, last_tc)
         self._unpack_memo = (ub, item_unpack)
         return pieces, units, items

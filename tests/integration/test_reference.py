@@ -72,6 +72,14 @@ def _number_answers(addr: tuple[str, int] | str) -> list[tuple[str, int, str | N
                     r = c.invoke(RemotingCommand.request(code, ext, body), 10.0)
                     out.append((f"{int(code)} to {topic} without {key}", r.code,
                                 (r.ext_fields or {}).get("queueId")))  # fmt: skip
+        one = encode_batch([BatchItem(0, b"x", {"TAGS": "a"})])
+        for name, body in [("empty", b""), ("garbage", b"garbage"), ("cut", one[:-3]),
+                           ("a byte over", one + b"\x00"), ("total ignored", b"\0\0\0\5" + one[4:]),
+                           ("body past the end", one[:16] + b"\0\0\x27\x0f" + one[20:])]:
+            ext = {"a": "g", "b": "TNum", "c": "TBW102", "d": "4", "e": "1", "f": "0",
+                   "g": "1700000000000", "h": "0", "j": "0", "k": "false", "m": "true"}
+            r = c.invoke(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body), 10.0)
+            out.append((f"batch body {name}", r.code, (r.ext_fields or {}).get("queueId")))
         for delay in ["abc", " 2", "0", "-1"]:  # getDelayTimeLevel: Integer.parseInt
             ext = {"a": "g", "b": "TNum", "c": "TBW102", "d": "4", "e": "3", "f": "0",
                    "g": "1700000000000", "h": "0", "i": f"DELAY\x01{delay}\x02", "j": "0",

@@ -92,6 +92,7 @@ from protocol.message_properties import (
     properties_to_string,
 )
 from protocol.record import java_string_hash
+from store.message_ext_batch_encoder import MalformedBatchError
 from store.message_ext_broker_inner import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import DefaultMessageStore
 from store.put_message_result import PutMessageResult, PutMessageStatus, offset_msg_id
@@ -467,7 +468,11 @@ class SendMessageProcessor(ReplyMessageProcessor):
             body=cmd.body,
             batch_properties=properties_to_string(props),
         )
-        result = self.store.put_messages(batch, now_ms)
+        try:
+            result = self.store.put_messages(batch, now_ms)
+        except MalformedBatchError as exc:  # the encoder's exception ends the request there
+            return cmd.make_response(RS.SYSTEM_ERROR, f"the batch body does not decode: {exc}",
+                                     self._base_ext())  # fmt: skip
         return self._put_response(req, result, queue_id, wait, now_ms, h.topic)
 
     # --- CONSUMER_SEND_MSG_BACK ---------------------------------------------------------------

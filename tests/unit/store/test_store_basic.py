@@ -16,6 +16,7 @@ from store.config import StoreConfig
 from store.consume_queue import CQ_UNIT_SIZE
 from store.get_message_result import GetMessageStatus
 from store.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, java_hash_bytes
+from store.message_ext_batch_encoder import MalformedBatchError
 from store.message_ext_broker_inner import MessageExtBatch
 from store.message_filter import TagFilter
 from store.message_store import DefaultMessageStore
@@ -163,7 +164,10 @@ def test_batch_put(store):
     q = store.query_message("B", "bk3", 10, 0, 10**13)
     assert q.phy_offsets == [r.offsets[3]]
     bad = MessageExtBatch(topic="B", body=b"\x00\x00\x00\x05xx", queue_id=2)
-    assert store.put_messages(bad, 2_000).status is PutMessageStatus.MESSAGE_ILLEGAL
+    end = store.max_phy_offset
+    with pytest.raises(MalformedBatchError, match="truncated batch item"):
+        store.put_messages(bad, 2_000)  # SYSTEM_ERROR on the wire, as on the reference
+    assert store.max_phy_offset == end
 
 
 def test_delay_rewrite_and_transactions(store):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from protocol.java_number import NumberFormatError
 from protocol.message_properties import string_to_properties
 from protocol.record import encode_record, java_string_hash
+from store.message_ext_batch_encoder import MalformedBatchError
 from store.message_ext_broker_inner import MessageExtBatch
 from store.put_message_result import PutMessageStatus
 from tests.unit.store.store_helpers import open_store, small_config
@@ -73,9 +74,12 @@ def _stored_props(it: Item, bp: bytes) -> bytes:
     return it.props + bp
 
 
-def _expected_status(items: list[Item], bp: bytes, torn: bool = False) -> PutMessageStatus:
+def _expected_status(items: list[Item], bp: bytes, torn: bool = False
+                     ) -> PutMessageStatus | None:  # fmt: skip
+    """The put's status; None: MalformedBatchError (SYSTEM_ERROR on the wire, as the
+    encoder's exception is on the reference)."""
     if not items or torn:
-        return S.MESSAGE_ILLEGAL
+        return None
     for it in items:
         if len(_stored_props(it, bp)) > 32767:
             return S.PROPERTIES_SIZE_EXCEEDED
@@ -102,9 +106,13 @@ def _check_batch(items: list[Item], bp_s: str, file_size: int, cut: int = 0) -> 
                 TOPIC, body[: len(body) - cut], QID, sys_flag=0x30, born_timestamp=77,
                 born_host=BORN, store_host=STORE, reconsume_times=2, batch_properties=bp_s,
             )  # fmt: skip
-            r = s.put_messages(batch, 1_234)
             want = _expected_status(items, bp, torn=cut > 0)
-            assert r.status is want
+            if want is None:
+                with pytest.raises(MalformedBatchError):
+                    s.put_messages(batch, 1_234)
+            else:
+                r = s.put_messages(batch, 1_234)
+                assert r.status is want
             if want is not S.PUT_OK:
                 assert s.max_phy_offset == max0
                 assert s.get_max_offset_in_queue(TOPIC, QID) == cq_max0
