@@ -380,15 +380,12 @@ class CodeDispatchCore:
 
 def properties_update(cmd: RemotingCommand, black_list: str) -> dict[str, str] | RemotingCommand:
     """The properties of an UPDATE_*_CONFIG body (none for an empty one: nothing changes, as
-    in Java), or the error answer: not UTF-8, or a name in `black_list` (";"-separated,
-    configBlackList) refusing the lot."""
+    in Java), or the error answer: a name in `black_list` (";"-separated, configBlackList)
+    refusing the lot. Bytes that are not UTF-8 read as U+FFFD, as new String(body, UTF-8)
+    reads them there (a name made of them is unknown, so ignored)."""
     from store.config import parse_properties_text
 
-    try:
-        text = bytes(cmd.body).decode("utf-8")
-    except UnicodeDecodeError:
-        return cmd.make_response(RS.SYSTEM_ERROR, "the body is not UTF-8 properties text")
-    props = parse_properties_text(text)
+    props = parse_properties_text(bytes(cmd.body).decode("utf-8", "replace"))
     if {n.strip() for n in black_list.split(";") if n.strip()}.intersection(props):
         return cmd.make_response(RS.NO_PERMISSION, "Can not update config in black list.")
     return props

@@ -53,6 +53,8 @@ OP_TOPIC: Final = RMQ_SYS_TRANS_OP_HALF_TOPIC
 CHECK_GROUP: Final = CID_RMQ_SYS_TRANS
 REMOVE_TAG: Final = "d"  # TransactionalMessageUtil.REMOVETAG
 RW: Final = PERM_READ | PERM_WRITE
+_END_TYPES: Final = frozenset({TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE,
+                               TRANSACTION_ROLLBACK_TYPE})  # fmt: skip
 
 
 def process_end_transaction(
@@ -61,6 +63,8 @@ def process_end_transaction(
     """EndTransactionProcessor: commit or roll back a half message (mostly oneway)."""
     cmd = req.cmd
     h = EndTransactionRequestHeader.from_ext(cmd.ext_fields)
+    if h.commit_or_rollback not in _END_TYPES:  # EndTransactionRequestHeader.checkFields
+        return cmd.make_response(RS.SYSTEM_ERROR, "commitOrRollback field wrong")
     if tx is None:
         return cmd.make_response(RS.SLAVE_NOT_AVAILABLE, "Can't process transaction on slave")
     res = tx.end_transaction(h, now_ms)
@@ -108,9 +112,7 @@ class TransactionalMessageService:
         """Commit or roll back a half message: (code, remark), or None (nothing to answer)."""
         kind = h.commit_or_rollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            if kind != TRANSACTION_NOT_TYPE:
-                log.warning("END_TRANSACTION with unknown commitOrRollback=%d", kind)
-            return None
+            return None  # TRANSACTION_NOT_TYPE: nothing to do (the caller refused the rest)
         msg = self.store.look_message_by_offset(h.commit_log_offset)
         if msg is None or msg.topic != HALF_TOPIC:
             return RS.SYSTEM_ERROR, "Find prepared transaction message failed"

@@ -80,6 +80,16 @@ def _number_answers(addr: tuple[str, int] | str) -> list[tuple[str, int, str | N
                    "g": "1700000000000", "h": "0", "j": "0", "k": "false", "m": "true"}
             r = c.invoke(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body), 10.0)
             out.append((f"batch body {name}", r.code, (r.ext_fields or {}).get("queueId")))
+        for name, cmd in [  # a header's checkFields, a body that is not there or not UTF-8
+                ("end transaction type 99", RemotingCommand.request(RequestCode.END_TRANSACTION, {
+                    "producerGroup": "g", "tranStateTableOffset": "0", "commitLogOffset": "0",
+                    "commitOrRollback": "99", "msgId": "x", "fromTransactionCheck": "false"})),
+                ("heartbeat without a body", RemotingCommand.request(RequestCode.HEART_BEAT)),
+                ("heartbeat of nobody", RemotingCommand.request(RequestCode.HEART_BEAT, None,
+                                                                b"{}")),
+                ("broker config not UTF-8", RemotingCommand.request(
+                    RequestCode.UPDATE_BROKER_CONFIG, None, b"\xff\xfe=1\n"))]:  # fmt: skip
+            out.append((name, c.invoke(cmd, 10.0).code, None))
         for delay in ["abc", " 2", "0", "-1"]:  # getDelayTimeLevel: Integer.parseInt
             ext = {"a": "g", "b": "TNum", "c": "TBW102", "d": "4", "e": "3", "f": "0",
                    "g": "1700000000000", "h": "0", "i": f"DELAY\x01{delay}\x02", "j": "0",

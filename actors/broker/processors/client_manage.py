@@ -178,8 +178,10 @@ class ClientManageProcessor(CodeDispatchCore):
 
     def _heartbeat(self, req: Request, now_ms: int) -> RemotingCommand | None:
         cmd = req.cmd
+        if not cmd.body:  # HeartbeatData.decode(null) throws there
+            return cmd.make_response(RS.SYSTEM_ERROR, "bad heartbeat body: none")
         try:
-            data = HeartbeatData.from_json(cmd.body) if cmd.body else HeartbeatData()
+            data = HeartbeatData.from_json(cmd.body)
         except ValueError as e:
             log.warning("bad heartbeat body from %s:%d: %s", req.peer[0], req.peer[1], e)
             return cmd.make_response(RS.SYSTEM_ERROR, f"bad heartbeat body: {e}")

@@ -284,6 +284,10 @@ def test_update_broker_config_refuses_a_bad_value(broker: Broker) -> None:
     r = broker.call(RC.UPDATE_BROKER_CONFIG, None, b"")  # Java: nothing to update, SUCCESS
     assert r is not None and r.code == RS.SUCCESS
     assert broker.ctxs["send"].broker_config.brokerPermission == 6
+    # bytes that are not UTF-8 read as U+FFFD (new String(body, UTF-8)): an unknown name
+    r = broker.call(RC.UPDATE_BROKER_CONFIG, None, b"\xff\xfe=1\n")
+    assert r is not None and r.code == RS.SUCCESS and "ignored unknown" in (r.remark or "")
+    assert broker.ctxs["send"].broker_config.brokerPermission == 6
 
 
 def test_update_broker_config_checks_the_config_the_next_start_reads(tmp_path) -> None:

@@ -152,3 +152,14 @@ def test_held_heartbeat_times_out_and_keeps_other_notices_on_close(broker: Broke
     assert [(c, cmd.code, cmd.ext_fields) for c, cmd in sent] == [
         (1, RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "A"})]
     assert core.held.held == {}
+
+
+def test_a_heartbeat_without_a_body_is_refused(broker: Broker) -> None:
+    """HeartbeatData.decode(null) throws on the reference: SYSTEM_ERROR, nothing registered;
+    an empty object is a heartbeat of nobody."""
+    r = broker.call(RC.HEART_BEAT, None, b"", conn_id=3)
+    assert r is not None and r.code == RS.SYSTEM_ERROR and r.remark == "bad heartbeat body: none"
+    r = broker.call(RC.HEART_BEAT, None, b"{}", conn_id=3)
+    assert r is not None and r.code == RS.SUCCESS
+    r = broker.call(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}, conn_id=3)
+    assert r is not None and r.code == RS.SYSTEM_ERROR  # "no consumer for this group"

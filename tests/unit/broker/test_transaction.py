@@ -136,6 +136,18 @@ def test_end_transaction_validation(
     assert (OP_TOPIC, 0) not in txb.store.consume_queues
 
 
+@pytest.mark.parametrize("kind", [99, -1, 4])
+def test_an_unknown_end_transaction_type_is_answered(txb: Broker, kind: int) -> None:
+    """EndTransactionRequestHeader.checkFields: only NOT / COMMIT / ROLLBACK; the rest is
+    SYSTEM_ERROR (it used to get no answer, a two-way request timing out)."""
+    _half(txb)
+    resp = _end(txb, 0, _half_phy(txb), kind)
+    assert resp is not None and resp.code == RS.SYSTEM_ERROR
+    assert resp.remark == "commitOrRollback field wrong"
+    assert txb.store.get_max_offset_in_queue("TxTopic", 1) == 0
+    assert (OP_TOPIC, 0) not in txb.store.consume_queues
+
+
 def test_end_transaction_on_a_normal_message_is_refused(txb: Broker) -> None:
     resp = txb.call(RC.SEND_MESSAGE_V2, send_ext("Plain"), b"x", now_ms=BORN)
     assert resp is not None and resp.code == RS.SUCCESS
