@@ -11,6 +11,8 @@ import json
 import json.encoder
 import json.scanner
 import logging
+import math
+import re
 from typing import Any, Final
 
 import msgpack
@@ -23,6 +25,7 @@ from protocol.errors import (
     BadHeaderError,
 )
 from protocol.header_fields import HeaderFields
+from protocol.java_number import parse_java_int
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,7 @@ log = logging.getLogger(__name__)
 _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 
+_TRAILING_ZEROS: Final = re.compile(r"\.0*$")  # fastjson's NUMBER_WITH_TRAILING_ZEROS_PATTERN
 _LANG_BY_NAME: Final[dict[str, int]] = {m.name: m.value for m in LanguageCode}
 _LANG_JSON: Final[dict[int, str]] = {m.value: f'"{m.name}"' for m in LanguageCode}
 
@@ -99,16 +103,49 @@ def _coerce_ext(raw: object) -> dict[str, str] | None:
     return out
 
 
-def _int_field(obj: dict[str, Any], key: str, default: int) -> int:
-    """An int32 member of a decoded JSON header (absent => default)."""
-    v = obj.get(key, default)
-    if type(v) is not int:
-        if v is None:
+def fastjson_int(v: object, default: int) -> int | None:
+    """A JSON header's int member as fastjson sets RemotingCommand's int field: absent (pass
+    `default`) or null => default; a number with a fraction truncated (105.9 => 105); a
+    boolean 1 or 0; text as TypeUtils.castToInt reads it ("", "null" => default; commas
+    dropped, a trailing ".000" dropped, then Integer.parseInt). None: not an int32."""
+    n: int | None
+    if isinstance(v, bool):  # before int: a bool is one
+        n = int(v)
+    elif isinstance(v, int):
+        n = v
+    elif v is None:
+        return default
+    elif isinstance(v, float):
+        n = int(v) if math.isfinite(v) else None
+    elif isinstance(v, str):
+        text = v.replace(",", "") if v not in ("", "null", "NULL") else ""
+        if not text:
             return default
-        raise BadHeaderError(f"header field {key} is not an integer: {v!r}")
-    if not _INT32_MIN <= v <= _INT32_MAX:
-        raise BadHeaderError(f"header field {key} out of int range: {v}")
-    return v
+        n = parse_java_int(_TRAILING_ZEROS.sub("", text), _INT32_MIN, _INT32_MAX)
+    else:
+        return None
+    return n if n is not None and _INT32_MIN <= n <= _INT32_MAX else None
+
+
+def _int_field(obj: dict[str, Any], key: str, default: int) -> int:
+    """fastjson_int of a decoded JSON header's member; BadHeaderError when it is not one."""
+    v = obj.get(key, default)
+    n = fastjson_int(v, default)
+    if n is None:
+        raise BadHeaderError(f"header field {key} is not an int: {v!r:.100}")
+    return n
+
+
+def _remark(v: object) -> str | None:
+    """The remark member as fastjson reads it into a String: text as it is, a number or a
+    boolean as written, an object or array as its JSON text."""
+    if v is None or type(v) is str:
+        return v
+    if type(v) is bool:
+        return "true" if v else "false"
+    if type(v) in (int, float):
+        return repr(v)
+    return _json_encode(v)
 
 
 def _language_from_json(v: object) -> int:
@@ -128,7 +165,7 @@ def _language_from_json(v: object) -> int:
 
 def decode_json_header(header: memoryview | bytes) -> tuple[int, int, int, int, int, Any, Any]:
     try:
-        text = str(header, "utf-8")
+        text = str(header, "utf-8", "replace")  # new String(bytes, UTF-8), as Java reads it
         try:
             obj, end = _json_scan(text, 0)  # C scanner, no wrapper frames
         except StopIteration:  # e.g. leading whitespace: the full decoder decides
@@ -164,7 +201,7 @@ def decode_json_header(header: memoryview | bytes) -> tuple[int, int, int, int, 
         language = _language_from_json(lang)
     remark = get("remark")
     if remark is not None and type(remark) is not str:
-        raise BadHeaderError("header field remark is not a string")
+        remark = _remark(remark)
     return code, language, version, opaque, flag, remark or None, _coerce_ext(get("extFields"))
 
 

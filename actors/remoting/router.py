@@ -16,6 +16,7 @@ from typing import Any, Final
 import msgpack
 
 from protocol.codes import RequestCode
+from protocol.remoting_serializable import fastjson_int
 
 JSON: Final = 0
 ROCKETMQ: Final = 1
@@ -50,12 +51,15 @@ def request_code(frame: Any) -> int:
     header = bytes(frame[4 : 4 + hlen])
     if stype == JSON:
         try:
-            obj = json.loads(header)
+            obj = json.loads(str(header, "utf-8", "replace"))  # as the processor's decode
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # Recursion: deep nesting
             raise RouteError(f"invalid JSON header: {exc}") from None
         if not isinstance(obj, dict):
             raise RouteError("JSON header is not an object")
-        return _as_code(obj.get("code", 0))
+        code = fastjson_int(obj.get("code"), 0)  # what the processor's decode reads
+        if code is None:
+            raise RouteError(f"bad code {obj.get('code')!r:.100}")
+        return code
     if stype == MSGPACK:
         try:
             obj = msgpack.unpackb(header, raw=False, strict_map_key=False)

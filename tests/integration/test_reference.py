@@ -120,3 +120,65 @@ def test_odd_header_values_are_read_as_the_reference_reads_them(
     assert ours == theirs
     assert {code for _, code, _ in ours} == {ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR,
                                              ResponseCode.QUERY_NOT_FOUND}  # fmt: skip
+
+
+# JSON header members of odd types, as a client might write them: fastjson casts them (text to
+# int by Integer.parseInt after dropping commas and a trailing ".0", a fraction truncated,
+# anything to a String remark, bytes that are not UTF-8 as U+FFFD); what it cannot cast ends
+# the connection on both brokers
+ODD_HEADERS = [
+    ('"code":"30"', True), ('"code":"+30"', True), ('"code":"30.0"', True),
+    ('"code":30.5', True), ('"code":3e1', True), ('"opaque":"7,000"', True),
+    ('"flag":"0"', True), ('"version":"395"', True), ('"version":395.0', True),
+    ('"remark":5', True), ('"remark":{"a":[1]}', True), ('"remark":true', True),
+    ('"remark":"\xff"', True), ('"code":" 30"', False), ('"code":"abc"', False),
+    ('"code":"3.5"', False), ('"version":{}', False), ('"language":true', False),
+]
+
+
+def _odd_header_outcome(addr: str, member: str) -> str:
+    """`closed`, or the answer's code and opaque, for GET_MAX_OFFSET of TNum queue 0 with one
+    header member written as `member` (bounded: 5 s)."""
+    import socket
+    import struct
+
+    from protocol.framing import FrameDecoder
+
+    members = {"code": "30", "flag": "0", "language": '"JAVA"', "opaque": "7",
+               "version": "395"}  # fmt: skip
+    key = member.split(":", 1)[0].strip('"')
+    members[key] = member.split(":", 1)[1]
+    text = ",".join(f'"{k}":{v}' for k, v in members.items())
+    header = ("{" + text + ',"extFields":{"topic":"TNum","queueId":"0"}}').encode()
+    header = header.replace("\xff".encode(), b"\xff")  # a byte that is not UTF-8
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">ii", 4 + len(header), len(header)) + header)
+        decoder = FrameDecoder()
+        for _ in range(100):  # bounded by count and by the 5 s timeout of each read
+            data = s.recv(65536)
+            if not data:
+                return "closed"
+            frames = decoder.feed(data)
+            if frames:
+                r = RemotingCommand.decode(frames[0])
+                return f"code {r.code} opaque {r.opaque}"
+    return "no answer"
+
+
+def test_odd_json_header_members_are_read_as_the_reference_reads_them(
+    reference_cluster: Any, local_cluster: Any
+) -> None:
+    from deploy.bench.requests import create_topic_cmd
+    from tests.integration.e2e_helpers import broker_addr, start_real
+
+    host, port = broker_addr(start_real(local_cluster))
+    brokers = [f"{host}:{port}", reference_cluster.broker_addr()]
+    for addr in brokers:
+        with BlockingClient(addr) as c:
+            assert c.invoke(create_topic_cmd("TNum", 4), 10.0).code == ResponseCode.SUCCESS
+    ours = [(m, _odd_header_outcome(brokers[0], m)) for m, _ in ODD_HEADERS]
+    theirs = [(m, _odd_header_outcome(brokers[1], m)) for m, _ in ODD_HEADERS]
+    assert ours == theirs
+    for (member, served), (_, outcome) in zip(ODD_HEADERS, ours, strict=True):
+        assert outcome.startswith("code 0") == served, (member, outcome)

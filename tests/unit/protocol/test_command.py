@@ -172,11 +172,13 @@ def test_unknown_request_code_decodes_and_keeps_int() -> None:
     "header",
     [
         b"[1,2]",
-        b'{"code":"105"}',
-        b'{"code":1.5}',
-        b'{"code":true}',
+        b'{"code":"1.5"}',
+        b'{"code":" 105"}',
+        b'{"code":"abc"}',
+        b'{"code":[105]}',
+        b'{"code":1e20}',
         b'{"opaque":4294967296}',
-        b'{"code":1,"remark":5}',
+        b'{"opaque":"4294967296"}',
         b'{"code":1,"extFields":[1]}',
         b'{"code":1,"language":[]}',
         b'{"code":1,"extFields":{"a":NaN}}',
@@ -186,13 +188,38 @@ def test_unknown_request_code_decodes_and_keeps_int() -> None:
         b'{"code":1}x',
         b'{"code":1}{"code":2}',
         b'{"flag":-2147483649}',
-        b'{"version":true}',
+        b'{"version":{}}',
         b'{"code":1,"language":7.5}',
+        b'{"code":1,"language":true}',
     ],
 )
 def test_json_bad_headers_raise_bad_header(header: bytes) -> None:
     with pytest.raises(BadHeaderError):
         RemotingCommand.decode(_json_frame(header))
+
+
+@pytest.mark.parametrize(
+    ("header", "code", "opaque", "flag", "version", "remark"),
+    [  # what the reference 4.9.8 (fastjson) serves: tests/integration/test_reference.py
+        (b'{"code":"105","opaque":"7"}', 105, 7, 0, 0, None),
+        (b'{"code":"+105","opaque":"7,000"}', 105, 7000, 0, 0, None),
+        (b'{"code":"105.0","opaque":7.9,"flag":"0","version":"395"}', 105, 7, 0, 395, None),
+        (b'{"code":105.5,"version":395.0}', 105, 0, 0, 395, None),
+        (b'{"code":1.05e2,"flag":true}', 105, 0, 1, 0, None),
+        (b'{"code":"","opaque":"null","version":null}', 0, 0, 0, 0, None),
+        (b'{"code":1,"remark":5}', 1, 0, 0, 0, "5"),
+        (b'{"code":1,"remark":5.5}', 1, 0, 0, 0, "5.5"),
+        (b'{"code":1,"remark":true}', 1, 0, 0, 0, "true"),
+        (b'{"code":1,"remark":{"a":[1]}}', 1, 0, 0, 0, '{"a":[1]}'),
+        (b'{"code":1,"remark":"\xff"}', 1, 0, 0, 0, "\ufffd"),  # new String(bytes, UTF-8)
+    ],
+)
+def test_json_header_numbers_and_remark_are_read_as_fastjson_reads_them(
+    header: bytes, code: int, opaque: int, flag: int, version: int, remark: str | None
+) -> None:
+    cmd = RemotingCommand.decode(_json_frame(header))
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.version, cmd.remark) == (
+        code, opaque, flag, version, remark)  # fmt: skip
 
 
 def test_header_length_is_masked_to_24_bits_and_type_checked() -> None:
