@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from deploy.bench import send_bound
 from deploy.bench.broker_bench import bench_a, bench_b, run_bound
 from deploy.procinfo import is_zombie
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not is_zombie(pid)
 
 
 def test_bound_server_serves_a_and_b_then_stops() -> None:
@@ -26,7 +17,7 @@ def test_bound_server_serves_a_and_b_then_stops() -> None:
         assert rate > 0 and cpu > 0
         rate, cpu = bench_b(addr, 2, pids, 2)  # msgpack headers through the same core
         assert rate > 0 and cpu > 0
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if not is_zombie(p)]  # is_zombie: or gone
 
 
 def test_run_bound_reports_every_row() -> None:
