@@ -52,7 +52,7 @@ def request_code(frame: Any) -> int:
     if stype == JSON:
         try:
             obj = json.loads(str(header, "utf-8", "replace"))  # as the processor's decode
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # Recursion: deep nesting
+        except (ValueError, RecursionError) as exc:  # RecursionError: deep nesting
             raise RouteError(f"invalid JSON header: {exc}") from None
         if not isinstance(obj, dict):
             raise RouteError("JSON header is not an object")

@@ -174,7 +174,7 @@ def _serve_relay(srv: socket.socket, chan: socket.socket, ready: int) -> None:
                     conn.close()
                     continue
                 now = time.monotonic_ns()
-                for frame in decoder.feed(data):
+                for frame in decoder.feed(data):  # B sends nothing else: other codes dropped
                     if request_code(frame) == code:  # the route: the send group's channel
                         add_request(out, conn.fileno(), now, ip, port, frame)
                 if out:
@@ -189,12 +189,13 @@ def floor_server(hop: bool, ready_s: float = 30.0) -> Iterator[tuple[tuple[str, 
     ctx = multiprocessing.get_context("fork")
     srv = socket.socket()
     procs: list[Any] = []
+    pair: tuple[socket.socket, ...] = ()  # the hop's channel: the children keep their ends
     r, w = os.pipe()
     try:
         srv.bind(("127.0.0.1", 0))
         srv.listen(4)
         if hop:
-            near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pair = near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             _tune(near)
             _tune(far)
             procs.append(ctx.Process(target=_serve_worker, args=(far,), daemon=True))
@@ -203,9 +204,8 @@ def floor_server(hop: bool, ready_s: float = 30.0) -> Iterator[tuple[tuple[str, 
             procs.append(ctx.Process(target=_serve_floor, args=(srv, w), daemon=True))
         for p in procs:
             p.start()
-        if hop:
-            near.close()
-            far.close()
+        for end in pair:
+            end.close()
         if not select.select([r], [], [], ready_s)[0] or os.read(r, 1) != b"1":
             raise RuntimeError(f"floor server not ready within {ready_s:.0f} s")
         yield srv.getsockname(), [p.pid for p in procs]
@@ -217,6 +217,8 @@ def floor_server(hop: bool, ready_s: float = 30.0) -> Iterator[tuple[tuple[str, 
                 if p.is_alive():
                     p.kill()
                     p.join(5)
+        for end in pair:
+            end.close()
         os.close(r)
         os.close(w)
         srv.close()
