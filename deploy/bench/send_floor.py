@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 RUNGS: Final = ("reference", "floor", "floor+hop", "bound", "actormq")
 BUFFER: Final = 4 << 20  # socket buffers: a round (100 x ~1.3 KiB) never fills one
 MSG_ID: Final = "7F00000100002A9F0000000000000000"  # every answer's msgId (never read)
-TOPIC: Final = "BenchB"
+TOPIC: Final = "BenchB"  # B's topic (broker_bench.b_batches' default), made by the bound server
 
 
 class FloorAnswers:
@@ -238,44 +238,24 @@ def user_sys_ticks(pids: list[int]) -> tuple[int, int]:
 
 
 def timed_b(addr: tuple[str, int], rounds: int, pids: list[int]) -> dict[str, float]:
-    """B's `rounds` rounds of 100 against one rung: msgs/s, CPU us/msg (all threads of
-    `pids`), and its user and system parts."""
-    from deploy.bench.broker_bench import BSender, b_batches
-    from deploy.bench.measure import cpu_us
+    """broker_bench.bench_b against one rung (`rounds` rounds of 100): msgs/s, CPU us/msg
+    (every thread of `pids`), and that CPU split into user and system time by the kernel's
+    tick counts over the same run."""
+    from deploy.bench.broker_bench import bench_b
 
-    batches = b_batches(rounds, topic=TOPIC)  # encoded before the clock starts
-    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
-    sender = BSender(addr)
-    try:
-        u0, s0 = user_sys_ticks(pids)
-        c0 = cpu_us(pids)
-        t0 = time.perf_counter()
-        for data, opaques in batches:
-            sender.round_trip(data, opaques)
-        dt = time.perf_counter() - t0
-        c1 = cpu_us(pids)
-        u1, s1 = user_sys_ticks(pids)
-    finally:
-        sender.close()
-    n = rounds * 100
-    return {"rate": n / dt, "cpu": (c1 - c0) / n, "user": (u1 - u0) * tick_us / n,
-            "sys": (s1 - s0) * tick_us / n}  # fmt: skip
+    u0, s0 = user_sys_ticks(pids)
+    rate, cpu = bench_b(addr, rounds, pids)
+    u1, s1 = user_sys_ticks(pids)
+    ticks = (u1 - u0) + (s1 - s0)
+    user = cpu * (u1 - u0) / ticks if ticks else cpu
+    return {"rate": rate, "cpu": cpu, "user": user, "sys": cpu - user}
 
 
-def warm(addr: tuple[str, int], seconds: float) -> None:
-    """Untimed B rounds against one rung for `seconds` (at least one round: the topic)."""
-    from deploy.bench.broker_bench import BSender, b_batches
+def warm(addr: tuple[str, int], pids: list[int], seconds: float) -> None:
+    """broker_bench.warm_up's untimed B against one rung for `seconds` (at least one run)."""
+    from deploy.bench.broker_bench import warm_up
 
-    sender = BSender(addr)
-    try:
-        end = time.monotonic() + seconds
-        while True:
-            for data, opaques in b_batches(50, topic=TOPIC):
-                sender.round_trip(data, opaques)
-            if time.monotonic() >= end:
-                return
-    finally:
-        sender.close()
+    warm_up("B", addr, pids, argparse.Namespace(a=0, b=50, c=0, d=0), seconds, msgpack=False)
 
 
 @contextmanager
@@ -331,9 +311,9 @@ def run(rungs: tuple[str, ...], runs: int, rounds: int, warmup_s: float
     results: dict[str, list[dict[str, float]]] = {name: [] for name in rungs}
     with tempfile.TemporaryDirectory(prefix="amq-floor-") as data, ExitStack() as stack:
         up = [(name, *stack.enter_context(_rung(name, data))) for name in rungs]
-        for name, addr, _pids in up:
+        for name, addr, pids in up:
             log.info("warming %s at %s:%d for %.0f s", name, *addr, warmup_s)
-            warm(addr, warmup_s)
+            warm(addr, pids, warmup_s)
         for i in range(runs):
             for name, addr, pids in up if i % 2 == 0 else up[::-1]:
                 results[name].append(timed_b(addr, rounds, pids))
